@@ -1,0 +1,173 @@
+"""The metric contract shared by every metric family.
+
+A metric is a small class whose constructor arguments are exactly its YAML settings. It scores the
+candidates of ONE system at a time and returns per-segment scores, its own corpus-level score and a
+signature that pins everything that changes the number.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+import numpy as np
+
+Group = Literal["syntactic", "semantic", "diversity"]
+MultiRef = Literal["max", "mean"]
+
+# "diversity" metrics (self-BLEU, the ``_src`` twins) measure closeness to the SOURCE: they are
+# reported and correlated but never enter the syntactic/semantic averages.
+GROUPS: tuple[str, ...] = ("syntactic", "semantic", "diversity")
+AVERAGED_GROUPS: tuple[str, ...] = ("syntactic", "semantic")
+MULTI_REF_RULES: tuple[str, ...] = ("max", "mean")
+
+
+class MetricConfigError(ValueError):
+    """A metric setting is invalid; the message is shown to the user as one line."""
+
+
+class MissingResourceError(RuntimeError):
+    """A resource (model, WordNet, checkpoint) is absent; the message says what to install or set."""
+
+
+@dataclass
+class MetricResult:
+    """What one metric returns for one system.
+
+    ``segment`` maps each output column id to one score per candidate (same order as the input);
+    ``corpus`` maps the same ids to the metric's own corpus-level score (for BLEU: from summed
+    statistics, never the mean of sentence scores). ``stats`` optionally holds per-segment sufficient
+    statistics (shape ``(n_segments, k)``) from which ``Metric.corpus_from_stats`` recomputes the
+    corpus score of any subset or resample of segments.
+    """
+
+    segment: dict[str, np.ndarray]
+    corpus: dict[str, float]
+    signature: str
+    stats: np.ndarray | None = None
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+class Metric(ABC):
+    """Base class. Subclasses set the class constants and implement ``_score``.
+
+    Class constants (override in subclasses):
+
+    - ``name``: the metric id (``bleu``, ``rougeL`` ...), also its config file name.
+    - ``default_group``: ``syntactic`` or ``semantic``; the ``group`` setting overrides it.
+    - ``higher_is_better``: direction, used to flip lower-is-better metrics before normalization.
+    - ``needs_references`` / ``needs_sources``: inputs the metric cannot do without.
+    - ``columns``: output column ids; defaults to ``(name,)``. BERTScore has three.
+    - ``supports_multi_ref_rule``: False where the reference implementation has its own rule
+      (sacrebleu's counts, bert-score's max) and ``multi_ref`` is therefore not a setting.
+    """
+
+    name: ClassVar[str] = ""
+    default_group: ClassVar[str] = "syntactic"
+    higher_is_better: ClassVar[bool] = True
+    needs_references: ClassVar[bool] = True
+    needs_sources: ClassVar[bool] = False
+    columns: ClassVar[tuple[str, ...]] = ()
+    supports_multi_ref_rule: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        group: str | None = None,
+        against_source: bool = False,
+        multi_ref: str = "max",
+    ) -> None:
+        group = group or self.default_group
+        if group not in GROUPS:
+            raise MetricConfigError(
+                f"metric '{self.name}': group must be one of {list(GROUPS)}, got '{group}'"
+            )
+        if multi_ref not in MULTI_REF_RULES:
+            raise MetricConfigError(
+                f"metric '{self.name}': multi_ref must be one of {list(MULTI_REF_RULES)}, "
+                f"got '{multi_ref}'"
+            )
+        self.group: str = group
+        self.against_source: bool = bool(against_source)
+        self.multi_ref: str = multi_ref
+
+    # ------------------------------------------------------------------ public API
+    @property
+    def output_columns(self) -> tuple[str, ...]:
+        return self.columns or (self.name,)
+
+    def prepare(self, texts: Iterable[str]) -> None:  # noqa: B027 - optional hook
+        """Called once per run with every text the metric will see (all systems, references,
+        sources). Metrics with an expensive per-sentence step (encoders) batch it here, once."""
+
+    def score(
+        self,
+        candidates: Sequence[str],
+        references: Sequence[Sequence[str]],
+        sources: Sequence[str] | None = None,
+    ) -> MetricResult:
+        """Score one system. ``references[i]`` is the (possibly empty, possibly ragged) list of
+        references of ``candidates[i]``; ``sources[i]`` its source sentence."""
+        n = len(candidates)
+        if len(references) != n:
+            raise ValueError(f"{self.name}: {n} candidates but {len(references)} reference lists")
+        if sources is not None and len(sources) != n:
+            raise ValueError(f"{self.name}: {n} candidates but {len(sources)} sources")
+        if self.needs_references:
+            for i, refs in enumerate(references):
+                if len(refs) == 0:
+                    raise MetricConfigError(
+                        f"metric '{self.name}' needs references but segment {i} has none"
+                    )
+        if self.needs_sources and sources is None:
+            raise MetricConfigError(f"metric '{self.name}' needs sources")
+        result = self._score(list(candidates), [list(r) for r in references], sources)
+        for col, values in result.segment.items():
+            if len(values) != n:
+                raise AssertionError(f"{self.name}: column {col} has {len(values)} != {n} scores")
+        return result
+
+    @abstractmethod
+    def _score(
+        self,
+        candidates: list[str],
+        references: list[list[str]],
+        sources: Sequence[str] | None,
+    ) -> MetricResult: ...
+
+    @abstractmethod
+    def signature(self) -> str:
+        """A sacrebleu-style ``key:value|key:value`` string pinning every setting that changes
+        the number (implementation and version, tokenizer, casing, multi-reference rule ...)."""
+
+    def corpus_from_stats(self, stats: np.ndarray) -> dict[str, float]:
+        """Corpus score from (a subset or resample of) per-segment sufficient statistics.
+        Metrics whose corpus score is the mean of segment scores need not override this."""
+        raise NotImplementedError(f"{self.name} has no sufficient statistics")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.signature()})"
+
+
+def reduce_over_references(per_ref: list[np.ndarray], rule: str) -> np.ndarray:
+    """Combine per-reference score arrays (one array of scores per reference of one segment)."""
+    out = np.empty(len(per_ref), dtype=float)
+    for i, scores in enumerate(per_ref):
+        if len(scores) == 0:
+            out[i] = np.nan
+        elif rule == "max":
+            out[i] = float(np.max(scores))
+        else:
+            out[i] = float(np.mean(scores))
+    return out
+
+
+def make_signature(name: str, **fields: object) -> str:
+    """``name|key:value|...`` with keys in the given order; booleans as yes/no like sacrebleu."""
+    parts = [name]
+    for key, value in fields.items():
+        if isinstance(value, bool):
+            value = "yes" if value else "no"
+        parts.append(f"{key}:{value}")
+    return "|".join(parts)

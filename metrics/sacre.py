@@ -1,0 +1,385 @@
+"""BLEU, iBLEU, self-BLEU, chrF and TER on top of sacrebleu.
+
+All of them work on sacrebleu's per-segment sufficient statistics: a segment score is sacrebleu's
+score of that segment's statistics, the corpus score is sacrebleu's score of the summed statistics
+(never a mean of sentence scores), and a bootstrap resample of segments recomputes corpus scores from
+resampled statistics. The statistics are memoised per (settings, texts), so iBLEU for any α reuses
+the statistics that ``bleu`` and ``self_bleu`` computed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+import sacrebleu
+from sacrebleu.metrics.base import Metric as SacreMetric
+from sacrebleu.metrics.bleu import BLEU as SacreBLEU
+from sacrebleu.metrics.chrf import CHRF as SacreCHRF
+from sacrebleu.metrics.ter import TER as SacreTER
+
+from metrics.base import Metric, MetricConfigError, MetricResult, make_signature
+
+SACREBLEU_VERSION = sacrebleu.__version__
+
+# (kind, settings, hypotheses, references) -> per-segment statistics. Bounded so that a long
+# sweep in one process does not grow without limit.
+_STATS_MEMO: dict[str, np.ndarray] = {}
+_STATS_MEMO_MAX = 256
+
+
+def _digest(*parts: object) -> str:
+    h = hashlib.blake2b(digest_size=20)
+    for part in parts:
+        h.update(repr(part).encode("utf-8"))
+        h.update(b"\x1f")
+    return h.hexdigest()
+
+
+def _ref_streams(references: Sequence[Sequence[str]]) -> list[list[str | None]]:
+    """Per-segment reference lists -> sacrebleu's reference streams; a ragged count is padded with
+    None, which sacrebleu skips (its ``nrefs:var`` case)."""
+    width = max((len(r) for r in references), default=0)
+    return [[refs[k] if k < len(refs) else None for refs in references] for k in range(width)]
+
+
+def segment_statistics(
+    metric: SacreMetric, key: str, hyps: Sequence[str], references: Sequence[Sequence[str]]
+) -> np.ndarray:
+    """sacrebleu's per-segment statistics, memoised by content."""
+    memo_key = _digest(key, list(hyps), [list(r) for r in references])
+    hit = _STATS_MEMO.get(memo_key)
+    if hit is not None:
+        return hit
+    stats = metric._extract_corpus_statistics(list(hyps), _ref_streams(references))
+    arr = np.asarray(stats, dtype=float)
+    if arr.ndim == 1:  # zero segments
+        arr = arr.reshape(0, 0)
+    if len(_STATS_MEMO) >= _STATS_MEMO_MAX:
+        _STATS_MEMO.pop(next(iter(_STATS_MEMO)))
+    _STATS_MEMO[memo_key] = arr
+    return arr
+
+
+def _as_stats(row: np.ndarray, integer: bool) -> list[Any]:
+    if integer:
+        return [int(round(x)) for x in row]
+    return [float(x) for x in row]
+
+
+class _SacreBase(Metric):
+    """Shared machinery: build a sacrebleu object, extract statistics, score from statistics."""
+
+    integer_stats: ClassVar[bool] = True
+
+    def _corpus_metric(self) -> SacreMetric:
+        raise NotImplementedError
+
+    def _segment_metric(self) -> SacreMetric:
+        return self._corpus_metric()
+
+    def _settings_key(self) -> str:
+        return self.signature()
+
+    def _stats(self, hyps: Sequence[str], refs: Sequence[Sequence[str]]) -> np.ndarray:
+        return segment_statistics(self._corpus_metric(), self._stats_key(), hyps, refs)
+
+    def _stats_key(self) -> str:
+        # statistics do not depend on the score-side options (smoothing, effective order)
+        return self.signature()
+
+    def _segment_scores(self, stats: np.ndarray) -> np.ndarray:
+        m = self._segment_metric()
+        return np.array(
+            [m._compute_score_from_stats(_as_stats(row, self.integer_stats)).score for row in stats],
+            dtype=float,
+        )
+
+    def _corpus_score(self, stats: np.ndarray) -> float:
+        if len(stats) == 0:
+            return float("nan")
+        total = stats.sum(axis=0)
+        return float(
+            self._corpus_metric()._compute_score_from_stats(
+                _as_stats(total, self.integer_stats)
+            ).score
+        )
+
+    def corpus_from_stats(self, stats: np.ndarray) -> dict[str, float]:
+        return {self.name: self._corpus_score(stats)}
+
+    def _score_pair(
+        self, candidates: list[str], references: list[list[str]]
+    ) -> tuple[np.ndarray, np.ndarray, float]:
+        stats = self._stats(candidates, references)
+        return stats, self._segment_scores(stats), self._corpus_score(stats)
+
+    def _score(
+        self,
+        candidates: list[str],
+        references: list[list[str]],
+        sources: Sequence[str] | None,
+    ) -> MetricResult:
+        stats, seg, corpus = self._score_pair(candidates, references)
+        return MetricResult({self.name: seg}, {self.name: corpus}, self.signature(), stats)
+
+
+class BLEU(_SacreBase):
+    """sacrebleu BLEU. Segment scores follow ``sacrebleu.sentence_bleu`` (effective order on by
+    default), the corpus score ``sacrebleu.corpus_bleu`` (effective order off)."""
+
+    name = "bleu"
+    default_group = "syntactic"
+    higher_is_better = True
+
+    TOKENIZE = SacreBLEU.TOKENIZER_DEFAULT
+    SMOOTH_METHOD = "exp"
+
+    def __init__(
+        self,
+        tokenize: str = TOKENIZE,
+        lowercase: bool = False,
+        smooth_method: str = SMOOTH_METHOD,
+        smooth_value: float | None = None,
+        effective_order: bool = True,
+        group: str | None = None,
+        against_source: bool = False,
+    ) -> None:
+        super().__init__(group=group, against_source=against_source)
+        if tokenize not in SacreBLEU.TOKENIZERS:
+            raise MetricConfigError(
+                f"metric '{self.name}': unknown tokenize '{tokenize}'; "
+                f"choose one of {sorted(SacreBLEU.TOKENIZERS)}"
+            )
+        if smooth_method not in SacreBLEU.SMOOTH_DEFAULTS:
+            raise MetricConfigError(
+                f"metric '{self.name}': unknown smooth_method '{smooth_method}'; "
+                f"choose one of {sorted(SacreBLEU.SMOOTH_DEFAULTS)}"
+            )
+        self.tokenize = tokenize
+        self.lowercase = bool(lowercase)
+        self.smooth_method = smooth_method
+        self.smooth_value = smooth_value
+        self.effective_order = bool(effective_order)
+        kwargs = dict(
+            tokenize=tokenize,
+            lowercase=self.lowercase,
+            smooth_method=smooth_method,
+            smooth_value=smooth_value,
+        )
+        self._corpus = SacreBLEU(effective_order=False, **kwargs)  # type: ignore[arg-type]
+        self._sentence = SacreBLEU(effective_order=self.effective_order, **kwargs)  # type: ignore[arg-type]
+
+    def _corpus_metric(self) -> SacreMetric:
+        return self._corpus
+
+    def _segment_metric(self) -> SacreMetric:
+        return self._sentence
+
+    def _stats_key(self) -> str:
+        return f"bleu-stats|tok:{self.tokenize}|case:{'lc' if self.lowercase else 'mixed'}"
+
+    def _smooth_sig(self) -> str:
+        value = self._corpus.smooth_value
+        return self.smooth_method if value is None else f"{self.smooth_method}[{value:.2f}]"
+
+    def signature(self) -> str:
+        return make_signature(
+            self.name,
+            impl=f"sacrebleu-{SACREBLEU_VERSION}",
+            nrefs="var",
+            case="lc" if self.lowercase else "mixed",
+            eff="yes" if self.effective_order else "no",
+            tok=self.tokenize,
+            smooth=self._smooth_sig(),
+        )
+
+
+class SelfBLEU(BLEU):
+    """BLEU of each candidate against its SOURCE (higher = closer to copying the input)."""
+
+    name = "self_bleu"
+    default_group = "diversity"
+    needs_references = False
+    needs_sources = True
+
+    def _score(
+        self,
+        candidates: list[str],
+        references: list[list[str]],
+        sources: Sequence[str] | None,
+    ) -> MetricResult:
+        assert sources is not None
+        stats, seg, corpus = self._score_pair(candidates, [[s] for s in sources])
+        return MetricResult({self.name: seg}, {self.name: corpus}, self.signature(), stats)
+
+
+class IBLEU(BLEU):
+    """iBLEU (Sun & Zhou 2012): α·BLEU(c, R) − (1−α)·BLEU(c, S).
+
+    Segment: from the two sentence BLEUs; corpus: from the two corpus BLEUs. Both come from the same
+    memoised statistics as ``bleu`` and ``self_bleu``, so changing α rescores nothing.
+    """
+
+    name = "ibleu"
+    needs_sources = True
+    ALPHA = 0.8
+
+    def __init__(
+        self,
+        alpha: float = ALPHA,
+        tokenize: str = BLEU.TOKENIZE,
+        lowercase: bool = False,
+        smooth_method: str = BLEU.SMOOTH_METHOD,
+        smooth_value: float | None = None,
+        effective_order: bool = True,
+        group: str | None = None,
+        against_source: bool = False,
+    ) -> None:
+        super().__init__(
+            tokenize=tokenize,
+            lowercase=lowercase,
+            smooth_method=smooth_method,
+            smooth_value=smooth_value,
+            effective_order=effective_order,
+            group=group,
+            against_source=against_source,
+        )
+        try:
+            alpha = float(alpha)
+        except (TypeError, ValueError):
+            raise MetricConfigError(f"metric 'ibleu': alpha must be a number, got {alpha!r}") from None
+        if not 0.0 <= alpha <= 1.0 or np.isnan(alpha):
+            raise MetricConfigError(f"metric 'ibleu': alpha must be in [0, 1], got {alpha}")
+        self.alpha = alpha
+
+    def signature(self) -> str:
+        return BLEU.signature(self) + f"|alpha:{self.alpha:g}"
+
+    def _score(
+        self,
+        candidates: list[str],
+        references: list[list[str]],
+        sources: Sequence[str] | None,
+    ) -> MetricResult:
+        assert sources is not None
+        stats_r, seg_r, corp_r = self._score_pair(candidates, references)
+        stats_s, seg_s, corp_s = self._score_pair(candidates, [[s] for s in sources])
+        a = self.alpha
+        seg = a * seg_r - (1.0 - a) * seg_s
+        corpus = a * corp_r - (1.0 - a) * corp_s
+        stats = np.hstack([stats_r, stats_s]) if len(candidates) else np.zeros((0, 0))
+        return MetricResult(
+            {self.name: seg},
+            {self.name: corpus},
+            self.signature(),
+            stats,
+            extra={"bleu_ref": corp_r, "bleu_src": corp_s},
+        )
+
+    def corpus_from_stats(self, stats: np.ndarray) -> dict[str, float]:
+        half = stats.shape[1] // 2
+        a = self.alpha
+        value = a * self._corpus_score(stats[:, :half]) - (1 - a) * self._corpus_score(
+            stats[:, half:]
+        )
+        return {self.name: value}
+
+
+class CHRF(_SacreBase):
+    """sacrebleu chrF; ``word_order: 2`` gives chrF++."""
+
+    name = "chrf"
+    integer_stats = True
+    CHAR_ORDER = SacreCHRF.CHAR_ORDER
+    WORD_ORDER = SacreCHRF.WORD_ORDER
+    BETA = SacreCHRF.BETA
+
+    def __init__(
+        self,
+        char_order: int = CHAR_ORDER,
+        word_order: int = WORD_ORDER,
+        beta: int = BETA,
+        lowercase: bool = False,
+        whitespace: bool = False,
+        eps_smoothing: bool = False,
+        group: str | None = None,
+        against_source: bool = False,
+    ) -> None:
+        super().__init__(group=group, against_source=against_source)
+        self.char_order = int(char_order)
+        self.word_order = int(word_order)
+        self.beta = int(beta)
+        self.lowercase = bool(lowercase)
+        self.whitespace = bool(whitespace)
+        self.eps_smoothing = bool(eps_smoothing)
+        self._metric = SacreCHRF(
+            char_order=self.char_order,
+            word_order=self.word_order,
+            beta=self.beta,
+            lowercase=self.lowercase,
+            whitespace=self.whitespace,
+            eps_smoothing=self.eps_smoothing,
+        )
+
+    def _corpus_metric(self) -> SacreMetric:
+        return self._metric
+
+    def signature(self) -> str:
+        return make_signature(
+            self.name,
+            impl=f"sacrebleu-{SACREBLEU_VERSION}",
+            nrefs="var",
+            case="lc" if self.lowercase else "mixed",
+            eff="yes" if self.eps_smoothing else "no",
+            nc=self.char_order,
+            nw=self.word_order,
+            beta=self.beta,
+            space=self.whitespace,
+        )
+
+
+class TER(_SacreBase):
+    """sacrebleu TER (lower is better)."""
+
+    name = "ter"
+    higher_is_better = False
+    integer_stats = False
+
+    def __init__(
+        self,
+        normalized: bool = False,
+        no_punct: bool = False,
+        asian_support: bool = False,
+        case_sensitive: bool = False,
+        group: str | None = None,
+        against_source: bool = False,
+    ) -> None:
+        super().__init__(group=group, against_source=against_source)
+        self.normalized = bool(normalized)
+        self.no_punct = bool(no_punct)
+        self.asian_support = bool(asian_support)
+        self.case_sensitive = bool(case_sensitive)
+        self._metric = SacreTER(
+            normalized=self.normalized,
+            no_punct=self.no_punct,
+            asian_support=self.asian_support,
+            case_sensitive=self.case_sensitive,
+        )
+
+    def _corpus_metric(self) -> SacreMetric:
+        return self._metric
+
+    def signature(self) -> str:
+        return make_signature(
+            self.name,
+            impl=f"sacrebleu-{SACREBLEU_VERSION}",
+            nrefs="var",
+            case="mixed" if self.case_sensitive else "lc",
+            tok="tercom",
+            norm=self.normalized,
+            punct=not self.no_punct,
+            asian=self.asian_support,
+        )
