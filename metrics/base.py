@@ -29,7 +29,7 @@ class MetricConfigError(ValueError):
 
 
 class MissingResourceError(RuntimeError):
-    """A resource (model, WordNet, checkpoint) is absent; the message says what to install or set."""
+    """A resource (model, WordNet, checkpoint) is absent; the message says what to install."""
 
 
 @dataclass
@@ -38,9 +38,9 @@ class MetricResult:
 
     ``segment`` maps each output column id to one score per candidate (same order as the input);
     ``corpus`` maps the same ids to the metric's own corpus-level score (for BLEU: from summed
-    statistics, never the mean of sentence scores). ``stats`` optionally holds per-segment sufficient
-    statistics (shape ``(n_segments, k)``) from which ``Metric.corpus_from_stats`` recomputes the
-    corpus score of any subset or resample of segments.
+    statistics, never the mean of sentence scores). ``stats`` optionally holds per-segment
+    sufficient statistics (shape ``(n_segments, k)``) from which ``Metric.corpus_from_stats``
+    recomputes the corpus score of any subset or resample of segments.
     """
 
     segment: dict[str, np.ndarray]

@@ -2,9 +2,9 @@
 
 All of them work on sacrebleu's per-segment sufficient statistics: a segment score is sacrebleu's
 score of that segment's statistics, the corpus score is sacrebleu's score of the summed statistics
-(never a mean of sentence scores), and a bootstrap resample of segments recomputes corpus scores from
-resampled statistics. The statistics are memoised per (settings, texts), so iBLEU for any α reuses
-the statistics that ``bleu`` and ``self_bleu`` computed.
+(never a mean of sentence scores), and a bootstrap resample of segments recomputes corpus scores
+from resampled statistics. The statistics are memoised per (settings, texts), so iBLEU for any
+α reuses the statistics that ``bleu`` and ``self_bleu`` computed.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def segment_statistics(
 
 def _as_stats(row: np.ndarray, integer: bool) -> list[Any]:
     if integer:
-        return [int(round(x)) for x in row]
+        return [round(x) for x in row]
     return [float(x) for x in row]
 
 
@@ -93,7 +93,10 @@ class _SacreBase(Metric):
     def _segment_scores(self, stats: np.ndarray) -> np.ndarray:
         m = self._segment_metric()
         return np.array(
-            [m._compute_score_from_stats(_as_stats(row, self.integer_stats)).score for row in stats],
+            [
+                m._compute_score_from_stats(_as_stats(row, self.integer_stats)).score
+                for row in stats
+            ],
             dtype=float,
         )
 
@@ -102,9 +105,9 @@ class _SacreBase(Metric):
             return float("nan")
         total = stats.sum(axis=0)
         return float(
-            self._corpus_metric()._compute_score_from_stats(
-                _as_stats(total, self.integer_stats)
-            ).score
+            self._corpus_metric()
+            ._compute_score_from_stats(_as_stats(total, self.integer_stats))
+            .score
         )
 
     def corpus_from_stats(self, stats: np.ndarray) -> dict[str, float]:
@@ -170,7 +173,10 @@ class BLEU(_SacreBase):
             smooth_value=smooth_value,
         )
         self._corpus = SacreBLEU(effective_order=False, **kwargs)  # type: ignore[arg-type]
-        self._sentence = SacreBLEU(effective_order=self.effective_order, **kwargs)  # type: ignore[arg-type]
+        self._sentence = SacreBLEU(
+            effective_order=self.effective_order,
+            **kwargs,  # type: ignore[arg-type]
+        )
 
     def _corpus_metric(self) -> SacreMetric:
         return self._corpus
@@ -250,7 +256,9 @@ class IBLEU(BLEU):
         try:
             alpha = float(alpha)
         except (TypeError, ValueError):
-            raise MetricConfigError(f"metric 'ibleu': alpha must be a number, got {alpha!r}") from None
+            raise MetricConfigError(
+                f"metric 'ibleu': alpha must be a number, got {alpha!r}"
+            ) from None
         if not 0.0 <= alpha <= 1.0 or np.isnan(alpha):
             raise MetricConfigError(f"metric 'ibleu': alpha must be in [0, 1], got {alpha}")
         self.alpha = alpha

@@ -52,3 +52,8 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"real-data folder {SHARED_DATA} is absent (set PARAEVAL_SHARED_DATA)")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def shared_data_or_none() -> Path | None:
+    return SHARED_DATA if SHARED_DATA.is_dir() else None

@@ -1,0 +1,53 @@
+# paraeval: `make run` sets up .venv and runs the demo; `make test` sets up and runs the tests.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export MLFLOW_DISABLE_TELEMETRY := true
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: setup setup-dev wordnet run test lint bench clean demo-data
+
+$(VENV)/bin/activate:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+# torch is pinned and installed first: an unpinned torch pulls gigabytes of CUDA packages
+$(VENV)/.runtime: $(VENV)/bin/activate pyproject.toml
+	$(PIP) install --quiet torch==2.13.0
+	$(PIP) install --quiet -e .
+	touch $@
+
+$(VENV)/.dev: $(VENV)/.runtime pyproject.toml
+	$(PIP) install --quiet -e ".[dev]"
+	touch $@
+
+# WordNet 3.0 for METEOR, from Debian's packages, copied into .cache/nltk_data (never downloaded by NLTK)
+wordnet: $(VENV)/.runtime
+	@if [ -f scripts/setup_wordnet.py ]; then $(PY) scripts/setup_wordnet.py; fi
+
+setup: $(VENV)/.runtime wordnet
+
+setup-dev: $(VENV)/.dev wordnet
+
+run: setup
+	$(VENV)/bin/paraeval
+
+test: setup-dev
+	$(VENV)/bin/pytest -q tests
+
+lint: setup-dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy metrics correlation
+
+bench: setup-dev
+	$(PY) benchmarks/run_all.py
+
+demo-data: $(VENV)/.runtime
+	$(PY) scripts/make_demo.py
+
+clean:
+	rm -rf outputs multirun mlflow .pytest_cache .mypy_cache .ruff_cache build dist *.egg-info

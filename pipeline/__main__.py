@@ -1,0 +1,79 @@
+"""Command line entry: ``paraeval [overrides]`` and ``python -m pipeline [overrides]``.
+
+A thin ``@hydra.main`` over :func:`pipeline.app.run`. User mistakes (bad input, bad config, a
+missing resource) end with one line on stderr and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+EXIT_USER_ERROR = 2
+GROUPS = ("data", "metrics", "normalize", "correlation", "tracking", "experiment")
+
+
+def config_dir() -> Path:
+    """conf/ at the top of a source checkout, or pipeline/conf inside an installed wheel."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "conf", here.parent / "conf"):
+        if (candidate / "config.yaml").is_file():
+            return candidate
+    raise SystemExit("paraeval: error: configuration folder not found (broken installation)")
+
+
+def _fail(message: str) -> None:
+    print(f"paraeval: error: {message}", file=sys.stderr)
+    sys.exit(EXIT_USER_ERROR)
+
+
+def check_group_overrides(argv: list[str], conf: Path) -> None:
+    """Unknown group options (``metrics=[bleu,nosuch]``) as one line before Hydra composes."""
+    for arg in argv:
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        key, _, value = arg.partition("=")
+        key = key.lstrip("+~")
+        if key not in GROUPS or value in ("", "null"):
+            continue
+        options = {p.stem for p in (conf / key).glob("*.yaml")}
+        chosen = [v.strip() for v in value.strip("[]").split(",") if v.strip()]
+        for choice in chosen:
+            if choice not in options and "/" not in choice and "$" not in choice:
+                _fail(f"unknown {key} option '{choice}' in '{arg}'; choose from {sorted(options)}")
+
+
+@hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="config")
+def _hydra_main(cfg: DictConfig) -> float | None:
+    from metrics.base import MetricConfigError, MissingResourceError
+    from pipeline.app import run
+    from pipeline.errors import UserError
+
+    hc = HydraConfig.get()
+    try:
+        run(cfg, hc.runtime.output_dir, list(hc.overrides.task))
+    except (UserError, MetricConfigError, MissingResourceError) as exc:
+        logging.getLogger("paraeval").error("%s", exc)
+        _fail(str(exc))
+    return None
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    if not any(a in ("--help", "-h", "--hydra-help", "--info", "--cfg", "-c") for a in argv):
+        check_group_overrides(argv, config_dir())
+    _hydra_main()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""Aggregate stage: normalize metrics, average the syntactic and the semantic group, system table.
+
+Normalization is fitted on the evaluated pool (all segments of all systems). Lower-is-better
+metrics (TER, WMD) are flipped first, so after normalization higher is better everywhere and the
+group averages mean something. The fitted parameters are returned so every number can be traced.
+
+A group average per segment is the mean of the normalized metrics of that group that were
+computed for the run; per system it is the mean of its segment averages (normalized corpus-level
+scores over a handful of systems would be degenerate).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from metrics.base import AVERAGED_GROUPS
+from pipeline.errors import ConfigError
+from pipeline.load import HUMAN_PREFIX
+from pipeline.score import ColumnInfo, Scores
+
+METHODS = ("minmax", "zscore", "rank", "bounds")
+
+
+@dataclass
+class Normalizer:
+    """``method``: minmax | zscore | rank | bounds. ``bounds`` maps a column to [low, high] for the
+    fixed-bounds method (e.g. ``{bleu: [0, 100], ter: [0, 100]}``); columns without bounds fall back
+    to min-max over the pool."""
+
+    method: str = "minmax"
+    bounds: Mapping[str, list[float]] | None = None
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ConfigError(
+                f"normalize.method must be one of {list(METHODS)}, got '{self.method}'"
+            )
+        self.bounds = dict(self.bounds or {})
+
+    def fit_transform(
+        self, values: np.ndarray, column: str, higher_is_better: bool
+    ) -> tuple[np.ndarray, dict[str, float | str | bool]]:
+        x = np.asarray(values, dtype=float)
+        sign = 1.0 if higher_is_better else -1.0
+        finite = x[np.isfinite(x)]
+        params: dict[str, float | str | bool] = {
+            "column": column,
+            "method": self.method,
+            "flipped": not higher_is_better,
+            "min": float(finite.min()) if finite.size else float("nan"),
+            "max": float(finite.max()) if finite.size else float("nan"),
+            "mean": float(finite.mean()) if finite.size else float("nan"),
+            "sd": float(finite.std(ddof=0)) if finite.size else float("nan"),
+        }
+        if finite.size == 0:
+            return np.full_like(x, np.nan), params
+        method = self.method
+        assert self.bounds is not None
+        if method == "bounds" and column not in self.bounds:
+            method = "minmax"
+        if method == "minmax":
+            lo, hi = params["min"], params["max"]
+            span = float(hi) - float(lo)
+            if span == 0:
+                out = np.where(np.isfinite(x), 0.5, np.nan)
+            elif higher_is_better:
+                out = (x - float(lo)) / span
+            else:
+                out = (float(hi) - x) / span
+        elif method == "bounds":
+            lo_b, hi_b = (float(v) for v in self.bounds[column])
+            params["low"], params["high"] = lo_b, hi_b
+            out = np.clip((x - lo_b) / (hi_b - lo_b), 0.0, 1.0)
+            if not higher_is_better:
+                out = 1.0 - out
+        elif method == "zscore":
+            sd = float(params["sd"])
+            out = (
+                sign * (x - float(params["mean"])) / sd
+                if sd > 0
+                else np.where(np.isfinite(x), 0.0, np.nan)
+            )
+        else:  # rank: percentile of each value in the pool, ties get their mean rank
+            s = pd.Series(sign * x)
+            out = s.rank(method="average", pct=True).to_numpy()
+        params["method"] = method
+        return out, params
+
+
+@dataclass
+class Aggregated:
+    segments: pd.DataFrame  # tidy + raw metric columns + syntactic/semantic averages
+    normalized: pd.DataFrame  # the normalized metric columns (same index as segments)
+    systems: pd.DataFrame  # one row per system
+    normalization: pd.DataFrame  # fitted parameters, one row per column
+    columns: dict[str, ColumnInfo]
+
+
+def metric_columns(columns: Mapping[str, ColumnInfo]) -> list[str]:
+    return list(columns)
+
+
+def aggregate(scores: Scores, normalizer: Normalizer | None = None) -> Aggregated:
+    normalizer = normalizer or Normalizer()
+    seg = scores.segments.copy()
+    norm = pd.DataFrame(index=seg.index)
+    params = []
+    for col, info in scores.columns.items():
+        norm[col], p = normalizer.fit_transform(seg[col].to_numpy(), col, info.higher_is_better)
+        p["group"] = info.group
+        params.append(p)
+    columns = dict(scores.columns)
+    for group in AVERAGED_GROUPS:
+        members = [c for c, info in scores.columns.items() if info.group == group]
+        if not members:
+            continue
+        with np.errstate(all="ignore"):
+            seg[group] = norm[members].mean(axis=1, skipna=True)
+        columns[group] = ColumnInfo(
+            metric=group,
+            group="average",
+            higher_is_better=True,
+            signature=f"{group}|norm:{normalizer.method}|of:{'+'.join(members)}",
+        )
+
+    systems = scores.corpus.copy()
+    systems.insert(0, "n_items", seg.groupby("system", sort=False).size())
+    for group in AVERAGED_GROUPS:
+        if group in seg:
+            systems[group] = seg.groupby("system", sort=False)[group].mean()
+    for col in [c for c in seg.columns if c.startswith(HUMAN_PREFIX)]:
+        systems[col] = seg.groupby("system", sort=False)[col].mean()
+    for col in [c for c in seg.columns if c.startswith("metric_")]:
+        systems[col] = seg.groupby("system", sort=False)[col].mean()
+        columns.setdefault(
+            col,
+            ColumnInfo(
+                metric=col,
+                group="precomputed",
+                higher_is_better=True,
+                signature=f"{col}|precomputed",
+            ),
+        )
+    return Aggregated(seg, norm, systems, pd.DataFrame(params), columns)

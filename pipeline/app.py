@@ -1,0 +1,203 @@
+"""The whole run as a plain function of a resolved config: load -> score -> aggregate -> correlate
+-> track. ``pipeline.__main__`` is a thin Hydra wrapper around :func:`run`; tests call it directly.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from omegaconf import DictConfig, OmegaConf
+
+from pipeline import report
+from pipeline.aggregate import Aggregated, Normalizer, aggregate
+from pipeline.correlate import correlate
+from pipeline.errors import ConfigError, UserError
+from pipeline.load import HUMAN_PREFIX
+from pipeline.plots import write_plots
+from pipeline.score import Scores, build_metrics, score
+from pipeline.track import check_writable, flatten, log_to_mlflow, write_csv, write_parquet
+
+log = logging.getLogger("paraeval")
+
+
+@dataclass
+class RunResult:
+    out_dir: Path
+    segments: pd.DataFrame
+    systems: pd.DataFrame
+    correlations: pd.DataFrame
+    signatures: dict[str, str]
+    run_id: str | None
+    tracking_uri: str | None
+
+
+def _instantiate_data(node: Any) -> pd.DataFrame:
+    from hydra.utils import get_method
+
+    settings = (
+        OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
+    )
+    assert isinstance(settings, dict)
+    target = settings.pop("_target_", None)
+    if not target or not str(target).startswith("pipeline.load."):
+        raise ConfigError(
+            "data._target_ must be one of pipeline.load.load_demo/load_table/load_text"
+        )
+    missing = [k for k, v in settings.items() if v == "???"]
+    if missing:
+        raise ConfigError(f"data.{missing[0]} is required, e.g. data.{missing[0]}=<path>")
+    fn = get_method(str(target))
+    try:
+        return fn(**settings)
+    except TypeError as exc:
+        raise ConfigError(f"data: {exc}") from None
+
+
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _versions() -> dict[str, str]:
+    from importlib import metadata
+
+    out = {}
+    for pkg in (
+        "paraeval",
+        "sacrebleu",
+        "bert-score",
+        "transformers",
+        "torch",
+        "scipy",
+        "numpy",
+        "pandas",
+        "hydra-core",
+        "mlflow-skinny",
+        "nltk",
+    ):
+        try:
+            out[f"version.{pkg}"] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def _missing_config(cfg: DictConfig) -> None:
+    for key in OmegaConf.missing_keys(cfg):
+        raise ConfigError(f"{key} is required, e.g. {key}=<value>")
+
+
+def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None) -> RunResult:
+    """Run every stage; outputs go to ``out_dir`` before anything is sent to MLflow."""
+    out = Path(out_dir)
+    check_writable(out)
+    _missing_config(cfg)
+    rng = np.random.default_rng(int(cfg.get("seed", 0)))
+
+    df = _instantiate_data(cfg.data)
+    log.info(
+        "loaded %d rows: %d items x %d systems",
+        len(df),
+        df["item_id"].nunique(),
+        df["system"].nunique(),
+    )
+    metrics_cfg = OmegaConf.to_container(cfg.metrics, resolve=True) if cfg.get("metrics") else None
+    assert metrics_cfg is None or isinstance(metrics_cfg, dict)
+    metrics = build_metrics(metrics_cfg, bool(cfg.get("allow_external_metrics", False)))  # type: ignore[arg-type]
+
+    scores: Scores = score(df, metrics)
+    normalizer = Normalizer(
+        **{
+            k: v
+            for k, v in OmegaConf.to_container(cfg.normalize).items()  # type: ignore[union-attr]
+            if k != "_target_"
+        }
+    )
+    agg: Aggregated = aggregate(scores, normalizer)
+    corr = correlate(agg, OmegaConf.to_container(cfg.correlation, resolve=True), rng)  # type: ignore[arg-type]
+
+    signatures = {c: info.signature for c, info in agg.columns.items()}
+    seg_out = agg.segments.drop(columns=["origin"], errors="ignore")
+    write_parquet(seg_out, out / "segment_scores.parquet")
+    write_csv(agg.systems.reset_index(), out / "system_scores.csv")
+    write_csv(corr, out / "correlations.csv")
+    write_csv(agg.normalization, out / "normalization.csv")
+    sig_df = pd.DataFrame(
+        [
+            {
+                "column": c,
+                "metric": i.metric,
+                "group": i.group,
+                "higher_is_better": i.higher_is_better,
+                "signature": i.signature,
+            }
+            for c, i in agg.columns.items()
+        ]
+    )
+    write_csv(sig_df, out / "signatures.csv")
+    aspects = [c for c in agg.segments.columns if c.startswith(HUMAN_PREFIX)]
+    write_plots(out, agg.segments, agg.systems, corr, list(agg.columns), aspects)
+
+    run_id = None
+    uri = None
+    tracking = OmegaConf.to_container(cfg.tracking, resolve=True)
+    assert isinstance(tracking, dict)
+    if tracking.get("enabled", True):
+        from pipeline.track import resolve_tracking_uri
+
+        params = flatten(OmegaConf.to_container(cfg, resolve=True))  # type: ignore[arg-type]
+        params["metrics.selected"] = ",".join(metrics)
+        name = tracking.get("run_name") or _run_name(cfg, overrides or [])
+        tags = {
+            "paraeval.data": str(df.attrs.get("data_name", "")),
+            "paraeval.git_commit": _git_commit(),
+            "paraeval.output_dir": str(out.resolve()),
+            "paraeval.overrides": " ".join(overrides or []),
+        }
+        tags.update(_versions())
+        try:
+            run_id = log_to_mlflow(
+                tracking=tracking,
+                params=params,
+                out_dir=out,
+                systems=agg.systems,
+                correlations=corr,
+                signatures=signatures,
+                tags=tags,
+                run_name=name,
+            )
+            uri = resolve_tracking_uri(tracking)[0]
+        except UserError:
+            raise
+        except Exception as exc:
+            log.error(
+                "MLflow logging failed (%s); all outputs are on disk in %s",
+                str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                out,
+            )
+    result = RunResult(out, agg.segments, agg.systems, corr, signatures, run_id, uri)
+    if cfg.get("report", {}).get("print_tables", True):
+        report.print_summary(result, int(cfg.report.get("max_rows", 40)))
+    return result
+
+
+def _run_name(cfg: DictConfig, overrides: list[str]) -> str:
+    data = str(cfg.data.get("name", "data"))
+    interesting = [o for o in overrides if not o.startswith(("hydra.", "tracking."))]
+    return data + (" " + " ".join(interesting) if interesting else "")

@@ -1,0 +1,91 @@
+"""Correlate stage: every metric column and both group averages against every human aspect.
+
+Scores become system x item matrices (NaN where a system has no output or no rating), the shape
+the ``correlation`` package works on; one switch chooses the level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pipeline.aggregate import Aggregated
+from pipeline.errors import ConfigError
+from pipeline.load import HUMAN_PREFIX
+
+CORRELATION_COLUMNS = [
+    "metric",
+    "aspect",
+    "level",
+    "coefficient",
+    "value",
+    "ci_low",
+    "ci_high",
+    "p_value",
+    "n",
+    "n_dropped",
+]
+
+
+def to_matrix(
+    segments: pd.DataFrame, column: str, systems: Sequence[str], items: Sequence[str]
+) -> np.ndarray:
+    table = segments.pivot(index="system", columns="item_id", values=column)
+    return table.reindex(index=list(systems), columns=list(items)).to_numpy(dtype=float)
+
+
+def correlated_columns(agg: Aggregated) -> list[str]:
+    return [c for c in agg.columns if c in agg.segments.columns]
+
+
+def correlate(agg: Aggregated, cfg: Mapping[str, Any], rng: np.random.Generator) -> pd.DataFrame:
+    from correlation import COEFFICIENTS, LEVELS, correlation_table
+
+    levels = list(cfg.get("levels", ["segment", "system"]))
+    coefficients = list(cfg.get("coefficients", ["pearson", "spearman", "kendall_b"]))
+    for level in levels:
+        if level not in LEVELS:
+            raise ConfigError(
+                f"correlation.levels: unknown level '{level}'; choose from {list(LEVELS)}"
+            )
+    for coef in coefficients:
+        if coef not in COEFFICIENTS:
+            raise ConfigError(
+                f"correlation.coefficients: unknown coefficient '{coef}'; choose from "
+                f"{list(COEFFICIENTS)}"
+            )
+    seg = agg.segments
+    aspects = [c for c in seg.columns if c.startswith(HUMAN_PREFIX)]
+    if not aspects:
+        return pd.DataFrame(columns=CORRELATION_COLUMNS)
+    systems = list(agg.systems.index)
+    items = list(dict.fromkeys(seg["item_id"]))
+    cols = correlated_columns(agg)
+    metrics = {c: to_matrix(seg, c, systems, items) for c in cols}
+    humans = {a: to_matrix(seg, a, systems, items) for a in aspects}
+    system_metrics = {
+        c: agg.systems[c].reindex(systems).to_numpy(dtype=float)
+        for c in cols
+        if c in agg.systems.columns
+    }
+    rows = correlation_table(
+        metrics,
+        humans,
+        levels=tuple(levels),
+        coefficients=tuple(coefficients),
+        system_metrics=system_metrics,
+        ci=bool(cfg.get("ci", True)),
+        n_resamples=int(cfg.get("n_resamples", 1000)),
+        confidence=float(cfg.get("confidence", 0.95)),
+        unit=str(cfg.get("unit", "items")),
+        item_nan=str(cfg.get("item_nan", "skip")),
+        rng=rng,
+    )
+    out = pd.DataFrame(rows)
+    for col in CORRELATION_COLUMNS:
+        if col not in out:
+            out[col] = np.nan
+    return out[CORRELATION_COLUMNS + [c for c in out.columns if c not in CORRELATION_COLUMNS]]

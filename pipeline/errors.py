@@ -1,0 +1,36 @@
+"""User-facing errors: one line that names the file, row and column and says what to do."""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """A mistake in the user's input or configuration. Printed as one line, no traceback."""
+
+
+class DataError(UserError):
+    """Bad input data. The message names the file, the row and the column."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        row: int | None = None,
+        column: str | None = None,
+    ) -> None:
+        where = []
+        if file is not None:
+            where.append(str(file))
+        if row is not None:
+            where.append(f"row {row}")
+        if column is not None:
+            where.append(f"column '{column}'")
+        prefix = ", ".join(where)
+        super().__init__(f"{prefix}: {message}" if prefix else message)
+        self.file = file
+        self.row = row
+        self.column = column
+
+
+class ConfigError(UserError):
+    """An invalid configuration value."""

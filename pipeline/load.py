@@ -1,0 +1,437 @@
+"""Load stage: files -> the tidy (item, system) table of DESIGN.md.
+
+Columns: ``item_id``, ``system``, ``source``, ``references`` (list of str, possibly empty, count may
+vary per item), ``candidate``, ``human_<aspect>`` (float, NaN = not rated), ``metric_<name>``
+(precomputed scores) and ``origin`` (``file:row`` of the row, for error messages).
+
+Validation happens here, once; every message names the file, the row and the column.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pipeline.errors import ConfigError, DataError
+
+log = logging.getLogger(__name__)
+
+TIDY = ["item_id", "system", "source", "references", "candidate"]
+HUMAN_PREFIX = "human_"
+METRIC_PREFIX = "metric_"
+AGGREGATIONS = ("mean", "median", "zscore")
+
+
+# --------------------------------------------------------------------------- reading files
+def _read_text_lines(path: Path, label: str) -> list[str]:
+    if not path.is_file():
+        raise DataError(f"file not found ({label}); check the path", file=str(path))
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"cannot read file ({exc.strerror})", file=str(path)) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise DataError(
+            f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
+            "re-save the file as UTF-8",
+            file=str(path),
+            row=line,
+        ) from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [ln.rstrip("\r") for ln in lines]
+
+
+def _detect_format(path: Path, fmt: str | None) -> str:
+    if fmt:
+        fmt = fmt.lower()
+        if fmt not in ("csv", "tsv", "jsonl", "parquet"):
+            raise ConfigError(f"data.format must be csv, tsv, jsonl or parquet, got '{fmt}'")
+        return fmt
+    suffix = path.suffix.lower()
+    if suffix in (".gz", ".bz2", ".xz", ".zst"):
+        suffix = Path(path.stem).suffix.lower()
+    mapping = {
+        ".csv": "csv",
+        ".tsv": "tsv",
+        ".tab": "tsv",
+        ".jsonl": "jsonl",
+        ".json": "jsonl",
+        ".ndjson": "jsonl",
+        ".parquet": "parquet",
+        ".pq": "parquet",
+    }
+    if suffix not in mapping:
+        raise ConfigError(
+            f"cannot tell the format of '{path}' from its extension; set data.format to "
+            "csv, tsv, jsonl or parquet"
+        )
+    return mapping[suffix]
+
+
+def read_table(path: str | Path, fmt: str | None = None) -> pd.DataFrame:
+    """Read a long table as strings/objects, never executing code (no pickle, no eval)."""
+    p = Path(path)
+    if not p.is_file():
+        raise DataError("file not found; check data.path", file=str(p))
+    kind = _detect_format(p, fmt)
+    try:
+        if kind in ("csv", "tsv"):
+            lines = _read_text_lines(p, "data.path")  # validates UTF-8 with a row number
+            del lines
+            return pd.read_csv(
+                p,
+                sep="," if kind == "csv" else "\t",
+                dtype=str,
+                keep_default_na=False,
+                quoting=csv.QUOTE_MINIMAL if kind == "csv" else csv.QUOTE_NONE,
+                encoding="utf-8",
+            )
+        if kind == "jsonl":
+            rows = []
+            for i, line in enumerate(_read_text_lines(p, "data.path"), start=1):
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise DataError(f"invalid JSON ({exc.msg})", file=str(p), row=i) from None
+                if not isinstance(obj, dict):
+                    raise DataError("each line must be a JSON object", file=str(p), row=i)
+                rows.append(obj)
+            return pd.DataFrame(rows)
+        return pd.read_parquet(p)
+    except DataError:
+        raise
+    except pd.errors.ParserError as exc:
+        raise DataError(f"cannot parse {kind.upper()}: {str(exc).strip()}", file=str(p)) from None
+    except (OSError, ValueError) as exc:
+        raise DataError(
+            f"cannot read {kind} file: {str(exc).splitlines()[0]}", file=str(p)
+        ) from None
+
+
+# --------------------------------------------------------------------------- cell conversion
+def _is_missing(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, float) and math.isnan(value):
+        return True
+    return isinstance(value, str) and value.strip() == ""
+
+
+def _to_text(value: Any, *, file: str, row: int, column: str, allow_empty: bool) -> str:
+    if _is_missing(value):
+        if allow_empty:
+            return ""
+        raise DataError("empty value", file=file, row=row, column=column)
+    if isinstance(value, str | int | np.integer):
+        return str(value)
+    if isinstance(value, float | np.floating) and float(value).is_integer():
+        return str(int(value))
+    raise DataError(f"expected text, got {type(value).__name__}", file=file, row=row, column=column)
+
+
+def _to_refs(value: Any, *, file: str, row: int, column: str) -> list[str]:
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, list | tuple):
+        refs = []
+        for v in value:
+            if _is_missing(v):
+                continue
+            if not isinstance(v, str):
+                raise DataError("references must be strings", file=file, row=row, column=column)
+            refs.append(v)
+        return refs
+    if _is_missing(value):
+        return []
+    if isinstance(value, str):
+        stripped = value.strip()
+        if stripped.startswith("[") and stripped.endswith("]"):
+            try:
+                parsed = json.loads(stripped)
+            except json.JSONDecodeError:
+                return [value]
+            if isinstance(parsed, list):
+                return _to_refs(parsed, file=file, row=row, column=column)
+        return [value]
+    raise DataError(
+        f"expected a reference string or a list, got {type(value).__name__}",
+        file=file,
+        row=row,
+        column=column,
+    )
+
+
+def _to_score(value: Any, *, file: str, row: int, column: str) -> float:
+    if _is_missing(value):
+        return float("nan")
+    if isinstance(value, bool):
+        raise DataError("expected a number, got a boolean", file=file, row=row, column=column)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise DataError(
+            f"expected a number, got '{str(value)[:40]}'; leave the cell empty for a missing score",
+            file=file,
+            row=row,
+            column=column,
+        ) from None
+    if math.isinf(number):
+        raise DataError("infinite score", file=file, row=row, column=column)
+    return number
+
+
+# --------------------------------------------------------------------------- validation
+def validate(df: pd.DataFrame, file: str) -> pd.DataFrame:
+    """Checks shared by every loader; returns the table sorted by (item, system)."""
+    dup = df.duplicated(subset=["item_id", "system"], keep=False)
+    if dup.any():
+        rows = df.loc[dup, ["item_id", "system", "origin"]].head(2)
+        first, second = rows.iloc[0], rows.iloc[1]
+        raise DataError(
+            f"duplicate (item_id, system) = ({first.item_id}, {first.system}) also at "
+            f"{second.origin}; keep one row per item and system, or set data.annotator for "
+            "per-annotator ratings",
+            file=file,
+            row=_row_of(first.origin),
+            column="item_id",
+        )
+    sources = df.groupby("item_id", sort=False)["source"].nunique()
+    bad = sources[sources > 1]
+    if len(bad):
+        item = bad.index[0]
+        origin = df.loc[df.item_id == item, "origin"].iloc[1]
+        raise DataError(
+            f"item '{item}' has different source sentences in different rows",
+            file=file,
+            row=_row_of(origin),
+            column="source",
+        )
+    empty = df["candidate"].str.strip() == ""
+    if empty.any():
+        per_system = df.loc[empty, "system"].value_counts().to_dict()
+        log.warning(
+            "%d empty or whitespace-only candidates (scored as given): %s",
+            int(empty.sum()),
+            per_system,
+        )
+    if df.empty:
+        raise DataError("no rows to evaluate", file=file)
+    return df.sort_values(["item_id", "system"], kind="stable").reset_index(drop=True)
+
+
+def _row_of(origin: str) -> int | None:
+    try:
+        return int(origin.rsplit(":", 1)[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def _aggregate_annotators(
+    df: pd.DataFrame, annotator: str, human_cols: list[str], how: str
+) -> pd.DataFrame:
+    if how not in AGGREGATIONS:
+        raise ConfigError(f"data.aggregate must be one of {list(AGGREGATIONS)}, got '{how}'")
+    if how == "zscore":
+        df = df.copy()
+        for col in human_cols:
+            grouped = df.groupby(annotator)[col]
+            mean = grouped.transform("mean")
+            sd = grouped.transform("std", ddof=0)
+            df[col] = (df[col] - mean) / sd.where(sd > 0)
+        how = "mean"
+    keys = ["item_id", "system"]
+    first = df.groupby(keys, sort=False).first().reset_index()
+    agg = df.groupby(keys, sort=False)[human_cols].agg(how).reset_index()
+    counts = df.groupby(keys, sort=False)[human_cols].count().reset_index()
+    out = first.drop(columns=human_cols).merge(agg, on=keys)
+    for col in human_cols:
+        out[f"n_{col}"] = counts[col].to_numpy()
+    return out.drop(columns=[annotator])
+
+
+# --------------------------------------------------------------------------- loaders
+def load_table(
+    path: str,
+    format: str | None = None,
+    columns: Mapping[str, Any] | None = None,
+    human: Sequence[str] | None = None,
+    annotator: str | None = None,
+    aggregate: str = "mean",
+    name: str = "table",
+) -> pd.DataFrame:
+    """A long table with a column mapping (see conf/data/table.yaml)."""
+    file = str(path)
+    raw = read_table(path, format)
+    mapping = {
+        "item_id": "item_id",
+        "system": "system",
+        "source": "source",
+        "candidate": "candidate",
+        "references": "references",
+    }
+    mapping.update(dict(columns or {}))
+    present = list(raw.columns)
+
+    def need(col: str, key: str, optional: bool = False) -> str | None:
+        if col in present:
+            return col
+        if optional:
+            return None
+        raise DataError(
+            f"column '{col}' not found (data.columns.{key}); the file has columns {present}",
+            file=file,
+            column=col,
+        )
+
+    item_col = need(str(mapping["item_id"]), "item_id")
+    system_col = need(str(mapping["system"]), "system")
+    cand_col = need(str(mapping["candidate"]), "candidate")
+    src_col = need(str(mapping["source"]), "source", optional=True)
+    ref_spec = mapping.get("references")
+    ref_cols: list[str]
+    if ref_spec is None:
+        ref_cols = []
+    elif isinstance(ref_spec, str):
+        found = need(ref_spec, "references", optional=True)
+        ref_cols = [found] if found else []
+    else:
+        ref_cols = [c for c in (need(str(c), "references") for c in ref_spec) if c]
+    if human is None:
+        human_cols = [c for c in present if str(c).startswith(HUMAN_PREFIX)]
+    else:
+        human_cols = [c for c in (need(str(c), "human") for c in human) if c]
+    metric_cols = [c for c in present if str(c).startswith(METRIC_PREFIX)]
+    if annotator is not None:
+        need(annotator, "annotator")
+
+    # header is line 1 of a CSV/TSV; JSONL/Parquet rows are numbered from 1
+    offset = 2 if _detect_format(Path(path), format) in ("csv", "tsv") else 1
+    records: list[dict[str, Any]] = []
+    for i, rec in enumerate(raw.to_dict("records")):
+        row = i + offset
+        out: dict[str, Any] = {
+            "item_id": _to_text(
+                rec[item_col], file=file, row=row, column=item_col, allow_empty=False
+            ),
+            "system": _to_text(
+                rec[system_col], file=file, row=row, column=system_col, allow_empty=False
+            ),
+            "source": _to_text(rec[src_col], file=file, row=row, column=src_col, allow_empty=True)
+            if src_col
+            else "",
+            "candidate": _to_text(
+                rec[cand_col], file=file, row=row, column=cand_col, allow_empty=True
+            ),
+        }
+        refs: list[str] = []
+        for col in ref_cols:
+            refs.extend(_to_refs(rec[col], file=file, row=row, column=col))
+        out["references"] = refs
+        for col in human_cols:
+            aspect = str(col) if str(col).startswith(HUMAN_PREFIX) else f"{HUMAN_PREFIX}{col}"
+            out[aspect] = _to_score(rec[col], file=file, row=row, column=col)
+        for col in metric_cols:
+            out[str(col)] = _to_score(rec[col], file=file, row=row, column=col)
+        if annotator is not None:
+            out[annotator] = rec[annotator]
+        out["origin"] = f"{file}:{row}"
+        records.append(out)
+    df = pd.DataFrame.from_records(records)
+    if df.empty:
+        raise DataError("the table has no rows", file=file)
+    if annotator is not None:
+        aspects = [c for c in df.columns if c.startswith(HUMAN_PREFIX)]
+        df = _aggregate_annotators(df, annotator, aspects, aggregate)
+    df.attrs["data_files"] = [file]
+    df.attrs["data_name"] = name
+    return validate(df, file)
+
+
+def load_text(
+    source: str,
+    systems: Mapping[str, str],
+    references: Sequence[str] | str | None = None,
+    human: Mapping[str, Mapping[str, str]] | None = None,
+    name: str = "text",
+) -> pd.DataFrame:
+    """sacrebleu-style line-aligned files: line i of every file is item i."""
+    if not isinstance(systems, Mapping) or not systems:
+        raise ConfigError("data.systems must map system names to files, e.g. {a: a.txt, b: b.txt}")
+    if isinstance(references, str):
+        references = [references]
+    references = list(references or [])
+    src_lines = _read_text_lines(Path(source), "data.source")
+    n = len(src_lines)
+
+    def aligned(path: str, label: str) -> list[str]:
+        lines = _read_text_lines(Path(path), label)
+        if len(lines) != n:
+            raise DataError(
+                f"{len(lines)} lines but the source file {source} has {n}; every file must have "
+                "one line per source sentence",
+                file=path,
+                row=min(len(lines), n) + 1,
+                column=label,
+            )
+        return lines
+
+    ref_lines = [aligned(p, f"data.references[{k}]") for k, p in enumerate(references)]
+    human_scores: dict[str, dict[str, list[float]]] = {}
+    for aspect, per_system in (human or {}).items():
+        col = aspect if aspect.startswith(HUMAN_PREFIX) else f"{HUMAN_PREFIX}{aspect}"
+        human_scores[col] = {}
+        for system, path in per_system.items():
+            if system not in systems:
+                raise ConfigError(
+                    f"data.human.{aspect} names system '{system}' not in data.systems"
+                )
+            lines = aligned(path, f"data.human.{aspect}.{system}")
+            human_scores[col][system] = [
+                _to_score(v, file=path, row=i + 1, column=col) for i, v in enumerate(lines)
+            ]
+    records = []
+    width = len(str(n))
+    for system, path in systems.items():
+        lines = aligned(path, f"data.systems.{system}")
+        for i, cand in enumerate(lines):
+            rec: dict[str, Any] = {
+                "item_id": str(i + 1).zfill(width),
+                "system": str(system),
+                "source": src_lines[i],
+                "references": [r[i] for r in ref_lines if r[i].strip()],
+                "candidate": cand,
+            }
+            for col, per_sys in human_scores.items():
+                rec[col] = per_sys[system][i] if system in per_sys else float("nan")
+            rec["origin"] = f"{path}:{i + 1}"
+            records.append(rec)
+    df = pd.DataFrame.from_records(records)
+    df.attrs["data_files"] = [source, *references, *systems.values()]
+    df.attrs["data_name"] = name
+    return validate(df, source)
+
+
+def demo_path() -> Path:
+    return Path(__file__).resolve().parent / "demo" / "demo.jsonl"
+
+
+def load_demo(name: str = "demo") -> pd.DataFrame:
+    """The embedded demo (illustrative ratings, see scripts/make_demo.py)."""
+    return load_table(str(demo_path()), name=name)

@@ -1,0 +1,185 @@
+"""Score stage: every selected metric on every system.
+
+Builds metrics from their config (``_target_`` is the registry), gives each metric every text of the
+run once (``prepare``) so encoders see each unique sentence once, then scores system by system.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from metrics.base import Metric, MetricConfigError, MissingResourceError
+from pipeline.errors import ConfigError, DataError
+
+log = logging.getLogger(__name__)
+
+# packages whose classes a metrics config may name without opting in
+TRUSTED_PACKAGES = ("metrics.",)
+
+
+@dataclass
+class ColumnInfo:
+    """What the aggregate and correlate stages need to know about an output column."""
+
+    metric: str
+    group: str
+    higher_is_better: bool
+    signature: str
+
+
+@dataclass
+class Scores:
+    segments: pd.DataFrame  # the tidy table + one column per metric output
+    corpus: pd.DataFrame  # index: system; columns: metric outputs (corpus-level)
+    columns: dict[str, ColumnInfo]
+    stats: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
+    metrics: dict[str, Metric] = field(default_factory=dict)
+
+
+def _import_target(target: str) -> type:
+    module_name, _, attr = target.rpartition(".")
+    if not module_name:
+        raise ConfigError(f"_target_ '{target}' must be a dotted path module.Class")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import '{module_name}' for _target_ '{target}': {exc}") from None
+    try:
+        obj = getattr(module, attr)
+    except AttributeError:
+        raise ConfigError(f"'{module_name}' has no '{attr}' (_target_ '{target}')") from None
+    if not (inspect.isclass(obj) and issubclass(obj, Metric)):
+        raise ConfigError(f"_target_ '{target}' is not a paraeval metric class")
+    return obj
+
+
+def build_metric(
+    metric_id: str, settings: Mapping[str, Any], allow_external: bool = False
+) -> Metric:
+    """Instantiate one metric from its config node; errors are one line naming the key."""
+    settings = dict(settings)
+    target = settings.pop("_target_", None)
+    if not target:
+        raise ConfigError(f"metrics.{metric_id} has no _target_")
+    if not str(target).startswith(TRUSTED_PACKAGES) and not allow_external:
+        raise ConfigError(
+            f"metrics.{metric_id}._target_ '{target}' is outside paraeval's metrics package; "
+            "set allow_external_metrics=true to run code from elsewhere"
+        )
+    cls = _import_target(str(target))
+    params = inspect.signature(cls.__init__).parameters
+    unknown = [k for k in settings if k not in params]
+    if unknown and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        raise ConfigError(
+            f"metrics.{metric_id}: unknown setting(s) {unknown}; valid: "
+            f"{[p for p in params if p != 'self']}"
+        )
+    try:
+        metric = cls(**settings)
+    except (MetricConfigError, MissingResourceError) as exc:
+        raise ConfigError(str(exc)) from None
+    except TypeError as exc:
+        raise ConfigError(f"metrics.{metric_id}: {exc}") from None
+    if metric.name != metric_id:
+        log.debug("metric config key %s builds metric %s", metric_id, metric.name)
+    return metric
+
+
+def build_metrics(
+    cfg_metrics: Mapping[str, Any] | None, allow_external: bool = False
+) -> dict[str, Metric]:
+    if not cfg_metrics:
+        raise ConfigError("no metrics selected; e.g. 'metrics=[bleu,chrf]'")
+    return {
+        str(key): build_metric(str(key), node, allow_external)
+        for key, node in cfg_metrics.items()
+        if node is not None
+    }
+
+
+def _check_inputs(df: pd.DataFrame, metric_id: str, metric: Metric) -> None:
+    if metric.needs_references:
+        no_ref = df["references"].map(len) == 0
+        if no_ref.any():
+            row = df.loc[no_ref].iloc[0]
+            file, _, line = str(row.origin).rpartition(":")
+            raise DataError(
+                f"item '{row.item_id}' has no reference but metric '{metric_id}' needs one; "
+                f"give references for every item or remove '{metric_id}' from metrics",
+                file=file or None,
+                row=int(line) if line.isdigit() else None,
+                column="references",
+            )
+    if metric.needs_sources or metric.against_source:
+        no_src = df["source"].str.strip() == ""
+        if no_src.any():
+            row = df.loc[no_src].iloc[0]
+            file, _, line = str(row.origin).rpartition(":")
+            raise DataError(
+                f"item '{row.item_id}' has no source but metric '{metric_id}' needs one",
+                file=file or None,
+                row=int(line) if line.isdigit() else None,
+                column="source",
+            )
+
+
+def run_texts(df: pd.DataFrame) -> list[str]:
+    """Every text of the run, each once, in a stable order."""
+    texts: dict[str, None] = {}
+    for col in ("candidate", "source"):
+        texts.update(dict.fromkeys(df[col].tolist()))
+    for refs in df["references"]:
+        texts.update(dict.fromkeys(refs))
+    return list(texts)
+
+
+def score(df: pd.DataFrame, metrics: Mapping[str, Metric], progress: bool = True) -> Scores:
+    systems = list(dict.fromkeys(df["system"]))
+    for metric_id, metric in metrics.items():
+        _check_inputs(df, metric_id, metric)
+    segments = df.copy()
+    corpus = pd.DataFrame(index=pd.Index(systems, name="system"))
+    columns: dict[str, ColumnInfo] = {}
+    stats: dict[tuple[str, str], np.ndarray] = {}
+    texts = run_texts(df)
+    by_system = {s: df.index[df["system"] == s] for s in systems}
+
+    jobs = [(mid, m, False) for mid, m in metrics.items()]
+    jobs += [(mid, m, True) for mid, m in metrics.items() if m.against_source]
+    bar = tqdm(total=len(jobs) * len(systems), desc="scoring", unit="system", disable=not progress)
+    for metric_id, metric, vs_source in jobs:
+        if not vs_source:
+            metric.prepare(texts)
+        suffix = "_src" if vs_source else ""
+        for system in systems:
+            bar.set_postfix_str(f"{metric_id}{suffix} / {system}")
+            idx = by_system[system]
+            sub = df.loc[idx]
+            cands = sub["candidate"].tolist()
+            srcs = sub["source"].tolist()
+            refs = [[s] for s in srcs] if vs_source else sub["references"].tolist()
+            result = metric.score(cands, refs, srcs)
+            for col, values in result.segment.items():
+                name = f"{col}{suffix}"
+                segments.loc[idx, name] = np.asarray(values, dtype=float)
+                corpus.loc[system, name] = result.corpus[col]
+                columns[name] = ColumnInfo(
+                    metric=metric_id,
+                    group="diversity" if vs_source else metric.group,
+                    higher_is_better=metric.higher_is_better,
+                    signature=result.signature + ("|vs:source" if vs_source else ""),
+                )
+            if result.stats is not None:
+                stats[(f"{metric_id}{suffix}", system)] = result.stats
+            bar.update(1)
+    bar.close()
+    return Scores(segments, corpus, columns, stats, dict(metrics))

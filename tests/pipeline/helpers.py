@@ -1,0 +1,37 @@
+"""Run the CLI in a subprocess the way a user would."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        MLFLOW_DISABLE_TELEMETRY="true",
+        TOKENIZERS_PARALLELISM="false",
+        PYTHONWARNINGS="ignore",
+    )
+    env.update(extra)
+    return env
+
+
+def run_cli(
+    args: list[str], cwd: Path, timeout: int = 300, **env: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline", *args],
+        cwd=cwd,
+        env=cli_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )

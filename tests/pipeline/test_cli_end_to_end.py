@@ -1,0 +1,128 @@
+"""The CLI end to end on the embedded demo, tracking into a temporary SQLite store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.pipeline.helpers import run_cli
+
+SYSTEMS = {"copy", "strong", "medium", "weak"}
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
+    work = tmp_path_factory.mktemp("cli")
+    store = work / "store"
+    out = work / "out"
+    proc = run_cli(
+        [
+            "metrics.ibleu.alpha=0.7",
+            f"tracking.store_dir={store}",
+            f"hydra.run.dir={out}",
+            "correlation.n_resamples=200",
+        ],
+        cwd=work,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out, store, proc.stdout + proc.stderr
+
+
+def test_output_files_and_columns(demo_run: tuple[Path, Path, str]) -> None:
+    out, _, _ = demo_run
+    seg = pd.read_parquet(out / "segment_scores.parquet")
+    assert len(seg) == 48 * 4
+    for col in (
+        "item_id",
+        "system",
+        "source",
+        "references",
+        "candidate",
+        "human_meaning",
+        "human_fluency",
+        "bleu",
+        "ibleu",
+        "self_bleu",
+        "chrf",
+        "ter",
+        "cosine",
+        "syntactic",
+        "semantic",
+    ):
+        assert col in seg.columns, col
+    systems = pd.read_csv(out / "system_scores.csv")
+    assert set(systems["system"]) == SYSTEMS
+    for col in (
+        "bleu",
+        "ibleu",
+        "chrf",
+        "ter",
+        "cosine",
+        "syntactic",
+        "semantic",
+        "human_meaning",
+        "human_fluency",
+    ):
+        assert col in systems.columns, col
+    corr = pd.read_csv(out / "correlations.csv")
+    assert list(corr.columns[:10]) == [
+        "metric",
+        "aspect",
+        "level",
+        "coefficient",
+        "value",
+        "ci_low",
+        "ci_high",
+        "p_value",
+        "n",
+        "n_dropped",
+    ]
+    assert {"segment", "system"} <= set(corr["level"])
+    assert {"pearson", "spearman", "kendall_b"} <= set(corr["coefficient"])
+    assert {"syntactic", "semantic", "bleu", "cosine"} <= set(corr["metric"])
+    seg_bleu = corr[
+        (corr.metric == "bleu") & (corr.level == "segment") & (corr.aspect == "human_meaning")
+    ]
+    assert (seg_bleu["n"] == 192).all()
+    assert (out / "plots" / "correlation_heatmap.png").stat().st_size > 1000
+    assert (out / ".hydra" / "config.yaml").is_file()
+    # the copy system copies: self-BLEU 100, and the weak system is worst on meaning
+    sys_idx = systems.set_index("system")
+    assert sys_idx.loc["copy", "self_bleu"] == pytest.approx(100.0)
+    assert sys_idx["human_meaning"].idxmin() == "weak"
+
+
+def test_terminal_summary(demo_run: tuple[Path, Path, str]) -> None:
+    _, store, output = demo_run
+    assert "System scores" in output
+    assert "Correlation with human ratings" in output
+    assert "mlflow ui --backend-store-uri sqlite:///" in output
+    assert str(store) in output
+
+
+def test_mlflow_contents(demo_run: tuple[Path, Path, str]) -> None:
+    from mlflow.tracking import MlflowClient
+
+    _out, store, _ = demo_run
+    client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("paraeval")
+    assert exp is not None
+    runs = client.search_runs([exp.experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert len(parents) == 1
+    parent = parents[0]
+    assert parent.data.params["metrics.ibleu.alpha"] == "0.7"
+    assert parent.data.params["metrics.selected"] == "bleu,ibleu,self_bleu,chrf,ter,cosine"
+    corr_keys = [k for k in parent.data.metrics if k.startswith("corr.")]
+    assert "corr.segment.kendall_b.bleu.human_meaning" in corr_keys
+    assert "corr.system.pearson.semantic.human_fluency" in corr_keys
+    assert parent.data.tags["signature.bleu"].startswith("bleu|impl:sacrebleu-")
+    assert "alpha:0.7" in parent.data.tags["signature.ibleu"]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert {c.data.params["system"] for c in children} == SYSTEMS
+    for child in children:
+        assert "bleu" in child.data.metrics and "syntactic" in child.data.metrics
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"segment_scores.parquet", "system_scores.csv", "correlations.csv"} <= artifacts
