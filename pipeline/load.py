@@ -435,3 +435,124 @@ def demo_path() -> Path:
 def load_demo(name: str = "demo") -> pd.DataFrame:
     """The embedded demo (illustrative ratings, see scripts/make_demo.py)."""
     return load_table(str(demo_path()), name=name)
+
+
+# --------------------------------------------------------------------------- real research data
+def _shared_dir(path: str, name: str) -> Path:
+    p = Path(path).expanduser()
+    if not p.is_dir():
+        raise DataError(
+            f"{name} folder not found; set data.path (or PARAEVAL_SHARED_DATA) to the folder that "
+            "holds the files",
+            file=str(p),
+        )
+    return p
+
+
+def load_parabank(
+    path: str,
+    aggregate: str = "mean",
+    references: str = "source",
+    name: str = "parabank",
+) -> pd.DataFrame:
+    """ParaBank-Eval (Hu et al. 2019): 400 sources, 36 systems, per-worker meaning scores.
+
+    One row per (source, system): a candidate produced by several systems (``sys_id`` is a
+    space-separated list) counts for each of them. Per-worker ``human_score`` (0-100 meaning
+    similarity to the source) and ``gm`` (grammaticality 0-2) are aggregated over workers into
+    ``human_meaning`` and ``human_grammaticality``. There are no separate references:
+    ``references: source`` scores every reference-based metric against the source sentence (the
+    natural use of this data); ``references: none`` leaves them empty.
+    """
+    folder = _shared_dir(path, "ParaBank-Eval")
+    ref_file = folder / "ref.tsv"
+    cand_file = folder / "candidates.tsv"
+    refs = read_table(ref_file, "tsv")
+    cands = read_table(cand_file, "tsv")
+    for df, file, cols in (
+        (refs, ref_file, ["ref_id", "ref_sent"]),
+        (
+            cands,
+            cand_file,
+            ["worker_id_anon", "ref_id", "sys_id", "candidate", "human_score", "gm"],
+        ),
+    ):
+        for col in cols:
+            if col not in df.columns:
+                raise DataError(f"column '{col}' not found", file=str(file), column=col)
+    source_of = dict(zip(refs["ref_id"], refs["ref_sent"], strict=True))
+    records = []
+    for i, rec in enumerate(cands.to_dict("records")):
+        row = i + 2
+        ref_id = rec["ref_id"]
+        if ref_id not in source_of:
+            raise DataError(
+                f"ref_id '{ref_id}' is not in ref.tsv",
+                file=str(cand_file),
+                row=row,
+                column="ref_id",
+            )
+        meaning = _to_score(rec["human_score"], file=str(cand_file), row=row, column="human_score")
+        gm = _to_score(rec["gm"], file=str(cand_file), row=row, column="gm")
+        for system in str(rec["sys_id"]).split():
+            records.append(
+                {
+                    "item_id": str(ref_id),
+                    "system": f"sys{int(system):02d}",
+                    "source": source_of[ref_id],
+                    "candidate": rec["candidate"],
+                    "worker": rec["worker_id_anon"],
+                    "human_meaning": meaning,
+                    "human_grammaticality": gm,
+                    "origin": f"{cand_file}:{row}",
+                }
+            )
+    df = pd.DataFrame.from_records(records)
+    df = _aggregate_annotators(df, "worker", ["human_meaning", "human_grammaticality"], aggregate)
+    if references == "source":
+        df["references"] = [[s] for s in df["source"]]
+    elif references == "none":
+        df["references"] = [[] for _ in range(len(df))]
+    else:
+        raise ConfigError(f"data.references must be 'source' or 'none', got '{references}'")
+    df["item_id"] = df["item_id"].str.zfill(3)
+    df.attrs["data_files"] = [str(ref_file), str(cand_file)]
+    df.attrs["data_name"] = name
+    return validate(df, str(cand_file))
+
+
+def load_stsb(
+    path: str,
+    split: str = "test",
+    name: str = "stsb",
+) -> pd.DataFrame:
+    """STS Benchmark: one sentence pair per row, similarity 0-5. sentence1 is the reference (and
+    the source), sentence2 the candidate of the single system ``stsb``; the score becomes
+    ``human_similarity``. Segment-level correlation only: there are no systems to compare."""
+    folder = _shared_dir(path, "STS Benchmark")
+    if split not in ("train", "dev", "test"):
+        raise ConfigError(f"data.split must be train, dev or test, got '{split}'")
+    file = folder / f"sts-{split}.csv"
+    records = []
+    for i, line in enumerate(_read_text_lines(file, "data.path"), start=1):
+        parts = line.split("\t")
+        if len(parts) < 7:
+            raise DataError(
+                f"expected 7 tab-separated fields, found {len(parts)}", file=str(file), row=i
+            )
+        score = _to_score(parts[4], file=str(file), row=i, column="score")
+        records.append(
+            {
+                "item_id": f"{split}-{i:05d}",
+                "system": "stsb",
+                "source": parts[5],
+                "references": [parts[5]],
+                "candidate": parts[6],
+                "human_similarity": score,
+                "origin": f"{file}:{i}",
+            }
+        )
+    df = pd.DataFrame.from_records(records)
+    df.attrs["data_files"] = [str(file)]
+    df.attrs["data_name"] = name
+    return validate(df, str(file))
