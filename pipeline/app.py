@@ -16,8 +16,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline import report
 from pipeline.aggregate import Aggregated, Normalizer, aggregate
-from pipeline.correlate import correlate
+from pipeline.correlate import correlate, significance
 from pipeline.errors import ConfigError, UserError
+from pipeline.humans import human_report
 from pipeline.load import HUMAN_PREFIX
 from pipeline.plots import write_plots
 from pipeline.score import Scores, build_metrics, score
@@ -130,13 +131,21 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
         }
     )
     agg: Aggregated = aggregate(scores, normalizer)
-    corr = correlate(agg, OmegaConf.to_container(cfg.correlation, resolve=True), rng)  # type: ignore[arg-type]
+    corr_cfg = OmegaConf.to_container(cfg.correlation, resolve=True)
+    assert isinstance(corr_cfg, dict)
+    humans = human_report(agg.segments)
+    corr = correlate(agg, corr_cfg, rng)  # type: ignore[arg-type]
+    sig = significance(agg, corr_cfg, rng)  # type: ignore[arg-type]
 
     signatures = {c: info.signature for c, info in agg.columns.items()}
     seg_out = agg.segments.drop(columns=["origin"], errors="ignore")
     write_parquet(seg_out, out / "segment_scores.parquet")
     write_csv(agg.systems.reset_index(), out / "system_scores.csv")
     write_csv(corr, out / "correlations.csv")
+    if not sig.empty:
+        write_csv(sig, out / "significance.csv")
+    if not humans.empty:
+        write_csv(humans, out / "human_report.csv")
     write_csv(agg.normalization, out / "normalization.csv")
     sig_df = pd.DataFrame(
         [

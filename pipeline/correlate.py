@@ -89,3 +89,45 @@ def correlate(agg: Aggregated, cfg: Mapping[str, Any], rng: np.random.Generator)
         if col not in out:
             out[col] = np.nan
     return out[CORRELATION_COLUMNS + [c for c in out.columns if c not in CORRELATION_COLUMNS]]
+
+
+def significance(
+    agg: Aggregated, cfg: Mapping[str, Any], rng: np.random.Generator
+) -> pd.DataFrame:
+    """Pairwise tests between metrics' correlations with the same human aspect, with clusters of
+    metrics not distinguishable from the best."""
+    from correlation import significance_table
+
+    sig = dict(cfg.get("significance") or {})
+    if not sig.get("enabled", False):
+        return pd.DataFrame()
+    seg = agg.segments
+    aspects = [c for c in seg.columns if c.startswith(HUMAN_PREFIX)]
+    if not aspects:
+        return pd.DataFrame()
+    systems = list(agg.systems.index)
+    items = list(dict.fromkeys(seg["item_id"]))
+    cols = correlated_columns(agg)
+    metrics = {c: to_matrix(seg, c, systems, items) for c in cols}
+    humans = {a: to_matrix(seg, a, systems, items) for a in aspects}
+    system_metrics = {
+        c: agg.systems[c].reindex(systems).to_numpy(dtype=float)
+        for c in cols if c in agg.systems.columns
+    }
+    method = str(sig.get("method", "williams"))
+    if method not in ("williams", "permutation"):
+        raise ConfigError(
+            f"correlation.significance.method must be williams or permutation, got '{method}'"
+        )
+    rows = significance_table(
+        metrics,
+        humans,
+        level=str(sig.get("level", "segment")),
+        coefficient=str(sig.get("coefficient", "pearson")),
+        method=method,
+        rng=rng,
+        n_resamples=int(sig.get("n_resamples", 1000)),
+        alpha=float(sig.get("alpha", 0.05)),
+        system_metrics=system_metrics,
+    )
+    return pd.DataFrame(rows)

@@ -105,3 +105,18 @@ def test_every_data_option(option: str, tmp_path: Path, shared_data_or_none: Pat
         return  # loading the real files is tested in tests/pipeline/test_real_data.py
     df = _instantiate_data(cfg.data)
     assert {"item_id", "system", "source", "references", "candidate"} <= set(df.columns)
+
+
+@pytest.mark.parametrize("option", options("experiment"))
+def test_every_experiment_option(option: str) -> None:
+    cfg = _compose([f"experiment={option}"])
+    assert "metrics" in cfg and "data" in cfg
+
+
+def test_quick_experiment_drops_cosine() -> None:
+    from pipeline.score import build_metrics
+
+    cfg = _compose(["experiment=quick"])
+    built = build_metrics(OmegaConf.to_container(cfg.metrics, resolve=True))  # type: ignore[arg-type]
+    assert "cosine" not in built and "bleu" in built
+    assert cfg.tracking.enabled is False

@@ -1,0 +1,60 @@
+"""Validation report of the human judgments: coverage per system, single ratings, constant vectors.
+
+A correlation is only as good as the ratings under it; this report is written next to the
+correlations (``human_report.csv``) and its warnings go to the log.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pandas as pd
+
+from pipeline.load import HUMAN_PREFIX
+
+log = logging.getLogger(__name__)
+
+REPORT_COLUMNS = [
+    "aspect", "system", "n_items", "n_rated", "coverage", "n_single_rating", "mean", "sd",
+    "constant",
+]
+
+
+def human_report(segments: pd.DataFrame) -> pd.DataFrame:
+    aspects = [c for c in segments.columns if c.startswith(HUMAN_PREFIX)]
+    rows = []
+    for aspect in aspects:
+        counts = f"n_{aspect}"
+        for system, sub in [("(all)", segments), *segments.groupby("system", sort=False)]:
+            values = sub[aspect].to_numpy(dtype=float)
+            rated = values[np.isfinite(values)]
+            single = int((sub[counts] == 1).sum()) if counts in sub else 0
+            rows.append(
+                {
+                    "aspect": aspect,
+                    "system": str(system),
+                    "n_items": len(sub),
+                    "n_rated": len(rated),
+                    "coverage": len(rated) / len(sub) if len(sub) else float("nan"),
+                    "n_single_rating": single,
+                    "mean": float(rated.mean()) if len(rated) else float("nan"),
+                    "sd": float(rated.std(ddof=0)) if len(rated) else float("nan"),
+                    "constant": bool(len(rated) > 0 and np.ptp(rated) == 0),
+                }
+            )
+    report = pd.DataFrame(rows, columns=REPORT_COLUMNS)
+    for row in report.itertuples(index=False):
+        if row.system == "(all)" and row.coverage < 1:
+            log.warning(
+                "%s: %d of %d rows have no rating (left out of its correlations)",
+                row.aspect, row.n_items - row.n_rated, row.n_items,
+            )
+        if row.system != "(all)" and row.constant and row.n_rated > 1:
+            log.warning(
+                "%s is constant for system %s: item-level correlations there are undefined",
+                row.aspect, row.system,
+            )
+        if row.system == "(all)" and row.n_single_rating:
+            log.info("%s: %d rows rest on a single rating", row.aspect, row.n_single_rating)
+    return report
