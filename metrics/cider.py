@@ -1,0 +1,172 @@
+"""CIDEr-D (Vedantam et al. 2015), equal to ``pycocoevalcap.cider`` (the COCO caption scorer).
+
+TF-IDF vectors of the 1..4-grams of the candidate and of each reference, with document
+frequencies counted over the references evaluated in the same call (one document = the union of
+one item's references; IDF = log(#items) − log(max(1, df))). Per n-gram order the cosine uses
+clipped candidate weights (``min(cand, ref)·ref``), times a Gaussian length penalty
+``exp(−δ²/(2σ²))`` with σ = 6; the orders are averaged, the references averaged, and the result
+multiplied by 10. As in the COCO code the length δ is the difference in the number of BIGRAMS
+(its ``n == 1`` test is on the zero-based order index).
+
+- Multiple references: the scorer's own rule, the mean over references.
+- Corpus score: the mean of the segment scores (``Cider.compute_score``'s first value).
+- Tokenization: pycocoevalcap splits pre-tokenized strings on spaces (its Java PTB tokenizer is not
+  used); ``tokenize`` and ``lowercase`` make those tokens and are named in the signature.
+- ``against_source``: the document frequencies then come from the sources of that call.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+
+from metrics._ngram import WordTokenizer
+from metrics.base import Metric, MetricConfigError, MetricResult, make_signature
+
+Toks = tuple[str, ...]
+Gram = tuple[str, ...]
+
+
+def precook(words: Sequence[str], n: int) -> dict[Gram, int]:
+    """All 1..n-gram counts in pycocoevalcap's order (by order, then by position)."""
+    counts: dict[Gram, int] = {}
+    for k in range(1, n + 1):
+        for gram in zip(*(words[i:] for i in range(k)), strict=False):
+            counts[gram] = counts.get(gram, 0) + 1
+    return counts
+
+
+class CIDEr(Metric):
+    """CIDEr-D with corpus document frequencies (pycocoevalcap's ``Cider``)."""
+
+    name = "cider"
+    default_group = "syntactic"
+    higher_is_better = True
+    supports_multi_ref_rule = False
+    MAX_ORDER = 4
+    SIGMA = 6.0
+    TOKENIZE = "13a"
+
+    def __init__(
+        self,
+        max_order: int = MAX_ORDER,
+        sigma: float = SIGMA,
+        tokenize: str = TOKENIZE,
+        lowercase: bool = True,
+        group: str | None = None,
+        against_source: bool = False,
+    ) -> None:
+        super().__init__(group=group, against_source=against_source)
+        if int(max_order) < 1:
+            raise MetricConfigError(f"metric 'cider': max_order must be >= 1, got {max_order}")
+        if float(sigma) <= 0:
+            raise MetricConfigError(f"metric 'cider': sigma must be > 0, got {sigma}")
+        self.max_order = int(max_order)
+        self.sigma = float(sigma)
+        self.tokenize = tokenize
+        self.lowercase = bool(lowercase)
+        self.tokenizer = WordTokenizer(tokenize, lowercase)
+        self._cooked: dict[Toks, dict[Gram, int]] = {}
+
+    def signature(self) -> str:
+        return make_signature(
+            self.name,
+            impl="paraeval=pycocoevalcap-1.2",
+            variant="CIDEr-D",
+            nrefs="var",
+            refs="mean",
+            n=self.max_order,
+            sigma=f"{self.sigma:g}",
+            df="corpus-refs",
+            tok=self.tokenize,
+            case="lc" if self.lowercase else "mixed",
+        )
+
+    def _cook(self, toks: Toks) -> dict[Gram, int]:
+        hit = self._cooked.get(toks)
+        if hit is None:
+            hit = precook(toks, self.max_order)
+            if len(self._cooked) > 200_000:
+                self._cooked.clear()
+            self._cooked[toks] = hit
+        return hit
+
+    def _vec(
+        self, counts: dict[Gram, int], df: Counter[Gram], ref_len: float
+    ) -> tuple[list[dict[Gram, float]], list[float], int]:
+        """pycocoevalcap's ``counts2vec``: per-order tf-idf dicts, their norms, the bigram count."""
+        n_ord = self.max_order
+        vec: list[dict[Gram, float]] = [{} for _ in range(n_ord)]
+        norm = [0.0] * n_ord
+        length = 0
+        log = np.log
+        for gram, tf in counts.items():
+            d = log(max(1.0, df.get(gram, 0.0)))
+            k = len(gram) - 1
+            v = float(tf) * (ref_len - d)
+            vec[k][gram] = v
+            norm[k] += pow(v, 2)
+            if k == 1:
+                length += tf
+        return vec, [float(np.sqrt(x)) for x in norm], length
+
+    def _sim(
+        self,
+        hyp: tuple[list[dict[Gram, float]], list[float], int],
+        ref: tuple[list[dict[Gram, float]], list[float], int],
+    ) -> np.ndarray:
+        vec_h, norm_h, len_h = hyp
+        vec_r, norm_r, len_r = ref
+        delta = float(len_h - len_r)
+        penalty = np.e ** (-(delta**2) / (2 * self.sigma**2))
+        val = np.zeros(self.max_order)
+        for k in range(self.max_order):
+            acc = 0.0
+            vr = vec_r[k]
+            for gram, v in vec_h[k].items():
+                r = vr.get(gram, 0.0)
+                acc += min(v, r) * r
+            if norm_h[k] != 0 and norm_r[k] != 0:
+                acc /= norm_h[k] * norm_r[k]
+            if math.isnan(acc):  # pycocoevalcap asserts this never happens
+                raise AssertionError("CIDEr: NaN similarity")
+            val[k] = acc * penalty
+        return val
+
+    def _score(
+        self,
+        candidates: list[str],
+        references: list[list[str]],
+        sources: Sequence[str] | None,
+    ) -> MetricResult:
+        hyps = [self._cook(t) for t in self.tokenizer.many(candidates)]
+        refss = [[self._cook(t) for t in self.tokenizer.many(refs)] for refs in references]
+        df: Counter[Gram] = Counter()
+        for refs in refss:
+            grams: set[Gram] = set()
+            for ref in refs:
+                grams.update(ref)
+            df.update(grams)
+        n_items = len(refss)
+        ref_len = float(np.log(float(n_items))) if n_items else 0.0
+        # a reference shared by several items is vectorised once
+        ref_vecs: dict[int, tuple[list[dict[Gram, float]], list[float], int]] = {}
+        seg = np.zeros(n_items, dtype=float)
+        for i, (hyp, refs) in enumerate(zip(hyps, refss, strict=True)):
+            vh = self._vec(hyp, df, ref_len)
+            score = np.zeros(self.max_order)
+            for ref in refs:
+                vr = ref_vecs.get(id(ref))
+                if vr is None:
+                    vr = self._vec(ref, df, ref_len)
+                    ref_vecs[id(ref)] = vr
+                score += self._sim(vh, vr)
+            avg = np.mean(score)
+            avg /= len(refs)
+            avg *= 10.0
+            seg[i] = avg
+        corpus = float(np.mean(seg)) if n_items else float("nan")
+        return MetricResult({self.name: seg}, {self.name: corpus}, self.signature())

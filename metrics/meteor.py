@@ -1,0 +1,210 @@
+"""METEOR (Banerjee & Lavie 2005), equal to ``nltk.translate.meteor_score`` with the same WordNet.
+
+Unigram alignment in three stages, each on the words the earlier stages left unmatched: exact
+match, Porter-stem match, WordNet-synonym match (NLTK's greedy order: hypothesis words from the last
+to the first, each taking the latest still-free reference word). Then
+``Fmean = P·R / (α·P + (1−α)·R)`` (α = 0.9 gives 10PR/(R+9P)), ``penalty = γ·(chunks/matches)^β``
+(γ = 0.5, β = 3) and ``score = (1 − penalty)·Fmean``.
+
+The alignment is NLTK's, step for step; the speed comes from memoising Porter stems and WordNet
+synonym sets per word instead of recomputing them for every sentence pair.
+
+- Multiple references: NLTK's rule, the best (max) single-reference score.
+- Corpus score: the mean of the segment scores (NLTK has no corpus-level METEOR).
+- Tokenization: NLTK takes word lists; ``tokenize`` (sacrebleu names or ``whitespace``) makes them
+  and is named in the signature. ``lowercase`` is NLTK's ``preprocess=str.lower`` (its default).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from itertools import chain
+from typing import Any
+
+import nltk
+import numpy as np
+from nltk.stem.porter import PorterStemmer
+
+from metrics._ngram import WordTokenizer
+from metrics.base import Metric, MetricConfigError, MetricResult, make_signature
+from metrics.wordnet import load_wordnet, wordnet_version
+
+Enum = list[tuple[int, str]]
+
+
+def _match(hyp: Enum, ref: Enum) -> tuple[list[tuple[int, int]], Enum, Enum]:
+    """NLTK's ``_match_enums``: hypothesis words from last to first, each taking the latest
+    still-free reference word with the same form."""
+    positions: dict[str, list[int]] = {}
+    for j, (_, word) in enumerate(ref):
+        positions.setdefault(word, []).append(j)
+    matches: list[tuple[int, int]] = []
+    used_h: set[int] = set()
+    used_r: set[int] = set()
+    for i in range(len(hyp) - 1, -1, -1):
+        pos = positions.get(hyp[i][1])
+        if pos:
+            j = pos.pop()
+            used_h.add(i)
+            used_r.add(j)
+            matches.append((hyp[i][0], ref[j][0]))
+    if not matches:
+        return matches, hyp, ref
+    return (
+        matches,
+        [p for i, p in enumerate(hyp) if i not in used_h],
+        [p for j, p in enumerate(ref) if j not in used_r],
+    )
+
+
+def count_chunks(matches: Sequence[tuple[int, int]]) -> int:
+    """Fewest runs of matches adjacent in both sentences (NLTK's ``_count_chunks``)."""
+    chunks = 1
+    for k in range(len(matches) - 1):
+        a, b = matches[k], matches[k + 1]
+        if not (b[0] == a[0] + 1 and b[1] == a[1] + 1):
+            chunks += 1
+    return chunks
+
+
+class METEOR(Metric):
+    """METEOR with exact, Porter-stem and WordNet-synonym modules (NLTK's algorithm)."""
+
+    name = "meteor"
+    default_group = "syntactic"
+    higher_is_better = True
+    supports_multi_ref_rule = False
+    TOKENIZE = "13a"
+    ALPHA = 0.9
+    BETA = 3.0
+    GAMMA = 0.5
+
+    def __init__(
+        self,
+        alpha: float = ALPHA,
+        beta: float = BETA,
+        gamma: float = GAMMA,
+        tokenize: str = TOKENIZE,
+        lowercase: bool = True,
+        wordnet_dir: str | None = None,
+        group: str | None = None,
+        against_source: bool = False,
+    ) -> None:
+        super().__init__(group=group, against_source=against_source)
+        self.alpha = float(alpha)
+        self.beta = float(beta)
+        self.gamma = float(gamma)
+        if not 0.0 <= self.alpha <= 1.0:
+            raise MetricConfigError(f"metric 'meteor': alpha must be in [0, 1], got {alpha}")
+        self.tokenize = tokenize
+        self.lowercase = bool(lowercase)
+        # the tokenizer keeps the case; lowercasing is NLTK's per-word ``preprocess``
+        self.tokenizer = WordTokenizer(tokenize, lowercase=False)
+        self.wordnet_dir = os.fspath(wordnet_dir) if wordnet_dir else None
+        self._wordnet: Any = None
+        self.stemmer = PorterStemmer()
+        self._stems: dict[str, str] = {}
+        self._syns: dict[str, frozenset[str]] = {}
+
+    # ------------------------------------------------------------------ resources
+    @property
+    def wordnet(self) -> Any:
+        if self._wordnet is None:
+            self._wordnet = load_wordnet(self.wordnet_dir)
+        return self._wordnet
+
+    def signature(self) -> str:
+        return make_signature(
+            self.name,
+            impl=f"paraeval=nltk-{nltk.__version__}",
+            nrefs="var",
+            refs="max",
+            tok=self.tokenize,
+            case="lc" if self.lowercase else "mixed",
+            modules="exact+porter+wordnet",
+            wordnet=wordnet_version(self.wordnet),
+            alpha=f"{self.alpha:g}",
+            beta=f"{self.beta:g}",
+            gamma=f"{self.gamma:g}",
+        )
+
+    def _stem(self, word: str) -> str:
+        s = self._stems.get(word)
+        if s is None:
+            s = self.stemmer.stem(word)
+            self._stems[word] = s
+        return s
+
+    def _synonyms(self, word: str) -> frozenset[str]:
+        syns = self._syns.get(word)
+        if syns is None:
+            names = chain.from_iterable(
+                (lemma.name() for lemma in synset.lemmas() if lemma.name().find("_") < 0)
+                for synset in self.wordnet.synsets(word)
+            )
+            syns = frozenset(names) | {word}
+            self._syns[word] = syns
+        return syns
+
+    def _synonym_match(self, hyp: Enum, ref: Enum) -> list[tuple[int, int]]:
+        """NLTK's ``_enum_wordnetsyn_match``: the latest free reference word among the synonyms."""
+        positions: dict[str, list[int]] = {}
+        for j, (_, word) in enumerate(ref):
+            positions.setdefault(word, []).append(j)
+        matches: list[tuple[int, int]] = []
+        for i in range(len(hyp) - 1, -1, -1):
+            best_j = -1
+            best_word: str | None = None
+            for syn in self._synonyms(hyp[i][1]):
+                pos = positions.get(syn)
+                if pos and pos[-1] > best_j:
+                    best_j = pos[-1]
+                    best_word = syn
+            if best_word is not None:
+                positions[best_word].pop()
+                matches.append((hyp[i][0], ref[best_j][0]))
+        return matches
+
+    # -------------------------------------------------------------------- scoring
+    def single(self, hyp_words: Sequence[str], ref_words: Sequence[str]) -> float:
+        """METEOR of one hypothesis against one reference (``single_meteor_score``)."""
+        if self.lowercase:
+            hyp: Enum = [(i, w.lower()) for i, w in enumerate(hyp_words)]
+            ref: Enum = [(j, w.lower()) for j, w in enumerate(ref_words)]
+        else:
+            hyp = list(enumerate(hyp_words))
+            ref = list(enumerate(ref_words))
+        t_len, r_len = len(hyp), len(ref)
+        exact, hyp, ref = _match(hyp, ref)
+        stem = self._stem
+        stem_m, hyp, ref = _match([(i, stem(w)) for i, w in hyp], [(j, stem(w)) for j, w in ref])
+        syn_m = self._synonym_match(hyp, ref) if hyp and ref else []
+        matches = sorted(exact + stem_m + syn_m, key=lambda pair: pair[0])
+        m = len(matches)
+        try:
+            precision = float(m) / t_len
+            recall = float(m) / r_len
+            fmean = (precision * recall) / (self.alpha * precision + (1 - self.alpha) * recall)
+            frag = float(count_chunks(matches)) / m
+        except ZeroDivisionError:
+            return 0.0
+        penalty = self.gamma * frag**self.beta
+        return (1 - penalty) * fmean
+
+    def _score(
+        self,
+        candidates: list[str],
+        references: list[list[str]],
+        sources: Sequence[str] | None,
+    ) -> MetricResult:
+        hyps = self.tokenizer.many(candidates)
+        seg = np.array(
+            [
+                max(self.single(h, r) for r in self.tokenizer.many(refs))
+                for h, refs in zip(hyps, references, strict=True)
+            ],
+            dtype=float,
+        )
+        corpus = float(np.mean(seg)) if len(seg) else float("nan")
+        return MetricResult({self.name: seg}, {self.name: corpus}, self.signature())

@@ -1,0 +1,213 @@
+"""NIST (Doddington 2002), equal to ``nltk.translate.nist_score``.
+
+Information weights ``info(w1..wn) = log2(count(w1..wn-1) / count(w1..wn))`` (unigrams: the total
+number of reference words over the unigram count) come from the references; the score is the sum
+over n = 1..N of information-weighted n-gram precision, times the length penalty
+``exp(β·log²(min(len_sys/len_ref, 1)))`` with β chosen so that the penalty is 0.5 at a length ratio
+of 2/3.
+
+- Segment score = ``nltk.translate.nist_score.sentence_nist(refs, hyp)``: information weights from
+  that segment's own references.
+- Corpus score = ``nltk.translate.nist_score.corpus_nist``: information weights from every reference
+  of the call, statistics summed over segments.
+- Multiple references: NLTK's rule: per n-gram order, the reference giving the highest
+  (precision, numerator, denominator, length) tuple.
+
+One deliberate difference: where the hypothesis has no n-grams of some order (a hypothesis shorter
+than N words, or empty), NLTK divides by zero and raises ``ZeroDivisionError``; here that order
+contributes 0 to the sum, as in NIST's mteval script. Every score NLTK does return is reproduced.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+
+import nltk
+import numpy as np
+
+from metrics._ngram import WordTokenizer, ngram_counter
+from metrics.base import Metric, MetricConfigError, MetricResult, make_signature
+
+Toks = tuple[str, ...]
+Gram = tuple[str, ...]
+
+
+def nist_length_penalty(ref_len: int, hyp_len: int) -> float:
+    """Doddington's penalty, as ``nltk.translate.nist_score.nist_length_penalty``."""
+    if ref_len == 0:
+        return 0.0
+    ratio = hyp_len / ref_len
+    if 0 < ratio < 1:
+        ratio_x, score_x = 1.5, 0.5
+        beta = math.log(score_x) / math.log(ratio_x) ** 2
+        return math.exp(beta * math.log(ratio) ** 2)
+    return max(min(ratio, 1.0), 0.0)
+
+
+class _Weights:
+    """Information weights over a reference n-gram table, computed on demand per n-gram (NLTK
+    computes them for every reference n-gram; only the overlapping ones are ever used)."""
+
+    __slots__ = ("cache", "freq", "total")
+
+    def __init__(self, freq: Counter[Gram], total: int) -> None:
+        self.freq = freq
+        self.total = total
+        self.cache: dict[Gram, float] = {}
+
+    def __getitem__(self, gram: Gram) -> float:
+        w = self.cache.get(gram)
+        if w is None:
+            prefix = gram[:-1]
+            freq = self.freq
+            numerator = freq[prefix] if prefix and prefix in freq else self.total
+            w = math.log(numerator / freq[gram], 2)
+            self.cache[gram] = w
+        return w
+
+
+class NIST(Metric):
+    """NIST score (nltk ``sentence_nist`` per segment, ``corpus_nist`` for the corpus)."""
+
+    name = "nist"
+    default_group = "syntactic"
+    higher_is_better = True
+    supports_multi_ref_rule = False
+    MAX_ORDER = 5
+    TOKENIZE = "13a"
+
+    def __init__(
+        self,
+        max_order: int = MAX_ORDER,
+        tokenize: str = TOKENIZE,
+        lowercase: bool = False,
+        group: str | None = None,
+        against_source: bool = False,
+    ) -> None:
+        super().__init__(group=group, against_source=against_source)
+        if int(max_order) < 1:
+            raise MetricConfigError(f"metric 'nist': max_order must be >= 1, got {max_order}")
+        self.max_order = int(max_order)
+        self.tokenizer = WordTokenizer(tokenize, lowercase)
+        self.tokenize = tokenize
+        self.lowercase = bool(lowercase)
+        self._counts: dict[Toks, list[Counter[Gram]]] = {}
+
+    def signature(self) -> str:
+        return make_signature(
+            self.name,
+            impl=f"paraeval=nltk-{nltk.__version__}",
+            nrefs="var",
+            refs="nltk-best-per-order",
+            n=self.max_order,
+            tok=self.tokenize,
+            case="lc" if self.lowercase else "mixed",
+            zero_order="0",
+        )
+
+    # --------------------------------------------------------------- counting
+    def _orders(self, toks: Toks) -> list[Counter[Gram]]:
+        hit = self._counts.get(toks)
+        if hit is None:
+            hit = [
+                ngram_counter(toks, i) if len(toks) >= i else Counter()
+                for i in range(1, self.max_order + 1)
+            ]
+            if len(self._counts) > 200_000:
+                self._counts.clear()
+            self._counts[toks] = hit
+        return hit
+
+    def _ref_table(self, refs: Sequence[Toks], freq: Counter[Gram]) -> int:
+        total = 0
+        for ref in refs:
+            for counter in self._orders(ref):
+                freq.update(counter)
+            total += len(ref)
+        return total
+
+    # ---------------------------------------------------------------- scoring
+    def _segment_stats(
+        self,
+        hyp: Toks,
+        refs: Sequence[Toks],
+        overlaps: list[list[Counter[Gram]]],
+        weights: _Weights,
+    ) -> tuple[list[float], list[int], int, int]:
+        """Per order: numerator and denominator of the chosen reference; summed lengths."""
+        hyp_orders = self._orders(hyp)
+        nums: list[float] = []
+        dens: list[int] = []
+        l_ref = 0
+        l_sys = 0
+        for i in range(self.max_order):
+            denominator = sum(hyp_orders[i].values())
+            best: tuple[float, float, int, int] | None = None
+            for r, ref in enumerate(refs):
+                numerator = sum(weights[g] * c for g, c in overlaps[r][i].items())
+                precision = 0 if denominator == 0 else numerator / denominator
+                cand = (precision, numerator, denominator, len(ref))
+                if best is None or cand > best:
+                    best = cand
+            assert best is not None
+            nums.append(best[1])
+            dens.append(best[2])
+            l_ref += best[3]
+            l_sys += len(hyp)
+        return nums, dens, l_ref, l_sys
+
+    @staticmethod
+    def _score_from(nums: Sequence[float], dens: Sequence[int], l_ref: int, l_sys: int) -> float:
+        if l_ref == 0:
+            return 0.0
+        precision = 0.0
+        for num, den in zip(nums, dens, strict=True):
+            precision += 0.0 if den == 0 else num / den
+        return precision * nist_length_penalty(l_ref, l_sys)
+
+    def _score(
+        self,
+        candidates: list[str],
+        references: list[list[str]],
+        sources: Sequence[str] | None,
+    ) -> MetricResult:
+        hyps = self.tokenizer.many(candidates)
+        refss = [self.tokenizer.many(refs) for refs in references]
+        n_seg = len(hyps)
+        # clipped n-gram overlaps do not depend on the weights: count them once per (segment, ref)
+        overlaps = [
+            [
+                [h & r for h, r in zip(self._orders(hyp), self._orders(ref), strict=True)]
+                for ref in refs
+            ]
+            for hyp, refs in zip(hyps, refss, strict=True)
+        ]
+        seg = np.zeros(n_seg, dtype=float)
+        global_freq: Counter[Gram] = Counter()
+        global_total = 0
+        for k, (hyp, refs) in enumerate(zip(hyps, refss, strict=True)):
+            freq: Counter[Gram] = Counter()
+            total = self._ref_table(refs, freq)
+            global_freq.update(freq)
+            global_total += total
+            nums, dens, l_ref, l_sys = self._segment_stats(
+                hyp, refs, overlaps[k], _Weights(freq, total)
+            )
+            seg[k] = self._score_from(nums, dens, l_ref, l_sys)
+        corpus = float("nan")
+        if n_seg:
+            weights = _Weights(global_freq, global_total)
+            tot_num = [0.0] * self.max_order
+            tot_den = [0] * self.max_order
+            tot_ref = tot_sys = 0
+            for k, (hyp, refs) in enumerate(zip(hyps, refss, strict=True)):
+                nums, dens, l_ref, l_sys = self._segment_stats(hyp, refs, overlaps[k], weights)
+                for i in range(self.max_order):
+                    tot_num[i] += nums[i]
+                    tot_den[i] += dens[i]
+                tot_ref += l_ref
+                tot_sys += l_sys
+            corpus = self._score_from(tot_num, tot_den, tot_ref, tot_sys)
+        return MetricResult({self.name: seg}, {self.name: corpus}, self.signature())

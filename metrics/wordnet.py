@@ -1,0 +1,122 @@
+"""Find and load WordNet for METEOR without ever downloading it.
+
+Search order (the first folder that holds a complete WordNet wins):
+
+1. the metric's ``wordnet_dir`` setting (a WordNet dict folder, or an NLTK data folder),
+2. ``NLTK_DATA`` and ``PARAEVAL_NLTK_DATA`` (``os.pathsep``-separated NLTK data folders),
+3. ``<repo>/.cache/nltk_data`` (what ``scripts/setup_wordnet.py`` prepares),
+4. ``~/.cache/paraeval/nltk_data``,
+5. NLTK's own default data paths (``nltk.data.path``), folders or ``wordnet.zip``.
+
+A missing WordNet raises :class:`metrics.base.MissingResourceError` with one line naming the setup
+command. ``nltk.download`` is never called.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+from metrics.base import MissingResourceError
+
+REPO = Path(__file__).resolve().parents[1]
+SETUP_HINT = (
+    "run `python scripts/setup_wordnet.py` (or `apt-get install wordnet-base wordnet-sense-index`, "
+    "copy /usr/share/wordnet to <nltk_data>/corpora/wordnet with a lexnames file and set NLTK_DATA)"
+)
+# a dict folder is usable only with these; Debian's copy lacks lexnames until setup adds it
+_NEEDED = ("lexnames", "index.noun", "data.noun", "index.verb", "data.verb")
+
+_READERS: dict[str, Any] = {}
+
+
+def candidate_roots(wordnet_dir: str | os.PathLike[str] | None = None) -> list[Path]:
+    """Folders searched, in order (see the module docstring)."""
+    roots: list[Path] = []
+    if wordnet_dir:
+        roots.append(Path(wordnet_dir).expanduser())
+    for var in ("NLTK_DATA", "PARAEVAL_NLTK_DATA"):
+        for part in os.environ.get(var, "").split(os.pathsep):
+            if part:
+                roots.append(Path(part).expanduser())
+    roots.append(REPO / ".cache" / "nltk_data")
+    roots.append(Path.home() / ".cache" / "paraeval" / "nltk_data")
+    try:
+        import nltk.data
+
+        roots.extend(Path(p) for p in nltk.data.path)
+    except ImportError:  # pragma: no cover - nltk is a dependency
+        pass
+    return roots
+
+
+def _dict_dir(root: Path) -> Path | None:
+    """The WordNet dict folder in ``root`` (itself, or ``corpora/wordnet``), if complete."""
+    for folder in (root, root / "corpora" / "wordnet"):
+        if all((folder / name).is_file() for name in _NEEDED):
+            return folder
+    return None
+
+
+def _zip_pointer(root: Path) -> Any | None:
+    archive = root / "corpora" / "wordnet.zip"
+    if not archive.is_file():
+        return None
+    from nltk.data import ZipFilePathPointer
+
+    return ZipFilePathPointer(str(archive), "wordnet/")
+
+
+def _allow(root: Path) -> None:
+    """NLTK (>= 3.9.3) refuses to read corpora outside ``nltk.data.path``; a folder found by this
+    module is trusted by the user's own setting, so it joins that list."""
+    import nltk.data
+
+    resolved = str(root.resolve())
+    if resolved not in nltk.data.path:
+        nltk.data.path.append(resolved)
+
+
+def find_wordnet(wordnet_dir: str | os.PathLike[str] | None = None) -> Any:
+    """A path pointer to the first usable WordNet; MissingResourceError when there is none."""
+    from nltk.data import FileSystemPathPointer
+
+    roots = candidate_roots(wordnet_dir)
+    # an explicit setting is authoritative: do not silently fall back to another copy
+    searched = roots[:1] if wordnet_dir else roots
+    for root in searched:
+        folder = _dict_dir(root)
+        if folder is not None:
+            _allow(root)
+            return FileSystemPathPointer(str(folder))
+        pointer = _zip_pointer(root)
+        if pointer is not None:
+            _allow(root)
+            return pointer
+    where = ", ".join(str(r) for r in searched)
+    raise MissingResourceError(f"WordNet 3.0 not found (searched: {where}); {SETUP_HINT}")
+
+
+def load_wordnet(wordnet_dir: str | os.PathLike[str] | None = None) -> Any:
+    """An NLTK ``WordNetCorpusReader`` for the first usable WordNet, loaded once per folder."""
+    pointer = find_wordnet(wordnet_dir)
+    key = str(pointer)
+    reader = _READERS.get(key)
+    if reader is None:
+        from nltk.corpus.reader.wordnet import WordNetCorpusReader
+
+        with warnings.catch_warnings():
+            # without the Open Multilingual WordNet NLTK warns once; METEOR is English-only
+            warnings.simplefilter("ignore", UserWarning)
+            reader = WordNetCorpusReader(pointer, None)
+        _READERS[key] = reader
+    return reader
+
+
+def wordnet_version(reader: Any) -> str:
+    try:
+        return str(reader.get_version())
+    except Exception:  # a reader without a version header still works; say so
+        return "unknown"
