@@ -1,0 +1,358 @@
+"""BERTScore (Zhang et al. 2020) on the shared encoder pass.
+
+The numbers are those of ``bert_score.score(cands, refs, model_type=<path>, num_layers=<layer>,
+idf=<idf>)`` (bert-score 0.3.13): the same token ids (bert-score's ``sent_encode``), the same
+layer's hidden states (hidden state ``layer`` of the full model is the last hidden state of the
+model cut down to ``layer`` layers), greedy cosine matching, and the same weights:
+
+- ``idf: false``: every token weighs 1 except [CLS]/[SEP] (bert-score sets those two to 0);
+- ``idf: true``: idf from the references of the call, one document per (candidate, reference) pair
+  as bert-score flattens them: ``log((N + 1) / (df + 1))``, unseen tokens ``log(N + 1)``;
+- multi-reference: bert-score's rule, the element-wise maximum of P, R and F over the references of
+  an item (each column is maximised separately, so P and R may come from different references);
+- a candidate or reference with no tokens between the special tokens scores 0 (bert-score's rule).
+
+One bert-score artefact is reproduced on purpose: bert-score matches the pairs in batches of
+``batch_size`` (64) in input order, padded to the longest sentence of the batch, and multiplies the
+similarities by the padding mask, so a padding position offers a similarity of 0. A token whose
+every true similarity is negative then scores 0 instead of its (negative) best match, but only
+when the other sentence of its pair is shorter than the longest one in its batch. Sentence
+embedding models such as all-MiniLM-L6-v2 have many negative token similarities between unrelated
+sentences, so the rule changes scores; ``bert_score_batch_size`` (default 64, bert-score's default)
+replays bert-score's batching so the numbers stay equal to ``bert_score.score``; ``0`` turns the
+artefact off (max over real tokens only).
+
+Rescaling with a baseline ``(s − b) / (1 − b)``: the baseline comes from ``baseline_path`` (a file
+in bert-score's ``LAYER,P,R,F`` format, as ``python -m metrics.baseline`` writes it), from the
+project's shipped file for the default model, or from bert-score's own files for a hub model it
+knows (``lang`` picks the folder). No baseline for a requested rescale is an error, never
+bert-score's warning-and-go-on.
+
+Default layer of the default model (all-MiniLM-L6-v2, 6 layers): 6, the last. bert-score's layer
+choice is the one that correlates best with human judgments; on STS-B dev (1,500 pairs, F1 vs the
+0–5 gold, Pearson) the layers 0..6 give 0.644, 0.626, 0.624, 0.633, 0.686, 0.763, 0.870: the model
+was trained with a contrastive loss on its last layer, and the earlier layers are much worse. On
+ParaBank-Eval (5,548 candidate–source pairs vs mean human meaning score, Pearson) the last layer is
+best too (0.527, 0.536, 0.550, 0.566, 0.579, 0.554, 0.593). The
+last layer is also the one sentence embeddings pool, so BERTScore and cosine keep one layer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from metrics.base import (
+    Metric,
+    MetricConfigError,
+    MetricResult,
+    MissingResourceError,
+    make_signature,
+)
+from metrics.encoder import DEFAULT_MODEL_NAME, Encoder, get_encoder
+
+try:
+    from bert_score import __version__ as BERT_SCORE_VERSION
+except ImportError:  # pragma: no cover - bert-score is a runtime dependency
+    BERT_SCORE_VERSION = "none"
+
+DEFAULT_LAYERS = {DEFAULT_MODEL_NAME: 6}
+SHIPPED_BASELINES = {DEFAULT_MODEL_NAME: "bertscore_baseline_all-MiniLM-L6-v2.csv"}
+COLUMNS = ("bertscore_precision", "bertscore_recall", "bertscore_f1")
+
+
+def shipped_baseline(model_name: str) -> Path | None:
+    name = SHIPPED_BASELINES.get(model_name)
+    if name is None:
+        return None
+    path = Path(str(resources.files("metrics").joinpath("assets", name)))
+    return path if path.is_file() else None
+
+
+def bert_score_baseline(model: str, lang: str) -> Path | None:
+    """bert-score's own baseline file for a hub model name, if it ships one."""
+    try:
+        import bert_score
+    except ImportError:  # pragma: no cover
+        return None
+    path = Path(bert_score.__file__).parent / "rescale_baseline" / lang / f"{model}.tsv"
+    return path if path.is_file() else None
+
+
+def read_baseline(path: Path, layer: int) -> np.ndarray:
+    """The (P, R, F) baseline of ``layer`` from a ``LAYER,P,R,F`` file."""
+    import pandas as pd
+
+    try:
+        table = pd.read_csv(path)
+    except (OSError, ValueError) as exc:
+        raise MissingResourceError(f"cannot read BERTScore baseline file '{path}': {exc}") from None
+    cols = [c.strip() for c in table.columns]
+    table.columns = cols
+    if not {"P", "R", "F"} <= set(cols):
+        raise MetricConfigError(
+            f"BERTScore baseline file '{path}' needs the columns LAYER,P,R,F; it has {cols}"
+        )
+    if "LAYER" in cols:
+        rows = table[table["LAYER"] == layer]
+    else:  # bert-score reads row ``layer`` by position
+        rows = table.iloc[[layer]] if layer < len(table) else table.iloc[[]]
+    if len(rows) != 1:
+        raise MissingResourceError(f"BERTScore baseline file '{path}' has no row for layer {layer}")
+    return rows[["P", "R", "F"]].to_numpy(dtype=np.float64)[0]
+
+
+def idf_weights(ref_ids: Sequence[np.ndarray]) -> tuple[dict[int, float], float]:
+    """bert-score's ``get_idf_dict``: document frequency over the given reference token ids."""
+    df: Counter[int] = Counter()
+    for ids in ref_ids:
+        df.update(set(int(i) for i in ids))
+    n = len(ref_ids)
+    return {tok: math.log((n + 1) / (c + 1)) for tok, c in df.items()}, math.log(n + 1)
+
+
+def padding_floors(
+    cand_lens: Sequence[int], ref_lens: Sequence[int], batch_size: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Which pairs bert-score pads (pairs in input order, batches of ``batch_size``): a padded
+    reference lets the candidate's token maxima floor at 0, a padded candidate the reference's."""
+    n = len(cand_lens)
+    if batch_size <= 0:
+        return np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+    c = np.asarray(cand_lens)
+    r = np.asarray(ref_lens)
+    p_floor = np.zeros(n, dtype=bool)
+    r_floor = np.zeros(n, dtype=bool)
+    for start in range(0, n, batch_size):
+        sl = slice(start, start + batch_size)
+        p_floor[sl] = r[sl] < r[sl].max()
+        r_floor[sl] = c[sl] < c[sl].max()
+    return p_floor, r_floor
+
+
+def greedy_match(
+    cand_emb: Sequence[np.ndarray],
+    cand_w: Sequence[np.ndarray],
+    ref_emb: Sequence[np.ndarray],
+    ref_w: Sequence[np.ndarray],
+    p_floor: np.ndarray | None = None,
+    r_floor: np.ndarray | None = None,
+    batch_size: int = 256,
+) -> np.ndarray:
+    """(P, R, F) for each (candidate, reference) pair: greedy cosine matching weighted by the
+    normalised token weights, computed like bert-score's ``greedy_cos_idf`` in float32.
+    ``p_floor``/``r_floor`` mark pairs whose candidate/reference token maxima floor at 0 (see
+    :func:`padding_floors`)."""
+    import torch
+
+    n = len(cand_emb)
+    out = np.zeros((n, 3), dtype=np.float64)
+    if n == 0:
+        return out
+    pf = torch.from_numpy(np.zeros(n, bool) if p_floor is None else np.asarray(p_floor, bool))
+    rf = torch.from_numpy(np.zeros(n, bool) if r_floor is None else np.asarray(r_floor, bool))
+    # similar lengths together: less padding per batch
+    order = sorted(range(n), key=lambda i: (len(cand_emb[i]), len(ref_emb[i])))
+
+    def pad(arrs: list[np.ndarray], ws: list[np.ndarray]) -> tuple[torch.Tensor, ...]:
+        width = max(len(a) for a in arrs)
+        dim = arrs[0].shape[1]
+        emb = torch.zeros((len(arrs), width, dim), dtype=torch.float32)
+        w = torch.zeros((len(arrs), width), dtype=torch.float32)
+        mask = torch.zeros((len(arrs), width), dtype=torch.bool)
+        for k, (a, wt) in enumerate(zip(arrs, ws, strict=True)):
+            t = torch.from_numpy(np.asarray(a, dtype=np.float32))
+            emb[k, : len(a)] = t / torch.norm(t, dim=-1).unsqueeze(-1)
+            w[k, : len(a)] = torch.from_numpy(np.asarray(wt, dtype=np.float32))
+            mask[k, : len(a)] = True
+        return emb, w, mask
+
+    with torch.inference_mode():
+        for start in range(0, n, batch_size):
+            idx = order[start : start + batch_size]
+            c, cw, cm = pad([cand_emb[i] for i in idx], [cand_w[i] for i in idx])
+            r, rw, rm = pad([ref_emb[i] for i in idx], [ref_w[i] for i in idx])
+            sim = torch.bmm(c, r.transpose(1, 2))
+            valid = cm.unsqueeze(2) & rm.unsqueeze(1)
+            sim = sim.masked_fill(~valid, float("-inf"))
+            word_p = sim.max(dim=2)[0]
+            word_r = sim.max(dim=1)[0]
+            sel = torch.tensor(idx)
+            word_p = torch.where(pf[sel].unsqueeze(1), word_p.clamp(min=0.0), word_p)
+            word_r = torch.where(rf[sel].unsqueeze(1), word_r.clamp(min=0.0), word_r)
+            word_p = word_p.masked_fill(~cm, 0.0)
+            word_r = word_r.masked_fill(~rm, 0.0)
+            cw = cw / cw.sum(dim=1, keepdim=True)
+            rw = rw / rw.sum(dim=1, keepdim=True)
+            p = (word_p * cw).sum(dim=1)
+            r_ = (word_r * rw).sum(dim=1)
+            f = 2 * p * r_ / (p + r_)
+            # bert-score: a sentence of only [CLS] [SEP] scores 0 (F is taken before P/R are)
+            empty = (cm.sum(dim=1) == 2) | (rm.sum(dim=1) == 2)
+            p = p.masked_fill(empty, 0.0)
+            r_ = r_.masked_fill(empty, 0.0)
+            f = f.masked_fill(torch.isnan(f), 0.0)
+            out[idx] = torch.stack([p, r_, f], dim=1).double().numpy()
+    return out
+
+
+class BERTScore(Metric):
+    """BERTScore precision, recall and F1 (columns ``bertscore_precision``, ``_recall``,
+    ``_f1``). Corpus score: the mean of the segment scores, as bert-score reports it."""
+
+    name = "bertscore"
+    default_group = "semantic"
+    higher_is_better = True
+    columns = COLUMNS
+    supports_multi_ref_rule = False
+    MODEL = "default"
+    BATCH_SIZE = 64
+
+    def __init__(
+        self,
+        model: str = MODEL,
+        layer: int | None = None,
+        idf: bool = False,
+        rescale_with_baseline: bool = False,
+        baseline_path: str | None = None,
+        lang: str = "en",
+        batch_size: int = BATCH_SIZE,
+        device: str | None = None,
+        bert_score_batch_size: int = 64,
+        cache_dir: str | None = None,
+        use_cache: bool = True,
+        group: str | None = None,
+        against_source: bool = False,
+    ) -> None:
+        super().__init__(group=group, against_source=against_source)
+        self.model = model
+        self.bert_score_batch_size = max(0, int(bert_score_batch_size))
+        self.encoder: Encoder = get_encoder(model, device, batch_size, cache_dir, use_cache)
+        self.layer = self._pick_layer(model, layer)
+        self.encoder.require_layer(self.layer)
+        self.idf = bool(idf)
+        self.rescale_with_baseline = bool(rescale_with_baseline)
+        self.lang = lang
+        self.baseline_path = baseline_path
+        self.baseline: np.ndarray | None = None
+        self.baseline_source = "none"
+        if self.rescale_with_baseline:
+            self.baseline, self.baseline_source = self._find_baseline()
+
+    def _pick_layer(self, model: str, layer: int | None) -> int:
+        if layer is None:
+            from bert_score.utils import model2layers
+
+            known = DEFAULT_LAYERS.get(self.encoder.model_name, model2layers.get(model))
+            if known is None:
+                raise MetricConfigError(
+                    f"metric 'bertscore': no default layer for model '{model}'; set `layer` "
+                    f"(0..{self.encoder.num_layers})"
+                )
+            layer = int(known)
+        n = self.encoder.num_layers
+        if not 0 <= int(layer) <= n:
+            raise MetricConfigError(
+                f"metric 'bertscore': layer must be in 0..{n} for {self.encoder.model_name}, "
+                f"got {layer}"
+            )
+        return int(layer)
+
+    def _find_baseline(self) -> tuple[np.ndarray, str]:
+        if self.baseline_path:
+            path = Path(self.baseline_path).expanduser()
+            if not path.is_file():
+                raise MissingResourceError(
+                    f"BERTScore baseline file '{path}' does not exist (make one with "
+                    "`python -m metrics.baseline --model ... --out FILE`)"
+                )
+            digest = hashlib.blake2b(path.read_bytes(), digest_size=4).hexdigest()
+            return read_baseline(path, self.layer), f"file-{digest}"
+        shipped = shipped_baseline(self.encoder.model_name)
+        if shipped is not None:
+            return read_baseline(shipped, self.layer), "paraeval"
+        ours = bert_score_baseline(self.model, self.lang)
+        if ours is not None:
+            return read_baseline(ours, self.layer), f"bert_score-{self.lang}"
+        raise MissingResourceError(
+            f"metric 'bertscore': rescale_with_baseline is on but there is no baseline for model "
+            f"'{self.model}' (lang {self.lang}); set `baseline_path` to a file made with "
+            "`python -m metrics.baseline --model <model> --corpus <text file> --out <file>`"
+        )
+
+    # ------------------------------------------------------------------ contract
+    def prepare(self, texts: Iterable[str]) -> None:
+        self.encoder.ensure(list(texts), progress=True)
+
+    def signature(self) -> str:
+        rescale = f"yes[{self.baseline_source}]" if self.rescale_with_baseline else "no"
+        return make_signature(
+            self.name,
+            impl=f"paraeval~bert_score-{BERT_SCORE_VERSION}",
+            model=self.encoder.signature,
+            layer=self.layer,
+            idf=self.idf,
+            rescale=rescale,
+            refs="max",
+            pad=f"bs{self.bert_score_batch_size}" if self.bert_score_batch_size else "none",
+        )
+
+    def _weights(
+        self, ids: Sequence[np.ndarray], ref_ids: Sequence[np.ndarray]
+    ) -> list[np.ndarray]:
+        if self.idf:
+            table, unseen = idf_weights(ref_ids)
+            return [np.array([table.get(int(t), unseen) for t in s]) for s in ids]
+        tok = self.encoder.tokenizer
+        zero = {tok.sep_token_id, tok.cls_token_id}
+        return [np.array([0.0 if int(t) in zero else 1.0 for t in s]) for s in ids]
+
+    def _score(
+        self,
+        candidates: list[str],
+        references: list[list[str]],
+        sources: Sequence[str] | None,
+    ) -> MetricResult:
+        counts = [len(r) for r in references]
+        flat_refs = [r for refs in references for r in refs]
+        flat_cands = [c for c, k in zip(candidates, counts, strict=True) for _ in range(k)]
+        enc = self.encoder
+        enc.ensure(candidates + flat_refs, progress=False)
+        cand_ids = enc.token_ids(flat_cands)
+        ref_ids = enc.token_ids(flat_refs)
+        p_floor, r_floor = padding_floors(
+            [len(x) for x in cand_ids], [len(x) for x in ref_ids], self.bert_score_batch_size
+        )
+        per_pair = greedy_match(
+            enc.token_embeddings(flat_cands, self.layer),
+            self._weights(cand_ids, ref_ids),
+            enc.token_embeddings(flat_refs, self.layer),
+            self._weights(ref_ids, ref_ids),
+            p_floor,
+            r_floor,
+        )
+        seg = np.full((len(candidates), 3), np.nan)
+        bounds = np.cumsum([0, *counts])
+        for i in range(len(candidates)):
+            if counts[i]:
+                seg[i] = per_pair[bounds[i] : bounds[i + 1]].max(axis=0)
+        if self.baseline is not None:
+            seg = (seg - self.baseline) / (1.0 - self.baseline)
+        return MetricResult(
+            {col: seg[:, k] for k, col in enumerate(COLUMNS)},
+            self.corpus_from_stats(seg),
+            self.signature(),
+            stats=seg,
+        )
+
+    def corpus_from_stats(self, stats: np.ndarray) -> dict[str, float]:
+        if len(stats) == 0:
+            return {col: float("nan") for col in COLUMNS}
+        means = stats.mean(axis=0)
+        return {col: float(means[k]) for k, col in enumerate(COLUMNS)}
