@@ -18,6 +18,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from metrics.base import Metric, MetricConfigError, MissingResourceError
+from pipeline.cache import ScoreCache
 from pipeline.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
@@ -142,7 +143,12 @@ def run_texts(df: pd.DataFrame) -> list[str]:
     return list(texts)
 
 
-def score(df: pd.DataFrame, metrics: Mapping[str, Metric], progress: bool = True) -> Scores:
+def score(
+    df: pd.DataFrame,
+    metrics: Mapping[str, Metric],
+    progress: bool = True,
+    cache: ScoreCache | None = None,
+) -> Scores:
     systems = list(dict.fromkeys(df["system"]))
     for metric_id, metric in metrics.items():
         _check_inputs(df, metric_id, metric)
@@ -156,9 +162,8 @@ def score(df: pd.DataFrame, metrics: Mapping[str, Metric], progress: bool = True
     jobs = [(mid, m, False) for mid, m in metrics.items()]
     jobs += [(mid, m, True) for mid, m in metrics.items() if m.against_source]
     bar = tqdm(total=len(jobs) * len(systems), desc="scoring", unit="system", disable=not progress)
+    prepared: set[str] = set()
     for metric_id, metric, vs_source in jobs:
-        if not vs_source:
-            metric.prepare(texts)
         suffix = "_src" if vs_source else ""
         for system in systems:
             bar.set_postfix_str(f"{metric_id}{suffix} / {system}")
@@ -167,7 +172,15 @@ def score(df: pd.DataFrame, metrics: Mapping[str, Metric], progress: bool = True
             cands = sub["candidate"].tolist()
             srcs = sub["source"].tolist()
             refs = [[s] for s in srcs] if vs_source else sub["references"].tolist()
-            result = metric.score(cands, refs, srcs)
+            result = cache.get(metric_id + suffix, metric, cands, refs, srcs) if cache else None
+            if result is None:
+                # encoders batch every text of the run once, and only when something is computed
+                if metric_id not in prepared:
+                    metric.prepare(texts)
+                    prepared.add(metric_id)
+                result = metric.score(cands, refs, srcs)
+                if cache is not None:
+                    cache.put(metric, cands, refs, srcs, result)
             for col, values in result.segment.items():
                 name = f"{col}{suffix}"
                 segments.loc[idx, name] = np.asarray(values, dtype=float)

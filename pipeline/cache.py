@@ -1,0 +1,295 @@
+"""Content-addressed on-disk cache of metric results.
+
+One entry per (metric, system call): the key is a blake2b hash of the metric's cache signature and
+the exact texts it saw (candidates, per-segment reference lists, sources), so a changed setting, a
+changed sentence or a different reference count is a different key and a stale number is never
+served. An entry holds the per-segment columns, the corpus values, ``MetricResult.extra`` and the
+per-segment sufficient statistics, so ``corpus_from_stats`` (bootstrap, dev/test splits) works on a
+hit exactly as on a fresh result.
+
+Corpus-dependent metrics (CIDEr's document frequencies, NIST's information weights, BERTScore's
+idf) compute those from the texts of the one system call they are given; the key is the whole
+call's texts, so they are cached at the level where they are valid and never per segment.
+``Metric.prepare`` only batches work (encoders) and must not change scores, which is why it is not
+part of the key.
+
+iBLEU is cached without α: its entry holds the BLEU of each candidate against the references and
+against the source (segment scores, corpus scores, statistics), and the α combination is redone on
+every lookup. A sweep over α therefore recomputes nothing from text.
+
+Storage: one NumPy ``.npz`` per entry under ``<dir>/scores/v1/<2 hex>/<key>.npz``, read with
+``allow_pickle=False`` (nothing in the cache can execute code), written to a temporary file in the
+same folder and renamed into place, so a crash never leaves a half entry and parallel jobs writing
+the same key both leave a complete, identical file. Plain files (no database) also behave on the
+network file systems of clusters. Deleting the folder only means the next run recomputes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import tempfile
+import zipfile
+from collections.abc import Mapping, Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from metrics.base import Metric, MetricResult
+
+log = logging.getLogger(__name__)
+
+FORMAT = "paraeval-score-cache/1"
+_SEG = "seg__"
+
+
+@dataclass
+class Counts:
+    hits: int = 0
+    misses: int = 0
+
+
+def _update_text(h: Any, text: str) -> None:
+    # length-prefixed so that no two different text sequences hash the same byte stream
+    data = text.encode("utf-8", "surrogatepass")
+    h.update(len(data).to_bytes(8, "little"))
+    h.update(data)
+
+
+def _is_ibleu(metric: Metric) -> bool:
+    from metrics.sacre import IBLEU
+
+    return isinstance(metric, IBLEU)
+
+
+def cache_signature(metric: Metric) -> str:
+    """The part of the key that describes the metric: its signature, except for iBLEU, whose entry
+    does not depend on α (the α combination is recomputed from the cached components)."""
+    cls = f"{type(metric).__module__}.{type(metric).__qualname__}"
+    if _is_ibleu(metric):
+        from metrics.sacre import BLEU
+
+        return f"{cls}|{BLEU.signature(metric)}|components:bleu_ref,bleu_src"  # type: ignore[arg-type]
+    return f"{cls}|{metric.signature()}"
+
+
+def cache_key(
+    metric: Metric,
+    candidates: Sequence[str],
+    references: Sequence[Sequence[str]],
+    sources: Sequence[str] | None,
+) -> str:
+    h = hashlib.blake2b(digest_size=32)
+    _update_text(h, FORMAT)
+    _update_text(h, cache_signature(metric))
+    h.update(len(candidates).to_bytes(8, "little"))
+    for text in candidates:
+        _update_text(h, text)
+    for refs in references:
+        h.update(len(refs).to_bytes(8, "little"))
+        for text in refs:
+            _update_text(h, text)
+    if sources is None:
+        h.update(b"no-sources")
+    else:
+        h.update(len(sources).to_bytes(8, "little"))
+        for text in sources:
+            _update_text(h, text)
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------- entry <-> arrays
+def _to_arrays(result: MetricResult, n: int) -> dict[str, np.ndarray]:
+    arrays: dict[str, np.ndarray] = {
+        "n": np.asarray(n, dtype=np.int64),
+        "signature": np.asarray(result.signature, dtype=np.str_),
+        "corpus_names": np.asarray(list(result.corpus), dtype=np.str_),
+        "corpus_values": np.asarray(list(result.corpus.values()), dtype=np.float64),
+        "extra_names": np.asarray(list(result.extra), dtype=np.str_),
+        "extra_values": np.asarray(list(result.extra.values()), dtype=np.float64),
+        "segment_names": np.asarray(list(result.segment), dtype=np.str_),
+    }
+    for i, values in enumerate(result.segment.values()):
+        arrays[f"{_SEG}{i}"] = np.asarray(values, dtype=np.float64)
+    if result.stats is not None:
+        arrays["stats"] = np.asarray(result.stats, dtype=np.float64)
+    return arrays
+
+
+def _from_arrays(arrays: Mapping[str, np.ndarray]) -> MetricResult:
+    names = [str(s) for s in arrays["segment_names"].tolist()]
+    return MetricResult(
+        segment={name: np.array(arrays[f"{_SEG}{i}"]) for i, name in enumerate(names)},
+        corpus={
+            str(k): float(v)
+            for k, v in zip(
+                arrays["corpus_names"].tolist(), arrays["corpus_values"].tolist(), strict=True
+            )
+        },
+        signature=str(arrays["signature"]),
+        stats=np.array(arrays["stats"]) if "stats" in arrays else None,
+        extra={
+            str(k): float(v)
+            for k, v in zip(
+                arrays["extra_names"].tolist(), arrays["extra_values"].tolist(), strict=True
+            )
+        },
+    )
+
+
+def _ibleu_components(metric: Any, result: MetricResult) -> MetricResult:
+    """The α-free iBLEU entry: BLEU vs references and BLEU vs source, rebuilt from the two halves of
+    the statistics iBLEU returned (the same statistics its own segment scores came from)."""
+    stats = result.stats
+    assert stats is not None
+    half = stats.shape[1] // 2
+    if len(stats):
+        seg_ref = metric._segment_scores(stats[:, :half])
+        seg_src = metric._segment_scores(stats[:, half:])
+    else:
+        seg_ref = seg_src = np.zeros(0)
+    return MetricResult(
+        segment={"bleu_ref": seg_ref, "bleu_src": seg_src},
+        corpus={
+            "bleu_ref": float(result.extra["bleu_ref"]),
+            "bleu_src": float(result.extra["bleu_src"]),
+        },
+        signature=cache_signature(metric),
+        stats=stats,
+    )
+
+
+def _ibleu_combine(metric: Any, entry: MetricResult) -> MetricResult:
+    # the same arithmetic as metrics.sacre.IBLEU._score, so a hit equals a fresh computation
+    a = float(metric.alpha)
+    seg = a * entry.segment["bleu_ref"] - (1.0 - a) * entry.segment["bleu_src"]
+    corp_r, corp_s = entry.corpus["bleu_ref"], entry.corpus["bleu_src"]
+    return MetricResult(
+        {metric.name: seg},
+        {metric.name: a * corp_r - (1.0 - a) * corp_s},
+        metric.signature(),
+        entry.stats,
+        extra={"bleu_ref": corp_r, "bleu_src": corp_s},
+    )
+
+
+class ScoreCache:
+    """Metric results by content. ``counts`` records hits and misses per output name (the metric id,
+    ``<id>_src`` for the against-source pass). A broken or unwritable cache folder is reported once
+    and then bypassed: the run never fails because of its cache."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.root = Path(directory).expanduser() / "scores" / "v1"
+        self.counts: dict[str, Counts] = {}
+        self._write_failed = False
+
+    @classmethod
+    def from_config(cls, node: Mapping[str, Any] | None) -> ScoreCache | None:
+        if not node or not node.get("enabled", True) or not node.get("dir"):
+            return None
+        return cls(str(node["dir"]))
+
+    def path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.npz"
+
+    def _count(self, name: str) -> Counts:
+        return self.counts.setdefault(name, Counts())
+
+    # ------------------------------------------------------------------ lookup / store
+    def get(
+        self,
+        name: str,
+        metric: Metric,
+        candidates: Sequence[str],
+        references: Sequence[Sequence[str]],
+        sources: Sequence[str] | None,
+    ) -> MetricResult | None:
+        """The cached result or None (a miss); every call counts as one hit or one miss."""
+        path = self.path(cache_key(metric, candidates, references, sources))
+        entry = self._read(path, len(candidates))
+        if entry is None:
+            self._count(name).misses += 1
+            return None
+        self._count(name).hits += 1
+        if _is_ibleu(metric):
+            return _ibleu_combine(metric, entry)
+        return entry
+
+    def put(
+        self,
+        metric: Metric,
+        candidates: Sequence[str],
+        references: Sequence[Sequence[str]],
+        sources: Sequence[str] | None,
+        result: MetricResult,
+    ) -> None:
+        if self._write_failed:
+            return
+        if _is_ibleu(metric):
+            if result.stats is None or "bleu_ref" not in result.extra:
+                return
+            result = _ibleu_components(metric, result)
+        path = self.path(cache_key(metric, candidates, references, sources))
+        try:
+            self._write(path, _to_arrays(result, len(candidates)))
+        except OSError as exc:
+            self._write_failed = True
+            log.warning("score cache: cannot write to %s (%s); continuing without it", path, exc)
+
+    def _read(self, path: Path, n: int) -> MetricResult | None:
+        try:
+            with np.load(path, allow_pickle=False) as npz:
+                arrays = {k: npz[k] for k in npz.files}
+            entry = _from_arrays(arrays)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as exc:
+            # an unreadable entry (disk trouble, foreign file) is a miss and is replaced
+            log.warning("score cache: ignoring unreadable entry %s (%s)", path, exc)
+            return None
+        if int(arrays["n"]) != n or any(len(v) != n for v in entry.segment.values()):
+            return None
+        return entry
+
+    @staticmethod
+    def _write(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.stem[:16]}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                np.savez(fh, **arrays)  # type: ignore[arg-type]
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    # ------------------------------------------------------------------ reporting
+    def summary(self) -> dict[str, dict[str, int]]:
+        return {k: {"hits": c.hits, "misses": c.misses} for k, c in self.counts.items()}
+
+    def metrics(self) -> dict[str, float]:
+        """MLflow metrics: ``cache.hits.<name>``, ``cache.misses.<name>`` and the totals."""
+        out: dict[str, float] = {}
+        for name, c in self.counts.items():
+            out[f"cache.hits.{name}"] = float(c.hits)
+            out[f"cache.misses.{name}"] = float(c.misses)
+        out["cache.hits"] = float(sum(c.hits for c in self.counts.values()))
+        out["cache.misses"] = float(sum(c.misses for c in self.counts.values()))
+        return out
+
+    def log_summary(self) -> None:
+        if not self.counts:
+            return
+        parts = [f"{k} {c.hits} hit/{c.misses} miss" for k, c in self.counts.items()]
+        total_h = sum(c.hits for c in self.counts.values())
+        total_m = sum(c.misses for c in self.counts.values())
+        log.info(
+            "score cache %s: %d hits, %d misses (%s)", self.root, total_h, total_m, "; ".join(parts)
+        )

@@ -1,0 +1,238 @@
+"""The content-addressed score cache: exact round trips, keys that see every setting and text,
+iBLEU for a new α from cached BLEU statistics, atomic writes, no pickle."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import metrics.sacre as sacre
+from metrics.base import Metric, MetricResult, make_signature
+from pipeline.cache import ScoreCache, cache_key
+from pipeline.score import score
+
+CANDS = ["the cat sat on the mat", "a dog barked loudly at night", "it is raining today"]
+REFS = [
+    ["the cat was sitting on the mat", "a cat sat on a mat"],
+    ["a dog was barking loud at night"],
+    ["today it rains", "it rains today", "rain today"],
+]
+SRCS = ["a cat sat on the mat", "the dog barked loudly in the night", "it's raining today"]
+
+
+def _fresh(metric: Metric) -> MetricResult:
+    sacre._STATS_MEMO.clear()
+    return metric.score(CANDS, REFS, SRCS)
+
+
+def _same(a: MetricResult, b: MetricResult) -> None:
+    assert a.signature == b.signature
+    assert list(a.segment) == list(b.segment)
+    for col in a.segment:
+        np.testing.assert_array_equal(a.segment[col], b.segment[col])
+    assert a.corpus == b.corpus
+    assert a.extra == b.extra
+    assert (a.stats is None) == (b.stats is None)
+    if a.stats is not None:
+        np.testing.assert_array_equal(a.stats, b.stats)
+
+
+@pytest.mark.parametrize(
+    "metric",
+    [
+        sacre.BLEU(),
+        sacre.BLEU(tokenize="intl", lowercase=True),
+        sacre.SelfBLEU(),
+        sacre.IBLEU(alpha=0.7),
+        sacre.CHRF(word_order=2),
+        sacre.TER(),
+    ],
+    ids=repr,
+)
+def test_hit_equals_fresh_result_and_corpus_from_stats_works(
+    metric: Metric, tmp_path: Path
+) -> None:
+    cache = ScoreCache(tmp_path)
+    fresh = _fresh(metric)
+    assert cache.get("m", metric, CANDS, REFS, SRCS) is None
+    cache.put(metric, CANDS, REFS, SRCS, fresh)
+    hit = ScoreCache(tmp_path).get("m", metric, CANDS, REFS, SRCS)
+    assert hit is not None
+    _same(hit, fresh)
+    assert hit.stats is not None
+    assert metric.corpus_from_stats(hit.stats[[0, 2]]) == metric.corpus_from_stats(
+        fresh.stats[[0, 2]]  # type: ignore[index]
+    )
+    assert cache.summary() == {"m": {"hits": 0, "misses": 1}}
+
+
+def test_key_sees_every_setting_and_every_text() -> None:
+    base = cache_key(sacre.BLEU(), CANDS, REFS, SRCS)
+    assert base == cache_key(sacre.BLEU(), list(CANDS), [list(r) for r in REFS], list(SRCS))
+    changed = [
+        cache_key(sacre.BLEU(lowercase=True), CANDS, REFS, SRCS),
+        cache_key(sacre.BLEU(tokenize="char"), CANDS, REFS, SRCS),
+        cache_key(sacre.BLEU(smooth_method="floor"), CANDS, REFS, SRCS),
+        cache_key(sacre.SelfBLEU(), CANDS, REFS, SRCS),
+        cache_key(sacre.BLEU(), [*CANDS[:2], CANDS[2] + " "], REFS, SRCS),
+        cache_key(sacre.BLEU(), CANDS, [REFS[0], REFS[1], REFS[2][:2]], SRCS),
+        cache_key(sacre.BLEU(), CANDS, REFS, [*SRCS[:2], "other"]),
+        cache_key(sacre.BLEU(), CANDS, REFS, None),
+        # the same characters split differently between segments is other content
+        cache_key(sacre.BLEU(), ["ab", "c", "d"], [["x"]] * 3, ["s"] * 3),
+        cache_key(sacre.BLEU(), ["a", "bc", "d"], [["x"]] * 3, ["s"] * 3),
+        # a corpus-level call is keyed by all its texts: a subset is another entry
+        cache_key(sacre.BLEU(), CANDS[:2], REFS[:2], SRCS[:2]),
+    ]
+    assert len({base, *changed}) == len(changed) + 1
+
+
+def test_ibleu_entry_serves_any_alpha_without_recomputing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = {a: _fresh(sacre.IBLEU(alpha=a)) for a in (0.0, 0.35, 1.0)}
+    cache = ScoreCache(tmp_path)
+    cache.put(sacre.IBLEU(alpha=0.8), CANDS, REFS, SRCS, _fresh(sacre.IBLEU(alpha=0.8)))
+
+    def no_stats(*args: object, **kwargs: object) -> np.ndarray:
+        raise AssertionError("BLEU statistics recomputed")
+
+    monkeypatch.setattr(sacre, "segment_statistics", no_stats)
+    for alpha, want in expected.items():
+        got = cache.get("ibleu", sacre.IBLEU(alpha=alpha), CANDS, REFS, SRCS)
+        assert got is not None
+        _same(got, want)
+        assert f"alpha:{alpha:g}" in got.signature
+    assert cache.summary()["ibleu"] == {"hits": 3, "misses": 0}
+    # other BLEU settings are not served from this entry
+    assert cache.get("ibleu", sacre.IBLEU(alpha=0.5, lowercase=True), CANDS, REFS, SRCS) is None
+
+
+class _Counting(Metric):
+    """A metric that records what the pipeline asks of it."""
+
+    name = "counting"
+    calls: ClassVar[dict[str, int]] = {"prepare": 0, "score": 0}
+
+    def prepare(self, texts: object) -> None:
+        self.calls["prepare"] += 1
+
+    def signature(self) -> str:
+        return make_signature(self.name, v=1)
+
+    def _score(
+        self, candidates: list[str], references: list[list[str]], sources: Sequence[str] | None
+    ) -> MetricResult:
+        self.calls["score"] += 1
+        seg = np.array([float(len(c)) for c in candidates])
+        return MetricResult({self.name: seg}, {self.name: float(seg.mean())}, self.signature())
+
+
+def _table() -> pd.DataFrame:
+    rows = []
+    for system, shift in (("a", 0), ("b", 1)):
+        for i, (c, r, s) in enumerate(zip(CANDS, REFS, SRCS, strict=True)):
+            rows.append(
+                {
+                    "item_id": str(i),
+                    "system": system,
+                    "source": s,
+                    "references": r,
+                    "candidate": c if not shift else c.upper(),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def test_pipeline_second_run_with_new_alpha_has_no_misses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    df = _table()
+    _Counting.calls.update(prepare=0, score=0)
+
+    def metric_set(alpha: float) -> dict[str, Metric]:
+        return {
+            "bleu": sacre.BLEU(),
+            "ibleu": sacre.IBLEU(alpha=alpha),
+            "self_bleu": sacre.SelfBLEU(),
+            "chrf": sacre.CHRF(against_source=True),
+            "counting": _Counting(),
+        }
+
+    sacre._STATS_MEMO.clear()
+    first_cache = ScoreCache(tmp_path)
+    first = score(df, metric_set(0.8), progress=False, cache=first_cache)
+    assert all(c["hits"] == 0 and c["misses"] == 2 for c in first_cache.summary().values())
+    assert set(first_cache.summary()) == {
+        "bleu",
+        "ibleu",
+        "self_bleu",
+        "chrf",
+        "chrf_src",
+        "counting",
+    }
+    assert _Counting.calls == {"prepare": 1, "score": 2}
+
+    uncached = score(df, metric_set(0.25), progress=False)
+    sacre._STATS_MEMO.clear()
+
+    def no_stats(*args: object, **kwargs: object) -> np.ndarray:
+        raise AssertionError("statistics recomputed from text")
+
+    monkeypatch.setattr(sacre, "segment_statistics", no_stats)
+    second_cache = ScoreCache(tmp_path)
+    before = dict(_Counting.calls)
+    second = score(df, metric_set(0.25), progress=False, cache=second_cache)
+    assert all(c == {"hits": 2, "misses": 0} for c in second_cache.summary().values())
+    # all hits: encoders are not even prepared
+    assert _Counting.calls == before
+    pd.testing.assert_frame_equal(second.segments, uncached.segments)
+    pd.testing.assert_frame_equal(second.corpus, uncached.corpus)
+    assert not first.segments["ibleu"].equals(second.segments["ibleu"])
+    for key, stats in uncached.stats.items():
+        np.testing.assert_array_equal(second.stats[key], stats)
+    assert second_cache.metrics()["cache.misses"] == 0.0
+    assert second_cache.metrics()["cache.hits.ibleu"] == 2.0
+
+
+def test_entries_are_plain_arrays_and_writes_are_atomic(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    metric = sacre.BLEU()
+    result = _fresh(metric)
+    cache = ScoreCache(tmp_path)
+    path = cache.path(cache_key(metric, CANDS, REFS, SRCS))
+
+    def crash(fh: object, **arrays: object) -> None:
+        fh.write(b"PK\x03\x04 half an entry")  # type: ignore[attr-defined]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(np, "savez", crash)
+    with pytest.raises(KeyboardInterrupt):
+        cache.put(metric, CANDS, REFS, SRCS, result)
+    assert not path.exists()
+    assert list(path.parent.glob("*")) == []  # no temporary file left behind
+    monkeypatch.undo()
+
+    cache.put(metric, CANDS, REFS, SRCS, result)
+    with np.load(path, allow_pickle=False) as npz:  # loads without pickle: no object arrays
+        assert all(npz[k].dtype != object for k in npz.files)
+
+    path.write_bytes(b"not a zip file")
+    assert cache.get("bleu", metric, CANDS, REFS, SRCS) is None
+    cache.put(metric, CANDS, REFS, SRCS, result)
+    hit = cache.get("bleu", metric, CANDS, REFS, SRCS)
+    assert hit is not None
+    _same(hit, result)
+
+
+def test_from_config() -> None:
+    assert ScoreCache.from_config({"enabled": False, "dir": "/tmp/x"}) is None
+    assert ScoreCache.from_config(None) is None
+    cache = ScoreCache.from_config({"enabled": True, "dir": "/tmp/x"})
+    assert cache is not None and cache.root == Path("/tmp/x/scores/v1")
