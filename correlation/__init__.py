@@ -1,0 +1,74 @@
+"""Correlation of metric scores with human judgments: coefficients, levels, bootstrap intervals,
+significance tests. numpy/scipy only; no Hydra, MLflow or pandas.
+
+Scores are ``(n_systems, n_items)`` float matrices with NaN for missing values (the layout of
+mt-metrics-eval). The pipeline calls :func:`correlation_table` and :func:`significance_table`.
+"""
+
+from correlation.bootstrap import (
+    Resamples,
+    bootstrap_ci,
+    bootstrap_distribution,
+    draw_resamples,
+    percentile_interval,
+    resampled_values,
+)
+from correlation.coefficients import (
+    COEFFICIENTS,
+    kendall_b,
+    kendall_c,
+    kendall_like,
+    kendall_like_counts,
+    pairwise_accuracy,
+    pearson,
+    spearman,
+)
+from correlation.levels import (
+    ITEM_NAN,
+    LEVELS,
+    UNITS,
+    Correlation,
+    correlate,
+    item_values,
+    system_scores,
+    valid_combination,
+)
+from correlation.significance import permutation_test, significance_clusters, williams_test
+from correlation.table import (
+    CORRELATION_COLUMNS,
+    SIGNIFICANCE_COLUMNS,
+    correlation_table,
+    significance_table,
+)
+
+__all__ = [
+    "COEFFICIENTS",
+    "CORRELATION_COLUMNS",
+    "ITEM_NAN",
+    "LEVELS",
+    "SIGNIFICANCE_COLUMNS",
+    "UNITS",
+    "Correlation",
+    "Resamples",
+    "bootstrap_ci",
+    "bootstrap_distribution",
+    "correlate",
+    "correlation_table",
+    "draw_resamples",
+    "item_values",
+    "kendall_b",
+    "kendall_c",
+    "kendall_like",
+    "kendall_like_counts",
+    "pairwise_accuracy",
+    "pearson",
+    "percentile_interval",
+    "permutation_test",
+    "resampled_values",
+    "significance_clusters",
+    "significance_table",
+    "spearman",
+    "system_scores",
+    "valid_combination",
+    "williams_test",
+]

@@ -1,0 +1,602 @@
+"""Bootstrap confidence intervals for a correlation, vectorised over resamples.
+
+A resample draws item columns, system rows, or both, with replacement (``unit``). The value of one
+resample is exactly what :func:`correlation.levels.correlate` returns on the explicitly resampled
+matrix ``metric[sys_idx][:, item_idx]`` (the tests check this equality); it is computed without
+building that matrix:
+
+- a repeated cell is a weight (its multiplicity). Pearson is a weighted moment ratio (one matrix
+  product for all resamples); Spearman uses weighted mid-ranks from one sort of the data; Kendall's
+  tau-b/tau-c count weighted discordant pairs with a merge-sort recursion whose sort orders do not
+  depend on the weights, so every level is a handful of array operations over all resamples at
+  once (O(B n log n) work, no Python loop over cells or resamples);
+- with few values per unit of analysis (systems inside an item, systems at the system level) the
+  statistics are computed from pair tensors ``(..., n, n)``.
+
+Resampled values that are undefined (a constant resample) are NaN and left out of the percentiles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from correlation.coefficients import kendall_like_counts
+from correlation.levels import (
+    ITEM_NAN,
+    UNITS,
+    check_level_coefficient,
+    check_matrices,
+    item_values,
+    row_nanmean,
+)
+
+SystemMetricFn = Callable[[np.ndarray], np.ndarray]
+
+# Largest number of float64 elements one temporary array may hold; bounds memory (~16 MB).
+_CHUNK_ELEMENTS = 2_000_000
+
+
+@dataclass(frozen=True)
+class Resamples:
+    """Indices of one set of bootstrap resamples; ``None`` where that axis is not resampled."""
+
+    n_resamples: int
+    sys_idx: np.ndarray | None  # (B, n_systems)
+    item_idx: np.ndarray | None  # (B, n_items)
+
+
+def draw_resamples(
+    rng: np.random.Generator, n_systems: int, n_items: int, n_resamples: int, unit: str
+) -> Resamples:
+    """Draw resampling indices: items first, then systems (the order fixes the random stream)."""
+    if unit not in UNITS:
+        raise ValueError(f"unknown resampling unit {unit!r}; valid units: {', '.join(UNITS)}")
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be at least 1, got {n_resamples}")
+    item_idx = (
+        rng.integers(0, n_items, size=(n_resamples, n_items)) if unit in ("items", "both") else None
+    )
+    sys_idx = (
+        rng.integers(0, n_systems, size=(n_resamples, n_systems))
+        if unit in ("systems", "both")
+        else None
+    )
+    return Resamples(n_resamples, sys_idx, item_idx)
+
+
+def counts(idx: np.ndarray, k: int) -> np.ndarray:
+    """Multiplicity of each of ``k`` units in each resample row of ``idx``: shape (B, k), float."""
+    b = idx.shape[0]
+    flat = (idx + k * np.arange(b)[:, None]).ravel()
+    return np.bincount(flat, minlength=b * k).reshape(b, k).astype(float)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pair-tensor statistics for small n: x, y, w broadcast to (..., n); w = 0 marks missing values.
+# ---------------------------------------------------------------------------------------------
+
+
+def _support_constant(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    lo = np.where(w > 0, x, np.inf).min(axis=-1)
+    hi = np.where(w > 0, x, -np.inf).max(axis=-1)
+    return np.asarray(lo >= hi)
+
+
+def _weighted_pearson(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    total = w.sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mx = (w * x).sum(axis=-1) / total
+        my = (w * y).sum(axis=-1) / total
+        dx = x - mx[..., None]
+        dy = y - my[..., None]
+        r = (w * dx * dy).sum(axis=-1) / np.sqrt((w * dx * dx).sum(axis=-1) * (w * dy * dy).sum(-1))
+    return np.clip(r, -1.0, 1.0)
+
+
+def _pair_midranks(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Mid-ranks of the expanded sample (value s repeated w_s times), for every position."""
+    less = (x[..., None, :] < x[..., :, None]).astype(float)
+    equal = (x[..., None, :] == x[..., :, None]).astype(float)
+    below = np.einsum("...st,...t->...s", less, w)
+    tied = np.einsum("...st,...t->...s", equal, w)
+    return below + (tied + 1.0) / 2.0
+
+
+def pair_statistic(
+    coefficient: str, x: np.ndarray, y: np.ndarray, w: np.ndarray | float
+) -> np.ndarray:
+    """``coefficient`` over the last axis of weighted samples; NaN where undefined.
+
+    Weights are multiplicities: the result equals the coefficient of the sample in which value s
+    appears ``w_s`` times. Non-finite values must carry weight 0.
+    """
+    x, y, w = np.broadcast_arrays(x, y, w)
+    w = np.where(np.isfinite(x) & np.isfinite(y), w, 0.0)
+    x = np.where(w > 0, x, 0.0)
+    y = np.where(w > 0, y, 0.0)
+    total = w.sum(axis=-1)
+    const = _support_constant(x, w) | _support_constant(y, w)
+
+    if coefficient == "kendall_like":
+        c, d = pair_kendall_like_counts(x, y, w)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(c + d > 0, (c - d) / (c + d), np.nan)
+
+    if coefficient in ("pearson", "spearman"):
+        if coefficient == "spearman":
+            x = _pair_midranks(x, w)
+            y = _pair_midranks(y, w)
+        r = _weighted_pearson(x, y, w)
+        return np.where(const | (total < 3), np.nan, r)
+
+    ww = w[..., :, None] * w[..., None, :]
+    sx = np.sign(x[..., :, None] - x[..., None, :])
+    sy = np.sign(y[..., :, None] - y[..., None, :])
+
+    if coefficient == "pairwise_accuracy":
+        untied = sy != 0
+        good = (ww * (untied & (sx == sy))).sum(axis=(-2, -1))
+        pairs = (ww * untied).sum(axis=(-2, -1))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            acc = good / pairs
+        return np.where(const | (total < 2) | (pairs == 0), np.nan, acc)
+
+    s = (ww * sx * sy).sum(axis=(-2, -1)) / 2.0
+    n0 = (total * total - total) / 2.0
+    n1 = ((ww * (sx == 0)).sum(axis=(-2, -1)) - total) / 2.0
+    n2 = ((ww * (sy == 0)).sum(axis=(-2, -1)) - total) / 2.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if coefficient == "kendall_b":
+            tau = s / np.sqrt((n0 - n1) * (n0 - n2))
+        elif coefficient == "kendall_c":
+            present = w > 0
+            # distinct values on the support: each present value counts 1/multiplicity-in-positions
+            same_x = ((sx == 0) & present[..., None, :]).sum(axis=-1)
+            same_y = ((sy == 0) & present[..., None, :]).sum(axis=-1)
+            kx = np.where(present, 1.0 / np.maximum(same_x, 1), 0.0).sum(axis=-1)
+            ky = np.where(present, 1.0 / np.maximum(same_y, 1), 0.0).sum(axis=-1)
+            m = np.rint(np.minimum(kx, ky))
+            tau = 2.0 * s / (total * total * (m - 1.0) / m)
+        else:
+            raise ValueError(f"no resampled statistic for coefficient {coefficient!r}")
+    return np.where(const | (total < 2), np.nan, np.clip(tau, -1.0, 1.0))
+
+
+def pair_kendall_like_counts(
+    x: np.ndarray, y: np.ndarray, w: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Weighted concordant/discordant counts of the WMT Kendall-like statistic over the last axis.
+
+    Same conventions as :func:`correlation.coefficients.kendall_like_counts` with its defaults
+    (human ties skipped, metric ties discordant); copies of one system are tied in the human score
+    and therefore never counted.
+    """
+    x, y, w = np.broadcast_arrays(x, y, w)
+    w = np.where(np.isfinite(x) & np.isfinite(y), w, 0.0)
+    x = np.where(w > 0, x, 0.0)
+    y = np.where(w > 0, y, 0.0)
+    ww = w[..., :, None] * w[..., None, :]
+    sx = np.sign(x[..., :, None] - x[..., None, :])
+    sy = np.sign(y[..., :, None] - y[..., None, :])
+    untied = sy != 0
+    c = (ww * (untied & (sx == sy))).sum(axis=(-2, -1)) / 2.0
+    d = (ww * (untied & (sx != sy))).sum(axis=(-2, -1)) / 2.0
+    return c, d
+
+
+# ---------------------------------------------------------------------------------------------
+# Fixed data, many weight vectors: x, y of shape (n,), weights W of shape (B, n).
+# ---------------------------------------------------------------------------------------------
+
+
+class _Groups:
+    """Runs of equal values of a fixed vector, in sorted order."""
+
+    def __init__(self, v: np.ndarray) -> None:
+        order = np.argsort(v, kind="stable")
+        vs = v[order]
+        new = np.ones(v.size, dtype=bool)
+        new[1:] = vs[1:] != vs[:-1]
+        self.order = order
+        self.starts = np.flatnonzero(new)
+        self.group = np.empty(v.size, dtype=np.intp)
+        self.group[order] = np.cumsum(new) - 1
+        self.n_groups = int(self.starts.size)
+
+    def weights(self, wt: np.ndarray) -> np.ndarray:
+        """Total weight of every group for weights ``wt`` of shape (n, B): shape (n_groups, B)."""
+        return np.add.reduceat(wt[self.order], self.starts, axis=0)
+
+    def present(self, wt: np.ndarray) -> np.ndarray:
+        """How many distinct values carry positive weight, shape (B,)."""
+        return np.asarray((self.weights(wt) > 0).sum(axis=0))
+
+    def midranks(self, wt: np.ndarray) -> np.ndarray:
+        """Mid-rank of every position in the expanded sample, shape (n, B)."""
+        gw = self.weights(wt)
+        below = np.cumsum(gw, axis=0) - gw
+        return (below + (gw + 1.0) / 2.0)[self.group]
+
+
+def _tied_pairs(gw: np.ndarray) -> np.ndarray:
+    return np.asarray((gw * (gw - 1.0)).sum(axis=0) / 2.0)
+
+
+class _InversionPlan:
+    """Weight-independent merge-sort levels for sum_{i<j, v_i > v_j} w_i w_j over many w.
+
+    At a level with half-width h, the sequence splits into blocks of 2h; every pair (i in the left
+    half, j in the right half) of a block is counted there and nowhere else. For each right element
+    the weight of left elements with a larger value is a difference of two entries of the cumulative
+    sum of the left weights in value order, and those positions depend only on v.
+    """
+
+    def __init__(self, v: np.ndarray) -> None:
+        n = v.size
+        span = int(v.max()) + 1 if n else 1
+        pos = np.arange(n)
+        self.levels: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        h = 1
+        while h < n:
+            block = pos // (2 * h)
+            left = (pos % (2 * h)) < h
+            key = block * span + v
+            left_pos = pos[left]
+            left_sorted = left_pos[np.argsort(key[left_pos], kind="stable")]
+            left_keys = key[left_sorted]
+            right_pos = pos[~left]
+            upto = np.searchsorted(left_keys, key[right_pos], side="right")
+            end = np.searchsorted(left_keys, (block[right_pos] + 1) * span, side="left")
+            self.levels.append((left_sorted, right_pos, upto, end))
+            h *= 2
+
+    def count(self, wt: np.ndarray) -> np.ndarray:
+        """Weighted inversion count for weights ``wt`` of shape (n, B) in sequence order."""
+        total = np.zeros(wt.shape[1])
+        for left_sorted, right_pos, upto, end in self.levels:
+            # (n, B) layout: every gather moves whole contiguous rows and the cumulative sum runs
+            # down the rows, both much faster than working along the last axis
+            cs = np.zeros((left_sorted.size + 1, wt.shape[1]))
+            np.cumsum(wt[left_sorted], axis=0, out=cs[1:])
+            larger = cs[end] - cs[upto]
+            total += np.einsum("jb,jb->b", wt[right_pos], larger)
+        return total
+
+
+class FixedPairs:
+    """Vectorised coefficients of one fixed pair of vectors under many weightings.
+
+    Weights come as an (n, B) array: one column per resample, one row per pair.
+    """
+
+    def __init__(self, x: np.ndarray, y: np.ndarray) -> None:
+        x = np.asarray(x, dtype=float)
+        y = np.asarray(y, dtype=float)
+        self.n = x.size
+        self.gx = _Groups(x)
+        self.gy = _Groups(y)
+        # standardising first keeps the one-pass moment formulas accurate
+        sx = x.std() or 1.0
+        sy = y.std() or 1.0
+        xs = (x - x.mean()) / sx
+        ys = (y - y.mean()) / sy
+        self.moments = np.stack([np.ones_like(xs), xs, ys, xs * xs, ys * ys, xs * ys], axis=0)
+        self._x = x
+        self._y = y
+        self._kendall: tuple[np.ndarray, np.ndarray, _InversionPlan] | None = None
+
+    def _kendall_plan(self) -> tuple[np.ndarray, np.ndarray, _InversionPlan]:
+        if self._kendall is None:
+            order = np.lexsort((self._y, self._x))
+            xo, yo = self._x[order], self._y[order]
+            new = np.ones(self.n, dtype=bool)
+            new[1:] = (xo[1:] != xo[:-1]) | (yo[1:] != yo[:-1])
+            joint_starts = np.flatnonzero(new)
+            v = self.gy.group[order]
+            self._kendall = (order, joint_starts, _InversionPlan(v))
+        return self._kendall
+
+    def _constant(self, wt: np.ndarray, suspect: np.ndarray | None = None) -> np.ndarray:
+        """Exact test for a resample whose x or y values are all equal.
+
+        With ``suspect`` given, only those columns are tested (the others have a clearly
+        positive variance), which saves two passes over the weights.
+        """
+        const = np.zeros(wt.shape[1], dtype=bool)
+        cols = np.flatnonzero(suspect) if suspect is not None else np.arange(wt.shape[1])
+        if cols.size:
+            sub = wt[:, cols]
+            const[cols] = (self.gx.present(sub) < 2) | (self.gy.present(sub) < 2)
+        return const
+
+    def statistic(self, coefficient: str, wt: np.ndarray) -> np.ndarray:
+        total = wt.sum(axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            if coefficient == "pearson":
+                m = self.moments @ wt
+                t = m[0]
+                mx, my = m[1] / t, m[2] / t
+                vx = m[3] / t - mx * mx
+                vy = m[4] / t - my * my
+                r = (m[5] / t - mx * my) / np.sqrt(vx * vy)
+                # rounding leaves ~1e-16 of variance on a constant resample of standardised data
+                const = self._constant(wt, (vx < 1e-8) | (vy < 1e-8) | ~np.isfinite(r))
+                return np.where(const | (total < 3), np.nan, np.clip(r, -1.0, 1.0))
+            if coefficient == "spearman":
+                rx, ry = self.gx.midranks(wt), self.gy.midranks(wt)
+                r = _weighted_pearson(rx.T, ry.T, wt.T)
+                return np.where(self._constant(wt) | (total < 3), np.nan, r)
+            if coefficient in ("kendall_b", "kendall_c"):
+                order, joint_starts, plan = self._kendall_plan()
+                wo = wt[order]
+                discordant = plan.count(wo)
+                gwx = self.gx.weights(wt)
+                gwy = self.gy.weights(wt)
+                kx = (gwx > 0).sum(axis=0)
+                ky = (gwy > 0).sum(axis=0)
+                n0 = (total * total - total) / 2.0
+                n1 = _tied_pairs(gwx)
+                n2 = _tied_pairs(gwy)
+                n3 = _tied_pairs(np.add.reduceat(wo, joint_starts, axis=0))
+                s = n0 - n1 - n2 + n3 - 2.0 * discordant
+                if coefficient == "kendall_b":
+                    tau = s / np.sqrt((n0 - n1) * (n0 - n2))
+                else:
+                    m_cls = np.minimum(kx, ky).astype(float)
+                    tau = 2.0 * s / (total * total * (m_cls - 1.0) / m_cls)
+                const = (kx < 2) | (ky < 2)
+                return np.where(const | (total < 2), np.nan, np.clip(tau, -1.0, 1.0))
+        raise ValueError(f"no resampled statistic for coefficient {coefficient!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Resampled values at each level.
+# ---------------------------------------------------------------------------------------------
+
+
+def _chunks(n_resamples: int, per_resample: int) -> list[slice]:
+    size = max(1, min(n_resamples, _CHUNK_ELEMENTS // max(per_resample, 1)))
+    return [slice(i, min(i + size, n_resamples)) for i in range(0, n_resamples, size)]
+
+
+def _cell_weights(
+    item_w: np.ndarray | None, sys_w: np.ndarray | None, sl: slice, ci: np.ndarray, cs: np.ndarray
+) -> np.ndarray:
+    """Multiplicity of every pooled cell in resamples ``sl``, laid out (n_cells, k)."""
+    k = sl.stop - sl.start
+    wt = np.ones((ci.size, k))
+    if item_w is not None:
+        wt = np.ascontiguousarray(item_w[sl].T)[ci]
+    if sys_w is not None:
+        wt = wt * np.ascontiguousarray(sys_w[sl].T)[cs]
+    return wt
+
+
+def _segment_values(m: np.ndarray, h: np.ndarray, coefficient: str, res: Resamples) -> np.ndarray:
+    n_sys, n_items = m.shape
+    b = res.n_resamples
+    item_w = counts(res.item_idx, n_items) if res.item_idx is not None else None
+    sys_w = counts(res.sys_idx, n_sys) if res.sys_idx is not None else None
+    ok = np.isfinite(m) & np.isfinite(h)
+    out = np.full(b, np.nan)
+    if not ok.any():
+        return out
+
+    if coefficient == "kendall_like":
+        # constant test on the resampled pool of cells, as kendall_like() does
+        cs, ci = np.nonzero(ok)
+        gm, gh = _Groups(m[ok]), _Groups(h[ok])
+        for sl in _chunks(b, n_sys * n_sys * n_items):
+            k = sl.stop - sl.start
+            cw = _cell_weights(item_w, sys_w, sl, ci, cs)
+            const = (gm.present(cw) < 2) | (gh.present(cw) < 2)
+            if sys_w is None:
+                c0, d0 = kendall_like_counts(m, h)
+                c = np.broadcast_to(c0, (k, n_items))
+                d = np.broadcast_to(d0, (k, n_items))
+            else:
+                w = sys_w[sl][:, None, :] * ok.T[None]
+                c, d = pair_kendall_like_counts(m.T[None], h.T[None], w)
+            iw = item_w[sl] if item_w is not None else np.ones((k, n_items))
+            cc, dd = (iw * c).sum(1), (iw * d).sum(1)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out[sl] = np.where(const | (cc + dd == 0), np.nan, (cc - dd) / (cc + dd))
+        return out
+
+    cs, ci = np.nonzero(ok)
+    fixed = FixedPairs(m[ok], h[ok])
+    for sl in _chunks(b, cs.size):
+        out[sl] = fixed.statistic(coefficient, _cell_weights(item_w, sys_w, sl, ci, cs))
+    return out
+
+
+def _item_values(
+    m: np.ndarray, h: np.ndarray, coefficient: str, res: Resamples, item_nan: str
+) -> np.ndarray:
+    n_sys, n_items = m.shape
+    b = res.n_resamples
+    if res.sys_idx is None:
+        v = np.broadcast_to(item_values(m, h, coefficient), (b, n_items))
+    else:
+        v = np.empty((b, n_items))
+        mt, ht = m.T, h.T  # (items, systems)
+        for sl in _chunks(b, n_items * n_sys * n_sys):
+            idx = res.sys_idx[sl]
+            xs = mt[:, idx].transpose(1, 0, 2)  # (k, items, systems)
+            ys = ht[:, idx].transpose(1, 0, 2)
+            v[sl] = pair_statistic(coefficient, xs, ys, np.ones(xs.shape))
+    iw = counts(res.item_idx, n_items) if res.item_idx is not None else np.ones((b, n_items))
+    defined = np.isfinite(v)
+    if item_nan == "zero":
+        num = (iw * np.where(defined, v, 0.0)).sum(1)
+        den = iw.sum(1)
+    else:
+        num = (iw * np.where(defined, v, 0.0)).sum(1)
+        den = (iw * defined).sum(1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / den, np.nan)
+
+
+def _resampled_means(a: np.ndarray, item_w: np.ndarray) -> np.ndarray:
+    ok = np.isfinite(a)
+    num = item_w @ np.where(ok, a, 0.0).T
+    den = item_w @ ok.T.astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.maximum(den, 1e-300), np.nan)
+
+
+def _system_values(
+    m: np.ndarray,
+    h: np.ndarray,
+    coefficient: str,
+    res: Resamples,
+    system_metric: np.ndarray | None,
+    system_metric_fn: SystemMetricFn | None,
+) -> np.ndarray:
+    n_sys, n_items = m.shape
+    b = res.n_resamples
+    if res.item_idx is not None:
+        item_w = counts(res.item_idx, n_items)
+        if system_metric_fn is not None:
+            x = np.stack([np.asarray(system_metric_fn(ix), dtype=float) for ix in res.item_idx])
+        else:
+            if system_metric is not None and not is_segment_mean(m, system_metric):
+                raise ValueError(
+                    "the system-level metric scores are not the mean of the segment scores, so "
+                    "resampling items cannot recompute them: pass system_metric_fn (corpus scores "
+                    "of an item subset, e.g. from sufficient statistics) or use unit='systems'"
+                )
+            x = _resampled_means(m, item_w)
+        y = _resampled_means(h, item_w)
+    else:
+        base = row_nanmean(m) if system_metric is None else np.asarray(system_metric, float)
+        x = np.broadcast_to(base, (b, n_sys))
+        y = np.broadcast_to(row_nanmean(h), (b, n_sys))
+    if res.sys_idx is not None:
+        x = np.take_along_axis(x, res.sys_idx, axis=1)
+        y = np.take_along_axis(y, res.sys_idx, axis=1)
+    out = np.empty(b)
+    for sl in _chunks(b, n_sys * n_sys):
+        out[sl] = pair_statistic(coefficient, x[sl], y[sl], np.ones(x[sl].shape))
+    return out
+
+
+def is_segment_mean(m: np.ndarray, system_metric: np.ndarray) -> bool:
+    sm = np.asarray(system_metric, dtype=float).ravel()
+    return sm.shape == (m.shape[0],) and bool(
+        np.allclose(sm, row_nanmean(m), rtol=1e-9, atol=1e-12, equal_nan=True)
+    )
+
+
+def resampled_values(
+    metric: np.ndarray,
+    human: np.ndarray,
+    level: str,
+    coefficient: str,
+    resamples: Resamples,
+    *,
+    system_metric: np.ndarray | None = None,
+    system_metric_fn: SystemMetricFn | None = None,
+    item_nan: str = "skip",
+) -> np.ndarray:
+    """The correlation of every resample in ``resamples``, shape (B,); NaN where undefined."""
+    check_level_coefficient(level, coefficient)
+    if item_nan not in ITEM_NAN:
+        raise ValueError(f"item_nan must be one of {', '.join(ITEM_NAN)}, got {item_nan!r}")
+    m, h = check_matrices(metric, human)
+    for name, idx, size in (
+        ("item", resamples.item_idx, m.shape[1]),
+        ("system", resamples.sys_idx, m.shape[0]),
+    ):
+        if idx is not None and (idx.shape != (resamples.n_resamples, size)):
+            raise ValueError(
+                f"{name} resampling indices have shape {idx.shape}, "
+                f"expected {(resamples.n_resamples, size)}"
+            )
+    if level == "segment":
+        return _segment_values(m, h, coefficient, resamples)
+    if level == "item":
+        return _item_values(m, h, coefficient, resamples, item_nan)
+    return _system_values(m, h, coefficient, resamples, system_metric, system_metric_fn)
+
+
+def bootstrap_distribution(
+    metric: np.ndarray,
+    human: np.ndarray,
+    level: str,
+    coefficient: str,
+    *,
+    rng: np.random.Generator,
+    n_resamples: int = 1000,
+    unit: str = "items",
+    system_metric: np.ndarray | None = None,
+    system_metric_fn: SystemMetricFn | None = None,
+    item_nan: str = "skip",
+) -> np.ndarray:
+    """Bootstrap distribution (B values, NaN where a resample is undefined) of a correlation."""
+    m, h = check_matrices(metric, human)
+    res = draw_resamples(rng, m.shape[0], m.shape[1], n_resamples, unit)
+    return resampled_values(
+        m,
+        h,
+        level,
+        coefficient,
+        res,
+        system_metric=system_metric,
+        system_metric_fn=system_metric_fn,
+        item_nan=item_nan,
+    )
+
+
+def percentile_interval(values: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of the finite values (numpy's linear interpolation); NaN if none."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return float("nan"), float("nan")
+    alpha = 1.0 - confidence
+    lo, hi = np.quantile(v, [alpha / 2.0, 1.0 - alpha / 2.0])
+    return float(lo), float(hi)
+
+
+def bootstrap_ci(
+    metric: np.ndarray,
+    human: np.ndarray,
+    level: str,
+    coefficient: str,
+    *,
+    rng: np.random.Generator,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    unit: str = "items",
+    system_metric_fn: SystemMetricFn | None = None,
+    item_nan: str = "skip",
+    system_metric: np.ndarray | None = None,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of ``correlate(metric, human, level, coefficient)``.
+
+    ``unit`` resamples item columns (``"items"``), system rows (``"systems"``) or both. At the
+    system level each resample recomputes the per-system scores from its items: the mean of the
+    segment scores, or ``system_metric_fn(item_indices) -> (n_systems,)`` for corpus-level scores
+    (BLEU from summed statistics). A ``system_metric`` that is not the segment mean cannot be
+    recomputed without that function, so it is an error when items are resampled.
+    Resamples whose correlation is undefined are left out of the percentiles.
+    """
+    values = bootstrap_distribution(
+        metric,
+        human,
+        level,
+        coefficient,
+        rng=rng,
+        n_resamples=n_resamples,
+        unit=unit,
+        system_metric=system_metric,
+        system_metric_fn=system_metric_fn,
+        item_nan=item_nan,
+    )
+    return percentile_interval(values, confidence)

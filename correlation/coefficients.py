@@ -1,0 +1,199 @@
+"""Correlation coefficients between metric scores and human scores, with one explicit NaN policy.
+
+Every function returns ``(value, p_value)`` as plain floats.
+
+NaN policy (the same everywhere in :mod:`correlation`):
+
+- pairs where either score is NaN (or infinite) are dropped before anything is computed;
+- if fewer than 3 pairs remain (2 for the Kendall coefficients), or if either remaining vector is
+  constant, the result is ``(nan, nan)``. Recent scipy returns 0 or 1 (with a warning) for
+  constant input; passing that on would put a made-up number in a correlation table.
+
+Matrix conventions follow mt-metrics-eval: a score matrix has shape ``(n_systems, n_items)``, NaN
+where a system has no output or no human rating for that item.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Literal
+
+import numpy as np
+from scipy import stats
+
+COEFFICIENTS: tuple[str, ...] = (
+    "pearson",
+    "spearman",
+    "kendall_b",
+    "kendall_c",
+    "kendall_like",
+    "pairwise_accuracy",
+)
+# Coefficients defined on two paired vectors; the other two need the (systems, items) structure.
+VECTOR_COEFFICIENTS: tuple[str, ...] = ("pearson", "spearman", "kendall_b", "kendall_c")
+
+MetricTies = Literal["discordant", "skip"]
+METRIC_TIES: tuple[str, ...] = ("discordant", "skip")
+
+NAN_RESULT: tuple[float, float] = (float("nan"), float("nan"))
+
+
+def paired_finite(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Flatten two score arrays of the same shape and keep the pairs where both are finite."""
+    xa = np.asarray(x, dtype=float).ravel()
+    ya = np.asarray(y, dtype=float).ravel()
+    if xa.shape != ya.shape:
+        raise ValueError(
+            f"paired scores need the same number of values, got {xa.size} and {ya.size}"
+        )
+    keep = np.isfinite(xa) & np.isfinite(ya)
+    return xa[keep], ya[keep]
+
+
+def is_constant(v: np.ndarray) -> bool:
+    """Exact test (no tolerance): a vector whose values are all equal carries no ranking."""
+    return v.size == 0 or bool(np.all(v == v[0]))
+
+
+def _degenerate(x: np.ndarray, y: np.ndarray, min_n: int) -> bool:
+    return x.size < min_n or is_constant(x) or is_constant(y)
+
+
+def pearson(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Pearson's r and the two-sided p-value of scipy.stats.pearsonr."""
+    xs, ys = paired_finite(x, y)
+    if _degenerate(xs, ys, 3):
+        return NAN_RESULT
+    res = stats.pearsonr(xs, ys)
+    return float(res.statistic), float(res.pvalue)
+
+
+def spearman(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Spearman's rho (average ranks for ties) and scipy's two-sided p-value."""
+    xs, ys = paired_finite(x, y)
+    if _degenerate(xs, ys, 3):
+        return NAN_RESULT
+    res = stats.spearmanr(xs, ys)
+    return float(res.statistic), float(res.pvalue)
+
+
+def _kendall(x: np.ndarray, y: np.ndarray, variant: Literal["b", "c"]) -> tuple[float, float]:
+    xs, ys = paired_finite(x, y)
+    if _degenerate(xs, ys, 2):
+        return NAN_RESULT
+    with warnings.catch_warnings():
+        # scipy warns when its exact p-value method falls back; the value itself is unaffected.
+        warnings.simplefilter("ignore", RuntimeWarning)
+        res = stats.kendalltau(xs, ys, variant=variant)
+    return float(res.statistic), float(res.pvalue)
+
+
+def kendall_b(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Kendall's tau-b (ties corrected) as scipy.stats.kendalltau(variant='b')."""
+    return _kendall(x, y, "b")
+
+
+def kendall_c(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Stuart's tau-c as scipy.stats.kendalltau(variant='c')."""
+    return _kendall(x, y, "c")
+
+
+def _check_matrix_pair(metric: np.ndarray, human: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    m = np.asarray(metric, dtype=float)
+    h = np.asarray(human, dtype=float)
+    if m.ndim != 2 or m.shape != h.shape:
+        raise ValueError(
+            "metric and human must be matrices of the same shape (n_systems, n_items), "
+            f"got {m.shape} and {h.shape}"
+        )
+    return m, h
+
+
+def kendall_like_counts(
+    metric: np.ndarray,
+    human: np.ndarray,
+    *,
+    metric_ties: MetricTies = "discordant",
+    human_margin: float = 0.0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Concordant and discordant system pairs inside each item, shape ``(n_items,)`` each.
+
+    A pair of systems counts only where both systems have a finite metric and human score for the
+    item. Pairs whose human scores differ by ``human_margin`` or less are skipped (0 skips exact
+    ties only; WMT's DARR used 25 points on the 0-100 DA scale). A pair tied in the metric counts as
+    discordant under ``metric_ties="discordant"`` (the WMT17-WMT20 segment-level convention, which
+    penalises a metric for failing to separate two outputs humans did separate) and is skipped under
+    ``metric_ties="skip"``.
+    """
+    m, h = _check_matrix_pair(metric, human)
+    if metric_ties not in METRIC_TIES:
+        raise ValueError(f"metric_ties must be one of {METRIC_TIES}, got {metric_ties!r}")
+    ok = np.isfinite(m) & np.isfinite(h)
+    # (items, systems, systems) pair tensors; items are columns of the score matrix.
+    mt, ht, okt = m.T, h.T, ok.T
+    dm = mt[:, :, None] - mt[:, None, :]
+    dh = ht[:, :, None] - ht[:, None, :]
+    valid = okt[:, :, None] & okt[:, None, :]
+    valid &= np.abs(np.where(valid, dh, 0.0)) > human_margin
+    valid &= np.triu(np.ones((m.shape[0], m.shape[0]), dtype=bool), k=1)[None]
+    with np.errstate(invalid="ignore"):
+        agree = np.sign(dm) == np.sign(dh)
+    tied_m = dm == 0
+    if metric_ties == "skip":
+        valid &= ~tied_m
+    concordant = (valid & agree).sum(axis=(1, 2))
+    discordant = (valid & ~agree).sum(axis=(1, 2))
+    return concordant.astype(float), discordant.astype(float)
+
+
+def kendall_like(
+    metric: np.ndarray,
+    human: np.ndarray,
+    *,
+    metric_ties: MetricTies = "discordant",
+    human_margin: float = 0.0,
+) -> tuple[float, float]:
+    """WMT segment-level Kendall-like tau, pooled over all items of two score matrices.
+
+    ``(C - D) / (C + D)`` with C and D summed over the system pairs of every item (see
+    :func:`kendall_like_counts` for which pairs count). No p-value is defined: it is NaN.
+    Constant metric or human input (over all finite cells), or no countable pair, gives NaN.
+    """
+    m, h = _check_matrix_pair(metric, human)
+    ok = np.isfinite(m) & np.isfinite(h)
+    if is_constant(m[ok]) or is_constant(h[ok]):
+        return NAN_RESULT
+    c, d = kendall_like_counts(m, h, metric_ties=metric_ties, human_margin=human_margin)
+    total = c.sum() + d.sum()
+    if total == 0:
+        return NAN_RESULT
+    return float((c.sum() - d.sum()) / total), float("nan")
+
+
+def pairwise_accuracy(metric: np.ndarray, human: np.ndarray) -> tuple[float, float]:
+    """System-level pairwise ranking accuracy (Kocmi et al. 2021) of two ``(n_systems,)`` vectors.
+
+    The share of system pairs, among those whose human scores differ, that the metric orders the
+    same way as the humans. A pair tied in the metric is counted as wrongly ordered (Kocmi et al.
+    compare signs of the deltas, and sign(0) matches neither order). Systems with a NaN score are
+    dropped; constant input or fewer than 2 systems gives NaN. No p-value: NaN.
+    """
+    xs, ys = paired_finite(metric, human)
+    if _degenerate(xs, ys, 2):
+        return NAN_RESULT
+    dx = np.sign(xs[:, None] - xs[None, :])
+    dy = np.sign(ys[:, None] - ys[None, :])
+    upper = np.triu(np.ones((xs.size, xs.size), dtype=bool), k=1)
+    counted = upper & (dy != 0)
+    total = int(counted.sum())
+    if total == 0:
+        return NAN_RESULT
+    return float((counted & (dx == dy)).sum() / total), float("nan")
+
+
+VECTOR_FUNCTIONS = {
+    "pearson": pearson,
+    "spearman": spearman,
+    "kendall_b": kendall_b,
+    "kendall_c": kendall_c,
+}

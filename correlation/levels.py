@@ -1,0 +1,207 @@
+"""Correlation at one of three levels of a ``(n_systems, n_items)`` score matrix.
+
+- ``segment``: every (system, item) cell where both scores are finite, pooled into one pair of
+  vectors. ``n`` = cells used, ``n_dropped`` = cells left out.
+- ``item``: the coefficient across systems inside each item, then the mean over items. Items whose
+  own coefficient is undefined (constant, too few systems) are skipped (``item_nan="skip"``) or
+  count as 0 (``item_nan="zero"``). ``n`` = items in the mean, ``n_dropped`` = items whose own
+  coefficient was undefined (left out under "skip", averaged in as 0 under "zero"). No p-value: the
+  per-item coefficients share systems, so no combination of their p-values is principled; NaN.
+- ``system``: each system's corpus-level metric score (``system_metric``, e.g. corpus BLEU) or else
+  the mean of its finite segment scores, against the mean of its finite human scores.
+  ``n`` = systems used, ``n_dropped`` = systems without a finite score on either side.
+
+``kendall_like`` counts system pairs inside items, so it exists at the segment level (pairs pooled
+over all items) and the item level (one value per item, averaged). ``pairwise_accuracy`` orders
+systems, so it exists at the system level only. Other combinations raise ``ValueError``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from correlation.coefficients import (
+    COEFFICIENTS,
+    NAN_RESULT,
+    VECTOR_FUNCTIONS,
+    is_constant,
+    kendall_like,
+    kendall_like_counts,
+    pairwise_accuracy,
+)
+
+LEVELS: tuple[str, ...] = ("segment", "item", "system")
+ITEM_NAN: tuple[str, ...] = ("skip", "zero")
+UNITS: tuple[str, ...] = ("items", "systems", "both")
+
+_VALID_LEVELS: dict[str, tuple[str, ...]] = {
+    "pearson": LEVELS,
+    "spearman": LEVELS,
+    "kendall_b": LEVELS,
+    "kendall_c": LEVELS,
+    "kendall_like": ("segment", "item"),
+    "pairwise_accuracy": ("system",),
+}
+
+
+@dataclass(frozen=True)
+class Correlation:
+    """One correlation value with its p-value and the counts behind it."""
+
+    value: float
+    p_value: float
+    n: int
+    n_dropped: int
+
+
+def valid_combination(level: str, coefficient: str) -> bool:
+    """Whether ``coefficient`` is defined at ``level`` (both names must be known)."""
+    check_level_coefficient(level, coefficient, combination=False)
+    return level in _VALID_LEVELS[coefficient]
+
+
+def check_level_coefficient(level: str, coefficient: str, *, combination: bool = True) -> None:
+    """Raise ``ValueError`` naming the valid choices for an unknown or invalid level/coefficient."""
+    if level not in LEVELS:
+        raise ValueError(f"unknown correlation level {level!r}; valid levels: {', '.join(LEVELS)}")
+    if coefficient not in COEFFICIENTS:
+        raise ValueError(
+            f"unknown coefficient {coefficient!r}; valid coefficients: {', '.join(COEFFICIENTS)}"
+        )
+    if combination and level not in _VALID_LEVELS[coefficient]:
+        raise ValueError(
+            f"coefficient {coefficient!r} is not defined at the {level!r} level; it is defined at: "
+            f"{', '.join(_VALID_LEVELS[coefficient])}"
+        )
+
+
+def check_matrices(metric: np.ndarray, human: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Both as float matrices of the same ``(n_systems, n_items)`` shape, or ``ValueError``."""
+    m = np.asarray(metric, dtype=float)
+    h = np.asarray(human, dtype=float)
+    if m.ndim != 2 or h.ndim != 2 or m.shape != h.shape:
+        raise ValueError(
+            "metric and human scores must be matrices of the same shape (n_systems, n_items), "
+            f"got {m.shape} and {h.shape}"
+        )
+    return m, h
+
+
+def row_nanmean(a: np.ndarray) -> np.ndarray:
+    """Mean of the finite values of each row; NaN (without a warning) for a row with none."""
+    ok = np.isfinite(a)
+    count = ok.sum(axis=1)
+    total = np.where(ok, a, 0.0).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def system_scores(
+    metric: np.ndarray, human: np.ndarray, system_metric: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-system ``(x, y)`` used at the system level (see the module docstring)."""
+    m, h = check_matrices(metric, human)
+    if system_metric is None:
+        x = row_nanmean(m)
+    else:
+        x = np.asarray(system_metric, dtype=float).ravel()
+        if x.shape != (m.shape[0],):
+            raise ValueError(
+                f"system_metric needs one score per system ({m.shape[0]}), got shape {x.shape}"
+            )
+    return x, row_nanmean(h)
+
+
+def item_values(metric: np.ndarray, human: np.ndarray, coefficient: str) -> np.ndarray:
+    """The coefficient across systems inside each item, shape ``(n_items,)``; NaN where undefined.
+
+    For ``kendall_like`` the per-item value is ``(C - D) / (C + D)`` of that item's system pairs;
+    a metric constant inside one item is not undefined there (its pairs are discordant, the WMT
+    convention), only an item without a countable pair is.
+    """
+    m, h = check_matrices(metric, human)
+    if coefficient == "kendall_like":
+        c, d = kendall_like_counts(m, h)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(c + d > 0, (c - d) / np.maximum(c + d, 1), np.nan)
+    fn = VECTOR_FUNCTIONS[coefficient]
+    return np.array([fn(m[:, j], h[:, j])[0] for j in range(m.shape[1])], dtype=float)
+
+
+def correlate(
+    metric: np.ndarray,
+    human: np.ndarray,
+    level: str,
+    coefficient: str,
+    *,
+    system_metric: np.ndarray | None = None,
+    item_nan: str = "skip",
+) -> Correlation:
+    """Correlation of a metric with a human score at ``level`` with ``coefficient``.
+
+    ``metric`` and ``human`` have shape ``(n_systems, n_items)`` with NaN for missing scores.
+    ``system_metric`` (shape ``(n_systems,)``) replaces the mean of segment scores at the system
+    level. See the module docstring for what ``n`` and ``n_dropped`` count at each level.
+    """
+    check_level_coefficient(level, coefficient)
+    if item_nan not in ITEM_NAN:
+        raise ValueError(f"item_nan must be one of {', '.join(ITEM_NAN)}, got {item_nan!r}")
+    m, h = check_matrices(metric, human)
+
+    if level == "segment":
+        ok = np.isfinite(m) & np.isfinite(h)
+        n = int(ok.sum())
+        if coefficient == "kendall_like":
+            value, p = kendall_like(m, h)
+        else:
+            value, p = VECTOR_FUNCTIONS[coefficient](m[ok], h[ok])
+        return Correlation(value, p, n, int(ok.size - n))
+
+    if level == "item":
+        v = item_values(m, h, coefficient)
+        undefined = ~np.isfinite(v)
+        n_undefined = int(undefined.sum())
+        if item_nan == "zero":
+            v = np.where(undefined, 0.0, v)
+            used = v.size
+        else:
+            v = v[~undefined]
+            used = v.size
+        value = float(v.mean()) if used > 0 else float("nan")
+        return Correlation(value, float("nan"), used, n_undefined)
+
+    x, y = system_scores(m, h, system_metric)
+    ok = np.isfinite(x) & np.isfinite(y)
+    n = int(ok.sum())
+    if coefficient == "pairwise_accuracy":
+        value, p = pairwise_accuracy(x, y)
+    else:
+        value, p = VECTOR_FUNCTIONS[coefficient](x, y)
+    return Correlation(value, p, n, int(ok.size - n))
+
+
+def constant_warning(metric: np.ndarray, human: np.ndarray) -> str | None:
+    """A one-line description of a constant input (for validation reports), else None."""
+    m, h = check_matrices(metric, human)
+    ok = np.isfinite(m) & np.isfinite(h)
+    if is_constant(m[ok]):
+        return "metric scores are constant over the scored cells"
+    if is_constant(h[ok]):
+        return "human scores are constant over the scored cells"
+    return None
+
+
+__all__ = [
+    "ITEM_NAN",
+    "LEVELS",
+    "NAN_RESULT",
+    "UNITS",
+    "Correlation",
+    "check_level_coefficient",
+    "correlate",
+    "item_values",
+    "system_scores",
+    "valid_combination",
+]

@@ -1,0 +1,263 @@
+"""Is metric A's correlation with a human score significantly higher than metric B's?
+
+- :func:`williams_test`: Williams' (1959) t-test for two dependent correlations that share one
+  variable (the human score), in the form used for MT metrics by Graham & Baldwin (2014).
+- :func:`permutation_test`: the paired permutation test of Deutsch et al. (2021): both metrics are
+  z-scored, then inside each resampling unit the two metrics' scores are swapped with probability
+  0.5, and the difference of correlations is recomputed.
+- :func:`significance_clusters`: mt-metrics-eval style ranks ("significance clusters").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+from scipy import stats
+
+from correlation.bootstrap import pair_kendall_like_counts, pair_statistic
+from correlation.coefficients import VECTOR_FUNCTIONS
+from correlation.levels import (
+    ITEM_NAN,
+    UNITS,
+    check_level_coefficient,
+    check_matrices,
+    row_nanmean,
+)
+
+ALTERNATIVES: tuple[str, ...] = ("two-sided", "greater")
+
+_CHUNK_ELEMENTS = 2_000_000
+
+
+def williams_test(r12: float, r13: float, r23: float, n: int) -> float:
+    """One-sided p-value that r12 > r13, where 1 is the human score and 2, 3 are two metrics.
+
+    Williams' t with n - 3 degrees of freedom (Graham & Baldwin 2014, eq. 1)::
+
+        t = (r12 - r13) sqrt((n - 1)(1 + r23))
+            / sqrt(2 K (n - 1)/(n - 3) + ((r12 + r13)^2 / 4)(1 - r23)^3)
+        K = 1 - r12^2 - r13^2 - r23^2 + 2 r12 r13 r23
+
+    NaN where a correlation is NaN or n <= 3. Two identical metrics (r23 = 1, r12 = r13) give 0.5:
+    the data carry no evidence either way.
+    """
+    if n <= 3 or not all(math.isfinite(v) for v in (r12, r13, r23)):
+        return float("nan")
+    k = 1.0 - r12 * r12 - r13 * r13 - r23 * r23 + 2.0 * r12 * r13 * r23
+    denom = 2.0 * k * (n - 1) / (n - 3) + ((r12 + r13) ** 2 / 4.0) * (1.0 - r23) ** 3
+    num = (r12 - r13) * math.sqrt((n - 1) * (1.0 + r23))
+    if denom <= 0.0:
+        return 0.5 if num == 0.0 else float("nan")
+    t = num / math.sqrt(denom)
+    return float(stats.t.sf(t, n - 3))
+
+
+def _standardize(a: np.ndarray) -> np.ndarray:
+    ok = np.isfinite(a)
+    if not ok.any():
+        return a
+    sd = float(a[ok].std())
+    return (a - float(a[ok].mean())) / (sd if sd > 0 else 1.0)
+
+
+def _batch_statistic(
+    metric: np.ndarray,
+    human: np.ndarray,
+    level: str,
+    coefficient: str,
+    item_nan: str,
+    system_metric: np.ndarray | None = None,
+) -> np.ndarray:
+    """The correlation of each matrix of a batch ``metric`` (K, S, I) with ``human`` (S, I).
+
+    All matrices share the NaN pattern of ``human``; ``system_metric`` (K, S) replaces the row
+    means at the system level.
+    """
+    k, n_sys, n_items = metric.shape
+    out = np.empty(k)
+    if level == "segment":
+        ok = np.isfinite(human)
+        y = human[ok]
+        if coefficient == "kendall_like":
+            w = ok.T.astype(float)
+            for sl in _slices(k, n_items * n_sys * n_sys):
+                c, d = pair_kendall_like_counts(metric[sl].transpose(0, 2, 1), human.T[None], w)
+                cc, dd = c.sum(1), d.sum(1)
+                const = _rows_constant(metric[sl][:, ok]) | _rows_constant(y[None])
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    out[sl] = np.where(const | (cc + dd == 0), np.nan, (cc - dd) / (cc + dd))
+            return out
+        x = metric[:, ok]
+        if coefficient == "spearman":
+            const = _rows_constant(x) | _rows_constant(y[None])
+            r = pair_statistic("pearson", stats.rankdata(x, axis=1), stats.rankdata(y), 1.0)
+            return np.where(const, np.nan, r)
+        if coefficient == "pearson" or y.size <= 400:
+            for sl in _slices(k, y.size * (y.size if coefficient != "pearson" else 1)):
+                out[sl] = pair_statistic(coefficient, x[sl], y[None], 1.0)
+            return out
+        fn = VECTOR_FUNCTIONS[coefficient]
+        return np.array([fn(row, y)[0] for row in x])
+
+    if level == "item":
+        w = np.isfinite(human).T.astype(float)
+        for sl in _slices(k, n_items * n_sys * n_sys):
+            v = pair_statistic(coefficient, metric[sl].transpose(0, 2, 1), human.T[None], w)
+            defined = np.isfinite(v)
+            if item_nan == "zero":
+                out[sl] = np.where(defined, v, 0.0).mean(axis=1)
+            else:
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    out[sl] = np.where(defined, v, 0.0).sum(1) / defined.sum(1)
+        return out
+
+    x = system_metric if system_metric is not None else _batch_row_means(metric)
+    y = row_nanmean(human)
+    for sl in _slices(k, n_sys * n_sys):
+        out[sl] = pair_statistic(coefficient, x[sl], y[None], 1.0)
+    return out
+
+
+def _batch_row_means(a: np.ndarray) -> np.ndarray:
+    ok = np.isfinite(a)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(ok, a, 0.0).sum(-1) / ok.sum(-1)
+
+
+def _rows_constant(x: np.ndarray) -> np.ndarray:
+    return (
+        np.asarray(x.min(axis=-1) >= x.max(axis=-1)) if x.shape[-1] else np.ones(x.shape[0], bool)
+    )
+
+
+def _slices(k: int, per_row: int) -> list[slice]:
+    size = max(1, min(k, _CHUNK_ELEMENTS // max(per_row, 1)))
+    return [slice(i, min(i + size, k)) for i in range(0, k, size)]
+
+
+def permutation_test(
+    metric_a: np.ndarray,
+    metric_b: np.ndarray,
+    human: np.ndarray,
+    level: str,
+    coefficient: str,
+    *,
+    rng: np.random.Generator,
+    n_resamples: int = 1000,
+    unit: str = "items",
+    alternative: str = "two-sided",
+    item_nan: str = "skip",
+    system_metric_a: np.ndarray | None = None,
+    system_metric_b: np.ndarray | None = None,
+) -> float:
+    """Paired permutation test of corr(A, human) - corr(B, human) (Deutsch et al. 2021).
+
+    Cells where either metric or the human score is missing are left out of all three matrices,
+    so every permutation sees the same cells. Both metrics are z-scored over those cells (Deutsch
+    et al. do this so that swapping scores between metrics on different scales is meaningful; the
+    observed difference is unchanged, as every coefficient here is invariant to it). Each
+    permutation swaps the two metrics inside every resampling unit with probability 0.5: whole
+    item columns (``unit="items"``), whole system rows (``"systems"``) or single cells
+    (``"both"``).
+
+    At the system level the per-system scores are the means of the z-scored segment scores, or,
+    with ``system_metric_a/b`` (corpus-level scores) and ``unit="systems"``, those scores z-scored
+    over systems. Corpus scores that are not segment means cannot be rebuilt after swapping items.
+
+    ``alternative="two-sided"``: p = (1 + #{|d*| >= |d|}) / (1 + K); ``"greater"`` (Deutsch's
+    one-sided test that A is better): p = (1 + #{d* >= d}) / (1 + K), with K the number of
+    permutations whose difference is defined. The +1 counts the observed assignment, one of the
+    permutations, so p is never 0. A metric tested against itself gets p = 1.
+    """
+    check_level_coefficient(level, coefficient)
+    if unit not in UNITS:
+        raise ValueError(f"unknown permutation unit {unit!r}; valid units: {', '.join(UNITS)}")
+    if alternative not in ALTERNATIVES:
+        raise ValueError(
+            f"alternative must be one of {', '.join(ALTERNATIVES)}, got {alternative!r}"
+        )
+    if item_nan not in ITEM_NAN:
+        raise ValueError(f"item_nan must be one of {', '.join(ITEM_NAN)}, got {item_nan!r}")
+    a, h = check_matrices(metric_a, human)
+    b, _ = check_matrices(metric_b, human)
+    ok = np.isfinite(a) & np.isfinite(b) & np.isfinite(h)
+    a = _standardize(np.where(ok, a, np.nan))
+    b = _standardize(np.where(ok, b, np.nan))
+    h = np.where(ok, h, np.nan)
+    n_sys, n_items = h.shape
+
+    sys_a = sys_b = None
+    if level == "system" and (system_metric_a is not None or system_metric_b is not None):
+        if system_metric_a is None or system_metric_b is None:
+            raise ValueError("pass system-level scores for both metrics or for neither")
+        if unit != "systems":
+            raise ValueError(
+                "corpus-level system scores can only be permuted by system (unit='systems')"
+            )
+        sys_a = _standardize(np.asarray(system_metric_a, dtype=float).ravel())
+        sys_b = _standardize(np.asarray(system_metric_b, dtype=float).ravel())
+
+    def deltas(mask: np.ndarray) -> np.ndarray:
+        """Differences for swap masks broadcastable to (K, S, I); True = swapped."""
+        xa = np.where(mask, b[None], a[None])
+        xb = np.where(mask, a[None], b[None])
+        sa = sb = None
+        if sys_a is not None and sys_b is not None:
+            m2 = mask[:, :, 0]
+            sa = np.where(m2, sys_b[None], sys_a[None])
+            sb = np.where(m2, sys_a[None], sys_b[None])
+        da = _batch_statistic(xa, h, level, coefficient, item_nan, sa)
+        db = _batch_statistic(xb, h, level, coefficient, item_nan, sb)
+        return np.asarray(da - db)
+
+    observed = float(deltas(np.zeros((1, 1, 1), dtype=bool))[0])
+    if not math.isfinite(observed):
+        return float("nan")
+    shape = {
+        "items": (n_resamples, 1, n_items),
+        "systems": (n_resamples, n_sys, 1),
+        "both": (n_resamples, n_sys, n_items),
+    }[unit]
+    masks = rng.random(shape) < 0.5
+    per = max(1, n_sys * n_items)
+    perm = np.concatenate([deltas(masks[sl]) for sl in _slices(n_resamples, 4 * per)])
+    perm = perm[np.isfinite(perm)]
+    # a tolerance so that rounding in a recomputed but mathematically equal difference counts
+    tol = 1e-12
+    if alternative == "two-sided":
+        extreme = np.abs(perm) >= abs(observed) - tol
+    else:
+        extreme = perm >= observed - tol
+    return float((1 + int(extreme.sum())) / (1 + perm.size))
+
+
+def significance_clusters(
+    values: Mapping[str, float],
+    pvalues: Mapping[tuple[str, str], float],
+    alpha: float = 0.05,
+) -> dict[str, int]:
+    """Rank metrics into significance clusters, as mt-metrics-eval's ``AssignRanks``.
+
+    Metrics are sorted by value, best first. Walking down that list, a metric starts a new cluster
+    (rank + 1) when it is significantly worse (p < alpha) than any member of the current cluster;
+    otherwise it joins the current cluster. Cluster 1 therefore holds the best metric and every
+    following metric not significantly worse than any metric above it in the cluster.
+    ``pvalues[(a, b)]`` is the p-value for "a is better than b"; either key order is looked up.
+    A missing or NaN p-value counts as not significant. Metrics with a NaN value get no cluster.
+    """
+    ranked = sorted(
+        (m for m, v in values.items() if math.isfinite(v)), key=lambda m: -float(values[m])
+    )
+    clusters: dict[str, int] = {}
+    rank, start = 1, 0
+    for i, metric in enumerate(ranked):
+        for above in ranked[start:i]:
+            p = pvalues.get((above, metric), pvalues.get((metric, above), float("nan")))
+            if math.isfinite(p) and p < alpha:
+                rank += 1
+                start = i
+                break
+        clusters[metric] = rank
+    return clusters

@@ -1,0 +1,307 @@
+"""The two tables the pipeline writes: every correlation with its interval, and pairwise tests.
+
+Both take ``metrics`` (name -> ``(n_systems, n_items)`` matrix) and ``humans`` (aspect -> matrix of
+the same shape) and return plain rows (dicts) ready for a CSV writer.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from correlation.bootstrap import (
+    SystemMetricFn,
+    draw_resamples,
+    is_segment_mean,
+    percentile_interval,
+    resampled_values,
+)
+from correlation.levels import (
+    LEVELS,
+    UNITS,
+    check_level_coefficient,
+    check_matrices,
+    correlate,
+    system_scores,
+    valid_combination,
+)
+from correlation.significance import permutation_test, significance_clusters, williams_test
+
+CORRELATION_COLUMNS: tuple[str, ...] = (
+    "metric",
+    "aspect",
+    "level",
+    "coefficient",
+    "value",
+    "ci_low",
+    "ci_high",
+    "p_value",
+    "n",
+    "n_dropped",
+)
+SIGNIFICANCE_COLUMNS: tuple[str, ...] = (
+    "aspect",
+    "level",
+    "coefficient",
+    "metric_a",
+    "metric_b",
+    "r_a",
+    "r_b",
+    "p_value",
+    "method",
+    "cluster_a",
+    "cluster_b",
+)
+METHODS: tuple[str, ...] = ("williams", "permutation")
+
+
+def _shape(metrics: Mapping[str, np.ndarray], humans: Mapping[str, np.ndarray]) -> tuple[int, int]:
+    if not metrics or not humans:
+        raise ValueError("need at least one metric and one human aspect")
+    shapes = {name: np.shape(a) for name, a in [*metrics.items(), *humans.items()]}
+    first = next(iter(shapes.values()))
+    odd = {name: s for name, s in shapes.items() if s != first or len(s) != 2}
+    if odd:
+        raise ValueError(
+            f"all score matrices must share one (n_systems, n_items) shape {first}; "
+            f"differing: {odd}"
+        )
+    return first[0], first[1]
+
+
+def correlation_table(
+    metrics: Mapping[str, np.ndarray],
+    humans: Mapping[str, np.ndarray],
+    *,
+    levels: Sequence[str] = ("segment", "system"),
+    coefficients: Sequence[str] = ("pearson", "spearman", "kendall_b"),
+    system_metrics: Mapping[str, np.ndarray] | None = None,
+    ci: bool = True,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    unit: str = "items",
+    item_nan: str = "skip",
+    rng: np.random.Generator,
+    system_metric_fns: Mapping[str, SystemMetricFn] | None = None,
+) -> list[dict[str, Any]]:
+    """One row per (metric, aspect, level, coefficient) with columns :data:`CORRELATION_COLUMNS`.
+
+    Level/coefficient pairs that are not defined (``pairwise_accuracy`` below the system level,
+    ``kendall_like`` at the system level) are skipped. ``system_metrics[name]`` is the metric's
+    corpus-level score per system, used at the system level; when items are resampled and it is
+    not the plain segment mean, ``system_metric_fns[name](item_indices)`` must recompute it.
+
+    All metrics and coefficients of one (aspect, level) share the same resamples, so their
+    intervals are paired. ``ci=False`` leaves ``ci_low``/``ci_high`` NaN and draws nothing.
+    """
+    n_sys, n_items = _shape(metrics, humans)
+    for level in levels:
+        if level not in LEVELS:
+            raise ValueError(f"unknown correlation level {level!r}; valid levels: {LEVELS}")
+    for coefficient in coefficients:
+        check_level_coefficient("segment", coefficient, combination=False)
+    if unit not in UNITS:
+        raise ValueError(f"unknown resampling unit {unit!r}; valid units: {', '.join(UNITS)}")
+    system_metrics = system_metrics or {}
+    system_metric_fns = system_metric_fns or {}
+
+    rows: list[dict[str, Any]] = []
+    for aspect, human in humans.items():
+        for level in levels:
+            combos = [c for c in coefficients if valid_combination(level, c)]
+            if not combos:
+                continue
+            res = draw_resamples(rng, n_sys, n_items, n_resamples, unit) if ci else None
+            for name, metric in metrics.items():
+                sm = system_metrics.get(name) if level == "system" else None
+                for coefficient in combos:
+                    corr = correlate(
+                        metric, human, level, coefficient, system_metric=sm, item_nan=item_nan
+                    )
+                    lo = hi = float("nan")
+                    if res is not None:
+                        values = resampled_values(
+                            metric,
+                            human,
+                            level,
+                            coefficient,
+                            res,
+                            system_metric=sm,
+                            system_metric_fn=system_metric_fns.get(name),
+                            item_nan=item_nan,
+                        )
+                        lo, hi = percentile_interval(values, confidence)
+                    rows.append(
+                        {
+                            "metric": name,
+                            "aspect": aspect,
+                            "level": level,
+                            "coefficient": coefficient,
+                            "value": corr.value,
+                            "ci_low": lo,
+                            "ci_high": hi,
+                            "p_value": corr.p_value,
+                            "n": corr.n,
+                            "n_dropped": corr.n_dropped,
+                        }
+                    )
+    return rows
+
+
+def _williams_inputs(
+    a: np.ndarray,
+    b: np.ndarray,
+    h: np.ndarray,
+    level: str,
+    coefficient: str,
+    sys_a: np.ndarray | None,
+    sys_b: np.ndarray | None,
+) -> tuple[float, float, float, int]:
+    """(r_a, r_b, r_ab, n) on the cells (or systems) where all three scores exist."""
+    if level == "segment":
+        ok = np.isfinite(a) & np.isfinite(b) & np.isfinite(h)
+        a, b, h = (np.where(ok, v, np.nan) for v in (a, b, h))
+        ra = correlate(a, h, level, coefficient).value
+        rb = correlate(b, h, level, coefficient).value
+        rab = correlate(a, b, level, coefficient).value
+        return ra, rb, rab, int(ok.sum())
+    xa, y = system_scores(a, h, sys_a)
+    xb, _ = system_scores(b, h, sys_b)
+    ok = np.isfinite(xa) & np.isfinite(xb) & np.isfinite(y)
+    xa, xb, y = xa[ok][:, None], xb[ok][:, None], y[ok][:, None]
+    # one item column: the system level is then the segment level of the per-system scores
+    ra = correlate(xa, y, "segment", coefficient).value
+    rb = correlate(xb, y, "segment", coefficient).value
+    rab = correlate(xa, xb, "segment", coefficient).value
+    return ra, rb, rab, int(ok.sum())
+
+
+def significance_table(
+    metrics: Mapping[str, np.ndarray],
+    humans: Mapping[str, np.ndarray],
+    *,
+    level: str,
+    coefficient: str,
+    method: str = "williams",
+    rng: np.random.Generator,
+    n_resamples: int = 1000,
+    unit: str = "items",
+    alpha: float = 0.05,
+    item_nan: str = "skip",
+    system_metrics: Mapping[str, np.ndarray] | None = None,
+    alternative: str = "two-sided",
+) -> list[dict[str, Any]]:
+    """All metric pairs per aspect, with columns :data:`SIGNIFICANCE_COLUMNS`.
+
+    In each row ``metric_a`` is the metric with the higher correlation (``r_a >= r_b``).
+
+    - ``method="williams"``: ``p_value`` is Williams' one-sided p that r_a > r_b, with r_a, r_b
+      and the metric-metric correlation computed on the cells (segment level) or systems (system
+      level) where both metrics and the human score exist; ``r_a``/``r_b`` are those values.
+      Williams' test is derived for Pearson's r; other coefficients are plugged in as they are.
+      It has no form for the item level (a mean of per-item correlations): ``ValueError``.
+    - ``method="permutation"``: :func:`correlation.significance.permutation_test` with ``unit``,
+      ``n_resamples`` and ``alternative``; ``r_a``/``r_b`` are the ``correlate`` values.
+
+    ``cluster_a``/``cluster_b`` come from :func:`significance_clusters` over all metrics of the
+    aspect with these p-values (None for a metric whose correlation is NaN).
+    """
+    check_level_coefficient(level, coefficient)
+    if method not in METHODS:
+        raise ValueError(f"unknown significance method {method!r}; valid methods: {METHODS}")
+    if method == "williams" and level == "item":
+        raise ValueError(
+            "Williams' test needs one correlation over n paired observations; the item level "
+            "averages per-item correlations: use method='permutation' there"
+        )
+    _shape(metrics, humans)
+    system_metrics = system_metrics or {}
+    names = list(metrics)
+    rows: list[dict[str, Any]] = []
+    for aspect, human in humans.items():
+        h = check_matrices(human, human)[0]
+        sm = {n: system_metrics.get(n) if level == "system" else None for n in names}
+        values = {
+            n: correlate(
+                metrics[n], h, level, coefficient, system_metric=sm[n], item_nan=item_nan
+            ).value
+            for n in names
+        }
+        pair_rows: list[dict[str, Any]] = []
+        pvalues: dict[tuple[str, str], float] = {}
+        for first, second in itertools.combinations(names, 2):
+            a, b = first, second
+            if _order_key(values[b]) > _order_key(values[a]):
+                a, b = b, a
+            ma, mb = np.asarray(metrics[a], float), np.asarray(metrics[b], float)
+            if method == "williams":
+                ra, rb, rab, n = _williams_inputs(ma, mb, h, level, coefficient, sm[a], sm[b])
+                p = williams_test(ra, rb, rab, n)
+            else:
+                ra, rb = values[a], values[b]
+                sa, sb = _permutable_system_scores(ma, mb, sm[a], sm[b], unit, a, b)
+                p = permutation_test(
+                    ma,
+                    mb,
+                    h,
+                    level,
+                    coefficient,
+                    rng=rng,
+                    n_resamples=n_resamples,
+                    unit=unit,
+                    alternative=alternative,
+                    item_nan=item_nan,
+                    system_metric_a=sa,
+                    system_metric_b=sb,
+                )
+            pvalues[(a, b)] = p
+            pair_rows.append(
+                {
+                    "aspect": aspect,
+                    "level": level,
+                    "coefficient": coefficient,
+                    "metric_a": a,
+                    "metric_b": b,
+                    "r_a": ra,
+                    "r_b": rb,
+                    "p_value": p,
+                    "method": method,
+                }
+            )
+        clusters = significance_clusters(values, pvalues, alpha)
+        for row in pair_rows:
+            row["cluster_a"] = clusters.get(row["metric_a"])
+            row["cluster_b"] = clusters.get(row["metric_b"])
+        rows.extend(pair_rows)
+    return rows
+
+
+def _order_key(v: float) -> float:
+    return v if math.isfinite(v) else -math.inf
+
+
+def _permutable_system_scores(
+    ma: np.ndarray,
+    mb: np.ndarray,
+    sa: np.ndarray | None,
+    sb: np.ndarray | None,
+    unit: str,
+    name_a: str,
+    name_b: str,
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Corpus scores to permute, or None where the segment means are the same numbers."""
+    plain = all(s is None or is_segment_mean(m, s) for m, s in ((ma, sa), (mb, sb)))
+    if plain:
+        return None, None
+    if unit != "systems":
+        raise ValueError(
+            f"the system-level scores of {name_a!r} or {name_b!r} are corpus scores, not segment "
+            "means; swapping items cannot rebuild them: use unit='systems' for the permutation test"
+        )
+    xa = sa if sa is not None else system_scores(ma, ma)[0]
+    xb = sb if sb is not None else system_scores(mb, mb)[0]
+    return xa, xb
