@@ -1,0 +1,184 @@
+"""Bootstrap: the vectorised resampled values equal correlate() on explicitly resampled matrices."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from correlation.bootstrap import (
+    bootstrap_ci,
+    bootstrap_distribution,
+    counts,
+    draw_resamples,
+    percentile_interval,
+    resampled_values,
+)
+from correlation.coefficients import COEFFICIENTS
+from correlation.levels import LEVELS, UNITS, correlate, valid_combination
+
+
+def _small_data() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(11)
+    metric = rng.integers(0, 4, size=(5, 9)).astype(float)  # few values: many ties
+    human = np.round(metric + rng.normal(size=(5, 9)))
+    metric[0, 3] = np.nan
+    human[2, 5] = np.nan
+    human[:, 7] = 2.0  # an item without human variation
+    return metric, human
+
+
+def _explicit(
+    metric: np.ndarray,
+    human: np.ndarray,
+    level: str,
+    coefficient: str,
+    res,  # type: ignore[no-untyped-def]
+    system_metric_fn=None,  # type: ignore[no-untyped-def]
+) -> np.ndarray:
+    """The reference: build every resampled matrix and call correlate() (scipy) on it."""
+    out = []
+    for b in range(res.n_resamples):
+        m, h = metric, human
+        sm = None
+        if res.item_idx is not None:
+            m, h = m[:, res.item_idx[b]], h[:, res.item_idx[b]]
+            if system_metric_fn is not None:
+                sm = system_metric_fn(res.item_idx[b])
+        if res.sys_idx is not None:
+            m, h = m[res.sys_idx[b]], h[res.sys_idx[b]]
+            if sm is not None:
+                sm = sm[res.sys_idx[b]]
+        out.append(correlate(m, h, level, coefficient, system_metric=sm).value)
+    return np.array(out)
+
+
+CASES = [
+    (level, coefficient, unit)
+    for level, coefficient, unit in itertools.product(LEVELS, COEFFICIENTS, UNITS)
+    if valid_combination(level, coefficient)
+]
+
+
+@pytest.mark.parametrize(("level", "coefficient", "unit"), CASES)
+def test_vectorised_equals_explicit_resampling(level: str, coefficient: str, unit: str) -> None:
+    metric, human = _small_data()
+    res = draw_resamples(np.random.default_rng(5), *metric.shape, 25, unit)
+    got = resampled_values(metric, human, level, coefficient, res)
+    want = _explicit(metric, human, level, coefficient, res)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("coefficient", ["pearson", "spearman", "kendall_b", "kendall_c"])
+def test_constant_resamples_are_nan(coefficient: str) -> None:
+    # only item 0 varies: every resample that misses it is constant -> NaN, never scipy's value
+    metric = np.zeros((3, 4))
+    metric[:, 0] = [1.0, 2.0, 3.0]
+    human = np.arange(12.0).reshape(3, 4)
+    res = draw_resamples(np.random.default_rng(0), 3, 4, 40, "items")
+    got = resampled_values(metric, human, "segment", coefficient, res)
+    want = _explicit(metric, human, "segment", coefficient, res)
+    missed = (res.item_idx != 0).all(axis=1)
+    assert missed.any() and (~missed).any()
+    assert np.isnan(got[missed]).all()
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("coefficient", ["spearman", "kendall_b", "kendall_c"])
+def test_larger_tied_segment_pool(coefficient: str) -> None:
+    # 600 cells, 7 distinct metric values: exercises every merge level and the tie corrections
+    rng = np.random.default_rng(2)
+    metric = rng.integers(0, 7, size=(20, 30)).astype(float)
+    human = np.round(metric / 2 + rng.normal(size=(20, 30)))
+    metric[rng.random((20, 30)) < 0.05] = np.nan
+    res = draw_resamples(np.random.default_rng(9), 20, 30, 12, "both")
+    got = resampled_values(metric, human, "segment", coefficient, res)
+    want = _explicit(metric, human, "segment", coefficient, res)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-9)
+
+
+def test_system_metric_fn_recomputes_corpus_scores() -> None:
+    # a ratio-of-sums corpus score (like BLEU's), from per-segment sufficient statistics
+    rng = np.random.default_rng(4)
+    num = rng.integers(0, 5, size=(6, 15)).astype(float)
+    den = rng.integers(5, 9, size=(6, 15)).astype(float)
+    human = num / den + rng.normal(scale=0.3, size=(6, 15))
+
+    def corpus(ix: np.ndarray) -> np.ndarray:
+        return np.asarray(num[:, ix].sum(axis=1) / den[:, ix].sum(axis=1))
+
+    metric = num / den
+    res = draw_resamples(np.random.default_rng(1), 6, 15, 30, "both")
+    got = resampled_values(
+        metric, human, "system", "pearson", res,
+        system_metric=corpus(np.arange(15)), system_metric_fn=corpus,
+    )
+    want = _explicit(metric, human, "system", "pearson", res, system_metric_fn=corpus)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-9)
+
+
+def test_corpus_scores_without_a_function_cannot_resample_items() -> None:
+    metric, human = _small_data()
+    corpus = np.array([0.3, 0.1, 0.9, 0.4, 0.2])
+    with pytest.raises(ValueError, match="system_metric_fn"):
+        bootstrap_ci(metric, human, "system", "pearson", rng=np.random.default_rng(0),
+                     n_resamples=10, system_metric=corpus)
+    # resampling systems only keeps each system's corpus score: allowed
+    lo, hi = bootstrap_ci(metric, human, "system", "pearson", rng=np.random.default_rng(0),
+                          n_resamples=10, unit="systems", system_metric=corpus)
+    assert lo <= hi
+    # a corpus score that IS the segment mean needs no function
+    means = np.array([np.nanmean(r) for r in metric])
+    bootstrap_ci(metric, human, "system", "pearson", rng=np.random.default_rng(0),
+                 n_resamples=10, system_metric=means)
+
+
+def test_same_seed_same_interval_and_other_seed_differs() -> None:
+    rng = np.random.default_rng(0)
+    human = rng.normal(size=(8, 60))
+    metric = human + rng.normal(size=(8, 60))
+    kwargs = {"n_resamples": 200, "unit": "both"}
+    first = bootstrap_distribution(metric, human, "segment", "kendall_b",
+                                   rng=np.random.default_rng(42), **kwargs)
+    again = bootstrap_distribution(metric, human, "segment", "kendall_b",
+                                   rng=np.random.default_rng(42), **kwargs)
+    other = bootstrap_distribution(metric, human, "segment", "kendall_b",
+                                   rng=np.random.default_rng(43), **kwargs)
+    np.testing.assert_array_equal(first, again)
+    assert not np.array_equal(first, other)
+    ci1 = bootstrap_ci(metric, human, "segment", "kendall_b", rng=np.random.default_rng(42),
+                       **kwargs)
+    assert ci1 == percentile_interval(first)
+
+
+@pytest.mark.parametrize(("level", "coefficient"), [
+    ("segment", "pearson"), ("segment", "kendall_b"), ("item", "spearman"),
+    ("item", "kendall_like"), ("system", "pearson"), ("system", "pairwise_accuracy"),
+])
+def test_interval_contains_estimate_on_well_behaved_data(level: str, coefficient: str) -> None:
+    rng = np.random.default_rng(8)
+    quality = np.linspace(0, 3, 10)[:, None]
+    human = quality + rng.normal(size=(10, 80))
+    metric = human + rng.normal(scale=0.7, size=(10, 80))
+    value = correlate(metric, human, level, coefficient).value
+    lo, hi = bootstrap_ci(metric, human, level, coefficient, rng=np.random.default_rng(1),
+                          n_resamples=300, confidence=0.95)
+    assert lo <= value <= hi
+    assert lo < hi or coefficient == "pairwise_accuracy"
+
+
+def test_percentile_interval_ignores_nan_and_checks_confidence() -> None:
+    values = np.array([np.nan, 1.0, 2.0, 3.0, 4.0, 5.0, np.nan])
+    assert percentile_interval(values, 0.5) == pytest.approx((2.0, 4.0))
+    assert all(math.isnan(v) for v in percentile_interval(np.array([np.nan])))
+    with pytest.raises(ValueError, match="confidence"):
+        percentile_interval(values, 95)
+
+
+def test_counts_and_unit_validation() -> None:
+    idx = np.array([[0, 0, 2], [1, 2, 2]])
+    np.testing.assert_array_equal(counts(idx, 3), [[2, 0, 1], [0, 1, 2]])
+    with pytest.raises(ValueError, match="items, systems, both"):
+        draw_resamples(np.random.default_rng(0), 2, 2, 5, "cells")
