@@ -16,13 +16,27 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline import report
 from pipeline.aggregate import Aggregated, Normalizer, aggregate
+from pipeline.compare import Comparison, run_compare
+from pipeline.cache import ScoreCache
 from pipeline.correlate import correlate, significance
-from pipeline.errors import ConfigError, UserError
+from pipeline.errors import ConfigError
 from pipeline.humans import human_report
 from pipeline.load import HUMAN_PREFIX
 from pipeline.plots import write_plots
 from pipeline.score import Scores, build_metrics, score
-from pipeline.track import check_writable, flatten, log_to_mlflow, write_csv, write_parquet
+from pipeline.sweep import run_alpha_curve
+from pipeline.track import (
+    RunRecord,
+    check_writable,
+    flatten,
+    hydra_tags,
+    library_versions,
+    resolved_tracking,
+    sweep_run_name,
+    track_run,
+    write_csv,
+    write_parquet,
+)
 
 log = logging.getLogger("paraeval")
 
@@ -36,6 +50,7 @@ class RunResult:
     signatures: dict[str, str]
     run_id: str | None
     tracking_uri: str | None
+    comparison: Comparison | None = None
 
 
 def _instantiate_data(node: Any) -> pd.DataFrame:
@@ -75,30 +90,6 @@ def _git_commit() -> str:
         return "unknown"
 
 
-def _versions() -> dict[str, str]:
-    from importlib import metadata
-
-    out = {}
-    for pkg in (
-        "paraeval",
-        "sacrebleu",
-        "bert-score",
-        "transformers",
-        "torch",
-        "scipy",
-        "numpy",
-        "pandas",
-        "hydra-core",
-        "mlflow-skinny",
-        "nltk",
-    ):
-        try:
-            out[f"version.{pkg}"] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            continue
-    return out
-
-
 def _missing_config(cfg: DictConfig) -> None:
     for key in OmegaConf.missing_keys(cfg):
         raise ConfigError(f"{key} is required, e.g. {key}=<value>")
@@ -122,7 +113,13 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
     assert metrics_cfg is None or isinstance(metrics_cfg, dict)
     metrics = build_metrics(metrics_cfg, bool(cfg.get("allow_external_metrics", False)))  # type: ignore[arg-type]
 
-    scores: Scores = score(df, metrics)
+    cache_node = OmegaConf.to_container(cfg.cache, resolve=True) if cfg.get("cache") else None
+    cache = ScoreCache.from_config(cache_node)  # type: ignore[arg-type]
+    scores: Scores = score(df, metrics, cache=cache)
+    extra_metrics: dict[str, float] = {}
+    if cache is not None:
+        cache.log_summary()
+        extra_metrics.update(cache.metrics())
     normalizer = Normalizer(
         **{
             k: v
@@ -136,6 +133,12 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
     humans = human_report(agg.segments)
     corr = correlate(agg, corr_cfg, rng)  # type: ignore[arg-type]
     sig = significance(agg, corr_cfg, rng)  # type: ignore[arg-type]
+    compare_cfg = OmegaConf.to_container(cfg.compare, resolve=True) if cfg.get("compare") else None
+    comparison = (
+        run_compare(scores, agg, compare_cfg, out)  # type: ignore[arg-type]
+        if isinstance(compare_cfg, dict) and compare_cfg.get("enabled", True)
+        else None
+    )
 
     signatures = {c: info.signature for c, info in agg.columns.items()}
     seg_out = agg.segments.drop(columns=["origin"], errors="ignore")
@@ -162,45 +165,45 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
     write_csv(sig_df, out / "signatures.csv")
     aspects = [c for c in agg.segments.columns if c.startswith(HUMAN_PREFIX)]
     write_plots(out, agg.segments, agg.systems, corr, list(agg.columns), aspects)
+    curve_node = (
+        OmegaConf.to_container(cfg.alpha_curve, resolve=True) if cfg.get("alpha_curve") else None
+    )
+    extra_metrics.update(
+        run_alpha_curve(curve_node, agg.segments, scores.stats, scores.metrics, aspects, out)  # type: ignore[arg-type]
+    )
 
     run_id = None
     uri = None
     tracking = OmegaConf.to_container(cfg.tracking, resolve=True)
     assert isinstance(tracking, dict)
     if tracking.get("enabled", True):
-        from pipeline.track import resolve_tracking_uri
-
         params = flatten(OmegaConf.to_container(cfg, resolve=True))  # type: ignore[arg-type]
         params["metrics.selected"] = ",".join(metrics)
-        name = tracking.get("run_name") or _run_name(cfg, overrides or [])
         tags = {
-            "paraeval.data": str(df.attrs.get("data_name", "")),
+            "paraeval.data": str(cfg.data.get("name", "data")),
             "paraeval.git_commit": _git_commit(),
             "paraeval.output_dir": str(out.resolve()),
             "paraeval.overrides": " ".join(overrides or []),
         }
-        tags.update(_versions())
-        try:
-            run_id = log_to_mlflow(
-                tracking=tracking,
-                params=params,
-                out_dir=out,
-                systems=agg.systems,
-                correlations=corr,
-                signatures=signatures,
-                tags=tags,
-                run_name=name,
-            )
-            uri = resolve_tracking_uri(tracking)[0]
-        except UserError:
-            raise
-        except Exception as exc:
-            log.error(
-                "MLflow logging failed (%s); all outputs are on disk in %s",
-                str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
-                out,
-            )
-    result = RunResult(out, agg.segments, agg.systems, corr, signatures, run_id, uri)
+        tags.update({f"signature.{k}": v for k, v in signatures.items()})
+        tags.update(library_versions())
+        tags["paraeval.version"] = tags.get("version.paraeval", "unknown")
+        tags.update(hydra_tags())
+        name = tracking.get("run_name") or sweep_run_name(_run_name(cfg, overrides or []), tags)
+        record = RunRecord(
+            tracking=resolved_tracking(tracking),
+            params=params,
+            tags=tags,
+            run_name=str(name),
+            metrics=extra_metrics,
+            data_name=str(cfg.data.get("name", "data")),
+        )
+        logged = track_run(out, record)
+        if logged is not None:
+            run_id, uri = logged.run_id, logged.uri
+    result = RunResult(
+        out, agg.segments, agg.systems, corr, signatures, run_id, uri, comparison
+    )
     if cfg.get("report", {}).get("print_tables", True):
         report.print_summary(result, int(cfg.report.get("max_rows", 40)))
     return result

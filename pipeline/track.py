@@ -1,18 +1,35 @@
 """Track stage: write the output files first (atomically), then log everything to MLflow.
 
-MLflow layout: one parent run per invocation (params = the flattened resolved config, correlations
-as metrics, signatures as tags, the output files as artifacts) and one child run per system with its
-corpus-level scores. The default store is SQLite at an absolute path.
+MLflow layout: one parent run per invocation and one child run per system with its corpus-level
+scores. The parent holds the flattened resolved config as params (plus ``metrics.selected``), the
+correlations, cache hits/misses and α-curve results as metrics, the input table as an MLflow dataset
+with a content digest, tags for metric signatures, project version, git commit and library
+versions, and the output directory as artifacts. In a Hydra multirun every job's run carries the
+same ``paraeval.sweep`` tag and a run name built from its overrides.
+
+Everything a run logs is first written to ``run_info.json`` in its output directory and the runs are
+built from the files on disk, so ``paraeval-log OUTPUT_DIR`` (:mod:`pipeline.relog`) logs a finished
+directory later with exactly the same content. Runs are tagged with a hash of the output files;
+logging a directory that is already logged returns the existing run instead of a duplicate.
+
+Parallel jobs sharing one SQLite store serialize their logging on a lock file next to the database:
+SQLite allows one writer, and MLflow's first-use schema creation is not safe to run concurrently.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import math
 import os
 import tempfile
-from collections.abc import Callable, Mapping
-from contextlib import suppress
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +41,25 @@ log = logging.getLogger(__name__)
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "1")
+
+RUN_INFO = "run_info.json"
+RUN_INFO_FORMAT = "paraeval-run/1"
+CONTENT_HASH_TAG = "paraeval.content_hash"
+PARAM_MAX = 6000  # MLflow's limit on a param value
+LOCK_TIMEOUT_S = 600.0
+LIBRARIES = (
+    "paraeval",
+    "sacrebleu",
+    "bert-score",
+    "transformers",
+    "torch",
+    "scipy",
+    "numpy",
+    "pandas",
+    "hydra-core",
+    "mlflow",
+    "nltk",
+)
 
 
 # --------------------------------------------------------------------------- files
@@ -63,7 +99,63 @@ def check_writable(out_dir: Path) -> None:
         ) from None
 
 
-# --------------------------------------------------------------------------- MLflow
+def output_digest(out_dir: Path) -> str:
+    """Hash of the output files (names and bytes). Log files and ``run_info.json`` are left out:
+    they are not results, and the log keeps growing while the run is being logged."""
+    h = hashlib.blake2b(digest_size=16)
+    root = Path(out_dir)
+    files = sorted(
+        p
+        for p in root.rglob("*")
+        if p.is_file()
+        and p.name != RUN_INFO
+        and p.suffix != ".log"
+        and not p.name.startswith(".paraeval")
+        and not p.name.endswith(".tmp")
+    )
+    for p in files:
+        rel = p.relative_to(root).as_posix().encode("utf-8")
+        h.update(len(rel).to_bytes(8, "little") + rel)
+        data = p.read_bytes()
+        h.update(len(data).to_bytes(8, "little") + data)
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------- run description
+@dataclass
+class RunRecord:
+    """Everything logged for one run besides the output files; stored as ``run_info.json``."""
+
+    tracking: dict[str, Any]
+    params: dict[str, str]
+    tags: dict[str, str]
+    run_name: str
+    metrics: dict[str, float] = field(default_factory=dict)
+    data_name: str = "data"
+    format: str = RUN_INFO_FORMAT
+
+
+def write_run_info(out_dir: Path, record: RunRecord) -> None:
+    text = json.dumps(asdict(record), indent=1, sort_keys=True, allow_nan=True)
+    atomic_write(out_dir / RUN_INFO, lambda p: p.write_text(text, encoding="utf-8"))
+
+
+def read_run_info(out_dir: Path) -> RunRecord:
+    path = Path(out_dir) / RUN_INFO
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(
+            f"'{out_dir}' is not a finished paraeval output directory (no {RUN_INFO})"
+        ) from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from None
+    if not isinstance(raw, dict) or raw.get("format") != RUN_INFO_FORMAT:
+        raise ConfigError(f"{path} is not a {RUN_INFO_FORMAT} file")
+    fields = RunRecord.__dataclass_fields__
+    return RunRecord(**{k: v for k, v in raw.items() if k in fields})
+
+
 def flatten(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     out: dict[str, str] = {}
     for key, value in cfg.items():
@@ -73,6 +165,82 @@ def flatten(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
         else:
             out[name] = "null" if value is None else str(value)
     return out
+
+
+def library_versions() -> dict[str, str]:
+    from importlib import metadata
+
+    out = {}
+    for pkg in LIBRARIES:
+        try:
+            out[f"version.{pkg}"] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def hydra_tags() -> dict[str, str]:
+    """Sweep grouping from Hydra's runtime config: every job of one multirun shares the sweep
+    directory, whatever launcher ran it (local processes, SLURM, Ray)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+    except ImportError:
+        return {}
+    if not HydraConfig.initialized():
+        return {}
+    hc = HydraConfig.get()
+    tags = {"paraeval.hydra.launcher": str(hc.launcher.get("_target_", "")).rsplit(".", 1)[-1]}
+    if hc.mode == RunMode.MULTIRUN:
+        sweep_dir = Path(str(hc.sweep.dir)).resolve()
+        tags.update(
+            {
+                "paraeval.sweep": str(sweep_dir),
+                "paraeval.sweep_id": hashlib.blake2b(
+                    str(sweep_dir).encode(), digest_size=6
+                ).hexdigest(),
+                "paraeval.sweep_job": str(hc.job.num),
+                "paraeval.sweep_overrides": str(hc.job.override_dirname),
+            }
+        )
+    return tags
+
+
+def sweep_run_name(name: str, tags: Mapping[str, str]) -> str:
+    if "paraeval.sweep" not in tags:
+        return name
+    sweep = Path(tags["paraeval.sweep"])
+    return f"{name} [sweep {sweep.parent.name}/{sweep.name} #{tags['paraeval.sweep_job']}]"
+
+
+def dataset_frame(segments: pd.DataFrame) -> pd.DataFrame:
+    """The evaluated input (tidy columns, human ratings, precomputed scores), references as JSON,
+    in the same form whether it comes from memory or from ``segment_scores.parquet``."""
+    keep = [
+        c
+        for c in segments.columns
+        if c in ("item_id", "system", "source", "references", "candidate")
+        or str(c).startswith(("human_", "metric_"))
+    ]
+    frame = segments[keep].reset_index(drop=True).copy()
+    if "references" in frame:
+        frame["references"] = [
+            json.dumps([str(r) for r in refs], ensure_ascii=False) for refs in frame["references"]
+        ]
+    return frame
+
+
+def frame_digest(frame: pd.DataFrame) -> str:
+    """A digest of the whole table's content (MLflow's own digest looks at a prefix of rows)."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(",".join(map(str, frame.columns)).encode("utf-8"))
+    h.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------- MLflow
+class TrackingUnavailable(RuntimeError):
+    """The tracking server cannot be reached; the message is one line."""
 
 
 def resolve_tracking_uri(tracking: Mapping[str, Any]) -> tuple[str, str | None]:
@@ -85,10 +253,54 @@ def resolve_tracking_uri(tracking: Mapping[str, Any]) -> tuple[str, str | None]:
     return f"sqlite:///{store / 'mlflow.db'}", (store / "artifacts").as_uri()
 
 
-def _metric_name(*parts: str) -> str:
-    # MLflow allows alphanumerics, _ - . / and space in metric names
+def resolved_tracking(tracking: Mapping[str, Any]) -> dict[str, Any]:
+    """Tracking settings with a relative ``store_dir`` made absolute (as stored for relogging)."""
+    out = dict(tracking)
+    if not out.get("uri"):
+        out["store_dir"] = str(Path(str(out.get("store_dir") or "mlflow")).expanduser().resolve())
+    return out
+
+
+def check_reachable(uri: str, timeout: float = 5.0) -> None:
+    """A fast answer for a remote server that is down (MLflow's client would retry for minutes)."""
+    if not uri.startswith(("http://", "https://")):
+        return
+    url = uri.rstrip("/") + "/health"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            resp.read(64)
+    except urllib.error.HTTPError:
+        return  # something answers; MLflow reports any real problem itself
+    except (urllib.error.URLError, OSError, TimeoutError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise TrackingUnavailable(
+            f"MLflow tracking server {uri} is unreachable ({reason})"
+        ) from None
+
+
+@contextmanager
+def store_lock(uri: str) -> Iterator[None]:
+    """Serialize writers of one SQLite store (no-op for servers and other databases)."""
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    from filelock import FileLock
+
+    db = Path(uri.removeprefix("sqlite:///").split("?", 1)[0])
+    if not db.is_absolute():
+        db = db.resolve()
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(db) + ".lock", timeout=LOCK_TIMEOUT_S):
+        yield
+
+
+def _key(*parts: str) -> str:
+    # MLflow allows alphanumerics, _ - . / and space in metric, param and tag names
     allowed = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./ ")
     return ".".join("".join(ch if ch in allowed else "_" for ch in p) for p in parts)
+
+
+_metric_name = _key
 
 
 def _finite(value: Any) -> bool:
@@ -98,54 +310,173 @@ def _finite(value: Any) -> bool:
         return False
 
 
-def log_to_mlflow(
-    *,
-    tracking: Mapping[str, Any],
-    params: Mapping[str, str],
-    out_dir: Path,
-    systems: pd.DataFrame,
-    correlations: pd.DataFrame,
-    signatures: Mapping[str, str],
-    tags: Mapping[str, str],
-    run_name: str,
-) -> str:
-    """Log one parent run and one child run per system; return the parent run id."""
+def _experiment_id(client: Any, name: str, artifact_location: str | None) -> str:
+    from mlflow.exceptions import MlflowException
+
+    exp = client.get_experiment_by_name(name)
+    if exp is not None:
+        return str(exp.experiment_id)
+    try:
+        return str(client.create_experiment(name, artifact_location=artifact_location))
+    except MlflowException:
+        # another job created it between our lookup and our create
+        exp = client.get_experiment_by_name(name)
+        if exp is None:
+            raise
+        return str(exp.experiment_id)
+
+
+def _find_logged(client: Any, exp_id: str, content_hash: str) -> str | None:
+    runs = client.search_runs(
+        [exp_id],
+        filter_string=f"tags.`{CONTENT_HASH_TAG}` = '{content_hash}' "
+        "and attributes.status = 'FINISHED'",
+        max_results=1,
+    )
+    return str(runs[0].info.run_id) if runs else None
+
+
+def _batches(items: list[Any], size: int) -> Iterator[list[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _log_batch(
+    client: Any,
+    run_id: str,
+    metrics: Mapping[str, float] | None = None,
+    params: Mapping[str, str] | None = None,
+    tags: Mapping[str, str] | None = None,
+) -> None:
+    from mlflow.entities import Metric, Param, RunTag
+
+    now = int(time.time() * 1000)
+    ms = [Metric(_key(k), float(v), now, 0) for k, v in (metrics or {}).items() if _finite(v)]
+    ps = [Param(_key(k), str(v)[:PARAM_MAX]) for k, v in (params or {}).items()]
+    ts = [RunTag(k, str(v)[:PARAM_MAX]) for k, v in (tags or {}).items()]
+    # MLflow's per-call limits: 1000 metrics, 100 params, 100 tags
+    for batch in _batches(ms, 1000):
+        client.log_batch(run_id, metrics=batch)
+    for batch in _batches(ps, 100):
+        client.log_batch(run_id, params=batch)
+    for batch in _batches(ts, 100):
+        client.log_batch(run_id, tags=batch)
+
+
+@dataclass
+class Logged:
+    run_id: str
+    uri: str
+    already: bool  # the directory had been logged before: nothing new was created
+
+
+def log_output_dir(
+    out_dir: Path, record: RunRecord, tracking: Mapping[str, Any] | None = None
+) -> Logged:
+    """Log a finished output directory (its ``run_info.json`` and files) as one parent run with
+    one child run per system; return the existing run if this content is already logged."""
     import mlflow
+    from mlflow.data import from_pandas
+    from mlflow.entities import DatasetInput, InputTag
     from mlflow.tracking import MlflowClient
 
+    out_dir = Path(out_dir)
+    tracking = dict(record.tracking if tracking is None else tracking)
     uri, artifact_location = resolve_tracking_uri(tracking)
-    mlflow.set_tracking_uri(uri)
-    client = MlflowClient(uri)
-    name = str(tracking.get("experiment") or "paraeval")
-    exp = client.get_experiment_by_name(name)
-    exp_id = (
-        exp.experiment_id
-        if exp is not None
-        else client.create_experiment(name, artifact_location=artifact_location)
-    )
-    with mlflow.start_run(experiment_id=exp_id, run_name=run_name) as parent:
-        items = list(params.items())
-        for start in range(0, len(items), 100):
-            mlflow.log_params(dict(items[start : start + 100]))
-        all_tags = {f"signature.{k}": v for k, v in signatures.items()}
-        all_tags.update(tags)
-        mlflow.set_tags(all_tags)
-        corr_metrics = {}
-        for row in correlations.itertuples(index=False):
-            if _finite(row.value):
-                corr_metrics[
-                    _metric_name("corr", row.level, row.coefficient, row.metric, row.aspect)
-                ] = float(row.value)
-        if corr_metrics:
-            mlflow.log_metrics(corr_metrics)
-        mlflow.log_artifacts(str(out_dir))
-        for system, values in systems.iterrows():
-            with mlflow.start_run(
-                experiment_id=exp_id, run_name=f"{run_name}/{system}", nested=True
-            ):
-                mlflow.set_tags({"paraeval.system": str(system), "paraeval.role": "system"})
-                mlflow.log_param("system", str(system))
-                mlflow.log_metrics(
-                    {_metric_name(str(k)): float(v) for k, v in values.items() if _finite(v)}
+    check_reachable(uri)
+    content_hash = output_digest(out_dir)
+    segments = pd.read_parquet(out_dir / "segment_scores.parquet")
+    systems = pd.read_csv(out_dir / "system_scores.csv")
+    corr_path = out_dir / "correlations.csv"
+    correlations = pd.read_csv(corr_path) if corr_path.stat().st_size > 1 else pd.DataFrame()
+    frame = dataset_frame(segments)
+    digest = frame_digest(frame)
+
+    metrics: dict[str, float] = {}
+    for row in correlations.itertuples(index=False):
+        if _finite(row.value):
+            metrics[_key("corr", row.level, row.coefficient, row.metric, row.aspect)] = float(
+                row.value
+            )
+    metrics.update({k: float(v) for k, v in record.metrics.items()})
+    tags = dict(record.tags)
+    tags[CONTENT_HASH_TAG] = content_hash
+    tags["paraeval.dataset_digest"] = digest
+    tags["paraeval.role"] = "invocation"
+
+    with store_lock(uri):
+        mlflow.set_tracking_uri(uri)
+        client = MlflowClient(uri)
+        exp_id = _experiment_id(
+            client, str(tracking.get("experiment") or "paraeval"), artifact_location
+        )
+        existing = _find_logged(client, exp_id, content_hash)
+        if existing is not None:
+            return Logged(existing, uri, True)
+        parent = client.create_run(exp_id, run_name=record.run_name)
+        parent_id = parent.info.run_id
+        try:
+            _log_batch(client, parent_id, metrics=metrics, params=record.params)
+            dataset = from_pandas(frame, name=record.data_name, digest=digest)
+            client.log_inputs(
+                parent_id,
+                [
+                    DatasetInput(
+                        dataset._to_mlflow_entity(),
+                        tags=[InputTag("mlflow.data.context", "evaluation")],
+                    )
+                ],
+            )
+            client.log_artifacts(parent_id, str(out_dir))
+            shared = {k: v for k, v in tags.items() if k.startswith(("paraeval.sweep", "version."))}
+            for row in systems.to_dict("records"):
+                system = str(row.pop("system"))
+                child = client.create_run(
+                    exp_id,
+                    run_name=f"{record.run_name} / {system}",
+                    tags={
+                        "mlflow.parentRunId": parent_id,
+                        "paraeval.system": system,
+                        "paraeval.role": "system",
+                        **shared,
+                    },
                 )
-        return str(parent.info.run_id)
+                _log_batch(
+                    client,
+                    child.info.run_id,
+                    metrics={str(k): v for k, v in row.items() if _finite(v)},
+                    params={"system": system},
+                )
+                client.set_terminated(child.info.run_id)
+            # the content tag goes last: a run interrupted before here is not taken as logged
+            _log_batch(client, parent_id, tags=tags)
+            client.set_terminated(parent_id)
+        except BaseException:
+            with suppress(Exception):
+                client.set_terminated(parent_id, status="FAILED")
+            raise
+    return Logged(parent_id, uri, False)
+
+
+def track_run(out_dir: Path, record: RunRecord) -> Logged | None:
+    """Write ``run_info.json`` and log the run. A tracking failure never fails the run: the outputs
+    stay on disk and one line says how to log them later."""
+    write_run_info(out_dir, record)
+    try:
+        logged = log_output_dir(out_dir, record)
+    except TrackingUnavailable as exc:
+        log.warning(
+            "%s; outputs kept in %s; log them later with: paraeval-log %s", exc, out_dir, out_dir
+        )
+        return None
+    except Exception as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        log.warning(
+            "MLflow logging failed (%s); outputs kept in %s; log them later with: paraeval-log %s",
+            reason[:300],
+            out_dir,
+            out_dir,
+        )
+        return None
+    log.info("MLflow run %s in %s", logged.run_id, logged.uri)
+    return logged

@@ -1,0 +1,348 @@
+"""The in-run iBLEU α curve: how well iBLEU tracks each human aspect over a grid of α.
+
+iBLEU = α·BLEU(c, R) − (1−α)·BLEU(c, S) is linear in α given the two BLEUs, so the whole curve comes
+from the BLEU statistics the run already has (candidate vs references and candidate vs source, the
+two halves of iBLEU's ``MetricResult.stats``): segment scores are recombined, corpus scores are
+recomputed from summed statistics of the items in each split. Nothing is rescored.
+
+Choosing α on the same judgments it is then scored on overfits (the best of 21 tries looks better
+than it is), so the items are split, with a seeded ``numpy.random.Generator``, into a dev part on
+which α is chosen and a test part on which the chosen α is reported. All systems of an item stay on
+the same side, so no item's judgments inform both the choice and the report.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from metrics.base import Metric
+from pipeline.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_GRID: tuple[float, ...] = tuple(round(float(a), 4) for a in np.linspace(0.0, 1.0, 21))
+SPLITS = ("dev", "test")
+
+
+@dataclass
+class AlphaCurveSettings:
+    enabled: bool = True
+    grid: Sequence[float] | None = None
+    levels: Sequence[str] = ("segment", "system")
+    coefficient: str = "kendall_b"
+    dev_fraction: float = 0.5
+    seed: int = 0
+
+    @classmethod
+    def from_config(cls, node: Mapping[str, Any] | None) -> AlphaCurveSettings:
+        node = dict(node or {})
+        unknown = set(node) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ConfigError(
+                f"alpha_curve: unknown setting(s) {sorted(unknown)}; valid: "
+                f"{sorted(cls.__dataclass_fields__)}"
+            )
+        s = cls(**node)
+        s.validate()
+        return s
+
+    def alphas(self) -> list[float]:
+        grid = list(DEFAULT_GRID if self.grid is None else self.grid)
+        try:
+            values = sorted({float(a) for a in grid})
+        except (TypeError, ValueError):
+            raise ConfigError(f"alpha_curve.grid must be numbers in [0, 1], got {grid}") from None
+        if not values or values[0] < 0 or values[-1] > 1:
+            raise ConfigError(f"alpha_curve.grid must be numbers in [0, 1], got {grid}")
+        return values
+
+    def validate(self) -> None:
+        from correlation.levels import LEVELS, valid_combination
+
+        self.alphas()
+        if not 0.0 < float(self.dev_fraction) < 1.0:
+            raise ConfigError(
+                f"alpha_curve.dev_fraction must be between 0 and 1 (exclusive), got "
+                f"{self.dev_fraction}"
+            )
+        for level in self.levels:
+            if level not in LEVELS:
+                raise ConfigError(
+                    f"alpha_curve.levels: unknown level '{level}'; choose from {list(LEVELS)}"
+                )
+            try:
+                ok = valid_combination(level, self.coefficient)
+            except ValueError as exc:
+                raise ConfigError(f"alpha_curve.coefficient: {exc}") from None
+            if not ok:
+                raise ConfigError(
+                    f"alpha_curve: coefficient '{self.coefficient}' is not defined at level "
+                    f"'{level}'"
+                )
+
+
+@dataclass
+class AlphaCurve:
+    curve: pd.DataFrame  # level, coefficient, aspect, alpha, split, value, n
+    choice: pd.DataFrame  # one row per (level, aspect): chosen α, dev and test value
+
+
+def split_items(
+    items: Sequence[str], dev_fraction: float, seed: int
+) -> tuple[list[str], list[str]]:
+    """Seeded dev/test split of item ids; both parts non-empty when there are two items or more."""
+    ordered = sorted(dict.fromkeys(str(i) for i in items))
+    n = len(ordered)
+    perm = np.random.default_rng(seed).permutation(n)
+    n_dev = min(max(round(dev_fraction * n), 1), max(n - 1, 1))
+    dev = sorted(ordered[i] for i in perm[:n_dev])
+    test = sorted(ordered[i] for i in perm[n_dev:])
+    return dev, test
+
+
+def find_ibleu(metrics: Mapping[str, Metric]) -> str | None:
+    from metrics.sacre import IBLEU
+
+    for metric_id, metric in metrics.items():
+        if isinstance(metric, IBLEU):
+            return metric_id
+    return None
+
+
+def alpha_curve(
+    segments: pd.DataFrame,
+    stats: Mapping[tuple[str, str], np.ndarray],
+    metric: Any,
+    metric_id: str,
+    aspects: Sequence[str],
+    settings: AlphaCurveSettings,
+) -> AlphaCurve:
+    """Correlation of iBLEU with each aspect for every α of the grid, on dev and on test items.
+
+    ``stats[(metric_id, system)]`` are iBLEU's per-segment statistics of that system, rows in the
+    order of the system's rows in ``segments`` (the order the score stage used).
+    """
+    from correlation.levels import correlate
+
+    systems = list(dict.fromkeys(segments["system"]))
+    items = [str(i) for i in dict.fromkeys(segments["item_id"])]
+    item_pos = {item: j for j, item in enumerate(items)}
+    n_rows = len(segments)
+    row_sys = np.empty(n_rows, dtype=int)
+    row_item = segments["item_id"].astype(str).map(item_pos).to_numpy(dtype=int)
+    ref_seg = np.full(n_rows, np.nan)
+    src_seg = np.full(n_rows, np.nan)
+    positions = {label: k for k, label in enumerate(segments.index)}
+    sys_rows: dict[str, np.ndarray] = {}
+    sys_stats: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for si, system in enumerate(systems):
+        rows = np.array(
+            [positions[label] for label in segments.index[segments["system"] == system]],
+            dtype=int,
+        )
+        st = np.asarray(stats[(metric_id, system)], dtype=float)
+        if len(st) != len(rows):
+            raise ValueError(f"iBLEU statistics of '{system}' do not match its segments")
+        half = st.shape[1] // 2 if st.ndim == 2 else 0
+        row_sys[rows] = si
+        sys_rows[system] = rows
+        sys_stats[system] = (st[:, :half], st[:, half:])
+        if len(rows):
+            ref_seg[rows] = metric._segment_scores(st[:, :half])
+            src_seg[rows] = metric._segment_scores(st[:, half:])
+
+    dev, test = split_items(items, float(settings.dev_fraction), int(settings.seed))
+    split_cols = {
+        "dev": np.array([item_pos[i] for i in dev], dtype=int),
+        "test": np.array([item_pos[i] for i in test], dtype=int),
+    }
+    # corpus BLEU (vs refs, vs source) of each system over the items of each split: α-independent
+    corpus: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for split, cols in split_cols.items():
+        in_split = np.zeros(len(items), dtype=bool)
+        in_split[cols] = True
+        r = np.full(len(systems), np.nan)
+        s = np.full(len(systems), np.nan)
+        for si, system in enumerate(systems):
+            mask = in_split[row_item[sys_rows[system]]]
+            if mask.any():
+                st_r, st_s = sys_stats[system]
+                r[si] = metric._corpus_score(st_r[mask])
+                s[si] = metric._corpus_score(st_s[mask])
+        corpus[split] = (r, s)
+
+    humans = {}
+    for aspect in aspects:
+        h = np.full((len(systems), len(items)), np.nan)
+        h[row_sys, row_item] = segments[aspect].to_numpy(dtype=float)
+        humans[aspect] = h
+
+    records = []
+    for alpha in settings.alphas():
+        m = np.full((len(systems), len(items)), np.nan)
+        m[row_sys, row_item] = alpha * ref_seg - (1.0 - alpha) * src_seg
+        for split, cols in split_cols.items():
+            r, s = corpus[split]
+            system_metric = alpha * r - (1.0 - alpha) * s
+            for aspect, h in humans.items():
+                for level in settings.levels:
+                    with np.errstate(all="ignore"):
+                        c = correlate(
+                            m[:, cols],
+                            h[:, cols],
+                            level,
+                            settings.coefficient,
+                            system_metric=system_metric,
+                        )
+                    records.append(
+                        {
+                            "level": level,
+                            "coefficient": settings.coefficient,
+                            "aspect": aspect,
+                            "alpha": alpha,
+                            "split": split,
+                            "value": c.value,
+                            "n": c.n,
+                        }
+                    )
+    curve = pd.DataFrame(
+        records, columns=["level", "coefficient", "aspect", "alpha", "split", "value", "n"]
+    )
+    configured = float(metric.alpha)
+    choices = []
+    for (level, aspect), sub in curve.groupby(["level", "aspect"], sort=False):
+        dev_curve = sub[sub.split == "dev"].set_index("alpha")["value"]
+        test_curve = sub[sub.split == "test"].set_index("alpha")["value"]
+        finite = dev_curve[np.isfinite(dev_curve.to_numpy(dtype=float))]
+        # ties go to the smallest α: np.argmax returns the first maximum of the sorted grid
+        chosen = float(finite.index[int(np.argmax(finite.to_numpy()))]) if len(finite) else np.nan
+        choices.append(
+            {
+                "level": level,
+                "coefficient": settings.coefficient,
+                "aspect": aspect,
+                "chosen_alpha": chosen,
+                "dev": float(dev_curve.get(chosen, np.nan)),
+                "test": float(test_curve.get(chosen, np.nan)),
+                "configured_alpha": configured,
+                "test_at_configured": _at(test_curve, configured),
+                "n_dev_items": len(dev),
+                "n_test_items": len(test),
+                "seed": int(settings.seed),
+            }
+        )
+    return AlphaCurve(curve, pd.DataFrame(choices))
+
+
+def _at(curve: pd.Series, alpha: float) -> float:
+    close = [a for a in curve.index if abs(float(a) - alpha) < 1e-9]
+    return float(curve[close[0]]) if close else float("nan")
+
+
+def curve_metrics(result: AlphaCurve) -> dict[str, float]:
+    """MLflow metrics: the chosen α and its dev and test correlation per (level, aspect)."""
+    out: dict[str, float] = {}
+    for row in result.choice.itertuples(index=False):
+        base = f"alpha_curve.{row.level}.{row.coefficient}.{row.aspect}"
+        out[f"{base}.chosen_alpha"] = float(row.chosen_alpha)
+        out[f"{base}.dev"] = float(row.dev)
+        out[f"{base}.test"] = float(row.test)
+    return out
+
+
+def plot_alpha_curve(result: AlphaCurve, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    levels = list(dict.fromkeys(result.curve["level"]))
+    if not levels:
+        return
+    fig, axes = plt.subplots(
+        1, len(levels), figsize=(4.6 * len(levels), 3.6), layout="constrained", squeeze=False
+    )
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, level in zip(axes[0], levels, strict=True):
+        sub = result.curve[result.curve.level == level]
+        for k, aspect in enumerate(dict.fromkeys(sub["aspect"])):
+            color = colors[k % len(colors)]
+            for split, style in (("dev", "-"), ("test", "--")):
+                line = sub[(sub.aspect == aspect) & (sub.split == split)]
+                ax.plot(
+                    line["alpha"],
+                    line["value"],
+                    style,
+                    color=color,
+                    label=f"{aspect.removeprefix('human_')} ({split})",
+                )
+            pick = result.choice[(result.choice.level == level) & (result.choice.aspect == aspect)]
+            if len(pick) and np.isfinite(pick["chosen_alpha"].iloc[0]):
+                ax.plot(
+                    [pick["chosen_alpha"].iloc[0]],
+                    [pick["test"].iloc[0]],
+                    "o",
+                    color=color,
+                    markersize=6,
+                )
+        configured = result.choice["configured_alpha"].iloc[0] if len(result.choice) else None
+        if configured is not None:
+            ax.axvline(float(configured), color="0.6", linestyle=":", linewidth=1)
+        coefficient = sub["coefficient"].iloc[0] if len(sub) else ""
+        ax.set_title(f"iBLEU vs humans, {level} level")
+        ax.set_xlabel("α (dot: chosen on dev, shown on test)")
+        ax.set_ylabel(coefficient)
+        ax.legend(fontsize=7)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def run_alpha_curve(
+    node: Mapping[str, Any] | None,
+    segments: pd.DataFrame,
+    stats: Mapping[tuple[str, str], np.ndarray],
+    metrics: Mapping[str, Metric],
+    aspects: Sequence[str],
+    out_dir: Path,
+) -> dict[str, float]:
+    """The α curve of a run when it is enabled and possible; writes ``alpha_curve.csv``,
+    ``alpha_choice.csv`` and ``plots/alpha_curve.png``, returns the metrics to log."""
+    from pipeline.track import write_csv
+
+    settings = AlphaCurveSettings.from_config(node)
+    if not settings.enabled:
+        return {}
+    metric_id = find_ibleu(metrics)
+    if metric_id is None or not aspects:
+        log.info("alpha curve skipped: needs iBLEU among the metrics and human ratings")
+        return {}
+    if segments["item_id"].nunique() < 2:
+        log.info("alpha curve skipped: needs at least two items to split into dev and test")
+        return {}
+    result = alpha_curve(segments, stats, metrics[metric_id], metric_id, aspects, settings)
+    write_csv(result.curve, out_dir / "alpha_curve.csv")
+    write_csv(result.choice, out_dir / "alpha_choice.csv")
+    plot_alpha_curve(result, out_dir / "plots" / "alpha_curve.png")
+    for row in result.choice.itertuples(index=False):
+        log.info(
+            "alpha curve (%s, %s, %s): alpha %.2f chosen on %d dev items; test %s %.3f "
+            "(configured alpha %.2f: %.3f)",
+            row.level,
+            row.coefficient,
+            row.aspect,
+            row.chosen_alpha,
+            row.n_dev_items,
+            row.coefficient,
+            row.test,
+            row.configured_alpha,
+            row.test_at_configured,
+        )
+    return curve_metrics(result)
