@@ -94,7 +94,7 @@ def _batch_statistic(
             const = _rows_constant(x) | _rows_constant(y[None])
             r = pair_statistic("pearson", stats.rankdata(x, axis=1), stats.rankdata(y), 1.0)
             return np.where(const, np.nan, r)
-        if coefficient == "pearson" or y.size <= 400:
+        if coefficient == "pearson" or y.size <= 100:
             for sl in _slices(k, y.size * (y.size if coefficient != "pearson" else 1)):
                 out[sl] = pair_statistic(coefficient, x[sl], y[None], 1.0)
             return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -65,7 +66,7 @@ CASES = [
 @pytest.mark.parametrize(("level", "coefficient", "unit"), CASES)
 def test_vectorised_equals_explicit_resampling(level: str, coefficient: str, unit: str) -> None:
     metric, human = _small_data()
-    res = draw_resamples(np.random.default_rng(5), *metric.shape, 25, unit)
+    res = draw_resamples(np.random.default_rng(5), metric.shape[0], metric.shape[1], 25, unit)
     got = resampled_values(metric, human, level, coefficient, res)
     want = _explicit(metric, human, level, coefficient, res)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-9)
@@ -80,7 +81,8 @@ def test_constant_resamples_are_nan(coefficient: str) -> None:
     res = draw_resamples(np.random.default_rng(0), 3, 4, 40, "items")
     got = resampled_values(metric, human, "segment", coefficient, res)
     want = _explicit(metric, human, "segment", coefficient, res)
-    missed = (res.item_idx != 0).all(axis=1)
+    assert res.item_idx is not None
+    missed = np.all(res.item_idx != 0, axis=1)
     assert missed.any() and (~missed).any()
     assert np.isnan(got[missed]).all()
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-9)
@@ -112,8 +114,13 @@ def test_system_metric_fn_recomputes_corpus_scores() -> None:
     metric = num / den
     res = draw_resamples(np.random.default_rng(1), 6, 15, 30, "both")
     got = resampled_values(
-        metric, human, "system", "pearson", res,
-        system_metric=corpus(np.arange(15)), system_metric_fn=corpus,
+        metric,
+        human,
+        "system",
+        "pearson",
+        res,
+        system_metric=corpus(np.arange(15)),
+        system_metric_fn=corpus,
     )
     want = _explicit(metric, human, "system", "pearson", res, system_metric_fn=corpus)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-9)
@@ -123,48 +130,88 @@ def test_corpus_scores_without_a_function_cannot_resample_items() -> None:
     metric, human = _small_data()
     corpus = np.array([0.3, 0.1, 0.9, 0.4, 0.2])
     with pytest.raises(ValueError, match="system_metric_fn"):
-        bootstrap_ci(metric, human, "system", "pearson", rng=np.random.default_rng(0),
-                     n_resamples=10, system_metric=corpus)
+        bootstrap_ci(
+            metric,
+            human,
+            "system",
+            "pearson",
+            rng=np.random.default_rng(0),
+            n_resamples=10,
+            system_metric=corpus,
+        )
     # resampling systems only keeps each system's corpus score: allowed
-    lo, hi = bootstrap_ci(metric, human, "system", "pearson", rng=np.random.default_rng(0),
-                          n_resamples=10, unit="systems", system_metric=corpus)
+    lo, hi = bootstrap_ci(
+        metric,
+        human,
+        "system",
+        "pearson",
+        rng=np.random.default_rng(0),
+        n_resamples=10,
+        unit="systems",
+        system_metric=corpus,
+    )
     assert lo <= hi
     # a corpus score that IS the segment mean needs no function
     means = np.array([np.nanmean(r) for r in metric])
-    bootstrap_ci(metric, human, "system", "pearson", rng=np.random.default_rng(0),
-                 n_resamples=10, system_metric=means)
+    bootstrap_ci(
+        metric,
+        human,
+        "system",
+        "pearson",
+        rng=np.random.default_rng(0),
+        n_resamples=10,
+        system_metric=means,
+    )
 
 
 def test_same_seed_same_interval_and_other_seed_differs() -> None:
     rng = np.random.default_rng(0)
     human = rng.normal(size=(8, 60))
     metric = human + rng.normal(size=(8, 60))
-    kwargs = {"n_resamples": 200, "unit": "both"}
-    first = bootstrap_distribution(metric, human, "segment", "kendall_b",
-                                   rng=np.random.default_rng(42), **kwargs)
-    again = bootstrap_distribution(metric, human, "segment", "kendall_b",
-                                   rng=np.random.default_rng(42), **kwargs)
-    other = bootstrap_distribution(metric, human, "segment", "kendall_b",
-                                   rng=np.random.default_rng(43), **kwargs)
+    kwargs: dict[str, Any] = {"n_resamples": 200, "unit": "both"}
+    first = bootstrap_distribution(
+        metric, human, "segment", "kendall_b", rng=np.random.default_rng(42), **kwargs
+    )
+    again = bootstrap_distribution(
+        metric, human, "segment", "kendall_b", rng=np.random.default_rng(42), **kwargs
+    )
+    other = bootstrap_distribution(
+        metric, human, "segment", "kendall_b", rng=np.random.default_rng(43), **kwargs
+    )
     np.testing.assert_array_equal(first, again)
     assert not np.array_equal(first, other)
-    ci1 = bootstrap_ci(metric, human, "segment", "kendall_b", rng=np.random.default_rng(42),
-                       **kwargs)
+    ci1 = bootstrap_ci(
+        metric, human, "segment", "kendall_b", rng=np.random.default_rng(42), **kwargs
+    )
     assert ci1 == percentile_interval(first)
 
 
-@pytest.mark.parametrize(("level", "coefficient"), [
-    ("segment", "pearson"), ("segment", "kendall_b"), ("item", "spearman"),
-    ("item", "kendall_like"), ("system", "pearson"), ("system", "pairwise_accuracy"),
-])
+@pytest.mark.parametrize(
+    ("level", "coefficient"),
+    [
+        ("segment", "pearson"),
+        ("segment", "kendall_b"),
+        ("item", "spearman"),
+        ("item", "kendall_like"),
+        ("system", "pearson"),
+        ("system", "pairwise_accuracy"),
+    ],
+)
 def test_interval_contains_estimate_on_well_behaved_data(level: str, coefficient: str) -> None:
     rng = np.random.default_rng(8)
     quality = np.linspace(0, 3, 10)[:, None]
     human = quality + rng.normal(size=(10, 80))
     metric = human + rng.normal(scale=0.7, size=(10, 80))
     value = correlate(metric, human, level, coefficient).value
-    lo, hi = bootstrap_ci(metric, human, level, coefficient, rng=np.random.default_rng(1),
-                          n_resamples=300, confidence=0.95)
+    lo, hi = bootstrap_ci(
+        metric,
+        human,
+        level,
+        coefficient,
+        rng=np.random.default_rng(1),
+        n_resamples=300,
+        confidence=0.95,
+    )
     assert lo <= value <= hi
     assert lo < hi or coefficient == "pairwise_accuracy"
 
@@ -182,3 +229,30 @@ def test_counts_and_unit_validation() -> None:
     np.testing.assert_array_equal(counts(idx, 3), [[2, 0, 1], [0, 1, 2]])
     with pytest.raises(ValueError, match="items, systems, both"):
         draw_resamples(np.random.default_rng(0), 2, 2, 5, "cells")
+
+
+@pytest.mark.parametrize("item_nan", ["skip", "zero"])
+@pytest.mark.parametrize(
+    ("level", "coefficient", "unit"),
+    [case for case in CASES if case[0] != "segment" and case[2] != "items"],
+)
+def test_three_systems_degenerate_resamples(
+    level: str, coefficient: str, unit: str, item_nan: str
+) -> None:
+    # with 3 systems a system resample is often one system repeated: undefined values appear at
+    # the system level and inside items; both must match the explicit computation
+    rng = np.random.default_rng(6)
+    human = rng.integers(0, 3, size=(3, 6)).astype(float)
+    metric = human + rng.integers(0, 2, size=(3, 6))
+    res = draw_resamples(np.random.default_rng(2), 3, 6, 40, unit)
+    got = resampled_values(metric, human, level, coefficient, res, item_nan=item_nan)
+    assert res.sys_idx is not None
+    want = []
+    for b in range(40):
+        m, h = metric[res.sys_idx[b]], human[res.sys_idx[b]]
+        if res.item_idx is not None:
+            m, h = m[:, res.item_idx[b]], h[:, res.item_idx[b]]
+        want.append(correlate(m, h, level, coefficient, item_nan=item_nan).value)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-9)
+    if level == "system" or item_nan == "skip":
+        assert np.isnan(want).any()

@@ -1,4 +1,4 @@
-"""Coefficients against scipy and against hand-worked examples, including ties, NaN and constants."""
+"""Coefficients against scipy and hand-worked examples, including ties, NaN and constants."""
 
 from __future__ import annotations
 

@@ -1,0 +1,169 @@
+"""The two tables the pipeline writes."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from correlation.levels import correlate
+from correlation.significance import williams_test
+from correlation.table import (
+    CORRELATION_COLUMNS,
+    SIGNIFICANCE_COLUMNS,
+    correlation_table,
+    significance_table,
+)
+
+
+def _inputs() -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    rng = np.random.default_rng(0)
+    meaning = rng.normal(size=(6, 30)) + np.linspace(0, 2, 6)[:, None]
+    fluency = rng.normal(size=(6, 30))
+    good = meaning + 0.4 * rng.normal(size=(6, 30))
+    good[1, 4] = np.nan
+    metrics = {"good": good, "noise": rng.normal(size=(6, 30)), "close": good + 0.01}
+    return metrics, {"human_meaning": meaning, "human_fluency": fluency}
+
+
+def test_correlation_rows_cover_valid_combinations_only() -> None:
+    metrics, humans = _inputs()
+    rows = correlation_table(
+        metrics,
+        humans,
+        levels=("segment", "item", "system"),
+        coefficients=("pearson", "kendall_like", "pairwise_accuracy"),
+        n_resamples=50,
+        rng=np.random.default_rng(1),
+    )
+    assert all(tuple(r) == CORRELATION_COLUMNS for r in rows)
+    combos = {(r["level"], r["coefficient"]) for r in rows}
+    assert combos == {
+        ("segment", "pearson"),
+        ("segment", "kendall_like"),
+        ("item", "pearson"),
+        ("item", "kendall_like"),
+        ("system", "pearson"),
+        ("system", "pairwise_accuracy"),
+    }
+    assert len(rows) == 3 * 2 * 6
+    for r in rows:
+        corr = correlate(metrics[r["metric"]], humans[r["aspect"]], r["level"], r["coefficient"])
+        assert r["value"] == corr.value or (math.isnan(r["value"]) and math.isnan(corr.value))
+        assert (r["n"], r["n_dropped"]) == (corr.n, corr.n_dropped)
+        assert r["ci_low"] <= r["ci_high"]
+    seg = next(r for r in rows if r["metric"] == "good" and r["level"] == "segment")
+    assert (seg["n"], seg["n_dropped"]) == (179, 1)
+
+
+def test_correlation_table_is_seeded_uses_corpus_scores_and_can_skip_ci() -> None:
+    metrics, humans = _inputs()
+    kw: dict[str, Any] = {"levels": ("system",), "coefficients": ("kendall_b",), "n_resamples": 40}
+    first = correlation_table(metrics, humans, rng=np.random.default_rng(5), **kw)
+    again = correlation_table(metrics, humans, rng=np.random.default_rng(5), **kw)
+    assert first == again
+    corpus = {"good": np.arange(6.0)}
+    with pytest.raises(ValueError, match="system_metric_fn"):
+        correlation_table(
+            metrics, humans, rng=np.random.default_rng(5), system_metrics=corpus, **kw
+        )
+    rows = correlation_table(
+        metrics,
+        humans,
+        rng=np.random.default_rng(5),
+        system_metrics=corpus,
+        system_metric_fns={"good": lambda ix: np.arange(6.0)},
+        **kw,
+    )
+    good = [r for r in rows if r["metric"] == "good"]
+    # corpus scores 0..5 rank the systems exactly like the meaning means do (increasing design)
+    meaning = next(r for r in good if r["aspect"] == "human_meaning")
+    assert (
+        meaning["value"]
+        == correlate(
+            metrics["good"],
+            humans["human_meaning"],
+            "system",
+            "kendall_b",
+            system_metric=corpus["good"],
+        ).value
+    )
+    no_ci = correlation_table(metrics, humans, rng=np.random.default_rng(5), ci=False, **kw)
+    assert all(math.isnan(r["ci_low"]) and math.isnan(r["ci_high"]) for r in no_ci)
+
+
+def test_correlation_table_input_errors() -> None:
+    metrics, humans = _inputs()
+    with pytest.raises(ValueError, match="shape"):
+        correlation_table({"x": np.ones((2, 2))}, humans, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="valid levels"):
+        correlation_table(metrics, humans, levels=("corpus",), rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="valid coefficients"):
+        correlation_table(metrics, humans, coefficients=("tau",), rng=np.random.default_rng(0))
+
+
+def test_significance_table_williams() -> None:
+    metrics, humans = _inputs()
+    rows = significance_table(
+        metrics,
+        {"human_meaning": humans["human_meaning"]},
+        level="segment",
+        coefficient="pearson",
+        method="williams",
+        rng=np.random.default_rng(0),
+    )
+    assert all(tuple(r) == SIGNIFICANCE_COLUMNS for r in rows)
+    assert len(rows) == 3
+    for r in rows:
+        assert r["r_a"] >= r["r_b"]
+    # recompute one p by hand on the common cells
+    row = next(r for r in rows if {r["metric_a"], r["metric_b"]} == {"good", "noise"})
+    a, b = metrics[row["metric_a"]], metrics[row["metric_b"]]
+    h = humans["human_meaning"]
+    ok = np.isfinite(a) & np.isfinite(b) & np.isfinite(h)
+    r_ab = np.corrcoef(a[ok], b[ok])[0, 1]
+    r_a = np.corrcoef(a[ok], h[ok])[0, 1]
+    r_b = np.corrcoef(b[ok], h[ok])[0, 1]
+    assert row["p_value"] == pytest.approx(williams_test(r_a, r_b, r_ab, int(ok.sum())))
+    clusters = {r["metric_a"]: r["cluster_a"] for r in rows} | {
+        r["metric_b"]: r["cluster_b"] for r in rows
+    }
+    assert clusters["noise"] == 2 and clusters["good"] == clusters["close"] == 1
+    with pytest.raises(ValueError, match="item level"):
+        significance_table(
+            metrics,
+            humans,
+            level="item",
+            coefficient="pearson",
+            method="williams",
+            rng=np.random.default_rng(0),
+        )
+
+
+def test_significance_table_permutation_system_level() -> None:
+    metrics, humans = _inputs()
+    rows = significance_table(
+        metrics,
+        {"human_meaning": humans["human_meaning"]},
+        level="system",
+        coefficient="pearson",
+        method="permutation",
+        rng=np.random.default_rng(0),
+        n_resamples=100,
+        unit="items",
+    )
+    assert {r["method"] for r in rows} == {"permutation"}
+    assert all(0 < r["p_value"] <= 1 for r in rows)
+    with pytest.raises(ValueError, match="unit='systems'"):
+        significance_table(
+            metrics,
+            humans,
+            level="system",
+            coefficient="pearson",
+            method="permutation",
+            rng=np.random.default_rng(0),
+            n_resamples=10,
+            system_metrics={"good": np.arange(6.0)},
+        )
