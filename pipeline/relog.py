@@ -1,0 +1,103 @@
+"""``paraeval-log OUTPUT_DIR``: log a finished output directory to MLflow later.
+
+For runs whose tracking server was unreachable, or that ran with ``tracking=none`` or on a cluster
+node without access to the server. The run is rebuilt from the directory (``run_info.json`` and the
+output files), so it has the same params, tags, metrics, dataset and artifacts as a run logged at
+the time. Idempotent: a run is tagged with a hash of the output files, and a directory whose
+content is already logged is reported, not logged twice.
+
+Exit codes: 0 logged or already logged; 1 the tracking server is unreachable or logging failed;
+2 not a paraeval output directory or bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+os.environ.setdefault("DO_NOT_TRACK", "1")
+
+from pipeline.errors import UserError
+from pipeline.track import (
+    TrackingUnavailable,
+    log_output_dir,
+    read_run_info,
+    resolve_tracking_uri,
+)
+
+PROG = "paraeval-log"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description="Log finished paraeval output directories to MLflow (idempotent).",
+    )
+    p.add_argument("output_dirs", nargs="+", metavar="OUTPUT_DIR", type=Path)
+    p.add_argument(
+        "--tracking-uri",
+        help="MLflow tracking URI (default: the one the run was configured with)",
+    )
+    p.add_argument(
+        "--store-dir",
+        help="folder of an embedded SQLite store (sqlite:///<dir>/mlflow.db), instead of a URI",
+    )
+    p.add_argument("--experiment", help="experiment name (default: the run's)")
+    return p
+
+
+def relog(
+    out_dir: Path,
+    tracking_uri: str | None = None,
+    store_dir: str | None = None,
+    experiment: str | None = None,
+) -> tuple[str, bool, str]:
+    """(run id, already logged, tracking URI) for one directory."""
+    record = read_run_info(out_dir)
+    tracking = dict(record.tracking)
+    if tracking_uri:
+        tracking.update(uri=tracking_uri, store_dir=None)
+    elif store_dir:
+        tracking.update(uri=None, store_dir=str(Path(store_dir).expanduser().resolve()))
+    if experiment:
+        tracking["experiment"] = experiment
+    if not tracking.get("uri") and not tracking.get("store_dir"):
+        tracking["store_dir"] = "mlflow"
+    resolve_tracking_uri(tracking)
+    logged = log_output_dir(out_dir, record, tracking)
+    return logged.run_id, logged.already, logged.uri
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    status = 0
+    for out_dir in args.output_dirs:
+        try:
+            run_id, already, uri = relog(
+                out_dir, args.tracking_uri, args.store_dir, args.experiment
+            )
+        except UserError as exc:
+            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            status = max(status, 2)
+            continue
+        except TrackingUnavailable as exc:
+            print(f"{PROG}: error: {exc}; {out_dir} not logged", file=sys.stderr)
+            status = max(status, 1)
+            continue
+        except Exception as exc:
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            print(f"{PROG}: error: logging {out_dir} failed: {reason[:300]}", file=sys.stderr)
+            status = max(status, 1)
+            continue
+        what = "already logged as run" if already else "logged as run"
+        print(f"{out_dir}: {what} {run_id} in {uri}")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
