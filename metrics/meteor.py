@@ -28,7 +28,7 @@ from nltk.stem.porter import PorterStemmer
 
 from metrics._ngram import WordTokenizer
 from metrics.base import Metric, MetricConfigError, MetricResult, make_signature
-from metrics.wordnet import load_wordnet, wordnet_version
+from metrics.wordnet import find_wordnet, load_wordnet, wordnet_version
 
 Enum = list[tuple[int, str]]
 
@@ -102,6 +102,7 @@ class METEOR(Metric):
         # the tokenizer keeps the case; lowercasing is NLTK's per-word ``preprocess``
         self.tokenizer = WordTokenizer(tokenize, lowercase=False)
         self.wordnet_dir = os.fspath(wordnet_dir) if wordnet_dir else None
+        find_wordnet(self.wordnet_dir)  # a missing WordNet fails here, at configuration time
         self._wordnet: Any = None
         self.stemmer = PorterStemmer()
         self._stems: dict[str, str] = {}
