@@ -16,8 +16,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline import report
 from pipeline.aggregate import Aggregated, Normalizer, aggregate
-from pipeline.compare import Comparison, run_compare
 from pipeline.cache import ScoreCache
+from pipeline.compare import Comparison, run_compare
 from pipeline.correlate import correlate, significance
 from pipeline.errors import ConfigError
 from pipeline.humans import human_report

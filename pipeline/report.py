@@ -39,6 +39,13 @@ def print_summary(result: RunResult, max_rows: int = 40) -> None:
         print("Correlation with human ratings (value; CIs and p-values in correlations.csv)")
         print("=" * width)
         print(correlation_table(result.correlations, max_rows))
+        if result.comparison is not None:
+            from pipeline.compare import summary_table
+
+            print("\n" + "=" * width)
+            print("System comparison (details in system_comparison.csv)")
+            print("=" * width)
+            print(summary_table(result.comparison))
     print(f"\nOutputs:      {result.out_dir.resolve()}")
     if result.tracking_uri:
         print(f"MLflow store: {result.tracking_uri}  (run {result.run_id})")

@@ -1,0 +1,377 @@
+"""System comparison: sacrebleu-equal paired tests, intervals, clusters, the diversity view."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from sacrebleu.metrics.bleu import BLEU as SacreBLEU
+from sacrebleu.metrics.chrf import CHRF as SacreCHRF
+from sacrebleu.metrics.ter import TER as SacreTER
+
+from pipeline.aggregate import aggregate
+from pipeline.compare import (
+    COMPARISON_COLUMNS,
+    CompareConfig,
+    bleu_scores,
+    chrf_scores,
+    compare,
+    copy_rates,
+    run_compare,
+    summary_table,
+    ter_scores,
+)
+from pipeline.errors import ConfigError
+from pipeline.load import load_demo, load_text
+from pipeline.score import build_metrics, score
+
+SACREBLEU = Path(sys.executable).with_name("sacrebleu")
+SEED = 1234
+
+WORDS = [
+    "the",
+    "a",
+    "old",
+    "young",
+    "man",
+    "woman",
+    "cat",
+    "dog",
+    "found",
+    "sold",
+    "painted",
+    "saw",
+    "bicycle",
+    "map",
+    "fence",
+    "kitchen",
+    "table",
+    "yesterday",
+    "quickly",
+    "slowly",
+    "after",
+    "before",
+    "with",
+    "without",
+    "help",
+    "long",
+    "discussion",
+    "garden",
+    "red",
+]
+
+
+def _sentence(r: random.Random) -> str:
+    return " ".join(r.choice(WORDS) for _ in range(r.randint(3, 12))).capitalize() + "."
+
+
+def _edit(r: random.Random, sentence: str, rate: float) -> str:
+    words = sentence.rstrip(".").split()
+    out = [r.choice(WORDS) if r.random() < rate else w for w in words]
+    if r.random() < rate:
+        out = out[: max(1, len(out) - 2)]
+    return " ".join(out) + "."
+
+
+@pytest.fixture(scope="module")
+def text_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Source, two references and three systems, 50 lines; sys1 equals the baseline on about
+    half of the lines (ties in the randomization test), sys2 is a noisier system."""
+    r = random.Random(7)
+    d = tmp_path_factory.mktemp("paired")
+    src = [_sentence(r) for _ in range(50)]
+    ref1 = [_edit(r, s, 0.3) for s in src]
+    ref2 = [_edit(r, s, 0.4) for s in src]
+    base = [_edit(r, s, 0.35) for s in src]
+    sys1 = [b if r.random() < 0.5 else _edit(r, s, 0.25) for b, s in zip(base, src, strict=True)]
+    sys2 = [_edit(r, s, 0.6) for s in src]
+    files = {}
+    for name, lines in dict(src=src, ref1=ref1, ref2=ref2, base=base, sys1=sys1, sys2=sys2).items():
+        files[name] = d / f"{name}.txt"
+        files[name].write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return files
+
+
+def _sacrebleu_paired(files: dict[str, Path], test: str, n: int) -> dict[str, dict[str, Any]]:
+    """{system: {metric: (score, p_value)}} from the sacrebleu command line. The paired bootstrap
+    cannot print JSON (its float32 means are not serializable), so that table is parsed from text:
+    its p-values have 4 decimals, which pins (c + 1) / (n + 1) down exactly for n = 1000."""
+    flag = (
+        ["--paired-bs", "--paired-bs-n", str(n), "-f", "text", "-w", "4"]
+        if test == "bs"
+        else ["--paired-ar", "--paired-ar-n", str(n), "-f", "json"]
+    )
+    cmd = [str(SACREBLEU), str(files["ref1"]), str(files["ref2"]), "-i"]
+    cmd += [str(files[k]) for k in ("base", "sys1", "sys2")]
+    cmd += ["-m", "bleu", "chrf", "ter", "--paired-jobs", "1", *flag]
+    env = {"SACREBLEU_SEED": str(SEED), "PATH": "/usr/bin:/bin", "NO_COLOR": "1"}
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True, timeout=120)
+    names = ("bleu", "chrf", "ter")
+    result: dict[str, dict[str, Any]] = {}
+    if test == "ar":
+        for row in json.loads(out.stdout):
+            system = Path(row["system"].removeprefix("Baseline: ")).stem
+            result[system] = {
+                m: (row[k]["score"], row[k]["p_value"])
+                for m, k in zip(names, ("BLEU", "chrF2", "TER"), strict=True)
+            }
+        return result
+    system = ""
+    for line in out.stdout.splitlines():
+        if not line.startswith("│"):
+            continue
+        cells = [c.strip() for c in line.strip("│").split("│")]
+        if cells[0] == "System":
+            continue
+        if cells[0]:
+            system = Path(cells[0].removeprefix("Baseline: ")).stem
+            result[system] = {
+                m: (float(c.split()[0]), None) for m, c in zip(names, cells[1:], strict=True)
+            }
+        else:
+            for m, c in zip(names, cells[1:], strict=True):
+                p_text = re.fullmatch(r"\(p = ([0-9.]+)\)\*?", c)
+                assert p_text, c
+                count = round(float(p_text.group(1)) * (n + 1)) - 1
+                result[system][m] = (result[system][m][0], (count + 1) / (n + 1))
+    return result
+
+
+@pytest.fixture(scope="module")
+def ours(text_files: dict[str, Path]) -> pd.DataFrame:
+    df = load_text(
+        source=str(text_files["src"]),
+        systems={k: str(text_files[k]) for k in ("base", "sys1", "sys2")},
+        references=[str(text_files["ref1"]), str(text_files["ref2"])],
+    )
+    metrics = build_metrics(
+        {
+            "bleu": {"_target_": "metrics.sacre.BLEU"},
+            "chrf": {"_target_": "metrics.sacre.CHRF"},
+            "ter": {"_target_": "metrics.sacre.TER"},
+        }
+    )
+    scores = score(df, metrics, progress=False)
+    agg = aggregate(scores)
+    cfg = CompareConfig(n_bootstrap=1000, n_ar=1000, seed=SEED, baseline="base")
+    return compare(scores, agg, cfg).table
+
+
+@pytest.mark.parametrize("test", ["bs", "ar"])
+def test_paired_p_values_equal_sacrebleu_cli(
+    text_files: dict[str, Path], ours: pd.DataFrame, test: str
+) -> None:
+    theirs = _sacrebleu_paired(text_files, test, 1000)
+    assert set(theirs) == {"base", "sys1", "sys2"}
+    column = "p_bootstrap" if test == "bs" else "p_ar"
+    p_values = []
+    for system, per_metric in theirs.items():
+        for metric, (their_score, their_p) in per_metric.items():
+            mine = ours[(ours["system"] == system) & (ours["metric"] == metric)].iloc[0]
+            assert mine["score"] == pytest.approx(their_score, abs=1e-4)
+            if system == "base":
+                assert their_p is None and np.isnan(mine[column])
+                continue
+            assert mine[column] == their_p, (system, metric, test)
+            p_values.append(mine[column])
+    # the files are built so that not every difference is maximally significant
+    assert max(p_values) > 0.01
+
+
+@pytest.mark.parametrize(
+    ("metric", "fn"),
+    [
+        (SacreBLEU(), bleu_scores),
+        (SacreBLEU(smooth_method="floor"), bleu_scores),
+        (SacreBLEU(smooth_method="none"), bleu_scores),
+        (SacreBLEU(effective_order=True), bleu_scores),
+        (SacreCHRF(), chrf_scores),
+        (SacreCHRF(word_order=2), chrf_scores),
+        (SacreTER(), ter_scores),
+    ],
+    ids=["bleu-exp", "bleu-floor", "bleu-none", "bleu-eff", "chrf", "chrf++", "ter"],
+)
+def test_vectorised_scores_bit_equal_sacrebleu(metric: Any, fn: Any) -> None:
+    r = random.Random(3)
+    hyps = [_sentence(r) if r.random() > 0.05 else "" for _ in range(120)]
+    refs = [[_edit(r, h or "a b", 0.5) for h in hyps], [_sentence(r) for _ in hyps]]
+    stats = np.asarray(metric._extract_corpus_statistics(hyps, refs), dtype=float)
+    idx = np.random.default_rng(0).choice(len(hyps), size=(200, len(hyps)))
+    cases = {
+        "single segments f64": stats,
+        "single segments f32": stats.astype(np.float32),
+        "resampled f32": stats.astype(np.float32)[idx].sum(axis=1),
+        "resampled f64": stats[idx].sum(axis=1),
+        "pairs f32": stats.astype(np.float32)[idx[:, :2]].sum(axis=1),
+    }
+    for name, rows in cases.items():
+        expected = np.array([metric._compute_score_from_stats(row).score for row in rows])
+        got = fn(rows, metric)
+        assert got.dtype == expected.dtype, name
+        assert np.array_equal(got, expected), name
+
+
+def _demo_scores(metric_names: tuple[str, ...] = ("bleu", "chrf", "self_bleu", "ter")) -> Any:
+    catalogue = {
+        "bleu": {"_target_": "metrics.sacre.BLEU"},
+        "chrf": {"_target_": "metrics.sacre.CHRF", "against_source": True},
+        "self_bleu": {"_target_": "metrics.sacre.SelfBLEU"},
+        "ter": {"_target_": "metrics.sacre.TER", "against_source": True},
+        "ibleu": {"_target_": "metrics.sacre.IBLEU"},
+    }
+    df = load_demo()
+    scores = score(df, build_metrics({k: catalogue[k] for k in metric_names}), progress=False)
+    return scores, aggregate(scores)
+
+
+@pytest.fixture(scope="module")
+def demo() -> Any:
+    return _demo_scores()
+
+
+FAST = dict(n_bootstrap=200, n_ar=500)
+
+
+def test_bootstrap_is_deterministic_for_a_seed(demo: Any) -> None:
+    scores, agg = demo
+    a = compare(scores, agg, CompareConfig(seed=11, **FAST)).table
+    b = compare(scores, agg, CompareConfig(seed=11, **FAST)).table
+    c = compare(scores, agg, CompareConfig(seed=12, **FAST)).table
+    pd.testing.assert_frame_equal(a, b)
+    assert not np.array_equal(a["ci_low"].to_numpy(), c["ci_low"].to_numpy())
+    assert (a["signature"].str.endswith("|bs:200|ar:500|seed:11|conf:0.95|alpha:0.05")).all()
+
+
+def test_interval_contains_point_estimate_and_matches_a_plain_loop(demo: Any) -> None:
+    scores, agg = demo
+    t = compare(scores, agg, CompareConfig(seed=5, **FAST)).table
+    assert list(t.columns) == COMPARISON_COLUMNS
+    assert set(t["metric"]) >= {
+        "bleu",
+        "chrf",
+        "chrf_src",
+        "self_bleu",
+        "ter",
+        "ter_src",
+        "syntactic",
+    }
+    assert ((t["ci_low"] <= t["score"]) & (t["score"] <= t["ci_high"])).all()
+    assert (t["ci_low"] < t["ci_high"])[t["metric"] == "bleu"].all()
+    # the syntactic average is a mean column: its interval is the percentile interval of the
+    # resampled means, recomputed here with a plain loop over the same sacrebleu-style resamples
+    seg = agg.segments[agg.segments["system"] == "strong"]["syntactic"].to_numpy()
+    idx = np.random.default_rng(5).choice(len(seg), size=(200, len(seg)), replace=True)
+    means = np.array([seg[i].mean() for i in idx])
+    row = t[(t["metric"] == "syntactic") & (t["system"] == "strong")].iloc[0]
+    assert row["ci_low"] == pytest.approx(np.quantile(means, 0.025), abs=1e-12)
+    assert row["ci_high"] == pytest.approx(np.quantile(means, 0.975), abs=1e-12)
+    # the BLEU interval is recomputed from resampled statistics with sacrebleu itself
+    sb = scores.metrics["bleu"]._corpus_metric()
+    st = scores.stats[("bleu", "strong")].astype(np.float32)
+    bleus = np.array([sb._compute_score_from_stats(st[i].sum(0)).score for i in idx])
+    row = t[(t["metric"] == "bleu") & (t["system"] == "strong")].iloc[0]
+    assert row["ci_low"] == pytest.approx(np.quantile(bleus, 0.025), abs=1e-9)
+    assert row["score"] == pytest.approx(agg.systems.loc["strong", "bleu"], abs=1e-9)
+
+
+def test_copy_system_has_maximal_source_similarity_and_copy_rate_one(demo: Any) -> None:
+    scores, agg = demo
+    result = compare(scores, agg, CompareConfig(seed=1, **FAST))
+    view = result.systems
+    assert set(result.diversity_columns) == {"self_bleu", "chrf_src", "ter_src"}
+    # min-max normalization tops out at 1: the copy system reaches it on every item
+    assert view.loc["copy", "diversity"] == 1.0
+    assert view.loc["copy", "diversity_q25"] == 1.0
+    assert (view.drop(index="copy")["diversity"] < 1.0).all()
+    assert view.loc["copy", "copy_rate"] == 1.0
+    assert (view.drop(index="copy")["copy_rate"] < 0.5).all()
+
+
+def test_adequacy_is_the_semantic_average_or_source_side_fallback() -> None:
+    scores, agg = _demo_scores(("bleu", "self_bleu"))
+    view = compare(scores, agg, CompareConfig(seed=1, **FAST)).systems
+    assert view["adequacy"].isna().all()  # no semantic metric: nothing to report, no guess
+    agg.segments["semantic"] = agg.normalized["bleu"]
+    view = compare(scores, agg, CompareConfig(seed=1, **FAST)).systems
+    expected = agg.normalized["bleu"].groupby(agg.segments["system"]).mean()
+    assert view["adequacy"].to_dict() == pytest.approx(expected.to_dict())
+
+
+def test_copy_rate_normalizes_whitespace_and_case() -> None:
+    seg = pd.DataFrame(
+        {
+            "system": ["a", "a", "a", "b"],
+            "source": ["The cat sat.", "A dog", "x y", "Hello  world"],
+            "candidate": ["  the CAT   sat. ", "A dog ran", "x\ty", "hello world"],
+        }
+    )
+    rates = copy_rates(seg)
+    assert rates["a"] == pytest.approx(2 / 3)
+    assert rates["b"] == 1.0
+
+
+def test_clusters_on_a_hand_built_example() -> None:
+    """a and b differ by noise, c is far behind, d ties a exactly: {a, b, d} then {c}."""
+    from pipeline.score import ColumnInfo, Scores
+
+    rng = np.random.default_rng(0)
+    n = 60
+    a = rng.normal(0.6, 0.1, n)
+    values = {"a": a, "b": a + rng.normal(0, 0.01, n), "c": a - 0.3, "d": a.copy()}
+    rows = [
+        {"item_id": f"i{k}", "system": s, "source": "s", "candidate": "c", "m": v[k]}
+        for s, v in values.items()
+        for k in range(n)
+    ]
+    seg = pd.DataFrame(rows)
+    seg["references"] = [["r"]] * len(seg)
+    info = {"m": ColumnInfo(metric="m", group="syntactic", higher_is_better=True, signature="m")}
+    scores = Scores(seg, pd.DataFrame(index=list(values)), info)
+    agg = aggregate(scores)
+    t = compare(scores, agg, CompareConfig(seed=3, baseline="c", **FAST)).table
+    m = t[t["metric"] == "m"].set_index("system")
+    assert m.loc["a", "cluster"] == m.loc["b", "cluster"] == m.loc["d", "cluster"] == 1
+    assert m.loc["c", "cluster"] == 2
+    assert m.loc["a", "p_bootstrap"] < 0.05 and m.loc["a", "p_ar"] < 0.05
+    assert (m["baseline"] == "c").all()
+
+
+def test_run_compare_writes_outputs_and_system_columns(demo: Any, tmp_path: Path) -> None:
+    scores, agg = demo
+    # a stand-in semantic average so that the diversity–adequacy plot has both axes
+    agg = dataclasses.replace(agg, segments=agg.segments.copy(), systems=agg.systems.copy())
+    agg.segments["semantic"] = agg.normalized["chrf"]
+    result = run_compare(
+        scores, agg, {"enabled": True, "baseline": "medium", "seed": 2, **FAST}, tmp_path
+    )
+    table = pd.read_csv(tmp_path / "system_comparison.csv")
+    assert list(table.columns) == COMPARISON_COLUMNS
+    assert set(table["baseline"]) == {"medium"}
+    assert table[table["system"] == "medium"]["p_ar"].isna().all()
+    assert (tmp_path / "plots" / "diversity_adequacy.png").stat().st_size > 1000
+    assert (tmp_path / "plots" / "system_ranking.png").stat().st_size > 1000
+    for col in ("diversity", "adequacy", "copy_rate"):
+        assert col in agg.systems
+    text = summary_table(result)
+    assert "medium (baseline)" in text and "*" in text and "syntactic" in text
+
+
+def test_config_errors_are_one_line() -> None:
+    scores, agg = _demo_scores(("bleu",))
+    with pytest.raises(ConfigError, match=r"compare\.baseline 'nosuch'"):
+        compare(scores, agg, CompareConfig(baseline="nosuch"))
+    with pytest.raises(ConfigError, match="n_bootstrap"):
+        CompareConfig(n_bootstrap=0)
+    with pytest.raises(ConfigError, match="confidence"):
+        CompareConfig(confidence=95)
+    with pytest.raises(ConfigError, match="unknown setting"):
+        CompareConfig.from_mapping({"n_samples": 3})
