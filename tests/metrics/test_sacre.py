@@ -1,0 +1,157 @@
+"""BLEU, chrF / chrF++, TER, iBLEU and self-BLEU (metrics/sacre.py) against sacrebleu called
+directly, segment by segment and for the corpus, on varied sets with 1-4 (ragged) references."""
+
+from __future__ import annotations
+
+import pytest
+import sacrebleu
+from sacrebleu.metrics import CHRF as SacreCHRF
+
+from metrics.sacre import BLEU, CHRF, IBLEU, TER, SelfBLEU
+from tests.metrics.varied import unzip, varied_sets
+
+SETS = varied_sets(130, seed=13)
+CANDS, REFS, SOURCES = unzip(SETS)
+TOL = 1e-9
+
+
+def _streams(refs: list[list[str]]) -> list[list[str | None]]:
+    """sacrebleu's reference streams; a missing reference is None (sacrebleu's ragged case)."""
+    width = max(len(r) for r in refs)
+    return [[rs[k] if k < len(rs) else None for rs in refs] for k in range(width)]
+
+
+def _close(got: float, want: float) -> None:
+    assert abs(got - want) <= TOL, (got, want)
+
+
+def test_sets_have_ragged_multi_references() -> None:
+    assert len(SETS) >= 100
+    assert {len(r) for r in REFS} == {1, 2, 3, 4}
+
+
+BLEU_OPTIONS = [
+    {"tokenize": "13a", "lowercase": False, "smooth_method": "exp", "smooth_value": None},
+    {"tokenize": "intl", "lowercase": True, "smooth_method": "floor", "smooth_value": 0.1},
+    {"tokenize": "char", "lowercase": False, "smooth_method": "add-k", "smooth_value": 1},
+    {"tokenize": "none", "lowercase": True, "smooth_method": "none", "smooth_value": None},
+]
+
+
+@pytest.mark.parametrize(
+    "opts", BLEU_OPTIONS, ids=lambda o: f"{o['tokenize']}-{o['smooth_method']}"
+)
+def test_bleu_equals_sacrebleu(opts: dict) -> None:
+    result = BLEU(**opts).score(CANDS, REFS, SOURCES)
+    for k, (c, refs) in enumerate(zip(CANDS, REFS, strict=True)):
+        want = sacrebleu.sentence_bleu(c, refs, use_effective_order=True, **opts).score
+        _close(result.segment["bleu"][k], want)
+    want = sacrebleu.corpus_bleu(CANDS, _streams(REFS), use_effective_order=False, **opts).score
+    _close(result.corpus["bleu"], want)
+    assert f"tok:{opts['tokenize']}" in result.signature
+    assert f"case:{'lc' if opts['lowercase'] else 'mixed'}" in result.signature
+    assert f"smooth:{opts['smooth_method']}" in result.signature
+
+
+def test_bleu_without_effective_order() -> None:
+    result = BLEU(effective_order=False).score(CANDS, REFS)
+    for k, (c, refs) in enumerate(zip(CANDS, REFS, strict=True)):
+        _close(
+            result.segment["bleu"][k],
+            sacrebleu.sentence_bleu(c, refs, use_effective_order=False).score,
+        )
+    assert "eff:no" in result.signature
+
+
+@pytest.mark.parametrize(
+    ("word_order", "lowercase", "whitespace"),
+    [(0, False, False), (2, False, False), (2, True, True)],
+)
+def test_chrf_and_chrf_plus_plus_equal_sacrebleu(
+    word_order: int, lowercase: bool, whitespace: bool
+) -> None:
+    result = CHRF(word_order=word_order, lowercase=lowercase, whitespace=whitespace).score(
+        CANDS, REFS
+    )
+    direct = SacreCHRF(word_order=word_order, lowercase=lowercase, whitespace=whitespace)
+    for k, (c, refs) in enumerate(zip(CANDS, REFS, strict=True)):
+        want = direct.sentence_score(c, refs).score
+        _close(result.segment["chrf"][k], want)
+        if not lowercase:
+            fn = sacrebleu.sentence_chrf(
+                c, refs, word_order=word_order, remove_whitespace=not whitespace
+            ).score
+            _close(result.segment["chrf"][k], fn)
+    _close(result.corpus["chrf"], direct.corpus_score(CANDS, _streams(REFS)).score)
+    assert f"nw:{word_order}" in result.signature
+
+
+# TER's shift search is slow on the 60-150-word texts; option variants use the shorter sets
+SHORT = [k for k, (c, refs) in enumerate(zip(CANDS, REFS, strict=True)) if len(c.split()) <= 40]
+
+
+@pytest.mark.parametrize(
+    ("opts", "subset"),
+    [
+        ({}, False),
+        ({"normalized": True, "case_sensitive": True}, True),
+        ({"no_punct": True, "asian_support": True}, True),
+    ],
+)
+def test_ter_equals_sacrebleu(opts: dict, subset: bool) -> None:
+    index = SHORT if subset else list(range(len(CANDS)))
+    cands = [CANDS[k] for k in index]
+    refs_all = [REFS[k] for k in index]
+    result = TER(**opts).score(cands, refs_all)
+    for k, (c, refs) in enumerate(zip(cands, refs_all, strict=True)):
+        _close(result.segment["ter"][k], sacrebleu.sentence_ter(c, refs, **opts).score)
+    _close(result.corpus["ter"], sacrebleu.corpus_ter(cands, _streams(refs_all), **opts).score)
+
+
+@pytest.mark.parametrize(("alpha", "tokenize"), [(0.8, "13a"), (0.5, "intl"), (1.0, "13a")])
+def test_ibleu_is_combination_of_two_sacrebleu_bleus(alpha: float, tokenize: str) -> None:
+    result = IBLEU(alpha=alpha, tokenize=tokenize).score(CANDS, REFS, SOURCES)
+    for k, (c, refs, s) in enumerate(zip(CANDS, REFS, SOURCES, strict=True)):
+        bleu_r = sacrebleu.sentence_bleu(c, refs, tokenize=tokenize).score
+        bleu_s = sacrebleu.sentence_bleu(c, [s], tokenize=tokenize).score
+        _close(result.segment["ibleu"][k], alpha * bleu_r - (1 - alpha) * bleu_s)
+    corp_r = sacrebleu.corpus_bleu(CANDS, _streams(REFS), tokenize=tokenize).score
+    corp_s = sacrebleu.corpus_bleu(CANDS, [SOURCES], tokenize=tokenize).score
+    _close(result.corpus["ibleu"], alpha * corp_r - (1 - alpha) * corp_s)
+    assert f"alpha:{alpha:g}" in result.signature
+
+
+@pytest.mark.parametrize("lowercase", [False, True])
+def test_self_bleu_is_bleu_against_the_source(lowercase: bool) -> None:
+    result = SelfBLEU(lowercase=lowercase).score(CANDS, REFS, SOURCES)
+    for k, (c, s) in enumerate(zip(CANDS, SOURCES, strict=True)):
+        _close(
+            result.segment["self_bleu"][k],
+            sacrebleu.sentence_bleu(c, [s], lowercase=lowercase).score,
+        )
+    _close(
+        result.corpus["self_bleu"],
+        sacrebleu.corpus_bleu(CANDS, [SOURCES], lowercase=lowercase).score,
+    )
+
+
+def test_modified_precision_worked_examples() -> None:
+    """BLEU's clipped n-gram counts (sacrebleu statistics: len_h, len_r, correct 1..4,
+    total 1..4) for the seeds' examples."""
+    metric = BLEU()
+    stats = metric._stats(["a cat is on the table"], [["there is a cat on the table"]])[0]
+    correct, total = stats[2:6], stats[6:10]
+    assert (correct[0], total[0]) == (6, 6)  # unigram precision 1
+    assert (correct[1], total[1]) == (3, 5)  # bigram 3/5
+    assert (correct[2], total[2]) == (1, 4)  # trigram 1/4
+    stats = metric._stats(
+        ["there there there there there there"], [["there is a cat on the table"]]
+    )[0]
+    assert (stats[2], stats[6]) == (1, 6)  # clipped unigram precision 1/6
+
+
+def test_corpus_from_stats_equals_corpus_score() -> None:
+    for metric, key in [(BLEU(), "bleu"), (CHRF(word_order=2), "chrf"), (TER(), "ter")]:
+        result = metric.score(CANDS, REFS, SOURCES)
+        assert result.stats is not None
+        _close(metric.corpus_from_stats(result.stats)[key], result.corpus[key])
