@@ -6,7 +6,7 @@ the ``correlation`` package works on; one switch chooses the level.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -15,6 +15,7 @@ import pandas as pd
 from pipeline.aggregate import Aggregated
 from pipeline.errors import ConfigError
 from pipeline.load import HUMAN_PREFIX
+from pipeline.score import Scores
 
 CORRELATION_COLUMNS = [
     "metric",
@@ -41,7 +42,64 @@ def correlated_columns(agg: Aggregated) -> list[str]:
     return [c for c in agg.columns if c in agg.segments.columns]
 
 
-def correlate(agg: Aggregated, cfg: Mapping[str, Any], rng: np.random.Generator) -> pd.DataFrame:
+def system_metric_fns(
+    scores: Scores, systems: Sequence[str], items: Sequence[str]
+) -> dict[str, Callable[[np.ndarray], np.ndarray]]:
+    """For columns whose corpus score is not the mean of segment scores (BLEU, chrF, TER, iBLEU
+    ...), a function from resampled item indices to the systems' corpus scores, recomputed from
+    summed per-segment sufficient statistics (never by rescoring text)."""
+    from pipeline.compare import sacre_score_fn
+
+    position = {item: k for k, item in enumerate(items)}
+    seg = scores.segments
+    out: dict[str, Callable[[np.ndarray], np.ndarray]] = {}
+    for column, info in scores.columns.items():
+        metric = scores.metrics.get(info.metric)
+        suffix = "_src" if column.endswith("_src") and info.group == "diversity" else ""
+        key = f"{info.metric}{suffix}"
+        per_system = [scores.stats.get((key, s)) for s in systems]
+        if metric is None or any(st is None for st in per_system):
+            continue
+        fast = sacre_score_fn(metric, column)
+        # item position -> row of that system's statistics (-1: the system lacks the item)
+        rows = []
+        for s in systems:
+            ids = seg.loc[seg["system"] == s, "item_id"].tolist()
+            pos = np.full(len(items), -1)
+            pos[[position[i] for i in ids]] = np.arange(len(ids))
+            rows.append(pos)
+        stats = [np.asarray(st, dtype=float) for st in per_system]
+
+        def fn(
+            idx: np.ndarray,
+            rows: list[np.ndarray] = rows,
+            stats: list[np.ndarray] = stats,
+            metric: Any = metric,
+            column: str = column,
+            fast: Any = fast,
+        ) -> np.ndarray:
+            counts = np.bincount(np.asarray(idx), minlength=len(items)).astype(float)
+            summed = []
+            for pos, st in zip(rows, stats, strict=True):
+                ok = pos >= 0
+                summed.append(counts[ok] @ st[pos[ok]])
+            total = np.stack(summed)
+            if fast is not None:
+                return np.asarray(fast[0](total), dtype=float)
+            return np.array(
+                [metric.corpus_from_stats(t[None, :])[column.removesuffix("_src")] for t in total]
+            )
+
+        out[column] = fn
+    return out
+
+
+def correlate(
+    agg: Aggregated,
+    cfg: Mapping[str, Any],
+    rng: np.random.Generator,
+    scores: Scores | None = None,
+) -> pd.DataFrame:
     from correlation import COEFFICIENTS, LEVELS, correlation_table
 
     levels = list(cfg.get("levels", ["segment", "system"]))
@@ -83,6 +141,7 @@ def correlate(agg: Aggregated, cfg: Mapping[str, Any], rng: np.random.Generator)
         unit=str(cfg.get("unit", "items")),
         item_nan=str(cfg.get("item_nan", "skip")),
         rng=rng,
+        system_metric_fns=system_metric_fns(scores, systems, items) if scores else None,
     )
     out = pd.DataFrame(rows)
     for col in CORRELATION_COLUMNS:
@@ -91,9 +150,7 @@ def correlate(agg: Aggregated, cfg: Mapping[str, Any], rng: np.random.Generator)
     return out[CORRELATION_COLUMNS + [c for c in out.columns if c not in CORRELATION_COLUMNS]]
 
 
-def significance(
-    agg: Aggregated, cfg: Mapping[str, Any], rng: np.random.Generator
-) -> pd.DataFrame:
+def significance(agg: Aggregated, cfg: Mapping[str, Any], rng: np.random.Generator) -> pd.DataFrame:
     """Pairwise tests between metrics' correlations with the same human aspect, with clusters of
     metrics not distinguishable from the best."""
     from correlation import significance_table
@@ -112,7 +169,8 @@ def significance(
     humans = {a: to_matrix(seg, a, systems, items) for a in aspects}
     system_metrics = {
         c: agg.systems[c].reindex(systems).to_numpy(dtype=float)
-        for c in cols if c in agg.systems.columns
+        for c in cols
+        if c in agg.systems.columns
     }
     method = str(sig.get("method", "williams"))
     if method not in ("williams", "permutation"):

@@ -15,17 +15,29 @@ def system_table(systems: pd.DataFrame) -> str:
 
 
 def correlation_table(corr: pd.DataFrame, max_rows: int = 40) -> str:
+    """One block per coefficient: metrics as rows, (aspect, level) as columns, ``value [ci]``."""
     if corr.empty:
         return "(no human ratings: nothing to correlate)"
-    wide = corr.pivot_table(
-        index="metric",
-        columns=["aspect", "level", "coefficient"],
-        values="value",
-        aggfunc="first",
-        sort=False,
-    )
-    wide.columns = [f"{a.removeprefix('human_')}/{lv}/{c}" for a, lv, c in wide.columns]
-    return wide.head(max_rows).to_string(float_format=lambda v: f"{v:+.3f}")
+    blocks = []
+    for coefficient in list(dict.fromkeys(corr["coefficient"])):
+        sub = corr[corr["coefficient"] == coefficient].copy()
+        sub["cell"] = [
+            f"{v:+.3f}" + (f" [{lo:+.2f},{hi:+.2f}]" if pd.notna(lo) and pd.notna(hi) else "")
+            if pd.notna(v)
+            else "n/a"
+            for v, lo, hi in zip(sub["value"], sub["ci_low"], sub["ci_high"], strict=True)
+        ]
+        wide = sub.pivot_table(
+            index="metric",
+            columns=["aspect", "level"],
+            values="cell",
+            aggfunc="first",
+            sort=False,
+        )
+        wide.columns = [f"{a.removeprefix('human_')}/{lv}" for a, lv in wide.columns]
+        wide.index.name = coefficient
+        blocks.append(wide.head(max_rows).to_string())
+    return "\n\n".join(blocks)
 
 
 def print_summary(result: RunResult, max_rows: int = 40) -> None:
