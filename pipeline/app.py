@@ -131,7 +131,7 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
     corr_cfg = OmegaConf.to_container(cfg.correlation, resolve=True)
     assert isinstance(corr_cfg, dict)
     humans = human_report(agg.segments)
-    corr = correlate(agg, corr_cfg, rng)  # type: ignore[arg-type]
+    corr = correlate(agg, corr_cfg, rng, scores)  # type: ignore[arg-type]
     sig = significance(agg, corr_cfg, rng)  # type: ignore[arg-type]
     compare_cfg = OmegaConf.to_container(cfg.compare, resolve=True) if cfg.get("compare") else None
     comparison = (
