@@ -96,6 +96,21 @@ def _weighted_pearson(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray
     return np.clip(r, -1.0, 1.0)
 
 
+def _weighted_pearson_rows(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Weighted Pearson over axis 0 of (n, B) arrays (the layout of the fixed-data engine)."""
+    total = w.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        wx = w * x
+        mx = wx.sum(axis=0) / total
+        my = (w * y).sum(axis=0) / total
+        x = x - mx
+        y = y - my
+        wx = w * x
+        cov = (wx * y).sum(axis=0)
+        r = cov / np.sqrt((wx * x).sum(axis=0) * (w * y * y).sum(axis=0))
+    return np.clip(r, -1.0, 1.0)
+
+
 def _pair_midranks(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Mid-ranks of the expanded sample (value s repeated w_s times), for every position."""
     less = (x[..., None, :] < x[..., :, None]).astype(float)
@@ -208,7 +223,7 @@ class _Groups:
 
     def weights(self, wt: np.ndarray) -> np.ndarray:
         """Total weight of every group for weights ``wt`` of shape (n, B): shape (n_groups, B)."""
-        return np.add.reduceat(wt[self.order], self.starts, axis=0)
+        return _group_sums(wt[self.order], self.starts)
 
     def present(self, wt: np.ndarray) -> np.ndarray:
         """How many distinct values carry positive weight, shape (B,)."""
@@ -221,8 +236,17 @@ class _Groups:
         return (below + (gw + 1.0) / 2.0)[self.group]
 
 
+def _group_sums(sorted_w: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Sums of consecutive row runs beginning at ``starts``; runs of one row need no reduction
+    (reduceat costs as much per run as per row, and untied data has only such runs)."""
+    if starts.size == sorted_w.shape[0]:
+        return sorted_w
+    return np.add.reduceat(sorted_w, starts, axis=0)
+
+
 def _tied_pairs(gw: np.ndarray) -> np.ndarray:
-    return np.asarray((gw * (gw - 1.0)).sum(axis=0) / 2.0)
+    g = gw.astype(np.float64)
+    return np.asarray((g * (g - 1.0)).sum(axis=0) / 2.0)
 
 
 class _InversionPlan:
@@ -254,15 +278,20 @@ class _InversionPlan:
             h *= 2
 
     def count(self, wt: np.ndarray) -> np.ndarray:
-        """Weighted inversion count for weights ``wt`` of shape (n, B) in sequence order."""
+        """Weighted inversion count for weights ``wt`` of shape (n, B) in sequence order.
+
+        Integer weights (resample multiplicities) stay integers: int32 halves the memory traffic
+        of float64 and its cumulative sums are several times faster; the caller guarantees that
+        a product of one weight and a total weight fits.
+        """
         total = np.zeros(wt.shape[1])
         for left_sorted, right_pos, upto, end in self.levels:
             # (n, B) layout: every gather moves whole contiguous rows and the cumulative sum runs
             # down the rows, both much faster than working along the last axis
-            cs = np.zeros((left_sorted.size + 1, wt.shape[1]))
+            cs = np.zeros((left_sorted.size + 1, wt.shape[1]), dtype=wt.dtype)
             np.cumsum(wt[left_sorted], axis=0, out=cs[1:])
             larger = cs[end] - cs[upto]
-            total += np.einsum("jb,jb->b", wt[right_pos], larger)
+            total += (wt[right_pos] * larger).sum(axis=0, dtype=np.float64)
         return total
 
 
@@ -313,10 +342,15 @@ class FixedPairs:
         return const
 
     def statistic(self, coefficient: str, wt: np.ndarray) -> np.ndarray:
-        total = wt.sum(axis=0)
+        """``coefficient`` under each column of weights ``wt`` (n, B): shape (B,)."""
+        total = wt.sum(axis=0, dtype=np.float64)
+        # int32 products of one weight and a cumulative weight must not overflow
+        small_int = wt.dtype.kind in "iu" and wt.dtype.itemsize < 8
+        if small_int and float(wt.max(initial=0)) * float(total.max(initial=0)) >= 2**31:
+            wt = wt.astype(np.int64)
         with np.errstate(invalid="ignore", divide="ignore"):
             if coefficient == "pearson":
-                m = self.moments @ wt
+                m = self.moments @ wt.astype(np.float64)
                 t = m[0]
                 mx, my = m[1] / t, m[2] / t
                 vx = m[3] / t - mx * mx
@@ -326,8 +360,8 @@ class FixedPairs:
                 const = self._constant(wt, (vx < 1e-8) | (vy < 1e-8) | ~np.isfinite(r))
                 return np.where(const | (total < 3), np.nan, np.clip(r, -1.0, 1.0))
             if coefficient == "spearman":
-                rx, ry = self.gx.midranks(wt), self.gy.midranks(wt)
-                r = _weighted_pearson(rx.T, ry.T, wt.T)
+                wf = wt.astype(np.float64)
+                r = _weighted_pearson_rows(self.gx.midranks(wt), self.gy.midranks(wt), wf)
                 return np.where(self._constant(wt) | (total < 3), np.nan, r)
             if coefficient in ("kendall_b", "kendall_c"):
                 order, joint_starts, plan = self._kendall_plan()
@@ -340,7 +374,7 @@ class FixedPairs:
                 n0 = (total * total - total) / 2.0
                 n1 = _tied_pairs(gwx)
                 n2 = _tied_pairs(gwy)
-                n3 = _tied_pairs(np.add.reduceat(wo, joint_starts, axis=0))
+                n3 = _tied_pairs(_group_sums(wo, joint_starts))
                 s = n0 - n1 - n2 + n3 - 2.0 * discordant
                 if coefficient == "kendall_b":
                     tau = s / np.sqrt((n0 - n1) * (n0 - n2))
@@ -357,8 +391,8 @@ class FixedPairs:
 # ---------------------------------------------------------------------------------------------
 
 
-def _chunks(n_resamples: int, per_resample: int) -> list[slice]:
-    size = max(1, min(n_resamples, _CHUNK_ELEMENTS // max(per_resample, 1)))
+def _chunks(n_resamples: int, per_resample: int, elements: int = _CHUNK_ELEMENTS) -> list[slice]:
+    size = max(1, min(n_resamples, elements // max(per_resample, 1)))
     return [slice(i, min(i + size, n_resamples)) for i in range(0, n_resamples, size)]
 
 
@@ -367,11 +401,11 @@ def _cell_weights(
 ) -> np.ndarray:
     """Multiplicity of every pooled cell in resamples ``sl``, laid out (n_cells, k)."""
     k = sl.stop - sl.start
-    wt = np.ones((ci.size, k))
+    wt = np.ones((ci.size, k), dtype=np.int32)
     if item_w is not None:
-        wt = np.ascontiguousarray(item_w[sl].T)[ci]
+        wt = item_w[sl].T.astype(np.int32)[ci]
     if sys_w is not None:
-        wt = wt * np.ascontiguousarray(sys_w[sl].T)[cs]
+        wt = wt * sys_w[sl].T.astype(np.int32)[cs]
     return wt
 
 
@@ -408,7 +442,8 @@ def _segment_values(m: np.ndarray, h: np.ndarray, coefficient: str, res: Resampl
 
     cs, ci = np.nonzero(ok)
     fixed = FixedPairs(m[ok], h[ok])
-    for sl in _chunks(b, cs.size):
+    # small column blocks keep the (cells, resamples) working set in cache
+    for sl in _chunks(b, cs.size, 600_000):
         out[sl] = fixed.statistic(coefficient, _cell_weights(item_w, sys_w, sl, ci, cs))
     return out
 

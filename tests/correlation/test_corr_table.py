@@ -167,3 +167,11 @@ def test_significance_table_permutation_system_level() -> None:
             n_resamples=10,
             system_metrics={"good": np.arange(6.0)},
         )
+
+
+def test_rows_do_not_depend_on_the_number_of_workers() -> None:
+    metrics, humans = _inputs()
+    kw: dict[str, Any] = {"levels": ("segment", "system"), "n_resamples": 30}
+    one = correlation_table(metrics, humans, rng=np.random.default_rng(2), workers=1, **kw)
+    three = correlation_table(metrics, humans, rng=np.random.default_rng(2), workers=3, **kw)
+    assert [tuple(r.values()) for r in one] == [tuple(r.values()) for r in three]
