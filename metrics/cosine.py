@@ -1,4 +1,9 @@
-"""Cosine similarity of mean-pooled sentence embeddings."""
+"""Cosine similarity of sentence embeddings (sentence-transformers' pooling of the model).
+
+The vectors come from the shared encoder pass (:mod:`metrics.encoder`): with BERTScore on the same
+model, one forward pass per unique sentence serves both, and the disk cache serves reruns. The
+numbers equal ``cos(SentenceTransformer(path).encode(c), SentenceTransformer(path).encode(r))``.
+"""
 
 from __future__ import annotations
 
@@ -33,23 +38,25 @@ class Cosine(Metric):
         model: str = MODEL,
         batch_size: int = BATCH_SIZE,
         device: str | None = None,
+        cache_dir: str | None = None,
+        use_cache: bool = True,
         multi_ref: str = "max",
         group: str | None = None,
         against_source: bool = False,
     ) -> None:
         super().__init__(group=group, against_source=against_source, multi_ref=multi_ref)
-        self.encoder = get_encoder(model, device, batch_size)
+        self.encoder = get_encoder(model, device, batch_size, cache_dir, use_cache)
         self.model = model
 
     def prepare(self, texts: Iterable[str]) -> None:
-        self.encoder.sentence_embeddings(list(dict.fromkeys(texts)), progress=True)
+        self.encoder.ensure(list(texts), progress=True)
 
     def signature(self) -> str:
         return make_signature(
             self.name,
             impl="paraeval",
-            model=self.encoder.model_name,
-            pool="mean",
+            model=self.encoder.signature,
+            pool=self.encoder.pooling,
             refs=self.multi_ref,
         )
 
@@ -60,6 +67,7 @@ class Cosine(Metric):
         sources: Sequence[str] | None,
     ) -> MetricResult:
         flat_refs = [r for refs in references for r in refs]
+        self.encoder.ensure(candidates + flat_refs, progress=False)
         cand = self.encoder.sentence_embeddings(candidates)
         ref = self.encoder.sentence_embeddings(flat_refs)
         owner = np.repeat(np.arange(len(candidates)), [len(r) for r in references])

@@ -1,0 +1,290 @@
+"""Benchmark: paraeval's semantic suite (BERTScore + cosine) against the anchors, same run.
+
+Naive (what a script would do): per system, ``bert_score.score(cands, refs, model_type=<path>,
+num_layers=6)`` plus ``SentenceTransformer(<path>).encode`` of the candidates and references and
+their cosine. paraeval: ``prepare`` every text once (one encoder pass over the unique sentences of
+the run, shared by both metrics), then ``score`` per system. A second paraeval run with fresh
+objects reads the warm disk cache. The default model is the packaged all-MiniLM-L6-v2.
+
+    python benchmarks/bench_semantic.py                      # 5 systems x 2,000 generated items
+    python benchmarks/bench_semantic.py --items 500          # smaller
+    python benchmarks/bench_semantic.py --parabank ../shared/data/parabank_eval   # real data
+
+The generated data: references are template sentences (10-25 words); each system's candidate is
+a noisy paraphrase of the reference (word drops, swaps, substitutions, now and then an unrelated
+sentence); every fourth item has a second reference. ParaBank-Eval: the five systems with most
+candidates, each candidate scored against its source sentence.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from metrics.bertscore import BERTScore
+from metrics.cosine import Cosine
+from metrics.encoder import reset_encoders, resolve_model_path
+
+System = tuple[str, list[str], list[list[str]]]
+
+NOUNS = [
+    "report",
+    "market",
+    "village",
+    "river",
+    "council",
+    "teacher",
+    "engine",
+    "garden",
+    "painting",
+    "station",
+    "letter",
+    "court",
+    "company",
+    "doctor",
+    "storm",
+    "bridge",
+    "museum",
+    "student",
+    "farmer",
+    "budget",
+    "window",
+    "computer",
+    "island",
+    "army",
+    "song",
+    "festival",
+    "hospital",
+    "contract",
+    "train",
+    "kitchen",
+    "mountain",
+]
+ADJ = [
+    "old",
+    "new",
+    "small",
+    "large",
+    "quiet",
+    "busy",
+    "famous",
+    "local",
+    "broken",
+    "expensive",
+    "early",
+    "late",
+    "red",
+    "green",
+]
+VERBS = [
+    "described",
+    "visited",
+    "repaired",
+    "announced",
+    "rejected",
+    "painted",
+    "opened",
+    "closed",
+    "studied",
+    "sold",
+    "protected",
+    "criticised",
+    "celebrated",
+    "replaced",
+    "discovered",
+]
+TAILS = [
+    "after a long meeting",
+    "before the end of the year",
+    "despite strong objections from the public",
+    "with the help of several volunteers",
+    "for the first time in a decade",
+    "because nobody else was willing to do it",
+    "on a cold morning in early spring",
+    "while the rest of the town was asleep",
+]
+SUBST = {
+    "old": "ancient",
+    "new": "recent",
+    "small": "little",
+    "large": "big",
+    "quiet": "calm",
+    "busy": "crowded",
+    "famous": "well-known",
+    "broken": "damaged",
+    "repaired": "fixed",
+    "announced": "declared",
+    "rejected": "refused",
+    "studied": "examined",
+    "sold": "traded",
+}
+
+
+def _sentence(rng: random.Random) -> str:
+    parts = [
+        f"The {rng.choice(ADJ)} {rng.choice(NOUNS)}",
+        rng.choice(VERBS),
+        f"the {rng.choice(ADJ)} {rng.choice(NOUNS)}",
+        rng.choice(TAILS),
+    ]
+    if rng.random() < 0.5:
+        parts.append(f"and the {rng.choice(NOUNS)} {rng.choice(VERBS)} it {rng.choice(TAILS)}")
+    return " ".join(parts) + "."
+
+
+def _paraphrase(ref: str, rng: random.Random, unrelated: list[str]) -> str:
+    if rng.random() < 0.05:
+        return rng.choice(unrelated)
+    words = ref.rstrip(".").split()
+    for _ in range(rng.randint(1, 4)):
+        roll = rng.random()
+        i = rng.randrange(len(words))
+        if roll < 0.3 and len(words) > 4:
+            del words[i]
+        elif roll < 0.6 and i + 1 < len(words):
+            words[i], words[i + 1] = words[i + 1], words[i]
+        else:
+            words[i] = SUBST.get(words[i], rng.choice(NOUNS + ADJ))
+    return " ".join(words) + "."
+
+
+def generated(n_systems: int, n_items: int, seed: int = 0) -> list[System]:
+    rng = random.Random(seed)
+    refs: list[list[str]] = []
+    for i in range(n_items):
+        first = _sentence(rng)
+        refs.append([first, _paraphrase(first, rng, [first])] if i % 4 == 0 else [first])
+    pool = [_sentence(rng) for _ in range(200)]
+    systems = []
+    for s in range(n_systems):
+        srng = random.Random(seed * 1000 + s + 1)
+        systems.append((f"sys{s}", [_paraphrase(r[0], srng, pool) for r in refs], refs))
+    return systems
+
+
+def parabank(folder: Path, n_systems: int) -> list[System]:
+    import pandas as pd
+
+    ref = pd.read_csv(folder / "ref.tsv", sep="\t", quoting=3)
+    cand = pd.read_csv(folder / "candidates.tsv", sep="\t", quoting=3)
+    source = dict(zip(ref["ref_id"], ref["ref_sent"], strict=True))
+    rows = []
+    for r in cand.drop_duplicates(["ref_id", "sys_id", "candidate"]).itertuples():
+        for sys_id in str(r.sys_id).split():
+            rows.append((sys_id, int(r.ref_id), str(r.candidate)))
+    table = pd.DataFrame(rows, columns=["system", "ref_id", "candidate"]).drop_duplicates(
+        ["system", "ref_id"]
+    )
+    top = table["system"].value_counts().index[:n_systems]
+    systems = []
+    for name in top:
+        part = table[table["system"] == name].sort_values("ref_id")
+        systems.append(
+            (f"sys{name}", list(part["candidate"]), [[source[i]] for i in part["ref_id"]])
+        )
+    return systems
+
+
+def naive(systems: list[System], path: str, batch_size: int) -> dict[str, np.ndarray]:
+    import bert_score
+    from sentence_transformers import SentenceTransformer
+
+    st = SentenceTransformer(path, device=None)
+    out: dict[str, np.ndarray] = {}
+    for name, cands, refs in systems:
+        _, _, f = bert_score.score(
+            cands, refs, model_type=path, num_layers=6, batch_size=batch_size
+        )
+        c = st.encode(cands, batch_size=batch_size)
+        flat = st.encode([r for g in refs for r in g], batch_size=batch_size)
+        owner = np.repeat(np.arange(len(cands)), [len(g) for g in refs])
+        sims = (c[owner] * flat).sum(1) / np.linalg.norm(c[owner], axis=1)
+        sims /= np.linalg.norm(flat, axis=1)
+        cos = np.full(len(cands), -np.inf)
+        np.maximum.at(cos, owner, sims)  # best reference, like the metric's multi_ref: max
+        out[name + "/f1"] = f.numpy()
+        out[name + "/cos"] = cos
+    return out
+
+
+def ours(systems: list[System], cache_dir: str, batch_size: int) -> dict[str, np.ndarray]:
+    reset_encoders()
+    bert = BERTScore(batch_size=batch_size, cache_dir=cache_dir)
+    cos = Cosine(batch_size=batch_size, cache_dir=cache_dir)
+    every = [t for _, cands, refs in systems for t in cands + [r for g in refs for r in g]]
+    bert.prepare(every)
+    cos.prepare(every)
+    out: dict[str, np.ndarray] = {}
+    for name, cands, refs in systems:
+        out[name + "/f1"] = bert.score(cands, refs).segment["bertscore_f1"]
+        out[name + "/cos"] = cos.score(cands, refs).segment["cosine"]
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--systems", type=int, default=5)
+    ap.add_argument("--items", type=int, default=2000)
+    ap.add_argument("--parabank", type=Path, default=None, help="ParaBank-Eval folder")
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--cache-dir", default=None, help="default: a fresh temporary folder")
+    args = ap.parse_args()
+
+    path, _ = resolve_model_path("default")
+    if args.parabank:
+        systems = parabank(args.parabank, args.systems)
+    else:
+        systems = generated(args.systems, args.items)
+    texts = [t for _, c, r in systems for t in c + [x for g in r for x in g]]
+    n_items = sum(len(c) for _, c, _ in systems)
+    print(
+        f"{len(systems)} systems, {n_items} candidates, {len(texts)} texts, "
+        f"{len(set(texts))} unique sentences"
+    )
+    cache = Path(args.cache_dir or tempfile.mkdtemp(prefix="paraeval-bench-"))
+    shutil.rmtree(cache / "embeddings", ignore_errors=True)
+
+    t0 = time.perf_counter()
+    reference = naive(systems, path, args.batch_size)
+    t_naive = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    cold = ours(systems, str(cache), args.batch_size)
+    t_cold = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    warm = ours(systems, str(cache), args.batch_size)
+    t_warm = time.perf_counter() - t0
+
+    f1_diff = max(float(np.abs(cold[k] - reference[k]).max()) for k in cold if k.endswith("/f1"))
+    cos_diff = max(float(np.abs(cold[k] - reference[k]).max()) for k in cold if k.endswith("/cos"))
+    warm_diff = max(float(np.abs(warm[k] - cold[k]).max()) for k in cold)
+    print(
+        f"max |F1 - bert_score| = {f1_diff:.2e}; max |cosine - sentence-transformers| = "
+        f"{cos_diff:.2e}; warm vs cold = {warm_diff:.1e}"
+    )
+    print(f"naive (bert_score.score + sentence-transformers per system): {t_naive:8.1f} s")
+    print(
+        f"paraeval, cold cache:                                        {t_cold:8.1f} s"
+        f"   speed-up {t_naive / t_cold:5.2f}x"
+    )
+    print(
+        f"paraeval, warm cache:                                        {t_warm:8.1f} s"
+        f"   speed-up {t_naive / t_warm:5.2f}x"
+    )
+    if not args.cache_dir:
+        shutil.rmtree(cache, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,149 @@
+"""Recompute a BERTScore rescaling baseline for any model from any text corpus.
+
+bert-score's method (its ``get_rescale_baseline.py``): take sentences of fewer than 32 words,
+draw disjoint random pairs of unrelated sentences (``np.random.choice(..., replace=False)``), score
+them with ``bert_score`` on every layer (``all_layers=True``, no idf) and average P, R and F per
+layer. The file has bert-score's format (``LAYER,P,R,F``, one row per layer 0..n), so it works both
+as this project's ``baseline_path`` and as bert-score's ``baseline_path``.
+
+The corpus is a text file with one sentence per line, or ``pydoc`` for the English prose that
+every CPython ships offline (``pydoc_data.topics``, the language reference), split into sentences.
+The shipped ``metrics/assets/bertscore_baseline_all-MiniLM-L6-v2.csv`` was made with::
+
+    python -m metrics.baseline --model default --corpus pydoc --rounds 10 --seed 0 \\
+        --out metrics/assets/bertscore_baseline_all-MiniLM-L6-v2.csv
+
+``--rounds`` repeats the pairing with fresh permutations, so a small corpus still gives many pairs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from metrics.encoder import resolve_model_path
+
+_SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
+_MAX_WORDS = 32  # bert-score keeps lines with fewer than 32 words
+
+
+def pydoc_sentences() -> list[str]:
+    """Prose sentences of Python's bundled language reference (``pydoc_data.topics``)."""
+    from pydoc_data.topics import topics
+
+    out: list[str] = []
+    for key in sorted(topics):
+        for para in re.split(r"\n\s*\n", topics[key]):
+            text = " ".join(line.strip() for line in para.splitlines())
+            if ">>>" in text or "::=" in text:  # examples and grammar rules
+                continue
+            for sent in _SENT_SPLIT.split(text):
+                sent = sent.strip()
+                plain = sum(ch.isalpha() or ch in " \"',;:()-" for ch in sent)
+                if (
+                    len(sent.split()) >= 4
+                    and sent[0].isupper()
+                    and sent[-1] in ".!?"
+                    and plain / len(sent) > 0.9
+                ):
+                    out.append(sent)
+    return out
+
+
+def read_corpus(corpus: str) -> list[str]:
+    if corpus == "pydoc":
+        lines = pydoc_sentences()
+    else:
+        path = Path(corpus).expanduser()
+        lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+    kept = [s for s in lines if 0 < len(s.split(" ")) < _MAX_WORDS and s]
+    return list(dict.fromkeys(kept))
+
+
+def random_pairs(sentences: Sequence[str], rounds: int, seed: int) -> tuple[list[str], list[str]]:
+    rng = np.random.default_rng(seed)
+    hyp: list[str] = []
+    ref: list[str] = []
+    half = len(sentences) // 2
+    for _ in range(rounds):
+        idx = rng.choice(len(sentences), size=(2, half), replace=False)
+        hyp += [sentences[i] for i in idx[0]]
+        ref += [sentences[i] for i in idx[1]]
+    return hyp, ref
+
+
+def compute_baseline(
+    model: str,
+    sentences: Sequence[str],
+    rounds: int = 10,
+    seed: int = 0,
+    batch_size: int = 64,
+    chunk: int = 1000,
+) -> np.ndarray:
+    """Mean (P, R, F) of random pairs per layer: shape (n_layers + 1, 3)."""
+    import bert_score
+    import torch
+    from transformers import AutoConfig
+
+    path, _ = resolve_model_path(model)
+    n_layers = int(AutoConfig.from_pretrained(path).num_hidden_layers)
+    hyp, ref = random_pairs(sentences, rounds, seed)
+    if not hyp:
+        raise ValueError("the corpus has fewer than two usable sentences")
+    total = np.zeros((n_layers + 1, 3), dtype=np.float64)
+    for start in range(0, len(hyp), chunk):
+        h, r = hyp[start : start + chunk], ref[start : start + chunk]
+        scores = bert_score.score(
+            h,
+            r,
+            model_type=path,
+            num_layers=n_layers,
+            all_layers=True,
+            idf=False,
+            batch_size=batch_size,
+        )
+        stacked = torch.stack(scores, dim=0).double()  # (3, layers, pairs)
+        total += stacked.sum(dim=-1).numpy().T
+        print(f"  {min(start + chunk, len(hyp))}/{len(hyp)} pairs", file=sys.stderr)
+    return total / len(hyp)
+
+
+def write_baseline(values: np.ndarray, out: str | Path) -> None:
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    lines = ["LAYER,P,R,F"]
+    lines += [f"{k},{p!r},{r!r},{f!r}" for k, (p, r, f) in enumerate(values.tolist())]
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tmp.replace(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m metrics.baseline",
+        description="BERTScore rescaling baseline (bert-score's method) for any model and corpus",
+    )
+    ap.add_argument("--model", default="default", help="model directory, hub id or 'default'")
+    ap.add_argument(
+        "--corpus", default="pydoc", help="text file, one sentence per line; or 'pydoc'"
+    )
+    ap.add_argument("--rounds", type=int, default=10, help="random pairings of the corpus")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--out", required=True, help="output file (LAYER,P,R,F)")
+    args = ap.parse_args(argv)
+    sentences = read_corpus(args.corpus)
+    print(f"{len(sentences)} sentences from {args.corpus}", file=sys.stderr)
+    values = compute_baseline(args.model, sentences, args.rounds, args.seed, args.batch_size)
+    write_baseline(values, args.out)
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

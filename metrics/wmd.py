@@ -1,0 +1,245 @@
+"""Word Mover's Distance (Kusner et al. 2015): lower is better.
+
+The exact earth mover's distance (POT's ``ot.emd2``) between the normalized bag-of-words of the
+candidate and of a reference, with the Euclidean distance between word vectors as ground cost.
+Three embedding choices (named in the signature):
+
+- ``vectors: <file>`` — the classic WMD: a word-vector file in word2vec text or binary format
+  (``.bin``), or a gensim ``KeyedVectors`` file (``.kv``, needs gensim). Words are
+  ``\\w+`` runs (with inner hyphens/apostrophes), optionally lowercased; out-of-vocabulary words are
+  dropped, as gensim's ``wmdistance`` does. The number equals ``KeyedVectors.wmdistance``.
+- ``embedding: static`` (default without ``vectors``) — a documented variant: the words are the
+  model's word pieces (special tokens dropped) and the vectors its static input token embeddings.
+- ``embedding: contextual`` — the model's hidden states of ``layer`` from the shared encoder pass
+  (the one BERTScore and cosine read); every token occurrence is its own point with weight 1/n.
+
+``normalize: true`` (gensim's default) scales vectors to unit length first. Special cases follow
+gensim except one: a candidate or reference with no known word gives NaN (gensim: inf, which no
+average survives), and two texts whose distance matrix is all zeros give 0 (gensim: inf).
+Multiple references: ``multi_ref: max`` keeps the best (closest) reference, ``mean`` averages.
+Corpus score: the mean of the finite segment distances.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from metrics.base import (
+    Metric,
+    MetricConfigError,
+    MetricResult,
+    MissingResourceError,
+    make_signature,
+)
+from metrics.encoder import Encoder, get_encoder
+
+_WORD = re.compile(r"\w+(?:['’-]\w+)*", re.UNICODE)
+EMBEDDINGS = ("static", "contextual")
+
+
+def load_word_vectors(path: str | Path) -> tuple[dict[str, int], np.ndarray]:
+    """(word -> row, matrix) from a word2vec text/binary file or a gensim KeyedVectors file."""
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise MissingResourceError(f"word-vector file '{p}' does not exist")
+    if p.suffix in (".kv", ".model"):
+        try:
+            from gensim.models import KeyedVectors
+        except ImportError:
+            raise MissingResourceError(
+                f"'{p}' is a gensim KeyedVectors file: pip install gensim, or give a word2vec "
+                "text file"
+            ) from None
+        kv = KeyedVectors.load(str(p))
+        return {w: i for i, w in enumerate(kv.index_to_key)}, np.asarray(kv.vectors, np.float32)
+    with p.open("rb") as fh:
+        header = fh.readline().split()
+        try:
+            n, dim = int(header[0]), int(header[1])
+        except (IndexError, ValueError):
+            raise MetricConfigError(
+                f"word-vector file '{p}' does not start with a word2vec header 'COUNT DIM'"
+            ) from None
+        vocab: dict[str, int] = {}
+        matrix = np.zeros((n, dim), dtype=np.float32)
+        binary = p.suffix == ".bin"
+        for row in range(n):
+            if binary:
+                word_bytes = bytearray()
+                while (ch := fh.read(1)) not in (b" ", b""):
+                    if ch != b"\n":
+                        word_bytes += ch
+                word = word_bytes.decode("utf-8", errors="replace")
+                vec = np.frombuffer(fh.read(4 * dim), dtype="<f4")
+            else:
+                parts = fh.readline().decode("utf-8", errors="replace").rstrip("\n").split(" ")
+                word, vec = parts[0], np.asarray(parts[1 : dim + 1], dtype=np.float32)
+            if len(vec) != dim:
+                raise MetricConfigError(f"word-vector file '{p}': row {row + 1} is short")
+            vocab.setdefault(word, row)  # the first occurrence of a duplicate word wins
+            matrix[row] = vec
+    return vocab, matrix
+
+
+def emd_distance(
+    weights_a: np.ndarray, vecs_a: np.ndarray, weights_b: np.ndarray, vecs_b: np.ndarray
+) -> float:
+    """Exact EMD between two weighted point sets with Euclidean ground cost."""
+    import ot
+    from scipy.spatial.distance import cdist
+
+    if len(weights_a) == 0 or len(weights_b) == 0:
+        return float("nan")
+    cost = cdist(vecs_a.astype(np.float64), vecs_b.astype(np.float64))
+    if abs(cost.sum()) < 1e-8:
+        return 0.0
+    return float(ot.emd2(weights_a.astype(np.float64), weights_b.astype(np.float64), cost))
+
+
+def _bag(items: Sequence[object]) -> tuple[list[object], np.ndarray]:
+    counts = Counter(items)
+    keys = list(counts)
+    total = float(len(items))
+    return keys, np.array([counts[k] / total for k in keys], dtype=np.float64)
+
+
+class WMD(Metric):
+    """Word Mover's Distance of each candidate to its references (lower is better)."""
+
+    name = "wmd"
+    default_group = "semantic"
+    higher_is_better = False
+    supports_multi_ref_rule = True
+    MODEL = "default"
+
+    def __init__(
+        self,
+        vectors: str | None = None,
+        model: str = MODEL,
+        embedding: str = "static",
+        layer: int | None = None,
+        lowercase: bool = False,
+        normalize: bool = True,
+        batch_size: int = 64,
+        device: str | None = None,
+        cache_dir: str | None = None,
+        use_cache: bool = True,
+        multi_ref: str = "max",
+        group: str | None = None,
+        against_source: bool = False,
+    ) -> None:
+        super().__init__(group=group, against_source=against_source, multi_ref=multi_ref)
+        if embedding not in EMBEDDINGS:
+            raise MetricConfigError(
+                f"metric 'wmd': embedding must be one of {list(EMBEDDINGS)}, got '{embedding}'"
+            )
+        self.vectors = vectors
+        self.model = model
+        self.embedding = embedding
+        self.lowercase = bool(lowercase)
+        self.normalize = bool(normalize)
+        self.encoder: Encoder | None = None
+        self._vocab: dict[str, int] = {}
+        self._matrix: np.ndarray | None = None
+        self.layer: int | None = None
+        if vectors:
+            self._vocab, matrix = load_word_vectors(vectors)
+            self._matrix = self._norm(matrix)
+            self._source = f"w2v:{Path(vectors).name}"
+        else:
+            self.encoder = get_encoder(model, device, batch_size, cache_dir, use_cache)
+            if embedding == "contextual":
+                n = self.encoder.num_layers
+                self.layer = n if layer is None else int(layer)
+                if not 0 <= self.layer <= n:
+                    raise MetricConfigError(f"metric 'wmd': layer must be in 0..{n}, got {layer}")
+                self.encoder.require_layer(self.layer)
+                self._source = f"contextual:{self.encoder.signature}:L{self.layer}"
+            else:
+                self._source = f"static-wordpiece:{self.encoder.signature}"
+
+    def _norm(self, m: np.ndarray) -> np.ndarray:
+        if not self.normalize:
+            return m
+        norms = np.linalg.norm(m, axis=-1, keepdims=True)
+        return m / np.where(norms > 0, norms, 1.0)
+
+    def prepare(self, texts: Iterable[str]) -> None:
+        if self.encoder is None:
+            return
+        if self.embedding == "contextual":
+            self.encoder.ensure(list(texts), progress=True)
+        else:
+            self.encoder.ensure_ids(list(texts))
+
+    def signature(self) -> str:
+        return make_signature(
+            self.name,
+            impl="paraeval~pot-emd2",
+            emb=self._source,
+            case="lc" if self.lowercase else "mixed",
+            norm=self.normalize,
+            refs="best" if self.multi_ref == "max" else "mean",
+        )
+
+    # ------------------------------------------------------------------ documents
+    def _words(self, text: str) -> list[str]:
+        words = _WORD.findall(text.lower() if self.lowercase else text)
+        return [w for w in words if w in self._vocab]
+
+    def _docs(self, texts: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per text: (weights, vectors) of its bag of words."""
+        docs: list[tuple[np.ndarray, np.ndarray]] = []
+        if self.encoder is None:
+            assert self._matrix is not None
+            for t in texts:
+                keys, w = _bag(self._words(t))
+                rows = [self._vocab[str(k)] for k in keys]
+                docs.append((w, self._matrix[rows]))
+            return docs
+        enc = self.encoder
+        special = enc.special_ids
+        ids = enc.token_ids(texts)
+        if self.embedding == "static":
+            if self._matrix is None:
+                self._matrix = self._norm(enc.input_embeddings())
+            for s in ids:
+                keys, w = _bag([int(i) for i in s if int(i) not in special])
+                docs.append((w, self._matrix[[int(k) for k in keys]]))  # type: ignore[call-overload]
+            return docs
+        assert self.layer is not None
+        embs = enc.token_embeddings(texts, self.layer)
+        for s, e in zip(ids, embs, strict=True):
+            keep = np.array([int(i) not in special for i in s], dtype=bool)
+            pts = self._norm(e[keep].astype(np.float64))
+            docs.append((np.full(len(pts), 1.0 / max(len(pts), 1)), pts))
+        return docs
+
+    def _score(
+        self,
+        candidates: list[str],
+        references: list[list[str]],
+        sources: Sequence[str] | None,
+    ) -> MetricResult:
+        uniq = list(dict.fromkeys(candidates + [r for refs in references for r in refs]))
+        doc = dict(zip(uniq, self._docs(uniq), strict=True))
+        seg = np.full(len(candidates), np.nan)
+        memo: dict[tuple[str, str], float] = {}
+        for i, (cand, refs) in enumerate(zip(candidates, references, strict=True)):
+            dists = []
+            for ref in refs:
+                key = (cand, ref)
+                if key not in memo:
+                    memo[key] = emd_distance(*doc[cand], *doc[ref])
+                dists.append(memo[key])
+            finite = [d for d in dists if not np.isnan(d)]
+            if finite:
+                seg[i] = min(finite) if self.multi_ref == "max" else float(np.mean(finite))
+        ok = seg[~np.isnan(seg)]
+        corpus = float(ok.mean()) if len(ok) else float("nan")
+        return MetricResult({self.name: seg}, {self.name: corpus}, self.signature())

