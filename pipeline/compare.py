@@ -471,20 +471,43 @@ def _build_columns(scores: Any, agg: Any, systems: list[str], positions: dict) -
         has_stats = metric is not None and all((stats_key, s) in scores.stats for s in systems)
         plan = sacre_score_fn(metric, name) if has_stats else None
         overrides = has_stats and type(metric).corpus_from_stats is not _base_corpus_from_stats()
-        if plan is not None or overrides:
-            base = name[: -len(stats_key_suffix)] if stats_key_suffix else name
-            st = {s: np.asarray(scores.stats[(stats_key, s)])[positions[s]] for s in systems}
-            fn = plan[0] if plan is not None else None
-            columns.append(
-                _StatsColumn(name, info.higher_is_better, info.signature, st, fn, metric, base)
-            )
-            continue
         values = {
             s: seg.loc[seg["system"] == s, name].to_numpy(dtype=float)[positions[s]]
             for s in systems
         }
+        base = name[: -len(stats_key_suffix)] if stats_key_suffix else name
+        if plan is None and overrides:
+            st = {s: np.asarray(scores.stats[(stats_key, s)])[positions[s]] for s in systems}
+            # a corpus score that is the mean of the segment scores (BERTScore) is resampled as a
+            # mean: same numbers, vectorised, without one corpus_from_stats call per resample
+            if not _is_segment_mean(metric, base, st, values):
+                columns.append(
+                    _StatsColumn(
+                        name, info.higher_is_better, info.signature, st, None, metric, base
+                    )
+                )
+                continue
+        elif plan is not None:
+            st = {s: np.asarray(scores.stats[(stats_key, s)])[positions[s]] for s in systems}
+            columns.append(
+                _StatsColumn(name, info.higher_is_better, info.signature, st, plan[0], metric, base)
+            )
+            continue
         columns.append(_MeanColumn(name, info.higher_is_better, info.signature, values))
     return columns
+
+
+def _is_segment_mean(
+    metric: Any, column: str, stats: Mapping[str, np.ndarray], values: Mapping[str, np.ndarray]
+) -> bool:
+    for system, st in stats.items():
+        v = values[system]
+        if not np.isfinite(v).all():
+            return False
+        corpus = float(metric.corpus_from_stats(st).get(column, np.nan))
+        if not (len(v) and np.isclose(corpus, float(v.mean()), rtol=1e-12, atol=1e-12)):
+            return False
+    return True
 
 
 def _base_corpus_from_stats() -> Any:

@@ -18,6 +18,7 @@ from sacrebleu.metrics.bleu import BLEU as SacreBLEU
 from sacrebleu.metrics.chrf import CHRF as SacreCHRF
 from sacrebleu.metrics.ter import TER as SacreTER
 
+from metrics.base import Metric, MetricResult
 from pipeline.aggregate import aggregate
 from pipeline.compare import (
     COMPARISON_COLUMNS,
@@ -375,3 +376,65 @@ def test_config_errors_are_one_line() -> None:
         CompareConfig(confidence=95)
     with pytest.raises(ConfigError, match="unknown setting"):
         CompareConfig.from_mapping({"n_samples": 3})
+
+
+class _LengthRatio(Metric):
+    """A toy corpus-level metric: total candidate characters / total source characters."""
+
+    name = "ratio"
+    needs_references = False
+    needs_sources = True
+
+    def _score(
+        self, candidates: list[str], references: list[list[str]], sources: Any
+    ) -> MetricResult:
+        stats = np.array(
+            [[len(c), max(1, len(s))] for c, s in zip(candidates, sources, strict=True)], float
+        )
+        return MetricResult(
+            {"ratio": stats[:, 0] / stats[:, 1]}, self.corpus_from_stats(stats), "ratio", stats
+        )
+
+    def signature(self) -> str:
+        return "ratio"
+
+    def corpus_from_stats(self, stats: np.ndarray) -> dict[str, float]:
+        return {"ratio": float(stats[:, 0].sum() / stats[:, 1].sum())}
+
+
+def test_other_corpus_metrics_resample_their_statistics() -> None:
+    df = load_demo()
+    df = df[df["system"].isin(["copy", "medium", "weak"])].reset_index(drop=True)
+    scores = score(df, {"ratio": _LengthRatio()}, progress=False)
+    agg = aggregate(scores)
+    t = compare(scores, agg, CompareConfig(seed=9, baseline="copy", **FAST)).table
+    t = t[t["metric"] == "ratio"].set_index("system")
+    st = {s: scores.stats[("ratio", s)] for s in ("copy", "weak")}
+    n = len(st["copy"])
+    idx = np.random.default_rng(9).choice(n, size=(200, n), replace=True)
+    boot = {s: np.array([v[i, 0].sum() / v[i, 1].sum() for i in idx]) for s, v in st.items()}
+    assert t.loc["weak", "ci_low"] == pytest.approx(np.quantile(boot["weak"], 0.025), abs=1e-12)
+    real = {s: v[:, 0].sum() / v[:, 1].sum() for s, v in st.items()}
+    assert t.loc["weak", "score"] == pytest.approx(real["weak"])
+    diffs = np.abs(boot["weak"] - boot["copy"])
+    c = np.sum(diffs - diffs.mean() > abs(real["copy"] - real["weak"]))
+    assert t.loc["weak", "p_bootstrap"] == (c + 1) / 201
+    # approximate randomization written out: swap each item's two outputs with probability 1/2
+    keep = np.random.default_rng(9).integers(2, size=(500, n), dtype=bool)
+    a, b = st["copy"], st["weak"]
+    stat = []
+    for m in keep:
+        x, y = np.where(m[:, None], a, b), np.where(m[:, None], b, a)
+        stat.append(abs(x[:, 0].sum() / x[:, 1].sum() - y[:, 0].sum() / y[:, 1].sum()))
+    c = np.sum(np.array(stat) > abs(real["copy"] - real["weak"]))
+    assert t.loc["weak", "p_ar"] == (c + 1) / 501
+
+
+def test_a_single_system_has_intervals_but_no_tests() -> None:
+    df = load_demo()
+    df = df[df["system"] == "strong"].reset_index(drop=True)
+    scores = score(df, build_metrics({"bleu": {"_target_": "metrics.sacre.BLEU"}}), progress=False)
+    t = compare(scores, aggregate(scores), CompareConfig(seed=1, **FAST)).table
+    assert set(t["system"]) == {"strong"}
+    assert t["p_bootstrap"].isna().all() and t["p_ar"].isna().all()
+    assert (t["cluster"] == 1).all() and (t["ci_low"] < t["score"]).all()
