@@ -27,6 +27,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
@@ -99,10 +100,12 @@ def check_writable(out_dir: Path) -> None:
         ) from None
 
 
-def output_digest(out_dir: Path) -> str:
-    """Hash of the output files (names and bytes). Log files and ``run_info.json`` are left out:
-    they are not results, and the log keeps growing while the run is being logged."""
+def output_digest(out_dir: Path, salt: str = "") -> str:
+    """Hash of the output files (names and bytes) and ``salt`` (the run's id, so that two runs with
+    byte-identical outputs stay two runs). Log files and ``run_info.json`` are left out: they are
+    not results, and the log keeps growing while the run is being logged."""
     h = hashlib.blake2b(digest_size=16)
+    h.update(salt.encode("utf-8") + b"\x1f")
     root = Path(out_dir)
     files = sorted(
         p
@@ -132,6 +135,7 @@ class RunRecord:
     run_name: str
     metrics: dict[str, float] = field(default_factory=dict)
     data_name: str = "data"
+    run_uid: str = field(default_factory=lambda: uuid.uuid4().hex)
     format: str = RUN_INFO_FORMAT
 
 
@@ -384,7 +388,7 @@ def log_output_dir(
     tracking = dict(record.tracking if tracking is None else tracking)
     uri, artifact_location = resolve_tracking_uri(tracking)
     check_reachable(uri)
-    content_hash = output_digest(out_dir)
+    content_hash = output_digest(out_dir, record.run_uid)
     segments = pd.read_parquet(out_dir / "segment_scores.parquet")
     systems = pd.read_csv(out_dir / "system_scores.csv")
     corr_path = out_dir / "correlations.csv"

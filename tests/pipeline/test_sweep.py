@@ -1,0 +1,211 @@
+"""iBLEU α: the in-run curve against a brute-force recomputation, the seeded dev/test split, a
+Hydra multirun whose later jobs are all cache hits, parallel jobs on one SQLite store, and the
+launcher configs."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from mlflow.tracking import MlflowClient
+from scipy import stats
+
+import metrics.sacre as sacre
+from pipeline.__main__ import config_dir
+from pipeline.errors import ConfigError
+from pipeline.load import load_demo
+from pipeline.sweep import AlphaCurveSettings, alpha_curve, split_items
+from tests.pipeline.helpers import run_cli
+
+SMALL = "metrics=[bleu,ibleu,self_bleu,chrf]"
+
+
+def test_split_is_seeded_disjoint_and_complete() -> None:
+    items = [f"i{k}" for k in range(40)]
+    dev, test = split_items(items, 0.25, seed=7)
+    assert (dev, test) == split_items(list(reversed(items)), 0.25, seed=7)
+    assert len(dev) == 10 and len(test) == 30
+    assert set(dev).isdisjoint(test) and set(dev) | set(test) == set(items)
+    assert split_items(items, 0.25, seed=8)[0] != dev
+    assert split_items(["a", "b"], 0.99, seed=0)[1] != []  # both sides stay non-empty
+
+
+def test_settings_are_validated() -> None:
+    with pytest.raises(ConfigError, match="dev_fraction"):
+        AlphaCurveSettings.from_config({"dev_fraction": 1.0})
+    with pytest.raises(ConfigError, match="grid"):
+        AlphaCurveSettings.from_config({"grid": [0.5, 1.5]})
+    with pytest.raises(ConfigError, match="not defined at level"):
+        AlphaCurveSettings.from_config({"levels": ["segment"], "coefficient": "pairwise_accuracy"})
+    with pytest.raises(ConfigError, match="unknown setting"):
+        AlphaCurveSettings.from_config({"alpha": 0.3})
+    assert len(AlphaCurveSettings.from_config({}).alphas()) == 21
+
+
+def test_curve_equals_rescoring_every_alpha_on_each_split() -> None:
+    """The curve from BLEU statistics against iBLEU scored from text for every α, per split, with
+    scipy's Kendall τ-b as the reference coefficient."""
+    df = load_demo().sort_values(["system", "item_id"]).reset_index(drop=True)
+    df["human_meaning"] = df["human_meaning"].astype(float)
+    systems = list(dict.fromkeys(df["system"]))
+    ibleu = sacre.IBLEU(alpha=0.8)
+    st = {}
+    for system in systems:
+        sub = df[df.system == system]
+        res = ibleu.score(sub.candidate.tolist(), sub.references.tolist(), sub.source.tolist())
+        st[("ibleu", system)] = res.stats
+    settings = AlphaCurveSettings(grid=[0.0, 0.6, 1.0], levels=["segment", "system"], seed=3)
+    got = alpha_curve(df, st, ibleu, "ibleu", ["human_meaning"], settings)
+
+    dev, test = split_items(df["item_id"].astype(str).tolist(), 0.5, 3)
+    for split, items in (("dev", dev), ("test", test)):
+        part = df[df["item_id"].astype(str).isin(items)]
+        for alpha in (0.0, 0.6, 1.0):
+            metric = sacre.IBLEU(alpha=alpha)
+            seg, corpus, human = [], [], []
+            for system in systems:
+                sub = part[part.system == system]
+                res = metric.score(
+                    sub.candidate.tolist(), sub.references.tolist(), sub.source.tolist()
+                )
+                seg.append(pd.DataFrame({"m": res.segment["ibleu"], "h": sub.human_meaning}))
+                corpus.append(res.corpus["ibleu"])
+                human.append(sub.human_meaning.mean())
+            pooled = pd.concat(seg).dropna()
+            want_seg = stats.kendalltau(pooled.m, pooled.h, variant="b").statistic
+            want_sys = stats.kendalltau(corpus, human, variant="b").statistic
+            rows = got.curve[(got.curve.split == split) & np.isclose(got.curve.alpha, alpha)]
+            values = rows.set_index("level")["value"]
+            assert values["segment"] == pytest.approx(want_seg, abs=1e-12)
+            if np.isnan(want_sys):
+                assert np.isnan(values["system"])
+            else:
+                assert values["system"] == pytest.approx(want_sys, abs=1e-12)
+    choice = got.choice.set_index("level")
+    for level in ("segment", "system"):
+        dev_curve = got.curve[(got.curve.level == level) & (got.curve.split == "dev")]
+        best = dev_curve.loc[dev_curve["value"].idxmax()]
+        assert choice.loc[level, "chosen_alpha"] == best.alpha
+        test_row = got.curve[
+            (got.curve.level == level)
+            & (got.curve.split == "test")
+            & (got.curve.alpha == best.alpha)
+        ]
+        assert choice.loc[level, "test"] == pytest.approx(float(test_row["value"].iloc[0]))
+        assert choice.loc[level, "n_dev_items"] == len(dev)
+
+
+def _parents(store: Path) -> list:  # type: ignore[type-arg]
+    client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("paraeval")
+    assert exp is not None
+    runs = client.search_runs([exp.experiment_id])
+    return [r for r in runs if r.data.tags.get("paraeval.role") == "invocation"]
+
+
+def test_multirun_alpha_sweep_is_served_from_the_cache(tmp_path: Path) -> None:
+    store, sweep = tmp_path / "store", tmp_path / "sweep"
+    proc = run_cli(
+        [
+            "-m",
+            SMALL,
+            "metrics.ibleu.alpha=0.2,0.5,0.9",
+            f"tracking.store_dir={store}",
+            f"hydra.sweep.dir={sweep}",
+            "correlation.ci=false",
+            "alpha_curve.grid=[0,0.5,1]",
+            "report.print_tables=false",
+        ],
+        cwd=tmp_path,
+        PARAEVAL_CACHE_DIR=str(tmp_path / "cache"),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    parents = sorted(_parents(store), key=lambda r: int(r.data.tags["paraeval.sweep_job"]))
+    assert [r.data.params["metrics.ibleu.alpha"] for r in parents] == ["0.2", "0.5", "0.9"]
+    assert len({r.data.tags["paraeval.sweep"] for r in parents}) == 1
+    assert parents[0].data.tags["paraeval.sweep"] == str(sweep.resolve())
+    names = [r.info.run_name for r in parents]
+    assert len(set(names)) == 3 and all("metrics.ibleu.alpha=" in n for n in names)
+    first = parents[0].data.metrics
+    assert first["cache.misses"] == 4 * 4 and first["cache.hits"] == 0
+    for later in parents[1:]:
+        m = later.data.metrics
+        for metric_id in ("bleu", "ibleu", "self_bleu", "chrf"):
+            assert m[f"cache.hits.{metric_id}"] == 4
+            assert m[f"cache.misses.{metric_id}"] == 0
+    for job in (1, 2):
+        log_text = (sweep / str(job) / "paraeval.log").read_text()
+        assert "16 hits, 0 misses" in log_text
+    # different α, same cached statistics: different iBLEU, identical BLEU
+    s0 = pd.read_csv(sweep / "0" / "system_scores.csv").set_index("system")
+    s2 = pd.read_csv(sweep / "2" / "system_scores.csv").set_index("system")
+    pd.testing.assert_series_equal(s0["bleu"], s2["bleu"])
+    assert not np.allclose(s0["ibleu"], s2["ibleu"])
+    assert (sweep / "0" / "plots" / "alpha_curve.png").stat().st_size > 1000
+    curve = pd.read_csv(sweep / "0" / "alpha_curve.csv")
+    assert set(curve["alpha"]) == {0.0, 0.5, 1.0} and set(curve["split"]) == {"dev", "test"}
+
+
+def test_parallel_jobs_share_one_sqlite_store(tmp_path: Path) -> None:
+    store, sweep = tmp_path / "store", tmp_path / "sweep"
+    proc = run_cli(
+        [
+            "-m",
+            "hydra/launcher=parallel",
+            "hydra.launcher.n_jobs=3",
+            "metrics=[bleu,ibleu]",
+            "metrics.ibleu.alpha=0.1,0.4,0.7",
+            f"tracking.store_dir={store}",  # a fresh store: all jobs create it at once
+            f"hydra.sweep.dir={sweep}",
+            "correlation.ci=false",
+            "alpha_curve.enabled=false",
+            "report.print_tables=false",
+        ],
+        cwd=tmp_path,
+        PARAEVAL_CACHE_DIR=str(tmp_path / "cache"),
+    )
+    output = proc.stdout + proc.stderr
+    logs = "".join((sweep / str(j) / "paraeval.log").read_text() for j in range(3))
+    assert proc.returncode == 0, output[-3000:]
+    for text in (output, logs):
+        assert "database is locked" not in text
+        assert "MLflow logging failed" not in text
+    parents = _parents(store)
+    assert sorted(r.data.params["metrics.ibleu.alpha"] for r in parents) == ["0.1", "0.4", "0.7"]
+    assert {r.data.tags["paraeval.hydra.launcher"] for r in parents} == {"JoblibLauncher"}
+    assert all(r.info.status == "FINISHED" for r in parents)
+
+
+LAUNCHERS = {
+    "parallel": "hydra_plugins.hydra_joblib_launcher",
+    "slurm": "hydra_plugins.hydra_submitit_launcher",
+    "ray_cluster": "hydra_plugins.hydra_ray_launcher",
+}
+
+
+@pytest.mark.parametrize(
+    "option", sorted(p.stem for p in (config_dir() / "hydra/launcher").glob("*.yaml"))
+)
+def test_launcher_configs_compose_and_name_an_installed_launcher(option: str) -> None:
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+        cfg = compose("config", overrides=[f"hydra/launcher={option}"], return_hydra_config=True)
+    target = str(cfg.hydra.launcher._target_)
+    plugin = LAUNCHERS[option]
+    assert target.startswith(plugin + ".")
+    if importlib.util.find_spec(plugin) is None:
+        pytest.skip(f"launcher plugin {plugin} is not installed (pip install 'paraeval[ray]')")
+    from hydra.utils import get_class
+
+    cls = get_class(target)
+    # every setting of the config is a constructor argument of the launcher
+    import inspect
+
+    params = inspect.signature(cls.__init__).parameters
+    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        assert set(cfg.hydra.launcher) - {"_target_"} <= set(params)
