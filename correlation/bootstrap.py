@@ -350,7 +350,9 @@ class FixedPairs:
             wt = wt.astype(np.int64)
         with np.errstate(invalid="ignore", divide="ignore"):
             if coefficient == "pearson":
-                m = self.moments @ wt.astype(np.float64)
+                # einsum, not a BLAS product: multi-threaded BLAS inside the worker threads of
+                # correlation_table oversubscribes the CPUs and was 10-50x slower on a busy host
+                m = np.einsum("kn,nb->kb", self.moments, wt.astype(np.float64))
                 t = m[0]
                 mx, my = m[1] / t, m[2] / t
                 vx = m[3] / t - mx * mx
@@ -477,8 +479,8 @@ def _item_values(
 
 def _resampled_means(a: np.ndarray, item_w: np.ndarray) -> np.ndarray:
     ok = np.isfinite(a)
-    num = item_w @ np.where(ok, a, 0.0).T
-    den = item_w @ ok.T.astype(float)
+    num = np.einsum("bi,si->bs", item_w, np.where(ok, a, 0.0))
+    den = np.einsum("bi,si->bs", item_w, ok.astype(float))
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(den > 0, num / np.maximum(den, 1e-300), np.nan)
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 import numpy as np
 from scipy import stats
 
-from correlation.bootstrap import pair_kendall_like_counts, pair_statistic
+from correlation.bootstrap import FixedPairs, pair_kendall_like_counts, pair_statistic
 from correlation.coefficients import VECTOR_FUNCTIONS
 from correlation.levels import (
     ITEM_NAN,
@@ -78,28 +78,18 @@ def _batch_statistic(
     k, n_sys, n_items = metric.shape
     out = np.empty(k)
     if level == "segment":
+        # only kendall_like comes here; the vector coefficients use the stacked-data path
+        if coefficient != "kendall_like":
+            raise ValueError(f"no batched segment-level statistic for {coefficient!r}")
         ok = np.isfinite(human)
-        y = human[ok]
-        if coefficient == "kendall_like":
-            w = ok.T.astype(float)
-            for sl in _slices(k, n_items * n_sys * n_sys):
-                c, d = pair_kendall_like_counts(metric[sl].transpose(0, 2, 1), human.T[None], w)
-                cc, dd = c.sum(1), d.sum(1)
-                const = _rows_constant(metric[sl][:, ok]) | _rows_constant(y[None])
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    out[sl] = np.where(const | (cc + dd == 0), np.nan, (cc - dd) / (cc + dd))
-            return out
-        x = metric[:, ok]
-        if coefficient == "spearman":
-            const = _rows_constant(x) | _rows_constant(y[None])
-            r = pair_statistic("pearson", stats.rankdata(x, axis=1), stats.rankdata(y), 1.0)
-            return np.where(const, np.nan, r)
-        if coefficient == "pearson" or y.size <= 100:
-            for sl in _slices(k, y.size * (y.size if coefficient != "pearson" else 1)):
-                out[sl] = pair_statistic(coefficient, x[sl], y[None], 1.0)
-            return out
-        fn = VECTOR_FUNCTIONS[coefficient]
-        return np.array([fn(row, y)[0] for row in x])
+        w = ok.T.astype(float)
+        for sl in _slices(k, n_items * n_sys * n_sys):
+            c, d = pair_kendall_like_counts(metric[sl].transpose(0, 2, 1), human.T[None], w)
+            cc, dd = c.sum(1), d.sum(1)
+            const = _rows_constant(metric[sl][:, ok]) | _rows_constant(human[ok][None])
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out[sl] = np.where(const | (cc + dd == 0), np.nan, (cc - dd) / (cc + dd))
+        return out
 
     if level == "item":
         w = np.isfinite(human).T.astype(float)
@@ -199,8 +189,22 @@ def permutation_test(
         sys_a = _standardize(np.asarray(system_metric_a, dtype=float).ravel())
         sys_b = _standardize(np.asarray(system_metric_b, dtype=float).ravel())
 
+    pooled: FixedPairs | None = None
+    if level == "segment" and coefficient in VECTOR_FUNCTIONS:
+        # The permuted metric takes each cell from A or from B, so it is a 0/1-weighted subset
+        # of the fixed stacked data [A; B] against [human; human]; the bootstrap's vectorised
+        # weighted coefficients then score all permutations at once (O(n log n) for Kendall).
+        pooled = FixedPairs(np.concatenate([a[ok], b[ok]]), np.concatenate([h[ok], h[ok]]))
+
     def deltas(mask: np.ndarray) -> np.ndarray:
         """Differences for swap masks broadcastable to (K, S, I); True = swapped."""
+        if pooled is not None:
+            cells = np.broadcast_to(mask, (mask.shape[0], n_sys, n_items))[:, ok]
+            keep_a = np.concatenate([~cells, cells], axis=1).T.astype(np.int32)
+            keep_b = np.ascontiguousarray(1 - keep_a)
+            return np.asarray(
+                pooled.statistic(coefficient, keep_a) - pooled.statistic(coefficient, keep_b)
+            )
         xa = np.where(mask, b[None], a[None])
         xb = np.where(mask, a[None], b[None])
         sa = sb = None
@@ -221,8 +225,8 @@ def permutation_test(
         "both": (n_resamples, n_sys, n_items),
     }[unit]
     masks = rng.random(shape) < 0.5
-    per = max(1, n_sys * n_items)
-    perm = np.concatenate([deltas(masks[sl]) for sl in _slices(n_resamples, 4 * per)])
+    per = 2 * int(ok.sum()) if pooled is not None else 4 * n_sys * n_items
+    perm = np.concatenate([deltas(masks[sl]) for sl in _slices(n_resamples, max(per, 1))])
     perm = perm[np.isfinite(perm)]
     # a tolerance so that rounding in a recomputed but mathematically equal difference counts
     tol = 1e-12

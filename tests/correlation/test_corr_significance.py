@@ -172,3 +172,42 @@ def test_clusters_follow_mt_metrics_eval_rule() -> None:
     # keys are looked up in either order
     flipped = {(k[1], k[0]): v for k, v in pvalues.items()}
     assert significance_clusters(values, flipped) == {"a": 1, "b": 1, "c": 2, "d": 2}
+
+
+@pytest.mark.parametrize("coefficient", ["pearson", "spearman", "kendall_b", "kendall_c"])
+@pytest.mark.parametrize("unit", ["items", "systems", "both"])
+def test_permutation_matches_explicit_swaps(coefficient: str, unit: str) -> None:
+    # the vectorised test (weighted subsets of the stacked data) against a loop that builds each
+    # swapped pair of matrices and calls correlate() (scipy); tied values and missing cells
+    from correlation.levels import correlate
+
+    rng = np.random.default_rng(4)
+    human = rng.integers(0, 4, size=(5, 8)).astype(float)
+    a = human + rng.integers(0, 3, size=(5, 8))
+    b = rng.integers(0, 4, size=(5, 8)).astype(float)
+    a[0, 1] = np.nan
+    human[3, 6] = np.nan
+    ok = np.isfinite(a) & np.isfinite(b) & np.isfinite(human)
+    za = np.where(ok, a, np.nan)
+    zb = np.where(ok, b, np.nan)
+    za = (za - np.nanmean(za)) / np.nanstd(za)
+    zb = (zb - np.nanmean(zb)) / np.nanstd(zb)
+    h = np.where(ok, human, np.nan)
+    n = 60
+    shape = {"items": (n, 1, 8), "systems": (n, 5, 1), "both": (n, 5, 8)}[unit]
+    masks = np.random.default_rng(7).random(shape) < 0.5
+
+    def delta(xa: np.ndarray, xb: np.ndarray) -> float:
+        return (
+            correlate(xa, h, "segment", coefficient).value
+            - correlate(xb, h, "segment", coefficient).value
+        )
+
+    observed = delta(za, zb)
+    perm = np.array([delta(np.where(m, zb, za), np.where(m, za, zb)) for m in masks])
+    perm = perm[np.isfinite(perm)]
+    hits = int((np.abs(perm) >= abs(observed) - 1e-12).sum())
+    p = permutation_test(
+        a, b, human, "segment", coefficient, rng=np.random.default_rng(7), n_resamples=n, unit=unit
+    )
+    assert p == pytest.approx((1 + hits) / (1 + perm.size))
