@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -114,7 +115,7 @@ def test_wordnet_search_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert Path(str(find_wordnet(src))) == src
 
 
-def _setup_module() -> object:
+def _setup_module() -> Any:
     spec = importlib.util.spec_from_file_location(
         "setup_wordnet", REPO / "scripts/setup_wordnet.py"
     )
@@ -126,17 +127,17 @@ def _setup_module() -> object:
 
 def test_setup_script_copies_and_writes_lexnames(tmp_path: Path) -> None:
     setup = _setup_module()
-    text = setup.lexnames_text()  # type: ignore[attr-defined]
+    text = setup.lexnames_text()
     lines = text.splitlines()
     assert len(lines) == 45
     assert lines[0] == "00\tadj.all\t3" and lines[3] == "03\tnoun.Tops\t1"
     assert lines[44] == "44\tadj.ppl\t3"
     fake = tmp_path / "src"
     fake.mkdir()
-    for name in setup.REQUIRED:  # type: ignore[attr-defined]
+    for name in setup.REQUIRED:
         (fake / name).write_text(name)
     target = tmp_path / "data"
-    rc = setup.main(["--source", str(fake), "--target", str(target), "--no-apt"])  # type: ignore[attr-defined]
+    rc = setup.main(["--source", str(fake), "--target", str(target), "--no-apt"])
     assert rc == 0
     dest = target / "corpora" / "wordnet"
     assert (dest / "lexnames").read_text() == text
@@ -144,7 +145,7 @@ def test_setup_script_copies_and_writes_lexnames(tmp_path: Path) -> None:
         not (dest / "index.noun").is_symlink() and (dest / "index.noun").read_text() == "index.noun"
     )
     # idempotent
-    assert setup.main(["--source", str(fake), "--target", str(target), "--no-apt"]) == 0  # type: ignore[attr-defined]
-    missing = setup.main(["--source", str(tmp_path / "none"), "--target", str(target), "--no-apt"])  # type: ignore[attr-defined]
+    assert setup.main(["--source", str(fake), "--target", str(target), "--no-apt"]) == 0
+    missing = setup.main(["--source", str(tmp_path / "none"), "--target", str(target), "--no-apt"])
     assert missing == 1
     assert os.listdir(dest)

@@ -4,6 +4,7 @@ line-for-line port of ROUGE-1.5.5.pl), plus the worked examples of Lin (2004).""
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import numpy as np
 import pytest
@@ -150,7 +151,9 @@ def test_rouge_w_lin2004_equals_paper_recurrence(weight: float) -> None:
     for c, (r,) in zip(cands, refs, strict=True):
         x, y = list(tok(r)), list(tok(c))
         if not x or not y:
-            want_p.append(0.0), want_r.append(0.0), want_f.append(0.0)
+            want_p.append(0.0)
+            want_r.append(0.0)
+            want_f.append(0.0)
             continue
         wlcs = _wlcs_paper(x, y, weight)
         rec = (wlcs / len(x) ** weight) ** (1 / weight)
@@ -164,7 +167,7 @@ def test_rouge_w_lin2004_equals_paper_recurrence(weight: float) -> None:
 
 
 @pytest.mark.parametrize("cls", [RougeW, RougeS, RougeSU])
-def test_multi_reference_rules(cls: type) -> None:
+def test_multi_reference_rules(cls: Any) -> None:
     """max: the per-reference score of the best-F reference; mean: the mean over references."""
     per_pair_f = cls().score(*_pairs()).segment[cls.name]
     per_pair_r = cls(measure="recall").score(*_pairs()).segment[cls.name]

@@ -3,6 +3,8 @@ directly, segment by segment and for the corpus, on varied sets with 1-4 (ragged
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import sacrebleu
 from sacrebleu.metrics import CHRF as SacreCHRF
@@ -15,7 +17,7 @@ CANDS, REFS, SOURCES = unzip(SETS)
 TOL = 1e-9
 
 
-def _streams(refs: list[list[str]]) -> list[list[str | None]]:
+def _streams(refs: list[list[str]]) -> list[list[Any]]:
     """sacrebleu's reference streams; a missing reference is None (sacrebleu's ragged case)."""
     width = max(len(r) for r in refs)
     return [[rs[k] if k < len(rs) else None for rs in refs] for k in range(width)]
