@@ -1,21 +1,25 @@
 """Compare stage: system scores with bootstrap intervals, paired tests against a baseline, a ranking
 with significance clusters, and the diversity–adequacy view.
 
-Definitions (all documented in the output files' README section of the user guide):
+Definitions:
 
 - Every column (metric outputs and the ``syntactic``/``semantic`` averages) is compared on the items
   that every system has, in the baseline's item order.
 - **Bootstrap**: ``n_bootstrap`` resamples of items, drawn once per run exactly as sacrebleu draws
   them (``np.random.default_rng(seed).choice(n, size=(B, n))``), so every system and column sees the
   same resamples. A corpus-level n-gram metric (one with per-segment sufficient statistics) is
-  recomputed from the resampled statistics, never by rescoring text; every other column is the mean
-  of its resampled segment scores (NaN segments skipped). The interval is the percentile interval
-  at ``confidence``.
+  recomputed from the resampled statistics, never by rescoring text (sacrebleu metrics through a
+  vectorised copy of their formulas, others through ``Metric.corpus_from_stats``); every other
+  column, and a metric whose corpus score is the mean of its segment scores, is the mean of its
+  resampled segment scores (NaN segments skipped). The interval is the percentile interval at
+  ``confidence``.
 - **Paired bootstrap** and **approximate randomization** against the baseline follow
   ``sacrebleu.significance._paired_bs_test`` / ``_paired_ar_test`` step by step (same RNG calls,
   same float32 statistics in the bootstrap, same p-value ``(c + 1) / (N + 1)``), so for BLEU, chrF
   and TER the p-values equal ``sacrebleu --paired-bs`` / ``--paired-ar`` with ``SACREBLEU_SEED``
-  set to the run's seed. Other columns use the same procedure on their segment-score means.
+  set to the run's seed (any seed but 0, which sacrebleu's system tests treat as "unseeded").
+  sacrebleu 2.x draws from ``np.random.default_rng`` (a Generator), and so does this module.
+  Other columns use the same procedure on their segment-score means.
 - **Clusters**: per column, the best remaining system and every remaining system whose paired
   bootstrap p-value against it is ≥ ``alpha`` form a cluster; repeat on the rest. Cluster 1 holds
   the systems not distinguishable from the best. "Best" follows the column's direction.
@@ -250,9 +254,9 @@ def ter_scores(stats: np.ndarray, ter: Any = None) -> np.ndarray:
     return _with_python_zeros(np.where(has_ref, score, fallback), ~has_ref)
 
 
-def sacre_score_fn(metric: Any, column: str) -> tuple[ScoreFn, bool] | None:
-    """(vectorised corpus score from summed statistics, equals sacrebleu's own test) for the
-    sacrebleu-based metrics; None for any other metric."""
+def sacre_score_fn(metric: Any) -> ScoreFn | None:
+    """The vectorised corpus score from summed statistics of a sacrebleu-based metric; None for
+    any other metric."""
     from metrics import sacre
 
     if isinstance(metric, sacre.IBLEU):
@@ -265,16 +269,16 @@ def sacre_score_fn(metric: Any, column: str) -> tuple[ScoreFn, bool] | None:
                 s[:, half:], corpus
             )
 
-        return ibleu, False
+        return ibleu
     if isinstance(metric, sacre.BLEU):
         corpus = metric._corpus_metric()
-        return (lambda s: bleu_scores(s, corpus)), True
+        return lambda s: bleu_scores(s, corpus)
     if isinstance(metric, sacre.CHRF):
         corpus = metric._corpus_metric()
-        return (lambda s: chrf_scores(s, corpus)), True
+        return lambda s: chrf_scores(s, corpus)
     if isinstance(metric, sacre.TER):
         corpus = metric._corpus_metric()
-        return (lambda s: ter_scores(s, corpus)), True
+        return lambda s: ter_scores(s, corpus)
     return None
 
 
@@ -290,6 +294,35 @@ def ar_masks(n_items: int, n_trials: int, seed: int | None) -> np.ndarray:
     """The swap masks of ``sacrebleu.significance._paired_ar_test`` (True = keep)."""
     rng = np.random.default_rng(seed)
     return rng.integers(2, size=(n_trials, n_items), dtype=bool)
+
+
+class ArMasks:
+    """The randomization masks as float matrices, in row blocks so that memory stays bounded
+    rather than one (trials x items) float matrix. Blocks have at least 128 rows, so that
+    a block's products equal the rows of the full product bit for bit (gemm, not gemv)."""
+
+    MAX_BYTES = 2**26  # per converted block pair
+
+    def __init__(self, keep: np.ndarray) -> None:
+        self.keep = keep
+        rows, n = keep.shape
+        per_block = max(256, self.MAX_BYTES // (16 * max(1, n)))
+        self.bounds = [
+            (int(b[0]), int(b[-1]) + 1)
+            for b in np.array_split(np.arange(rows), max(1, -(-rows // per_block)))
+            if len(b)
+        ]
+        self._cached = (
+            [self._block(lo, hi) for lo, hi in self.bounds] if len(self.bounds) == 1 else None
+        )
+
+    def _block(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        part = self.keep[lo:hi]
+        return part.astype(np.float64), (~part).astype(np.float64)
+
+    def apply(self, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+        blocks = self._cached or (self._block(lo, hi) for lo, hi in self.bounds)
+        return np.concatenate([fn(k, w) for k, w in blocks])
 
 
 def resample_counts(idx: np.ndarray) -> np.ndarray:
@@ -328,7 +361,7 @@ class _Column:
     def bootstrap(self, system: str, idx: np.ndarray, counts: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
-    def ar(self, base: str, system: str, keepf: np.ndarray, swapf: np.ndarray) -> float:
+    def ar(self, base: str, system: str, masks: ArMasks) -> float:
         raise NotImplementedError
 
 
@@ -348,15 +381,15 @@ class _MeanColumn(_Column):
         with np.errstate(invalid="ignore", divide="ignore"):
             return (counts @ self.zeroed[system]) / (counts @ self.finite[system])
 
-    def ar(self, base: str, system: str, keepf: np.ndarray, swapf: np.ndarray) -> float:
+    def ar(self, base: str, system: str, masks: ArMasks) -> float:
         real_b, real_s = self.point(base), self.point(system)
         if not (math.isfinite(real_b) and math.isfinite(real_s)):
             return float("nan")
         vb, vs = self.zeroed[base], self.zeroed[system]
         fb, fs = self.finite[base], self.finite[system]
         with np.errstate(invalid="ignore", divide="ignore"):
-            a = (keepf @ vb + swapf @ vs) / (keepf @ fb + swapf @ fs)
-            b = (swapf @ vb + keepf @ vs) / (swapf @ fb + keepf @ fs)
+            a = masks.apply(lambda k, w: (k @ vb + w @ vs) / (k @ fb + w @ fs))
+            b = masks.apply(lambda k, w: (w @ vb + k @ vs) / (w @ fb + k @ fs))
         return p_value(np.abs(a - b), abs(real_b - real_s))
 
 
@@ -406,21 +439,20 @@ class _StatsColumn(_Column):
             sums[start : start + chunk] = st32[idx[start : start + chunk]].sum(axis=1)
         return self.fn(sums)
 
-    def ar(self, base: str, system: str, keepf: np.ndarray, swapf: np.ndarray) -> float:
+    def ar(self, base: str, system: str, masks: ArMasks) -> float:
         real_b, real_s = self.point(base), self.point(system)
         if not (math.isfinite(real_b) and math.isfinite(real_s)):
             return float("nan")
         diff = abs(real_b - real_s)
         bl, sy = self.stats[base], self.stats[system]
         if self.fn is None:
-            keep = keepf > 0.5
-            a = np.array([self._generic(np.where(m[:, None], bl, sy)) for m in keep])
-            b = np.array([self._generic(np.where(m[:, None], sy, bl)) for m in keep])
+            a = np.array([self._generic(np.where(m[:, None], bl, sy)) for m in masks.keep])
+            b = np.array([self._generic(np.where(m[:, None], sy, bl)) for m in masks.keep])
             return p_value(np.abs(a - b), diff)
         # sacrebleu: pos_sel @ bl + ~pos_sel @ sys with bool masks; float copies of the masks give
         # the same products (tested) and are converted once per run instead of once per call
-        shuf_a = keepf @ bl + swapf @ sy
-        shuf_b = swapf @ bl + keepf @ sy
+        shuf_a = masks.apply(lambda k, w: k @ bl + w @ sy)
+        shuf_b = masks.apply(lambda k, w: w @ bl + k @ sy)
         return p_value(np.abs(self.fn(shuf_a) - self.fn(shuf_b)), diff)
 
 
@@ -469,7 +501,7 @@ def _build_columns(scores: Any, agg: Any, systems: list[str], positions: dict) -
         metric = scores.metrics.get(info.metric)
         stats_key = f"{info.metric}{stats_key_suffix}"
         has_stats = metric is not None and all((stats_key, s) in scores.stats for s in systems)
-        plan = sacre_score_fn(metric, name) if has_stats else None
+        plan = sacre_score_fn(metric) if has_stats else None
         overrides = has_stats and type(metric).corpus_from_stats is not _base_corpus_from_stats()
         values = {
             s: seg.loc[seg["system"] == s, name].to_numpy(dtype=float)[positions[s]]
@@ -490,7 +522,7 @@ def _build_columns(scores: Any, agg: Any, systems: list[str], positions: dict) -
         elif plan is not None:
             st = {s: np.asarray(scores.stats[(stats_key, s)])[positions[s]] for s in systems}
             columns.append(
-                _StatsColumn(name, info.higher_is_better, info.signature, st, plan[0], metric, base)
+                _StatsColumn(name, info.higher_is_better, info.signature, st, plan, metric, base)
             )
             continue
         columns.append(_MeanColumn(name, info.higher_is_better, info.signature, values))
@@ -617,8 +649,7 @@ def compare(scores: Any, agg: Any, cfg: CompareConfig) -> Comparison:
         idx = bootstrap_indices(n, cfg.n_bootstrap, cfg.seed)
         counts = resample_counts(idx)
         keep = ar_masks(n, cfg.n_ar, cfg.seed) if len(systems) > 1 else np.zeros((0, n), bool)
-        keepf = keep.astype(np.float64)
-        swapf = (~keep).astype(np.float64)
+        masks = ArMasks(keep)
         lo_q, hi_q = (1 - cfg.confidence) / 2, 1 - (1 - cfg.confidence) / 2
         for col in _build_columns(scores, agg, systems, positions):
             points = {s: col.point(s) for s in systems}
@@ -640,7 +671,7 @@ def compare(scores: Any, agg: Any, cfg: CompareConfig) -> Comparison:
                         "p_bootstrap": np.nan
                         if is_base
                         else paired_bs_p(res[baseline], res[s], points[baseline], points[s]),
-                        "p_ar": np.nan if is_base else col.ar(baseline, s, keepf, swapf),
+                        "p_ar": np.nan if is_base else col.ar(baseline, s, masks),
                         "cluster": cluster.get(s, np.nan),
                         "rank": rank.get(s, np.nan),
                         "higher_is_better": col.higher_is_better,
