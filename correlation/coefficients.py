@@ -191,6 +191,120 @@ def pairwise_accuracy(metric: np.ndarray, human: np.ndarray) -> tuple[float, flo
     return float((counted & (dx == dy)).sum() / total), float("nan")
 
 
+# ---------------------------------------------------------------------------------------------
+# Weighted coefficients from pair tensors, batched over leading axes (small n).
+# x, y, w broadcast to (..., n); w = 0 marks missing values.
+# ---------------------------------------------------------------------------------------------
+
+
+def _support_constant(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    lo = np.where(w > 0, x, np.inf).min(axis=-1)
+    hi = np.where(w > 0, x, -np.inf).max(axis=-1)
+    return np.asarray(lo >= hi)
+
+
+def _weighted_pearson(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    total = w.sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mx = (w * x).sum(axis=-1) / total
+        my = (w * y).sum(axis=-1) / total
+        dx = x - mx[..., None]
+        dy = y - my[..., None]
+        r = (w * dx * dy).sum(axis=-1) / np.sqrt((w * dx * dx).sum(axis=-1) * (w * dy * dy).sum(-1))
+    return np.clip(r, -1.0, 1.0)
+
+
+def _pair_midranks(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Mid-ranks of the expanded sample (value s repeated w_s times), for every position."""
+    less = (x[..., None, :] < x[..., :, None]).astype(float)
+    equal = (x[..., None, :] == x[..., :, None]).astype(float)
+    below = np.einsum("...st,...t->...s", less, w)
+    tied = np.einsum("...st,...t->...s", equal, w)
+    return below + (tied + 1.0) / 2.0
+
+
+def pair_statistic(
+    coefficient: str, x: np.ndarray, y: np.ndarray, w: np.ndarray | float
+) -> np.ndarray:
+    """``coefficient`` over the last axis of weighted samples; NaN where undefined.
+
+    Weights are multiplicities: the result equals the coefficient of the sample in which value s
+    appears ``w_s`` times. Non-finite values must carry weight 0.
+    """
+    x, y, w = np.broadcast_arrays(x, y, w)
+    w = np.where(np.isfinite(x) & np.isfinite(y), w, 0.0)
+    x = np.where(w > 0, x, 0.0)
+    y = np.where(w > 0, y, 0.0)
+    total = w.sum(axis=-1)
+    const = _support_constant(x, w) | _support_constant(y, w)
+
+    if coefficient == "kendall_like":
+        c, d = pair_kendall_like_counts(x, y, w)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(c + d > 0, (c - d) / (c + d), np.nan)
+
+    if coefficient in ("pearson", "spearman"):
+        if coefficient == "spearman":
+            x = _pair_midranks(x, w)
+            y = _pair_midranks(y, w)
+        r = _weighted_pearson(x, y, w)
+        return np.where(const | (total < 3), np.nan, r)
+
+    ww = w[..., :, None] * w[..., None, :]
+    sx = np.sign(x[..., :, None] - x[..., None, :])
+    sy = np.sign(y[..., :, None] - y[..., None, :])
+
+    if coefficient == "pairwise_accuracy":
+        untied = sy != 0
+        good = (ww * (untied & (sx == sy))).sum(axis=(-2, -1))
+        pairs = (ww * untied).sum(axis=(-2, -1))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            acc = good / pairs
+        return np.where(const | (total < 2) | (pairs == 0), np.nan, acc)
+
+    s = (ww * sx * sy).sum(axis=(-2, -1)) / 2.0
+    n0 = (total * total - total) / 2.0
+    n1 = ((ww * (sx == 0)).sum(axis=(-2, -1)) - total) / 2.0
+    n2 = ((ww * (sy == 0)).sum(axis=(-2, -1)) - total) / 2.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if coefficient == "kendall_b":
+            tau = s / np.sqrt((n0 - n1) * (n0 - n2))
+        elif coefficient == "kendall_c":
+            present = w > 0
+            # distinct values on the support: each present value counts 1/multiplicity-in-positions
+            same_x = ((sx == 0) & present[..., None, :]).sum(axis=-1)
+            same_y = ((sy == 0) & present[..., None, :]).sum(axis=-1)
+            kx = np.where(present, 1.0 / np.maximum(same_x, 1), 0.0).sum(axis=-1)
+            ky = np.where(present, 1.0 / np.maximum(same_y, 1), 0.0).sum(axis=-1)
+            m = np.rint(np.minimum(kx, ky))
+            tau = 2.0 * s / (total * total * (m - 1.0) / m)
+        else:
+            raise ValueError(f"no resampled statistic for coefficient {coefficient!r}")
+    return np.where(const | (total < 2), np.nan, np.clip(tau, -1.0, 1.0))
+
+
+def pair_kendall_like_counts(
+    x: np.ndarray, y: np.ndarray, w: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Weighted concordant/discordant counts of the WMT Kendall-like statistic over the last axis.
+
+    Same conventions as :func:`correlation.coefficients.kendall_like_counts` with its defaults
+    (human ties skipped, metric ties discordant); copies of one system are tied in the human score
+    and therefore never counted.
+    """
+    x, y, w = np.broadcast_arrays(x, y, w)
+    w = np.where(np.isfinite(x) & np.isfinite(y), w, 0.0)
+    x = np.where(w > 0, x, 0.0)
+    y = np.where(w > 0, y, 0.0)
+    ww = w[..., :, None] * w[..., None, :]
+    sx = np.sign(x[..., :, None] - x[..., None, :])
+    sy = np.sign(y[..., :, None] - y[..., None, :])
+    untied = sy != 0
+    c = (ww * (untied & (sx == sy))).sum(axis=(-2, -1)) / 2.0
+    d = (ww * (untied & (sx != sy))).sum(axis=(-2, -1)) / 2.0
+    return c, d
+
+
 VECTOR_FUNCTIONS = {
     "pearson": pearson,
     "spearman": spearman,
