@@ -1,0 +1,192 @@
+"""α sweep cost on ParaBank-Eval: one run vs a 21-value ``metrics.ibleu.alpha`` multirun.
+
+Both start from an empty score cache and an empty MLflow store, with the default metric set, and
+run the real CLI in a subprocess. The sweep's first job computes every metric; the later jobs must
+recompute none (checked from each job's log), so the sweep should cost at most 1.5x one run
+instead of 21x. Then one cache-served job is run in-process with timers around each stage, to
+show where the per-job time goes (load, scoring from the cache, aggregation, correlation, plots,
+α curve, MLflow).
+
+    .venv/bin/python benchmarks/bench_sweep.py                      # ../shared/data
+    PARAEVAL_SHARED_DATA=/data .venv/bin/python benchmarks/bench_sweep.py --alphas 21
+    .venv/bin/python benchmarks/bench_sweep.py --extra correlation.n_resamples=200
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+TARGET_RATIO = 1.5
+CACHE_LINE = re.compile(r"score cache .*?: (\d+) hits, (\d+) misses")
+
+
+def _env(cache: Path, data: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        PARAEVAL_CACHE_DIR=str(cache),
+        PARAEVAL_SHARED_DATA=str(data),
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        MLFLOW_DISABLE_TELEMETRY="true",
+        TOKENIZERS_PARALLELISM="false",
+        PYTHONWARNINGS="ignore",
+    )
+    return env
+
+
+def _cli(args: list[str], env: dict[str, str], cwd: Path) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipeline", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.exit(f"paraeval failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    return elapsed
+
+
+def _cache_counts(log_file: Path) -> tuple[int, int]:
+    match = CACHE_LINE.search(log_file.read_text(encoding="utf-8"))
+    if not match:
+        return -1, -1
+    return int(match.group(1)), int(match.group(2))
+
+
+def stage_breakdown(overrides: list[str], out_dir: Path) -> tuple[float, dict[str, float]]:
+    """One job in-process with timers around the stages that ``pipeline.app.run`` calls."""
+    from hydra import compose, initialize_config_dir
+
+    import pipeline.app as app
+
+    timings: dict[str, float] = {}
+
+    def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def inner(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
+
+        return inner
+
+    stages = {
+        "_instantiate_data": "load",
+        "build_metrics": "build metrics",
+        "score": "score (cache lookups)",
+        "aggregate": "aggregate",
+        "correlate": "correlate",
+        "significance": "significance",
+        "human_report": "human report",
+        "write_plots": "plots",
+        "run_alpha_curve": "alpha curve",
+        "write_parquet": "write parquet",
+        "write_csv": "write csv",
+        "track_run": "MLflow logging",
+    }
+    for attr, name in stages.items():
+        if hasattr(app, attr):
+            setattr(app, attr, timed(name, getattr(app, attr)))
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=overrides)
+    start = time.perf_counter()
+    app.run(cfg, out_dir, overrides)
+    total = time.perf_counter() - start
+    timings["other"] = total - sum(timings.values())
+    return total, timings
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path(os.environ.get("PARAEVAL_SHARED_DATA", REPO.parent / "shared" / "data")),
+    )
+    parser.add_argument("--alphas", type=int, default=21, help="grid size of the sweep")
+    parser.add_argument("--work", type=Path, default=None, help="scratch folder (default: temp)")
+    parser.add_argument("--extra", nargs="*", default=[], help="more overrides for every run")
+    args = parser.parse_args()
+    if not (args.data_dir / "parabank_eval").is_dir():
+        sys.exit(f"ParaBank-Eval not found under {args.data_dir} (set PARAEVAL_SHARED_DATA)")
+    data = args.data_dir.resolve()
+    work = args.work or Path(tempfile.mkdtemp(prefix="bench-sweep-"))
+    work.mkdir(parents=True, exist_ok=True)
+    alphas = [round(k / (args.alphas - 1), 4) for k in range(args.alphas)]
+    common = ["data=parabank", "report.print_tables=false", *args.extra]
+
+    one_dir = work / "one"
+    one = _cli(
+        [
+            *common,
+            f"tracking.store_dir={one_dir / 'store'}",
+            f"hydra.run.dir={one_dir / 'out'}",
+        ],
+        _env(one_dir / "cache", data),
+        work,
+    )
+    print(f"one run (cold cache):            {one:8.1f} s")
+
+    sweep_dir = work / "sweep"
+    sweep = _cli(
+        [
+            "-m",
+            *common,
+            "metrics.ibleu.alpha=" + ",".join(f"{a:g}" for a in alphas),
+            f"tracking.store_dir={sweep_dir / 'store'}",
+            f"hydra.sweep.dir={sweep_dir / 'runs'}",
+        ],
+        _env(sweep_dir / "cache", data),
+        work,
+    )
+    ratio = sweep / one
+    print(f"{len(alphas)}-value alpha sweep (cold cache): {sweep:8.1f} s")
+    print(
+        f"ratio sweep / one run:            {ratio:8.2f}  (target <= {TARGET_RATIO}; naive "
+        f"{len(alphas)}x)  {'OK' if ratio <= TARGET_RATIO else 'OVER TARGET'}"
+    )
+    counts = [
+        _cache_counts(sweep_dir / "runs" / str(j) / "paraeval.log") for j in range(len(alphas))
+    ]
+    print(f"job 0 cache: {counts[0][0]} hits, {counts[0][1]} misses")
+    later = counts[1:]
+    misses = sum(m for _, m in later)
+    print(
+        f"jobs 1-{len(alphas) - 1} cache: {sum(h for h, _ in later)} hits, {misses} misses "
+        f"({'no metric recomputed' if misses == 0 else 'METRICS RECOMPUTED'})"
+    )
+    per_job = (sweep - one) / max(len(alphas) - 1, 1)
+    print(f"marginal cost per cache-served job (subprocess estimate): {per_job:6.2f} s")
+
+    os.environ.update(_env(sweep_dir / "cache", data))
+    total, timings = stage_breakdown(
+        [
+            *common,
+            "metrics.ibleu.alpha=0.33",
+            f"tracking.store_dir={sweep_dir / 'store'}",
+        ],
+        work / "breakdown",
+    )
+    print(f"\none cache-served job in-process: {total:.2f} s")
+    for name, seconds in sorted(timings.items(), key=lambda kv: -kv[1]):
+        print(f"  {name:24s} {seconds:7.2f} s  {100 * seconds / total:5.1f} %")
+    print(f"\nscratch folder: {work}")
+
+
+if __name__ == "__main__":
+    main()

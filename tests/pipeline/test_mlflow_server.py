@@ -1,0 +1,142 @@
+"""The pipeline against a real ``mlflow server`` over HTTP (SQLite backend, temporary artifact
+root), then the runs read back through the same server."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.pipeline.helpers import cli_env, run_cli
+
+STARTUP_TIMEOUT_S = 120.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=2) as resp:
+            return resp.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    root = tmp_path_factory.mktemp("mlflow-server")
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    log_file = (root / "server.log").open("w")
+    env = cli_env()
+    env.pop("MLFLOW_TRACKING_URI", None)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+            "--backend-store-uri",
+            f"sqlite:///{root / 'mlflow.db'}",
+            "--artifacts-destination",
+            str(root / "artifacts"),
+        ],
+        cwd=root,
+        env=env,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its worker processes end with it
+    )
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while not _healthy(url):
+            if proc.poll() is not None:
+                pytest.fail(f"mlflow server exited: {(root / 'server.log').read_text()[-2000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"mlflow server not up after {STARTUP_TIMEOUT_S:.0f} s")
+            time.sleep(0.5)
+        yield url
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 15)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, 9)
+                proc.wait(timeout=20)
+        log_file.close()
+
+
+def test_pipeline_logs_to_a_server_over_http(server: str, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = run_cli(
+        [
+            "metrics=[bleu,ibleu,self_bleu]",
+            "tracking=server",
+            f"tracking.uri={server}",
+            "tracking.experiment=remote",
+            f"hydra.run.dir={out}",
+            "correlation.ci=false",
+            "report.print_tables=false",
+        ],
+        cwd=tmp_path,
+        PARAEVAL_CACHE_DIR=str(tmp_path / "cache"),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "MLflow logging failed" not in proc.stderr and "unreachable" not in proc.stderr
+
+    client = MlflowClient(server)
+    exp = client.get_experiment_by_name("remote")
+    assert exp is not None
+    runs = client.search_runs([exp.experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert len(parents) == 1
+    parent = parents[0]
+    assert parent.data.params["metrics.selected"] == "bleu,ibleu,self_bleu"
+    assert parent.data.tags["paraeval.output_dir"] == str(out.resolve())
+    assert "corr.segment.kendall_b.bleu.human_meaning" in parent.data.metrics
+    assert (
+        parent.inputs.dataset_inputs[0].dataset.digest
+        == parent.data.tags["paraeval.dataset_digest"]
+    )
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert {c.data.params["system"] for c in children} == {"copy", "strong", "medium", "weak"}
+    # artifacts went through the server (mlflow-artifacts:), not to a local path of the client
+    assert parent.info.artifact_uri.startswith("mlflow-artifacts:")
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"segment_scores.parquet", "system_scores.csv", "run_info.json"} <= artifacts
+    local = client.download_artifacts(parent.info.run_id, "system_scores.csv", str(tmp_path))
+    assert Path(local).read_bytes() == (out / "system_scores.csv").read_bytes()
+
+    # logging the same directory again through the server creates nothing new
+    again = subprocess.run(
+        [sys.executable, "-m", "pipeline.relog", str(out)],
+        cwd=tmp_path,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"already logged as run {parent.info.run_id}" in again.stdout
+    assert len(client.search_runs([exp.experiment_id])) == len(runs)
