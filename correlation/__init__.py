@@ -12,6 +12,7 @@ from correlation.bootstrap import (
     draw_resamples,
     percentile_interval,
     resampled_values,
+    stats_system_metric_fn,
 )
 from correlation.coefficients import (
     COEFFICIENTS,
@@ -68,6 +69,7 @@ __all__ = [
     "significance_clusters",
     "significance_table",
     "spearman",
+    "stats_system_metric_fn",
     "system_scores",
     "valid_combination",
     "williams_test",

@@ -18,7 +18,7 @@ Resampled values that are undefined (a constant resample) are NaN and left out o
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -410,6 +410,24 @@ def _system_values(
     for sl in _chunks(b, n_sys * n_sys):
         out[sl] = pair_statistic(coefficient, x[sl], y[sl], np.ones(x[sl].shape))
     return out
+
+
+def stats_system_metric_fn(
+    stats: Sequence[np.ndarray], corpus: Callable[[np.ndarray], float]
+) -> SystemMetricFn:
+    """A ``system_metric_fn`` from per-segment sufficient statistics.
+
+    ``stats[s]`` holds system s's statistics, one row per item in the item order of the score
+    matrices (``MetricResult.stats``); ``corpus(rows)`` turns a subset or resample of rows into
+    the corpus score (e.g. ``lambda st: metric.corpus_from_stats(st)[column]``). Each bootstrap
+    resample then recomputes every system's corpus score on its own items.
+    """
+    arrays = [np.asarray(st) for st in stats]
+
+    def fn(item_idx: np.ndarray) -> np.ndarray:
+        return np.array([float(corpus(st[item_idx])) for st in arrays])
+
+    return fn
 
 
 def is_segment_mean(m: np.ndarray, system_metric: np.ndarray) -> bool:

@@ -16,6 +16,7 @@ from correlation.bootstrap import (
     draw_resamples,
     percentile_interval,
     resampled_values,
+    stats_system_metric_fn,
 )
 from correlation.coefficients import COEFFICIENTS, VECTOR_FUNCTIONS, kendall_like_counts
 from correlation.levels import LEVELS, UNITS, correlate, valid_combination
@@ -149,6 +150,16 @@ def test_system_metric_fn_recomputes_corpus_scores() -> None:
     )
     want = _explicit(metric, human, "system", "pearson", res, system_metric_fn=corpus)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-9)
+
+
+def test_stats_system_metric_fn_builds_corpus_scores_per_resample() -> None:
+    # two systems, three items, statistics (matches, total) per segment: corpus = sum/sum
+    stats_a = np.array([[1.0, 4.0], [3.0, 4.0], [0.0, 2.0]])
+    stats_b = np.array([[2.0, 2.0], [1.0, 5.0], [2.0, 3.0]])
+    fn = stats_system_metric_fn([stats_a, stats_b], lambda st: st[:, 0].sum() / st[:, 1].sum())
+    np.testing.assert_allclose(fn(np.array([0, 1, 2])), [4 / 10, 5 / 10])
+    # item 1 drawn twice, item 2 once: (3+3+0)/(4+4+2) and (1+1+2)/(5+5+3)
+    np.testing.assert_allclose(fn(np.array([1, 1, 2])), [6 / 10, 4 / 13])
 
 
 def test_corpus_scores_without_a_function_cannot_resample_items() -> None:
