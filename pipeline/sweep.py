@@ -217,7 +217,8 @@ def alpha_curve(
     )
     configured = float(metric.alpha)
     choices = []
-    for (level, aspect), sub in curve.groupby(["level", "aspect"], sort=False):
+    for keys, sub in curve.groupby(["level", "aspect"], sort=False):
+        level, aspect = (str(k) for k in keys)  # type: ignore[union-attr]
         dev_curve = sub[sub.split == "dev"].set_index("alpha")["value"]
         test_curve = sub[sub.split == "test"].set_index("alpha")["value"]
         finite = dev_curve[np.isfinite(dev_curve.to_numpy(dtype=float))]
@@ -249,11 +250,10 @@ def _at(curve: pd.Series, alpha: float) -> float:
 def curve_metrics(result: AlphaCurve) -> dict[str, float]:
     """MLflow metrics: the chosen α and its dev and test correlation per (level, aspect)."""
     out: dict[str, float] = {}
-    for row in result.choice.itertuples(index=False):
-        base = f"alpha_curve.{row.level}.{row.coefficient}.{row.aspect}"
-        out[f"{base}.chosen_alpha"] = float(row.chosen_alpha)
-        out[f"{base}.dev"] = float(row.dev)
-        out[f"{base}.test"] = float(row.test)
+    for row in result.choice.to_dict("records"):
+        base = f"alpha_curve.{row['level']}.{row['coefficient']}.{row['aspect']}"
+        for key in ("chosen_alpha", "dev", "test"):
+            out[f"{base}.{key}"] = float(row[key])
     return out
 
 

@@ -141,7 +141,11 @@ class RunRecord:
 
 def write_run_info(out_dir: Path, record: RunRecord) -> None:
     text = json.dumps(asdict(record), indent=1, sort_keys=True, allow_nan=True)
-    atomic_write(out_dir / RUN_INFO, lambda p: p.write_text(text, encoding="utf-8"))
+
+    def write(path: Path) -> None:
+        path.write_text(text, encoding="utf-8")
+
+    atomic_write(out_dir / RUN_INFO, write)
 
 
 def read_run_info(out_dir: Path) -> RunRecord:
@@ -380,7 +384,7 @@ def log_output_dir(
     """Log a finished output directory (its ``run_info.json`` and files) as one parent run with
     one child run per system; return the existing run if this content is already logged."""
     import mlflow
-    from mlflow.data import from_pandas
+    from mlflow.data.pandas_dataset import from_pandas
     from mlflow.entities import DatasetInput, InputTag
     from mlflow.tracking import MlflowClient
 
@@ -397,11 +401,10 @@ def log_output_dir(
     digest = frame_digest(frame)
 
     metrics: dict[str, float] = {}
-    for row in correlations.itertuples(index=False):
-        if _finite(row.value):
-            metrics[_key("corr", row.level, row.coefficient, row.metric, row.aspect)] = float(
-                row.value
-            )
+    for corr in correlations.to_dict("records"):
+        if _finite(corr["value"]):
+            name = _key(*(str(corr[k]) for k in ("level", "coefficient", "metric", "aspect")))
+            metrics[f"corr.{name}"] = float(corr["value"])
     metrics.update({k: float(v) for k, v in record.metrics.items()})
     tags = dict(record.tags)
     tags[CONTENT_HASH_TAG] = content_hash

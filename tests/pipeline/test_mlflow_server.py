@@ -114,6 +114,7 @@ def test_pipeline_logs_to_a_server_over_http(server: str, tmp_path: Path) -> Non
     assert parent.data.params["metrics.selected"] == "bleu,ibleu,self_bleu"
     assert parent.data.tags["paraeval.output_dir"] == str(out.resolve())
     assert "corr.segment.kendall_b.bleu.human_meaning" in parent.data.metrics
+    assert parent.inputs is not None
     assert (
         parent.inputs.dataset_inputs[0].dataset.digest
         == parent.data.tags["paraeval.dataset_digest"]

@@ -108,6 +108,7 @@ def test_relog_logs_once_with_full_content(
     assert tags["paraeval.git_commit"] and tags["paraeval.version"]
     assert parent.data.metrics["cache.misses.bleu"] == 4
     assert "alpha_curve.segment.kendall_b.human_meaning.chosen_alpha" in parent.data.metrics
+    assert parent.inputs is not None
     (dataset,) = parent.inputs.dataset_inputs
     assert dataset.dataset.name == "demo"
     assert dataset.dataset.digest == tags["paraeval.dataset_digest"]

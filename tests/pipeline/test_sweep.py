@@ -54,11 +54,12 @@ def test_curve_equals_rescoring_every_alpha_on_each_split() -> None:
     df["human_meaning"] = df["human_meaning"].astype(float)
     systems = list(dict.fromkeys(df["system"]))
     ibleu = sacre.IBLEU(alpha=0.8)
-    st = {}
+    st: dict[tuple[str, str], np.ndarray] = {}
     for system in systems:
         sub = df[df.system == system]
         res = ibleu.score(sub.candidate.tolist(), sub.references.tolist(), sub.source.tolist())
-        st[("ibleu", system)] = res.stats
+        assert res.stats is not None
+        st[("ibleu", str(system))] = res.stats
     settings = AlphaCurveSettings(grid=[0.0, 0.6, 1.0], levels=["segment", "system"], seed=3)
     got = alpha_curve(df, st, ibleu, "ibleu", ["human_meaning"], settings)
 
@@ -89,7 +90,7 @@ def test_curve_equals_rescoring_every_alpha_on_each_split() -> None:
     choice = got.choice.set_index("level")
     for level in ("segment", "system"):
         dev_curve = got.curve[(got.curve.level == level) & (got.curve.split == "dev")]
-        best = dev_curve.loc[dev_curve["value"].idxmax()]
+        best = dev_curve.loc[dev_curve["value"].idxmax()]  # type: ignore[call-overload]
         assert choice.loc[level, "chosen_alpha"] == best.alpha
         test_row = got.curve[
             (got.curve.level == level)
@@ -200,12 +201,11 @@ def test_launcher_configs_compose_and_name_an_installed_launcher(option: str) ->
     assert target.startswith(plugin + ".")
     if importlib.util.find_spec(plugin) is None:
         pytest.skip(f"launcher plugin {plugin} is not installed (pip install 'paraeval[ray]')")
-    from hydra.utils import get_class
-
-    cls = get_class(target)
-    # every setting of the config is a constructor argument of the launcher
     import inspect
 
-    params = inspect.signature(cls.__init__).parameters
+    from hydra.utils import get_class
+
+    # every setting of the config is a constructor argument of the launcher
+    params = inspect.signature(get_class(target)).parameters
     if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
         assert set(cfg.hydra.launcher) - {"_target_"} <= set(params)
