@@ -91,7 +91,7 @@ def text_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("paired")
     src = [_sentence(r) for _ in range(50)]
     ref1 = [_edit(r, s, 0.3) for s in src]
-    ref2 = [_edit(r, s, 0.4) for s in src]
+    ref2 = [_edit(r, s, 0.4).rstrip(".") + (" too." if r.random() < 0.5 else ".") for s in src]
     base = [_edit(r, s, 0.35) for s in src]
     sys1 = [b if r.random() < 0.5 else _edit(r, s, 0.25) for b, s in zip(base, src, strict=True)]
     sys2 = [_edit(r, s, 0.6) for s in src]
@@ -162,6 +162,11 @@ def ours(text_files: dict[str, Path]) -> pd.DataFrame:
         }
     )
     scores = score(df, metrics, progress=False)
+    # two references of different lengths: TER's averaged reference length is fractional, so
+    # TER takes the float path (sacrebleu's gather and matrix products verbatim) and BLEU/chrF
+    # the integer path
+    ter = scores.stats[("ter", "sys2")]
+    assert not np.array_equal(ter, np.round(ter))
     agg = aggregate(scores)
     cfg = CompareConfig(n_bootstrap=1000, n_ar=1000, seed=SEED, baseline="base")
     return compare(scores, agg, cfg).table
