@@ -36,6 +36,7 @@ from pipeline.track import (
     track_run,
     write_csv,
     write_parquet,
+    write_run_info,
 )
 
 log = logging.getLogger("paraeval")
@@ -176,31 +177,34 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
     uri = None
     tracking = OmegaConf.to_container(cfg.tracking, resolve=True)
     assert isinstance(tracking, dict)
+    params = flatten(OmegaConf.to_container(cfg, resolve=True))  # type: ignore[arg-type]
+    params["metrics.selected"] = ",".join(metrics)
+    tags = {
+        "paraeval.data": str(cfg.data.get("name", "data")),
+        "paraeval.git_commit": _git_commit(),
+        "paraeval.output_dir": str(out.resolve()),
+        "paraeval.overrides": " ".join(overrides or []),
+    }
+    tags.update({f"signature.{k}": v for k, v in signatures.items()})
+    tags.update(library_versions())
+    tags["paraeval.version"] = tags.get("version.paraeval", "unknown")
+    tags.update(hydra_tags())
+    name = tracking.get("run_name") or sweep_run_name(_run_name(cfg, overrides or []), tags)
+    record = RunRecord(
+        tracking=resolved_tracking(tracking),
+        params=params,
+        tags=tags,
+        run_name=str(name),
+        metrics=extra_metrics,
+        data_name=str(cfg.data.get("name", "data")),
+    )
+    # run_info.json is written either way, so `paraeval-log` can log this directory later
     if tracking.get("enabled", True):
-        params = flatten(OmegaConf.to_container(cfg, resolve=True))  # type: ignore[arg-type]
-        params["metrics.selected"] = ",".join(metrics)
-        tags = {
-            "paraeval.data": str(cfg.data.get("name", "data")),
-            "paraeval.git_commit": _git_commit(),
-            "paraeval.output_dir": str(out.resolve()),
-            "paraeval.overrides": " ".join(overrides or []),
-        }
-        tags.update({f"signature.{k}": v for k, v in signatures.items()})
-        tags.update(library_versions())
-        tags["paraeval.version"] = tags.get("version.paraeval", "unknown")
-        tags.update(hydra_tags())
-        name = tracking.get("run_name") or sweep_run_name(_run_name(cfg, overrides or []), tags)
-        record = RunRecord(
-            tracking=resolved_tracking(tracking),
-            params=params,
-            tags=tags,
-            run_name=str(name),
-            metrics=extra_metrics,
-            data_name=str(cfg.data.get("name", "data")),
-        )
         logged = track_run(out, record)
         if logged is not None:
             run_id, uri = logged.run_id, logged.uri
+    else:
+        write_run_info(out, record)
     result = RunResult(
         out, agg.segments, agg.systems, corr, signatures, run_id, uri, comparison
     )
