@@ -362,13 +362,13 @@ def _log_batch(
     ms = [Metric(_key(k), float(v), now, 0) for k, v in (metrics or {}).items() if _finite(v)]
     ps = [Param(_key(k), str(v)[:PARAM_MAX]) for k, v in (params or {}).items()]
     ts = [RunTag(k, str(v)[:PARAM_MAX]) for k, v in (tags or {}).items()]
-    # MLflow's per-call limits: 1000 metrics, 100 params, 100 tags
-    for batch in _batches(ms, 1000):
-        client.log_batch(run_id, metrics=batch)
-    for batch in _batches(ps, 100):
-        client.log_batch(run_id, params=batch)
-    for batch in _batches(ts, 100):
-        client.log_batch(run_id, tags=batch)
+    # one request per run where possible (each is a round trip, or a SQLite transaction); MLflow
+    # takes at most 1000 metrics, 100 params, 100 tags and 1000 entries in all per request
+    while ms or ps or ts:
+        p_part, ps = ps[:100], ps[100:]
+        t_part, ts = ts[:100], ts[100:]
+        m_part, ms = ms[: 1000 - len(p_part) - len(t_part)], ms[1000 - len(p_part) - len(t_part) :]
+        client.log_batch(run_id, metrics=m_part, params=p_part, tags=t_part)
 
 
 @dataclass
