@@ -123,7 +123,7 @@ class _Groups:
     def midranks(self, wt: np.ndarray) -> np.ndarray:
         """Mid-rank of every position in the expanded sample, shape (n, B)."""
         gw = self.weights(wt)
-        below = np.cumsum(gw, axis=0) - gw
+        below = np.cumsum(gw, axis=0, dtype=gw.dtype) - gw
         return (below + (gw + 1.0) / 2.0)[self.group]
 
 
@@ -180,6 +180,8 @@ class _InversionPlan:
             # (n, B) layout: every gather moves whole contiguous rows and the cumulative sum runs
             # down the rows, both much faster than working along the last axis
             cs = np.zeros((left_sorted.size + 1, wt.shape[1]), dtype=wt.dtype)
+            # an explicit integer output: np.cumsum would otherwise widen int32 to int64 and run
+            # several times slower
             np.cumsum(wt[left_sorted], axis=0, out=cs[1:])
             larger = cs[end] - cs[upto]
             total += (wt[right_pos] * larger).sum(axis=0, dtype=np.float64)
