@@ -5,11 +5,12 @@ resample is exactly what :func:`correlation.levels.correlate` returns on the exp
 matrix ``metric[sys_idx][:, item_idx]`` (the tests check this equality); it is computed without
 building that matrix:
 
-- a repeated cell is a weight (its multiplicity). Pearson is a weighted moment ratio (one matrix
-  product for all resamples); Spearman uses weighted mid-ranks from one sort of the data; Kendall's
-  tau-b/tau-c count weighted discordant pairs with a merge-sort recursion whose sort orders do not
-  depend on the weights, so every level is a handful of array operations over all resamples at
-  once (O(B n log n) work, no Python loop over cells or resamples);
+- a repeated cell is a weight (its multiplicity). Pearson is a weighted moment ratio (one
+  product of the weights with six moment vectors for all resamples); Spearman uses weighted
+  mid-ranks from one sort of the data; Kendall's tau-b/tau-c count weighted discordant pairs with
+  a merge-sort recursion whose sort orders do not depend on the weights, so every level is a
+  handful of array operations over all resamples at once (O(B n log n) work, no Python loop over
+  cells or resamples);
 - with few values per unit of analysis (systems inside an item, systems at the system level) the
   statistics are computed from pair tensors ``(..., n, n)``.
 
@@ -79,7 +80,7 @@ def counts(idx: np.ndarray, k: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------
-# Fixed data, many weight vectors: x, y of shape (n,), weights W of shape (B, n).
+# Fixed data, many weight vectors: x, y of shape (n,), weights of shape (n, B).
 # ---------------------------------------------------------------------------------------------
 
 
@@ -318,12 +319,12 @@ def _segment_values(m: np.ndarray, h: np.ndarray, coefficient: str, res: Resampl
         # constant test on the resampled pool of cells, as kendall_like() does
         cs, ci = np.nonzero(ok)
         gm, gh = _Groups(m[ok]), _Groups(h[ok])
+        c0, d0 = kendall_like_counts(m, h)
         for sl in _chunks(b, n_sys * n_sys * n_items):
             k = sl.stop - sl.start
             cw = _cell_weights(item_w, sys_w, sl, ci, cs)
             const = (gm.present(cw) < 2) | (gh.present(cw) < 2)
             if sys_w is None:
-                c0, d0 = kendall_like_counts(m, h)
                 c = np.broadcast_to(c0, (k, n_items))
                 d = np.broadcast_to(d0, (k, n_items))
             else:
@@ -360,12 +361,9 @@ def _item_values(
             v[sl] = pair_statistic(coefficient, xs, ys, np.ones(xs.shape))
     iw = counts(res.item_idx, n_items) if res.item_idx is not None else np.ones((b, n_items))
     defined = np.isfinite(v)
-    if item_nan == "zero":
-        num = (iw * np.where(defined, v, 0.0)).sum(1)
-        den = iw.sum(1)
-    else:
-        num = (iw * np.where(defined, v, 0.0)).sum(1)
-        den = (iw * defined).sum(1)
+    num = (iw * np.where(defined, v, 0.0)).sum(1)
+    # "zero": undefined items stay in the denominator with value 0
+    den = iw.sum(1) if item_nan == "zero" else (iw * defined).sum(1)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(den > 0, num / den, np.nan)
 
@@ -402,7 +400,12 @@ def _system_values(
             x = _resampled_means(m, item_w)
         y = _resampled_means(h, item_w)
     else:
-        base = row_nanmean(m) if system_metric is None else np.asarray(system_metric, float)
+        if system_metric is not None:
+            base = np.asarray(system_metric, dtype=float)
+        elif system_metric_fn is not None:
+            base = np.asarray(system_metric_fn(np.arange(n_items)), dtype=float)
+        else:
+            base = row_nanmean(m)
         x = np.broadcast_to(base, (b, n_sys))
         y = np.broadcast_to(row_nanmean(h), (b, n_sys))
     if res.sys_idx is not None:
@@ -433,6 +436,7 @@ def stats_system_metric_fn(
 
 
 def is_segment_mean(m: np.ndarray, system_metric: np.ndarray) -> bool:
+    """Whether per-system scores are the mean of each system's finite segment scores."""
     sm = np.asarray(system_metric, dtype=float).ravel()
     return sm.shape == (m.shape[0],) and bool(
         np.allclose(sm, row_nanmean(m), rtol=1e-9, atol=1e-12, equal_nan=True)
