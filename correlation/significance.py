@@ -245,9 +245,9 @@ def significance_clusters(
     """Rank metrics into significance clusters, as mt-metrics-eval's ``AssignRanks``.
 
     Metrics are sorted by value, best first. Walking down that list, a metric starts a new cluster
-    (rank + 1) when it is significantly worse (p < alpha) than any member of the current cluster;
-    otherwise it joins the current cluster. Cluster 1 therefore holds the best metric and every
-    following metric not significantly worse than any metric above it in the cluster.
+    (rank + 1) when it is significantly worse (p <= alpha, mt-metrics-eval's threshold rule) than
+    any member of the current cluster; otherwise it joins the current cluster. Cluster 1 therefore
+    holds the best metric and the metrics after it that no cluster-1 metric significantly beats.
     ``pvalues[(a, b)]`` is the p-value for "a is better than b"; either key order is looked up.
     A missing or NaN p-value counts as not significant. Metrics with a NaN value get no cluster.
     """
@@ -259,7 +259,7 @@ def significance_clusters(
     for i, metric in enumerate(ranked):
         for above in ranked[start:i]:
             p = pvalues.get((above, metric), pvalues.get((metric, above), float("nan")))
-            if math.isfinite(p) and p < alpha:
+            if math.isfinite(p) and p <= alpha:
                 rank += 1
                 start = i
                 break

@@ -169,6 +169,8 @@ def test_clusters_follow_mt_metrics_eval_rule() -> None:
     assert significance_clusters(values, pvalues) == {"a": 1, "b": 1, "c": 2, "d": 2}
     # with a stricter alpha nothing is significant except a-d, b-d is 0.01 -> not < 0.005
     assert significance_clusters(values, pvalues, alpha=0.005) == {"a": 1, "b": 1, "c": 1, "d": 2}
+    # p equal to alpha is significant (mt-metrics-eval compares with <=)
+    assert significance_clusters({"x": 0.9, "y": 0.8}, {("x", "y"): 0.05}) == {"x": 1, "y": 2}
     # keys are looked up in either order
     flipped = {(k[1], k[0]): v for k, v in pvalues.items()}
     assert significance_clusters(values, flipped) == {"a": 1, "b": 1, "c": 2, "d": 2}
