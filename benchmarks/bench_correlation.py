@@ -56,6 +56,7 @@ def main() -> None:
     parser.add_argument("--systems", type=int, default=10)
     parser.add_argument("--items", type=int, default=1000)
     parser.add_argument("--scipy-resamples", type=int, default=30)
+    parser.add_argument("--workers", type=int, default=None, help="threads (default: up to 4)")
     args = parser.parse_args()
 
     metrics, human = make_data(args.systems, args.items, args.metrics, seed=0)
@@ -83,6 +84,7 @@ def main() -> None:
         coefficients=("pearson", "kendall_b"),
         n_resamples=args.resamples,
         rng=np.random.default_rng(1),
+        workers=args.workers,
     )
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     assert len(rows) == 2 * args.metrics

@@ -173,6 +173,8 @@ def permutation_test(
     a, h = check_matrices(metric_a, human)
     b, _ = check_matrices(metric_b, human)
     ok = np.isfinite(a) & np.isfinite(b) & np.isfinite(h)
+    if int(ok.sum()) < 2:
+        return float("nan")
     a = _standardize(np.where(ok, a, np.nan))
     b = _standardize(np.where(ok, b, np.nan))
     h = np.where(ok, h, np.nan)

@@ -292,3 +292,13 @@ def test_three_systems_degenerate_resamples(
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-9)
     if level == "system" or item_nan == "skip":
         assert np.isnan(want).any()
+
+
+@pytest.mark.parametrize("level", ["segment", "item", "system"])
+def test_no_rated_cells_gives_nan_interval(level: str) -> None:
+    metric = np.arange(12.0).reshape(3, 4)
+    human = np.full((3, 4), np.nan)
+    lo, hi = bootstrap_ci(
+        metric, human, level, "pearson", rng=np.random.default_rng(0), n_resamples=10
+    )
+    assert math.isnan(lo) and math.isnan(hi)

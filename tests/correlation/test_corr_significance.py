@@ -213,3 +213,13 @@ def test_permutation_matches_explicit_swaps(coefficient: str, unit: str) -> None
         a, b, human, "segment", coefficient, rng=np.random.default_rng(7), n_resamples=n, unit=unit
     )
     assert p == pytest.approx((1 + hits) / (1 + perm.size))
+
+
+@pytest.mark.parametrize("level", ["segment", "item", "system"])
+def test_permutation_without_common_cells_is_nan(level: str) -> None:
+    human, strong, noise = _data()
+    missing = np.full(human.shape, np.nan)
+    p = permutation_test(
+        strong, noise, missing, level, "kendall_b", rng=np.random.default_rng(0), n_resamples=10
+    )
+    assert math.isnan(p)
