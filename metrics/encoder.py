@@ -41,6 +41,7 @@ DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
 # bumped whenever what is stored under a key changes meaning
 _CACHE_SCHEMA = "paraeval-encoder-v1"
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack", ".onnx", ".ckpt")
+_TOKENS_PER_ROW = 128  # padded tokens per batch row allowed on average (token budget)
 _FLUSH_EVERY = 2048  # sentences between cache transactions: the crash-resume granularity
 
 
@@ -349,9 +350,7 @@ class Encoder:
         ids = self.tokenize(texts)
         st_max = self.sentence_max_length
         pooling = self.pooling
-        # longest first: an out-of-memory batch shows up at once, not after an hour
-        order = sorted(range(len(texts)), key=lambda i: -len(ids[i]))
-        batches = [order[s : s + self.batch_size] for s in range(0, len(order), self.batch_size)]
+        batches = self._batches([len(x) for x in ids])
         iterator: Iterable[list[int]] = batches
         if progress:
             from tqdm.auto import tqdm
@@ -400,6 +399,25 @@ class Encoder:
             for text, vec in long_vecs.items():
                 self._sent[text] = pending.setdefault(text, {})["sent"] = vec
         self._flush(pending)
+
+    def _batches(self, lengths: Sequence[int]) -> list[list[int]]:
+        """Length-sorted batches of at most ``batch_size`` sentences and at most
+        ``batch_size * 128`` padded tokens, so that one very long sentence does not pad 63 short
+        ones to its length. Longest first: an out-of-memory batch shows up at once."""
+        order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+        budget = self.batch_size * _TOKENS_PER_ROW
+        batches: list[list[int]] = []
+        current: list[int] = []
+        for i in order:
+            width = lengths[current[0]] if current else lengths[i]
+            full = len(current) >= self.batch_size or width * (len(current) + 1) > budget
+            if current and full:
+                batches.append(current)
+                current = []
+            current.append(i)
+        if current:
+            batches.append(current)
+        return batches
 
     def _sentence_pass(self, texts: list[str], max_len: int, pooling: str) -> dict[str, np.ndarray]:
         """Sentence embeddings of texts longer than sentence-transformers' limit, truncated the
