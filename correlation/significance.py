@@ -23,6 +23,7 @@ from correlation.levels import (
     UNITS,
     check_level_coefficient,
     check_matrices,
+    item_values,
     row_nanmean,
 )
 
@@ -95,12 +96,7 @@ def _batch_statistic(
         w = np.isfinite(human).T.astype(float)
         for sl in _slices(k, n_items * n_sys * n_sys):
             v = pair_statistic(coefficient, metric[sl].transpose(0, 2, 1), human.T[None], w)
-            defined = np.isfinite(v)
-            if item_nan == "zero":
-                out[sl] = np.where(defined, v, 0.0).mean(axis=1)
-            else:
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    out[sl] = np.where(defined, v, 0.0).sum(1) / defined.sum(1)
+            out[sl] = _item_mean(v, item_nan)
         return out
 
     x = system_metric if system_metric is not None else _batch_row_means(metric)
@@ -108,6 +104,15 @@ def _batch_statistic(
     for sl in _slices(k, n_sys * n_sys):
         out[sl] = pair_statistic(coefficient, x[sl], y[None], 1.0)
     return out
+
+
+def _item_mean(v: np.ndarray, item_nan: str) -> np.ndarray:
+    """Mean over the last axis under the item-level NaN rule (see correlation.levels)."""
+    defined = np.isfinite(v)
+    total = np.where(defined, v, 0.0).sum(axis=-1)
+    count = v.shape[-1] if item_nan == "zero" else defined.sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.asarray(total / count)
 
 
 def _batch_row_means(a: np.ndarray) -> np.ndarray:
@@ -198,8 +203,19 @@ def permutation_test(
         # weighted coefficients then score all permutations at once (O(n log n) for Kendall).
         pooled = FixedPairs(np.concatenate([a[ok], b[ok]]), np.concatenate([h[ok], h[ok]]))
 
+    per_item: tuple[np.ndarray, np.ndarray] | None = None
+    if level == "item" and unit == "items":
+        # whole items swap, so every item keeps A's or B's own per-item value
+        per_item = (item_values(a, h, coefficient), item_values(b, h, coefficient))
+
     def deltas(mask: np.ndarray) -> np.ndarray:
         """Differences for swap masks broadcastable to (K, S, I); True = swapped."""
+        if per_item is not None:
+            va, vb = per_item
+            swap = np.broadcast_to(mask[:, 0, :], (mask.shape[0], n_items))
+            return _item_mean(np.where(swap, vb, va), item_nan) - _item_mean(
+                np.where(swap, va, vb), item_nan
+            )
         if pooled is not None:
             cells = np.broadcast_to(mask, (mask.shape[0], n_sys, n_items))[:, ok]
             keep_a = np.concatenate([~cells, cells], axis=1).T.astype(np.int32)

@@ -223,3 +223,56 @@ def test_permutation_without_common_cells_is_nan(level: str) -> None:
         strong, noise, missing, level, "kendall_b", rng=np.random.default_rng(0), n_resamples=10
     )
     assert math.isnan(p)
+
+
+@pytest.mark.parametrize("item_nan", ["skip", "zero"])
+@pytest.mark.parametrize("unit", ["items", "systems", "both"])
+@pytest.mark.parametrize(
+    ("level", "coefficient"),
+    [
+        ("item", "kendall_b"),
+        ("item", "pearson"),
+        ("item", "kendall_like"),
+        ("segment", "kendall_like"),
+        ("system", "spearman"),
+        ("system", "pairwise_accuracy"),
+    ],
+)
+def test_permutation_other_levels_match_explicit_swaps(
+    level: str, coefficient: str, unit: str, item_nan: str
+) -> None:
+    from correlation.levels import correlate
+
+    rng = np.random.default_rng(5)
+    human = rng.integers(0, 3, size=(4, 7)).astype(float)
+    a = human + rng.integers(0, 2, size=(4, 7))
+    b = rng.integers(0, 3, size=(4, 7)).astype(float)
+    human[1, 2] = np.nan
+    ok = np.isfinite(a) & np.isfinite(b) & np.isfinite(human)
+    # missing cells are left out of all three matrices, then both metrics are z-scored
+    za = np.where(ok, (a - a[ok].mean()) / a[ok].std(), np.nan)
+    zb = np.where(ok, (b - b[ok].mean()) / b[ok].std(), np.nan)
+    h = np.where(ok, human, np.nan)
+    n = 40
+    shape = {"items": (n, 1, 7), "systems": (n, 4, 1), "both": (n, 4, 7)}[unit]
+    masks = np.random.default_rng(1).random(shape) < 0.5
+
+    def corr(x: np.ndarray) -> float:
+        return correlate(x, h, level, coefficient, item_nan=item_nan).value
+
+    observed = corr(za) - corr(zb)
+    perm = np.array([corr(np.where(m, zb, za)) - corr(np.where(m, za, zb)) for m in masks])
+    perm = perm[np.isfinite(perm)]
+    hits = int((np.abs(perm) >= abs(observed) - 1e-12).sum())
+    p = permutation_test(
+        a,
+        b,
+        human,
+        level,
+        coefficient,
+        rng=np.random.default_rng(1),
+        n_resamples=n,
+        unit=unit,
+        item_nan=item_nan,
+    )
+    assert p == pytest.approx((1 + hits) / (1 + perm.size))
