@@ -84,21 +84,6 @@ def counts(idx: np.ndarray, k: int) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 
 
-def _weighted_pearson_rows(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Weighted Pearson over axis 0 of (n, B) arrays (the layout of the fixed-data engine)."""
-    total = w.sum(axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        wx = w * x
-        mx = wx.sum(axis=0) / total
-        my = (w * y).sum(axis=0) / total
-        x = x - mx
-        y = y - my
-        wx = w * x
-        cov = (wx * y).sum(axis=0)
-        r = cov / np.sqrt((wx * x).sum(axis=0) * (w * y * y).sum(axis=0))
-    return np.clip(r, -1.0, 1.0)
-
-
 class _Groups:
     """Runs of equal values of a fixed vector, in sorted order."""
 
@@ -121,11 +106,11 @@ class _Groups:
         """How many distinct values carry positive weight, shape (B,)."""
         return np.asarray((self.weights(wt) > 0).sum(axis=0))
 
-    def midranks(self, wt: np.ndarray) -> np.ndarray:
-        """Mid-rank of every position in the expanded sample, shape (n, B)."""
-        gw = self.weights(wt)
-        below = np.cumsum(gw, axis=0, dtype=gw.dtype) - gw
-        return (below + (gw + 1.0) / 2.0)[self.group]
+
+def _group_midranks(gw: np.ndarray) -> np.ndarray:
+    """Mid-rank of each group of tied values in the expanded sample, from group weights (G, B)."""
+    below = np.cumsum(gw, axis=0, dtype=gw.dtype) - gw
+    return below + (gw + 1.0) / 2.0
 
 
 def _group_sums(sorted_w: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -256,9 +241,18 @@ class FixedPairs:
                 const = self._constant(wt, (vx < 1e-8) | (vy < 1e-8) | ~np.isfinite(r))
                 return np.where(const | (total < 3), np.nan, np.clip(r, -1.0, 1.0))
             if coefficient == "spearman":
-                wf = wt.astype(np.float64)
-                r = _weighted_pearson_rows(self.gx.midranks(wt), self.gy.midranks(wt), wf)
-                return np.where(self._constant(wt) | (total < 3), np.nan, r)
+                # Mid-ranks of the expanded sample always sum to N(N+1)/2, and their squares can
+                # be summed per group of tied values, so only the cross term needs every cell.
+                # Ranks are half-integers: these sums stay exact in float64 up to N of ~1e5.
+                gwx, gwy = self.gx.weights(wt), self.gy.weights(wt)
+                mid_x, mid_y = _group_midranks(gwx), _group_midranks(gwy)
+                cross = np.einsum("nb,nb->b", mid_x[self.gx.group] * mid_y[self.gy.group], wt)
+                centre = total * ((total + 1.0) / 2.0) ** 2
+                vx = np.einsum("gb,gb->b", mid_x * mid_x, gwx) - centre
+                vy = np.einsum("gb,gb->b", mid_y * mid_y, gwy) - centre
+                r = np.clip((cross - centre) / np.sqrt(vx * vy), -1.0, 1.0)
+                const = ((gwx > 0).sum(axis=0) < 2) | ((gwy > 0).sum(axis=0) < 2)
+                return np.where(const | (total < 3), np.nan, r)
             if coefficient in ("kendall_b", "kendall_c"):
                 order, joint_starts, plan = self._kendall_plan()
                 wo = wt[order]
