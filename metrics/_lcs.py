@@ -205,3 +205,32 @@ def skip_bigram_stats(
         out[k, 1] = a.shape[0]
         out[k, 2] = b.shape[0]
     return out
+
+
+@njit(cache=True, nogil=True)
+def lcs_reference_mask(ref: np.ndarray, can: np.ndarray) -> np.ndarray:
+    """rouge-score's ``lcs_ind`` as a mask over ``ref``: its LCS table (reference rows) and its
+    backtrack (diagonal on a match, else left only when the left cell is strictly larger)."""
+    rows, cols = ref.shape[0], can.shape[0]
+    t = np.zeros((rows + 1, cols + 1), dtype=np.int64)
+    for i in range(1, rows + 1):
+        ri = ref[i - 1]
+        for j in range(1, cols + 1):
+            if ri == can[j - 1]:
+                t[i, j] = t[i - 1, j - 1] + 1
+            else:
+                up = t[i - 1, j]
+                left = t[i, j - 1]
+                t[i, j] = up if up >= left else left
+    mask = np.zeros(rows, dtype=np.bool_)
+    i, j = rows, cols
+    while i > 0 and j > 0:
+        if ref[i - 1] == can[j - 1]:
+            mask[i - 1] = True
+            i -= 1
+            j -= 1
+        elif t[i, j - 1] > t[i - 1, j]:
+            j -= 1
+        else:
+            i -= 1
+    return mask

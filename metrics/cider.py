@@ -95,23 +95,23 @@ class CIDEr(Metric):
         return hit
 
     def _vec(
-        self, counts: dict[Gram, int], df: Counter[Gram], ref_len: float
+        self, counts: dict[Gram, int], weight: dict[Gram, float], unseen: float
     ) -> tuple[list[dict[Gram, float]], list[float], int]:
-        """pycocoevalcap's ``counts2vec``: per-order tf-idf dicts, their norms, the bigram count."""
+        """pycocoevalcap's ``counts2vec``: per-order tf-idf dicts, their norms, the bigram count.
+        ``weight`` maps a reference n-gram to its idf, ``unseen`` is the idf of any other."""
         n_ord = self.max_order
         vec: list[dict[Gram, float]] = [{} for _ in range(n_ord)]
         norm = [0.0] * n_ord
         length = 0
-        log = np.log
+        get = weight.get
         for gram, tf in counts.items():
-            d = log(max(1.0, df.get(gram, 0.0)))
             k = len(gram) - 1
-            v = float(tf) * (ref_len - d)
+            v = float(tf) * get(gram, unseen)
             vec[k][gram] = v
-            norm[k] += pow(v, 2)
+            norm[k] += v * v
             if k == 1:
                 length += tf
-        return vec, [float(np.sqrt(x)) for x in norm], length
+        return vec, [math.sqrt(x) for x in norm], length
 
     def _sim(
         self,
@@ -152,16 +152,19 @@ class CIDEr(Metric):
             df.update(grams)
         n_items = len(refss)
         ref_len = float(np.log(float(n_items))) if n_items else 0.0
+        # idf = log(#items) - log(max(1, df)); df takes only the values 1..#items
+        log_df = [float(np.log(max(1.0, float(k)))) for k in range(n_items + 1)]
+        weight = {gram: ref_len - log_df[d] for gram, d in df.items()}
         # a reference shared by several items is vectorised once
         ref_vecs: dict[int, tuple[list[dict[Gram, float]], list[float], int]] = {}
         seg = np.zeros(n_items, dtype=float)
         for i, (hyp, refs) in enumerate(zip(hyps, refss, strict=True)):
-            vh = self._vec(hyp, df, ref_len)
+            vh = self._vec(hyp, weight, ref_len)
             score = np.zeros(self.max_order)
             for ref in refs:
                 vr = ref_vecs.get(id(ref))
                 if vr is None:
-                    vr = self._vec(ref, df, ref_len)
+                    vr = self._vec(ref, weight, ref_len)
                     ref_vecs[id(ref)] = vr
                 score += self._sim(vh, vr)
             avg = np.mean(score)

@@ -306,34 +306,7 @@ class RougeL(_Rouge):
         return _lcs_prf(hits, lens[pa].astype(float), lens[pb].astype(float))
 
 
-def _lcs_indices(ref: Toks, can: Toks) -> list[int]:
-    """rouge-score's ``lcs_ind``: reference positions of one LCS (its table and backtrack)."""
-    rows, cols = len(ref), len(can)
-    t = [[0] * (cols + 1) for _ in range(rows + 1)]
-    for i in range(1, rows + 1):
-        ri = ref[i - 1]
-        row, above = t[i], t[i - 1]
-        for j in range(1, cols + 1):
-            if ri == can[j - 1]:
-                row[j] = above[j - 1] + 1
-            else:
-                row[j] = max(above[j], row[j - 1])
-    out: list[int] = []
-    i, j = rows, cols
-    while i > 0 and j > 0:
-        if ref[i - 1] == can[j - 1]:
-            out.append(i - 1)
-            i -= 1
-            j -= 1
-        elif t[i][j - 1] > t[i - 1][j]:
-            j -= 1
-        else:
-            i -= 1
-    out.reverse()
-    return out
-
-
-def summary_lcs_hits(ref_sents: list[Toks], can_sents: list[Toks]) -> int:
+def summary_lcs_hits(ref_sents: list[Toks], can_sents: list[Toks], encoder: _Encoder) -> int:
     """rouge-score's ``_summary_level_lcs`` hit count: union LCS per reference sentence, each
     token counted at most as often as it occurs on both sides (ROUGE-1.5.5's clipping)."""
     cnt_r: Counter[str] = Counter()
@@ -343,9 +316,13 @@ def summary_lcs_hits(ref_sents: list[Toks], can_sents: list[Toks]) -> int:
     for s in can_sents:
         cnt_c.update(s)
     hits = 0
+    can_ids = [encoder.ids(c) for c in can_sents]
     for ref in ref_sents:
-        union = sorted(set().union(*(_lcs_indices(ref, c) for c in can_sents)))
-        for i in union:
+        ref_ids = encoder.ids(ref)
+        union = np.zeros(len(ref), dtype=bool)
+        for c in can_ids:
+            union |= _lcs.lcs_reference_mask(ref_ids, c)
+        for i in np.flatnonzero(union):
             tok = ref[i]
             if cnt_c[tok] > 0 and cnt_r[tok] > 0:
                 hits += 1
@@ -389,7 +366,7 @@ class RougeLsum(_Rouge):
                 single_b.append(rs[0])
                 single_k.append(k)
             else:
-                hits[k] = summary_lcs_hits(rs, cs)
+                hits[k] = summary_lcs_hits(rs, cs, self._encoder)
         if single_k:
             flat, starts, lens, pa, pb = self._packed_pairs(single_a, single_b)
             hits[np.array(single_k)] = _lcs.lcs_lengths(flat, starts, lens, pa, pb)
