@@ -79,13 +79,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         if proc.poll() is None:
             os.killpg(proc.pid, 15)
             try:
-                proc.wait(timeout=20)
+                proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, 9)
                 proc.wait(timeout=20)
         log_file.close()
 
 
+@pytest.mark.slow
 def test_pipeline_logs_to_a_server_over_http(server: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = run_cli(

@@ -128,6 +128,7 @@ def test_relog_errors_are_one_line(tmp_path: Path) -> None:
     assert proc.stderr.strip().count("\n") == 0 and "run_info.json" in proc.stderr
 
 
+@pytest.mark.slow
 def test_concurrent_loggers_share_a_fresh_sqlite_store(
     offline_run: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path
 ) -> None:

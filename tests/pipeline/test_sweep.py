@@ -109,6 +109,7 @@ def _parents(store: Path) -> list:  # type: ignore[type-arg]
     return [r for r in runs if r.data.tags.get("paraeval.role") == "invocation"]
 
 
+@pytest.mark.slow
 def test_multirun_alpha_sweep_is_served_from_the_cache(tmp_path: Path) -> None:
     store, sweep = tmp_path / "store", tmp_path / "sweep"
     proc = run_cli(
@@ -152,6 +153,7 @@ def test_multirun_alpha_sweep_is_served_from_the_cache(tmp_path: Path) -> None:
     assert set(curve["alpha"]) == {0.0, 0.5, 1.0} and set(curve["split"]) == {"dev", "test"}
 
 
+@pytest.mark.slow
 def test_parallel_jobs_share_one_sqlite_store(tmp_path: Path) -> None:
     store, sweep = tmp_path / "store", tmp_path / "sweep"
     proc = run_cli(
