@@ -186,6 +186,7 @@ class ScoreCache:
         self.root = Path(directory).expanduser() / "scores" / "v1"
         self.counts: dict[str, Counts] = {}
         self._write_failed = False
+        self._read_warned = False
 
     @classmethod
     def from_config(cls, node: Mapping[str, Any] | None) -> ScoreCache | None:
@@ -249,7 +250,9 @@ class ScoreCache:
             return None
         except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as exc:
             # an unreadable entry (disk trouble, foreign file) is a miss and is replaced
-            log.warning("score cache: ignoring unreadable entry %s (%s)", path, exc)
+            if not self._read_warned:
+                self._read_warned = True
+                log.warning("score cache: ignoring unreadable entry %s (%s)", path, exc)
             return None
         if int(arrays["n"]) != n or any(len(v) != n for v in entry.segment.values()):
             return None
