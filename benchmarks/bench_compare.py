@@ -111,12 +111,13 @@ def main() -> int:
         t_anchor += elapsed
         print(f"sacrebleu PairedTest {test} (3 metrics): {elapsed:.2f} s")
         for key, metric in names.items():
-            mine = result.table[result.table["metric"] == metric].set_index("system")
+            mine = result.table[result.table["metric"] == metric].set_index("system")[column]
             for s, r in zip(res["System"][1:], res[key][1:], strict=True):
-                ours = float(mine.loc[s, column])
-                if ours != r.p_value:
+                ours = float(mine.to_dict()[str(s)])
+                theirs = getattr(r, "p_value", None)
+                if ours != theirs:
                     mismatches += 1
-                    print(f"  MISMATCH {test} {metric} {s}: ours {ours} sacrebleu {r.p_value}")
+                    print(f"  MISMATCH {test} {metric} {s}: ours {ours} sacrebleu {theirs}")
     n_pairs = 2 * 3 * (len(systems) - 1)
     print(f"p-values equal to sacrebleu: {n_pairs - mismatches}/{n_pairs}")
     sub = result.table[result.table["metric"].isin(list(names.values()))]
