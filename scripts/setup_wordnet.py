@@ -94,12 +94,17 @@ def apt_install(packages: tuple[str, ...]) -> bool:
     if shutil.which("apt-get") is None or not hasattr(os, "geteuid") or os.geteuid() != 0:
         return False
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
-    subprocess.run(
-        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
-        check=True,
-        env=env,
-    )
+    try:
+        subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+        subprocess.run(
+            ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
+            check=True,
+            env=env,
+        )
+    except (OSError, subprocess.CalledProcessError) as exc:
+        # no package mirror reachable: say so in one line and let the caller report what is missing
+        print(f"apt-get could not install {' '.join(packages)}: {exc}", file=sys.stderr)
+        return False
     return True
 
 
