@@ -91,3 +91,23 @@ def test_segment_scores_follow_a_permutation(items: list[tuple[str, list[str]]],
             b.segment[metric.name], a.segment[metric.name][perm], rtol=0, atol=1e-12
         )
         assert abs(b.corpus[metric.name] - a.corpus[metric.name]) <= 1e-9, metric.name
+
+
+OURS = [m for m in METRICS if type(m).__module__ != "metrics.sacre"]
+
+
+def test_empty_inputs_do_not_crash() -> None:
+    """No segments: an empty column and a NaN corpus score; blank texts: 0 (where NLTK would
+    divide by zero, see the NIST deviation test)."""
+    for metric in OURS:
+        none = metric.score([], [])
+        assert none.segment[metric.name].shape == (0,) and np.isnan(none.corpus[metric.name])
+        blank = metric.score(["", " \n "], [[""], ["  ", "\n"]])
+        assert list(blank.segment[metric.name]) == [0.0, 0.0], metric.name
+
+
+def test_against_source_and_group_are_settings() -> None:
+    for cls in (Rouge1, RougeL, RougeW, RougeS, RougeSU, NIST, CIDEr, METEOR):
+        metric = cls(against_source=True, group="diversity")
+        assert metric.against_source and metric.group == "diversity"
+        assert cls().group == "syntactic" and not cls().against_source
