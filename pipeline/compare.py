@@ -23,11 +23,12 @@ Definitions:
 - **Clusters**: per column, the best remaining system and every remaining system whose paired
   bootstrap p-value against it is ≥ ``alpha`` form a cluster; repeat on the rest. Cluster 1 holds
   the systems not distinguishable from the best. "Best" follows the column's direction.
-- **diversity** (per system): the mean over its items of the mean of the normalized
-  syntactic similarity-to-SOURCE columns that were computed: the ``<metric>_src`` twins of
-  non-semantic metrics and ``diversity``-group metrics such as ``self_bleu``. Normalization is the
-  run's (fitted on the pool, lower-is-better columns flipped), so with min-max it lies in [0, 1]:
-  1 = copies the input, LOWER = MORE DIVERSE.
+- **diversity** (per system): 1 minus the mean over its items of the mean min-max normalized
+  syntactic similarity to the SOURCE, over the similarity-to-source columns that were computed: the
+  ``<metric>_src`` twins of non-semantic metrics and ``diversity``-group metrics such as
+  ``self_bleu``. Each column is min-max normalized over the pool (lower-is-better columns flipped)
+  whatever the run's normalizer, so diversity lies in [0, 1]: 0 = copies the input on every item
+  (the lowest possible), HIGHER = MORE DIVERSE.
 - **adequacy** (per system): the mean over its items of the normalized semantic similarity: the
   ``semantic`` group average (to the references); on an item where that is missing, the mean of the
   normalized ``_src`` twins of semantic metrics (similarity to the source). Higher = keeps meaning.
@@ -618,13 +619,27 @@ def diversity_columns(scores: Any) -> tuple[list[str], list[str]]:
     return syntactic, semantic
 
 
+def _minmax(values: pd.Series, higher_is_better: bool) -> pd.Series:
+    x = values.astype(float)
+    lo, hi = x.min(), x.max()
+    if not np.isfinite(lo) or hi == lo:
+        return pd.Series(np.where(x.notna(), 1.0, np.nan), index=x.index)
+    return (x - lo) / (hi - lo) if higher_is_better else (hi - x) / (hi - lo)
+
+
 def diversity_adequacy(scores: Any, agg: Any) -> tuple[pd.DataFrame, list[str], list[str]]:
     """Per (item, system) normalized similarity to the source and adequacy."""
     seg, norm = agg.segments, agg.normalized
     syn_src, sem_src = diversity_columns(scores)
     out = seg[["system", "item_id"]].copy()
     with np.errstate(all="ignore"):
-        out["diversity"] = norm[syn_src].mean(axis=1, skipna=True) if syn_src else np.nan
+        if syn_src:
+            similarity = pd.DataFrame(
+                {c: _minmax(seg[c], scores.columns[c].higher_is_better) for c in syn_src}
+            )
+            out["diversity"] = 1.0 - similarity.mean(axis=1, skipna=True)
+        else:
+            out["diversity"] = np.nan
         adequacy = seg["semantic"] if "semantic" in seg else pd.Series(np.nan, index=seg.index)
         if sem_src:
             adequacy = adequacy.fillna(norm[sem_src].mean(axis=1, skipna=True))
@@ -772,7 +787,7 @@ def summary_table(result: Comparison, max_metrics: int = 4) -> str:
     legend = (
         f"score [{result.config.confidence:.0%} bootstrap interval](cluster); "
         f"* paired bootstrap, † approximate randomization: p < {alpha:g} vs '{result.baseline}'. "
-        f"diversity = normalized similarity to the source (lower = more diverse). "
+        f"diversity = 1 - normalized similarity to the source (0 = copies its input). "
         f"{result.signature}"
     )
     return frame.to_string() + "\n" + legend

@@ -64,7 +64,7 @@ def diversity_adequacy_plot(result: Comparison, path: Path) -> bool:
             xytext=(4, 4),
             textcoords="offset points",
         )
-    ax.set_xlabel("similarity to the source (normalized syntactic; ← more diverse)")
+    ax.set_xlabel("diversity (1 - normalized syntactic similarity to the source)")
     ax.set_ylabel("adequacy (normalized semantic similarity)")
     ax.set_title("Diversity vs adequacy (point = mean over items, lines = item IQR)", fontsize=10)
     ax.grid(alpha=0.3)

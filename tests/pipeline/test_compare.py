@@ -289,15 +289,16 @@ def test_interval_contains_point_estimate_and_matches_a_plain_loop(demo: Any) ->
     assert row["score"] == pytest.approx(agg.systems.loc["strong", "bleu"], abs=1e-9)
 
 
-def test_copy_system_has_maximal_source_similarity_and_copy_rate_one(demo: Any) -> None:
+def test_copy_system_has_lowest_possible_diversity_and_copy_rate_one(demo: Any) -> None:
     scores, agg = demo
     result = compare(scores, agg, CompareConfig(seed=1, **FAST))
     view = result.systems
     assert set(result.diversity_columns) == {"self_bleu", "chrf_src", "ter_src"}
-    # min-max normalization tops out at 1: the copy system reaches it on every item
-    assert view.loc["copy", "diversity"] == 1.0
-    assert view.loc["copy", "diversity_q25"] == 1.0
-    assert (view.drop(index="copy")["diversity"] < 1.0).all()
+    # similarity to the source is maximal on every item for the copy system: diversity 0
+    assert view.loc["copy", "diversity"] == 0.0
+    assert view.loc["copy", "diversity_q75"] == 0.0
+    assert (view.drop(index="copy")["diversity"] > 0.0).all()
+    assert (view["diversity"].between(0.0, 1.0)).all()
     assert view.loc["copy", "copy_rate"] == 1.0
     assert (view.drop(index="copy")["copy_rate"] < 0.5).all()
 
