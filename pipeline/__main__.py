@@ -20,7 +20,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 EXIT_USER_ERROR = 2
-GROUPS = ("data", "metrics", "normalize", "correlation", "tracking", "experiment")
+GROUPS = ("data", "metrics", "normalize", "correlation", "tracking", "experiment", "compare")
 
 
 def config_dir() -> Path:

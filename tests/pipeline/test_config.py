@@ -126,3 +126,14 @@ def test_quick_experiment_drops_cosine() -> None:
     built = build_metrics(OmegaConf.to_container(cfg.metrics, resolve=True))  # type: ignore[arg-type]
     assert "cosine" not in built and "bleu" in built
     assert cfg.tracking.enabled is False
+
+
+@pytest.mark.parametrize("option", options("compare"))
+def test_every_compare_option(option: str) -> None:
+    from pipeline.compare import CompareConfig
+
+    cfg = _compose([f"compare={option}"])
+    node = OmegaConf.to_container(cfg.compare, resolve=True)
+    assert isinstance(node, dict)
+    assert node["seed"] == cfg.seed
+    CompareConfig(**{k: v for k, v in node.items() if k in CompareConfig.__dataclass_fields__})
