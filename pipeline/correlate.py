@@ -60,7 +60,7 @@ def system_metric_fns(
         per_system = [scores.stats.get((key, s)) for s in systems]
         if metric is None or any(st is None for st in per_system):
             continue
-        fast = sacre_score_fn(metric, column)
+        fast = sacre_score_fn(metric)
         # item position -> row of that system's statistics (-1: the system lacks the item)
         rows = []
         for s in systems:
@@ -85,7 +85,7 @@ def system_metric_fns(
                 summed.append(counts[ok] @ st[pos[ok]])
             total = np.stack(summed)
             if fast is not None:
-                return np.asarray(fast[0](total), dtype=float)
+                return np.asarray(fast(total), dtype=float)
             return np.array(
                 [metric.corpus_from_stats(t[None, :])[column.removesuffix("_src")] for t in total]
             )
