@@ -453,6 +453,7 @@ def load_parabank(
     path: str,
     aggregate: str = "mean",
     references: str = "source",
+    max_items: int | None = None,
     name: str = "parabank",
 ) -> pd.DataFrame:
     """ParaBank-Eval (Hu et al. 2019): 400 sources, 36 systems, per-worker meaning scores.
@@ -462,7 +463,8 @@ def load_parabank(
     similarity to the source) and ``gm`` (grammaticality 0-2) are aggregated over workers into
     ``human_meaning`` and ``human_grammaticality``. There are no separate references:
     ``references: source`` scores every reference-based metric against the source sentence (the
-    natural use of this data); ``references: none`` leaves them empty.
+    natural use of this data); ``references: none`` leaves them empty. ``max_items`` keeps the
+    first N sources (by ref_id order in ref.tsv), for quick looks.
     """
     folder = _shared_dir(path, "ParaBank-Eval")
     ref_file = folder / "ref.tsv"
@@ -480,11 +482,15 @@ def load_parabank(
         for col in cols:
             if col not in df.columns:
                 raise DataError(f"column '{col}' not found", file=str(file), column=col)
+    if max_items is not None:
+        refs = refs.head(int(max_items))
     source_of = dict(zip(refs["ref_id"], refs["ref_sent"], strict=True))
     records = []
     for i, rec in enumerate(cands.to_dict("records")):
         row = i + 2
         ref_id = rec["ref_id"]
+        if max_items is not None and ref_id not in source_of:
+            continue
         if ref_id not in source_of:
             raise DataError(
                 f"ref_id '{ref_id}' is not in ref.tsv",
