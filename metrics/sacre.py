@@ -53,7 +53,9 @@ def segment_statistics(
     hit = _STATS_MEMO.get(memo_key)
     if hit is not None:
         return hit
-    stats = metric._extract_corpus_statistics(list(hyps), _ref_streams(references))
+    # sacrebleu skips None references (its variable-reference case) though its hints say str
+    streams: Any = _ref_streams(references)
+    stats = metric._extract_corpus_statistics(list(hyps), streams)
     arr = np.asarray(stats, dtype=float)
     if arr.ndim == 1:  # zero segments
         arr = arr.reshape(0, 0)
