@@ -93,6 +93,7 @@ def stage_breakdown(overrides: list[str], out_dir: Path) -> tuple[float, dict[st
         "correlate": "correlate",
         "significance": "significance",
         "human_report": "human report",
+        "run_compare": "system comparison",
         "write_plots": "plots",
         "run_alpha_curve": "alpha curve",
         "write_parquet": "write parquet",

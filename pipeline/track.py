@@ -72,11 +72,19 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
     os.close(fd)
     try:
         write(Path(tmp))
+        # mkstemp creates 0600; the result gets the mode a plain open() would have given it
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         with suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_csv(df: pd.DataFrame, path: Path, index: bool = False) -> None:
@@ -286,6 +294,31 @@ def check_reachable(uri: str, timeout: float = 5.0) -> None:
         ) from None
 
 
+_SQLITE_TUNED = False
+
+
+def _tune_sqlite() -> None:
+    """WAL journal and no fsync per commit for SQLite stores: MLflow commits several times per
+    run, and with a child run per system those commits dominate logging time. WAL keeps the
+    database consistent after a crash (at worst the last transactions are lost; the outputs stay
+    on disk and ``paraeval-log`` is idempotent)."""
+    global _SQLITE_TUNED
+    if _SQLITE_TUNED:
+        return
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    @event.listens_for(Engine, "connect")
+    def _pragmas(dbapi_connection: Any, connection_record: Any) -> None:
+        if type(dbapi_connection).__module__.startswith("sqlite3"):
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.close()
+
+    _SQLITE_TUNED = True
+
+
 @contextmanager
 def store_lock(uri: str) -> Iterator[None]:
     """Serialize writers of one SQLite store (no-op for servers and other databases)."""
@@ -294,6 +327,7 @@ def store_lock(uri: str) -> Iterator[None]:
         return
     from filelock import FileLock
 
+    _tune_sqlite()
     db = Path(uri.removeprefix("sqlite:///").split("?", 1)[0])
     if not db.is_absolute():
         db = db.resolve()
