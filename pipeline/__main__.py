@@ -53,6 +53,28 @@ def check_group_overrides(argv: list[str], conf: Path) -> None:
                 _fail(f"unknown {key} option '{choice}' in '{arg}'; choose from {sorted(options)}")
 
 
+def check_output_dir_overrides(argv: list[str]) -> None:
+    """An output folder that cannot be created as one line: Hydra makes ``hydra.run.dir`` (or
+    ``hydra.sweep.dir``) before any of paraeval's code runs and would answer with a traceback."""
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if not sep or key.lstrip("+") not in ("hydra.run.dir", "hydra.sweep.dir"):
+            continue
+        if not value or "${" in value:
+            continue  # interpolated: resolved by Hydra, checked by the run itself
+        folder = Path(value).expanduser()
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            probe = folder / ".paraeval-write-test"
+            probe.write_text("")
+            probe.unlink()
+        except OSError as exc:
+            _fail(
+                f"output directory '{value}' is not writable ({exc.strerror}); set "
+                f"{key.lstrip('+')} to a writable folder"
+            )
+
+
 @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="config")
 def _hydra_main(cfg: DictConfig) -> float | None:
     from metrics.base import MetricConfigError, MissingResourceError
@@ -72,6 +94,7 @@ def main() -> None:
     argv = sys.argv[1:]
     if not any(a in ("--help", "-h", "--hydra-help", "--info", "--cfg", "-c") for a in argv):
         check_group_overrides(argv, config_dir())
+        check_output_dir_overrides(argv)
     _hydra_main()
 
 

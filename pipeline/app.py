@@ -18,7 +18,7 @@ from pipeline import report
 from pipeline.aggregate import Aggregated, Normalizer, aggregate
 from pipeline.cache import ScoreCache
 from pipeline.compare import Comparison, run_compare
-from pipeline.correlate import correlate, significance
+from pipeline.correlate import check_correlation_config, correlate, significance
 from pipeline.errors import ConfigError
 from pipeline.humans import human_report
 from pipeline.load import HUMAN_PREFIX
@@ -102,6 +102,9 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
     check_writable(out)
     _missing_config(cfg)
     rng = np.random.default_rng(int(cfg.get("seed", 0)))
+    corr_cfg = OmegaConf.to_container(cfg.correlation, resolve=True)
+    assert isinstance(corr_cfg, dict)
+    check_correlation_config(corr_cfg)  # type: ignore[arg-type]
 
     df = _instantiate_data(cfg.data)
     log.info(
@@ -129,8 +132,6 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
         }
     )
     agg: Aggregated = aggregate(scores, normalizer)
-    corr_cfg = OmegaConf.to_container(cfg.correlation, resolve=True)
-    assert isinstance(corr_cfg, dict)
     humans = human_report(agg.segments)
     corr = correlate(agg, corr_cfg, rng, scores)  # type: ignore[arg-type]
     sig = significance(agg, corr_cfg, rng)  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pipeline.plots import _plt
+from pipeline.plots import _plt, save_figure
 
 if TYPE_CHECKING:
     from pipeline.compare import Comparison
@@ -68,8 +68,7 @@ def diversity_adequacy_plot(result: Comparison, path: Path) -> bool:
     ax.set_ylabel("adequacy (normalized semantic similarity)")
     ax.set_title("Diversity vs adequacy (point = mean over items, lines = item IQR)", fontsize=10)
     ax.grid(alpha=0.3)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return True
 
@@ -119,8 +118,7 @@ def ranking_plot(result: Comparison, path: Path, max_panels: int = 8) -> bool:
         f"significance cluster (alpha {result.config.alpha:g}), baseline in bold",
         fontsize=9,
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
     plt.close(fig)
     return True
 

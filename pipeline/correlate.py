@@ -6,6 +6,7 @@ the ``correlation`` package works on; one switch chooses the level.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -16,6 +17,8 @@ from pipeline.aggregate import Aggregated
 from pipeline.errors import ConfigError
 from pipeline.load import HUMAN_PREFIX
 from pipeline.score import Scores
+
+log = logging.getLogger(__name__)
 
 CORRELATION_COLUMNS = [
     "metric",
@@ -94,16 +97,16 @@ def system_metric_fns(
     return out
 
 
-def correlate(
-    agg: Aggregated,
-    cfg: Mapping[str, Any],
-    rng: np.random.Generator,
-    scores: Scores | None = None,
-) -> pd.DataFrame:
-    from correlation import COEFFICIENTS, LEVELS, correlation_table
+def check_correlation_config(cfg: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """(levels, coefficients) of ``correlation``; an unknown name is a ConfigError. Called before
+    scoring as well, so a typo costs seconds, not a scoring pass."""
+    from correlation import COEFFICIENTS, LEVELS
 
-    levels = list(cfg.get("levels", ["segment", "system"]))
-    coefficients = list(cfg.get("coefficients", ["pearson", "spearman", "kendall_b"]))
+    levels_node = cfg.get("levels", ["segment", "system"])
+    coef_node = cfg.get("coefficients", ["pearson", "spearman", "kendall_b"])
+    # `correlation.levels=system` (a plain string) means the one level, not its letters
+    levels = [levels_node] if isinstance(levels_node, str) else list(levels_node)
+    coefficients = [coef_node] if isinstance(coef_node, str) else list(coef_node)
     for level in levels:
         if level not in LEVELS:
             raise ConfigError(
@@ -115,6 +118,60 @@ def correlate(
                 f"correlation.coefficients: unknown coefficient '{coef}'; choose from "
                 f"{list(COEFFICIENTS)}"
             )
+    return levels, coefficients
+
+
+def _report_undefined(out: pd.DataFrame, n_systems: int) -> None:
+    """One warning line per kind of undefined correlation, so a NaN in correlations.csv is never
+    a surprise: too few systems for the system level, constant scores elsewhere."""
+    if out.empty:
+        return
+    if n_systems < 2 and (out["level"] == "system").any():
+        log.warning(
+            "system-level correlation needs at least 2 systems, the data has %d: its rows in "
+            "correlations.csv are NaN; the segment and item levels are computed",
+            n_systems,
+        )
+    undefined = out["value"].isna()
+    if n_systems < 2:
+        undefined &= out["level"] != "system"  # already said above
+    nan = out[undefined]
+    if len(nan):
+        first = nan.iloc[0]
+        log.warning(
+            "%d of %d correlations are undefined (NaN: constant scores or too few points), e.g. "
+            "%s vs %s at %s level (n=%s, n_dropped=%s); see n and n_dropped in correlations.csv",
+            len(nan),
+            len(out),
+            first["metric"],
+            first["aspect"],
+            first["level"],
+            first["n"],
+            first["n_dropped"],
+        )
+    dropped = out[(out["level"] == "item") & out["value"].notna() & (out["n_dropped"] > 0)]
+    if len(dropped):
+        first = dropped.iloc[0]
+        log.warning(
+            "item level: items whose own correlation is undefined (constant scores across "
+            "systems) were left out, e.g. %d of %d items for %s vs %s; see n_dropped in "
+            "correlations.csv",
+            int(first["n_dropped"]),
+            int(first["n"]) + int(first["n_dropped"]),
+            first["metric"],
+            first["aspect"],
+        )
+
+
+def correlate(
+    agg: Aggregated,
+    cfg: Mapping[str, Any],
+    rng: np.random.Generator,
+    scores: Scores | None = None,
+) -> pd.DataFrame:
+    from correlation import correlation_table
+
+    levels, coefficients = check_correlation_config(cfg)
     seg = agg.segments
     aspects = [c for c in seg.columns if c.startswith(HUMAN_PREFIX)]
     if not aspects:
@@ -147,6 +204,7 @@ def correlate(
     for col in CORRELATION_COLUMNS:
         if col not in out:
             out[col] = np.nan
+    _report_undefined(out, len(systems))
     return out[CORRELATION_COLUMNS + [c for c in out.columns if c not in CORRELATION_COLUMNS]]
 
 

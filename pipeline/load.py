@@ -178,8 +178,21 @@ def _to_refs(value: Any, *, file: str, row: int, column: str) -> list[str]:
     )
 
 
-def _to_score(value: Any, *, file: str, row: int, column: str) -> float:
+def _to_score(
+    value: Any,
+    *,
+    file: str,
+    row: int,
+    column: str,
+    nan_text: dict[str, list[str]] | None = None,
+) -> float:
     if _is_missing(value):
+        return float("nan")
+    if isinstance(value, str) and value.strip().lower() == "nan":
+        # spreadsheets and pandas exports write a missing rating as the text NaN: it is one
+        # (``nan_text`` collects where, for one warning line)
+        if nan_text is not None:
+            nan_text.setdefault(column, []).append(f"{file}, row {row}")
         return float("nan")
     if isinstance(value, bool):
         raise DataError("expected a number, got a boolean", file=file, row=row, column=column)
@@ -195,6 +208,17 @@ def _to_score(value: Any, *, file: str, row: int, column: str) -> float:
     if math.isinf(number):
         raise DataError("infinite score", file=file, row=row, column=column)
     return number
+
+
+def _warn_nan_text(nan_text: dict[str, list[str]]) -> None:
+    for column, where in nan_text.items():
+        log.warning(
+            "%s: %d cells say 'NaN' (first: %s); they are treated as missing ratings, like an "
+            "empty cell",
+            column,
+            len(where),
+            where[0],
+        )
 
 
 # --------------------------------------------------------------------------- validation
@@ -324,6 +348,7 @@ def load_table(
     # header is line 1 of a CSV/TSV; JSONL/Parquet rows are numbered from 1
     offset = 2 if _detect_format(Path(path), format) in ("csv", "tsv") else 1
     records: list[dict[str, Any]] = []
+    nan_text: dict[str, list[str]] = {}
     for i, rec in enumerate(raw.to_dict("records")):
         row = i + offset
         out: dict[str, Any] = {
@@ -346,13 +371,14 @@ def load_table(
         out["references"] = refs
         for col in human_cols:
             aspect = str(col) if str(col).startswith(HUMAN_PREFIX) else f"{HUMAN_PREFIX}{col}"
-            out[aspect] = _to_score(rec[col], file=file, row=row, column=col)
+            out[aspect] = _to_score(rec[col], file=file, row=row, column=col, nan_text=nan_text)
         for col in metric_cols:
-            out[str(col)] = _to_score(rec[col], file=file, row=row, column=col)
+            out[str(col)] = _to_score(rec[col], file=file, row=row, column=col, nan_text=nan_text)
         if annotator is not None:
             out[annotator] = rec[annotator]
         out["origin"] = f"{file}:{row}"
         records.append(out)
+    _warn_nan_text(nan_text)
     df = pd.DataFrame.from_records(records)
     if df.empty:
         raise DataError("the table has no rows", file=file)
@@ -394,6 +420,7 @@ def load_text(
 
     ref_lines = [aligned(p, f"data.references[{k}]") for k, p in enumerate(references)]
     human_scores: dict[str, dict[str, list[float]]] = {}
+    nan_text: dict[str, list[str]] = {}
     for aspect, per_system in (human or {}).items():
         col = aspect if aspect.startswith(HUMAN_PREFIX) else f"{HUMAN_PREFIX}{aspect}"
         human_scores[col] = {}
@@ -404,8 +431,10 @@ def load_text(
                 )
             lines = aligned(path, f"data.human.{aspect}.{system}")
             human_scores[col][system] = [
-                _to_score(v, file=path, row=i + 1, column=col) for i, v in enumerate(lines)
+                _to_score(v, file=path, row=i + 1, column=col, nan_text=nan_text)
+                for i, v in enumerate(lines)
             ]
+    _warn_nan_text(nan_text)
     records = []
     width = len(str(n))
     for system, path in systems.items():

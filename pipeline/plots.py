@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -18,6 +20,14 @@ def _plt():  # type: ignore[no-untyped-def]
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def save_figure(fig: Any, path: Path, dpi: int) -> None:
+    """PNG through a temporary file and a rename (the format is given: the temporary name has no
+    .png suffix), so a crash never leaves a truncated image under the final name."""
+    from pipeline.track import atomic_write
+
+    atomic_write(path, lambda p: fig.savefig(p, dpi=dpi, format="png"))
 
 
 def correlation_heatmap(corr: pd.DataFrame, path: Path, coefficient: str | None = None) -> None:
@@ -53,8 +63,7 @@ def correlation_heatmap(corr: pd.DataFrame, path: Path, coefficient: str | None 
                 )
     ax.set_title(f"{coefficient} with human ratings")
     fig.colorbar(im, ax=ax, shrink=0.8)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 
@@ -86,8 +95,7 @@ def metric_vs_human(
     axes[1].set_xlabel(f"{metric} (corpus)")
     axes[1].set_ylabel(f"mean {aspect}")
     axes[1].set_title("systems")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
+    save_figure(fig, path, dpi=90)
     plt.close(fig)
 
 
@@ -103,18 +111,21 @@ def write_plots(
     plots = out_dir / "plots"
     written = []
     try:
-        if not corr.empty:
-            p = plots / "correlation_heatmap.png"
-            correlation_heatmap(corr, p)
-            written.append(p)
-        chosen = [c for c in ("syntactic", "semantic") if c in segments] + [
-            c for c in metric_cols if c not in ("syntactic", "semantic")
-        ]
-        for metric in chosen[:max_scatter]:
-            for aspect in aspects:
-                p = plots / f"scatter_{metric}_{aspect}.png"
-                metric_vs_human(segments, systems, metric, aspect, p)
+        with warnings.catch_warnings():
+            # one system or constant scores give singular axis limits; matplotlib copes and warns
+            warnings.simplefilter("ignore", UserWarning)
+            if not corr.empty:
+                p = plots / "correlation_heatmap.png"
+                correlation_heatmap(corr, p)
                 written.append(p)
+            chosen = [c for c in ("syntactic", "semantic") if c in segments] + [
+                c for c in metric_cols if c not in ("syntactic", "semantic")
+            ]
+            for metric in chosen[:max_scatter]:
+                for aspect in aspects:
+                    p = plots / f"scatter_{metric}_{aspect}.png"
+                    metric_vs_human(segments, systems, metric, aspect, p)
+                    written.append(p)
     except Exception as exc:  # a plot must never cost the numbers
         log.warning("plotting failed (%s); the tables are written", exc)
     return written

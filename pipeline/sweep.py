@@ -300,8 +300,9 @@ def plot_alpha_curve(result: AlphaCurve, path: Path) -> None:
         ax.set_xlabel("α (dot: chosen on dev, shown on test)")
         ax.set_ylabel(coefficient)
         ax.legend(fontsize=7)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    from pipeline.plots import save_figure
+
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 
