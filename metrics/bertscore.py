@@ -304,14 +304,15 @@ class BERTScore(Metric):
         )
 
     def _weights(
-        self, ids: Sequence[np.ndarray], ref_ids: Sequence[np.ndarray]
-    ) -> list[np.ndarray]:
+        self, groups: Sequence[Sequence[np.ndarray]], ref_ids: Sequence[np.ndarray]
+    ) -> list[list[np.ndarray]]:
+        """Token weights of each id sequence in each group; with idf, from ``ref_ids``."""
         if self.idf:
             table, unseen = idf_weights(ref_ids)
-            return [np.array([table.get(int(t), unseen) for t in s]) for s in ids]
-        tok = self.encoder.tokenizer
-        zero = {tok.sep_token_id, tok.cls_token_id}
-        return [np.array([0.0 if int(t) in zero else 1.0 for t in s]) for s in ids]
+        else:
+            tok = self.encoder.tokenizer
+            table, unseen = {tok.sep_token_id: 0.0, tok.cls_token_id: 0.0}, 1.0
+        return [[np.array([table.get(int(t), unseen) for t in s]) for s in ids] for ids in groups]
 
     def _score(
         self,
@@ -329,11 +330,12 @@ class BERTScore(Metric):
         p_floor, r_floor = padding_floors(
             [len(x) for x in cand_ids], [len(x) for x in ref_ids], self.bert_score_batch_size
         )
+        cand_w, ref_w = self._weights([cand_ids, ref_ids], ref_ids)
         per_pair = greedy_match(
             enc.token_embeddings(flat_cands, self.layer),
-            self._weights(cand_ids, ref_ids),
+            cand_w,
             enc.token_embeddings(flat_refs, self.layer),
-            self._weights(ref_ids, ref_ids),
+            ref_w,
             p_floor,
             r_floor,
         )
