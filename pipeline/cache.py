@@ -27,6 +27,7 @@ network file systems of clusters. Deleting the folder only means the next run re
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import tempfile
@@ -43,7 +44,7 @@ from metrics.base import Metric, MetricResult
 
 log = logging.getLogger(__name__)
 
-FORMAT = "paraeval-score-cache/1"
+FORMAT = "paraeval-score-cache/2"
 _SEG = "seg__"
 
 
@@ -51,13 +52,6 @@ _SEG = "seg__"
 class Counts:
     hits: int = 0
     misses: int = 0
-
-
-def _update_text(h: Any, text: str) -> None:
-    # length-prefixed so that no two different text sequences hash the same byte stream
-    data = text.encode("utf-8", "surrogatepass")
-    h.update(len(data).to_bytes(8, "little"))
-    h.update(data)
 
 
 def _is_ibleu(metric: Metric) -> bool:
@@ -83,23 +77,19 @@ def cache_key(
     references: Sequence[Sequence[str]],
     sources: Sequence[str] | None,
 ) -> str:
-    h = hashlib.blake2b(digest_size=32)
-    _update_text(h, FORMAT)
-    _update_text(h, cache_signature(metric))
-    h.update(len(candidates).to_bytes(8, "little"))
-    for text in candidates:
-        _update_text(h, text)
-    for refs in references:
-        h.update(len(refs).to_bytes(8, "little"))
-        for text in refs:
-            _update_text(h, text)
-    if sources is None:
-        h.update(b"no-sources")
-    else:
-        h.update(len(sources).to_bytes(8, "little"))
-        for text in sources:
-            _update_text(h, text)
-    return h.hexdigest()
+    # JSON is an unambiguous encoding of nested lists of strings (["ab", "c"] != ["a", "bc"])
+    # and is built in C: hashing the texts of a large system stays a few milliseconds
+    payload = json.dumps(
+        [
+            FORMAT,
+            cache_signature(metric),
+            list(candidates),
+            [list(r) for r in references],
+            None if sources is None else list(sources),
+        ],
+        ensure_ascii=False,
+    )
+    return hashlib.blake2b(payload.encode("utf-8", "surrogatepass"), digest_size=32).hexdigest()
 
 
 # --------------------------------------------------------------------------- entry <-> arrays
