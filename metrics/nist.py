@@ -197,6 +197,10 @@ class NIST(Metric):
             )
             seg[k] = self._score_from(nums, dens, l_ref, l_sys)
         corpus = float("nan")
+        # per-segment statistics under the corpus-level information weights: a resample of
+        # segments recomputes the corpus score from them (the weights stay those of the system's
+        # whole reference set, the level at which they are defined)
+        stats = np.zeros((n_seg, 2 * self.max_order + 2), dtype=float)
         if n_seg:
             weights = _Weights(global_freq, global_total)
             tot_num = [0.0] * self.max_order
@@ -204,10 +208,24 @@ class NIST(Metric):
             tot_ref = tot_sys = 0
             for k, (hyp, refs) in enumerate(zip(hyps, refss, strict=True)):
                 nums, dens, l_ref, l_sys = self._segment_stats(hyp, refs, overlaps[k], weights)
+                stats[k] = [*nums, *dens, l_ref, l_sys]
                 for i in range(self.max_order):
                     tot_num[i] += nums[i]
                     tot_den[i] += dens[i]
                 tot_ref += l_ref
                 tot_sys += l_sys
             corpus = self._score_from(tot_num, tot_den, tot_ref, tot_sys)
-        return MetricResult({self.name: seg}, {self.name: corpus}, self.signature())
+        return MetricResult({self.name: seg}, {self.name: corpus}, self.signature(), stats)
+
+    def corpus_from_stats(self, stats: np.ndarray) -> dict[str, float]:
+        if len(stats) == 0:
+            return {self.name: float("nan")}
+        total = np.asarray(stats, dtype=float).sum(axis=0)
+        m = self.max_order
+        value = self._score_from(
+            [float(x) for x in total[:m]],
+            [round(x) for x in total[m : 2 * m]],
+            round(total[2 * m]),
+            round(total[2 * m + 1]),
+        )
+        return {self.name: value}

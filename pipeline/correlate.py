@@ -41,6 +41,35 @@ def to_matrix(
     return table.reindex(index=list(systems), columns=list(items)).to_numpy(dtype=float)
 
 
+def _with_fallbacks(
+    fns: dict[str, Callable[[np.ndarray], np.ndarray]],
+    metrics: Mapping[str, np.ndarray],
+    system_metrics: Mapping[str, np.ndarray],
+) -> dict[str, Callable[[np.ndarray], np.ndarray]]:
+    """A metric whose corpus score is not the mean of its segment scores and that keeps no
+    sufficient statistics cannot be recomputed on resampled items: its system-level interval
+    then resamples the segment means (said in the log), rather than failing the run."""
+    out = dict(fns)
+    for name, matrix in metrics.items():
+        if name in out or name not in system_metrics:
+            continue
+        with np.errstate(all="ignore"):
+            means = np.nanmean(matrix, axis=1) if matrix.size else np.zeros(0)
+        corpus = system_metrics[name]
+        if np.allclose(means, corpus, rtol=1e-9, atol=1e-12, equal_nan=True):
+            continue
+        log.info(
+            "%s: system-level interval resamples segment means (no sufficient statistics)", name
+        )
+
+        def fn(idx: np.ndarray, matrix: np.ndarray = matrix) -> np.ndarray:
+            with np.errstate(all="ignore"):
+                return np.nanmean(matrix[:, np.asarray(idx)], axis=1)
+
+        out[name] = fn
+    return out
+
+
 def correlated_columns(agg: Aggregated) -> list[str]:
     return [c for c in agg.columns if c in agg.segments.columns]
 
@@ -198,7 +227,9 @@ def correlate(
         unit=str(cfg.get("unit", "items")),
         item_nan=str(cfg.get("item_nan", "skip")),
         rng=rng,
-        system_metric_fns=system_metric_fns(scores, systems, items) if scores else None,
+        system_metric_fns=_with_fallbacks(
+            system_metric_fns(scores, systems, items) if scores else {}, metrics, system_metrics
+        ),
     )
     out = pd.DataFrame(rows)
     for col in CORRELATION_COLUMNS:

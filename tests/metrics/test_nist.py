@@ -114,3 +114,21 @@ def test_settings() -> None:
         NIST(max_order=0)
     with pytest.raises(MetricConfigError):
         NIST(tokenize="nope")
+
+
+def test_corpus_from_stats_equals_corpus_score_and_nltk() -> None:
+    hyps = ["the cat sat on the mat today", "a dog barked at the moon all night long",
+            "it is raining cats and dogs outside", "nothing to see here at all folks"]
+    refs = [["the cat was sitting on the mat today"], ["a dog barked at the moon all night"],
+            ["it rains cats and dogs outside now"], ["there is nothing to see here folks"]]
+    metric = NIST(tokenize="whitespace")
+    result = metric.score(hyps, refs)
+    assert result.stats is not None and result.stats.shape[0] == 4
+    assert metric.corpus_from_stats(result.stats)["nist"] == pytest.approx(
+        result.corpus["nist"], abs=1e-12
+    )
+    expected = corpus_nist([[r.split() for r in rr] for rr in refs], [h.split() for h in hyps])
+    assert result.corpus["nist"] == pytest.approx(expected, abs=1e-9)
+    # a subset of segments: the corpus score of those segments under the same weights
+    sub = metric.corpus_from_stats(result.stats[[0, 0, 2]])["nist"]
+    assert np.isfinite(sub) and sub != result.corpus["nist"]

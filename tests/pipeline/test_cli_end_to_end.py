@@ -114,7 +114,10 @@ def test_mlflow_contents(demo_run: tuple[Path, Path, str]) -> None:
     assert len(parents) == 1
     parent = parents[0]
     assert parent.data.params["metrics.ibleu.alpha"] == "0.7"
-    assert parent.data.params["metrics.selected"] == "bleu,ibleu,self_bleu,chrf,ter,cosine"
+    assert parent.data.params["metrics.selected"] == (
+        "bleu,ibleu,self_bleu,chrf,ter,nist,meteor,rouge1,rouge2,rougeL,rougeLsum,rougeW,rougeS,"
+        "rougeSU,cider,bertscore,cosine,wmd"
+    )
     corr_keys = [k for k in parent.data.metrics if k.startswith("corr.")]
     assert "corr.segment.kendall_b.bleu.human_meaning" in corr_keys
     assert "corr.system.pearson.semantic.human_fluency" in corr_keys

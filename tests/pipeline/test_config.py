@@ -29,7 +29,26 @@ def _compose(overrides: list[str]) -> DictConfig:
 
 def test_default_config_composes() -> None:
     cfg = _compose([])
-    assert list(cfg.metrics) == ["bleu", "ibleu", "self_bleu", "chrf", "ter", "cosine"]
+    assert list(cfg.metrics) == [
+        "bleu",
+        "ibleu",
+        "self_bleu",
+        "chrf",
+        "ter",
+        "nist",
+        "meteor",
+        "rouge1",
+        "rouge2",
+        "rougeL",
+        "rougeLsum",
+        "rougeW",
+        "rougeS",
+        "rougeSU",
+        "cider",
+        "bertscore",
+        "cosine",
+        "wmd",
+    ]
     assert cfg.metrics.ibleu.alpha == 0.8
     assert cfg.seed == 1234
 
