@@ -13,6 +13,7 @@ the same side, so no item's judgments inform both the choice and the report.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -124,11 +125,61 @@ def alpha_curve(
     aspects: Sequence[str],
     settings: AlphaCurveSettings,
 ) -> AlphaCurve:
-    """Correlation of iBLEU with each aspect for every α of the grid, on dev and on test items.
+    """Correlation of iBLEU with each aspect for every α of the grid, on dev and on test items,
+    and the α chosen on dev for each (level, aspect).
 
     ``stats[(metric_id, system)]`` are iBLEU's per-segment statistics of that system, rows in the
     order of the system's rows in ``segments`` (the order the score stage used).
     """
+    key = _curve_key(segments, stats, metric, metric_id, aspects, settings)
+    curve = _CURVE_MEMO.get(key)
+    if curve is None:
+        curve = _curve(segments, stats, metric, metric_id, aspects, settings)
+        if len(_CURVE_MEMO) >= _CURVE_MEMO_MAX:
+            _CURVE_MEMO.pop(next(iter(_CURVE_MEMO)))
+        _CURVE_MEMO[key] = curve
+    items = [str(i) for i in dict.fromkeys(segments["item_id"])]
+    dev, test = split_items(items, float(settings.dev_fraction), int(settings.seed))
+    return AlphaCurve(curve.copy(), _choose(curve, metric, settings, len(dev), len(test)))
+
+
+# The curve does not depend on the configured α: jobs of an α sweep that run in one process
+# (Hydra's default launcher) compute it once.
+_CURVE_MEMO: dict[str, pd.DataFrame] = {}
+_CURVE_MEMO_MAX = 8
+
+
+def _curve_key(
+    segments: pd.DataFrame,
+    stats: Mapping[tuple[str, str], np.ndarray],
+    metric: Any,
+    metric_id: str,
+    aspects: Sequence[str],
+    settings: AlphaCurveSettings,
+) -> str:
+    from metrics.sacre import BLEU
+
+    h = hashlib.blake2b(digest_size=20)
+    h.update(repr((BLEU.signature(metric), list(aspects), settings.alphas())).encode())
+    h.update(repr((list(settings.levels), settings.coefficient, settings.dev_fraction)).encode())
+    h.update(repr(int(settings.seed)).encode())
+    keys = ["item_id", "system", *aspects]
+    h.update(pd.util.hash_pandas_object(segments[keys], index=False).to_numpy().tobytes())
+    for system in dict.fromkeys(segments["system"]):
+        st = np.ascontiguousarray(stats[(metric_id, system)], dtype=float)
+        h.update(repr((str(system), st.shape)).encode())
+        h.update(st.tobytes())
+    return h.hexdigest()
+
+
+def _curve(
+    segments: pd.DataFrame,
+    stats: Mapping[tuple[str, str], np.ndarray],
+    metric: Any,
+    metric_id: str,
+    aspects: Sequence[str],
+    settings: AlphaCurveSettings,
+) -> pd.DataFrame:
     from correlation.levels import correlate
 
     systems = list(dict.fromkeys(segments["system"]))
@@ -212,9 +263,14 @@ def alpha_curve(
                             "n": c.n,
                         }
                     )
-    curve = pd.DataFrame(
+    return pd.DataFrame(
         records, columns=["level", "coefficient", "aspect", "alpha", "split", "value", "n"]
     )
+
+
+def _choose(
+    curve: pd.DataFrame, metric: Any, settings: AlphaCurveSettings, n_dev: int, n_test: int
+) -> pd.DataFrame:
     configured = float(metric.alpha)
     choices = []
     for keys, sub in curve.groupby(["level", "aspect"], sort=False):
@@ -234,12 +290,12 @@ def alpha_curve(
                 "test": float(test_curve.get(chosen, np.nan)),
                 "configured_alpha": configured,
                 "test_at_configured": _at(test_curve, configured),
-                "n_dev_items": len(dev),
-                "n_test_items": len(test),
+                "n_dev_items": n_dev,
+                "n_test_items": n_test,
                 "seed": int(settings.seed),
             }
         )
-    return AlphaCurve(curve, pd.DataFrame(choices))
+    return pd.DataFrame(choices)
 
 
 def _at(curve: pd.Series, alpha: float) -> float:

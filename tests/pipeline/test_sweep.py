@@ -211,3 +211,31 @@ def test_launcher_configs_compose_and_name_an_installed_launcher(option: str) ->
     params = inspect.signature(get_class(target)).parameters
     if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
         assert set(cfg.hydra.launcher) - {"_target_"} <= set(params)
+
+
+def test_curve_is_reused_for_another_configured_alpha(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The curve does not depend on the configured α; a second job in the same process (Hydra's
+    default launcher) reuses it and only redoes the choice."""
+    df = load_demo()
+    st: dict[tuple[str, str], np.ndarray] = {}
+    first = sacre.IBLEU(alpha=0.8)
+    for system in dict.fromkeys(df["system"]):
+        sub = df[df.system == system]
+        res = first.score(sub.candidate.tolist(), sub.references.tolist(), sub.source.tolist())
+        assert res.stats is not None
+        st[("ibleu", str(system))] = res.stats
+    settings = AlphaCurveSettings(grid=[0.0, 0.4, 0.8], seed=11)
+    a = alpha_curve(df, st, first, "ibleu", ["human_meaning"], settings)
+
+    def no_rescoring(*args: object, **kwargs: object) -> np.ndarray:
+        raise AssertionError("segment BLEU recomputed")
+
+    second = sacre.IBLEU(alpha=0.4)
+    monkeypatch.setattr(second, "_segment_scores", no_rescoring)
+    b = alpha_curve(df, st, second, "ibleu", ["human_meaning"], settings)
+    pd.testing.assert_frame_equal(a.curve, b.curve)
+    assert set(b.choice["configured_alpha"]) == {0.4}
+    pd.testing.assert_series_equal(a.choice["chosen_alpha"], b.choice["chosen_alpha"])
+    # another seed is another split, hence another curve
+    c = alpha_curve(df, st, first, "ibleu", ["human_meaning"], AlphaCurveSettings(seed=12))
+    assert not c.curve.empty and c.choice["n_dev_items"].iloc[0] == 24
