@@ -81,7 +81,8 @@ class EmbeddingCache:
                 ).fetchall()
                 for key, dtype, shape, data in rows:
                     dims = tuple(int(x) for x in shape.split(",") if x != "")
-                    found[by_key[key]] = np.frombuffer(data, dtype=np.dtype(dtype)).reshape(dims)
+                    arr = np.frombuffer(data, dtype=np.dtype(dtype)).reshape(dims)
+                    found[by_key[key]] = arr.copy()  # writable, like freshly encoded arrays
         except (sqlite3.Error, ValueError, TypeError) as exc:
             self._disable(exc)
             return {}
