@@ -21,6 +21,7 @@ import re
 import socket
 import stat
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -33,7 +34,7 @@ import pytest
 import sacrebleu
 from sacrebleu.metrics import BLEU as SacreBLEU
 
-from tests.pipeline.helpers import run_cli
+from tests.pipeline.helpers import cli_env, run_cli
 
 FAST = [
     "tracking=none",
@@ -301,16 +302,93 @@ def _run(args: list[str], cwd: Path, env: dict[str, str], out: Path) -> Run:
     return Run(proc, time.perf_counter() - start, out)
 
 
+# conftest.py guards the test process only; the CLI runs in subprocesses, which get the same
+# guard through a sitecustomize module that also writes every attempt to a file the tests read
+NET_GUARD = """
+import os, socket
+
+_log = os.environ.get("PARAEVAL_NET_LOG")
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+
+
+def _allowed(address):
+    if isinstance(address, (str, bytes)):
+        return True
+    host = str(address[0]) if isinstance(address, tuple) and address else ""
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def _deny(address):
+    if _log:
+        with open(_log, "a", encoding="utf-8") as fh:
+            fh.write(f"{os.getpid()} {address!r}\\n")
+    raise OSError(f"network access blocked in tests: {address!r}")
+
+
+def _connect(self, address):
+    return _real_connect(self, address) if _allowed(address) else _deny(address)
+
+
+def _connect_ex(self, address):
+    return _real_connect_ex(self, address) if _allowed(address) else _deny(address)
+
+
+socket.socket.connect = _connect
+socket.socket.connect_ex = _connect_ex
+"""
+
+
+def _guard_env(work: Path) -> dict[str, str]:
+    guard = work / "net_guard"
+    guard.mkdir(exist_ok=True)
+    (guard / "sitecustomize.py").write_text(NET_GUARD, encoding="utf-8")
+    return {"PYTHONPATH": str(guard), "PARAEVAL_NET_LOG": str(work / "network_attempts.log")}
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
-    work = tmp_path_factory.mktemp("reliability")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("reliability")
+
+
+@pytest.fixture(scope="module")
+def runs(work: Path) -> dict[str, Run]:
     specs = _specs(work)
+    guard = _guard_env(work)
+
+    def env_for(extra: dict[str, str]) -> dict[str, str]:
+        env = {**guard, **extra}
+        if "PYTHONPATH" in extra:
+            env["PYTHONPATH"] = os.pathsep.join([guard["PYTHONPATH"], extra["PYTHONPATH"]])
+        return env
+
     with ThreadPoolExecutor(max_workers=min(6, max(2, os.cpu_count() or 2))) as pool:
         futures = {
-            name: pool.submit(_run, args, work, env, work / f"out_{name}")
+            name: pool.submit(_run, args, work, env_for(env), work / f"out_{name}")
             for name, (args, env) in specs.items()
         }
         return {name: f.result() for name, f in futures.items()}
+
+
+def test_no_run_reached_for_the_network(runs: dict[str, Run], work: Path) -> None:
+    log = work / "network_attempts.log"
+    assert not log.exists() or log.read_text() == "", log.read_text()
+    # the guard is live in a subprocess: a connection to a documentation address is recorded
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import socket\ntry:\n socket.create_connection(('192.0.2.1', 80), timeout=1)\n"
+            "except OSError as e:\n print(e)",
+        ],
+        env=cli_env(**_guard_env(work)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "network access blocked" in probe.stdout, probe.stdout + probe.stderr
+    assert "192.0.2.1" in log.read_text()
 
 
 # --------------------------------------------------------------------------- assertions
