@@ -31,7 +31,16 @@ AGGREGATIONS = ("mean", "median", "zscore")
 
 
 # --------------------------------------------------------------------------- reading files
-def _read_text_lines(path: Path, label: str) -> list[str]:
+def _column_at(raw: bytes, offset: int, sep: bytes) -> str | None:
+    """The header name of the field holding byte ``offset`` of a delimited file (quoted
+    separators aside: good enough to point at the cell)."""
+    start = raw.rfind(b"\n", 0, offset) + 1
+    index = raw[start:offset].count(sep)
+    header = raw.split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("\r").split(sep.decode())
+    return header[index].strip('"') if index < len(header) else None
+
+
+def _read_text_lines(path: Path, label: str, sep: str | None = None) -> list[str]:
     if not path.is_file():
         raise DataError(f"file not found ({label}); check the path", file=str(path))
     try:
@@ -42,11 +51,13 @@ def _read_text_lines(path: Path, label: str) -> list[str]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
+        column = _column_at(raw, exc.start, sep.encode()) if sep and line > 1 else None
         raise DataError(
             f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
             "re-save the file as UTF-8",
             file=str(path),
             row=line,
+            column=column,
         ) from None
     if text.startswith("\ufeff"):
         text = text[1:]
@@ -91,7 +102,8 @@ def read_table(path: str | Path, fmt: str | None = None) -> pd.DataFrame:
     kind = _detect_format(p, fmt)
     try:
         if kind in ("csv", "tsv"):
-            lines = _read_text_lines(p, "data.path")  # validates UTF-8 with a row number
+            # validates UTF-8, naming the row and column of a bad byte
+            lines = _read_text_lines(p, "data.path", "," if kind == "csv" else "\t")
             del lines
             return pd.read_csv(
                 p,

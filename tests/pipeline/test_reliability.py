@@ -259,6 +259,10 @@ def _specs(work: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
         + ["tracking=server", f"tracking.uri=http://127.0.0.1:{_closed_port()}"],
         {},
     )
+    (work / "latin1.csv").write_bytes(
+        "item_id,system,source,references,candidate\ni0,a,ok,a ref,caf\xe9\n".encode("latin-1")
+    )
+    specs["not_utf8_column"] = (table("not_utf8_column", work / "latin1.csv"), {})
     (work / "a_file").write_text("not a folder\n", encoding="utf-8")
     specs["out_under_file"] = (
         [a for a in table("x", base) if not a.startswith("hydra.run.dir=")]
@@ -544,6 +548,13 @@ def test_unknown_correlation_coefficient(runs: dict[str, Run]) -> None:
     run = runs["unknown_coefficient"]
     _error_line(run, "correlation.coefficients", "unknown coefficient 'tau'", "kendall_b")
     _no_scoring(run)
+
+
+def test_not_utf8_names_row_and_column(runs: dict[str, Run]) -> None:
+    run = runs["not_utf8_column"]
+    _error_line(
+        run, "latin1.csv, row 2, column 'candidate'", "byte 0xe9", "re-save the file as UTF-8"
+    )
 
 
 def test_wordnet_missing(runs: dict[str, Run]) -> None:
