@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline import report
 from pipeline.aggregate import Aggregated, Normalizer, aggregate
-from pipeline.cache import ScoreCache
+from pipeline.cache import ScoreCache, correlate_cached
 from pipeline.compare import Comparison, run_compare
 from pipeline.correlate import check_correlation_config, correlate, significance
 from pipeline.errors import ConfigError
@@ -133,7 +133,13 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
     )
     agg: Aggregated = aggregate(scores, normalizer)
     humans = human_report(agg.segments)
-    corr = correlate(agg, corr_cfg, rng, scores)  # type: ignore[arg-type]
+    if cache is not None:
+        # rows of columns whose scores did not change (all but iBLEU in an alpha sweep) come
+        # from the cache; the result and the generator state are those of a full computation
+        corr = correlate_cached(agg, corr_cfg, rng, scores, cache)  # type: ignore[arg-type]
+        extra_metrics.update(cache.metrics())
+    else:
+        corr = correlate(agg, corr_cfg, rng, scores)  # type: ignore[arg-type]
     sig = significance(agg, corr_cfg, rng)  # type: ignore[arg-type]
     compare_cfg = OmegaConf.to_container(cfg.compare, resolve=True) if cfg.get("compare") else None
     comparison = (
