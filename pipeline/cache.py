@@ -26,6 +26,7 @@ network file systems of clusters. Deleting the folder only means the next run re
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -177,6 +178,7 @@ class ScoreCache:
         self.counts: dict[str, Counts] = {}
         self._write_failed = False
         self._read_warned = False
+        self.correlation = Counts()
 
     @classmethod
     def from_config(cls, node: Mapping[str, Any] | None) -> ScoreCache | None:
@@ -263,6 +265,25 @@ class ScoreCache:
                 os.unlink(tmp)
             raise
 
+    @staticmethod
+    def _write_bytes(path: Path, data: bytes | None) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.stem[:16]}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data or b"")
+            os.replace(tmp, path)
+        except BaseException:
+            with suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    def count_rows(self, hits: int, misses: int) -> None:
+        """Correlation columns served from / computed for the cache (``cache.*.correlation``)."""
+        self.correlation.hits += hits
+        self.correlation.misses += misses
+        log.info("correlation cache: %d columns cached, %d computed", hits, misses)
+
     # ------------------------------------------------------------------ reporting
     def summary(self) -> dict[str, dict[str, int]]:
         return {k: {"hits": c.hits, "misses": c.misses} for k, c in self.counts.items()}
@@ -275,6 +296,9 @@ class ScoreCache:
             out[f"cache.misses.{name}"] = float(c.misses)
         out["cache.hits"] = float(sum(c.hits for c in self.counts.values()))
         out["cache.misses"] = float(sum(c.misses for c in self.counts.values()))
+        if self.correlation.hits or self.correlation.misses:
+            out["cache.hits.correlation"] = float(self.correlation.hits)
+            out["cache.misses.correlation"] = float(self.correlation.misses)
         return out
 
     def log_summary(self) -> None:
@@ -286,3 +310,114 @@ class ScoreCache:
         log.info(
             "score cache %s: %d hits, %d misses (%s)", self.root, total_h, total_m, "; ".join(parts)
         )
+
+
+# --------------------------------------------------------------------------- correlation rows
+_CODE_DIGEST: str | None = None
+
+
+def _code_digest() -> str:
+    """Hash of the code that computes correlation rows: a changed coefficient, bootstrap or corpus
+    statistic invalidates every cached row."""
+    global _CODE_DIGEST
+    if _CODE_DIGEST is None:
+        root = Path(__file__).resolve().parents[1]
+        files = [
+            *sorted((root / "correlation").glob("*.py")),
+            root / "pipeline" / "correlate.py",
+            root / "pipeline" / "compare.py",
+            root / "metrics" / "base.py",
+            root / "metrics" / "sacre.py",
+        ]
+        h = hashlib.blake2b(digest_size=16)
+        for f in files:
+            with suppress(OSError):
+                h.update(f.name.encode() + b"\x1f" + f.read_bytes())
+        _CODE_DIGEST = h.hexdigest()
+    return _CODE_DIGEST
+
+
+def _frame_bytes(frame: Any) -> bytes:
+    import pandas as pd
+
+    return bytes(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
+
+
+def correlate_cached(
+    agg: Any, cfg: Mapping[str, Any], rng: np.random.Generator, scores: Any, cache: ScoreCache
+) -> Any:
+    """``pipeline.correlate.correlate`` with its rows cached per metric column.
+
+    Valid because ``correlation_table`` draws its resamples per (aspect, level) before any metric
+    is looked at: the rows of one column depend on that column's scores (and statistics), the
+    human scores, the settings and the generator's state, not on which other columns are present,
+    and the generator ends in the same state whatever the columns. In an α sweep only iBLEU and
+    the group average that contains it change, so only their rows are recomputed.
+    """
+    import pandas as pd
+
+    from pipeline.correlate import correlate, correlated_columns
+
+    seg = agg.segments
+    aspects = [c for c in seg.columns if str(c).startswith("human_")]
+    cols = correlated_columns(agg)
+    if not aspects or not cols:
+        return correlate(agg, cfg, rng, scores)
+    shared = hashlib.blake2b(digest_size=32)
+    shared.update(json.dumps([FORMAT, "correlation", _code_digest()]).encode())
+    shared.update(json.dumps(dict(cfg), sort_keys=True, default=str).encode())
+    shared.update(json.dumps(rng.bit_generator.state, sort_keys=True, default=str).encode())
+    shared.update(json.dumps([str(s) for s in agg.systems.index]).encode())
+    shared.update(_frame_bytes(seg[["item_id", "system", *aspects]]))
+    keys: dict[str, str] = {}
+    for col in cols:
+        info = agg.columns[col]
+        h = shared.copy()
+        h.update(json.dumps([col, info.metric, info.signature, info.higher_is_better]).encode())
+        h.update(_frame_bytes(seg[[col]]))
+        if col in agg.systems.columns:
+            h.update(np.asarray(agg.systems[col], dtype=float).tobytes())
+        suffix = "_src" if col.endswith("_src") else ""
+        for system in agg.systems.index:
+            st = scores.stats.get((f"{info.metric}{suffix}", system)) if scores else None
+            if st is not None:
+                h.update(np.ascontiguousarray(st, dtype=float).tobytes())
+        keys[col] = h.hexdigest()
+
+    root = cache.root.parent / "correlations"
+    cached: dict[str, pd.DataFrame] = {}
+    for col, key in keys.items():
+        path = root / key[:2] / f"{key}.parquet"
+        try:
+            cached[col] = pd.read_parquet(path)
+        except (OSError, ValueError):
+            continue
+    # at least one column is computed so that the generator advances exactly as without a cache
+    todo = [c for c in cols if c not in cached] or cols[:1]
+    sub = copy.copy(agg)
+    sub.columns = {c: agg.columns[c] for c in todo}
+    fresh = correlate(sub, cfg, rng, scores)
+    cache.count_rows(len(cols) - len([c for c in todo if c not in cached]), len(todo))
+    parts = []
+    for col in todo:
+        rows = fresh[fresh["metric"] == col]
+        parts.append(rows)
+        if col not in cached and not cache._write_failed:
+            key = keys[col]
+            path = root / key[:2] / f"{key}.parquet"
+            try:
+                ScoreCache._write_bytes(path, rows.to_parquet(index=False))
+            except OSError as exc:
+                log.warning("correlation cache: cannot write %s (%s)", path, exc)
+    parts += [cached[c] for c in cols if c in cached and c not in todo]
+    out = pd.concat(parts, ignore_index=True) if parts else fresh.iloc[:0]
+    out = out[list(fresh.columns)] if set(fresh.columns) <= set(out.columns) else out
+    # the order of an uncached run: aspect, level, then metric, coefficients as computed
+    order = {
+        "aspect": {a: i for i, a in enumerate(aspects)},
+        "level": {lv: i for i, lv in enumerate(cfg.get("levels", ["segment", "system"]))},
+        "metric": {c: i for i, c in enumerate(cols)},
+    }
+    rank = pd.DataFrame({k: out[k].map(v) for k, v in order.items()})
+    out = out.iloc[np.lexsort((np.arange(len(out)), rank["metric"], rank["level"], rank["aspect"]))]
+    return out.reset_index(drop=True)

@@ -236,3 +236,39 @@ def test_from_config() -> None:
     assert ScoreCache.from_config(None) is None
     cache = ScoreCache.from_config({"enabled": True, "dir": "/tmp/x"})
     assert cache is not None and cache.root == Path("/tmp/x/scores/v1")
+
+
+def _demo_agg(alpha: float, cache: ScoreCache | None = None) -> tuple[object, object]:
+    from pipeline.aggregate import aggregate
+    from pipeline.load import load_demo
+
+    df = load_demo()
+    metrics = {"bleu": sacre.BLEU(), "ibleu": sacre.IBLEU(alpha=alpha), "chrf": sacre.CHRF()}
+    scores = score(df, metrics, progress=False, cache=cache)
+    return aggregate(scores), scores
+
+
+def test_correlation_rows_cached_per_column_equal_a_full_computation(tmp_path: Path) -> None:
+    from pipeline.cache import correlate_cached
+    from pipeline.correlate import correlate
+
+    cfg = {
+        "levels": ["segment", "system"],
+        "coefficients": ["pearson", "kendall_b"],
+        "ci": True,
+        "n_resamples": 40,
+        "unit": "items",
+    }
+    cache = ScoreCache(tmp_path)
+    for alpha, hits, misses in ((0.8, 0, 4), (0.3, 2, 2), (0.3, 4, 1)):
+        agg, scores = _demo_agg(alpha, cache)
+        plain_rng, cached_rng = np.random.default_rng(5), np.random.default_rng(5)
+        want = correlate(agg, cfg, plain_rng, scores)  # type: ignore[arg-type]
+        cache.correlation.hits = cache.correlation.misses = 0
+        got = correlate_cached(agg, cfg, cached_rng, scores, cache)
+        pd.testing.assert_frame_equal(got, want)
+        # the generator ends where it would without the cache: later stages draw the same numbers
+        assert cached_rng.bit_generator.state == plain_rng.bit_generator.state
+        # bleu and chrf do not depend on alpha; ibleu and the syntactic average do. With every
+        # column cached, one column is still computed to advance the generator.
+        assert (cache.correlation.hits, cache.correlation.misses) == (hits, misses)
