@@ -17,6 +17,11 @@ iBLEU is cached without α: its entry holds the BLEU of each candidate against t
 against the source (segment scores, corpus scores, statistics), and the α combination is redone on
 every lookup. A sweep over α therefore recomputes nothing from text.
 
+Correlation rows are cached per metric column too (:func:`correlate_cached`), keyed by the
+column's scores and statistics, the human scores, the correlation settings, the random generator's
+state and a hash of the correlation code; in an α sweep only iBLEU and the group average that
+contains it are correlated again.
+
 Storage: one NumPy ``.npz`` per entry under ``<dir>/scores/v1/<2 hex>/<key>.npz``, read with
 ``allow_pickle=False`` (nothing in the cache can execute code), written to a temporary file in the
 same folder and renamed into place, so a crash never leaves a half entry and parallel jobs writing
