@@ -101,7 +101,10 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
     out = Path(out_dir)
     check_writable(out)
     _missing_config(cfg)
-    rng = np.random.default_rng(int(cfg.get("seed", 0)))
+    try:
+        rng = np.random.default_rng(int(cfg.get("seed", 0)))
+    except (TypeError, ValueError):
+        raise ConfigError(f"seed must be an integer, got '{cfg.get('seed')}'") from None
     corr_cfg = OmegaConf.to_container(cfg.correlation, resolve=True)
     assert isinstance(corr_cfg, dict)
     check_correlation_config(corr_cfg)  # type: ignore[arg-type]

@@ -129,7 +129,7 @@ def system_metric_fns(
 def check_correlation_config(cfg: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     """(levels, coefficients) of ``correlation``; an unknown name is a ConfigError. Called before
     scoring as well, so a typo costs seconds, not a scoring pass."""
-    from correlation import COEFFICIENTS, LEVELS
+    from correlation import COEFFICIENTS, ITEM_NAN, LEVELS, UNITS
 
     levels_node = cfg.get("levels", ["segment", "system"])
     coef_node = cfg.get("coefficients", ["pearson", "spearman", "kendall_b"])
@@ -147,7 +147,44 @@ def check_correlation_config(cfg: Mapping[str, Any]) -> tuple[list[str], list[st
                 f"correlation.coefficients: unknown coefficient '{coef}'; choose from "
                 f"{list(COEFFICIENTS)}"
             )
+    choices = {"unit": UNITS, "item_nan": ITEM_NAN}
+    for key, valid in choices.items():
+        if key in cfg and str(cfg[key]) not in valid:
+            raise ConfigError(f"correlation.{key} must be one of {list(valid)}, got '{cfg[key]}'")
+    _check_number("correlation.confidence", cfg.get("confidence", 0.95), 0.0, 1.0, open_=True)
+    _check_number("correlation.n_resamples", cfg.get("n_resamples", 1000), 1, None)
+    sig = cfg.get("significance") or {}
+    if sig.get("enabled", False):
+        for key, valid in (("level", LEVELS), ("coefficient", COEFFICIENTS)):
+            if key in sig and str(sig[key]) not in valid:
+                raise ConfigError(
+                    f"correlation.significance.{key} must be one of {list(valid)}, got '{sig[key]}'"
+                )
+        method = str(sig.get("method", "williams"))
+        if method not in ("williams", "permutation"):
+            raise ConfigError(
+                f"correlation.significance.method must be williams or permutation, got '{method}'"
+            )
+        _check_number("correlation.significance.n_resamples", sig.get("n_resamples", 1000), 1, None)
+        _check_number("correlation.significance.alpha", sig.get("alpha", 0.05), 0.0, 1.0)
     return levels, coefficients
+
+
+def _check_number(
+    key: str, value: Any, low: float, high: float | None, open_: bool = False
+) -> None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key} must be a number, got '{value}'") from None
+    too_low = number <= low if open_ else number < low
+    too_high = high is not None and (number >= high if open_ else number > high)
+    if too_low or too_high or number != number:
+        if open_:
+            span = f"({low:g}, {high:g})" if high is not None else f"({low:g}, inf)"
+        else:
+            span = f"[{low:g}, {high:g}]" if high is not None else f"[{low:g}, inf)"
+        raise ConfigError(f"{key} must be in {span}, got {value}")
 
 
 def _report_undefined(out: pd.DataFrame, n_systems: int) -> None:

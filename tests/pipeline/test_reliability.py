@@ -34,7 +34,7 @@ import pytest
 import sacrebleu
 from sacrebleu.metrics import BLEU as SacreBLEU
 
-from tests.pipeline.helpers import cli_env, run_cli
+from tests.pipeline.helpers import REPO, cli_env, run_cli
 
 FAST = [
     "tracking=none",
@@ -245,6 +245,11 @@ def _specs(work: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
         table("unknown_coefficient", base, "[bleu,chrf]", "correlation.coefficients=[pearson,tau]"),
         {},
     )
+    specs["significance_level"] = (
+        table("significance_level", base, "[bleu,chrf]", "correlation.significance.level=corpus"),
+        {},
+    )
+    specs["seed"] = (table("seed", base, "[bleu,chrf]", "seed=abc"), {})
     (work / "empty_nltk").mkdir()
     specs["wordnet_missing"] = (
         table("wordnet_missing", base, "[meteor]", f"metrics.meteor.wordnet_dir={work}/empty_nltk"),
@@ -548,6 +553,58 @@ def test_unknown_correlation_coefficient(runs: dict[str, Run]) -> None:
     run = runs["unknown_coefficient"]
     _error_line(run, "correlation.coefficients", "unknown coefficient 'tau'", "kendall_b")
     _no_scoring(run)
+
+
+def test_unknown_significance_level(runs: dict[str, Run]) -> None:
+    run = runs["significance_level"]
+    _error_line(run, "correlation.significance.level must be one of", "got 'corpus'")
+    _no_scoring(run)
+
+
+def test_seed_not_an_integer(runs: dict[str, Run]) -> None:
+    _error_line(runs["seed"], "seed must be an integer, got 'abc'")
+    _no_scoring(runs["seed"])
+
+
+@pytest.mark.parametrize(
+    ("setting", "fragment"),
+    [
+        ({"unit": "rows"}, "correlation.unit must be one of ['items', 'systems', 'both']"),
+        ({"item_nan": "drop"}, "correlation.item_nan must be one of ['skip', 'zero']"),
+        ({"confidence": 95}, "correlation.confidence must be in (0, 1), got 95"),
+        ({"n_resamples": 0}, "correlation.n_resamples must be in [1, inf), got 0"),
+        ({"levels": ["segment", "corpus"]}, "unknown level 'corpus'"),
+        ({"coefficients": "tau"}, "unknown coefficient 'tau'"),
+        (
+            {"significance": {"enabled": True, "coefficient": "tau"}},
+            "correlation.significance.coefficient must be one of",
+        ),
+        (
+            {"significance": {"enabled": True, "alpha": 5}},
+            "correlation.significance.alpha must be in [0, 1], got 5",
+        ),
+    ],
+)
+def test_correlation_settings_checked_before_scoring(setting: dict, fragment: str) -> None:
+    from pipeline.correlate import check_correlation_config
+    from pipeline.errors import ConfigError
+
+    with pytest.raises(ConfigError) as info:
+        check_correlation_config(setting)
+    assert fragment in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_correlation_settings_defaults_pass() -> None:
+    import yaml
+
+    from pipeline.correlate import check_correlation_config
+
+    for name in ("default", "full", "wmt"):
+        node = yaml.safe_load((REPO / "conf" / "correlation" / f"{name}.yaml").read_text())
+        levels, coefficients = check_correlation_config(node)
+        assert levels and coefficients
+    assert check_correlation_config({"levels": "system"})[0] == ["system"]
 
 
 def test_not_utf8_names_row_and_column(runs: dict[str, Run]) -> None:
