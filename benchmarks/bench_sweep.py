@@ -91,6 +91,7 @@ def stage_breakdown(overrides: list[str], out_dir: Path) -> tuple[float, dict[st
         "score": "score (cache lookups)",
         "aggregate": "aggregate",
         "correlate": "correlate",
+        "correlate_cached": "correlate (per-column cache)",
         "significance": "significance",
         "human_report": "human report",
         "run_compare": "system comparison",
