@@ -41,6 +41,30 @@ def to_matrix(
     return table.reindex(index=list(systems), columns=list(items)).to_numpy(dtype=float)
 
 
+def _is_segment_mean(matrix: np.ndarray, corpus: np.ndarray) -> bool:
+    with np.errstate(all="ignore"):
+        means = np.nanmean(matrix, axis=1) if matrix.size else np.zeros(0)
+    return bool(np.allclose(means, corpus, rtol=1e-9, atol=1e-12, equal_nan=True))
+
+
+def _only_needed(
+    fns: dict[str, Callable[[np.ndarray], np.ndarray]],
+    metrics: Mapping[str, np.ndarray],
+    system_metrics: Mapping[str, np.ndarray],
+) -> dict[str, Callable[[np.ndarray], np.ndarray]]:
+    """Columns whose corpus score is the mean of their segment scores (BERTScore, METEOR ...)
+    resample as means in the correlation package's own vectorised path."""
+    return {
+        name: fn
+        for name, fn in fns.items()
+        if not (
+            name in metrics
+            and name in system_metrics
+            and _is_segment_mean(metrics[name], system_metrics[name])
+        )
+    }
+
+
 def _with_fallbacks(
     fns: dict[str, Callable[[np.ndarray], np.ndarray]],
     metrics: Mapping[str, np.ndarray],
@@ -110,17 +134,25 @@ def system_metric_fns(
             column: str = column,
             fast: Any = fast,
         ) -> np.ndarray:
-            counts = np.bincount(np.asarray(idx), minlength=len(items)).astype(float)
-            summed = []
-            for pos, st in zip(rows, stats, strict=True):
-                ok = pos >= 0
-                summed.append(counts[ok] @ st[pos[ok]])
-            total = np.stack(summed)
             if fast is not None:
-                return np.asarray(fast(total), dtype=float)
-            return np.array(
-                [metric.corpus_from_stats(t[None, :])[column.removesuffix("_src")] for t in total]
-            )
+                counts = np.bincount(np.asarray(idx), minlength=len(items)).astype(float)
+                summed = []
+                for pos, st in zip(rows, stats, strict=True):
+                    ok = pos >= 0
+                    summed.append(counts[ok] @ st[pos[ok]])
+                return np.asarray(fast(np.stack(summed)), dtype=float)
+            # any other metric gets the resampled rows themselves: its corpus score need not
+            # be a function of summed statistics
+            values = []
+            for pos, st in zip(rows, stats, strict=True):
+                picked = pos[np.asarray(idx)]
+                picked = picked[picked >= 0]
+                values.append(
+                    metric.corpus_from_stats(st[picked])[column.removesuffix("_src")]
+                    if len(picked)
+                    else np.nan
+                )
+            return np.asarray(values, dtype=float)
 
         out[column] = fn
     return out
@@ -265,7 +297,13 @@ def correlate(
         item_nan=str(cfg.get("item_nan", "skip")),
         rng=rng,
         system_metric_fns=_with_fallbacks(
-            system_metric_fns(scores, systems, items) if scores else {}, metrics, system_metrics
+            _only_needed(
+                system_metric_fns(scores, systems, items) if scores else {},
+                metrics,
+                system_metrics,
+            ),
+            metrics,
+            system_metrics,
         ),
     )
     out = pd.DataFrame(rows)

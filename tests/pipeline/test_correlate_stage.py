@@ -1,0 +1,78 @@
+"""The correlate stage on real scores: system-level intervals recompute corpus scores correctly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+
+from pipeline.__main__ import config_dir
+from pipeline.aggregate import aggregate
+from pipeline.app import _instantiate_data
+from pipeline.correlate import system_metric_fns
+from pipeline.score import build_metrics, score
+
+
+@pytest.fixture(scope="module")
+def demo_scores(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    GlobalHydra.instance().clear()
+    cache = tmp_path_factory.mktemp("cache")
+    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+        cfg = compose(
+            "config",
+            overrides=["metrics=[bleu,chrf,nist,bertscore,meteor]", f"cache.dir={cache}"],
+        )
+    from omegaconf import OmegaConf
+
+    df = _instantiate_data(cfg.data)
+    metrics = build_metrics(OmegaConf.to_container(cfg.metrics, resolve=True))  # type: ignore[arg-type]
+    scores = score(df, metrics, progress=False)
+    return scores, aggregate(scores)
+
+
+def test_resampled_corpus_scores_match_direct_recomputation(demo_scores) -> None:  # type: ignore[no-untyped-def]
+    scores, agg = demo_scores
+    systems = list(agg.systems.index)
+    items = list(dict.fromkeys(agg.segments["item_id"]))
+    fns = system_metric_fns(scores, systems, items)
+    assert {"bleu", "chrf", "nist", "bertscore_f1"} <= set(fns)
+    # the identity resample gives back each system's corpus score
+    everything = np.arange(len(items))
+    for column in ("bleu", "chrf", "nist", "bertscore_f1"):
+        np.testing.assert_allclose(
+            fns[column](everything), agg.systems.loc[systems, column].to_numpy(), rtol=1e-9
+        )
+    # a resample with repetitions: BERTScore's corpus score is the mean of the resampled
+    # segments (not their sum), BLEU's is sacrebleu's corpus BLEU of the resampled segments
+    rng = np.random.default_rng(7)
+    idx = rng.integers(0, len(items), size=len(items))
+    seg = agg.segments.set_index(["system", "item_id"])
+    for k, system in enumerate(systems):
+        picked = [items[i] for i in idx]
+        f1 = seg.loc[[(system, i) for i in picked], "bertscore_f1"].to_numpy()
+        assert fns["bertscore_f1"](idx)[k] == pytest.approx(f1.mean(), rel=1e-9)
+        import sacrebleu
+
+        rows = seg.loc[[(system, i) for i in picked]]
+        refs = rows["references"].tolist()
+        width = max(len(r) for r in refs)
+        streams = [[r[j] if j < len(r) else None for r in refs] for j in range(width)]
+        expected = sacrebleu.corpus_bleu(rows["candidate"].tolist(), streams).score
+        assert fns["bleu"](idx)[k] == pytest.approx(expected, abs=1e-9)
+
+
+def test_system_level_intervals_contain_the_estimate(demo_scores, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from pipeline.correlate import correlate
+
+    scores, agg = demo_scores
+    cfg = {"levels": ["system"], "coefficients": ["pearson"], "ci": True, "n_resamples": 300}
+    corr = correlate(agg, cfg, np.random.default_rng(3), scores)
+    finite = corr.dropna(subset=["value", "ci_low", "ci_high"])
+    assert len(finite) >= 10
+    inside = (finite["ci_low"] <= finite["value"] + 1e-9) & (
+        finite["value"] <= finite["ci_high"] + 1e-9
+    )
+    assert inside.all(), finite.loc[~inside, ["metric", "aspect", "value", "ci_low", "ci_high"]]
