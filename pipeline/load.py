@@ -225,10 +225,10 @@ def _to_score(
 def _warn_nan_text(nan_text: dict[str, list[str]]) -> None:
     for column, where in nan_text.items():
         log.warning(
-            "%s: %d cells say 'NaN' (first: %s); they are treated as missing ratings, like an "
-            "empty cell",
+            "%s: %d %s 'NaN' (first: %s); treated as missing ratings, like an empty cell",
             column,
             len(where),
+            "cell says" if len(where) == 1 else "cells say",
             where[0],
         )
 
