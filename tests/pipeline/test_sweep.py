@@ -202,7 +202,10 @@ def test_launcher_configs_compose_and_name_an_installed_launcher(option: str) ->
     plugin = LAUNCHERS[option]
     assert target.startswith(plugin + ".")
     if importlib.util.find_spec(plugin) is None:
-        pytest.skip(f"launcher plugin {plugin} is not installed (pip install 'paraeval[ray]')")
+        # the Ray plugin is an optional extra (pip install 'paraeval[ray]'): composing the config
+        # and naming the right launcher is what can be checked without it
+        assert option == "ray_cluster", f"{plugin} should be installed by the dev setup"
+        return
     import inspect
 
     from hydra.utils import get_class
