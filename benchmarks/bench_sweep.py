@@ -176,6 +176,7 @@ def main() -> None:
     print(f"marginal cost per cache-served job (subprocess estimate): {per_job:6.2f} s")
 
     os.environ.update(_env(sweep_dir / "cache", data))
+    os.environ["TQDM_DISABLE"] = "1"  # no progress bars in the printed breakdown
     total, timings = stage_breakdown(
         [
             *common,
