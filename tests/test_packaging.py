@@ -88,6 +88,9 @@ def test_wheel_installs_and_runs_outside_the_repo(tmp_path: Path) -> None:
         os.environ, HF_HUB_OFFLINE="1", MLFLOW_DISABLE_TELEMETRY="true", PYTHONNOUSERSITE="1"
     )
     env.pop("PYTHONPATH", None)
+    # an installed wheel finds WordNet where its user put it: NLTK_DATA (the setup script of a
+    # checkout prepares <repo>/.cache/nltk_data, which the wheel knows nothing about)
+    env["NLTK_DATA"] = str(REPO / ".cache" / "nltk_data")
     where = subprocess.run(
         [
             str(py),
