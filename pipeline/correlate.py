@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from correlation import CORRELATION_COLUMNS as _CORRELATION_COLUMNS
 from pipeline.aggregate import Aggregated
 from pipeline.errors import ConfigError
 from pipeline.load import HUMAN_PREFIX
@@ -20,18 +21,8 @@ from pipeline.score import Scores
 
 log = logging.getLogger(__name__)
 
-CORRELATION_COLUMNS = [
-    "metric",
-    "aspect",
-    "level",
-    "coefficient",
-    "value",
-    "ci_low",
-    "ci_high",
-    "p_value",
-    "n",
-    "n_dropped",
-]
+# the column order of correlations.csv is the correlation package's
+CORRELATION_COLUMNS = list(_CORRELATION_COLUMNS)
 
 
 def to_matrix(
