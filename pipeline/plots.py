@@ -47,7 +47,11 @@ def correlation_heatmap(corr: pd.DataFrame, path: Path, coefficient: str | None 
     )
     data = table.to_numpy(dtype=float)
     im = ax.imshow(np.ma.masked_invalid(data), cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto")
-    ax.set_xticks(range(table.shape[1]), [f"{a}\n{lv}" for a, lv in table.columns], fontsize=8)
+    ax.set_xticks(
+        range(table.shape[1]),
+        [f"{str(a).removeprefix('human_')}\n{lv}" for a, lv in table.columns],
+        fontsize=8,
+    )
     ax.set_yticks(range(table.shape[0]), list(table.index), fontsize=8)
     for i in range(data.shape[0]):
         for j in range(data.shape[1]):
