@@ -38,6 +38,7 @@ Definitions:
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 from collections.abc import Callable, Mapping
@@ -505,6 +506,39 @@ def _align(segments: pd.DataFrame, systems: list[str], baseline: str) -> tuple[l
     return items, positions
 
 
+# (column content, systems, baseline, settings) -> that column's rows of system_comparison.csv
+_ROWS_MEMO: dict[str, list[dict[str, Any]]] = {}
+_ROWS_MEMO_MAX = 1024
+
+
+def _column_key(col: _Column, systems: list[str], baseline: str, signature: str, n: int) -> str:
+    """Content key of one column's comparison rows: everything they are computed from."""
+    h = hashlib.blake2b(digest_size=24)
+    head = [
+        type(col).__name__,
+        col.name,
+        col.signature,
+        col.higher_is_better,
+        systems,
+        baseline,
+        signature,
+        n,
+    ]
+    h.update(repr(head).encode("utf-8"))
+    if isinstance(col, _MeanColumn):
+        arrays = [col.values[s] for s in systems]
+    elif isinstance(col, _StatsColumn):
+        h.update(b"fn" if col.fn is not None else b"generic")
+        arrays = [col.stats[s] for s in systems]
+    else:  # an unknown kind of column is never served from the memo
+        h.update(repr(id(col)).encode())
+        arrays = []
+    for a in arrays:
+        h.update(np.ascontiguousarray(a, dtype=np.float64).tobytes())
+        h.update(b"|")
+    return h.hexdigest()
+
+
 def _build_columns(scores: Any, agg: Any, systems: list[str], positions: dict) -> list[_Column]:
     seg = agg.segments
     columns: list[_Column] = []
@@ -680,6 +714,14 @@ def compare(scores: Any, agg: Any, cfg: CompareConfig) -> Comparison:
         masks = ArMasks(keep)
         lo_q, hi_q = (1 - cfg.confidence) / 2, 1 - (1 - cfg.confidence) / 2
         for col in _build_columns(scores, agg, systems, positions):
+            key = _column_key(col, systems, baseline, signature, n)
+            hit = _ROWS_MEMO.get(key)
+            if hit is not None:
+                # an α sweep run in one process changes only iBLEU and the average holding it:
+                # every other column's rows are the same numbers, computed once
+                rows.extend(dict(r) for r in hit)
+                continue
+            first = len(rows)
             points = {s: col.point(s) for s in systems}
             res = {s: col.bootstrap(s, idx, counts) for s in systems}
             rank, cluster = _clusters(points, res, col.higher_is_better, cfg.alpha)
@@ -707,6 +749,9 @@ def compare(scores: Any, agg: Any, cfg: CompareConfig) -> Comparison:
                         "signature": f"{col.signature}|{signature}",
                     }
                 )
+            if len(_ROWS_MEMO) >= _ROWS_MEMO_MAX:
+                _ROWS_MEMO.pop(next(iter(_ROWS_MEMO)))
+            _ROWS_MEMO[key] = [dict(r) for r in rows[first:]]
     table = pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
     if not table.empty:
         order = {m: i for i, m in enumerate(dict.fromkeys(table["metric"]))}

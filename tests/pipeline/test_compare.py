@@ -239,6 +239,14 @@ def _demo_scores(metric_names: tuple[str, ...] = ("bleu", "chrf", "self_bleu", "
     return scores, aggregate(scores)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_rows_memo() -> None:
+    # every test computes its comparison; reuse across calls has its own test
+    from pipeline import compare as compare_module
+
+    compare_module._ROWS_MEMO.clear()
+
+
 @pytest.fixture(scope="module")
 def demo() -> Any:
     return _demo_scores()
@@ -444,3 +452,33 @@ def test_a_single_system_has_intervals_but_no_tests() -> None:
     assert set(t["system"]) == {"strong"}
     assert t["p_bootstrap"].isna().all() and t["p_ar"].isna().all()
     assert (t["cluster"] == 1).all() and (t["ci_low"] < t["score"]).all()
+
+
+def test_rows_of_unchanged_columns_are_reused_and_changed_columns_recomputed(demo: Any) -> None:
+    import copy
+
+    from pipeline import compare as compare_module
+
+    scores, agg = demo
+    compare_module._ROWS_MEMO.clear()
+    cfg = CompareConfig(seed=11, **FAST)
+    first = compare(scores, agg, cfg).table
+    assert len(compare_module._ROWS_MEMO) > 0
+    again = compare(scores, agg, cfg).table  # served from the memo
+    pd.testing.assert_frame_equal(first, again)
+    # change one system's syntactic average: its rows are recomputed, nothing else changes
+    changed = copy.copy(agg)
+    changed.segments = agg.segments.copy()
+    weak = changed.segments["system"] == "weak"
+    changed.segments.loc[weak, "syntactic"] = changed.segments.loc[weak, "syntactic"] * 0.5
+    third = compare(scores, changed, cfg).table
+    syn_a = first[first.metric == "syntactic"].reset_index(drop=True)
+    syn_b = third[third.metric == "syntactic"].reset_index(drop=True)
+    weak_a = syn_a.loc[syn_a.system == "weak", "score"].iloc[0]
+    weak_b = syn_b.loc[syn_b.system == "weak", "score"].iloc[0]
+    assert weak_b == pytest.approx(weak_a * 0.5)
+    compare_module._ROWS_MEMO.clear()
+    fresh = compare(scores, changed, cfg).table
+    pd.testing.assert_frame_equal(third, fresh)
+    others = first[first.metric != "syntactic"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(others, third[third.metric != "syntactic"].reset_index(drop=True))
