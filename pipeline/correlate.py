@@ -38,40 +38,24 @@ def _is_segment_mean(matrix: np.ndarray, corpus: np.ndarray) -> bool:
     return bool(np.allclose(means, corpus, rtol=1e-9, atol=1e-12, equal_nan=True))
 
 
-def _only_needed(
+def _resampling_fns(
     fns: dict[str, Callable[[np.ndarray], np.ndarray]],
     metrics: Mapping[str, np.ndarray],
     system_metrics: Mapping[str, np.ndarray],
 ) -> dict[str, Callable[[np.ndarray], np.ndarray]]:
-    """Columns whose corpus score is the mean of their segment scores (BERTScore, METEOR ...)
-    resample as means in the correlation package's own vectorised path."""
-    return {
-        name: fn
-        for name, fn in fns.items()
-        if not (
-            name in metrics
-            and name in system_metrics
-            and _is_segment_mean(metrics[name], system_metrics[name])
-        )
-    }
+    """The system-level recomputation each column needs under item resampling.
 
-
-def _with_fallbacks(
-    fns: dict[str, Callable[[np.ndarray], np.ndarray]],
-    metrics: Mapping[str, np.ndarray],
-    system_metrics: Mapping[str, np.ndarray],
-) -> dict[str, Callable[[np.ndarray], np.ndarray]]:
-    """A metric whose corpus score is not the mean of its segment scores and that keeps no
-    sufficient statistics cannot be recomputed on resampled items: its system-level interval
-    then resamples the segment means (said in the log), rather than failing the run."""
-    out = dict(fns)
+    A corpus score that is the mean of the segment scores (BERTScore, METEOR ...) needs none: the
+    correlation package's own vectorised path resamples means. Otherwise the column's function
+    from sufficient statistics is used; a metric without statistics cannot be recomputed, so its
+    interval resamples the segment means (said in the log) rather than failing the run.
+    """
+    out: dict[str, Callable[[np.ndarray], np.ndarray]] = {}
     for name, matrix in metrics.items():
-        if name in out or name not in system_metrics:
+        if name not in system_metrics or _is_segment_mean(matrix, system_metrics[name]):
             continue
-        with np.errstate(all="ignore"):
-            means = np.nanmean(matrix, axis=1) if matrix.size else np.zeros(0)
-        corpus = system_metrics[name]
-        if np.allclose(means, corpus, rtol=1e-9, atol=1e-12, equal_nan=True):
+        if name in fns:
+            out[name] = fns[name]
             continue
         log.info(
             "%s: system-level interval resamples segment means (no sufficient statistics)", name
@@ -287,12 +271,8 @@ def correlate(
         unit=str(cfg.get("unit", "items")),
         item_nan=str(cfg.get("item_nan", "skip")),
         rng=rng,
-        system_metric_fns=_with_fallbacks(
-            _only_needed(
-                system_metric_fns(scores, systems, items) if scores else {},
-                metrics,
-                system_metrics,
-            ),
+        system_metric_fns=_resampling_fns(
+            system_metric_fns(scores, systems, items) if scores else {},
             metrics,
             system_metrics,
         ),

@@ -10,6 +10,7 @@ Validation happens here, once; every message names the file, the row and the col
 from __future__ import annotations
 
 import csv
+import io
 import json
 import logging
 import math
@@ -40,7 +41,9 @@ def _column_at(raw: bytes, offset: int, sep: bytes) -> str | None:
     return header[index].strip('"') if index < len(header) else None
 
 
-def _read_text_lines(path: Path, label: str, sep: str | None = None) -> list[str]:
+def _read_text(path: Path, label: str, sep: str | None = None) -> str:
+    """The file decoded as UTF-8 (a BOM dropped); a bad byte is reported with its row (and, for
+    a delimited file, its column)."""
     if not path.is_file():
         raise DataError(f"file not found ({label}); check the path", file=str(path))
     try:
@@ -59,9 +62,11 @@ def _read_text_lines(path: Path, label: str, sep: str | None = None) -> list[str
             row=line,
             column=column,
         ) from None
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    lines = text.split("\n")
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def _read_text_lines(path: Path, label: str, sep: str | None = None) -> list[str]:
+    lines = _read_text(path, label, sep).split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     return [ln.rstrip("\r") for ln in lines]
@@ -102,16 +107,15 @@ def read_table(path: str | Path, fmt: str | None = None) -> pd.DataFrame:
     kind = _detect_format(p, fmt)
     try:
         if kind in ("csv", "tsv"):
-            # validates UTF-8, naming the row and column of a bad byte
-            lines = _read_text_lines(p, "data.path", "," if kind == "csv" else "\t")
-            del lines
+            sep = "," if kind == "csv" else "\t"
+            # decoded once: the UTF-8 check names the row and column of a bad byte, and pandas
+            # parses the same text instead of reading the file again
             return pd.read_csv(
-                p,
-                sep="," if kind == "csv" else "\t",
+                io.StringIO(_read_text(p, "data.path", sep)),
+                sep=sep,
                 dtype=str,
                 keep_default_na=False,
                 quoting=csv.QUOTE_MINIMAL if kind == "csv" else csv.QUOTE_NONE,
-                encoding="utf-8",
             )
         if kind == "jsonl":
             rows = []
