@@ -370,20 +370,29 @@ def _resampled_means(a: np.ndarray, item_w: np.ndarray) -> np.ndarray:
         return np.where(den > 0, num / np.maximum(den, 1e-300), np.nan)
 
 
-def _system_values(
+def system_resampled_scores(
     m: np.ndarray,
     h: np.ndarray,
-    coefficient: str,
     res: Resamples,
-    system_metric: np.ndarray | None,
-    system_metric_fn: SystemMetricFn | None,
-) -> np.ndarray:
+    system_metric: np.ndarray | None = None,
+    system_metric_fn: SystemMetricFn | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-system metric and human scores of every resample, each of shape (B, n_systems).
+
+    They do not depend on the coefficient, so a caller that needs several coefficients of one
+    resample set computes them once. A ``system_metric_fn`` with a ``batch`` attribute
+    (``batch(item_idx) -> (B, n_systems)``) recomputes all resamples in one call.
+    """
     n_sys, n_items = m.shape
     b = res.n_resamples
     if res.item_idx is not None:
         item_w = counts(res.item_idx, n_items)
         if system_metric_fn is not None:
-            x = np.stack([np.asarray(system_metric_fn(ix), dtype=float) for ix in res.item_idx])
+            batch = getattr(system_metric_fn, "batch", None)
+            if batch is not None:
+                x = np.asarray(batch(res.item_idx), dtype=float).reshape(b, n_sys)
+            else:
+                x = np.stack([np.asarray(system_metric_fn(ix), dtype=float) for ix in res.item_idx])
         else:
             if system_metric is not None and not is_segment_mean(m, system_metric):
                 raise ValueError(
@@ -405,10 +414,28 @@ def _system_values(
     if res.sys_idx is not None:
         x = np.take_along_axis(x, res.sys_idx, axis=1)
         y = np.take_along_axis(y, res.sys_idx, axis=1)
+    return x, y
+
+
+def system_statistic(coefficient: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``coefficient`` between the rows of resampled system scores ``x`` and ``y``: shape (B,)."""
+    b, n_sys = x.shape
     out = np.empty(b)
     for sl in _chunks(b, n_sys * n_sys):
         out[sl] = pair_statistic(coefficient, x[sl], y[sl], np.ones(x[sl].shape))
     return out
+
+
+def _system_values(
+    m: np.ndarray,
+    h: np.ndarray,
+    coefficient: str,
+    res: Resamples,
+    system_metric: np.ndarray | None,
+    system_metric_fn: SystemMetricFn | None,
+) -> np.ndarray:
+    x, y = system_resampled_scores(m, h, res, system_metric, system_metric_fn)
+    return system_statistic(coefficient, x, y)
 
 
 def stats_system_metric_fn(

@@ -22,6 +22,8 @@ from correlation.bootstrap import (
     is_segment_mean,
     percentile_interval,
     resampled_values,
+    system_resampled_scores,
+    system_statistic,
 )
 from correlation.levels import (
     LEVELS,
@@ -129,10 +131,19 @@ def correlation_table(
         metric = metrics[name]
         sm = system_metrics.get(name) if level == "system" else None
         out = []
+        # the resampled system scores are the same for every coefficient: recomputing corpus
+        # scores per resample is the costly part, so it is done once
+        xy = (
+            system_resampled_scores(metric, human, res, sm, system_metric_fns.get(name))
+            if res is not None and level == "system"
+            else None
+        )
         for coefficient in combos:
             corr = correlate(metric, human, level, coefficient, system_metric=sm, item_nan=item_nan)
             lo = hi = float("nan")
-            if res is not None:
+            if xy is not None:
+                lo, hi = percentile_interval(system_statistic(coefficient, *xy), confidence)
+            elif res is not None:
                 values = resampled_values(
                     metric,
                     human,

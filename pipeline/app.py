@@ -215,9 +215,7 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
             run_id, uri = logged.run_id, logged.uri
     else:
         write_run_info(out, record)
-    result = RunResult(
-        out, agg.segments, agg.systems, corr, signatures, run_id, uri, comparison
-    )
+    result = RunResult(out, agg.segments, agg.systems, corr, signatures, run_id, uri, comparison)
     if cfg.get("report", {}).get("print_tables", True):
         report.print_summary(result, int(cfg.report.get("max_rows", 40)))
     return result

@@ -38,6 +38,7 @@ import logging
 import os
 import tempfile
 import zipfile
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
@@ -50,7 +51,7 @@ from metrics.base import Metric, MetricResult
 
 log = logging.getLogger(__name__)
 
-FORMAT = "paraeval-score-cache/2"
+FORMAT = "paraeval-score-cache/3"
 _SEG = "seg__"
 
 
@@ -77,24 +78,37 @@ def cache_signature(metric: Metric) -> str:
     return f"{cls}|{metric.signature()}"
 
 
-def cache_key(
-    metric: Metric,
+def texts_digest(
     candidates: Sequence[str],
     references: Sequence[Sequence[str]],
     sources: Sequence[str] | None,
 ) -> str:
+    """Hash of the exact texts one metric call sees. Every metric that scores a system sees the
+    same texts, so the caller hashes them once per system rather than once per metric."""
     # JSON is an unambiguous encoding of nested lists of strings (["ab", "c"] != ["a", "bc"])
     # and is built in C: hashing the texts of a large system stays a few milliseconds
     payload = json.dumps(
         [
-            FORMAT,
-            cache_signature(metric),
             list(candidates),
             [list(r) for r in references],
             None if sources is None else list(sources),
         ],
         ensure_ascii=False,
     )
+    return hashlib.blake2b(payload.encode("utf-8", "surrogatepass"), digest_size=32).hexdigest()
+
+
+def cache_key(
+    metric: Metric,
+    candidates: Sequence[str],
+    references: Sequence[Sequence[str]],
+    sources: Sequence[str] | None,
+    digest: str | None = None,
+) -> str:
+    """Key of one entry: the metric's cache signature and the texts' digest (``digest`` when the
+    caller already has :func:`texts_digest` of these texts)."""
+    texts = digest or texts_digest(candidates, references, sources)
+    payload = json.dumps([FORMAT, cache_signature(metric), texts], ensure_ascii=False)
     return hashlib.blake2b(payload.encode("utf-8", "surrogatepass"), digest_size=32).hexdigest()
 
 
@@ -173,6 +187,37 @@ def _ibleu_combine(metric: Any, entry: MetricResult) -> MetricResult:
     )
 
 
+# Entries already read by this process, by path, checked against the file's size and mtime: the
+# jobs of a Hydra multirun share one process, and a sweep's later jobs read the same entries.
+# Bounded by bytes; _from_arrays copies every array, so callers never share the memo's arrays.
+_MEMO: OrderedDict[str, tuple[int, int, dict[str, np.ndarray]]] = OrderedDict()
+_MEMO_BYTES = 0
+_MEMO_LIMIT = 512 * 2**20
+
+
+def _load_arrays(path: Path) -> dict[str, np.ndarray]:
+    global _MEMO_BYTES
+    st = os.stat(path)
+    key = str(path)
+    hit = _MEMO.get(key)
+    if hit is not None and hit[0] == st.st_mtime_ns and hit[1] == st.st_size:
+        _MEMO.move_to_end(key)
+        return hit[2]
+    with np.load(path, allow_pickle=False) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    size = sum(a.nbytes for a in arrays.values())
+    if hit is not None:
+        _MEMO_BYTES -= sum(a.nbytes for a in hit[2].values())
+        del _MEMO[key]
+    if size <= _MEMO_LIMIT:
+        _MEMO[key] = (st.st_mtime_ns, st.st_size, arrays)
+        _MEMO_BYTES += size
+        while _MEMO_BYTES > _MEMO_LIMIT:
+            _, (_, _, old) = _MEMO.popitem(last=False)
+            _MEMO_BYTES -= sum(a.nbytes for a in old.values())
+    return arrays
+
+
 class ScoreCache:
     """Metric results by content. ``counts`` records hits and misses per output name (the metric id,
     ``<id>_src`` for the against-source pass). A broken or unwritable cache folder is reported once
@@ -205,9 +250,10 @@ class ScoreCache:
         candidates: Sequence[str],
         references: Sequence[Sequence[str]],
         sources: Sequence[str] | None,
+        digest: str | None = None,
     ) -> MetricResult | None:
         """The cached result or None (a miss); every call counts as one hit or one miss."""
-        path = self.path(cache_key(metric, candidates, references, sources))
+        path = self.path(cache_key(metric, candidates, references, sources, digest))
         entry = self._read(path, len(candidates))
         if entry is None:
             self._count(name).misses += 1
@@ -224,6 +270,7 @@ class ScoreCache:
         references: Sequence[Sequence[str]],
         sources: Sequence[str] | None,
         result: MetricResult,
+        digest: str | None = None,
     ) -> None:
         if self._write_failed:
             return
@@ -231,7 +278,7 @@ class ScoreCache:
             if result.stats is None or "bleu_ref" not in result.extra:
                 return
             result = _ibleu_components(metric, result)
-        path = self.path(cache_key(metric, candidates, references, sources))
+        path = self.path(cache_key(metric, candidates, references, sources, digest))
         try:
             self._write(path, _to_arrays(result, len(candidates)))
         except OSError as exc:
@@ -240,8 +287,7 @@ class ScoreCache:
 
     def _read(self, path: Path, n: int) -> MetricResult | None:
         try:
-            with np.load(path, allow_pickle=False) as npz:
-                arrays = {k: npz[k] for k in npz.files}
+            arrays = _load_arrays(path)
             entry = _from_arrays(arrays)
         except FileNotFoundError:
             return None

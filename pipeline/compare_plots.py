@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pipeline.plots import _plt, save_figure
+from pipeline.plots import _plt, render, save_figure
 
 if TYPE_CHECKING:
     from pipeline.compare import Comparison
@@ -86,23 +86,30 @@ def ranking_plot(result: Comparison, path: Path, max_panels: int = 8) -> bool:
     rows = math.ceil(len(chosen) / cols)
     n_sys = t["system"].nunique()
     plt = _plt()
-    fig, axes = plt.subplots(
-        rows,
-        cols,
-        figsize=(5.2 * cols, 0.9 + rows * (0.6 + 0.28 * n_sys)),
-        layout="constrained",
-        squeeze=False,
+    height = 0.9 + rows * (0.6 + 0.28 * n_sys)
+    # fixed margins instead of a layout engine: constrained layout measured every tick label of
+    # every panel and cost more than the drawing
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, height), squeeze=False)
+    fig.subplots_adjust(
+        left=0.1,
+        right=0.98,
+        bottom=0.35 / height,
+        top=1 - 0.55 / height,
+        wspace=0.35,
+        hspace=0.5 / (0.6 + 0.28 * n_sys),
     )
     cmap = plt.get_cmap("tab10")
     for ax, metric in zip(axes.ravel(), chosen, strict=False):
         sub = t[t["metric"] == metric].sort_values("rank", na_position="last")
         y = np.arange(len(sub))[::-1]
-        for yi, row in zip(y, sub.itertuples(index=False), strict=True):
-            k = int(row.cluster) - 1 if math.isfinite(row.cluster) else 9
-            color = cmap(k % 10)
-            ax.plot([row.ci_low, row.ci_high], [yi, yi], color=color, lw=2)
-            ax.scatter([row.score], [yi], color=color, zorder=3, s=25)
+        cluster = sub["cluster"].to_numpy(dtype=float)
+        k = np.where(np.isfinite(cluster), np.nan_to_num(cluster) - 1, 9).astype(int)
+        colors = [cmap(c % 10) for c in k]
+        # one collection per panel, not one artist per system
+        ax.hlines(y, sub["ci_low"], sub["ci_high"], colors=colors, lw=2)
+        ax.scatter(sub["score"], y, c=colors, zorder=3, s=25)
         ax.set_yticks(y, list(sub["system"]), fontsize=8)
+        ax.set_ylim(-0.7, len(sub) - 0.3)
         for label in ax.get_yticklabels():
             if label.get_text() == result.baseline:
                 label.set_fontweight("bold")
@@ -126,11 +133,27 @@ def ranking_plot(result: Comparison, path: Path, max_panels: int = 8) -> bool:
 def write_compare_plots(plots_dir: Path, result: Comparison) -> list[Path]:
     written: list[Path] = []
     try:
+        cfg = (result.config.confidence, result.config.alpha)
         p = plots_dir / "diversity_adequacy.png"
-        if diversity_adequacy_plot(result, p):
+        render(
+            p,
+            "diversity_adequacy",
+            lambda q: diversity_adequacy_plot(result, q),
+            result.systems,
+            result.baseline,
+        )
+        if p.exists():
             written.append(p)
         p = plots_dir / "system_ranking.png"
-        if ranking_plot(result, p):
+        render(
+            p,
+            "system_ranking",
+            lambda q: ranking_plot(result, q),
+            result.table,
+            result.baseline,
+            cfg,
+        )
+        if p.exists():
             written.append(p)
     except Exception as exc:  # a plot must never cost the numbers
         log.warning("comparison plotting failed (%s); the tables are written", exc)

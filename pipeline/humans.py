@@ -16,7 +16,14 @@ from pipeline.load import HUMAN_PREFIX
 log = logging.getLogger(__name__)
 
 REPORT_COLUMNS = [
-    "aspect", "system", "n_items", "n_rated", "coverage", "n_single_rating", "mean", "sd",
+    "aspect",
+    "system",
+    "n_items",
+    "n_rated",
+    "coverage",
+    "n_single_rating",
+    "mean",
+    "sd",
     "constant",
 ]
 
@@ -48,12 +55,15 @@ def human_report(segments: pd.DataFrame) -> pd.DataFrame:
         if row.system == "(all)" and row.coverage < 1:
             log.warning(
                 "%s: %d of %d rows have no rating (left out of its correlations)",
-                row.aspect, row.n_items - row.n_rated, row.n_items,
+                row.aspect,
+                row.n_items - row.n_rated,
+                row.n_items,
             )
         if row.system != "(all)" and row.constant and row.n_rated > 1:
             log.warning(
                 "%s is constant for system %s: item-level correlations there are undefined",
-                row.aspect, row.system,
+                row.aspect,
+                row.system,
             )
         if row.system == "(all)" and row.n_single_rating:
             log.info("%s: %d rows rest on a single rating", row.aspect, row.n_single_rating)

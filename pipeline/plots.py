@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import warnings
+from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,66 @@ def save_figure(fig: Any, path: Path, dpi: int) -> None:
     from pipeline.track import atomic_write
 
     atomic_write(path, lambda p: fig.savefig(p, dpi=dpi, format="png"))
+
+
+# PNGs this process has drawn, by a digest of the drawing function, the plotting code and the
+# plotted data. A Hydra multirun runs its jobs in one process, and most figures of an α sweep's
+# jobs show data that did not change: those are written again, not drawn again.
+_PNG_MEMO: OrderedDict[str, bytes] = OrderedDict()
+_PNG_MEMO_ENTRIES = 128
+_CODE: str | None = None
+
+
+def _code_digest() -> str:
+    global _CODE
+    if _CODE is None:
+        import matplotlib
+
+        h = hashlib.blake2b(matplotlib.__version__.encode(), digest_size=16)
+        for name in ("plots.py", "compare_plots.py", "sweep.py"):
+            h.update((Path(__file__).parent / name).read_bytes())
+        _CODE = h.hexdigest()
+    return _CODE
+
+
+def _feed(h: Any, part: Any) -> None:
+    if isinstance(part, pd.DataFrame | pd.Series):
+        frame = part.to_frame() if isinstance(part, pd.Series) else part
+        h.update(repr([list(map(str, frame.columns)), list(map(str, frame.dtypes))]).encode())
+        h.update(pd.util.hash_pandas_object(frame, index=True).to_numpy().tobytes())
+    elif isinstance(part, np.ndarray):
+        h.update(repr((part.shape, part.dtype.str)).encode() + part.tobytes())
+    elif isinstance(part, list | tuple):
+        h.update(b"[")
+        for p in part:
+            _feed(h, p)
+        h.update(b"]")
+    else:
+        h.update(repr(part).encode())
+    h.update(b"\x1f")
+
+
+def render(path: Path, kind: str, draw: Callable[[Path], object], *inputs: Any) -> None:
+    """``draw(path)``, unless this process already drew a ``kind`` figure from the same
+    ``inputs`` (everything the figure depends on): then those PNG bytes are written."""
+    h = hashlib.blake2b(digest_size=32)
+    h.update(f"{_code_digest()}|{kind}".encode())
+    for part in inputs:
+        _feed(h, part)
+    key = h.hexdigest()
+    png = _PNG_MEMO.get(key)
+    if png is not None:
+        _PNG_MEMO.move_to_end(key)
+        from pipeline.track import atomic_write
+
+        atomic_write(path, lambda p: p.write_bytes(png))
+        return
+    draw(path)
+    if not path.exists():  # nothing to draw
+        return
+    _PNG_MEMO[key] = path.read_bytes()
+    while len(_PNG_MEMO) > _PNG_MEMO_ENTRIES:
+        _PNG_MEMO.popitem(last=False)
 
 
 def correlation_heatmap(corr: pd.DataFrame, path: Path, coefficient: str | None = None) -> None:
@@ -79,8 +142,17 @@ def metric_vs_human(
     # fixed margins: a layout engine costs more than the drawing itself on small plots
     fig, axes = plt.subplots(1, 2, figsize=(9, 4))
     fig.subplots_adjust(left=0.08, right=0.98, bottom=0.13, top=0.92, wspace=0.25)
-    for system, sub in segments.groupby("system", sort=False):
-        axes[0].scatter(sub[metric], sub[aspect], s=10, alpha=0.6, label=str(system))
+    order = list(dict.fromkeys(segments["system"]))
+    if len(order) <= 12:
+        for system, sub in segments.groupby("system", sort=False):
+            axes[0].scatter(sub[metric], sub[aspect], s=10, alpha=0.6, label=str(system))
+    else:
+        # without a legend one collection draws the same colours as one call per system
+        # (cycled through the default colour cycle in order of appearance), much faster
+        cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        code = segments["system"].map({s: i for i, s in enumerate(order)}).to_numpy()
+        colors = np.asarray(cycle, dtype=object)[code % len(cycle)]
+        axes[0].scatter(segments[metric], segments[aspect], s=10, alpha=0.6, c=list(colors))
     axes[0].set_xlabel(metric)
     axes[0].set_ylabel(aspect)
     axes[0].set_title("segments")
@@ -120,7 +192,13 @@ def write_plots(
             warnings.simplefilter("ignore", UserWarning)
             if not corr.empty:
                 p = plots / "correlation_heatmap.png"
-                correlation_heatmap(corr, p)
+                shown = corr[["metric", "aspect", "level", "coefficient", "value"]]
+                render(
+                    p,
+                    "correlation_heatmap",
+                    lambda q: correlation_heatmap(shown, q),
+                    shown.reset_index(drop=True),
+                )
                 written.append(p)
             chosen = [c for c in ("syntactic", "semantic") if c in segments] + [
                 c for c in metric_cols if c not in ("syntactic", "semantic")
@@ -128,7 +206,21 @@ def write_plots(
             for metric in chosen[:max_scatter]:
                 for aspect in aspects:
                     p = plots / f"scatter_{metric}_{aspect}.png"
-                    metric_vs_human(segments, systems, metric, aspect, p)
+                    seg = segments[["system", metric, aspect]]
+                    sys_view = (
+                        systems.reindex(columns=[metric, aspect])
+                        if (metric in systems and aspect in systems)
+                        else None
+                    )
+                    render(
+                        p,
+                        "metric_vs_human",
+                        lambda q, m=metric, a=aspect, sg=seg: metric_vs_human(sg, systems, m, a, q),
+                        metric,
+                        aspect,
+                        seg.reset_index(drop=True),
+                        sys_view,
+                    )
                     written.append(p)
     except Exception as exc:  # a plot must never cost the numbers
         log.warning("plotting failed (%s); the tables are written", exc)

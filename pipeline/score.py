@@ -18,7 +18,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from metrics.base import Metric, MetricConfigError, MissingResourceError
-from pipeline.cache import ScoreCache
+from pipeline.cache import ScoreCache, texts_digest
 from pipeline.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
@@ -152,27 +152,34 @@ def score(
     systems = list(dict.fromkeys(df["system"]))
     for metric_id, metric in metrics.items():
         _check_inputs(df, metric_id, metric)
-    segments = df.copy()
-    corpus = pd.DataFrame(index=pd.Index(systems, name="system"))
+    corpus_rows: dict[str, dict[str, float]] = {s: {} for s in systems}
     columns: dict[str, ColumnInfo] = {}
     stats: dict[tuple[str, str], np.ndarray] = {}
     texts = run_texts(df)
-    by_system = {s: df.index[df["system"] == s] for s in systems}
-
+    # row positions and texts of each system, taken once: every metric sees the same texts
+    positions = {s: np.flatnonzero((df["system"] == s).to_numpy()) for s in systems}
+    calls: dict[tuple[str, bool], tuple[list[str], list[list[str]], list[str], str | None]] = {}
     jobs = [(mid, m, False) for mid, m in metrics.items()]
     jobs += [(mid, m, True) for mid, m in metrics.items() if m.against_source]
+    for system in systems:
+        sub = df.iloc[positions[system]]
+        cands = sub["candidate"].tolist()
+        srcs = sub["source"].tolist()
+        for vs_source in sorted({v for _, _, v in jobs}):
+            refs = [[x] for x in srcs] if vs_source else sub["references"].tolist()
+            digest = texts_digest(cands, refs, srcs) if cache is not None else None
+            calls[(system, vs_source)] = (cands, refs, srcs, digest)
+    seg_values: dict[str, np.ndarray] = {}
     bar = tqdm(total=len(jobs) * len(systems), desc="scoring", unit="system", disable=not progress)
     prepared: set[str] = set()
     for metric_id, metric, vs_source in jobs:
         suffix = "_src" if vs_source else ""
         for system in systems:
             bar.set_postfix_str(f"{metric_id}{suffix} / {system}")
-            idx = by_system[system]
-            sub = df.loc[idx]
-            cands = sub["candidate"].tolist()
-            srcs = sub["source"].tolist()
-            refs = [[s] for s in srcs] if vs_source else sub["references"].tolist()
-            result = cache.get(metric_id + suffix, metric, cands, refs, srcs) if cache else None
+            cands, refs, srcs, digest = calls[(system, vs_source)]
+            result = (
+                cache.get(metric_id + suffix, metric, cands, refs, srcs, digest) if cache else None
+            )
             if result is None:
                 # encoders batch every text of the run once, and only when something is computed
                 if metric_id not in prepared:
@@ -180,11 +187,12 @@ def score(
                     prepared.add(metric_id)
                 result = metric.score(cands, refs, srcs)
                 if cache is not None:
-                    cache.put(metric, cands, refs, srcs, result)
+                    cache.put(metric, cands, refs, srcs, result, digest)
             for col, values in result.segment.items():
                 name = f"{col}{suffix}"
-                segments.loc[idx, name] = np.asarray(values, dtype=float)
-                corpus.loc[system, name] = result.corpus[col]
+                column = seg_values.setdefault(name, np.full(len(df), np.nan))
+                column[positions[system]] = np.asarray(values, dtype=float)
+                corpus_rows[system][name] = result.corpus[col]
                 columns[name] = ColumnInfo(
                     metric=metric_id,
                     group="diversity" if vs_source else metric.group,
@@ -194,5 +202,9 @@ def score(
             if result.stats is not None:
                 stats[(f"{metric_id}{suffix}", system)] = result.stats
             bar.update(1)
+    base = df.drop(columns=[c for c in seg_values if c in df.columns])
+    segments = pd.concat([base, pd.DataFrame(seg_values, index=df.index)], axis=1)
+    corpus = pd.DataFrame.from_dict(corpus_rows, orient="index")
+    corpus = corpus.reindex(index=pd.Index(systems, name="system"), columns=list(seg_values))
     bar.close()
     return Scores(segments, corpus, columns, stats, dict(metrics))

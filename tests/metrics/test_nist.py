@@ -117,10 +117,18 @@ def test_settings() -> None:
 
 
 def test_corpus_from_stats_equals_corpus_score_and_nltk() -> None:
-    hyps = ["the cat sat on the mat today", "a dog barked at the moon all night long",
-            "it is raining cats and dogs outside", "nothing to see here at all folks"]
-    refs = [["the cat was sitting on the mat today"], ["a dog barked at the moon all night"],
-            ["it rains cats and dogs outside now"], ["there is nothing to see here folks"]]
+    hyps = [
+        "the cat sat on the mat today",
+        "a dog barked at the moon all night long",
+        "it is raining cats and dogs outside",
+        "nothing to see here at all folks",
+    ]
+    refs = [
+        ["the cat was sitting on the mat today"],
+        ["a dog barked at the moon all night"],
+        ["it rains cats and dogs outside now"],
+        ["there is nothing to see here folks"],
+    ]
     metric = NIST(tokenize="whitespace")
     result = metric.score(hyps, refs)
     assert result.stats is not None and result.stats.shape[0] == 4

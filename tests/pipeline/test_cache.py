@@ -272,3 +272,28 @@ def test_correlation_rows_cached_per_column_equal_a_full_computation(tmp_path: P
         # bleu and chrf do not depend on alpha; ibleu and the syntactic average do. With every
         # column cached, one column is still computed to advance the generator.
         assert (cache.correlation.hits, cache.correlation.misses) == (hits, misses)
+
+
+def test_in_process_memo_serves_copies_and_sees_a_replaced_file(tmp_path: Path) -> None:
+    """A second read of an entry comes from memory; the caller's result is its own copy, and a
+    file rewritten on disk is read again."""
+    import pipeline.cache as cache_mod
+
+    cache = ScoreCache(tmp_path)
+    metric = sacre.BLEU()
+    cache.put(metric, CANDS, REFS, SRCS, _fresh(metric))
+    first = cache.get("bleu", metric, CANDS, REFS, SRCS)
+    path = str(cache.path(cache_key(metric, CANDS, REFS, SRCS)))
+    assert path in cache_mod._MEMO
+    assert first is not None
+    first.segment["bleu"][:] = -1.0  # must not leak into the next read
+    second = cache.get("bleu", metric, CANDS, REFS, SRCS)
+    assert second is not None
+    _same(second, _fresh(metric))
+    # a different file at the same path (another process rewrote it) is not served from memory
+    other = _fresh(sacre.BLEU(lowercase=True))
+    ScoreCache._write(Path(path), cache_mod._to_arrays(other, len(CANDS)))
+    third = cache.get("bleu", metric, CANDS, REFS, SRCS)
+    assert third is not None
+    assert third.signature == other.signature
+    assert cache.counts["bleu"].hits == 3

@@ -64,6 +64,48 @@ def test_resampled_corpus_scores_match_direct_recomputation(demo_scores) -> None
         assert fns["bleu"](idx)[k] == pytest.approx(expected, abs=1e-9)
 
 
+def test_batched_resampling_equals_one_call_per_resample(demo_scores) -> None:  # type: ignore[no-untyped-def]
+    """The all-resamples path gives the same corpus scores as calling the function per resample,
+    and the correlation table is the same with and without it."""
+    from correlation import correlation_table
+    from pipeline.correlate import to_matrix
+
+    scores, agg = demo_scores
+    systems = list(agg.systems.index)
+    items = list(dict.fromkeys(agg.segments["item_id"]))
+    fns = system_metric_fns(scores, systems, items)
+    batched = [c for c, f in fns.items() if hasattr(f, "batch")]
+    assert {"bleu", "chrf"} <= set(batched)
+    idx = np.random.default_rng(11).integers(0, len(items), size=(40, len(items)))
+    for column in batched:
+        per_call = np.stack([fns[column](row) for row in idx])
+        np.testing.assert_allclose(fns[column].batch(idx), per_call, rtol=1e-12, atol=1e-12)
+
+    seg = agg.segments
+    metrics = {c: to_matrix(seg, c, systems, items) for c in ("bleu", "chrf")}
+    humans = {"human_meaning": to_matrix(seg, "human_meaning", systems, items)}
+    corpus = {c: agg.systems.loc[systems, c].to_numpy(dtype=float) for c in metrics}
+    plain = {c: (lambda ix, f=fns[c]: f(ix)) for c in metrics}  # no .batch attribute
+
+    def table(fn_map):  # type: ignore[no-untyped-def]
+        return correlation_table(
+            metrics,
+            humans,
+            levels=("system",),
+            system_metrics=corpus,
+            n_resamples=60,
+            rng=np.random.default_rng(3),
+            system_metric_fns=fn_map,
+        )
+
+    fast, slow = table({c: fns[c] for c in metrics}), table(plain)
+    assert [r["metric"] for r in fast] == [r["metric"] for r in slow]
+    for a, b in zip(fast, slow, strict=True):
+        assert a["ci_low"] == pytest.approx(b["ci_low"], abs=1e-12)
+        assert a["ci_high"] == pytest.approx(b["ci_high"], abs=1e-12)
+        assert np.isfinite(a["ci_low"]) and a["ci_low"] <= a["ci_high"]
+
+
 def test_system_level_intervals_contain_the_estimate(demo_scores, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from pipeline.correlate import correlate
 
