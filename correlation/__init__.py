@@ -1,5 +1,5 @@
 """Correlation of metric scores with human judgments: coefficients, levels, bootstrap intervals,
-significance tests. numpy/scipy only; no Hydra, MLflow or pandas.
+significance tests. numpy/scipy (and numba for one pair-count kernel); no Hydra, MLflow or pandas.
 
 Scores are ``(n_systems, n_items)`` float matrices with NaN for missing values (the layout of
 mt-metrics-eval). The pipeline calls :func:`correlation_table` and :func:`significance_table`.
@@ -39,6 +39,7 @@ from correlation.table import (
     CORRELATION_COLUMNS,
     SIGNIFICANCE_COLUMNS,
     correlation_table,
+    draw_table_resamples,
     significance_table,
 )
 
@@ -56,6 +57,7 @@ __all__ = [
     "correlate",
     "correlation_table",
     "draw_resamples",
+    "draw_table_resamples",
     "item_values",
     "kendall_b",
     "kendall_c",

@@ -11,6 +11,10 @@ building that matrix:
   a merge-sort recursion whose sort orders do not depend on the weights, so every level is a
   handful of array operations over all resamples at once (O(B n log n) work, no Python loop over
   cells or resamples);
+- Kendall's tau-b at the segment level under item resampling is a quadratic form in the item
+  multiplicities: one compiled pass counts discordant and tied pairs between every two items
+  (:mod:`correlation._pairs`), then all resamples are a few matrix products (used where that
+  is cheaper than the merge sort);
 - with few values per unit of analysis (systems inside an item, systems at the system level) the
   statistics are computed from pair tensors ``(..., n, n)``.
 
@@ -299,6 +303,12 @@ def _cell_weights(
     return wt
 
 
+def _item_pairs_pay_off(n_cells: int, n_items: int, n_resamples: int) -> bool:
+    """Whether one O(cells^2) pass plus item x item products beats the merge sort per resample:
+    the four item matrices must stay small (<= 128 MB) and the pass cheaper than the sorts."""
+    return n_items <= 2000 and n_cells <= 4 * n_resamples * max(np.log2(max(n_cells, 2)), 1.0)
+
+
 def _segment_values(m: np.ndarray, h: np.ndarray, coefficient: str, res: Resamples) -> np.ndarray:
     n_sys, n_items = m.shape
     b = res.n_resamples
@@ -331,6 +341,17 @@ def _segment_values(m: np.ndarray, h: np.ndarray, coefficient: str, res: Resampl
         return out
 
     cs, ci = np.nonzero(ok)
+    if (
+        coefficient == "kendall_b"
+        and sys_w is None
+        and item_w is not None
+        and _item_pairs_pay_off(cs.size, n_items, b)
+    ):
+        from correlation._pairs import item_pair_matrices, kendall_b_from_item_weights
+
+        mats = item_pair_matrices(m[ok], h[ok], ci, n_items)
+        cells = np.bincount(ci, minlength=n_items).astype(np.float64)
+        return kendall_b_from_item_weights(mats, cells, item_w)
     fixed = FixedPairs(m[ok], h[ok])
     # small column blocks keep the (cells, resamples) working set in cache
     for sl in _chunks(b, cs.size, 600_000):

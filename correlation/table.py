@@ -6,9 +6,11 @@ the same shape) and return plain rows (dicts) ready for a CSV writer.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
 import os
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -76,6 +78,31 @@ def _shape(metrics: Mapping[str, np.ndarray], humans: Mapping[str, np.ndarray]) 
             f"differing: {odd}"
         )
     return first[0], first[1]
+
+
+def draw_table_resamples(
+    rng: np.random.Generator,
+    n_aspects: int,
+    levels: Sequence[str],
+    coefficients: Sequence[str],
+    n_sys: int,
+    n_items: int,
+    n_resamples: int,
+    unit: str,
+    ci: bool = True,
+) -> list[tuple[int, str, list[str], Resamples | None]]:
+    """The resamples :func:`correlation_table` uses, one set per (aspect index, level), drawn in
+    its fixed order before any work starts (the rows do not depend on workers). A caller that
+    serves every row from a cache calls this to leave ``rng`` in the state the table would."""
+    out: list[tuple[int, str, list[str], Resamples | None]] = []
+    for k in range(n_aspects):
+        for level in levels:
+            combos = [c for c in coefficients if valid_combination(level, c)]
+            if not combos:
+                continue
+            res = draw_resamples(rng, n_sys, n_items, n_resamples, unit) if ci else None
+            out.append((k, level, combos, res))
+    return out
 
 
 def correlation_table(
@@ -172,14 +199,12 @@ def correlation_table(
         return out
 
     jobs: list[tuple[str, str, np.ndarray, str, list[str], Resamples | None]] = []
-    for aspect, human in humans.items():
-        for level in levels:
-            combos = [c for c in coefficients if valid_combination(level, c)]
-            if not combos:
-                continue
-            # drawn in a fixed order before any work starts: the rows do not depend on workers
-            res = draw_resamples(rng, n_sys, n_items, n_resamples, unit) if ci else None
-            jobs.extend((name, aspect, human, level, combos, res) for name in metrics)
+    drawn = draw_table_resamples(
+        rng, len(humans), levels, coefficients, n_sys, n_items, n_resamples, unit, ci
+    )
+    for k, level, combos, res in drawn:
+        aspect, human = list(humans.items())[k]
+        jobs.extend((name, aspect, human, level, combos, res) for name in metrics)
     if workers <= 1 or len(jobs) <= 1:
         parts = [metric_rows(*job) for job in jobs]
     else:
@@ -215,6 +240,24 @@ def _williams_inputs(
     rb = correlate(xb, y, "segment", coefficient).value
     rab = correlate(xa, xb, "segment", coefficient).value
     return ra, rb, rab, int(ok.sum())
+
+
+# Williams inputs by the content of the three score matrices: the pairs of a sweep job whose two
+# columns did not change since an earlier job in this process are not recomputed.
+_WILLIAMS_MEMO: OrderedDict[tuple[str, str, str, str, str], tuple[float, float, float, int]] = (
+    OrderedDict()
+)
+_WILLIAMS_MEMO_ENTRIES = 50_000
+
+
+def _digest(matrix: np.ndarray, system_metric: np.ndarray | None) -> str:
+    h = hashlib.blake2b(digest_size=20)
+    for part in (matrix, system_metric):
+        if part is not None:
+            a = np.ascontiguousarray(part, dtype=float)
+            h.update(repr(a.shape).encode() + a.tobytes())
+        h.update(b"|")
+    return h.hexdigest()
 
 
 def significance_table(
@@ -259,9 +302,11 @@ def significance_table(
     system_metrics = system_metrics or {}
     names = list(metrics)
     rows: list[dict[str, Any]] = []
+    sm = {n: system_metrics.get(n) if level == "system" else None for n in names}
+    digests = {n: _digest(metrics[n], sm[n]) for n in names}
     for aspect, human in humans.items():
         h = check_matrices(human, human)[0]
-        sm = {n: system_metrics.get(n) if level == "system" else None for n in names}
+        h_digest = _digest(h, None)
         values = {
             n: correlate(
                 metrics[n], h, level, coefficient, system_metric=sm[n], item_nan=item_nan
@@ -276,7 +321,14 @@ def significance_table(
                 a, b = b, a
             ma, mb = np.asarray(metrics[a], float), np.asarray(metrics[b], float)
             if method == "williams":
-                ra, rb, rab, n = _williams_inputs(ma, mb, h, level, coefficient, sm[a], sm[b])
+                key = (digests[a], digests[b], h_digest, level, coefficient)
+                found = _WILLIAMS_MEMO.get(key)
+                if found is None:
+                    found = _williams_inputs(ma, mb, h, level, coefficient, sm[a], sm[b])
+                    _WILLIAMS_MEMO[key] = found
+                    if len(_WILLIAMS_MEMO) > _WILLIAMS_MEMO_ENTRIES:
+                        _WILLIAMS_MEMO.popitem(last=False)
+                ra, rb, rab, n = found
                 p = williams_test(ra, rb, rab, n)
             else:
                 ra, rb = values[a], values[b]

@@ -21,7 +21,7 @@ from pipeline.compare import Comparison, run_compare
 from pipeline.correlate import check_correlation_config, correlate, significance
 from pipeline.errors import ConfigError
 from pipeline.humans import human_report
-from pipeline.load import HUMAN_PREFIX
+from pipeline.load import HUMAN_PREFIX, memoized_load
 from pipeline.plots import write_plots
 from pipeline.score import Scores, build_metrics, score
 from pipeline.sweep import run_alpha_curve
@@ -71,7 +71,7 @@ def _instantiate_data(node: Any) -> pd.DataFrame:
         raise ConfigError(f"data.{missing[0]} is required, e.g. data.{missing[0]}=<path>")
     fn = get_method(str(target))
     try:
-        return fn(**settings)
+        return memoized_load(fn, settings)
     except TypeError as exc:
         raise ConfigError(f"data: {exc}") from None
 

@@ -443,24 +443,31 @@ def correlate_cached(
             cached[col] = pd.read_parquet(path)
         except (OSError, ValueError):
             continue
-    # at least one column is computed so that the generator advances exactly as without a cache
-    todo = [c for c in cols if c not in cached] or cols[:1]
-    sub = copy.copy(agg)
-    sub.columns = {c: agg.columns[c] for c in todo}
-    fresh = correlate(sub, cfg, rng, scores)
-    cache.count_rows(len(cols) - len([c for c in todo if c not in cached]), len(todo))
+    todo = [c for c in cols if c not in cached]
+    if todo:
+        sub = copy.copy(agg)
+        sub.columns = {c: agg.columns[c] for c in todo}
+        fresh = correlate(sub, cfg, rng, scores)
+    else:
+        # every row is cached: draw what the table would draw, so the generator ends in the
+        # state of an uncached run
+        from pipeline.correlate import advance_like_correlate
+
+        advance_like_correlate(agg, cfg, rng)
+        fresh = next(iter(cached.values())).iloc[:0]
+    cache.count_rows(len(cols) - len(todo), len(todo))
     parts = []
     for col in todo:
         rows = fresh[fresh["metric"] == col]
         parts.append(rows)
-        if col not in cached and not cache._write_failed:
+        if not cache._write_failed:
             key = keys[col]
             path = root / key[:2] / f"{key}.parquet"
             try:
                 ScoreCache._write_bytes(path, rows.to_parquet(index=False))
             except OSError as exc:
                 log.warning("correlation cache: cannot write %s (%s)", path, exc)
-    parts += [cached[c] for c in cols if c in cached and c not in todo]
+    parts += [cached[c] for c in cols if c in cached]
     out = pd.concat(parts, ignore_index=True) if parts else fresh.iloc[:0]
     out = out[list(fresh.columns)] if set(fresh.columns) <= set(out.columns) else out
     # the order of an uncached run: aspect, level, then metric, coefficients as computed

@@ -46,8 +46,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numba
 import numpy as np
 import pandas as pd
+from numba import njit
 
 from pipeline.errors import ConfigError
 
@@ -127,12 +129,35 @@ class CompareConfig:
 _MY_LOG_FLOOR = -9999999999.0  # sacrebleu.utils.my_log(0.0)
 
 
-_MATH_LOG = np.frompyfunc(math.log, 1, 1)
-_MATH_EXP = np.frompyfunc(math.exp, 1, 1)
+@njit(cache=True, nogil=True)
+def _libm_log(x: np.ndarray) -> np.ndarray:
+    out = np.empty_like(x)
+    for i in range(x.size):
+        out[i] = math.log(x[i])
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _libm_exp(x: np.ndarray) -> np.ndarray:
+    out = np.empty_like(x)
+    for i in range(x.size):
+        out[i] = math.exp(x[i])
+    return out
+
+
+# numba compiles these scalar loops to the C library's log/exp, the functions behind Python's
+# math.log/math.exp (a test checks bit equality on millions of values). With Intel SVML, numba
+# may vectorise them into other code: then each value goes through Python's math module.
+if numba.config.USING_SVML:
+    _MATH_LOG: Any = np.frompyfunc(math.log, 1, 1)
+    _MATH_EXP: Any = np.frompyfunc(math.exp, 1, 1)
+else:
+    _MATH_LOG, _MATH_EXP = _libm_log, _libm_exp
 
 
 def _map_math(fn: Any, x: np.ndarray) -> np.ndarray:
-    return np.asarray(fn(np.asarray(x, dtype=np.float64)), dtype=np.float64)
+    flat = np.ascontiguousarray(x, dtype=np.float64).ravel()
+    return np.asarray(fn(flat), dtype=np.float64).reshape(np.shape(x))
 
 
 def _with_python_zeros(scores: np.ndarray, python_rows: np.ndarray) -> np.ndarray:
@@ -542,6 +567,9 @@ def _column_key(col: _Column, systems: list[str], baseline: str, signature: str,
 def _build_columns(scores: Any, agg: Any, systems: list[str], positions: dict) -> list[_Column]:
     seg = agg.segments
     columns: list[_Column] = []
+    system_col = seg["system"].to_numpy()
+    # each system's rows, found once rather than once per column
+    rows_of = {s: np.flatnonzero(system_col == s)[positions[s]] for s in systems}
     for name, info in agg.columns.items():
         if name not in seg.columns:
             continue
@@ -551,10 +579,8 @@ def _build_columns(scores: Any, agg: Any, systems: list[str], positions: dict) -
         has_stats = metric is not None and all((stats_key, s) in scores.stats for s in systems)
         plan = sacre_score_fn(metric) if has_stats else None
         overrides = has_stats and type(metric).corpus_from_stats is not _base_corpus_from_stats()
-        values = {
-            s: seg.loc[seg["system"] == s, name].to_numpy(dtype=float)[positions[s]]
-            for s in systems
-        }
+        column = seg[name].to_numpy(dtype=float)
+        values = {s: column[rows_of[s]] for s in systems}
         base = name[: -len(stats_key_suffix)] if stats_key_suffix else name
         if plan is None and overrides:
             st = {s: np.asarray(scores.stats[(stats_key, s)])[positions[s]] for s in systems}

@@ -312,6 +312,31 @@ def correlate(
     return out[CORRELATION_COLUMNS + [c for c in out.columns if c not in CORRELATION_COLUMNS]]
 
 
+def advance_like_correlate(
+    agg: Aggregated, cfg: Mapping[str, Any], rng: np.random.Generator
+) -> None:
+    """Draw from ``rng`` exactly what :func:`correlate` would draw, computing nothing: the
+    generator then stands where the stages after the correlation expect it."""
+    from correlation import draw_table_resamples
+
+    levels, coefficients = check_correlation_config(cfg)
+    seg = agg.segments
+    aspects = [c for c in seg.columns if c.startswith(HUMAN_PREFIX)]
+    if not aspects or not correlated_columns(agg):
+        return
+    draw_table_resamples(
+        rng,
+        len(aspects),
+        levels,
+        coefficients,
+        len(agg.systems.index),
+        seg["item_id"].nunique(),
+        int(cfg.get("n_resamples", 1000)),
+        str(cfg.get("unit", "items")),
+        bool(cfg.get("ci", True)),
+    )
+
+
 def significance(agg: Aggregated, cfg: Mapping[str, Any], rng: np.random.Generator) -> pd.DataFrame:
     """Pairwise tests between metrics' correlations with the same human aspect, with clusters of
     metrics not distinguishable from the best."""

@@ -32,6 +32,15 @@ AGGREGATIONS = ("mean", "median", "zscore")
 
 
 # --------------------------------------------------------------------------- reading files
+# Files read by the load in progress (see memoized_load); None outside one.
+_FILES_READ: list[Path] | None = None
+
+
+def _note_read(path: Path) -> None:
+    if _FILES_READ is not None:
+        _FILES_READ.append(path)
+
+
 def _column_at(raw: bytes, offset: int, sep: bytes) -> str | None:
     """The header name of the field holding byte ``offset`` of a delimited file (quoted
     separators aside: good enough to point at the cell)."""
@@ -46,6 +55,7 @@ def _read_text(path: Path, label: str, sep: str | None = None) -> str:
     a delimited file, its column)."""
     if not path.is_file():
         raise DataError(f"file not found ({label}); check the path", file=str(path))
+    _note_read(path)
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -130,6 +140,7 @@ def read_table(path: str | Path, fmt: str | None = None) -> pd.DataFrame:
                     raise DataError("each line must be a JSON object", file=str(p), row=i)
                 rows.append(obj)
             return pd.DataFrame(rows)
+        _note_read(p)
         return pd.read_parquet(p)
     except DataError:
         raise
@@ -471,6 +482,74 @@ def load_text(
     df.attrs["data_files"] = [source, *references, *systems.values()]
     df.attrs["data_name"] = name
     return validate(df, source)
+
+
+# Loads already done by this process, by loader and settings, with the files each read, their
+# (mtime, size), and the log records it emitted. The jobs of a Hydra multirun share one process
+# and usually load the same data: a job whose files did not change gets a copy of the table and
+# the same log lines, without parsing and validating the files again.
+_LOADS: dict[str, tuple[list[tuple[Path, int, int]], pd.DataFrame, list[logging.LogRecord]]] = {}
+_LOADS_ENTRIES = 4
+
+
+class _Capture(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def _stat(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+def _copy_table(df: pd.DataFrame) -> pd.DataFrame:
+    out = df.copy()
+    if "references" in out:
+        out["references"] = [list(r) for r in out["references"]]
+    return out
+
+
+def memoized_load(fn: Any, settings: Mapping[str, Any]) -> pd.DataFrame:
+    """``fn(**settings)``, or a copy of this process's earlier result of the same call when every
+    file it read is unchanged (same mtime and size); its log records are emitted again."""
+    global _FILES_READ
+    key = json.dumps(
+        [getattr(fn, "__module__", ""), getattr(fn, "__qualname__", repr(fn)), dict(settings)],
+        sort_keys=True,
+        default=str,
+    )
+    hit = _LOADS.get(key)
+    if hit is not None and hit[0] and all(_stat(p) == (m, n) for p, m, n in hit[0]):
+        for record in hit[2]:
+            logging.getLogger(record.name).handle(record)
+        return _copy_table(hit[1])
+    capture = _Capture()
+    log.addHandler(capture)
+    _FILES_READ = []
+    try:
+        df = fn(**settings)
+        read = list(dict.fromkeys(_FILES_READ))
+    finally:
+        _FILES_READ = None
+        log.removeHandler(capture)
+    stats = [(p, _stat(p)) for p in read]
+    if all(st is not None for _, st in stats):
+        _LOADS.pop(key, None)
+        _LOADS[key] = (
+            [(p, st[0], st[1]) for p, st in stats if st is not None],
+            _copy_table(df),
+            capture.records,
+        )
+        while len(_LOADS) > _LOADS_ENTRIES:
+            _LOADS.pop(next(iter(_LOADS)))
+    return df
 
 
 def demo_path() -> Path:

@@ -302,3 +302,28 @@ def test_no_rated_cells_gives_nan_interval(level: str) -> None:
         metric, human, level, "pearson", rng=np.random.default_rng(0), n_resamples=10
     )
     assert math.isnan(lo) and math.isnan(hi)
+
+
+@pytest.mark.parametrize("ties", [True, False])
+def test_item_pair_matrices_equal_merge_sort_and_explicit_kendall(
+    ties: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kendall's tau-b under item resampling from item x item pair counts equals both the
+    weighted merge sort and scipy on the explicitly resampled matrix, with ties and NaN cells."""
+    import correlation.bootstrap as bootstrap
+
+    rng = np.random.default_rng(12)
+    metric = rng.normal(size=(15, 40))
+    if ties:
+        metric = np.round(metric * 2)
+    human = np.round(metric / 2 + rng.normal(size=metric.shape))
+    metric[rng.random(metric.shape) < 0.05] = np.nan
+    human[0, :3] = np.nan
+    res = draw_resamples(np.random.default_rng(3), 15, 40, 30, "items")
+    assert bootstrap._item_pairs_pay_off(int(np.isfinite(metric + human).sum()), 40, 30)
+    fast = resampled_values(metric, human, "segment", "kendall_b", res)
+    monkeypatch.setattr(bootstrap, "_item_pairs_pay_off", lambda *a: False)
+    merge = resampled_values(metric, human, "segment", "kendall_b", res)
+    want = _explicit(metric, human, "segment", "kendall_b", res)
+    np.testing.assert_allclose(fast, merge, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(fast, want, rtol=0, atol=1e-9)

@@ -175,3 +175,33 @@ def test_rows_do_not_depend_on_the_number_of_workers() -> None:
     one = correlation_table(metrics, humans, rng=np.random.default_rng(2), workers=1, **kw)
     three = correlation_table(metrics, humans, rng=np.random.default_rng(2), workers=3, **kw)
     assert [tuple(r.values()) for r in one] == [tuple(r.values()) for r in three]
+
+
+def test_significance_rows_reused_across_tables_equal_fresh_ones() -> None:
+    """Pairs whose matrices an earlier table already saw come from memory; the rows are those of
+    a computation from scratch, and a changed matrix is recomputed."""
+    import correlation.table as table
+
+    rng = np.random.default_rng(4)
+    h = rng.normal(size=(6, 30))
+    base = {f"m{k}": h + rng.normal(scale=0.5 + k, size=h.shape) for k in range(4)}
+    changed = dict(base, m1=h + rng.normal(scale=0.2, size=h.shape))
+
+    def run(metrics: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+        return significance_table(
+            metrics,
+            {"human": h},
+            level="segment",
+            coefficient="pearson",
+            rng=np.random.default_rng(0),
+        )
+
+    table._WILLIAMS_MEMO.clear()
+    fresh_changed = run(changed)
+    table._WILLIAMS_MEMO.clear()
+    run(base)
+    assert len(table._WILLIAMS_MEMO) == 6
+    reused = run(changed)  # the 3 pairs without m1 are served from memory
+    assert len(table._WILLIAMS_MEMO) == 9
+    assert reused == fresh_changed
+    assert any(r["metric_a"] == "m1" or r["metric_b"] == "m1" for r in reused)

@@ -482,3 +482,26 @@ def test_rows_of_unchanged_columns_are_reused_and_changed_columns_recomputed(dem
     pd.testing.assert_frame_equal(third, fresh)
     others = first[first.metric != "syntactic"].reset_index(drop=True)
     pd.testing.assert_frame_equal(others, third[third.metric != "syntactic"].reset_index(drop=True))
+
+
+def test_compiled_log_exp_are_bit_identical_to_python_math() -> None:
+    """The paired tests need sacrebleu's scores to the last bit: the compiled log/exp must give
+    what math.log/math.exp give (numpy's own log/exp do not, in general)."""
+    import math
+
+    from pipeline.compare import _MATH_EXP, _MATH_LOG, _map_math
+
+    rng = np.random.default_rng(0)
+    x = np.concatenate(
+        [
+            rng.random(200_000) * 100,
+            rng.random(200_000) * 1e-3,
+            np.exp(rng.normal(size=200_000) * 50),
+        ]
+    )
+    y = rng.normal(size=600_000) * 5
+    want_log = np.array([math.log(v) for v in x])
+    want_exp = np.array([math.exp(v) for v in y])
+    assert np.array_equal(_map_math(_MATH_LOG, x), want_log)
+    assert np.array_equal(_map_math(_MATH_EXP, y), want_exp)
+    assert _map_math(_MATH_LOG, x.reshape(3, -1)).shape == (3, 200_000)

@@ -196,3 +196,46 @@ def test_real_stsb(shared_data: Path) -> None:
     df = load_stsb(str(shared_data / "stsbenchmark"), split="dev")
     assert len(df) == 1500
     assert df["human_similarity"].between(0, 5).all()
+
+
+def test_memoized_load_reuses_an_unchanged_file_and_rereads_a_changed_one(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+    import os
+
+    import pipeline.load as load
+
+    path = tmp_path / "t.csv"
+    path.write_text(
+        "item_id,system,source,reference,candidate,human_meaning\n"
+        "i0,a,s0,r0,c0,NaN\ni1,a,s1,r1,c1,3\n",
+        encoding="utf-8",
+    )
+    calls: list[int] = []
+
+    def loader(**kw):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return load.load_table(**kw)
+
+    load._LOADS.clear()
+    settings = {"path": str(path)}
+    with caplog.at_level(logging.WARNING, logger="pipeline.load"):
+        first = load.memoized_load(loader, settings)
+        warned = [r.getMessage() for r in caplog.records if "NaN" in r.getMessage()]
+        caplog.clear()
+        second = load.memoized_load(loader, settings)
+        again = [r.getMessage() for r in caplog.records if "NaN" in r.getMessage()]
+    assert len(calls) == 1
+    pd.testing.assert_frame_equal(first, second)
+    assert warned and again == warned  # the same warning in every job's log
+    second.loc[0, "candidate"] = "changed"  # a copy: the memo is not touched
+    second["references"].iloc[1].append("x")
+    third = load.memoized_load(loader, settings)
+    pd.testing.assert_frame_equal(third, first)
+    # a rewritten file is read again
+    path.write_text(path.read_text(encoding="utf-8").replace("c1", "c9"), encoding="utf-8")
+    os.utime(path, ns=(1, 1))
+    fourth = load.memoized_load(loader, settings)
+    assert len(calls) == 2
+    assert fourth["candidate"].tolist() == ["c0", "c9"]
