@@ -6,6 +6,7 @@ missing resource) end with one line on stderr and exit code 2, never a traceback
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import sys
@@ -82,11 +83,15 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     from pipeline.errors import UserError
 
     hc = HydraConfig.get()
+    # Everything alive between jobs (modules, models, caches of this process) is long-lived:
+    # frozen, the collector stops rescanning it, which cost a multirun ~0.5 s per job
+    gc.freeze()
     try:
         run(cfg, hc.runtime.output_dir, list(hc.overrides.task))
     except (UserError, MetricConfigError, MissingResourceError) as exc:
         logging.getLogger("paraeval").error("%s", exc)
         _fail(str(exc))
+    gc.freeze()
     return None
 
 

@@ -20,9 +20,10 @@ from pipeline.cache import ScoreCache, correlate_cached
 from pipeline.compare import Comparison, run_compare
 from pipeline.correlate import check_correlation_config, correlate, significance
 from pipeline.errors import ConfigError
+from pipeline.figures import Figures
 from pipeline.humans import human_report
 from pipeline.load import HUMAN_PREFIX, memoized_load
-from pipeline.plots import write_plots
+from pipeline.plots import scatter_columns, write_plots
 from pipeline.score import Scores, build_metrics, score
 from pipeline.sweep import run_alpha_curve
 from pipeline.track import (
@@ -144,9 +145,22 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
     else:
         corr = correlate(agg, corr_cfg, rng, scores)  # type: ignore[arg-type]
     sig = significance(agg, corr_cfg, rng)  # type: ignore[arg-type]
+    # figures are drawn in a helper process while the comparison and MLflow logging go on
+    figures = Figures(background=bool(cfg.get("report", {}).get("plot_process", True)))
+    aspects = [c for c in agg.segments.columns if c.startswith(HUMAN_PREFIX)]
+    shown = scatter_columns(agg.segments, list(agg.columns))
+    figures.submit(
+        write_plots,
+        out,
+        agg.segments[["system", *shown, *aspects]],
+        agg.systems.copy(),
+        corr,
+        shown,
+        aspects,
+    )
     compare_cfg = OmegaConf.to_container(cfg.compare, resolve=True) if cfg.get("compare") else None
     comparison = (
-        run_compare(scores, agg, compare_cfg, out)  # type: ignore[arg-type]
+        run_compare(scores, agg, compare_cfg, out, figures)  # type: ignore[arg-type]
         if isinstance(compare_cfg, dict) and compare_cfg.get("enabled", True)
         else None
     )
@@ -174,8 +188,6 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
         ]
     )
     write_csv(sig_df, out / "signatures.csv")
-    aspects = [c for c in agg.segments.columns if c.startswith(HUMAN_PREFIX)]
-    write_plots(out, agg.segments, agg.systems, corr, list(agg.columns), aspects)
     curve_node = (
         OmegaConf.to_container(cfg.alpha_curve, resolve=True) if cfg.get("alpha_curve") else None
     )
@@ -209,12 +221,17 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
         data_name=str(cfg.data.get("name", "data")),
     )
     # run_info.json is written either way, so `paraeval-log` can log this directory later
-    if tracking.get("enabled", True):
-        logged = track_run(out, record)
-        if logged is not None:
-            run_id, uri = logged.run_id, logged.uri
-    else:
-        write_run_info(out, record)
+    try:
+        if tracking.get("enabled", True):
+            # the figures are awaited inside, after the per-system runs and before the output
+            # directory is hashed and uploaded
+            logged = track_run(out, record, before_artifacts=figures.wait)
+            if logged is not None:
+                run_id, uri = logged.run_id, logged.uri
+        else:
+            write_run_info(out, record)
+    finally:
+        figures.wait()
     result = RunResult(out, agg.segments, agg.systems, corr, signatures, run_id, uri, comparison)
     if cfg.get("report", {}).get("print_tables", True):
         report.print_summary(result, int(cfg.report.get("max_rows", 40)))

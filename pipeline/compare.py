@@ -794,9 +794,12 @@ def compare(scores: Any, agg: Any, cfg: CompareConfig) -> Comparison:
     return Comparison(table, view, item_view, baseline, cfg, signature, div_cols, adq_cols)
 
 
-def run_compare(scores: Any, agg: Any, cfg: Mapping[str, Any], out_dir: Path) -> Comparison:
+def run_compare(
+    scores: Any, agg: Any, cfg: Mapping[str, Any], out_dir: Path, figures: Any = None
+) -> Comparison:
     """The pipeline's compare stage: adds diversity/adequacy/copy_rate to ``agg.systems`` and
-    writes ``system_comparison.csv`` and the comparison plots."""
+    writes ``system_comparison.csv`` and the comparison plots (queued on ``figures``, a
+    :class:`pipeline.figures.Figures`, when given)."""
     from pipeline.compare_plots import write_compare_plots
     from pipeline.track import write_csv
 
@@ -805,7 +808,10 @@ def run_compare(scores: Any, agg: Any, cfg: Mapping[str, Any], out_dir: Path) ->
     for col in SYSTEM_COLUMNS:
         agg.systems[col] = result.systems[col].reindex(agg.systems.index)
     write_csv(result.table, out_dir / "system_comparison.csv")
-    write_compare_plots(out_dir / "plots", result)
+    if figures is not None:
+        figures.submit(write_compare_plots, out_dir / "plots", result)
+    else:
+        write_compare_plots(out_dir / "plots", result)
     return result
 
 

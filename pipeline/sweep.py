@@ -322,8 +322,10 @@ def plot_alpha_curve(result: AlphaCurve, path: Path) -> None:
     levels = list(dict.fromkeys(result.curve["level"]))
     if not levels:
         return
-    fig, axes = plt.subplots(
-        1, len(levels), figsize=(4.6 * len(levels), 3.6), layout="constrained", squeeze=False
+    fig, axes = plt.subplots(1, len(levels), figsize=(4.6 * len(levels), 3.6), squeeze=False)
+    # fixed margins: cheaper than a layout engine, and the panels are all alike
+    fig.subplots_adjust(
+        left=0.6 / (4.6 * len(levels)), right=0.98, bottom=0.15, top=0.9, wspace=0.3
     )
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, level in zip(axes[0], levels, strict=True):

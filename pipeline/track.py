@@ -413,10 +413,18 @@ class Logged:
 
 
 def log_output_dir(
-    out_dir: Path, record: RunRecord, tracking: Mapping[str, Any] | None = None
+    out_dir: Path,
+    record: RunRecord,
+    tracking: Mapping[str, Any] | None = None,
+    before_artifacts: Callable[[], None] | None = None,
 ) -> Logged:
     """Log a finished output directory (its ``run_info.json`` and files) as one parent run with
-    one child run per system; return the existing run if this content is already logged."""
+    one child run per system; return the existing run if this content is already logged.
+
+    ``before_artifacts`` (the run's own logging, while its figures are still being drawn) is
+    called after the per-system runs; the files are hashed and uploaded after it returns. A run
+    being logged by itself is new (its id is in the hash), so the lookup of an earlier logging
+    of the same content is skipped then."""
     import mlflow
     from mlflow.data.pandas_dataset import from_pandas
     from mlflow.entities import DatasetInput, InputTag
@@ -426,7 +434,7 @@ def log_output_dir(
     tracking = dict(record.tracking if tracking is None else tracking)
     uri, artifact_location = resolve_tracking_uri(tracking)
     check_reachable(uri)
-    content_hash = output_digest(out_dir, record.run_uid)
+    content_hash = output_digest(out_dir, record.run_uid) if before_artifacts is None else ""
     segments = pd.read_parquet(out_dir / "segment_scores.parquet")
     systems = pd.read_csv(out_dir / "system_scores.csv")
     corr_path = out_dir / "correlations.csv"
@@ -451,7 +459,7 @@ def log_output_dir(
         exp_id = _experiment_id(
             client, str(tracking.get("experiment") or "paraeval"), artifact_location
         )
-        existing = _find_logged(client, exp_id, content_hash)
+        existing = _find_logged(client, exp_id, content_hash) if content_hash else None
         if existing is not None:
             return Logged(existing, uri, True)
         parent = client.create_run(exp_id, run_name=record.run_name)
@@ -468,7 +476,6 @@ def log_output_dir(
                     )
                 ],
             )
-            client.log_artifacts(parent_id, str(out_dir))
             shared = {k: v for k, v in tags.items() if k.startswith(("paraeval.sweep", "version."))}
             for row in systems.to_dict("records"):
                 system = str(row.pop("system"))
@@ -489,6 +496,10 @@ def log_output_dir(
                     params={"system": system},
                 )
                 client.set_terminated(child.info.run_id)
+            if before_artifacts is not None:
+                before_artifacts()
+                tags[CONTENT_HASH_TAG] = output_digest(out_dir, record.run_uid)
+            client.log_artifacts(parent_id, str(out_dir))
             # the content tag goes last: a run interrupted before here is not taken as logged
             _log_batch(client, parent_id, tags=tags)
             client.set_terminated(parent_id)
@@ -499,12 +510,14 @@ def log_output_dir(
     return Logged(parent_id, uri, False)
 
 
-def track_run(out_dir: Path, record: RunRecord) -> Logged | None:
+def track_run(
+    out_dir: Path, record: RunRecord, before_artifacts: Callable[[], None] | None = None
+) -> Logged | None:
     """Write ``run_info.json`` and log the run. A tracking failure never fails the run: the outputs
     stay on disk and one line says how to log them later."""
     write_run_info(out_dir, record)
     try:
-        logged = log_output_dir(out_dir, record)
+        logged = log_output_dir(out_dir, record, before_artifacts=before_artifacts)
     except TrackingUnavailable as exc:
         log.warning(
             "%s; outputs kept in %s; log them later with: paraeval-log %s", exc, out_dir, out_dir

@@ -1,0 +1,106 @@
+"""Figures drawn in a helper process while the run goes on.
+
+Drawing is single-threaded Python (matplotlib), and so are the stages that follow it (the system
+comparison's tables, MLflow logging): a second process lets both proceed at once on a machine
+with two cores or more. The helper is started once per process and kept for the next job of a
+Hydra multirun, so its memo of drawn figures (:func:`pipeline.plots.render`) serves later jobs.
+
+The run waits for its figures before the output directory is hashed and uploaded, so what is on
+disk and in MLflow is complete. A figure that fails is a warning, never a failed run; if the
+helper cannot be started, figures are drawn in the run's own process.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import sys
+import types
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import contextmanager
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+_POOL: ProcessPoolExecutor | None = None
+
+
+def _pool() -> ProcessPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        # spawn, not fork: the run's process holds threads (torch, thread pools) that a forked
+        # child would inherit in an unknown state
+        _POOL = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+    return _POOL
+
+
+@contextmanager
+def _plain_main() -> Iterator[None]:
+    """A spawned process imports the parent's ``__main__`` first. The helper needs none of it
+    (it draws with functions of this package), and a caller's script without an
+    ``if __name__ == "__main__"`` guard would run again there; the helper is therefore started
+    while ``__main__`` is an empty module."""
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
+
+
+class _Capture(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def _draw(fn: Callable[..., Any], args: tuple[Any, ...]) -> list[str]:
+    """Runs ``fn(*args)`` (in the helper) and returns its warnings, which the run then logs."""
+    capture = _Capture()
+    root = logging.getLogger("pipeline")
+    root.addHandler(capture)
+    try:
+        fn(*args)
+    except Exception as exc:  # a figure must never cost the numbers
+        capture.messages.append(f"plotting failed ({exc}); the tables are written")
+    finally:
+        root.removeHandler(capture)
+    return capture.messages
+
+
+class Figures:
+    """Figures of one run: ``submit`` queues a drawing, ``wait`` returns when all are on disk."""
+
+    def __init__(self, background: bool = True) -> None:
+        self.background = background
+        self._pending: list[Future[list[str]]] = []
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> None:
+        if self.background:
+            try:
+                with _plain_main():
+                    self._pending.append(_pool().submit(_draw, fn, args))
+                return
+            except Exception as exc:  # no helper process here: draw in this one
+                log.info("figures drawn in the run's process (%s)", exc)
+                self.background = False
+        for message in _draw(fn, args):
+            log.warning("%s", message)
+
+    def wait(self) -> None:
+        global _POOL
+        pending, self._pending = self._pending, []
+        for future in pending:
+            try:
+                messages = future.result()
+            except Exception as exc:  # the helper died: the figures are missing, not the run
+                log.warning("figures not drawn (%s); the tables are written", exc)
+                _POOL = None
+                continue
+            for message in messages:
+                log.warning("%s", message)

@@ -1,0 +1,84 @@
+"""Figures drawn in a helper process: complete on disk after ``wait``, their warnings in the
+run's log, and a caller's unguarded script is not run again by the helper."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from pipeline.figures import Figures
+from pipeline.plots import write_plots
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _frames() -> tuple[pd.DataFrame, pd.DataFrame]:
+    seg = pd.DataFrame(
+        {
+            "system": ["a", "a", "b", "b"],
+            "bleu": [1.0, 2.0, 3.0, 4.0],
+            "human_meaning": [1.0, 3.0, 2.0, 4.0],
+        }
+    )
+    return seg, seg.groupby("system")[["bleu", "human_meaning"]].mean()
+
+
+@pytest.mark.parametrize("background", [True, False])
+def test_figures_are_on_disk_after_wait(tmp_path: Path, background: bool) -> None:
+    seg, systems = _frames()
+    figures = Figures(background=background)
+    figures.submit(write_plots, tmp_path, seg, systems, pd.DataFrame(), ["bleu"], ["human_meaning"])
+    figures.wait()
+    png = tmp_path / "plots" / "scatter_bleu_human_meaning.png"
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert figures.background is background
+
+
+def test_a_failing_figure_is_a_warning_in_the_run_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    seg, systems = _frames()
+    figures = Figures(background=True)
+    with caplog.at_level(logging.WARNING):
+        # no 'human_fluency' column: the helper's write_plots fails and says so
+        figures.submit(
+            write_plots, tmp_path, seg, systems, pd.DataFrame(), ["bleu"], ["human_fluency"]
+        )
+        figures.wait()
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("plotting failed" in m and "human_fluency" in m for m in messages), messages
+
+
+def test_helper_does_not_rerun_an_unguarded_script(tmp_path: Path) -> None:
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            from pathlib import Path
+            import pandas as pd
+            from pipeline.figures import Figures
+            from pipeline.plots import write_plots
+            print("script ran", flush=True)
+            seg = pd.DataFrame({{"system": ["a", "b"], "bleu": [1.0, 2.0], "human_x": [2.0, 1.0]}})
+            f = Figures()
+            f.submit(write_plots, Path({str(tmp_path)!r}), seg, seg.set_index("system"),
+                     pd.DataFrame(), ["bleu"], ["human_x"])
+            f.wait()
+            """
+        ),
+        encoding="utf-8",
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.count("script ran") == 1
+    assert (tmp_path / "plots" / "scatter_bleu_human_x.png").is_file()
