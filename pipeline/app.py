@@ -192,7 +192,15 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
         OmegaConf.to_container(cfg.alpha_curve, resolve=True) if cfg.get("alpha_curve") else None
     )
     extra_metrics.update(
-        run_alpha_curve(curve_node, agg.segments, scores.stats, scores.metrics, aspects, out)  # type: ignore[arg-type]
+        run_alpha_curve(
+            curve_node,  # type: ignore[arg-type]
+            agg.segments,
+            scores.stats,
+            scores.metrics,
+            aspects,
+            out,
+            figures,
+        )
     )
 
     run_id = None

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
+from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 
 from pipeline.plots import _plt, render, save_figure
 
@@ -73,9 +76,63 @@ def diversity_adequacy_plot(result: Comparison, path: Path) -> bool:
     return True
 
 
+_DPI = 100
+_PANEL_WIDTH = 5.2  # inches
+# panels already drawn by this process (the figure helper of a multirun), by content: an α sweep
+# redraws the iBLEU and syntactic panels and reuses the others
+_PANELS: OrderedDict[str, np.ndarray] = OrderedDict()
+_PANELS_ENTRIES = 256
+
+
+def _panel(sub: pd.DataFrame, metric: str, baseline: str, height: float) -> np.ndarray:
+    """One ranking panel as an RGBA image (rows, cols, 4)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    key = hashlib.blake2b(
+        repr((metric, baseline, height, list(sub.columns))).encode()
+        + pd.util.hash_pandas_object(sub, index=False).to_numpy().tobytes(),
+        digest_size=20,
+    ).hexdigest()
+    hit = _PANELS.get(key)
+    if hit is not None:
+        _PANELS.move_to_end(key)
+        return hit
+    fig = Figure(figsize=(_PANEL_WIDTH, height), dpi=_DPI)
+    canvas = FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    fig.subplots_adjust(left=0.2, right=0.96, bottom=0.3 / height, top=1 - 0.3 / height)
+    cmap = _plt().get_cmap("tab10")
+    y = np.arange(len(sub))[::-1]
+    cluster = sub["cluster"].to_numpy(dtype=float)
+    k = np.where(np.isfinite(cluster), np.nan_to_num(cluster) - 1, 9).astype(int)
+    colors = [cmap(c % 10) for c in k]
+    # one collection per panel, not one artist per system
+    ax.hlines(y, sub["ci_low"], sub["ci_high"], colors=colors, lw=2)
+    ax.scatter(sub["score"], y, c=colors, zorder=3, s=25)
+    ax.set_yticks(y, list(sub["system"]), fontsize=8)
+    ax.set_ylim(-0.7, len(sub) - 0.3)
+    for label in ax.get_yticklabels():
+        if label.get_text() == baseline:
+            label.set_fontweight("bold")
+    direction = "higher is better" if bool(sub["higher_is_better"].iloc[0]) else "lower is better"
+    ax.set_title(f"{metric} ({direction})", fontsize=9)
+    ax.grid(axis="x", alpha=0.3)
+    canvas.draw()
+    image = np.asarray(canvas.buffer_rgba()).copy()
+    _PANELS[key] = image
+    while len(_PANELS) > _PANELS_ENTRIES:
+        _PANELS.popitem(last=False)
+    return image
+
+
 def ranking_plot(result: Comparison, path: Path, max_panels: int = 8) -> bool:
     """Per column: systems sorted best first, the bootstrap interval as a bar, the cluster as
-    the colour, the baseline in bold."""
+    the colour, the baseline in bold. Each panel is drawn on its own and the panels are tiled,
+    so that a panel whose numbers did not change is not drawn again."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     t = result.table
     if t.empty:
         return False
@@ -85,48 +142,43 @@ def ranking_plot(result: Comparison, path: Path, max_panels: int = 8) -> bool:
     cols = min(2, len(chosen))
     rows = math.ceil(len(chosen) / cols)
     n_sys = t["system"].nunique()
-    plt = _plt()
-    height = 0.9 + rows * (0.6 + 0.28 * n_sys)
-    # fixed margins instead of a layout engine: constrained layout measured every tick label of
-    # every panel and cost more than the drawing
-    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, height), squeeze=False)
-    fig.subplots_adjust(
-        left=0.1,
-        right=0.98,
-        bottom=0.35 / height,
-        top=1 - 0.55 / height,
-        wspace=0.35,
-        hspace=0.5 / (0.6 + 0.28 * n_sys),
-    )
-    cmap = plt.get_cmap("tab10")
-    for ax, metric in zip(axes.ravel(), chosen, strict=False):
-        sub = t[t["metric"] == metric].sort_values("rank", na_position="last")
-        y = np.arange(len(sub))[::-1]
-        cluster = sub["cluster"].to_numpy(dtype=float)
-        k = np.where(np.isfinite(cluster), np.nan_to_num(cluster) - 1, 9).astype(int)
-        colors = [cmap(c % 10) for c in k]
-        # one collection per panel, not one artist per system
-        ax.hlines(y, sub["ci_low"], sub["ci_high"], colors=colors, lw=2)
-        ax.scatter(sub["score"], y, c=colors, zorder=3, s=25)
-        ax.set_yticks(y, list(sub["system"]), fontsize=8)
-        ax.set_ylim(-0.7, len(sub) - 0.3)
-        for label in ax.get_yticklabels():
-            if label.get_text() == result.baseline:
-                label.set_fontweight("bold")
-        direction = (
-            "higher is better" if bool(sub["higher_is_better"].iloc[0]) else "lower is better"
+    height = 0.6 + 0.28 * n_sys
+    shown = ["system", "score", "ci_low", "ci_high", "cluster", "rank", "higher_is_better"]
+    panels = [
+        _panel(
+            t.loc[t["metric"] == m, shown].sort_values("rank", na_position="last"),
+            m,
+            result.baseline,
+            height,
         )
-        ax.set_title(f"{metric} ({direction})", fontsize=9)
-        ax.grid(axis="x", alpha=0.3)
-    for ax in axes.ravel()[len(chosen) :]:
-        ax.set_visible(False)
-    fig.suptitle(
+        for m in chosen
+    ]
+    title = Figure(figsize=(_PANEL_WIDTH * cols, 0.45), dpi=_DPI)
+    title_canvas = FigureCanvasAgg(title)
+    title.text(
+        0.5,
+        0.5,
         f"System ranking: {result.config.confidence:.0%} bootstrap intervals, colour = "
         f"significance cluster (alpha {result.config.alpha:g}), baseline in bold",
+        ha="center",
+        va="center",
         fontsize=9,
     )
-    save_figure(fig, path, dpi=100)
-    plt.close(fig)
+    title_canvas.draw()
+    head = np.asarray(title_canvas.buffer_rgba())
+    ph, pw = panels[0].shape[:2]
+    image = np.full((head.shape[0] + rows * ph, max(head.shape[1], cols * pw), 4), 255, np.uint8)
+    image[: head.shape[0], : head.shape[1]] = head
+    for i, panel in enumerate(panels):
+        r, c = divmod(i, cols)
+        top = head.shape[0] + r * ph
+        image[top : top + ph, c * pw : (c + 1) * pw] = panel
+
+    from matplotlib.image import imsave
+
+    from pipeline.track import atomic_write
+
+    atomic_write(path, lambda p: imsave(p, image, format="png", dpi=_DPI))
     return True
 
 
