@@ -211,18 +211,36 @@ class FixedPairs:
             self._kendall = (order, joint_starts, _InversionPlan(v))
         return self._kendall
 
-    def _constant(self, wt: np.ndarray, suspect: np.ndarray | None = None) -> np.ndarray:
-        """Exact test for a resample whose x or y values are all equal.
-
-        With ``suspect`` given, only those columns are tested (the others have a clearly
-        positive variance), which saves two passes over the weights.
-        """
-        const = np.zeros(wt.shape[1], dtype=bool)
-        cols = np.flatnonzero(suspect) if suspect is not None else np.arange(wt.shape[1])
+    def _pearson(
+        self, m: np.ndarray, total: np.ndarray, weights_of: Callable[[np.ndarray], np.ndarray]
+    ) -> np.ndarray:
+        """Pearson's r from the six weighted moment sums ``m`` (6, B); ``weights_of(cols)`` gives
+        the cell weights of those resamples for the exact constant test."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            t = m[0]
+            mx, my = m[1] / t, m[2] / t
+            vx = m[3] / t - mx * mx
+            vy = m[4] / t - my * my
+            r = (m[5] / t - mx * my) / np.sqrt(vx * vy)
+        # rounding leaves ~1e-16 of variance on a constant resample of standardised data
+        suspect = (vx < 1e-8) | (vy < 1e-8) | ~np.isfinite(r)
+        const = np.zeros(m.shape[1], dtype=bool)
+        cols = np.flatnonzero(suspect)
         if cols.size:
-            sub = wt[:, cols]
+            sub = weights_of(cols)
             const[cols] = (self.gx.present(sub) < 2) | (self.gy.present(sub) < 2)
-        return const
+        return np.where(const | (total < 3), np.nan, np.clip(r, -1.0, 1.0))
+
+    def pearson_by_items(self, item: np.ndarray, n_items: int, item_w: np.ndarray) -> np.ndarray:
+        """Pearson's r when every cell of item i weighs ``item_w[:, i]`` (item resampling): the
+        moment sums are linear in the weights, so they are taken per item first (n_items
+        columns instead of one per cell)."""
+        per_item = np.stack(
+            [np.bincount(item, weights=row, minlength=n_items) for row in self.moments]
+        )
+        m = np.einsum("ki,bi->kb", per_item, item_w)
+        total = item_w @ np.bincount(item, minlength=n_items).astype(np.float64)
+        return self._pearson(m, total, lambda cols: item_w[cols].T[item])
 
     def statistic(self, coefficient: str, wt: np.ndarray) -> np.ndarray:
         """``coefficient`` under each column of weights ``wt`` (n, B): shape (B,)."""
@@ -236,14 +254,7 @@ class FixedPairs:
                 # einsum, not a BLAS product: multi-threaded BLAS inside the worker threads of
                 # correlation_table oversubscribes the CPUs and was 10-50x slower on a busy host
                 m = np.einsum("kn,nb->kb", self.moments, wt.astype(np.float64))
-                t = m[0]
-                mx, my = m[1] / t, m[2] / t
-                vx = m[3] / t - mx * mx
-                vy = m[4] / t - my * my
-                r = (m[5] / t - mx * my) / np.sqrt(vx * vy)
-                # rounding leaves ~1e-16 of variance on a constant resample of standardised data
-                const = self._constant(wt, (vx < 1e-8) | (vy < 1e-8) | ~np.isfinite(r))
-                return np.where(const | (total < 3), np.nan, np.clip(r, -1.0, 1.0))
+                return self._pearson(m, total, lambda cols: wt[:, cols])
             if coefficient == "spearman":
                 # Mid-ranks of the expanded sample always sum to N(N+1)/2, and their squares can
                 # be summed per group of tied values, so only the cross term needs every cell.
@@ -353,6 +364,8 @@ def _segment_values(m: np.ndarray, h: np.ndarray, coefficient: str, res: Resampl
         cells = np.bincount(ci, minlength=n_items).astype(np.float64)
         return kendall_b_from_item_weights(mats, cells, item_w)
     fixed = FixedPairs(m[ok], h[ok])
+    if coefficient == "pearson" and sys_w is None and item_w is not None:
+        return fixed.pearson_by_items(ci, n_items, item_w)
     # small column blocks keep the (cells, resamples) working set in cache
     for sl in _chunks(b, cs.size, 600_000):
         out[sl] = fixed.statistic(coefficient, _cell_weights(item_w, sys_w, sl, ci, cs))

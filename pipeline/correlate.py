@@ -74,7 +74,10 @@ def correlated_columns(agg: Aggregated) -> list[str]:
 
 
 def system_metric_fns(
-    scores: Scores, systems: Sequence[str], items: Sequence[str]
+    scores: Scores,
+    systems: Sequence[str],
+    items: Sequence[str],
+    only: Sequence[str] | None = None,
 ) -> dict[str, Callable[[np.ndarray], np.ndarray]]:
     """For columns whose corpus score is not the mean of segment scores (BLEU, chrF, TER, iBLEU
     ...), a function from resampled item indices to the systems' corpus scores, recomputed from
@@ -84,7 +87,20 @@ def system_metric_fns(
     position = {item: k for k, item in enumerate(items)}
     seg = scores.segments
     out: dict[str, Callable[[np.ndarray], np.ndarray]] = {}
+    # item position -> row of that system's statistics (-1: the system lacks the item); the same
+    # for every column, so found once
+    system_col = seg["system"].to_numpy()
+    item_col = seg["item_id"].to_numpy()
+    rows: list[np.ndarray] = []
+    for s in systems:
+        ids = item_col[system_col == s]
+        pos = np.full(len(items), -1)
+        pos[[position[i] for i in ids]] = np.arange(len(ids))
+        rows.append(pos)
+    wanted = None if only is None else set(only)
     for column, info in scores.columns.items():
+        if wanted is not None and column not in wanted:
+            continue
         metric = scores.metrics.get(info.metric)
         suffix = "_src" if column.endswith("_src") and info.group == "diversity" else ""
         key = f"{info.metric}{suffix}"
@@ -92,13 +108,6 @@ def system_metric_fns(
         if metric is None or any(st is None for st in per_system):
             continue
         fast = sacre_score_fn(metric)
-        # item position -> row of that system's statistics (-1: the system lacks the item)
-        rows = []
-        for s in systems:
-            ids = seg.loc[seg["system"] == s, "item_id"].tolist()
-            pos = np.full(len(items), -1)
-            pos[[position[i] for i in ids]] = np.arange(len(ids))
-            rows.append(pos)
         stats = [np.asarray(st, dtype=float) for st in per_system]
 
         def fn(
@@ -299,7 +308,7 @@ def correlate(
         item_nan=str(cfg.get("item_nan", "skip")),
         rng=rng,
         system_metric_fns=_resampling_fns(
-            system_metric_fns(scores, systems, items) if scores else {},
+            system_metric_fns(scores, systems, items, cols) if scores else {},
             metrics,
             system_metrics,
         ),
