@@ -57,23 +57,34 @@ def check_group_overrides(argv: list[str], conf: Path) -> None:
 def check_output_dir_overrides(argv: list[str]) -> None:
     """An output folder that cannot be created as one line: Hydra makes ``hydra.run.dir`` (or
     ``hydra.sweep.dir``) before any of paraeval's code runs and would answer with a traceback."""
+    multirun = any(a in ("-m", "--multirun") for a in argv)
+    wanted = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    given = False
     for arg in argv:
         key, sep, value = arg.partition("=")
         if not sep or key.lstrip("+") not in ("hydra.run.dir", "hydra.sweep.dir"):
             continue
+        given = given or key.lstrip("+") == wanted
         if not value or "${" in value:
             continue  # interpolated: resolved by Hydra, checked by the run itself
-        folder = Path(value).expanduser()
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            probe = folder / ".paraeval-write-test"
-            probe.write_text("")
-            probe.unlink()
-        except OSError as exc:
-            _fail(
-                f"output directory '{value}' is not writable ({exc.strerror}); set "
-                f"{key.lstrip('+')} to a writable folder"
-            )
+        _probe(Path(value).expanduser(), value, key.lstrip("+"))
+    if not given:
+        # the default folders (outputs/..., multirun/...) are relative to the current directory
+        default = "multirun" if multirun else "outputs"
+        _probe(Path.cwd() / default, str(Path.cwd() / default), wanted)
+
+
+def _probe(folder: Path, shown: str, key: str) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".paraeval-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        _fail(
+            f"output directory '{shown}' is not writable ({exc.strerror}); set {key} to a "
+            "writable folder"
+        )
 
 
 @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="config")

@@ -735,3 +735,18 @@ def test_plots_are_written_atomically(tmp_path: Path, monkeypatch: pytest.Monkey
         save_figure(fig, path, dpi=50)
     assert path.read_bytes() == before
     assert sorted(p.name for p in path.parent.iterdir()) == ["p.png"]
+
+
+@pytest.mark.parametrize("multirun", [False, True])
+def test_unwritable_current_directory_without_an_output_override(multirun: bool) -> None:
+    """Hydra's default output folder is relative to the current directory; /proc takes no new
+    folder, even for root. One line that names the setting, no traceback."""
+    env = dict(os.environ, PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1")
+    args = [sys.executable, "-m", "pipeline", *(["-m"] if multirun else []), "metrics=[bleu]"]
+    proc = subprocess.run(args, cwd="/proc", capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr + proc.stdout
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith(ERROR_PREFIX)]
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    folder = "/proc/multirun" if multirun else "/proc/outputs"
+    assert len(lines) == 1 and folder in lines[0] and key in lines[0], proc.stderr[-2000:]
