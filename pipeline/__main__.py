@@ -75,16 +75,13 @@ def check_output_dir_overrides(argv: list[str]) -> None:
 
 
 def _probe(folder: Path, shown: str, key: str) -> None:
+    from pipeline.errors import ConfigError
+    from pipeline.track import check_writable
+
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / ".paraeval-write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        _fail(
-            f"output directory '{shown}' is not writable ({exc.strerror}); set {key} to a "
-            "writable folder"
-        )
+        check_writable(folder, key, shown)
+    except ConfigError as exc:
+        _fail(str(exc))
 
 
 @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="config")

@@ -95,7 +95,9 @@ def write_parquet(df: pd.DataFrame, path: Path) -> None:
     atomic_write(path, lambda p: df.to_parquet(p, index=False))
 
 
-def check_writable(out_dir: Path) -> None:
+def check_writable(out_dir: Path, key: str = "hydra.run.dir", shown: str | None = None) -> None:
+    """Create ``out_dir`` and write a probe file in it; a ConfigError that names ``key`` (the
+    setting to change) otherwise. ``shown`` is the folder as the user wrote it."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         probe = out_dir / ".paraeval-write-test"
@@ -103,7 +105,7 @@ def check_writable(out_dir: Path) -> None:
         probe.unlink()
     except OSError as exc:
         raise ConfigError(
-            f"output directory '{out_dir}' is not writable ({exc.strerror}); set hydra.run.dir "
+            f"output directory '{shown or out_dir}' is not writable ({exc.strerror}); set {key} "
             "to a writable folder"
         ) from None
 
