@@ -19,18 +19,18 @@ def _upper_counts(x: np.ndarray, y: np.ndarray, starts: np.ndarray) -> np.ndarra
     n_items = starts.size - 1
     out = np.zeros((4, n_items, n_items))
     for i in range(n_items):
-        for c in range(starts[i], starts[i + 1]):
-            xc = x[c]
-            yc = y[c]
-            for j in range(i, n_items):
-                lo = max(starts[j], c + 1)
-                disc = np.int64(0)
-                tie_x = np.int64(0)
-                tie_y = np.int64(0)
-                tie_xy = np.int64(0)
+        for j in range(i, n_items):
+            # one item pair at a time: the four counts stay in registers and are stored once
+            disc = np.int64(0)
+            tie_x = np.int64(0)
+            tie_y = np.int64(0)
+            tie_xy = np.int64(0)
+            for c in range(starts[i], starts[i + 1]):
+                xc = x[c]
+                yc = y[c]
                 # branch-free sums over one item's cells: they vectorise, and on real scores
                 # the branches would be unpredictable
-                for d in range(lo, starts[j + 1]):
+                for d in range(max(starts[j], c + 1), starts[j + 1]):
                     dx = x[d] - xc
                     dy = y[d] - yc
                     tx = dx == 0.0
@@ -39,10 +39,10 @@ def _upper_counts(x: np.ndarray, y: np.ndarray, starts: np.ndarray) -> np.ndarra
                     tie_x += np.int64(tx)
                     tie_y += np.int64(ty)
                     tie_xy += np.int64(tx & ty)
-                out[0, i, j] += disc
-                out[1, i, j] += tie_x
-                out[2, i, j] += tie_y
-                out[3, i, j] += tie_xy
+            out[0, i, j] = disc
+            out[1, i, j] = tie_x
+            out[2, i, j] = tie_y
+            out[3, i, j] = tie_xy
     return out
 
 
@@ -81,3 +81,50 @@ def kendall_b_from_item_weights(mats: np.ndarray, cells: np.ndarray, k: np.ndarr
     # every pair tied in x (or in y) is a constant resample: undefined, as in the direct path
     const = (n0 - n1 <= 0) | (n0 - n2 <= 0)
     return np.where(const | (total < 2), np.nan, np.clip(tau, -1.0, 1.0))
+
+
+@njit(cache=True, nogil=True)
+def _spearman_sums(
+    x_items: np.ndarray,
+    x_starts: np.ndarray,
+    x_group: np.ndarray,
+    y_items: np.ndarray,
+    y_starts: np.ndarray,
+    y_group: np.ndarray,
+    item: np.ndarray,
+    k: np.ndarray,
+) -> np.ndarray:
+    """Per resample (rows of item multiplicities ``k``): total weight, the weighted cross sum of
+    mid-ranks, the weighted sums of squared mid-ranks in x and y, and how many tie groups of x
+    and of y carry weight. ``x_items`` are the cells' items in x order, ``x_starts`` the first
+    position of every group of tied x values (plus the end), ``x_group`` each cell's group."""
+    n_res = k.shape[0]
+    out = np.zeros((6, n_res))
+    mid_x = np.empty(x_starts.size - 1)
+    mid_y = np.empty(y_starts.size - 1)
+    for b in range(n_res):
+        kb = k[b]
+        for side in range(2):
+            items = x_items if side == 0 else y_items
+            starts = x_starts if side == 0 else y_starts
+            mid = mid_x if side == 0 else mid_y
+            below = 0.0
+            squares = 0.0
+            present = 0
+            for g in range(starts.size - 1):
+                gw = 0.0
+                for p in range(starts[g], starts[g + 1]):
+                    gw += kb[items[p]]
+                m = below + (gw + 1.0) / 2.0
+                mid[g] = m
+                squares += m * m * gw
+                present += gw > 0.0
+                below += gw
+            out[0, b] = below
+            out[2 + side, b] = squares
+            out[4 + side, b] = present
+        cross = 0.0
+        for c in range(item.size):
+            cross += kb[item[c]] * (mid_x[x_group[c]] * mid_y[y_group[c]])
+        out[1, b] = cross
+    return out

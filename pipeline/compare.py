@@ -348,6 +348,8 @@ class ArMasks:
         return part.astype(np.float64), (~part).astype(np.float64)
 
     def apply(self, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+        if self._cached is not None and len(self._cached) == 1:
+            return fn(*self._cached[0])
         blocks = self._cached or (self._block(lo, hi) for lo, hi in self.bounds)
         return np.concatenate([fn(k, w) for k, w in blocks])
 
@@ -391,6 +393,16 @@ class _Column:
     def ar(self, base: str, system: str, masks: ArMasks) -> float:
         raise NotImplementedError
 
+    def ar_all(self, base: str, systems: list[str], masks: ArMasks) -> dict[str, float]:
+        """:meth:`ar` of every system in ``systems`` against ``base``."""
+        return {s: self.ar(base, s, masks) for s in systems}
+
+    def _testable(self, base: str, systems: list[str]) -> list[str]:
+        real_b = self.point(base)
+        if not math.isfinite(real_b):
+            return []
+        return [s for s in systems if math.isfinite(self.point(s))]
+
 
 class _MeanColumn(_Column):
     def __init__(self, name: str, hib: bool, sig: str, values: Mapping[str, np.ndarray]) -> None:
@@ -420,6 +432,28 @@ class _MeanColumn(_Column):
         num_b, den_b = vb.sum() + vs.sum() - num_a, fb.sum() + fs.sum() - den_a
         with np.errstate(invalid="ignore", divide="ignore"):
             return p_value(np.abs(num_a / den_a - num_b / den_b), abs(real_b - real_s))
+
+    def ar_all(self, base: str, systems: list[str], masks: ArMasks) -> dict[str, float]:
+        out = dict.fromkeys(systems, float("nan"))
+        todo = self._testable(base, systems)
+        if not todo:
+            return out
+        vb, fb = self.zeroed[base], self.finite[base]
+        # the masks are read once for all systems: one product with two columns per system is
+        # bound by reading the (trials x items) masks, so one wide product is many times faster
+        diffs = np.column_stack(
+            [col for s in todo for col in (vb - self.zeroed[s], fb - self.finite[s])]
+        )
+        kept = masks.apply(lambda k, w: k @ diffs)
+        for j, s in enumerate(todo):
+            vs, fs = self.zeroed[s], self.finite[s]
+            num_a, den_a = kept[:, 2 * j] + vs.sum(), kept[:, 2 * j + 1] + fs.sum()
+            num_b, den_b = vb.sum() + vs.sum() - num_a, fb.sum() + fs.sum() - den_a
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out[s] = p_value(
+                    np.abs(num_a / den_a - num_b / den_b), abs(self.point(base) - self.point(s))
+                )
+        return out
 
 
 class _StatsColumn(_Column):
@@ -494,6 +528,29 @@ class _StatsColumn(_Column):
         shuf_a = masks.apply(lambda k, w: k @ bl + w @ sy)
         shuf_b = masks.apply(lambda k, w: w @ bl + k @ sy)
         return p_value(np.abs(self.fn(shuf_a) - self.fn(shuf_b)), diff)
+
+    def ar_all(self, base: str, systems: list[str], masks: ArMasks) -> dict[str, float]:
+        if self.fn is None or not self.integer:
+            return super().ar_all(base, systems, masks)
+        out = dict.fromkeys(systems, float("nan"))
+        todo = self._testable(base, systems)
+        if not todo:
+            return out
+        fn = self.fn
+        bl = self.stats[base]
+        width = bl.shape[1]
+        # integer statistics: the shuffled sums are exact whatever the product's shape, so all
+        # systems share one product; they are scored one system at a time, a working set that
+        # stays in cache
+        diffs = np.concatenate([bl - self.stats[s] for s in todo], axis=1)
+        products = masks.apply(lambda k, w: k @ diffs)
+        for j, s in enumerate(todo):
+            sy = self.stats[s]
+            shuf_a = products[:, j * width : (j + 1) * width] + sy.sum(axis=0)
+            shuf_b = (bl.sum(axis=0) + sy.sum(axis=0)) - shuf_a
+            diff = abs(self.point(base) - self.point(s))
+            out[s] = p_value(np.abs(fn(shuf_a) - fn(shuf_b)), diff)
+        return out
 
 
 # --------------------------------------------------------------------------- result
@@ -751,6 +808,7 @@ def compare(scores: Any, agg: Any, cfg: CompareConfig) -> Comparison:
             points = {s: col.point(s) for s in systems}
             res = {s: col.bootstrap(s, idx, counts) for s in systems}
             rank, cluster = _clusters(points, res, col.higher_is_better, cfg.alpha)
+            p_ar = col.ar_all(baseline, [s for s in systems if s != baseline], masks)
             for s in systems:
                 r = np.asarray(res[s], dtype=np.float64)
                 r = r[np.isfinite(r)]
@@ -767,7 +825,7 @@ def compare(scores: Any, agg: Any, cfg: CompareConfig) -> Comparison:
                         "p_bootstrap": np.nan
                         if is_base
                         else paired_bs_p(res[baseline], res[s], points[baseline], points[s]),
-                        "p_ar": np.nan if is_base else col.ar(baseline, s, masks),
+                        "p_ar": np.nan if is_base else p_ar[s],
                         "cluster": cluster.get(s, np.nan),
                         "rank": rank.get(s, np.nan),
                         "higher_is_better": col.higher_is_better,

@@ -28,7 +28,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -231,15 +231,19 @@ def sweep_run_name(name: str, tags: Mapping[str, str]) -> str:
     return f"{name} [sweep {sweep.parent.name}/{sweep.name} #{tags['paraeval.sweep_job']}]"
 
 
-def dataset_frame(segments: pd.DataFrame) -> pd.DataFrame:
-    """The evaluated input (tidy columns, human ratings, precomputed scores), references as JSON,
-    in the same form whether it comes from memory or from ``segment_scores.parquet``."""
-    keep = [
+def _dataset_columns(columns: Iterable[Any]) -> list[Any]:
+    return [
         c
-        for c in segments.columns
+        for c in columns
         if c in ("item_id", "system", "source", "references", "candidate")
         or str(c).startswith(("human_", "metric_"))
     ]
+
+
+def dataset_frame(segments: pd.DataFrame) -> pd.DataFrame:
+    """The evaluated input (tidy columns, human ratings, precomputed scores), references as JSON,
+    in the same form whether it comes from memory or from ``segment_scores.parquet``."""
+    keep = _dataset_columns(segments.columns)
     frame = segments[keep].reset_index(drop=True).copy()
     if "references" in frame:
         frame["references"] = [
@@ -380,6 +384,10 @@ def _find_logged(client: Any, exp_id: str, content_hash: str) -> str | None:
     return str(runs[0].info.run_id) if runs else None
 
 
+# the MLflow dataset entity of the last input logged in this process, by content digest and name
+_DATASETS: dict[tuple[str, str], Any] = {}
+
+
 def _batches(items: list[Any], size: int) -> Iterator[list[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
@@ -428,6 +436,7 @@ def log_output_dir(
     being logged by itself is new (its id is in the hash), so the lookup of an earlier logging
     of the same content is skipped then."""
     import mlflow
+    import pyarrow.parquet as pq
     from mlflow.data.pandas_dataset import from_pandas
     from mlflow.entities import DatasetInput, InputTag
     from mlflow.tracking import MlflowClient
@@ -437,7 +446,9 @@ def log_output_dir(
     uri, artifact_location = resolve_tracking_uri(tracking)
     check_reachable(uri)
     content_hash = output_digest(out_dir, record.run_uid) if before_artifacts is None else ""
-    segments = pd.read_parquet(out_dir / "segment_scores.parquet")
+    seg_path = out_dir / "segment_scores.parquet"
+    # only the input's columns: the computed scores are not part of the dataset
+    segments = pd.read_parquet(seg_path, columns=_dataset_columns(pq.read_schema(seg_path).names))
     systems = pd.read_csv(out_dir / "system_scores.csv")
     corr_path = out_dir / "correlations.csv"
     correlations = pd.read_csv(corr_path) if corr_path.stat().st_size > 1 else pd.DataFrame()
@@ -468,15 +479,17 @@ def log_output_dir(
         parent_id = parent.info.run_id
         try:
             _log_batch(client, parent_id, metrics=metrics, params=record.params)
-            dataset = from_pandas(frame, name=record.data_name, digest=digest)
+            entity = _DATASETS.get((digest, record.data_name))
+            if entity is None:
+                # MLflow infers the schema value by value: once per input and process, not once
+                # per sweep job
+                dataset = from_pandas(frame, name=record.data_name, digest=digest)
+                entity = dataset._to_mlflow_entity()
+                _DATASETS.clear()
+                _DATASETS[(digest, record.data_name)] = entity
             client.log_inputs(
                 parent_id,
-                [
-                    DatasetInput(
-                        dataset._to_mlflow_entity(),
-                        tags=[InputTag("mlflow.data.context", "evaluation")],
-                    )
-                ],
+                [DatasetInput(entity, tags=[InputTag("mlflow.data.context", "evaluation")])],
             )
             shared = {k: v for k, v in tags.items() if k.startswith(("paraeval.sweep", "version."))}
             for row in systems.to_dict("records"):

@@ -127,6 +127,34 @@ def test_larger_tied_segment_pool(coefficient: str) -> None:
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-9)
 
 
+def test_spearman_by_items_equals_the_cell_weight_path() -> None:
+    """Under item resampling Spearman takes a compiled pass over tie groups; its sums are exact,
+    so it gives the very numbers of the (cells, resamples) path, and scipy's within rounding."""
+    from correlation.bootstrap import FixedPairs, _cell_weights
+
+    rng = np.random.default_rng(21)
+    metric = rng.integers(0, 9, size=(12, 40)).astype(float)
+    human = np.round(metric / 3 + rng.normal(size=(12, 40)))
+    metric[rng.random((12, 40)) < 0.05] = np.nan
+    human[:, 3] = 1.0
+    res = draw_resamples(np.random.default_rng(4), 12, 40, 50, "items")
+    assert res.item_idx is not None
+    ok = np.isfinite(metric) & np.isfinite(human)
+    cs, ci = np.nonzero(ok)
+    fixed = FixedPairs(metric[ok], human[ok])
+    item_w = counts(res.item_idx, 40)
+    fast = fixed.spearman_by_items(ci, item_w)
+    slow = fixed.statistic("spearman", _cell_weights(item_w, None, slice(0, 50), ci, cs))
+    np.testing.assert_array_equal(fast, slow)
+    want = _explicit(metric, human, "segment", "spearman", res)
+    np.testing.assert_allclose(
+        resampled_values(metric, human, "segment", "spearman", res), want, rtol=0, atol=1e-9
+    )
+    # a pool whose resamples can all be constant in x: NaN, as on the other path
+    flat = FixedPairs(np.ones(ok.sum()), human[ok])
+    assert np.isnan(flat.spearman_by_items(ci, item_w)).all()
+
+
 def test_system_metric_fn_recomputes_corpus_scores() -> None:
     # a ratio-of-sums corpus score (like BLEU's), from per-segment sufficient statistics
     rng = np.random.default_rng(4)

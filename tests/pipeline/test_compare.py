@@ -505,3 +505,35 @@ def test_compiled_log_exp_are_bit_identical_to_python_math() -> None:
     assert np.array_equal(_map_math(_MATH_LOG, x), want_log)
     assert np.array_equal(_map_math(_MATH_EXP, y), want_exp)
     assert _map_math(_MATH_LOG, x.reshape(3, -1)).shape == (3, 200_000)
+
+
+def test_approximate_randomization_of_all_systems_at_once_equals_one_at_a_time() -> None:
+    """The AR test shares one mask product across systems; per system it is the same test. With
+    integer statistics (BLEU, chrF) the sums are exact, so the p-values are identical; mean
+    columns may differ only by rounding of the sums, so by at most one count."""
+    from pipeline.compare import ArMasks, _align, _build_columns, _MeanColumn, ar_masks
+
+    scores, agg = _demo_scores(("bleu", "chrf", "ibleu", "ter"))
+    seg = agg.segments
+    systems = list(dict.fromkeys(seg["system"]))
+    base, others = systems[0], systems[1:]
+    items, positions = _align(seg, systems, base)
+    masks = ArMasks(ar_masks(len(items), 400, 5))
+    columns = _build_columns(scores, agg, systems, positions)
+    assert {"bleu", "chrf", "ibleu", "ter"} <= {c.name for c in columns}
+    assert any(isinstance(c, _MeanColumn) for c in columns)
+    for col in columns:
+        together = col.ar_all(base, others, masks)
+        for s in others:
+            alone = col.ar(base, s, masks)
+            if isinstance(col, _MeanColumn):
+                assert together[s] == pytest.approx(alone, abs=1.5 / 401), (col.name, s)
+            else:
+                assert together[s] == alone, (col.name, s)
+    # a system without a finite score is not tested, on both paths
+    mean = next(c for c in columns if isinstance(c, _MeanColumn))
+    mean.values[others[0]] = np.full_like(mean.values[others[0]], np.nan)
+    mean.zeroed[others[0]] = np.zeros_like(mean.zeroed[others[0]])
+    mean.finite[others[0]] = np.zeros_like(mean.finite[others[0]])
+    assert np.isnan(mean.ar_all(base, others, masks)[others[0]])
+    assert np.isnan(mean.ar(base, others[0], masks))

@@ -80,6 +80,12 @@ def test_batched_resampling_equals_one_call_per_resample(demo_scores) -> None:  
     for column in batched:
         per_call = np.stack([fns[column](row) for row in idx])
         np.testing.assert_allclose(fns[column].batch(idx), per_call, rtol=1e-12, atol=1e-12)
+    # an item no system has: its rows contribute nothing, on both paths
+    gappy = system_metric_fns(scores, systems, [*items, "no-such-item"])
+    idx = np.random.default_rng(12).integers(0, len(items) + 1, size=(40, len(items) + 1))
+    for column in batched:
+        per_call = np.stack([gappy[column](row) for row in idx])
+        np.testing.assert_allclose(gappy[column].batch(idx), per_call, rtol=1e-12, atol=1e-12)
 
     seg = agg.segments
     metrics = {c: to_matrix(seg, c, systems, items) for c in ("bleu", "chrf")}

@@ -122,6 +122,45 @@ def test_relog_logs_once_with_full_content(
     assert {"segment_scores.parquet", "run_info.json", "plots"} <= artifacts
 
 
+def test_dataset_of_a_second_logging_in_one_process_is_the_same(
+    offline_run: tuple[Path, subprocess.CompletedProcess[str]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The MLflow dataset (schema, digest) is built once per input and process: a second logging
+    of the same input, here into another store, records the very dataset the first did."""
+    import mlflow.data.pandas_dataset as pandas_dataset
+
+    from pipeline import track
+
+    built = []
+    real = pandas_dataset.from_pandas
+
+    def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
+        built.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pandas_dataset, "from_pandas", counting)
+    out, _ = offline_run
+    track._DATASETS.clear()
+    record = track.read_run_info(out)
+    logged = []
+    for name in ("a", "b"):
+        tracking = {**record.tracking, "uri": None, "store_dir": str(tmp_path / name)}
+        logged.append(track.log_output_dir(out, record, tracking))
+    assert len(built) == 1 and len(track._DATASETS) == 1
+    datasets = []
+    for result in logged:
+        run = MlflowClient(result.uri).get_run(result.run_id)
+        assert run.inputs is not None
+        (dataset,) = run.inputs.dataset_inputs
+        datasets.append(dataset.dataset)
+    frame = track.dataset_frame(pd.read_parquet(out / "segment_scores.parquet"))
+    assert datasets[0].digest == datasets[1].digest == track.frame_digest(frame)
+    assert datasets[0].schema == datasets[1].schema and "item_id" in datasets[0].schema
+    assert datasets[0].name == datasets[1].name == "demo"
+
+
 def test_relog_errors_are_one_line(tmp_path: Path) -> None:
     proc = relog(str(tmp_path), cwd=tmp_path)
     assert proc.returncode == 2
