@@ -16,6 +16,7 @@ plots, α curve, MLflow).
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import re
 import subprocess
@@ -112,7 +113,9 @@ def stage_breakdown(
     if warmup is not None:
         with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
             first = compose("config", overrides=warmup)
+        gc.freeze()  # as the CLI does around every job
         app.run(first, out_dir / "warmup", warmup)
+        gc.freeze()
         timings.clear()
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=overrides)
@@ -186,9 +189,9 @@ def main() -> None:
     print(f"marginal cost per cache-served job (subprocess estimate): {per_job:6.2f} s")
 
     os.environ.update(_env(sweep_dir / "cache", data))
-    os.environ["TQDM_DISABLE"] = "1"  # no progress bars in the printed breakdown
     job = [
         *common,
+        "report.progress=false",  # no progress bars in the printed breakdown
         # figures in this process, so that drawing is timed as a stage of its own
         "report.plot_process=false",
         f"tracking.store_dir={sweep_dir / 'store'}",

@@ -46,6 +46,61 @@ def _upper_counts(x: np.ndarray, y: np.ndarray, starts: np.ndarray) -> np.ndarra
     return out
 
 
+@njit(cache=True, nogil=True)
+def _padded_upper_counts(xp: np.ndarray, yp: np.ndarray, cells: np.ndarray) -> np.ndarray:
+    """:func:`_upper_counts` on cells laid out (item, slot), item i's cells in its first
+    ``cells[i]`` slots and NaN after them. A NaN compares false, so padding counts nothing, and
+    the inner loop has a fixed length: it vectorises several times better than one whose bounds
+    change with every cell."""
+    n_items, width = xp.shape
+    out = np.zeros((4, n_items, n_items))
+    for i in range(n_items):
+        for a in range(cells[i]):
+            xc = xp[i, a]
+            yc = yp[i, a]
+            disc = np.int64(0)
+            tie_x = np.int64(0)
+            tie_y = np.int64(0)
+            tie_xy = np.int64(0)
+            for d in range(a + 1, cells[i]):
+                dx = xp[i, d] - xc
+                dy = yp[i, d] - yc
+                tx = dx == 0.0
+                ty = dy == 0.0
+                disc += np.int64(((dx > 0.0) & (dy < 0.0)) | ((dx < 0.0) & (dy > 0.0)))
+                tie_x += np.int64(tx)
+                tie_y += np.int64(ty)
+                tie_xy += np.int64(tx & ty)
+            out[0, i, i] += disc
+            out[1, i, i] += tie_x
+            out[2, i, i] += tie_y
+            out[3, i, i] += tie_xy
+        for j in range(i + 1, n_items):
+            disc = np.int64(0)
+            tie_x = np.int64(0)
+            tie_y = np.int64(0)
+            tie_xy = np.int64(0)
+            xj = xp[j]
+            yj = yp[j]
+            for a in range(cells[i]):
+                xc = xp[i, a]
+                yc = yp[i, a]
+                for d in range(width):
+                    dx = xj[d] - xc
+                    dy = yj[d] - yc
+                    tx = dx == 0.0
+                    ty = dy == 0.0
+                    disc += np.int64(((dx > 0.0) & (dy < 0.0)) | ((dx < 0.0) & (dy > 0.0)))
+                    tie_x += np.int64(tx)
+                    tie_y += np.int64(ty)
+                    tie_xy += np.int64(tx & ty)
+            out[0, i, j] = disc
+            out[1, i, j] = tie_x
+            out[2, i, j] = tie_y
+            out[3, i, j] = tie_xy
+    return out
+
+
 def item_pair_matrices(x: np.ndarray, y: np.ndarray, item: np.ndarray, n_items: int) -> np.ndarray:
     """(4, n_items, n_items): ordered-pair counts between the cells of two items of pairs that
     are discordant, tied in x, tied in y, tied in both. The tie matrices count each cell with
@@ -54,15 +109,28 @@ def item_pair_matrices(x: np.ndarray, y: np.ndarray, item: np.ndarray, n_items: 
     order = np.argsort(item, kind="stable")
     cells = np.bincount(item, minlength=n_items)
     starts = np.concatenate(([0], np.cumsum(cells))).astype(np.int64)
-    upper = _upper_counts(
-        np.ascontiguousarray(np.asarray(x, dtype=np.float64)[order]),
-        np.ascontiguousarray(np.asarray(y, dtype=np.float64)[order]),
-        starts,
-    )
+    xo = np.ascontiguousarray(np.asarray(x, dtype=np.float64)[order])
+    yo = np.ascontiguousarray(np.asarray(y, dtype=np.float64)[order])
+    width = int(cells.max(initial=0))
+    if _padding_pays_off(cells):
+        slot = np.arange(item.size) - starts[item[order]]
+        xp = np.full((n_items, width), np.nan)
+        yp = np.full((n_items, width), np.nan)
+        xp[item[order], slot] = xo
+        yp[item[order], slot] = yo
+        upper = _padded_upper_counts(xp, yp, cells.astype(np.int64))
+    else:
+        upper = _upper_counts(xo, yo, starts)
     full = upper + upper.transpose(0, 2, 1)
     for k in (1, 2, 3):
         full[k] += np.diag(cells.astype(np.float64))
     return full
+
+
+def _padding_pays_off(cells: np.ndarray) -> bool:
+    """Whether the (item, slot) layout wastes at most half its pairs: items of similar sizes,
+    as when every system rates every item."""
+    return bool(cells.size) and cells.size * int(cells.max()) <= 2 * int(cells.sum())
 
 
 def kendall_b_from_item_weights(mats: np.ndarray, cells: np.ndarray, k: np.ndarray) -> np.ndarray:

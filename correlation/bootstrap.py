@@ -226,7 +226,10 @@ class FixedPairs:
         suspect = (vx < 1e-8) | (vy < 1e-8) | ~np.isfinite(r)
         const = np.zeros(m.shape[1], dtype=bool)
         cols = np.flatnonzero(suspect)
-        if cols.size:
+        if self.gx.n_groups < 2 or self.gy.n_groups < 2:
+            # a constant pool: every resample is constant, nothing to look up
+            const[:] = True
+        elif cols.size:
             sub = weights_of(cols)
             const[cols] = (self.gx.present(sub) < 2) | (self.gy.present(sub) < 2)
         return np.where(const | (total < 3), np.nan, np.clip(r, -1.0, 1.0))

@@ -123,7 +123,8 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
 
     cache_node = OmegaConf.to_container(cfg.cache, resolve=True) if cfg.get("cache") else None
     cache = ScoreCache.from_config(cache_node)  # type: ignore[arg-type]
-    scores: Scores = score(df, metrics, cache=cache)
+    progress = bool(cfg.get("report", {}).get("progress", True))
+    scores: Scores = score(df, metrics, progress=progress, cache=cache)
     extra_metrics: dict[str, float] = {}
     if cache is not None:
         cache.log_summary()

@@ -355,3 +355,52 @@ def test_item_pair_matrices_equal_merge_sort_and_explicit_kendall(
     want = _explicit(metric, human, "segment", "kendall_b", res)
     np.testing.assert_allclose(fast, merge, rtol=0, atol=1e-12)
     np.testing.assert_allclose(fast, want, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("sizes", ["even", "uneven"])
+def test_item_pair_counts_padded_layout_equals_cell_order_and_brute_force(sizes: str) -> None:
+    """The (item, slot) layout with NaN padding counts the same pairs as the loop over cells in
+    item order, and both equal a brute-force count of every ordered pair of cells."""
+    from correlation import _pairs
+
+    rng = np.random.default_rng(31)
+    n_items = 9
+    if sizes == "even":
+        cells = rng.integers(5, 7, size=n_items)
+    else:
+        cells = np.array([1, 30, 2, 2, 1, 3, 2, 1, 2])
+    item = np.repeat(np.arange(n_items), cells)
+    rng.shuffle(item)
+    x = np.round(rng.normal(size=item.size) * 2)  # ties in x, in y and in both
+    y = np.round(x / 2 + rng.normal(size=item.size))
+    padded = _pairs._padding_pays_off(np.bincount(item, minlength=n_items))
+    assert padded == (sizes == "even")
+    got = _pairs.item_pair_matrices(x, y, item, n_items)
+    order = np.argsort(item, kind="stable")
+    starts = np.concatenate(([0], np.cumsum(np.bincount(item, minlength=n_items))))
+    upper = _pairs._upper_counts(x[order], y[order], starts.astype(np.int64))
+    other = upper + upper.transpose(0, 2, 1)
+    want = np.zeros((4, n_items, n_items))
+    for c in range(item.size):
+        for d in range(item.size):
+            dx, dy = x[d] - x[c], y[d] - y[c]
+            i, j = item[c], item[d]
+            want[0, i, j] += c != d and dx * dy < 0
+            want[1, i, j] += dx == 0
+            want[2, i, j] += dy == 0
+            want[3, i, j] += dx == 0 and dy == 0
+    np.testing.assert_array_equal(got, want)
+    for k in (1, 2, 3):
+        other[k] += np.diag(np.bincount(item, minlength=n_items).astype(float))
+    np.testing.assert_array_equal(other, want)
+
+
+@pytest.mark.parametrize("coefficient", ["pearson", "spearman", "kendall_b"])
+def test_a_constant_metric_gives_nan_for_every_resample(coefficient: str) -> None:
+    # e.g. iBLEU at alpha 0.5 when the references are the sources: 0 everywhere
+    rng = np.random.default_rng(6)
+    metric = np.zeros((6, 20))
+    human = np.round(rng.normal(size=(6, 20)))
+    res = draw_resamples(np.random.default_rng(2), 6, 20, 40, "items")
+    assert np.isnan(resampled_values(metric, human, "segment", coefficient, res)).all()
+    assert np.isnan(resampled_values(human, metric, "segment", coefficient, res)).all()
