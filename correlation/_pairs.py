@@ -12,93 +12,62 @@ import numpy as np
 from numba import njit
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _against(
+    xs: np.ndarray, ys: np.ndarray, lo: int, hi: int, xc: float, yc: float
+) -> tuple[np.int64, np.int64, np.int64, np.int64]:
+    """(discordant, tied in x, tied in y, tied in both) of cell (xc, yc) against cells lo:hi."""
+    disc = np.int64(0)
+    tie_x = np.int64(0)
+    tie_y = np.int64(0)
+    tie_xy = np.int64(0)
+    # branch-free sums: they vectorise, and on real scores the branches would be unpredictable
+    for d in range(lo, hi):
+        dx = xs[d] - xc
+        dy = ys[d] - yc
+        tx = dx == 0.0
+        ty = dy == 0.0
+        disc += np.int64(((dx > 0.0) & (dy < 0.0)) | ((dx < 0.0) & (dy > 0.0)))
+        tie_x += np.int64(tx)
+        tie_y += np.int64(ty)
+        tie_xy += np.int64(tx & ty)
+    return disc, tie_x, tie_y, tie_xy
+
+
 @njit(cache=True, nogil=True)
-def _upper_counts(x: np.ndarray, y: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """Cells sorted by item, item j's cells at ``starts[j]:starts[j + 1]``; every pair c < d is
-    counted once, under (item of c, item of d)."""
-    n_items = starts.size - 1
+def _upper_counts(xs: np.ndarray, ys: np.ndarray, cells: np.ndarray) -> np.ndarray:
+    """Cells laid out (item, slot), item i's cells in the first ``cells[i]`` slots of row i;
+    every pair of cells is counted once, under (item i, item j) with i <= j. One row per item
+    puts every item's cells at an aligned start: the inner loops vectorise about three times
+    better than over cells concatenated in item order."""
+    n_items = xs.shape[0]
     out = np.zeros((4, n_items, n_items))
     for i in range(n_items):
         for j in range(i, n_items):
             # one item pair at a time: the four counts stay in registers and are stored once
-            disc = np.int64(0)
-            tie_x = np.int64(0)
-            tie_y = np.int64(0)
-            tie_xy = np.int64(0)
-            for c in range(starts[i], starts[i + 1]):
-                xc = x[c]
-                yc = y[c]
-                # branch-free sums over one item's cells: they vectorise, and on real scores
-                # the branches would be unpredictable
-                for d in range(max(starts[j], c + 1), starts[j + 1]):
-                    dx = x[d] - xc
-                    dy = y[d] - yc
-                    tx = dx == 0.0
-                    ty = dy == 0.0
-                    disc += np.int64(((dx > 0.0) & (dy < 0.0)) | ((dx < 0.0) & (dy > 0.0)))
-                    tie_x += np.int64(tx)
-                    tie_y += np.int64(ty)
-                    tie_xy += np.int64(tx & ty)
-            out[0, i, j] = disc
-            out[1, i, j] = tie_x
-            out[2, i, j] = tie_y
-            out[3, i, j] = tie_xy
-    return out
-
-
-@njit(cache=True, nogil=True)
-def _padded_upper_counts(xp: np.ndarray, yp: np.ndarray, cells: np.ndarray) -> np.ndarray:
-    """:func:`_upper_counts` on cells laid out (item, slot), item i's cells in its first
-    ``cells[i]`` slots and NaN after them. A NaN compares false, so padding counts nothing, and
-    the inner loop has a fixed length: it vectorises several times better than one whose bounds
-    change with every cell."""
-    n_items, width = xp.shape
-    out = np.zeros((4, n_items, n_items))
-    for i in range(n_items):
-        for a in range(cells[i]):
-            xc = xp[i, a]
-            yc = yp[i, a]
-            disc = np.int64(0)
-            tie_x = np.int64(0)
-            tie_y = np.int64(0)
-            tie_xy = np.int64(0)
-            for d in range(a + 1, cells[i]):
-                dx = xp[i, d] - xc
-                dy = yp[i, d] - yc
-                tx = dx == 0.0
-                ty = dy == 0.0
-                disc += np.int64(((dx > 0.0) & (dy < 0.0)) | ((dx < 0.0) & (dy > 0.0)))
-                tie_x += np.int64(tx)
-                tie_y += np.int64(ty)
-                tie_xy += np.int64(tx & ty)
-            out[0, i, i] += disc
-            out[1, i, i] += tie_x
-            out[2, i, i] += tie_y
-            out[3, i, i] += tie_xy
-        for j in range(i + 1, n_items):
-            disc = np.int64(0)
-            tie_x = np.int64(0)
-            tie_y = np.int64(0)
-            tie_xy = np.int64(0)
-            xj = xp[j]
-            yj = yp[j]
+            t0 = t1 = t2 = t3 = np.int64(0)
             for a in range(cells[i]):
-                xc = xp[i, a]
-                yc = yp[i, a]
-                for d in range(width):
-                    dx = xj[d] - xc
-                    dy = yj[d] - yc
-                    tx = dx == 0.0
-                    ty = dy == 0.0
-                    disc += np.int64(((dx > 0.0) & (dy < 0.0)) | ((dx < 0.0) & (dy > 0.0)))
-                    tie_x += np.int64(tx)
-                    tie_y += np.int64(ty)
-                    tie_xy += np.int64(tx & ty)
-            out[0, i, j] = disc
-            out[1, i, j] = tie_x
-            out[2, i, j] = tie_y
-            out[3, i, j] = tie_xy
+                lo = a + 1 if j == i else 0
+                c0, c1, c2, c3 = _against(xs[j], ys[j], lo, cells[j], xs[i, a], ys[i, a])
+                t0 += c0
+                t1 += c1
+                t2 += c2
+                t3 += c3
+            out[0, i, j] = t0
+            out[1, i, j] = t1
+            out[2, i, j] = t2
+            out[3, i, j] = t3
     return out
+
+
+def item_rows(values: np.ndarray, item: np.ndarray, cells: np.ndarray) -> np.ndarray:
+    """``values`` laid out (item, slot): item i's values, in their order, in the first
+    ``cells[i]`` slots of row i (NaN after them)."""
+    order = np.argsort(item, kind="stable")
+    starts = np.concatenate(([0], np.cumsum(cells)))
+    rows = np.full((cells.size, int(cells.max(initial=0))), np.nan)
+    rows[item[order], np.arange(item.size) - starts[item[order]]] = values[order]
+    return rows
 
 
 def item_pair_matrices(x: np.ndarray, y: np.ndarray, item: np.ndarray, n_items: int) -> np.ndarray:
@@ -106,31 +75,16 @@ def item_pair_matrices(x: np.ndarray, y: np.ndarray, item: np.ndarray, n_items: 
     are discordant, tied in x, tied in y, tied in both. The tie matrices count each cell with
     itself too, so that k' M k is the sum of squared group weights."""
     item = np.asarray(item, dtype=np.int64)
-    order = np.argsort(item, kind="stable")
     cells = np.bincount(item, minlength=n_items)
-    starts = np.concatenate(([0], np.cumsum(cells))).astype(np.int64)
-    xo = np.ascontiguousarray(np.asarray(x, dtype=np.float64)[order])
-    yo = np.ascontiguousarray(np.asarray(y, dtype=np.float64)[order])
-    width = int(cells.max(initial=0))
-    if _padding_pays_off(cells):
-        slot = np.arange(item.size) - starts[item[order]]
-        xp = np.full((n_items, width), np.nan)
-        yp = np.full((n_items, width), np.nan)
-        xp[item[order], slot] = xo
-        yp[item[order], slot] = yo
-        upper = _padded_upper_counts(xp, yp, cells.astype(np.int64))
-    else:
-        upper = _upper_counts(xo, yo, starts)
+    upper = _upper_counts(
+        item_rows(np.asarray(x, dtype=np.float64), item, cells),
+        item_rows(np.asarray(y, dtype=np.float64), item, cells),
+        cells.astype(np.int64),
+    )
     full = upper + upper.transpose(0, 2, 1)
     for k in (1, 2, 3):
         full[k] += np.diag(cells.astype(np.float64))
     return full
-
-
-def _padding_pays_off(cells: np.ndarray) -> bool:
-    """Whether the (item, slot) layout wastes at most half its pairs: items of similar sizes,
-    as when every system rates every item."""
-    return bool(cells.size) and cells.size * int(cells.max()) <= 2 * int(cells.sum())
 
 
 def kendall_b_from_item_weights(mats: np.ndarray, cells: np.ndarray, k: np.ndarray) -> np.ndarray:

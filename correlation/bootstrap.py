@@ -343,10 +343,17 @@ def _cell_weights(
     return wt
 
 
-def _item_pairs_pay_off(n_cells: int, n_items: int, n_resamples: int) -> bool:
-    """Whether one O(cells^2) pass plus item x item products beats the merge sort per resample:
-    the four item matrices must stay small (<= 128 MB) and the pass cheaper than the sorts."""
-    return n_items <= 2000 and n_cells <= 4 * n_resamples * max(np.log2(max(n_cells, 2)), 1.0)
+def _item_pairs_pay_off(cells: np.ndarray, n_resamples: int) -> bool:
+    """Whether one O(cells^2) pass plus item x item products beats the merge sort per resample,
+    for ``cells[i]`` cells in item i: the four item matrices must stay small (<= 128 MB), the
+    (item, slot) layout of the pass too (items of similar sizes, as when every system rates
+    every item), and the pass cheaper than the sorts."""
+    n_items, n_cells = cells.size, int(cells.sum())
+    return (
+        n_items <= 2000
+        and n_items * int(cells.max(initial=0)) <= max(2 * n_cells, 2**20)
+        and n_cells <= 4 * n_resamples * max(np.log2(max(n_cells, 2)), 1.0)
+    )
 
 
 def _segment_values(m: np.ndarray, h: np.ndarray, coefficient: str, res: Resamples) -> np.ndarray:
@@ -385,7 +392,7 @@ def _segment_values(m: np.ndarray, h: np.ndarray, coefficient: str, res: Resampl
         coefficient == "kendall_b"
         and sys_w is None
         and item_w is not None
-        and _item_pairs_pay_off(cs.size, n_items, b)
+        and _item_pairs_pay_off(np.bincount(ci, minlength=n_items), b)
     ):
         from correlation._pairs import item_pair_matrices, kendall_b_from_item_weights
 

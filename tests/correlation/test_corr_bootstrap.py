@@ -348,7 +348,8 @@ def test_item_pair_matrices_equal_merge_sort_and_explicit_kendall(
     metric[rng.random(metric.shape) < 0.05] = np.nan
     human[0, :3] = np.nan
     res = draw_resamples(np.random.default_rng(3), 15, 40, 30, "items")
-    assert bootstrap._item_pairs_pay_off(int(np.isfinite(metric + human).sum()), 40, 30)
+    _, items = np.nonzero(np.isfinite(metric + human))
+    assert bootstrap._item_pairs_pay_off(np.bincount(items, minlength=40), 30)
     fast = resampled_values(metric, human, "segment", "kendall_b", res)
     monkeypatch.setattr(bootstrap, "_item_pairs_pay_off", lambda *a: False)
     merge = resampled_values(metric, human, "segment", "kendall_b", res)
@@ -358,28 +359,23 @@ def test_item_pair_matrices_equal_merge_sort_and_explicit_kendall(
 
 
 @pytest.mark.parametrize("sizes", ["even", "uneven"])
-def test_item_pair_counts_padded_layout_equals_cell_order_and_brute_force(sizes: str) -> None:
-    """The (item, slot) layout with NaN padding counts the same pairs as the loop over cells in
-    item order, and both equal a brute-force count of every ordered pair of cells."""
+def test_item_pair_counts_equal_a_brute_force_count(sizes: str) -> None:
+    """The (item, slot) pass counts every ordered pair of cells once, with ties in x, in y and
+    in both, for items of equal and of very different sizes."""
     from correlation import _pairs
 
     rng = np.random.default_rng(31)
     n_items = 9
-    if sizes == "even":
-        cells = rng.integers(5, 7, size=n_items)
-    else:
-        cells = np.array([1, 30, 2, 2, 1, 3, 2, 1, 2])
+    cells = (
+        rng.integers(5, 7, size=n_items)
+        if sizes == "even"
+        else np.array([1, 30, 2, 2, 1, 3, 2, 1, 2])
+    )
     item = np.repeat(np.arange(n_items), cells)
     rng.shuffle(item)
-    x = np.round(rng.normal(size=item.size) * 2)  # ties in x, in y and in both
+    x = np.round(rng.normal(size=item.size) * 2)
     y = np.round(x / 2 + rng.normal(size=item.size))
-    padded = _pairs._padding_pays_off(np.bincount(item, minlength=n_items))
-    assert padded == (sizes == "even")
     got = _pairs.item_pair_matrices(x, y, item, n_items)
-    order = np.argsort(item, kind="stable")
-    starts = np.concatenate(([0], np.cumsum(np.bincount(item, minlength=n_items))))
-    upper = _pairs._upper_counts(x[order], y[order], starts.astype(np.int64))
-    other = upper + upper.transpose(0, 2, 1)
     want = np.zeros((4, n_items, n_items))
     for c in range(item.size):
         for d in range(item.size):
@@ -390,9 +386,15 @@ def test_item_pair_counts_padded_layout_equals_cell_order_and_brute_force(sizes:
             want[2, i, j] += dy == 0
             want[3, i, j] += dx == 0 and dy == 0
     np.testing.assert_array_equal(got, want)
-    for k in (1, 2, 3):
-        other[k] += np.diag(np.bincount(item, minlength=n_items).astype(float))
-    np.testing.assert_array_equal(other, want)
+
+
+def test_item_pairs_are_not_used_when_the_item_layout_would_be_mostly_padding() -> None:
+    import correlation.bootstrap as bootstrap
+
+    assert bootstrap._item_pairs_pay_off(np.full(400, 36), 1000)
+    lopsided = np.ones(2000, dtype=np.int64)
+    lopsided[0] = 5000  # a (2000 x 5000) layout for 6999 cells
+    assert not bootstrap._item_pairs_pay_off(lopsided, 1000)
 
 
 @pytest.mark.parametrize("coefficient", ["pearson", "spearman", "kendall_b"])
