@@ -388,17 +388,17 @@ def _segment_values(m: np.ndarray, h: np.ndarray, coefficient: str, res: Resampl
         return out
 
     cs, ci = np.nonzero(ok)
+    cells = np.bincount(ci, minlength=n_items)
     if (
         coefficient == "kendall_b"
         and sys_w is None
         and item_w is not None
-        and _item_pairs_pay_off(np.bincount(ci, minlength=n_items), b)
+        and _item_pairs_pay_off(cells, b)
     ):
         from correlation._pairs import item_pair_matrices, kendall_b_from_item_weights
 
         mats = item_pair_matrices(m[ok], h[ok], ci, n_items)
-        cells = np.bincount(ci, minlength=n_items).astype(np.float64)
-        return kendall_b_from_item_weights(mats, cells, item_w)
+        return kendall_b_from_item_weights(mats, cells.astype(np.float64), item_w)
     fixed = FixedPairs(m[ok], h[ok])
     if coefficient == "pearson" and sys_w is None and item_w is not None:
         return fixed.pearson_by_items(ci, n_items, item_w)

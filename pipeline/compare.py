@@ -52,6 +52,7 @@ import pandas as pd
 from numba import njit
 
 from pipeline.errors import ConfigError
+from pipeline.figures import Figures
 
 log = logging.getLogger(__name__)
 
@@ -391,11 +392,13 @@ class _Column:
         raise NotImplementedError
 
     def ar(self, base: str, system: str, masks: ArMasks) -> float:
-        raise NotImplementedError
+        """Approximate-randomization p-value of ``system`` against ``base``."""
+        return self.ar_all(base, [system], masks)[system]
 
     def ar_all(self, base: str, systems: list[str], masks: ArMasks) -> dict[str, float]:
-        """:meth:`ar` of every system in ``systems`` against ``base``."""
-        return {s: self.ar(base, s, masks) for s in systems}
+        """:meth:`ar` of every system in ``systems`` against ``base`` (NaN where a score is not
+        finite)."""
+        raise NotImplementedError
 
     def _testable(self, base: str, systems: list[str]) -> list[str]:
         real_b = self.point(base)
@@ -420,27 +423,15 @@ class _MeanColumn(_Column):
         with np.errstate(invalid="ignore", divide="ignore"):
             return (counts @ self.zeroed[system]) / (counts @ self.finite[system])
 
-    def ar(self, base: str, system: str, masks: ArMasks) -> float:
-        real_b, real_s = self.point(base), self.point(system)
-        if not (math.isfinite(real_b) and math.isfinite(real_s)):
-            return float("nan")
-        vb, vs = self.zeroed[base], self.zeroed[system]
-        fb, fs = self.finite[base], self.finite[system]
-        # keep @ vb + swap @ vs == keep @ (vb - vs) + sum(vs): one product instead of four
-        kept = masks.apply(lambda k, w: k @ np.column_stack([vb - vs, fb - fs]))
-        num_a, den_a = kept[:, 0] + vs.sum(), kept[:, 1] + fs.sum()
-        num_b, den_b = vb.sum() + vs.sum() - num_a, fb.sum() + fs.sum() - den_a
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return p_value(np.abs(num_a / den_a - num_b / den_b), abs(real_b - real_s))
-
     def ar_all(self, base: str, systems: list[str], masks: ArMasks) -> dict[str, float]:
         out = dict.fromkeys(systems, float("nan"))
         todo = self._testable(base, systems)
         if not todo:
             return out
         vb, fb = self.zeroed[base], self.finite[base]
-        # the masks are read once for all systems: one product with two columns per system is
-        # bound by reading the (trials x items) masks, so one wide product is many times faster
+        # keep @ vb + swap @ vs == keep @ (vb - vs) + sum(vs): one product instead of four. The
+        # masks are read once for all systems: a product with two columns per system is bound
+        # by reading the (trials x items) masks, so one wide product is many times faster
         diffs = np.column_stack(
             [col for s in todo for col in (vb - self.zeroed[s], fb - self.finite[s])]
         )
@@ -509,20 +500,15 @@ class _StatsColumn(_Column):
             sums[start : start + chunk] = st32[idx[start : start + chunk]].sum(axis=1)
         return self.fn(sums)
 
-    def ar(self, base: str, system: str, masks: ArMasks) -> float:
-        real_b, real_s = self.point(base), self.point(system)
-        if not (math.isfinite(real_b) and math.isfinite(real_s)):
-            return float("nan")
-        diff = abs(real_b - real_s)
+    def _ar_one(self, base: str, system: str, masks: ArMasks) -> float:
+        """The test of one system whose statistics are not all integers, or that has no
+        vectorised score."""
+        diff = abs(self.point(base) - self.point(system))
         bl, sy = self.stats[base], self.stats[system]
         if self.fn is None:
             a = np.array([self._generic(np.where(m[:, None], bl, sy)) for m in masks.keep])
             b = np.array([self._generic(np.where(m[:, None], sy, bl)) for m in masks.keep])
             return p_value(np.abs(a - b), diff)
-        if self.integer:
-            shuf_a = masks.apply(lambda k, w: k @ (bl - sy)) + sy.sum(axis=0)
-            shuf_b = (bl.sum(axis=0) + sy.sum(axis=0)) - shuf_a
-            return p_value(np.abs(self.fn(shuf_a) - self.fn(shuf_b)), diff)
         # sacrebleu: pos_sel @ bl + ~pos_sel @ sys with bool masks; float copies of the masks give
         # the same products (tested) and are converted once per run instead of once per call
         shuf_a = masks.apply(lambda k, w: k @ bl + w @ sy)
@@ -530,13 +516,14 @@ class _StatsColumn(_Column):
         return p_value(np.abs(self.fn(shuf_a) - self.fn(shuf_b)), diff)
 
     def ar_all(self, base: str, systems: list[str], masks: ArMasks) -> dict[str, float]:
-        if self.fn is None or not self.integer:
-            return super().ar_all(base, systems, masks)
         out = dict.fromkeys(systems, float("nan"))
         todo = self._testable(base, systems)
         if not todo:
             return out
         fn = self.fn
+        if fn is None or not self.integer:
+            out.update({s: self._ar_one(base, s, masks) for s in todo})
+            return out
         bl = self.stats[base]
         width = bl.shape[1]
         # integer statistics: the shuffled sums are exact whatever the product's shape, so all
@@ -853,7 +840,7 @@ def compare(scores: Any, agg: Any, cfg: CompareConfig) -> Comparison:
 
 
 def run_compare(
-    scores: Any, agg: Any, cfg: Mapping[str, Any], out_dir: Path, figures: Any = None
+    scores: Any, agg: Any, cfg: Mapping[str, Any], out_dir: Path, figures: Figures | None = None
 ) -> Comparison:
     """The pipeline's compare stage: adds diversity/adequacy/copy_rate to ``agg.systems`` and
     writes ``system_comparison.csv`` and the comparison plots (queued on ``figures``, a
@@ -866,10 +853,7 @@ def run_compare(
     for col in SYSTEM_COLUMNS:
         agg.systems[col] = result.systems[col].reindex(agg.systems.index)
     write_csv(result.table, out_dir / "system_comparison.csv")
-    if figures is not None:
-        figures.submit(write_compare_plots, out_dir / "plots", result)
-    else:
-        write_compare_plots(out_dir / "plots", result)
+    (figures or Figures(background=False)).submit(write_compare_plots, out_dir / "plots", result)
     return result
 
 

@@ -89,8 +89,11 @@ class Figures:
             except Exception as exc:  # no helper process here: draw in this one
                 log.info("figures drawn in the run's process (%s)", exc)
                 self.background = False
-        for message in _draw(fn, args):
-            log.warning("%s", message)
+        # in this process the figure's own warnings reach the run's log directly
+        try:
+            fn(*args)
+        except Exception as exc:  # a figure must never cost the numbers
+            log.warning("plotting failed (%s); the tables are written", exc)
 
     def wait(self) -> None:
         global _POOL

@@ -25,6 +25,7 @@ import pandas as pd
 
 from metrics.base import Metric
 from pipeline.errors import ConfigError
+from pipeline.figures import Figures
 
 log = logging.getLogger(__name__)
 
@@ -371,7 +372,7 @@ def run_alpha_curve(
     metrics: Mapping[str, Metric],
     aspects: Sequence[str],
     out_dir: Path,
-    figures: Any = None,
+    figures: Figures | None = None,
 ) -> dict[str, float]:
     """The α curve of a run when it is enabled and possible; writes ``alpha_curve.csv``,
     ``alpha_choice.csv`` and ``plots/alpha_curve.png`` (queued on ``figures``, a
@@ -391,10 +392,9 @@ def run_alpha_curve(
     result = alpha_curve(segments, stats, metrics[metric_id], metric_id, aspects, settings)
     write_csv(result.curve, out_dir / "alpha_curve.csv")
     write_csv(result.choice, out_dir / "alpha_choice.csv")
-    if figures is not None:
-        figures.submit(plot_alpha_curve, result, out_dir / "plots" / "alpha_curve.png")
-    else:
-        plot_alpha_curve(result, out_dir / "plots" / "alpha_curve.png")
+    (figures or Figures(background=False)).submit(
+        plot_alpha_curve, result, out_dir / "plots" / "alpha_curve.png"
+    )
     for row in result.choice.itertuples(index=False):
         log.info(
             "alpha curve (%s, %s, %s): alpha %.2f chosen on %d dev items; test %s %.3f "
