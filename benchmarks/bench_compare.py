@@ -31,10 +31,10 @@ def main() -> int:
     parser.add_argument("--skip-anchor", action="store_true")
     args = parser.parse_args()
 
-    from pipeline.aggregate import aggregate
-    from pipeline.compare import CompareConfig, compare
-    from pipeline.load import load_parabank
-    from pipeline.score import build_metrics, score
+    from paraeval.pipeline.aggregate import aggregate
+    from paraeval.pipeline.compare import CompareConfig, compare
+    from paraeval.pipeline.load import load_parabank
+    from paraeval.pipeline.score import build_metrics, score
 
     data = Path(
         os.environ.get("PARAEVAL_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared/data")
@@ -52,10 +52,10 @@ def main() -> int:
 
     metrics = build_metrics(
         {
-            "bleu": {"_target_": "metrics.sacre.BLEU"},
-            "chrf": {"_target_": "metrics.sacre.CHRF"},
-            "ter": {"_target_": "metrics.sacre.TER"},
-            "self_bleu": {"_target_": "metrics.sacre.SelfBLEU"},
+            "bleu": {"_target_": "paraeval.metrics.sacre.BLEU"},
+            "chrf": {"_target_": "paraeval.metrics.sacre.CHRF"},
+            "ter": {"_target_": "paraeval.metrics.sacre.TER"},
+            "self_bleu": {"_target_": "paraeval.metrics.sacre.SelfBLEU"},
         }
     )
     t0 = time.perf_counter()

@@ -17,7 +17,7 @@ import time
 import numpy as np
 from scipy import stats
 
-from correlation import correlation_table, draw_resamples, resampled_values
+from paraeval.correlation import correlation_table, draw_resamples, resampled_values
 
 
 def make_data(

@@ -30,9 +30,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from metrics.bertscore import BERTScore
-from metrics.cosine import Cosine
-from metrics.encoder import reset_encoders, resolve_model_path
+from paraeval.metrics.bertscore import BERTScore
+from paraeval.metrics.cosine import Cosine
+from paraeval.metrics.encoder import reset_encoders, resolve_model_path
 
 System = tuple[str, list[str], list[list[str]]]
 

@@ -49,7 +49,7 @@ def _env(cache: Path, data: Path) -> dict[str, str]:
 def _cli(args: list[str], env: dict[str, str], cwd: Path) -> float:
     start = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "pipeline", *args],
+        [sys.executable, "-m", "paraeval", *args],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -77,7 +77,7 @@ def stage_breakdown(
     and only the second job is timed."""
     from hydra import compose, initialize_config_dir
 
-    import pipeline.app as app
+    import paraeval.pipeline.app as app
 
     timings: dict[str, float] = {}
 

@@ -83,8 +83,8 @@ def benchmarks(
     from rouge_score.rouge_scorer import RougeScorer
     from sacrebleu.metrics.bleu import _get_tokenizer
 
-    from metrics import cider, meteor, nist, rouge, sacre
-    from metrics.wordnet import find_wordnet
+    from paraeval.metrics import cider, meteor, nist, rouge, sacre
+    from paraeval.metrics.wordnet import find_wordnet
 
     def fresh_wordnet() -> object:
         """A new reader with empty synset caches (loading it is not timed)."""
@@ -217,7 +217,7 @@ def benchmarks(
 
 def warm_up() -> None:
     """Load the compiled kernels and WordNet once, outside the timings."""
-    from metrics import meteor, rouge
+    from paraeval.metrics import meteor, rouge
 
     for cls in (rouge.RougeL, rouge.RougeLsum, rouge.RougeW, rouge.RougeS, rouge.RougeSU):
         cls().score(["a b c"], [["a c b"]])

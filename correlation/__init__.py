@@ -5,7 +5,7 @@ Scores are ``(n_systems, n_items)`` float matrices with NaN for missing values (
 mt-metrics-eval). The pipeline calls :func:`correlation_table` and :func:`significance_table`.
 """
 
-from correlation.bootstrap import (
+from paraeval.correlation.bootstrap import (
     Resamples,
     bootstrap_ci,
     bootstrap_distribution,
@@ -14,7 +14,7 @@ from correlation.bootstrap import (
     resampled_values,
     stats_system_metric_fn,
 )
-from correlation.coefficients import (
+from paraeval.correlation.coefficients import (
     COEFFICIENTS,
     kendall_b,
     kendall_c,
@@ -24,7 +24,7 @@ from correlation.coefficients import (
     pearson,
     spearman,
 )
-from correlation.levels import (
+from paraeval.correlation.levels import (
     ITEM_NAN,
     LEVELS,
     UNITS,
@@ -34,8 +34,8 @@ from correlation.levels import (
     system_scores,
     valid_combination,
 )
-from correlation.significance import permutation_test, significance_clusters, williams_test
-from correlation.table import (
+from paraeval.correlation.significance import permutation_test, significance_clusters, williams_test
+from paraeval.correlation.table import (
     CORRELATION_COLUMNS,
     SIGNIFICANCE_COLUMNS,
     correlation_table,

@@ -28,12 +28,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from correlation.coefficients import (
+from paraeval.correlation.coefficients import (
     kendall_like_counts,
     pair_kendall_like_counts,
     pair_statistic,
 )
-from correlation.levels import (
+from paraeval.correlation.levels import (
     ITEM_NAN,
     UNITS,
     check_level_coefficient,
@@ -250,7 +250,7 @@ class FixedPairs:
         one compiled pass per resample over the tie groups instead of (cells, resamples) arrays.
         Same sums as :meth:`statistic`, and they are exact (half-integer ranks), so the same
         numbers."""
-        from correlation._pairs import _spearman_sums
+        from paraeval.correlation._pairs import _spearman_sums
 
         item = np.asarray(item, dtype=np.int64)
         sums = _spearman_sums(
@@ -395,7 +395,7 @@ def _segment_values(m: np.ndarray, h: np.ndarray, coefficient: str, res: Resampl
         and item_w is not None
         and _item_pairs_pay_off(cells, b)
     ):
-        from correlation._pairs import item_pair_matrices, kendall_b_from_item_weights
+        from paraeval.correlation._pairs import item_pair_matrices, kendall_b_from_item_weights
 
         mats = item_pair_matrices(m[ok], h[ok], ci, n_items)
         return kendall_b_from_item_weights(mats, cells.astype(np.float64), item_w)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from correlation.coefficients import (
+from paraeval.correlation.coefficients import (
     COEFFICIENTS,
     NAN_RESULT,
     VECTOR_FUNCTIONS,

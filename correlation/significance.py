@@ -16,9 +16,9 @@ from collections.abc import Mapping
 import numpy as np
 from scipy import stats
 
-from correlation.bootstrap import FixedPairs, pair_kendall_like_counts, pair_statistic
-from correlation.coefficients import VECTOR_FUNCTIONS
-from correlation.levels import (
+from paraeval.correlation.bootstrap import FixedPairs, pair_kendall_like_counts, pair_statistic
+from paraeval.correlation.coefficients import VECTOR_FUNCTIONS
+from paraeval.correlation.levels import (
     ITEM_NAN,
     UNITS,
     check_level_coefficient,

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from correlation.bootstrap import (
+from paraeval.correlation.bootstrap import (
     Resamples,
     SystemMetricFn,
     draw_resamples,
@@ -27,7 +27,7 @@ from correlation.bootstrap import (
     system_resampled_scores,
     system_statistic,
 )
-from correlation.levels import (
+from paraeval.correlation.levels import (
     LEVELS,
     UNITS,
     check_level_coefficient,
@@ -36,7 +36,7 @@ from correlation.levels import (
     system_scores,
     valid_combination,
 )
-from correlation.significance import permutation_test, significance_clusters, williams_test
+from paraeval.correlation.significance import permutation_test, significance_clusters, williams_test
 
 CORRELATION_COLUMNS: tuple[str, ...] = (
     "metric",

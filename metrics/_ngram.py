@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 
-from metrics.base import MetricConfigError
+from paraeval.metrics.base import MetricConfigError
 
 _CACHE_MAX = 500_000
 

@@ -10,7 +10,7 @@ The corpus is a text file with one sentence per line, or ``pydoc`` for the Engli
 every CPython ships offline (``pydoc_data.topics``, the language reference), split into sentences.
 The shipped ``metrics/assets/bertscore_baseline_all-MiniLM-L6-v2.csv`` was made with::
 
-    python -m metrics.baseline --model default --corpus pydoc --rounds 10 --seed 0 \\
+    python -m paraeval.metrics.baseline --model default --corpus pydoc --rounds 10 --seed 0 \\
         --out metrics/assets/bertscore_baseline_all-MiniLM-L6-v2.csv
 
 ``--rounds`` repeats the pairing with fresh permutations, so a small corpus still gives many pairs.
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from metrics.encoder import resolve_model_path
+from paraeval.metrics.encoder import resolve_model_path
 
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 _MAX_WORDS = 32  # bert-score keeps lines with fewer than 32 words
@@ -125,7 +125,7 @@ def write_baseline(values: np.ndarray, out: str | Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m metrics.baseline",
+        prog="python -m paraeval.metrics.baseline",
         description="BERTScore rescaling baseline (bert-score's method) for any model and corpus",
     )
     ap.add_argument("--model", default="default", help="model directory, hub id or 'default'")

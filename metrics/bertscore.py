@@ -23,7 +23,7 @@ replays bert-score's batching so the numbers stay equal to ``bert_score.score``;
 artefact off (max over real tokens only).
 
 Rescaling with a baseline ``(s − b) / (1 − b)``: the baseline comes from ``baseline_path`` (a file
-in bert-score's ``LAYER,P,R,F`` format, as ``python -m metrics.baseline`` writes it), from the
+in bert-score's ``LAYER,P,R,F`` format, as ``python -m paraeval.metrics.baseline`` writes it), from the
 project's shipped file for the default model, or from bert-score's own files for a hub model it
 knows (``lang`` picks the folder). No baseline for a requested rescale is an error, never
 bert-score's warning-and-go-on.
@@ -48,14 +48,14 @@ from pathlib import Path
 
 import numpy as np
 
-from metrics.base import (
+from paraeval.metrics.base import (
     Metric,
     MetricConfigError,
     MetricResult,
     MissingResourceError,
     make_signature,
 )
-from metrics.encoder import DEFAULT_MODEL_NAME, Encoder, get_encoder
+from paraeval.metrics.encoder import DEFAULT_MODEL_NAME, Encoder, get_encoder
 
 try:
     from bert_score import __version__ as BERT_SCORE_VERSION
@@ -71,7 +71,7 @@ def shipped_baseline(model_name: str) -> Path | None:
     name = SHIPPED_BASELINES.get(model_name)
     if name is None:
         return None
-    path = Path(str(resources.files("metrics").joinpath("assets", name)))
+    path = Path(str(resources.files("paraeval.metrics").joinpath("assets", name)))
     return path if path.is_file() else None
 
 
@@ -270,7 +270,7 @@ class BERTScore(Metric):
             if not path.is_file():
                 raise MissingResourceError(
                     f"BERTScore baseline file '{path}' does not exist (make one with "
-                    "`python -m metrics.baseline --model ... --out FILE`)"
+                    "`python -m paraeval.metrics.baseline --model ... --out FILE`)"
                 )
             digest = hashlib.blake2b(path.read_bytes(), digest_size=4).hexdigest()
             return read_baseline(path, self.layer), f"file-{digest}"
@@ -283,7 +283,7 @@ class BERTScore(Metric):
         raise MissingResourceError(
             f"metric 'bertscore': rescale_with_baseline is on but there is no baseline for model "
             f"'{self.model}' (lang {self.lang}); set `baseline_path` to a file made with "
-            "`python -m metrics.baseline --model <model> --corpus <text file> --out <file>`"
+            "`python -m paraeval.metrics.baseline --model <model> --corpus <text file> --out <file>`"
         )
 
     # ------------------------------------------------------------------ contract

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from metrics.base import (
+from paraeval.metrics.base import (
     Metric,
     MetricConfigError,
     MetricResult,
@@ -32,7 +32,7 @@ from metrics.base import (
     make_signature,
     reduce_over_references,
 )
-from metrics.encoder import pick_device
+from paraeval.metrics.encoder import pick_device
 
 
 def _digest(path: Path) -> str:

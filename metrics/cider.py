@@ -23,8 +23,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from metrics._ngram import WordTokenizer
-from metrics.base import Metric, MetricConfigError, MetricResult, make_signature
+from paraeval.metrics._ngram import WordTokenizer
+from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
 
 Toks = tuple[str, ...]
 Gram = tuple[str, ...]

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from metrics.base import Metric, MetricResult, make_signature, reduce_over_references
-from metrics.encoder import DEFAULT_MODEL, get_encoder
+from paraeval.metrics.base import Metric, MetricResult, make_signature, reduce_over_references
+from paraeval.metrics.encoder import DEFAULT_MODEL, get_encoder
 
 
 def _cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:

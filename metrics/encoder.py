@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from metrics.base import MissingResourceError
-from metrics.embedding_cache import EmbeddingCache
+from paraeval.metrics.base import MissingResourceError
+from paraeval.metrics.embedding_cache import EmbeddingCache
 
 DEFAULT_MODEL = "default"
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"

@@ -26,9 +26,9 @@ import nltk
 import numpy as np
 from nltk.stem.porter import PorterStemmer
 
-from metrics._ngram import WordTokenizer
-from metrics.base import Metric, MetricConfigError, MetricResult, make_signature
-from metrics.wordnet import find_wordnet, load_wordnet, wordnet_version
+from paraeval.metrics._ngram import WordTokenizer
+from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
+from paraeval.metrics.wordnet import find_wordnet, load_wordnet, wordnet_version
 
 Enum = list[tuple[int, str]]
 

@@ -27,8 +27,8 @@ from collections.abc import Sequence
 import nltk
 import numpy as np
 
-from metrics._ngram import WordTokenizer, ngram_counter
-from metrics.base import Metric, MetricConfigError, MetricResult, make_signature
+from paraeval.metrics._ngram import WordTokenizer, ngram_counter
+from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
 
 Toks = tuple[str, ...]
 Gram = tuple[str, ...]

@@ -33,8 +33,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from metrics import _lcs
-from metrics.base import Metric, MetricConfigError, MetricResult, make_signature
+from paraeval.metrics import _lcs
+from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
 
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
 _VALID = re.compile(r"^[a-z0-9]+$")

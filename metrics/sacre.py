@@ -20,7 +20,7 @@ from sacrebleu.metrics.bleu import BLEU as SacreBLEU
 from sacrebleu.metrics.chrf import CHRF as SacreCHRF
 from sacrebleu.metrics.ter import TER as SacreTER
 
-from metrics.base import Metric, MetricConfigError, MetricResult, make_signature
+from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
 
 SACREBLEU_VERSION = sacrebleu.__version__
 

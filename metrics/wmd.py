@@ -29,14 +29,14 @@ from pathlib import Path
 
 import numpy as np
 
-from metrics.base import (
+from paraeval.metrics.base import (
     Metric,
     MetricConfigError,
     MetricResult,
     MissingResourceError,
     make_signature,
 )
-from metrics.encoder import Encoder, get_encoder
+from paraeval.metrics.encoder import Encoder, get_encoder
 
 _WORD = re.compile(r"\w+(?:['’-]\w+)*", re.UNICODE)
 EMBEDDINGS = ("static", "contextual")

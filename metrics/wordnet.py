@@ -19,7 +19,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from metrics.base import MissingResourceError
+from paraeval.metrics.base import MissingResourceError
 
 REPO = Path(__file__).resolve().parents[1]
 SETUP_HINT = (

@@ -1,4 +1,4 @@
-"""Command line entry: ``paraeval [overrides]`` and ``python -m pipeline [overrides]``.
+"""Command line entry: ``paraeval [overrides]`` and ``python -m paraeval [overrides]``.
 
 A thin ``@hydra.main`` over :func:`pipeline.app.run`. User mistakes (bad input, bad config, a
 missing resource) end with one line on stderr and exit code 2, never a traceback.
@@ -25,7 +25,7 @@ GROUPS = ("data", "metrics", "normalize", "correlation", "tracking", "experiment
 
 
 def config_dir() -> Path:
-    """conf/ at the top of a source checkout, or pipeline/conf inside an installed wheel."""
+    """conf/ at the top of a source checkout, or paraeval/conf inside an installed wheel."""
     here = Path(__file__).resolve().parent
     for candidate in (here / "conf", here.parent / "conf"):
         if (candidate / "config.yaml").is_file():
@@ -75,8 +75,8 @@ def check_output_dir_overrides(argv: list[str]) -> None:
 
 
 def _probe(folder: Path, shown: str, key: str) -> None:
-    from pipeline.errors import ConfigError
-    from pipeline.track import check_writable
+    from paraeval.pipeline.errors import ConfigError
+    from paraeval.pipeline.track import check_writable
 
     try:
         check_writable(folder, key, shown)
@@ -86,9 +86,9 @@ def _probe(folder: Path, shown: str, key: str) -> None:
 
 @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="config")
 def _hydra_main(cfg: DictConfig) -> float | None:
-    from metrics.base import MetricConfigError, MissingResourceError
-    from pipeline.app import run
-    from pipeline.errors import UserError
+    from paraeval.metrics.base import MetricConfigError, MissingResourceError
+    from paraeval.pipeline.app import run
+    from paraeval.pipeline.errors import UserError
 
     hc = HydraConfig.get()
     # Everything alive between jobs (modules, models, caches of this process) is long-lived:
@@ -105,6 +105,11 @@ def _hydra_main(cfg: DictConfig) -> float | None:
 
 def main() -> None:
     argv = sys.argv[1:]
+    if argv[:1] in (["--version"], ["-V"]):
+        from paraeval import __version__
+
+        print(f"paraeval {__version__}")
+        return
     if not any(a in ("--help", "-h", "--hydra-help", "--info", "--cfg", "-c") for a in argv):
         check_group_overrides(argv, config_dir())
         check_output_dir_overrides(argv)

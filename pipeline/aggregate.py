@@ -17,10 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from metrics.base import AVERAGED_GROUPS
-from pipeline.errors import ConfigError
-from pipeline.load import HUMAN_PREFIX
-from pipeline.score import ColumnInfo, Scores
+from paraeval.metrics.base import AVERAGED_GROUPS
+from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.load import HUMAN_PREFIX
+from paraeval.pipeline.score import ColumnInfo, Scores
 
 METHODS = ("minmax", "zscore", "rank", "bounds")
 

@@ -14,19 +14,19 @@ import numpy as np
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from pipeline import report
-from pipeline.aggregate import Aggregated, Normalizer, aggregate
-from pipeline.cache import ScoreCache, correlate_cached
-from pipeline.compare import Comparison, run_compare
-from pipeline.correlate import check_correlation_config, correlate, significance
-from pipeline.errors import ConfigError
-from pipeline.figures import Figures
-from pipeline.humans import human_report
-from pipeline.load import HUMAN_PREFIX, memoized_load
-from pipeline.plots import scatter_columns, write_plots
-from pipeline.score import Scores, build_metrics, score
-from pipeline.sweep import run_alpha_curve
-from pipeline.track import (
+from paraeval.pipeline import report
+from paraeval.pipeline.aggregate import Aggregated, Normalizer, aggregate
+from paraeval.pipeline.cache import ScoreCache, correlate_cached
+from paraeval.pipeline.compare import Comparison, run_compare
+from paraeval.pipeline.correlate import check_correlation_config, correlate, significance
+from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.figures import Figures
+from paraeval.pipeline.humans import human_report
+from paraeval.pipeline.load import HUMAN_PREFIX, memoized_load
+from paraeval.pipeline.plots import scatter_columns, write_plots
+from paraeval.pipeline.score import Scores, build_metrics, score
+from paraeval.pipeline.sweep import run_alpha_curve
+from paraeval.pipeline.track import (
     RunRecord,
     check_writable,
     flatten,
@@ -63,9 +63,9 @@ def _instantiate_data(node: Any) -> pd.DataFrame:
     )
     assert isinstance(settings, dict)
     target = settings.pop("_target_", None)
-    if not target or not str(target).startswith("pipeline.load."):
+    if not target or not str(target).startswith("paraeval.pipeline.load."):
         raise ConfigError(
-            "data._target_ must be one of pipeline.load.load_demo/load_table/load_text"
+            "data._target_ must be one of paraeval.pipeline.load.load_demo/load_table/load_text"
         )
     missing = [k for k, v in settings.items() if v == "???"]
     if missing:

@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from metrics.base import Metric, MetricResult
+from paraeval.metrics.base import Metric, MetricResult
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class Counts:
 
 
 def _is_ibleu(metric: Metric) -> bool:
-    from metrics.sacre import IBLEU
+    from paraeval.metrics.sacre import IBLEU
 
     return isinstance(metric, IBLEU)
 
@@ -72,7 +72,7 @@ def cache_signature(metric: Metric) -> str:
     does not depend on α (the α combination is recomputed from the cached components)."""
     cls = f"{type(metric).__module__}.{type(metric).__qualname__}"
     if _is_ibleu(metric):
-        from metrics.sacre import BLEU
+        from paraeval.metrics.sacre import BLEU
 
         return f"{cls}|{BLEU.signature(metric)}|components:bleu_ref,bleu_src"  # type: ignore[arg-type]
     return f"{cls}|{metric.signature()}"
@@ -174,7 +174,7 @@ def _ibleu_components(metric: Any, result: MetricResult) -> MetricResult:
 
 
 def _ibleu_combine(metric: Any, entry: MetricResult) -> MetricResult:
-    # the same arithmetic as metrics.sacre.IBLEU._score, so a hit equals a fresh computation
+    # the same arithmetic as paraeval.metrics.sacre.IBLEU._score, so a hit equals a fresh computation
     a = float(metric.alpha)
     seg = a * entry.segment["bleu_ref"] - (1.0 - a) * entry.segment["bleu_src"]
     corp_r, corp_s = entry.corpus["bleu_ref"], entry.corpus["bleu_src"]
@@ -407,7 +407,7 @@ def correlate_cached(
     """
     import pandas as pd
 
-    from pipeline.correlate import correlate, correlated_columns
+    from paraeval.pipeline.correlate import correlate, correlated_columns
 
     seg = agg.segments
     aspects = [c for c in seg.columns if str(c).startswith("human_")]
@@ -451,7 +451,7 @@ def correlate_cached(
     else:
         # every row is cached: draw what the table would draw, so the generator ends in the
         # state of an uncached run
-        from pipeline.correlate import advance_like_correlate
+        from paraeval.pipeline.correlate import advance_like_correlate
 
         advance_like_correlate(agg, cfg, rng)
         fresh = next(iter(cached.values())).iloc[:0]

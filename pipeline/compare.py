@@ -51,8 +51,8 @@ import numpy as np
 import pandas as pd
 from numba import njit
 
-from pipeline.errors import ConfigError
-from pipeline.figures import Figures
+from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.figures import Figures
 
 log = logging.getLogger(__name__)
 
@@ -285,7 +285,7 @@ def ter_scores(stats: np.ndarray, ter: Any = None) -> np.ndarray:
 def sacre_score_fn(metric: Any) -> ScoreFn | None:
     """The vectorised corpus score from summed statistics of a sacrebleu-based metric; None for
     any other metric."""
-    from metrics import sacre
+    from paraeval.metrics import sacre
 
     if isinstance(metric, sacre.IBLEU):
         corpus = metric._corpus_metric()
@@ -661,7 +661,7 @@ def _is_segment_mean(
 
 
 def _base_corpus_from_stats() -> Any:
-    from metrics.base import Metric
+    from paraeval.metrics.base import Metric
 
     return Metric.corpus_from_stats
 
@@ -845,8 +845,8 @@ def run_compare(
     """The pipeline's compare stage: adds diversity/adequacy/copy_rate to ``agg.systems`` and
     writes ``system_comparison.csv`` and the comparison plots (queued on ``figures``, a
     :class:`pipeline.figures.Figures`, when given)."""
-    from pipeline.compare_plots import write_compare_plots
-    from pipeline.track import write_csv
+    from paraeval.pipeline.compare_plots import write_compare_plots
+    from paraeval.pipeline.track import write_csv
 
     settings = {k: v for k, v in cfg.items() if k != "enabled"}
     result = compare(scores, agg, CompareConfig.from_mapping(settings))

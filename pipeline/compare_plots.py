@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from pipeline.plots import _plt, render, save_figure
+from paraeval.pipeline.plots import _plt, render, save_figure
 
 if TYPE_CHECKING:
-    from pipeline.compare import Comparison
+    from paraeval.pipeline.compare import Comparison
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +176,7 @@ def ranking_plot(result: Comparison, path: Path, max_panels: int = 8) -> bool:
 
     from matplotlib.image import imsave
 
-    from pipeline.track import atomic_write
+    from paraeval.pipeline.track import atomic_write
 
     atomic_write(path, lambda p: imsave(p, image, format="png", dpi=_DPI))
     return True

@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from correlation import CORRELATION_COLUMNS as _CORRELATION_COLUMNS
-from pipeline.aggregate import Aggregated
-from pipeline.errors import ConfigError
-from pipeline.load import HUMAN_PREFIX
-from pipeline.score import Scores
+from paraeval.correlation import CORRELATION_COLUMNS as _CORRELATION_COLUMNS
+from paraeval.pipeline.aggregate import Aggregated
+from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.load import HUMAN_PREFIX
+from paraeval.pipeline.score import Scores
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def system_metric_fns(
     """For columns whose corpus score is not the mean of segment scores (BLEU, chrF, TER, iBLEU
     ...), a function from resampled item indices to the systems' corpus scores, recomputed from
     summed per-segment sufficient statistics (never by rescoring text)."""
-    from pipeline.compare import sacre_score_fn
+    from paraeval.pipeline.compare import sacre_score_fn
 
     position = {item: k for k, item in enumerate(items)}
     seg = scores.segments
@@ -161,7 +161,7 @@ def _batched(
     aligned = aligned.reshape(n_items, len(stats) * width)
 
     def batch(item_idx: np.ndarray) -> np.ndarray:
-        from correlation.bootstrap import counts
+        from paraeval.correlation.bootstrap import counts
 
         weights = counts(np.asarray(item_idx), n_items)
         # einsum, not BLAS: see FixedPairs.statistic on threads and oversubscription. The
@@ -177,7 +177,7 @@ def _batched(
 def check_correlation_config(cfg: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     """(levels, coefficients) of ``correlation``; an unknown name is a ConfigError. Called before
     scoring as well, so a typo costs seconds, not a scoring pass."""
-    from correlation import COEFFICIENTS, ITEM_NAN, LEVELS, UNITS
+    from paraeval.correlation import COEFFICIENTS, ITEM_NAN, LEVELS, UNITS
 
     levels_node = cfg.get("levels", ["segment", "system"])
     coef_node = cfg.get("coefficients", ["pearson", "spearman", "kendall_b"])
@@ -283,7 +283,7 @@ def correlate(
     rng: np.random.Generator,
     scores: Scores | None = None,
 ) -> pd.DataFrame:
-    from correlation import correlation_table
+    from paraeval.correlation import correlation_table
 
     levels, coefficients = check_correlation_config(cfg)
     seg = agg.segments
@@ -331,7 +331,7 @@ def advance_like_correlate(
 ) -> None:
     """Draw from ``rng`` exactly what :func:`correlate` would draw, computing nothing: the
     generator then stands where the stages after the correlation expect it."""
-    from correlation import draw_table_resamples
+    from paraeval.correlation import draw_table_resamples
 
     levels, coefficients = check_correlation_config(cfg)
     seg = agg.segments
@@ -354,7 +354,7 @@ def advance_like_correlate(
 def significance(agg: Aggregated, cfg: Mapping[str, Any], rng: np.random.Generator) -> pd.DataFrame:
     """Pairwise tests between metrics' correlations with the same human aspect, with clusters of
     metrics not distinguishable from the best."""
-    from correlation import significance_table
+    from paraeval.correlation import significance_table
 
     sig = dict(cfg.get("significance") or {})
     if not sig.get("enabled", False):

@@ -62,7 +62,7 @@ class _Capture(logging.Handler):
 def _draw(fn: Callable[..., Any], args: tuple[Any, ...]) -> list[str]:
     """Runs ``fn(*args)`` (in the helper) and returns its warnings, which the run then logs."""
     capture = _Capture()
-    root = logging.getLogger("pipeline")
+    root = logging.getLogger("paraeval.pipeline")
     root.addHandler(capture)
     try:
         fn(*args)

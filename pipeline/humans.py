@@ -11,7 +11,7 @@ import logging
 import numpy as np
 import pandas as pd
 
-from pipeline.load import HUMAN_PREFIX
+from paraeval.pipeline.load import HUMAN_PREFIX
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipeline.errors import ConfigError, DataError
+from paraeval.pipeline.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
 

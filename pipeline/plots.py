@@ -28,7 +28,7 @@ def _plt():  # type: ignore[no-untyped-def]
 def save_figure(fig: Any, path: Path, dpi: int) -> None:
     """PNG through a temporary file and a rename (the format is given: the temporary name has no
     .png suffix), so a crash never leaves a truncated image under the final name."""
-    from pipeline.track import atomic_write
+    from paraeval.pipeline.track import atomic_write
 
     atomic_write(path, lambda p: fig.savefig(p, dpi=dpi, format="png"))
 
@@ -81,7 +81,7 @@ def render(path: Path, kind: str, draw: Callable[[Path], object], *inputs: Any) 
     png = _PNG_MEMO.get(key)
     if png is not None:
         _PNG_MEMO.move_to_end(key)
-        from pipeline.track import atomic_write
+        from paraeval.pipeline.track import atomic_write
 
         atomic_write(path, lambda p: p.write_bytes(png))
         return

@@ -21,8 +21,8 @@ from pathlib import Path
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 
-from pipeline.errors import UserError
-from pipeline.track import (
+from paraeval.pipeline.errors import UserError
+from paraeval.pipeline.track import (
     TrackingUnavailable,
     log_output_dir,
     read_run_info,

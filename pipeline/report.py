@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 if TYPE_CHECKING:
-    from pipeline.app import RunResult
+    from paraeval.pipeline.app import RunResult
 
 
 def system_table(systems: pd.DataFrame) -> str:
@@ -52,7 +52,7 @@ def print_summary(result: RunResult, max_rows: int = 40) -> None:
         print("=" * width)
         print(correlation_table(result.correlations, max_rows))
         if result.comparison is not None:
-            from pipeline.compare import summary_table
+            from paraeval.pipeline.compare import summary_table
 
             print("\n" + "=" * width)
             print("System comparison (details in system_comparison.csv)")

@@ -17,14 +17,14 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from metrics.base import Metric, MetricConfigError, MissingResourceError
-from pipeline.cache import ScoreCache, texts_digest
-from pipeline.errors import ConfigError, DataError
+from paraeval.metrics.base import Metric, MetricConfigError, MissingResourceError
+from paraeval.pipeline.cache import ScoreCache, texts_digest
+from paraeval.pipeline.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
 
 # packages whose classes a metrics config may name without opting in
-TRUSTED_PACKAGES = ("metrics.",)
+TRUSTED_PACKAGES = ("paraeval.metrics.",)
 
 
 @dataclass

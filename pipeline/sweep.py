@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from metrics.base import Metric
-from pipeline.errors import ConfigError
-from pipeline.figures import Figures
+from paraeval.metrics.base import Metric
+from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.figures import Figures
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class AlphaCurveSettings:
         return values
 
     def validate(self) -> None:
-        from correlation.levels import LEVELS, valid_combination
+        from paraeval.correlation.levels import LEVELS, valid_combination
 
         self.alphas()
         if not 0.0 < float(self.dev_fraction) < 1.0:
@@ -110,7 +110,7 @@ def split_items(
 
 
 def find_ibleu(metrics: Mapping[str, Metric]) -> str | None:
-    from metrics.sacre import IBLEU
+    from paraeval.metrics.sacre import IBLEU
 
     for metric_id, metric in metrics.items():
         if isinstance(metric, IBLEU):
@@ -158,7 +158,7 @@ def _curve_key(
     aspects: Sequence[str],
     settings: AlphaCurveSettings,
 ) -> str:
-    from metrics.sacre import BLEU
+    from paraeval.metrics.sacre import BLEU
 
     h = hashlib.blake2b(digest_size=20)
     h.update(repr((BLEU.signature(metric), list(aspects), settings.alphas())).encode())
@@ -181,7 +181,7 @@ def _curve(
     aspects: Sequence[str],
     settings: AlphaCurveSettings,
 ) -> pd.DataFrame:
-    from correlation.levels import correlate
+    from paraeval.correlation.levels import correlate
 
     systems = list(dict.fromkeys(segments["system"]))
     items = [str(i) for i in dict.fromkeys(segments["item_id"])]
@@ -359,7 +359,7 @@ def plot_alpha_curve(result: AlphaCurve, path: Path) -> None:
         ax.set_xlabel("α (dot: chosen on dev, shown on test)")
         ax.set_ylabel(coefficient)
         ax.legend(fontsize=7)
-    from pipeline.plots import save_figure
+    from paraeval.pipeline.plots import save_figure
 
     save_figure(fig, path, dpi=110)
     plt.close(fig)
@@ -377,7 +377,7 @@ def run_alpha_curve(
     """The α curve of a run when it is enabled and possible; writes ``alpha_curve.csv``,
     ``alpha_choice.csv`` and ``plots/alpha_curve.png`` (queued on ``figures``, a
     :class:`pipeline.figures.Figures`, when given), returns the metrics to log."""
-    from pipeline.track import write_csv
+    from paraeval.pipeline.track import write_csv
 
     settings = AlphaCurveSettings.from_config(node)
     if not settings.enabled:

@@ -36,7 +36,7 @@ from typing import Any
 
 import pandas as pd
 
-from pipeline.errors import ConfigError
+from paraeval.pipeline.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-import correlation
-import metrics
-import pipeline
+import paraeval.correlation
+import paraeval.metrics
+import paraeval.pipeline
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 def test_generic_package_names_resolve_to_this_repo() -> None:
     # `pipeline`, `metrics` and `correlation` are common names: make sure no other distribution's
     # package of the same name shadows ours.
-    for module in (pipeline, metrics, correlation):
+    for module in (paraeval.pipeline, paraeval.metrics, paraeval.correlation):
         assert module.__file__ is not None
         assert Path(module.__file__).resolve().is_relative_to(REPO), module.__file__
 
@@ -95,8 +95,8 @@ def test_wheel_installs_and_runs_outside_the_repo(tmp_path: Path) -> None:
         [
             str(py),
             "-c",
-            "import pipeline, metrics, correlation; print(pipeline.__file__); "
-            "print(metrics.__file__)",
+            "import paraeval.pipeline, paraeval.metrics; print(paraeval.pipeline.__file__); "
+            "print(paraeval.metrics.__file__)",
         ],
         cwd=outside,
         env=env,

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from correlation.bootstrap import (
+from paraeval.correlation.bootstrap import (
     bootstrap_ci,
     bootstrap_distribution,
     counts,
@@ -18,8 +18,8 @@ from correlation.bootstrap import (
     resampled_values,
     stats_system_metric_fn,
 )
-from correlation.coefficients import COEFFICIENTS, VECTOR_FUNCTIONS, kendall_like_counts
-from correlation.levels import LEVELS, UNITS, correlate, valid_combination
+from paraeval.correlation.coefficients import COEFFICIENTS, VECTOR_FUNCTIONS, kendall_like_counts
+from paraeval.correlation.levels import LEVELS, UNITS, correlate, valid_combination
 
 
 def _small_data() -> tuple[np.ndarray, np.ndarray]:
@@ -130,7 +130,7 @@ def test_larger_tied_segment_pool(coefficient: str) -> None:
 def test_spearman_by_items_equals_the_cell_weight_path() -> None:
     """Under item resampling Spearman takes a compiled pass over tie groups; its sums are exact,
     so it gives the very numbers of the (cells, resamples) path, and scipy's within rounding."""
-    from correlation.bootstrap import FixedPairs, _cell_weights
+    from paraeval.correlation.bootstrap import FixedPairs, _cell_weights
 
     rng = np.random.default_rng(21)
     metric = rng.integers(0, 9, size=(12, 40)).astype(float)
@@ -338,7 +338,7 @@ def test_item_pair_matrices_equal_merge_sort_and_explicit_kendall(
 ) -> None:
     """Kendall's tau-b under item resampling from item x item pair counts equals both the
     weighted merge sort and scipy on the explicitly resampled matrix, with ties and NaN cells."""
-    import correlation.bootstrap as bootstrap
+    import paraeval.correlation.bootstrap as bootstrap
 
     rng = np.random.default_rng(12)
     metric = rng.normal(size=(15, 40))
@@ -362,7 +362,7 @@ def test_item_pair_matrices_equal_merge_sort_and_explicit_kendall(
 def test_item_pair_counts_equal_a_brute_force_count(sizes: str) -> None:
     """The (item, slot) pass counts every ordered pair of cells once, with ties in x, in y and
     in both, for items of equal and of very different sizes."""
-    from correlation import _pairs
+    from paraeval.correlation import _pairs
 
     rng = np.random.default_rng(31)
     n_items = 9
@@ -389,7 +389,7 @@ def test_item_pair_counts_equal_a_brute_force_count(sizes: str) -> None:
 
 
 def test_item_pairs_are_not_used_when_the_item_layout_would_be_mostly_padding() -> None:
-    import correlation.bootstrap as bootstrap
+    import paraeval.correlation.bootstrap as bootstrap
 
     assert bootstrap._item_pairs_pay_off(np.full(400, 36), 1000)
     lopsided = np.ones(2000, dtype=np.int64)

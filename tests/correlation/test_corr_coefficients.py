@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from correlation.coefficients import (
+from paraeval.correlation.coefficients import (
     kendall_b,
     kendall_c,
     kendall_like,

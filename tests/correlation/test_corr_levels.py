@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from correlation.levels import LEVELS, correlate, system_scores, valid_combination
+from paraeval.correlation.levels import LEVELS, correlate, system_scores, valid_combination
 
 # 4 systems x 5 items; NaN = no output / no rating
 METRIC = np.array(

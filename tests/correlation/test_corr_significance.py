@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from correlation.significance import permutation_test, significance_clusters, williams_test
+from paraeval.correlation.significance import permutation_test, significance_clusters, williams_test
 
 
 def test_williams_steiger_worked_example() -> None:
@@ -104,7 +104,7 @@ def test_permutation_hand_checkable_two_items() -> None:
     # 2 items x 3 systems, unit=items: only 4 swap patterns exist. Which of them is at least as
     # extreme as the observed difference is worked out here pattern by pattern (the identity and
     # the full swap always are); p must be (1 + hits)/(1 + K) over the same seeded masks.
-    from correlation.levels import correlate
+    from paraeval.correlation.levels import correlate
 
     human = np.array([[1.0, 2.0], [2.0, 1.0], [3.0, 3.0]])
     a = np.array([[1.0, 2.5], [2.0, 1.5], [3.5, 3.0]])
@@ -181,7 +181,7 @@ def test_clusters_follow_mt_metrics_eval_rule() -> None:
 def test_permutation_matches_explicit_swaps(coefficient: str, unit: str) -> None:
     # the vectorised test (weighted subsets of the stacked data) against a loop that builds each
     # swapped pair of matrices and calls correlate() (scipy); tied values and missing cells
-    from correlation.levels import correlate
+    from paraeval.correlation.levels import correlate
 
     rng = np.random.default_rng(4)
     human = rng.integers(0, 4, size=(5, 8)).astype(float)
@@ -241,7 +241,7 @@ def test_permutation_without_common_cells_is_nan(level: str) -> None:
 def test_permutation_other_levels_match_explicit_swaps(
     level: str, coefficient: str, unit: str, item_nan: str
 ) -> None:
-    from correlation.levels import correlate
+    from paraeval.correlation.levels import correlate
 
     rng = np.random.default_rng(5)
     human = rng.integers(0, 3, size=(4, 7)).astype(float)

@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from correlation.levels import correlate
-from correlation.significance import williams_test
-from correlation.table import (
+from paraeval.correlation.levels import correlate
+from paraeval.correlation.significance import williams_test
+from paraeval.correlation.table import (
     CORRELATION_COLUMNS,
     SIGNIFICANCE_COLUMNS,
     correlation_table,
@@ -180,7 +180,7 @@ def test_rows_do_not_depend_on_the_number_of_workers() -> None:
 def test_significance_rows_reused_across_tables_equal_fresh_ones() -> None:
     """Pairs whose matrices an earlier table already saw come from memory; the rows are those of
     a computation from scratch, and a changed matrix is recomputed."""
-    import correlation.table as table
+    import paraeval.correlation.table as table
 
     rng = np.random.default_rng(4)
     h = rng.normal(size=(6, 30))

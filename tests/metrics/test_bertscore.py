@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from metrics.base import MetricConfigError, MissingResourceError
-from metrics.baseline import compute_baseline, random_pairs, read_corpus, write_baseline
-from metrics.bertscore import COLUMNS, BERTScore, read_baseline, shipped_baseline
-from metrics.encoder import resolve_model_path
+from paraeval.metrics.base import MetricConfigError, MissingResourceError
+from paraeval.metrics.baseline import compute_baseline, random_pairs, read_corpus, write_baseline
+from paraeval.metrics.bertscore import COLUMNS, BERTScore, read_baseline, shipped_baseline
+from paraeval.metrics.encoder import resolve_model_path
 from tests.metrics._semantic_texts import pairs
 
 MODEL_PATH, _ = resolve_model_path("default")

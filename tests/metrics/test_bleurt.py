@@ -9,8 +9,8 @@ import pytest
 import torch
 from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
 
-from metrics.base import MetricConfigError, MissingResourceError
-from metrics.bleurt import BLEURT
+from paraeval.metrics.base import MetricConfigError, MissingResourceError
+from paraeval.metrics.bleurt import BLEURT
 
 VOCAB = [
     "[PAD]",

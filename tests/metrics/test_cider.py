@@ -9,9 +9,9 @@ import pytest
 from pycocoevalcap.cider.cider import Cider
 from pycocoevalcap.cider.cider_scorer import CiderScorer
 
-from metrics._ngram import WordTokenizer
-from metrics.base import MetricConfigError
-from metrics.cider import CIDEr
+from paraeval.metrics._ngram import WordTokenizer
+from paraeval.metrics.base import MetricConfigError
+from paraeval.metrics.cider import CIDEr
 from tests.metrics.varied import unzip, varied_sets
 
 SETS = varied_sets(240, seed=11)

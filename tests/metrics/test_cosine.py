@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from sentence_transformers import SentenceTransformer
 
-from metrics.cosine import Cosine
-from metrics.encoder import resolve_model_path
+from paraeval.metrics.cosine import Cosine
+from paraeval.metrics.encoder import resolve_model_path
 from tests.metrics._semantic_texts import pairs
 
 MODEL_PATH, _ = resolve_model_path("default")

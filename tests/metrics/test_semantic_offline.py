@@ -9,12 +9,12 @@ import time
 import numpy as np
 import pytest
 
-from metrics.base import MissingResourceError
-from metrics.bertscore import BERTScore
-from metrics.bleurt import BLEURT
-from metrics.cosine import Cosine
-from metrics.encoder import reset_encoders
-from metrics.wmd import WMD
+from paraeval.metrics.base import MissingResourceError
+from paraeval.metrics.bertscore import BERTScore
+from paraeval.metrics.bleurt import BLEURT
+from paraeval.metrics.cosine import Cosine
+from paraeval.metrics.encoder import reset_encoders
+from paraeval.metrics.wmd import WMD
 from tests.metrics._semantic_texts import pairs
 
 

@@ -9,9 +9,9 @@ import numpy as np
 import ot
 import pytest
 
-from metrics.base import MissingResourceError
-from metrics.encoder import Encoder, reset_encoders
-from metrics.wmd import WMD, load_word_vectors
+from paraeval.metrics.base import MissingResourceError
+from paraeval.metrics.encoder import Encoder, reset_encoders
+from paraeval.metrics.wmd import WMD, load_word_vectors
 
 WORDS = [
     "the",

@@ -27,7 +27,7 @@ def run_cli(
     args: list[str], cwd: Path, timeout: int = 300, **env: str
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pipeline", *args],
+        [sys.executable, "-m", "paraeval", *args],
         cwd=cwd,
         env=cli_env(**env),
         capture_output=True,

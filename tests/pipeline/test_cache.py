@@ -11,10 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import metrics.sacre as sacre
-from metrics.base import Metric, MetricResult, make_signature
-from pipeline.cache import ScoreCache, cache_key
-from pipeline.score import score
+import paraeval.metrics.sacre as sacre
+from paraeval.metrics.base import Metric, MetricResult, make_signature
+from paraeval.pipeline.cache import ScoreCache, cache_key
+from paraeval.pipeline.score import score
 
 CANDS = ["the cat sat on the mat", "a dog barked loudly at night", "it is raining today"]
 REFS = [
@@ -239,8 +239,8 @@ def test_from_config() -> None:
 
 
 def _demo_agg(alpha: float, cache: ScoreCache | None = None) -> tuple[object, object]:
-    from pipeline.aggregate import aggregate
-    from pipeline.load import load_demo
+    from paraeval.pipeline.aggregate import aggregate
+    from paraeval.pipeline.load import load_demo
 
     df = load_demo()
     metrics = {"bleu": sacre.BLEU(), "ibleu": sacre.IBLEU(alpha=alpha), "chrf": sacre.CHRF()}
@@ -249,8 +249,8 @@ def _demo_agg(alpha: float, cache: ScoreCache | None = None) -> tuple[object, ob
 
 
 def test_correlation_rows_cached_per_column_equal_a_full_computation(tmp_path: Path) -> None:
-    from pipeline.cache import correlate_cached
-    from pipeline.correlate import correlate
+    from paraeval.pipeline.cache import correlate_cached
+    from paraeval.pipeline.correlate import correlate
 
     cfg = {
         "levels": ["segment", "system"],
@@ -277,7 +277,7 @@ def test_correlation_rows_cached_per_column_equal_a_full_computation(tmp_path: P
 def test_in_process_memo_serves_copies_and_sees_a_replaced_file(tmp_path: Path) -> None:
     """A second read of an entry comes from memory; the caller's result is its own copy, and a
     file rewritten on disk is read again."""
-    import pipeline.cache as cache_mod
+    import paraeval.pipeline.cache as cache_mod
 
     cache = ScoreCache(tmp_path)
     metric = sacre.BLEU()

@@ -18,9 +18,9 @@ from sacrebleu.metrics.bleu import BLEU as SacreBLEU
 from sacrebleu.metrics.chrf import CHRF as SacreCHRF
 from sacrebleu.metrics.ter import TER as SacreTER
 
-from metrics.base import Metric, MetricResult
-from pipeline.aggregate import aggregate
-from pipeline.compare import (
+from paraeval.metrics.base import Metric, MetricResult
+from paraeval.pipeline.aggregate import aggregate
+from paraeval.pipeline.compare import (
     COMPARISON_COLUMNS,
     CompareConfig,
     bleu_scores,
@@ -31,9 +31,9 @@ from pipeline.compare import (
     summary_table,
     ter_scores,
 )
-from pipeline.errors import ConfigError
-from pipeline.load import load_demo, load_text
-from pipeline.score import build_metrics, score
+from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.load import load_demo, load_text
+from paraeval.pipeline.score import build_metrics, score
 
 SACREBLEU = Path(sys.executable).with_name("sacrebleu")
 SEED = 1234
@@ -156,9 +156,9 @@ def ours(text_files: dict[str, Path]) -> pd.DataFrame:
     )
     metrics = build_metrics(
         {
-            "bleu": {"_target_": "metrics.sacre.BLEU"},
-            "chrf": {"_target_": "metrics.sacre.CHRF"},
-            "ter": {"_target_": "metrics.sacre.TER"},
+            "bleu": {"_target_": "paraeval.metrics.sacre.BLEU"},
+            "chrf": {"_target_": "paraeval.metrics.sacre.CHRF"},
+            "ter": {"_target_": "paraeval.metrics.sacre.TER"},
         }
     )
     scores = score(df, metrics, progress=False)
@@ -228,11 +228,11 @@ def test_vectorised_scores_bit_equal_sacrebleu(metric: Any, fn: Any) -> None:
 
 def _demo_scores(metric_names: tuple[str, ...] = ("bleu", "chrf", "self_bleu", "ter")) -> Any:
     catalogue = {
-        "bleu": {"_target_": "metrics.sacre.BLEU"},
-        "chrf": {"_target_": "metrics.sacre.CHRF", "against_source": True},
-        "self_bleu": {"_target_": "metrics.sacre.SelfBLEU"},
-        "ter": {"_target_": "metrics.sacre.TER", "against_source": True},
-        "ibleu": {"_target_": "metrics.sacre.IBLEU"},
+        "bleu": {"_target_": "paraeval.metrics.sacre.BLEU"},
+        "chrf": {"_target_": "paraeval.metrics.sacre.CHRF", "against_source": True},
+        "self_bleu": {"_target_": "paraeval.metrics.sacre.SelfBLEU"},
+        "ter": {"_target_": "paraeval.metrics.sacre.TER", "against_source": True},
+        "ibleu": {"_target_": "paraeval.metrics.sacre.IBLEU"},
     }
     df = load_demo()
     scores = score(df, build_metrics({k: catalogue[k] for k in metric_names}), progress=False)
@@ -242,7 +242,7 @@ def _demo_scores(metric_names: tuple[str, ...] = ("bleu", "chrf", "self_bleu", "
 @pytest.fixture(autouse=True)
 def _fresh_rows_memo() -> None:
     # every test computes its comparison; reuse across calls has its own test
-    from pipeline import compare as compare_module
+    from paraeval.pipeline import compare as compare_module
 
     compare_module._ROWS_MEMO.clear()
 
@@ -336,7 +336,7 @@ def test_copy_rate_normalizes_whitespace_and_case() -> None:
 
 def test_clusters_on_a_hand_built_example() -> None:
     """a and b differ by noise, c is far behind, d ties a exactly: {a, b, d} then {c}."""
-    from pipeline.score import ColumnInfo, Scores
+    from paraeval.pipeline.score import ColumnInfo, Scores
 
     rng = np.random.default_rng(0)
     n = 60
@@ -447,7 +447,7 @@ def test_other_corpus_metrics_resample_their_statistics() -> None:
 def test_a_single_system_has_intervals_but_no_tests() -> None:
     df = load_demo()
     df = df[df["system"] == "strong"].reset_index(drop=True)
-    scores = score(df, build_metrics({"bleu": {"_target_": "metrics.sacre.BLEU"}}), progress=False)
+    scores = score(df, build_metrics({"bleu": {"_target_": "paraeval.metrics.sacre.BLEU"}}), progress=False)
     t = compare(scores, aggregate(scores), CompareConfig(seed=1, **FAST)).table
     assert set(t["system"]) == {"strong"}
     assert t["p_bootstrap"].isna().all() and t["p_ar"].isna().all()
@@ -457,7 +457,7 @@ def test_a_single_system_has_intervals_but_no_tests() -> None:
 def test_rows_of_unchanged_columns_are_reused_and_changed_columns_recomputed(demo: Any) -> None:
     import copy
 
-    from pipeline import compare as compare_module
+    from paraeval.pipeline import compare as compare_module
 
     scores, agg = demo
     compare_module._ROWS_MEMO.clear()
@@ -489,7 +489,7 @@ def test_compiled_log_exp_are_bit_identical_to_python_math() -> None:
     what math.log/math.exp give (numpy's own log/exp do not, in general)."""
     import math
 
-    from pipeline.compare import _MATH_EXP, _MATH_LOG, _map_math
+    from paraeval.pipeline.compare import _MATH_EXP, _MATH_LOG, _map_math
 
     rng = np.random.default_rng(0)
     x = np.concatenate(
@@ -511,7 +511,7 @@ def test_approximate_randomization_of_all_systems_at_once_equals_one_at_a_time()
     """The AR test shares one mask product across systems; per system it is the same test. With
     integer statistics (BLEU, chrF) the sums are exact, so the p-values are identical; mean
     columns may differ only by rounding of the sums, so by at most one count."""
-    from pipeline.compare import ArMasks, _align, _build_columns, _MeanColumn, ar_masks
+    from paraeval.pipeline.compare import ArMasks, _align, _build_columns, _MeanColumn, ar_masks
 
     scores, agg = _demo_scores(("bleu", "chrf", "ibleu", "ter"))
     seg = agg.segments

@@ -9,10 +9,10 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
-from pipeline.__main__ import config_dir
-from pipeline.aggregate import Normalizer
-from pipeline.app import _instantiate_data
-from pipeline.score import build_metric
+from paraeval.pipeline.__main__ import config_dir
+from paraeval.pipeline.aggregate import Normalizer
+from paraeval.pipeline.app import _instantiate_data
+from paraeval.pipeline.score import build_metric
 
 CONF = config_dir()
 
@@ -66,7 +66,7 @@ def test_every_metric_option_composes_and_instantiates(metric_id: str, tmp_path:
     if metric_id == "bleurt":
         # no checkpoint configured by default: one clear error (loading is tested on a tiny
         # checkpoint in tests/metrics/test_bleurt.py)
-        from pipeline.errors import ConfigError
+        from paraeval.pipeline.errors import ConfigError
 
         with pytest.raises(ConfigError, match="checkpoint"):
             build_metric(metric_id, node)
@@ -81,7 +81,7 @@ def test_every_normalize_option(option: str) -> None:
     cfg = _compose([f"normalize={option}"])
     node = OmegaConf.to_container(cfg.normalize, resolve=True)
     assert isinstance(node, dict)
-    assert node.pop("_target_") == "pipeline.aggregate.Normalizer"
+    assert node.pop("_target_") == "paraeval.pipeline.aggregate.Normalizer"
     Normalizer(**node)
 
 
@@ -93,7 +93,7 @@ def test_every_tracking_option(option: str) -> None:
 
 @pytest.mark.parametrize("option", options("correlation"))
 def test_every_correlation_option(option: str) -> None:
-    from correlation import COEFFICIENTS, LEVELS
+    from paraeval.correlation import COEFFICIENTS, LEVELS
 
     cfg = _compose([f"correlation={option}"])
     assert set(cfg.correlation.levels) <= set(LEVELS)
@@ -139,7 +139,7 @@ def test_every_experiment_option(option: str) -> None:
 
 
 def test_quick_experiment_drops_cosine() -> None:
-    from pipeline.score import build_metrics
+    from paraeval.pipeline.score import build_metrics
 
     cfg = _compose(["experiment=quick"])
     built = build_metrics(OmegaConf.to_container(cfg.metrics, resolve=True))  # type: ignore[arg-type]
@@ -149,7 +149,7 @@ def test_quick_experiment_drops_cosine() -> None:
 
 @pytest.mark.parametrize("option", options("compare"))
 def test_every_compare_option(option: str) -> None:
-    from pipeline.compare import CompareConfig
+    from paraeval.pipeline.compare import CompareConfig
 
     cfg = _compose([f"compare={option}"])
     node = OmegaConf.to_container(cfg.compare, resolve=True)

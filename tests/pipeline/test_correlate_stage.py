@@ -9,11 +9,11 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-from pipeline.__main__ import config_dir
-from pipeline.aggregate import aggregate
-from pipeline.app import _instantiate_data
-from pipeline.correlate import system_metric_fns
-from pipeline.score import build_metrics, score
+from paraeval.pipeline.__main__ import config_dir
+from paraeval.pipeline.aggregate import aggregate
+from paraeval.pipeline.app import _instantiate_data
+from paraeval.pipeline.correlate import system_metric_fns
+from paraeval.pipeline.score import build_metrics, score
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +67,8 @@ def test_resampled_corpus_scores_match_direct_recomputation(demo_scores) -> None
 def test_batched_resampling_equals_one_call_per_resample(demo_scores) -> None:  # type: ignore[no-untyped-def]
     """The all-resamples path gives the same corpus scores as calling the function per resample,
     and the correlation table is the same with and without it."""
-    from correlation import correlation_table
-    from pipeline.correlate import to_matrix
+    from paraeval.correlation import correlation_table
+    from paraeval.pipeline.correlate import to_matrix
 
     scores, agg = demo_scores
     systems = list(agg.systems.index)
@@ -113,7 +113,7 @@ def test_batched_resampling_equals_one_call_per_resample(demo_scores) -> None:  
 
 
 def test_system_level_intervals_contain_the_estimate(demo_scores, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from pipeline.correlate import correlate
+    from paraeval.pipeline.correlate import correlate
 
     scores, agg = demo_scores
     cfg = {"levels": ["system"], "coefficients": ["pearson"], "ci": True, "n_resamples": 300}

@@ -97,7 +97,7 @@ def test_killed_run_resumes_from_cache_with_identical_outputs(tmp_path: Path) ->
     # 1. start, wait until about half of the metric results are cached, kill without warning
     start = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pipeline", *args],
+        [sys.executable, "-m", "paraeval", *args],
         cwd=tmp_path,
         env=cli_env(),
         stdout=subprocess.DEVNULL,
@@ -160,7 +160,7 @@ WRITER = textwrap.dedent(
     import sys, time
     from pathlib import Path
     import pandas as pd
-    from pipeline.track import write_parquet
+    from paraeval.pipeline.track import write_parquet
 
     def slow(df, path, index=False):
         with open(path, "wb") as fh:

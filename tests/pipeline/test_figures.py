@@ -13,8 +13,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pipeline.figures import Figures
-from pipeline.plots import write_plots
+from paraeval.pipeline.figures import Figures
+from paraeval.pipeline.plots import write_plots
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -66,8 +66,8 @@ def test_helper_does_not_rerun_an_unguarded_script(tmp_path: Path) -> None:
             f"""
             from pathlib import Path
             import pandas as pd
-            from pipeline.figures import Figures
-            from pipeline.plots import write_plots
+            from paraeval.pipeline.figures import Figures
+            from paraeval.pipeline.plots import write_plots
             print("script ran", flush=True)
             seg = pd.DataFrame({{"system": ["a", "b"], "bleu": [1.0, 2.0], "human_x": [2.0, 1.0]}})
             f = Figures()

@@ -131,7 +131,7 @@ def test_pipeline_logs_to_a_server_over_http(server: str, tmp_path: Path) -> Non
 
     # logging the same directory again through the server creates nothing new
     again = subprocess.run(
-        [sys.executable, "-m", "pipeline.relog", str(out)],
+        [sys.executable, "-m", "paraeval.pipeline.relog", str(out)],
         cwd=tmp_path,
         env=cli_env(),
         capture_output=True,

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import pipeline.plots as plots
+import paraeval.pipeline.plots as plots
 
 
 def _segments(shift: float = 0.0) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -23,10 +23,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from metrics.base import Metric, MissingResourceError
-from pipeline.errors import DataError
-from pipeline.load import load_table
-from pipeline.score import build_metric, score
+from paraeval.metrics.base import Metric, MissingResourceError
+from paraeval.pipeline.errors import DataError
+from paraeval.pipeline.load import load_table
+from paraeval.pipeline.score import build_metric, score
 from tests.pipeline.helpers import REPO
 
 CHEAP = [

@@ -134,7 +134,7 @@ EXTERNAL_MODULE = '''
 """A metric class outside paraeval; importing it leaves a marker file."""
 from pathlib import Path
 
-from metrics.sacre import BLEU
+from paraeval.metrics.sacre import BLEU
 
 Path(__file__).with_name("imported.marker").write_text("imported")
 
@@ -586,8 +586,8 @@ def test_seed_not_an_integer(runs: dict[str, Run]) -> None:
     ],
 )
 def test_correlation_settings_checked_before_scoring(setting: dict, fragment: str) -> None:
-    from pipeline.correlate import check_correlation_config
-    from pipeline.errors import ConfigError
+    from paraeval.pipeline.correlate import check_correlation_config
+    from paraeval.pipeline.errors import ConfigError
 
     with pytest.raises(ConfigError) as info:
         check_correlation_config(setting)
@@ -598,7 +598,7 @@ def test_correlation_settings_checked_before_scoring(setting: dict, fragment: st
 def test_correlation_settings_defaults_pass() -> None:
     import yaml
 
-    from pipeline.correlate import check_correlation_config
+    from paraeval.pipeline.correlate import check_correlation_config
 
     for name in ("default", "full", "wmt"):
         node = yaml.safe_load((REPO / "conf" / "correlation" / f"{name}.yaml").read_text())
@@ -695,7 +695,7 @@ def _failing_writer(payload: bytes) -> Callable[[Path], None]:
 
 
 def test_failed_write_keeps_the_previous_file_and_no_temporary(tmp_path: Path) -> None:
-    from pipeline.track import atomic_write, write_parquet
+    from paraeval.pipeline.track import atomic_write, write_parquet
 
     target = tmp_path / "segment_scores.parquet"
     good = pd.DataFrame({"item_id": ["1", "2"], "bleu": [1.0, 2.0]})
@@ -717,7 +717,7 @@ def test_failed_write_keeps_the_previous_file_and_no_temporary(tmp_path: Path) -
 def test_plots_are_written_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from matplotlib.figure import Figure
 
-    from pipeline.plots import save_figure
+    from paraeval.pipeline.plots import save_figure
 
     fig = Figure()
     fig.add_subplot().plot([0, 1], [1, 0])
@@ -742,7 +742,7 @@ def test_unwritable_current_directory_without_an_output_override(multirun: bool)
     """Hydra's default output folder is relative to the current directory; /proc takes no new
     folder, even for root. One line that names the setting, no traceback."""
     env = dict(os.environ, PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1")
-    args = [sys.executable, "-m", "pipeline", *(["-m"] if multirun else []), "metrics=[bleu]"]
+    args = [sys.executable, "-m", "paraeval", *(["-m"] if multirun else []), "metrics=[bleu]"]
     proc = subprocess.run(args, cwd="/proc", capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr + proc.stdout

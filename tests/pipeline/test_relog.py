@@ -28,7 +28,7 @@ def _closed_port() -> int:
 
 def relog(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pipeline.relog", *args],
+        [sys.executable, "-m", "paraeval.pipeline.relog", *args],
         cwd=cwd,
         env=cli_env(),
         capture_output=True,
@@ -131,7 +131,7 @@ def test_dataset_of_a_second_logging_in_one_process_is_the_same(
     of the same input, here into another store, records the very dataset the first did."""
     import mlflow.data.pandas_dataset as pandas_dataset
 
-    from pipeline import track
+    from paraeval.pipeline import track
 
     built = []
     real = pandas_dataset.from_pandas
@@ -185,7 +185,7 @@ def test_concurrent_loggers_share_a_fresh_sqlite_store(
     store = tmp_path / "store"
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "pipeline.relog", str(d), "--store-dir", str(store)],
+            [sys.executable, "-m", "paraeval.pipeline.relog", str(d), "--store-dir", str(store)],
             cwd=tmp_path,
             env=cli_env(),
             stdout=subprocess.PIPE,

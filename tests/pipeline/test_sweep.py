@@ -15,11 +15,11 @@ from hydra.core.global_hydra import GlobalHydra
 from mlflow.tracking import MlflowClient
 from scipy import stats
 
-import metrics.sacre as sacre
-from pipeline.__main__ import config_dir
-from pipeline.errors import ConfigError
-from pipeline.load import load_demo
-from pipeline.sweep import AlphaCurveSettings, alpha_curve, split_items
+import paraeval.metrics.sacre as sacre
+from paraeval.pipeline.__main__ import config_dir
+from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.load import load_demo
+from paraeval.pipeline.sweep import AlphaCurveSettings, alpha_curve, split_items
 from tests.pipeline.helpers import run_cli
 
 SMALL = "metrics=[bleu,ibleu,self_bleu,chrf]"

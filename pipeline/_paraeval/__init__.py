@@ -1,0 +1,33 @@
+"""paraeval: evaluate paraphrase generation.
+
+The one import name of the distribution. The repository's top-level folders are its subpackages
+(``pyproject.toml`` maps them): :mod:`paraeval.metrics` (one class per metric),
+:mod:`paraeval.correlation` (coefficients, levels, resampling, significance on systems x items
+matrices) and :mod:`paraeval.pipeline` (the stages, Hydra and MLflow). :func:`evaluate` runs the
+whole pipeline on a DataFrame or a file and returns an :class:`Evaluation`.
+
+Importing this package is cheap: the API is loaded on first use.
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+from typing import TYPE_CHECKING, Any
+
+try:
+    __version__ = metadata.version("paraeval")
+except metadata.PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"
+
+if TYPE_CHECKING:
+    from paraeval.pipeline.api import Evaluation, evaluate
+
+__all__ = ["Evaluation", "__version__", "evaluate"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("evaluate", "Evaluation"):
+        from paraeval.pipeline import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'paraeval' has no attribute {name!r}")

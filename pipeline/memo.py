@@ -1,0 +1,101 @@
+"""One bounded in-process memo for the work a process repeats across jobs of a sweep.
+
+A Hydra multirun (or a notebook calling :func:`paraeval.evaluate` in a loop) runs many jobs in one
+process; loaded tables, cached score arrays, correlation rows and drawn figures repeat between
+them. Each such reuse is a named :class:`Memo`: keyed by a content digest, bounded by entry count
+and optionally by bytes, least recently used first out. Every memo registers itself, so
+:func:`clear_all` empties them together (tests, or a long-lived process that wants its memory
+back) and :func:`memo_sizes` tells what they hold.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+_REGISTRY: dict[str, Memo[object, object]] = {}  # type: ignore[type-var]
+
+
+class Memo(Generic[K, V]):
+    """Least-recently-used memo with a bound on entries and (optionally) on bytes.
+
+    ``size`` gives an entry's size in bytes when ``max_bytes`` is set; an entry larger than the
+    whole budget is not kept.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        max_entries: int,
+        *,
+        max_bytes: int | None = None,
+        size: Callable[[V], int] | None = None,
+    ) -> None:
+        if max_bytes is not None and size is None:
+            raise ValueError("a memo bounded by bytes needs a size function")
+        self.name = name
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self._size = size
+        self._entries: OrderedDict[K, tuple[V, int]] = OrderedDict()
+        self._bytes = 0
+        _REGISTRY[name] = self  # type: ignore[assignment]
+
+    def get(self, key: K) -> V | None:
+        hit = self._entries.get(key)
+        if hit is None:
+            return None
+        self._entries.move_to_end(key)
+        return hit[0]
+
+    def put(self, key: K, value: V) -> V:
+        self.discard(key)
+        nbytes = self._size(value) if self._size is not None else 0
+        if self.max_bytes is not None and nbytes > self.max_bytes:
+            return value
+        self._entries[key] = (value, nbytes)
+        self._bytes += nbytes
+        while len(self._entries) > self.max_entries or (
+            self.max_bytes is not None and self._bytes > self.max_bytes
+        ):
+            _, (_, old) = self._entries.popitem(last=False)
+            self._bytes -= old
+        return value
+
+    def get_or_compute(self, key: K, compute: Callable[[], V]) -> V:
+        hit = self.get(key)
+        return hit if hit is not None else self.put(key, compute())
+
+    def discard(self, key: K) -> None:
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self._bytes -= old[1]
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+
+def clear_all() -> None:
+    """Empty every memo of this process."""
+    for memo in _REGISTRY.values():
+        memo.clear()
+
+
+def memo_sizes() -> dict[str, tuple[int, int]]:
+    """Entries and bytes held by each memo, by name."""
+    return {name: (len(m), m.nbytes) for name, m in _REGISTRY.items()}
