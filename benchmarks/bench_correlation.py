@@ -15,9 +15,8 @@ import os
 import time
 
 import numpy as np
-from scipy import stats
-
 from paraeval.correlation import correlation_table, draw_resamples, resampled_values
+from scipy import stats
 
 
 def make_data(

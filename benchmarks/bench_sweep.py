@@ -75,9 +75,8 @@ def stage_breakdown(
     """One job in-process with timers around the stages that ``pipeline.app.run`` calls. With
     ``warmup``, a job with those overrides runs first in the same process, as in a multirun,
     and only the second job is timed."""
-    from hydra import compose, initialize_config_dir
-
     import paraeval.pipeline.app as app
+    from hydra import compose, initialize_config_dir
 
     timings: dict[str, float] = {}
 

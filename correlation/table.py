@@ -16,7 +16,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
-
 from paraeval.correlation.bootstrap import (
     Resamples,
     SystemMetricFn,

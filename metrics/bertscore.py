@@ -23,8 +23,8 @@ replays bert-score's batching so the numbers stay equal to ``bert_score.score``;
 artefact off (max over real tokens only).
 
 Rescaling with a baseline ``(s − b) / (1 − b)``: the baseline comes from ``baseline_path`` (a file
-in bert-score's ``LAYER,P,R,F`` format, as ``python -m paraeval.metrics.baseline`` writes it), from the
-project's shipped file for the default model, or from bert-score's own files for a hub model it
+in bert-score's ``LAYER,P,R,F`` format, as ``python -m paraeval.metrics.baseline`` writes it), from
+the project's shipped file for the default model, or from bert-score's own files for a hub model it
 knows (``lang`` picks the folder). No baseline for a requested rescale is an error, never
 bert-score's warning-and-go-on.
 
@@ -47,7 +47,6 @@ from importlib import resources
 from pathlib import Path
 
 import numpy as np
-
 from paraeval.metrics.base import (
     Metric,
     MetricConfigError,
@@ -283,7 +282,8 @@ class BERTScore(Metric):
         raise MissingResourceError(
             f"metric 'bertscore': rescale_with_baseline is on but there is no baseline for model "
             f"'{self.model}' (lang {self.lang}); set `baseline_path` to a file made with "
-            "`python -m paraeval.metrics.baseline --model <model> --corpus <text file> --out <file>`"
+            "`python -m paraeval.metrics.baseline --model <model> --corpus <text file> "
+            "--out <file>`"
         )
 
     # ------------------------------------------------------------------ contract

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from paraeval.metrics.base import (
     Metric,
     MetricConfigError,

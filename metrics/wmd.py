@@ -28,7 +28,6 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
-
 from paraeval.metrics.base import (
     Metric,
     MetricConfigError,

@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
-
 from paraeval.pipeline import report
 from paraeval.pipeline.aggregate import Aggregated, Normalizer, aggregate
 from paraeval.pipeline.cache import ScoreCache, correlate_cached

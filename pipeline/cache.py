@@ -46,7 +46,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from paraeval.metrics.base import Metric, MetricResult
 
 log = logging.getLogger(__name__)
@@ -174,7 +173,7 @@ def _ibleu_components(metric: Any, result: MetricResult) -> MetricResult:
 
 
 def _ibleu_combine(metric: Any, entry: MetricResult) -> MetricResult:
-    # the same arithmetic as paraeval.metrics.sacre.IBLEU._score, so a hit equals a fresh computation
+    # the same arithmetic as IBLEU._score, so a hit equals a fresh computation
     a = float(metric.alpha)
     seg = a * entry.segment["bleu_ref"] - (1.0 - a) * entry.segment["bleu_src"]
     corp_r, corp_s = entry.corpus["bleu_ref"], entry.corpus["bleu_src"]
@@ -406,7 +405,6 @@ def correlate_cached(
     the group average that contains it change, so only their rows are recomputed.
     """
     import pandas as pd
-
     from paraeval.pipeline.correlate import correlate, correlated_columns
 
     seg = agg.segments

@@ -50,7 +50,6 @@ import numba
 import numpy as np
 import pandas as pd
 from numba import njit
-
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.figures import Figures
 

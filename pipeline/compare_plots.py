@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-
 from paraeval.pipeline.plots import _plt, render, save_figure
 
 if TYPE_CHECKING:
@@ -175,7 +174,6 @@ def ranking_plot(result: Comparison, path: Path, max_panels: int = 8) -> bool:
         image[top : top + ph, c * pw : (c + 1) * pw] = panel
 
     from matplotlib.image import imsave
-
     from paraeval.pipeline.track import atomic_write
 
     atomic_write(path, lambda p: imsave(p, image, format="png", dpi=_DPI))

@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
 from paraeval.correlation import CORRELATION_COLUMNS as _CORRELATION_COLUMNS
 from paraeval.pipeline.aggregate import Aggregated
 from paraeval.pipeline.errors import ConfigError

@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
 from paraeval.pipeline.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
 from paraeval.metrics.base import Metric
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.figures import Figures

@@ -41,8 +41,10 @@ def _read(path: Path) -> pd.DataFrame:
 def _column_differences(name: str, old: pd.Series, new: pd.Series, rtol: float) -> list[str]:
     if pd.api.types.is_float_dtype(old) and pd.api.types.is_float_dtype(new):
         a, b = old.to_numpy(dtype=float), new.to_numpy(dtype=float)
-        same = np.isclose(a, b, rtol=rtol, atol=0.0, equal_nan=True) if rtol else (
-            (a == b) | (np.isnan(a) & np.isnan(b))
+        same = (
+            np.isclose(a, b, rtol=rtol, atol=0.0, equal_nan=True)
+            if rtol
+            else ((a == b) | (np.isnan(a) & np.isnan(b)))
         )
     else:
         same = np.array([_same_cell(x, y) for x, y in zip(old, new, strict=True)], dtype=bool)

@@ -8,11 +8,10 @@ import sys
 import sysconfig
 from pathlib import Path
 
-import pytest
-
 import paraeval.correlation
 import paraeval.metrics
 import paraeval.pipeline
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 

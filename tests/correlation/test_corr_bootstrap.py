@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from paraeval.correlation.bootstrap import (
     bootstrap_ci,
     bootstrap_distribution,

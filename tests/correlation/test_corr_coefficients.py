@@ -6,8 +6,6 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
-
 from paraeval.correlation.coefficients import (
     kendall_b,
     kendall_c,
@@ -17,6 +15,7 @@ from paraeval.correlation.coefficients import (
     pearson,
     spearman,
 )
+from scipy import stats
 
 NAN = float("nan")
 

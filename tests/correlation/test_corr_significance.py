@@ -7,9 +7,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from scipy import stats
-
 from paraeval.correlation.significance import permutation_test, significance_clusters, williams_test
+from scipy import stats
 
 
 def test_williams_steiger_worked_example() -> None:

@@ -14,10 +14,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from sacrebleu.metrics.bleu import BLEU as SacreBLEU
-from sacrebleu.metrics.chrf import CHRF as SacreCHRF
-from sacrebleu.metrics.ter import TER as SacreTER
-
 from paraeval.metrics.base import Metric, MetricResult
 from paraeval.pipeline.aggregate import aggregate
 from paraeval.pipeline.compare import (
@@ -34,6 +30,9 @@ from paraeval.pipeline.compare import (
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.load import load_demo, load_text
 from paraeval.pipeline.score import build_metrics, score
+from sacrebleu.metrics.bleu import BLEU as SacreBLEU
+from sacrebleu.metrics.chrf import CHRF as SacreCHRF
+from sacrebleu.metrics.ter import TER as SacreTER
 
 SACREBLEU = Path(sys.executable).with_name("sacrebleu")
 SEED = 1234
@@ -447,7 +446,8 @@ def test_other_corpus_metrics_resample_their_statistics() -> None:
 def test_a_single_system_has_intervals_but_no_tests() -> None:
     df = load_demo()
     df = df[df["system"] == "strong"].reset_index(drop=True)
-    scores = score(df, build_metrics({"bleu": {"_target_": "paraeval.metrics.sacre.BLEU"}}), progress=False)
+    bleu = build_metrics({"bleu": {"_target_": "paraeval.metrics.sacre.BLEU"}})
+    scores = score(df, bleu, progress=False)
     t = compare(scores, aggregate(scores), CompareConfig(seed=1, **FAST)).table
     assert set(t["system"]) == {"strong"}
     assert t["p_bootstrap"].isna().all() and t["p_ar"].isna().all()

@@ -8,7 +8,6 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
-
 from paraeval.pipeline.__main__ import config_dir
 from paraeval.pipeline.aggregate import Normalizer
 from paraeval.pipeline.app import _instantiate_data

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pytest
-
 import paraeval.pipeline.plots as plots
+import pytest
 
 
 def _segments(shift: float = 0.0) -> tuple[pd.DataFrame, pd.DataFrame]:
