@@ -14,13 +14,14 @@ import io
 import json
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from paraeval.pipeline.errors import ConfigError, DataError
+from paraeval.pipeline.memo import Memo
 
 log = logging.getLogger(__name__)
 
@@ -487,8 +488,8 @@ def load_text(
 # (mtime, size), and the log records it emitted. The jobs of a Hydra multirun share one process
 # and usually load the same data: a job whose files did not change gets a copy of the table and
 # the same log lines, without parsing and validating the files again.
-_LOADS: dict[str, tuple[list[tuple[Path, int, int]], pd.DataFrame, list[logging.LogRecord]]] = {}
-_LOADS_ENTRIES = 4
+_Load = tuple[list[tuple[Path, int, int]], pd.DataFrame, list[logging.LogRecord]]
+_LOADS: Memo[str, _Load] = Memo("load.tables", max_entries=4)
 
 
 class _Capture(logging.Handler):
@@ -515,7 +516,7 @@ def _copy_table(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def memoized_load(fn: Any, settings: Mapping[str, Any]) -> pd.DataFrame:
+def memoized_load(fn: Callable[..., pd.DataFrame], settings: Mapping[str, Any]) -> pd.DataFrame:
     """``fn(**settings)``, or a copy of this process's earlier result of the same call when every
     file it read is unchanged (same mtime and size); its log records are emitted again."""
     global _FILES_READ
@@ -540,15 +541,21 @@ def memoized_load(fn: Any, settings: Mapping[str, Any]) -> pd.DataFrame:
         log.removeHandler(capture)
     stats = [(p, _stat(p)) for p in read]
     if all(st is not None for _, st in stats):
-        _LOADS.pop(key, None)
-        _LOADS[key] = (
-            [(p, st[0], st[1]) for p, st in stats if st is not None],
-            _copy_table(df),
-            capture.records,
-        )
-        while len(_LOADS) > _LOADS_ENTRIES:
-            _LOADS.pop(next(iter(_LOADS)))
+        files = [(p, st[0], st[1]) for p, st in stats if st is not None]
+        _LOADS.put(key, (files, _copy_table(df), capture.records))
     return df
+
+
+def load_data(target: str, options: Mapping[str, Any]) -> pd.DataFrame:
+    """The tidy table from the loader named by a data config's ``_target_`` (one of
+    :data:`LOADERS`), memoized per process (:func:`memoized_load`)."""
+    loader = LOADERS.get(target)
+    if loader is None:
+        raise ConfigError(f"data._target_ must be one of {sorted(LOADERS)}, got '{target}'")
+    try:
+        return memoized_load(loader, options)
+    except TypeError as exc:
+        raise ConfigError(f"data: {exc}") from None
 
 
 def demo_path() -> Path:
@@ -685,3 +692,10 @@ def load_stsb(
     df.attrs["data_files"] = [str(file)]
     df.attrs["data_name"] = name
     return validate(df, str(file))
+
+
+# the loaders a data config may name in `_target_`: an exact allow-list, not a module prefix
+LOADERS: dict[str, Callable[..., pd.DataFrame]] = {
+    f"{__name__}.{fn.__name__}": fn
+    for fn in (load_demo, load_table, load_text, load_parabank, load_stsb)
+}

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
 if TYPE_CHECKING:
-    from paraeval.pipeline.app import RunResult
+    from paraeval.pipeline.evaluation import Evaluation
 
 
 def system_table(systems: pd.DataFrame) -> str:
@@ -40,7 +41,10 @@ def correlation_table(corr: pd.DataFrame, max_rows: int = 40) -> str:
     return "\n\n".join(blocks)
 
 
-def print_summary(result: RunResult, max_rows: int = 40) -> None:
+def print_summary(
+    result: Evaluation, out_dir: Path, run_id: str | None, tracking_uri: str | None
+) -> None:
+    max_rows = result.settings.report.max_rows
     width = 100
     with pd.option_context("display.width", 250, "display.max_columns", 60):
         print("\n" + "=" * width)
@@ -51,17 +55,17 @@ def print_summary(result: RunResult, max_rows: int = 40) -> None:
         print("Correlation with human ratings (value; CIs and p-values in correlations.csv)")
         print("=" * width)
         print(correlation_table(result.correlations, max_rows))
-        if result.comparison is not None:
+        if result.compared is not None:
             from paraeval.pipeline.compare import summary_table
 
             print("\n" + "=" * width)
             print("System comparison (details in system_comparison.csv)")
             print("=" * width)
-            print(summary_table(result.comparison))
-    print(f"\nOutputs:      {result.out_dir.resolve()}")
-    if result.tracking_uri:
-        print(f"MLflow store: {result.tracking_uri}  (run {result.run_id})")
-        if result.tracking_uri.startswith("sqlite:"):
-            print(f"Open it with: mlflow ui --backend-store-uri {result.tracking_uri}")
+            print(summary_table(result.compared))
+    print(f"\nOutputs:      {out_dir.resolve()}")
+    if tracking_uri:
+        print(f"MLflow store: {tracking_uri}  (run {run_id})")
+        if tracking_uri.startswith("sqlite:"):
+            print(f"Open it with: mlflow ui --backend-store-uri {tracking_uri}")
         else:
-            print(f"Open it in a browser: {result.tracking_uri}")
+            print(f"Open it in a browser: {tracking_uri}")

@@ -378,22 +378,38 @@ def run_alpha_curve(
     :class:`pipeline.figures.Figures`, when given), returns the metrics to log."""
     from paraeval.pipeline.track import write_csv
 
-    settings = AlphaCurveSettings.from_config(node)
-    if not settings.enabled:
+    result = compute_alpha_curve(
+        AlphaCurveSettings.from_config(node), segments, stats, metrics, aspects
+    )
+    if result is None:
         return {}
-    metric_id = find_ibleu(metrics)
-    if metric_id is None or not aspects:
-        log.info("alpha curve skipped: needs iBLEU among the metrics and human ratings")
-        return {}
-    if segments["item_id"].nunique() < 2:
-        log.info("alpha curve skipped: needs at least two items to split into dev and test")
-        return {}
-    result = alpha_curve(segments, stats, metrics[metric_id], metric_id, aspects, settings)
     write_csv(result.curve, out_dir / "alpha_curve.csv")
     write_csv(result.choice, out_dir / "alpha_choice.csv")
     (figures or Figures(background=False)).submit(
         plot_alpha_curve, result, out_dir / "plots" / "alpha_curve.png"
     )
+    return curve_metrics(result)
+
+
+def compute_alpha_curve(
+    settings: AlphaCurveSettings,
+    segments: pd.DataFrame,
+    stats: Mapping[tuple[str, str], np.ndarray],
+    metrics: Mapping[str, Metric],
+    aspects: Sequence[str],
+) -> AlphaCurve | None:
+    """The α curve when it is enabled and possible (iBLEU among the metrics, human ratings, at
+    least two items), None otherwise; the choice per (level, aspect) is logged."""
+    if not settings.enabled:
+        return None
+    metric_id = find_ibleu(metrics)
+    if metric_id is None or not aspects:
+        log.info("alpha curve skipped: needs iBLEU among the metrics and human ratings")
+        return None
+    if segments["item_id"].nunique() < 2:
+        log.info("alpha curve skipped: needs at least two items to split into dev and test")
+        return None
+    result = alpha_curve(segments, stats, metrics[metric_id], metric_id, aspects, settings)
     for row in result.choice.itertuples(index=False):
         log.info(
             "alpha curve (%s, %s, %s): alpha %.2f chosen on %d dev items; test %s %.3f "
@@ -408,4 +424,4 @@ def run_alpha_curve(
             row.configured_alpha,
             row.test_at_configured,
         )
-    return curve_metrics(result)
+    return result

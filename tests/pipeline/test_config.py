@@ -10,8 +10,8 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 from paraeval.pipeline.__main__ import config_dir
 from paraeval.pipeline.aggregate import Normalizer
-from paraeval.pipeline.app import _instantiate_data
 from paraeval.pipeline.score import build_metric
+from paraeval.pipeline.settings import DataSettings
 
 CONF = config_dir()
 
@@ -127,7 +127,7 @@ def test_every_data_option(option: str, tmp_path: Path, shared_data_or_none: Pat
         pytest.skip("real-data config: ../shared/data is absent")
     if option in ("parabank", "stsb"):
         return  # loading the real files is tested in tests/pipeline/test_real_data.py
-    df = _instantiate_data(cfg.data)
+    df = DataSettings.from_node(OmegaConf.to_container(cfg.data, resolve=True)).load()
     assert {"item_id", "system", "source", "references", "candidate"} <= set(df.columns)
 
 

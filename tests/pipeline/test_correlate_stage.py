@@ -10,9 +10,9 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from paraeval.pipeline.__main__ import config_dir
 from paraeval.pipeline.aggregate import aggregate
-from paraeval.pipeline.app import _instantiate_data
 from paraeval.pipeline.correlate import system_metric_fns
 from paraeval.pipeline.score import build_metrics, score
+from paraeval.pipeline.settings import DataSettings
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,7 @@ def demo_scores(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-un
         )
     from omegaconf import OmegaConf
 
-    df = _instantiate_data(cfg.data)
+    df = DataSettings.from_node(OmegaConf.to_container(cfg.data, resolve=True)).load()
     metrics = build_metrics(OmegaConf.to_container(cfg.metrics, resolve=True))  # type: ignore[arg-type]
     scores = score(df, metrics, progress=False)
     return scores, aggregate(scores)

@@ -1,0 +1,316 @@
+"""The one object that passes between the stages, and the stages themselves.
+
+:func:`compute` runs load's result through score -> aggregate -> correlate -> compare -> alpha
+curve; each stage reads the :class:`Evaluation` and fills in its own part. Figures are jobs
+(a picklable callable given the output folder): the CLI draws them in a helper process while the
+later stages run; :meth:`Evaluation.write` draws whatever was not drawn yet. Nothing here reads
+the config tree (that is :mod:`paraeval.pipeline.settings`) or talks to MLflow.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from paraeval.metrics.base import Metric
+from paraeval.pipeline.aggregate import Aggregated, aggregate
+from paraeval.pipeline.cache import ScoreCache, correlate_cached
+from paraeval.pipeline.compare import COMPARISON_COLUMNS, SYSTEM_COLUMNS, Comparison, compare
+from paraeval.pipeline.compare_plots import write_compare_plots
+from paraeval.pipeline.correlate import correlate, significance
+from paraeval.pipeline.figures import Figures
+from paraeval.pipeline.humans import human_report
+from paraeval.pipeline.load import HUMAN_PREFIX
+from paraeval.pipeline.plots import scatter_columns, write_plots
+from paraeval.pipeline.score import Scores, build_metrics, score
+from paraeval.pipeline.settings import Settings
+from paraeval.pipeline.sweep import AlphaCurve, compute_alpha_curve, curve_metrics, plot_alpha_curve
+from paraeval.pipeline.track import RunRecord, write_csv, write_parquet
+
+log = logging.getLogger("paraeval")
+
+# a figure to draw: called with the output folder; picklable, so a helper process can draw it
+FigureJob = Callable[[Path], object]
+
+
+@dataclass
+class Evaluation:
+    """Scores, correlations and comparison of one evaluation.
+
+    ``segments``, ``systems``, ``correlations``, ``comparison`` and ``signatures`` hold what the
+    output files hold; :meth:`write` writes those files, :meth:`log` sends them to MLflow.
+    """
+
+    settings: Settings
+    table: pd.DataFrame  # the loaded tidy table
+    metrics: dict[str, Metric] = field(default_factory=dict)
+    cache: ScoreCache | None = None
+    scores: Scores | None = None
+    aggregated: Aggregated | None = None
+    correlations: pd.DataFrame = field(default_factory=pd.DataFrame)
+    significance: pd.DataFrame = field(default_factory=pd.DataFrame)
+    humans: pd.DataFrame = field(default_factory=pd.DataFrame)
+    compared: Comparison | None = None
+    alpha_curve: AlphaCurve | None = None
+    run_metrics: dict[str, float] = field(default_factory=dict)  # logged besides correlations
+    figures: list[FigureJob] = field(default_factory=list)
+
+    # ------------------------------------------------------------------ what the files hold
+    @property
+    def _agg(self) -> Aggregated:
+        if self.aggregated is None:
+            raise RuntimeError("the evaluation has not been computed")
+        return self.aggregated
+
+    @property
+    def segments(self) -> pd.DataFrame:
+        """One row per (item, system): the tidy table, every metric column, the group averages."""
+        return self._agg.segments.drop(columns=["origin"], errors="ignore")
+
+    @property
+    def systems(self) -> pd.DataFrame:
+        """One row per system (the index): corpus-level scores, group averages, mean human
+        scores; ``system_scores.csv`` is this table with the index as its first column."""
+        return self._agg.systems
+
+    @property
+    def comparison(self) -> pd.DataFrame:
+        """Per system and column: score, bootstrap interval, paired p-values, cluster."""
+        if self.compared is None:
+            return pd.DataFrame(columns=COMPARISON_COLUMNS)
+        return self.compared.table
+
+    @property
+    def signatures(self) -> dict[str, str]:
+        """The signature of every output column."""
+        return {c: info.signature for c, info in self._agg.columns.items()}
+
+    @property
+    def aspects(self) -> list[str]:
+        return [c for c in self._agg.segments.columns if c.startswith(HUMAN_PREFIX)]
+
+    def signature_table(self) -> pd.DataFrame:
+        return pd.DataFrame(
+            [
+                {
+                    "column": c,
+                    "metric": i.metric,
+                    "group": i.group,
+                    "higher_is_better": i.higher_is_better,
+                    "signature": i.signature,
+                }
+                for c, i in self._agg.columns.items()
+            ]
+        )
+
+    # ------------------------------------------------------------------ output
+    def write(self, out_dir: str | Path, figures: Figures | None = None) -> Path:
+        """Writes every output file into ``out_dir``; figures are drawn here unless ``figures``
+        (a :class:`Figures` that already drew them) is given."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        write_tables(self, out)
+        if figures is None:
+            drawn = Figures(background=False)
+            for job in self.figures:
+                drawn.submit(job, out)
+        return out
+
+    def log(
+        self,
+        out_dir: str | Path,
+        tracking: dict[str, object] | None = None,
+        overrides: Sequence[str] = (),
+    ) -> str | None:
+        """Writes the output files into ``out_dir`` and logs them to MLflow (``tracking``: the
+        keys of ``conf/tracking/*.yaml``; default: this evaluation's tracking settings). Returns
+        the MLflow run id, or None when the store was unreachable (the files are kept)."""
+        from paraeval.pipeline.track import resolved_tracking, track_run
+
+        out = self.write(out_dir)
+        record = run_record(self, out, overrides)
+        if tracking is not None:
+            record.tracking = resolved_tracking(tracking)
+        logged = track_run(out, record)
+        return None if logged is None else logged.run_id
+
+
+# --------------------------------------------------------------------------- stages
+def score_stage(ev: Evaluation) -> list[FigureJob]:
+    s = ev.settings
+    ev.metrics = build_metrics(s.metrics, s.allow_external_metrics)
+    ev.cache = ScoreCache.from_config(s.cache)
+    ev.scores = score(ev.table, ev.metrics, progress=s.report.progress, cache=ev.cache)
+    if ev.cache is not None:
+        ev.cache.log_summary()
+        ev.run_metrics.update(ev.cache.metrics())
+    return []
+
+
+def aggregate_stage(ev: Evaluation) -> list[FigureJob]:
+    assert ev.scores is not None
+    ev.aggregated = aggregate(ev.scores, ev.settings.normalizer)
+    ev.humans = human_report(ev.aggregated.segments)
+    return []
+
+
+def correlate_stage(ev: Evaluation) -> list[FigureJob]:
+    assert ev.scores is not None
+    agg, settings = ev._agg, ev.settings.correlation
+    rng = np.random.default_rng(ev.settings.seed)
+    if ev.cache is not None:
+        # rows of columns whose scores did not change (all but iBLEU in an alpha sweep) come
+        # from the cache; the result and the generator state are those of a full computation
+        ev.correlations = correlate_cached(agg, settings, rng, ev.scores, ev.cache)
+        ev.run_metrics.update(ev.cache.metrics())
+    else:
+        ev.correlations = correlate(agg, settings, rng, ev.scores)
+    ev.significance = significance(agg, settings, rng)
+    aspects = ev.aspects
+    shown = scatter_columns(agg.segments, list(agg.columns))
+    segments = agg.segments[["system", *shown, *aspects]]
+    return [
+        functools.partial(_draw_main, segments, agg.systems.copy(), ev.correlations, shown, aspects)
+    ]
+
+
+def compare_stage(ev: Evaluation) -> list[FigureJob]:
+    if ev.settings.compare is None or ev.scores is None:
+        return []
+    agg = ev._agg
+    ev.compared = compare(ev.scores, agg, ev.settings.compare)
+    for col in SYSTEM_COLUMNS:
+        agg.systems[col] = ev.compared.systems[col].reindex(agg.systems.index)
+    return [functools.partial(_draw_compare, ev.compared)]
+
+
+def alpha_curve_stage(ev: Evaluation) -> list[FigureJob]:
+    if ev.scores is None:
+        return []
+    ev.alpha_curve = compute_alpha_curve(
+        ev.settings.alpha_curve, ev._agg.segments, ev.scores.stats, ev.scores.metrics, ev.aspects
+    )
+    if ev.alpha_curve is None:
+        return []
+    ev.run_metrics.update(curve_metrics(ev.alpha_curve))
+    return [functools.partial(_draw_alpha_curve, ev.alpha_curve)]
+
+
+Stage = Callable[[Evaluation], list[FigureJob]]
+STAGES: tuple[Stage, ...] = (
+    score_stage,
+    aggregate_stage,
+    correlate_stage,
+    compare_stage,
+    alpha_curve_stage,
+)
+
+
+def compute(
+    table: pd.DataFrame, settings: Settings, on_figure: Callable[[FigureJob], None] | None = None
+) -> Evaluation:
+    """Every stage on a loaded table; ``on_figure`` gets each figure as soon as its data exists."""
+    ev = Evaluation(settings, table)
+    for stage in STAGES:
+        for job in stage(ev):
+            ev.figures.append(job)
+            if on_figure is not None:
+                on_figure(job)
+    return ev
+
+
+# --------------------------------------------------------------------------- figures
+def _draw_main(
+    segments: pd.DataFrame,
+    systems: pd.DataFrame,
+    correlations: pd.DataFrame,
+    shown: list[str],
+    aspects: list[str],
+    out: Path,
+) -> None:
+    write_plots(out, segments, systems, correlations, shown, aspects)
+
+
+def _draw_compare(result: Comparison, out: Path) -> None:
+    write_compare_plots(out / "plots", result)
+
+
+def _draw_alpha_curve(result: AlphaCurve, out: Path) -> None:
+    plot_alpha_curve(result, out / "plots" / "alpha_curve.png")
+
+
+# --------------------------------------------------------------------------- files
+def write_tables(ev: Evaluation, out: Path) -> None:
+    """The output tables, in the order a reader looks for them."""
+    agg = ev._agg
+    if ev.compared is not None:
+        write_csv(ev.compared.table, out / "system_comparison.csv")
+    if ev.alpha_curve is not None:
+        write_csv(ev.alpha_curve.curve, out / "alpha_curve.csv")
+        write_csv(ev.alpha_curve.choice, out / "alpha_choice.csv")
+    write_parquet(ev.segments, out / "segment_scores.parquet")
+    write_csv(agg.systems.reset_index(), out / "system_scores.csv")
+    write_csv(ev.correlations, out / "correlations.csv")
+    if not ev.significance.empty:
+        write_csv(ev.significance, out / "significance.csv")
+    if not ev.humans.empty:
+        write_csv(ev.humans, out / "human_report.csv")
+    write_csv(agg.normalization, out / "normalization.csv")
+    write_csv(ev.signature_table(), out / "signatures.csv")
+
+
+# --------------------------------------------------------------------------- tracking record
+def run_record(ev: Evaluation, out: Path, overrides: Sequence[str] = ()) -> RunRecord:
+    """What MLflow receives besides the files: params, tags (signatures, versions, sweep), the
+    run name and the run's own metrics."""
+    from paraeval.pipeline.track import (
+        hydra_tags,
+        library_versions,
+        resolved_tracking,
+        sweep_run_name,
+    )
+
+    s = ev.settings
+    params = dict(s.params)
+    params["metrics.selected"] = ",".join(ev.metrics)
+    tags = {
+        "paraeval.data": s.data.name,
+        "paraeval.git_commit": _git_commit(),
+        "paraeval.output_dir": str(out.resolve()),
+        "paraeval.overrides": " ".join(overrides),
+    }
+    tags.update({f"signature.{k}": v for k, v in ev.signatures.items()})
+    tags.update(library_versions())
+    tags["paraeval.version"] = tags.get("version.paraeval", "unknown")
+    tags.update(hydra_tags())
+    interesting = [o for o in overrides if not o.startswith(("hydra.", "tracking."))]
+    name = s.data.name + (" " + " ".join(interesting) if interesting else "")
+    return RunRecord(
+        tracking=resolved_tracking(s.tracking),
+        params=params,
+        tags=tags,
+        run_name=str(s.tracking.get("run_name") or sweep_run_name(name, tags)),
+        metrics=dict(ev.run_metrics),
+        data_name=s.data.name,
+    )
+
+
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
