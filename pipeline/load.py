@@ -330,6 +330,35 @@ def load_table(
     """A long table with a column mapping (see conf/data/table.yaml)."""
     file = str(path)
     raw = read_table(path, format)
+    # header is line 1 of a CSV/TSV; JSONL/Parquet rows are numbered from 1
+    offset = 2 if _detect_format(Path(path), format) in ("csv", "tsv") else 1
+    return tidy_table(raw, file, offset, columns, human, annotator, aggregate, name)
+
+
+def load_frame(
+    frame: pd.DataFrame,
+    columns: Mapping[str, Any] | None = None,
+    human: Sequence[str] | None = None,
+    annotator: str | None = None,
+    aggregate: str = "mean",
+    name: str = "dataframe",
+) -> pd.DataFrame:
+    """A DataFrame in the long layout, checked like a file (rows are numbered from 0, as its
+    positions); references may be a column of lists."""
+    return tidy_table(frame, "<DataFrame>", 0, columns, human, annotator, aggregate, name)
+
+
+def tidy_table(
+    raw: pd.DataFrame,
+    file: str,
+    offset: int,
+    columns: Mapping[str, Any] | None,
+    human: Sequence[str] | None,
+    annotator: str | None,
+    aggregate: str,
+    name: str,
+) -> pd.DataFrame:
+    """The tidy table from a long table's rows (``offset``: the row number of the first row)."""
     mapping = {
         "item_id": "item_id",
         "system": "system",
@@ -372,8 +401,6 @@ def load_table(
     if annotator is not None:
         need(annotator, "annotator")
 
-    # header is line 1 of a CSV/TSV; JSONL/Parquet rows are numbered from 1
-    offset = 2 if _detect_format(Path(path), format) in ("csv", "tsv") else 1
     records: list[dict[str, Any]] = []
     nan_text: dict[str, list[str]] = {}
     for i, rec in enumerate(raw.to_dict("records")):
@@ -697,5 +724,5 @@ def load_stsb(
 # the loaders a data config may name in `_target_`: an exact allow-list, not a module prefix
 LOADERS: dict[str, Callable[..., pd.DataFrame]] = {
     f"{__name__}.{fn.__name__}": fn
-    for fn in (load_demo, load_table, load_text, load_parabank, load_stsb)
+    for fn in (load_demo, load_table, load_text, load_parabank, load_stsb, load_frame)
 }
