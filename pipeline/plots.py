@@ -5,13 +5,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import warnings
-from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from paraeval.pipeline.memo import Memo
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +36,7 @@ def save_figure(fig: Any, path: Path, dpi: int) -> None:
 # PNGs this process has drawn, by a digest of the drawing function, the plotting code and the
 # plotted data. A Hydra multirun runs its jobs in one process, and most figures of an α sweep's
 # jobs show data that did not change: those are written again, not drawn again.
-_PNG_MEMO: OrderedDict[str, bytes] = OrderedDict()
-_PNG_MEMO_ENTRIES = 128
+_PNGS: Memo[str, bytes] = Memo("plots.png", max_entries=128)
 _CODE: str | None = None
 
 
@@ -78,9 +77,8 @@ def render(path: Path, kind: str, draw: Callable[[Path], object], *inputs: Any) 
     for part in inputs:
         _feed(h, part)
     key = h.hexdigest()
-    png = _PNG_MEMO.get(key)
+    png = _PNGS.get(key)
     if png is not None:
-        _PNG_MEMO.move_to_end(key)
         from paraeval.pipeline.track import atomic_write
 
         atomic_write(path, lambda p: p.write_bytes(png))
@@ -88,9 +86,7 @@ def render(path: Path, kind: str, draw: Callable[[Path], object], *inputs: Any) 
     draw(path)
     if not path.exists():  # nothing to draw
         return
-    _PNG_MEMO[key] = path.read_bytes()
-    while len(_PNG_MEMO) > _PNG_MEMO_ENTRIES:
-        _PNG_MEMO.popitem(last=False)
+    _PNGS.put(key, path.read_bytes())
 
 
 def correlation_heatmap(corr: pd.DataFrame, path: Path, coefficient: str | None = None) -> None:

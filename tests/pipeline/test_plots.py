@@ -36,7 +36,7 @@ def test_same_inputs_are_drawn_once_and_changed_inputs_again(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(plots, "metric_vs_human", counting)
-    monkeypatch.setattr(plots, "_PNG_MEMO", type(plots._PNG_MEMO)())
+    plots._PNGS.clear()
     seg, systems = _segments()
     corr = pd.DataFrame(
         {
