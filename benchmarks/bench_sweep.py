@@ -72,10 +72,12 @@ def _cache_counts(log_file: Path) -> tuple[int, int]:
 def stage_breakdown(
     overrides: list[str], out_dir: Path, warmup: list[str] | None = None
 ) -> tuple[float, dict[str, float]]:
-    """One job in-process with timers around the stages that ``pipeline.app.run`` calls. With
+    """One job in-process with timers around the stages that ``paraeval.pipeline.app.run`` calls. With
     ``warmup``, a job with those overrides runs first in the same process, as in a multirun,
     and only the second job is timed."""
     import paraeval.pipeline.app as app
+    import paraeval.pipeline.evaluation as evaluation
+    import paraeval.pipeline.settings as settings
     from hydra import compose, initialize_config_dir
 
     timings: dict[str, float] = {}
@@ -91,7 +93,7 @@ def stage_breakdown(
         return inner
 
     stages = {
-        "_instantiate_data": "load",
+        "load_data": "load",
         "build_metrics": "build metrics",
         "score": "score (cache lookups)",
         "aggregate": "aggregate",
@@ -99,16 +101,16 @@ def stage_breakdown(
         "correlate_cached": "correlate (per-column cache)",
         "significance": "significance",
         "human_report": "human report",
-        "run_compare": "system comparison",
-        "write_plots": "plots",
-        "run_alpha_curve": "alpha curve",
-        "write_parquet": "write parquet",
-        "write_csv": "write csv",
+        "compare": "system comparison",
+        "compute_alpha_curve": "alpha curve",
+        "write_tables": "write tables",
         "track_run": "MLflow logging",
     }
-    for attr, name in stages.items():
-        if hasattr(app, attr):
-            setattr(app, attr, timed(name, getattr(app, attr)))
+    # the names as the glue (app), the stages (evaluation) and the settings module call them
+    for module in (app, evaluation, settings):
+        for attr, name in stages.items():
+            if hasattr(module, attr):
+                setattr(module, attr, timed(name, getattr(module, attr)))
     if warmup is not None:
         with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
             first = compose("config", overrides=warmup)
