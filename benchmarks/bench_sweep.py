@@ -72,7 +72,7 @@ def _cache_counts(log_file: Path) -> tuple[int, int]:
 def stage_breakdown(
     overrides: list[str], out_dir: Path, warmup: list[str] | None = None
 ) -> tuple[float, dict[str, float]]:
-    """One job in-process with timers around the stages that ``paraeval.pipeline.app.run`` calls. With
+    """One job in-process with timers around the stages that ``app.run`` calls. With
     ``warmup``, a job with those overrides runs first in the same process, as in a multirun,
     and only the second job is timed."""
     import paraeval.pipeline.app as app
