@@ -15,6 +15,7 @@ import json
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -82,66 +83,89 @@ def _read_text_lines(path: Path, label: str, sep: str | None = None) -> list[str
     return [ln.rstrip("\r") for ln in lines]
 
 
+@dataclass(frozen=True)
+class Reader:
+    """One input format: the file name suffixes it claims, how it reads a file into a frame of
+    strings/objects (never executing code: no pickle, no eval), and the row number of the first
+    data row (a CSV header is line 1)."""
+
+    suffixes: tuple[str, ...]
+    read: Callable[[Path], pd.DataFrame]
+    first_row: int = 1
+
+
+def _read_delimited(p: Path, sep: str, quoting: int) -> pd.DataFrame:
+    # decoded once: the UTF-8 check names the row and column of a bad byte, and pandas parses
+    # the same text instead of reading the file again
+    return pd.read_csv(
+        io.StringIO(_read_text(p, "data.path", sep)),
+        sep=sep,
+        dtype=str,
+        keep_default_na=False,
+        quoting=quoting,
+    )
+
+
+def _read_jsonl(p: Path) -> pd.DataFrame:
+    rows = []
+    for i, line in enumerate(_read_text_lines(p, "data.path"), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"invalid JSON ({exc.msg})", file=str(p), row=i) from None
+        if not isinstance(obj, dict):
+            raise DataError("each line must be a JSON object", file=str(p), row=i)
+        rows.append(obj)
+    return pd.DataFrame(rows)
+
+
+def _read_parquet(p: Path) -> pd.DataFrame:
+    _note_read(p)
+    return pd.read_parquet(p)
+
+
+# the input formats of a long table, by the name `data.format` takes; a new format is one entry
+READERS: dict[str, Reader] = {
+    "csv": Reader((".csv",), lambda p: _read_delimited(p, ",", csv.QUOTE_MINIMAL), first_row=2),
+    # sentences contain quotes: a TSV is read without quote processing
+    "tsv": Reader((".tsv", ".tab"), lambda p: _read_delimited(p, "\t", csv.QUOTE_NONE), 2),
+    "jsonl": Reader((".jsonl", ".json", ".ndjson"), _read_jsonl),
+    "parquet": Reader((".parquet", ".pq"), _read_parquet),
+}
+
+
+def _formats() -> str:
+    names = list(READERS)
+    return ", ".join(names[:-1]) + " or " + names[-1]
+
+
 def _detect_format(path: Path, fmt: str | None) -> str:
     if fmt:
         fmt = fmt.lower()
-        if fmt not in ("csv", "tsv", "jsonl", "parquet"):
-            raise ConfigError(f"data.format must be csv, tsv, jsonl or parquet, got '{fmt}'")
+        if fmt not in READERS:
+            raise ConfigError(f"data.format must be {_formats()}, got '{fmt}'")
         return fmt
     suffix = path.suffix.lower()
     if suffix in (".gz", ".bz2", ".xz", ".zst"):
         suffix = Path(path.stem).suffix.lower()
-    mapping = {
-        ".csv": "csv",
-        ".tsv": "tsv",
-        ".tab": "tsv",
-        ".jsonl": "jsonl",
-        ".json": "jsonl",
-        ".ndjson": "jsonl",
-        ".parquet": "parquet",
-        ".pq": "parquet",
-    }
-    if suffix not in mapping:
-        raise ConfigError(
-            f"cannot tell the format of '{path}' from its extension; set data.format to "
-            "csv, tsv, jsonl or parquet"
-        )
-    return mapping[suffix]
+    for name, reader in READERS.items():
+        if suffix in reader.suffixes:
+            return name
+    raise ConfigError(
+        f"cannot tell the format of '{path}' from its extension; set data.format to {_formats()}"
+    )
 
 
 def read_table(path: str | Path, fmt: str | None = None) -> pd.DataFrame:
-    """Read a long table as strings/objects, never executing code (no pickle, no eval)."""
+    """Read a long table with the reader of its format."""
     p = Path(path)
     if not p.is_file():
         raise DataError("file not found; check data.path", file=str(p))
     kind = _detect_format(p, fmt)
     try:
-        if kind in ("csv", "tsv"):
-            sep = "," if kind == "csv" else "\t"
-            # decoded once: the UTF-8 check names the row and column of a bad byte, and pandas
-            # parses the same text instead of reading the file again
-            return pd.read_csv(
-                io.StringIO(_read_text(p, "data.path", sep)),
-                sep=sep,
-                dtype=str,
-                keep_default_na=False,
-                quoting=csv.QUOTE_MINIMAL if kind == "csv" else csv.QUOTE_NONE,
-            )
-        if kind == "jsonl":
-            rows = []
-            for i, line in enumerate(_read_text_lines(p, "data.path"), start=1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DataError(f"invalid JSON ({exc.msg})", file=str(p), row=i) from None
-                if not isinstance(obj, dict):
-                    raise DataError("each line must be a JSON object", file=str(p), row=i)
-                rows.append(obj)
-            return pd.DataFrame(rows)
-        _note_read(p)
-        return pd.read_parquet(p)
+        return READERS[kind].read(p)
     except DataError:
         raise
     except pd.errors.ParserError as exc:
@@ -330,8 +354,7 @@ def load_table(
     """A long table with a column mapping (see conf/data/table.yaml)."""
     file = str(path)
     raw = read_table(path, format)
-    # header is line 1 of a CSV/TSV; JSONL/Parquet rows are numbered from 1
-    offset = 2 if _detect_format(Path(path), format) in ("csv", "tsv") else 1
+    offset = READERS[_detect_format(Path(path), format)].first_row
     return tidy_table(raw, file, offset, columns, human, annotator, aggregate, name)
 
 
