@@ -25,13 +25,22 @@ $(VENV)/.dev: $(VENV)/.runtime pyproject.toml
 	$(PIP) install --quiet -e ".[dev]"
 	touch $@
 
+# PyPI's own `pipeline` and `correlation` distributions, which tests/test_packaging.py installs
+# next to the paraeval wheel (offline: tests have no network) to show that the names do not clash
+FOREIGN_WHEELS := .cache/foreign-wheels
+FOREIGN_PINS := pipeline==0.1 correlation==1.0.0
+
+$(FOREIGN_WHEELS)/.complete: $(VENV)/bin/activate
+	$(PIP) download --quiet --no-deps --only-binary=:all: -d $(FOREIGN_WHEELS) $(FOREIGN_PINS)
+	touch $@
+
 # WordNet 3.0 for METEOR, from Debian's packages, copied into .cache/nltk_data (never downloaded by NLTK)
 wordnet: $(VENV)/.runtime
 	@if [ -f scripts/setup_wordnet.py ]; then $(PY) scripts/setup_wordnet.py; fi
 
 setup: $(VENV)/.runtime wordnet
 
-setup-dev: $(VENV)/.dev wordnet
+setup-dev: $(VENV)/.dev $(FOREIGN_WHEELS)/.complete wordnet
 
 run: setup
 	$(VENV)/bin/paraeval

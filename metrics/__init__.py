@@ -1,0 +1,108 @@
+"""One class per metric, each scoring the candidates of one system against their references.
+
+``from paraeval.metrics import BLEU, CHRF, BERTScore`` works for every metric; the module that
+defines a class is imported on first use of its name, so ``import paraeval.metrics`` stays cheap
+(no torch, transformers or numba until an encoder or ROUGE metric is asked for).
+
+Every metric has the same call::
+
+    BLEU().score(candidates, references, sources=None) -> MetricResult
+
+with ``references[i]`` the list of references of ``candidates[i]``; the result holds one score per
+candidate (``segment``), the metric's own corpus score (``corpus``) and a ``signature``.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, MissingResourceError
+    from paraeval.metrics.bertscore import BERTScore
+    from paraeval.metrics.bleurt import BLEURT
+    from paraeval.metrics.cider import CIDEr
+    from paraeval.metrics.cosine import Cosine
+    from paraeval.metrics.meteor import METEOR
+    from paraeval.metrics.nist import NIST
+    from paraeval.metrics.rouge import (
+        Rouge1,
+        Rouge2,
+        RougeL,
+        RougeLsum,
+        RougeS,
+        RougeSU,
+        RougeW,
+    )
+    from paraeval.metrics.sacre import BLEU, CHRF, IBLEU, TER, SelfBLEU
+    from paraeval.metrics.wmd import WMD
+
+# public name -> submodule (under paraeval.metrics) that defines it
+_MODULES: dict[str, str] = {
+    "Metric": "base",
+    "MetricResult": "base",
+    "MetricConfigError": "base",
+    "MissingResourceError": "base",
+    "BLEU": "sacre",
+    "IBLEU": "sacre",
+    "SelfBLEU": "sacre",
+    "CHRF": "sacre",
+    "TER": "sacre",
+    "NIST": "nist",
+    "METEOR": "meteor",
+    "Rouge1": "rouge",
+    "Rouge2": "rouge",
+    "RougeL": "rouge",
+    "RougeLsum": "rouge",
+    "RougeW": "rouge",
+    "RougeS": "rouge",
+    "RougeSU": "rouge",
+    "CIDEr": "cider",
+    "BERTScore": "bertscore",
+    "Cosine": "cosine",
+    "WMD": "wmd",
+    "BLEURT": "bleurt",
+}
+
+# the metric classes (every name above except the base class, the result type and the errors)
+METRICS: tuple[str, ...] = tuple(name for name, module in _MODULES.items() if module != "base")
+
+__all__ = [
+    "BLEU",
+    "BLEURT",
+    "CHRF",
+    "IBLEU",
+    "METEOR",
+    "METRICS",
+    "NIST",
+    "TER",
+    "WMD",
+    "BERTScore",
+    "CIDEr",
+    "Cosine",
+    "Metric",
+    "MetricConfigError",
+    "MetricResult",
+    "MissingResourceError",
+    "Rouge1",
+    "Rouge2",
+    "RougeL",
+    "RougeLsum",
+    "RougeS",
+    "RougeSU",
+    "RougeW",
+    "SelfBLEU",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'paraeval.metrics' has no attribute {name!r}")
+    value = getattr(import_module(f"paraeval.metrics.{module}"), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
