@@ -8,7 +8,7 @@ signature that pins everything that changes the number.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
@@ -146,8 +146,30 @@ class Metric(ABC):
         Metrics whose corpus score is the mean of segment scores need not override this."""
         raise NotImplementedError(f"{self.name} has no sufficient statistics")
 
+    def corpus_from_stats_batched(self, stats: np.ndarray) -> np.ndarray:
+        """The corpus score of every row of ``stats``, each row a SUM of per-segment statistics,
+        equal bit for bit to the metric's own corpus score of those statistics (sacrebleu's
+        metrics; float32 rows are scored in float32, as in sacrebleu's paired bootstrap).
+        Optional: see :func:`batched_corpus_fn`."""
+        raise NotImplementedError(f"{self.name} has no batched corpus score")
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.signature()})"
+
+
+def has_corpus_from_stats(metric: Metric) -> bool:
+    """Whether the metric recomputes its corpus score from sufficient statistics."""
+    return type(metric).corpus_from_stats is not Metric.corpus_from_stats
+
+
+def batched_corpus_fn(metric: Metric | None) -> Callable[[np.ndarray], np.ndarray] | None:
+    """The metric's :meth:`Metric.corpus_from_stats_batched` when it has one, else None: a
+    resample's corpus score is then a function of its summed statistics, many resamples per call."""
+    if metric is None or (
+        type(metric).corpus_from_stats_batched is Metric.corpus_from_stats_batched
+    ):
+        return None
+    return metric.corpus_from_stats_batched
 
 
 def reduce_over_references(per_ref: list[np.ndarray], rule: str) -> np.ndarray:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import sacrebleu
+from paraeval.metrics._sacre_batched import bleu_scores, chrf_scores, ter_scores
 from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
 from sacrebleu.metrics.base import Metric as SacreMetric
 from sacrebleu.metrics.bleu import BLEU as SacreBLEU
@@ -22,6 +23,9 @@ from sacrebleu.metrics.chrf import CHRF as SacreCHRF
 from sacrebleu.metrics.ter import TER as SacreTER
 
 SACREBLEU_VERSION = sacrebleu.__version__
+
+# a score or an array of scores: iBLEU's combination works on both alike
+Scores = TypeVar("Scores", float, np.ndarray)
 
 # (kind, settings, hypotheses, references) -> per-segment statistics. Bounded so that a long
 # sweep in one process does not grow without limit.
@@ -188,6 +192,9 @@ class BLEU(_SacreBase):
     def _stats_key(self) -> str:
         return f"bleu-stats|tok:{self.tokenize}|case:{'lc' if self.lowercase else 'mixed'}"
 
+    def corpus_from_stats_batched(self, stats: np.ndarray) -> np.ndarray:
+        return bleu_scores(stats, self._corpus)
+
     def _smooth_sig(self) -> str:
         value = self._corpus.smooth_value
         return self.smooth_method if value is None else f"{self.smooth_method}[{value:.2f}]"
@@ -267,6 +274,69 @@ class IBLEU(BLEU):
     def signature(self) -> str:
         return BLEU.signature(self) + f"|alpha:{self.alpha:g}"
 
+    # ------------------------------------------------------------------ the α combination
+    # iBLEU is two BLEUs recombined; everything that works on its parts (the α-free score cache,
+    # the α curve, the batched corpus score) goes through these methods, so the formula and its
+    # operation order live here only.
+    COMPONENTS: ClassVar[tuple[str, str]] = ("bleu_ref", "bleu_src")
+
+    def combine(self, bleu_ref: Scores, bleu_src: Scores, alpha: float | None = None) -> Scores:
+        """α·BLEU(c, R) − (1−α)·BLEU(c, S), elementwise on arrays; ``alpha`` defaults to the
+        metric's own."""
+        a = self.alpha if alpha is None else float(alpha)
+        return a * bleu_ref - (1.0 - a) * bleu_src
+
+    @staticmethod
+    def split_stats(stats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """iBLEU's statistics are BLEU's against the references, then BLEU's against the source,
+        side by side: the two halves."""
+        half = stats.shape[1] // 2 if stats.ndim == 2 else 0
+        return stats[:, :half], stats[:, half:]
+
+    def segment_components(self, stats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Sentence BLEU against the references and against the source, per segment."""
+        ref, src = self.split_stats(stats)
+        return self._segment_scores(ref), self._segment_scores(src)
+
+    def corpus_components(self, stats: np.ndarray) -> tuple[float, float]:
+        """Corpus BLEU against the references and against the source."""
+        ref, src = self.split_stats(stats)
+        return self._corpus_score(ref), self._corpus_score(src)
+
+    def components(self, result: MetricResult) -> MetricResult:
+        """The α-free parts of an iBLEU result (segment and corpus ``bleu_ref``/``bleu_src``),
+        the segment parts rebuilt from the statistics its own segment scores came from."""
+        if result.stats is None:
+            raise ValueError("an iBLEU result without statistics has no components")
+        stats = result.stats
+        if len(stats):
+            seg_ref, seg_src = self.segment_components(stats)
+        else:
+            seg_ref = seg_src = np.zeros(0)
+        ref, src = self.COMPONENTS
+        return MetricResult(
+            segment={ref: seg_ref, src: seg_src},
+            corpus={ref: float(result.extra[ref]), src: float(result.extra[src])},
+            signature=self.components_signature(),
+            stats=stats,
+        )
+
+    def components_signature(self) -> str:
+        """The signature of :meth:`components`: iBLEU's without α, which they do not depend on."""
+        return BLEU.signature(self) + "|components:" + ",".join(self.COMPONENTS)
+
+    def from_components(self, parts: MetricResult) -> MetricResult:
+        """The iBLEU result at this metric's α from :meth:`components`."""
+        ref, src = self.COMPONENTS
+        corp_r, corp_s = parts.corpus[ref], parts.corpus[src]
+        return MetricResult(
+            {self.name: self.combine(parts.segment[ref], parts.segment[src])},
+            {self.name: self.combine(corp_r, corp_s)},
+            self.signature(),
+            parts.stats,
+            extra={ref: corp_r, src: corp_s},
+        )
+
     def _score(
         self,
         candidates: list[str],
@@ -276,25 +346,21 @@ class IBLEU(BLEU):
         assert sources is not None
         stats_r, seg_r, corp_r = self._score_pair(candidates, references)
         stats_s, seg_s, corp_s = self._score_pair(candidates, [[s] for s in sources])
-        a = self.alpha
-        seg = a * seg_r - (1.0 - a) * seg_s
-        corpus = a * corp_r - (1.0 - a) * corp_s
         stats = np.hstack([stats_r, stats_s]) if len(candidates) else np.zeros((0, 0))
         return MetricResult(
-            {self.name: seg},
-            {self.name: corpus},
+            {self.name: self.combine(seg_r, seg_s)},
+            {self.name: self.combine(corp_r, corp_s)},
             self.signature(),
             stats,
             extra={"bleu_ref": corp_r, "bleu_src": corp_s},
         )
 
     def corpus_from_stats(self, stats: np.ndarray) -> dict[str, float]:
-        half = stats.shape[1] // 2
-        a = self.alpha
-        value = a * self._corpus_score(stats[:, :half]) - (1 - a) * self._corpus_score(
-            stats[:, half:]
-        )
-        return {self.name: value}
+        return {self.name: self.combine(*self.corpus_components(stats))}
+
+    def corpus_from_stats_batched(self, stats: np.ndarray) -> np.ndarray:
+        ref, src = self.split_stats(stats)
+        return self.combine(bleu_scores(ref, self._corpus), bleu_scores(src, self._corpus))
 
 
 class CHRF(_SacreBase):
@@ -335,6 +401,9 @@ class CHRF(_SacreBase):
 
     def _corpus_metric(self) -> SacreMetric:
         return self._metric
+
+    def corpus_from_stats_batched(self, stats: np.ndarray) -> np.ndarray:
+        return chrf_scores(stats, self._metric)
 
     def signature(self) -> str:
         return make_signature(
@@ -380,6 +449,9 @@ class TER(_SacreBase):
 
     def _corpus_metric(self) -> SacreMetric:
         return self._metric
+
+    def corpus_from_stats_batched(self, stats: np.ndarray) -> np.ndarray:
+        return ter_scores(stats, self._metric)
 
     def signature(self) -> str:
         return make_signature(

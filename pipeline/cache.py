@@ -36,17 +36,21 @@ import hashlib
 import json
 import logging
 import os
+import sys
 import tempfile
 import zipfile
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from paraeval.metrics.base import Metric, MetricResult
+from paraeval.metrics.sacre import IBLEU
+from paraeval.pipeline.correlate import advance_like_correlate, correlate, correlated_columns
+from paraeval.pipeline.memo import Memo
 
 log = logging.getLogger(__name__)
 
@@ -60,20 +64,12 @@ class Counts:
     misses: int = 0
 
 
-def _is_ibleu(metric: Metric) -> bool:
-    from paraeval.metrics.sacre import IBLEU
-
-    return isinstance(metric, IBLEU)
-
-
 def cache_signature(metric: Metric) -> str:
     """The part of the key that describes the metric: its signature, except for iBLEU, whose entry
     does not depend on α (the α combination is recomputed from the cached components)."""
     cls = f"{type(metric).__module__}.{type(metric).__qualname__}"
-    if _is_ibleu(metric):
-        from paraeval.metrics.sacre import BLEU
-
-        return f"{cls}|{BLEU.signature(metric)}|components:bleu_ref,bleu_src"  # type: ignore[arg-type]
+    if isinstance(metric, IBLEU):
+        return f"{cls}|{metric.components_signature()}"
     return f"{cls}|{metric.signature()}"
 
 
@@ -150,71 +146,31 @@ def _from_arrays(arrays: Mapping[str, np.ndarray]) -> MetricResult:
     )
 
 
-def _ibleu_components(metric: Any, result: MetricResult) -> MetricResult:
-    """The α-free iBLEU entry: BLEU vs references and BLEU vs source, rebuilt from the two halves of
-    the statistics iBLEU returned (the same statistics its own segment scores came from)."""
-    stats = result.stats
-    assert stats is not None
-    half = stats.shape[1] // 2
-    if len(stats):
-        seg_ref = metric._segment_scores(stats[:, :half])
-        seg_src = metric._segment_scores(stats[:, half:])
-    else:
-        seg_ref = seg_src = np.zeros(0)
-    return MetricResult(
-        segment={"bleu_ref": seg_ref, "bleu_src": seg_src},
-        corpus={
-            "bleu_ref": float(result.extra["bleu_ref"]),
-            "bleu_src": float(result.extra["bleu_src"]),
-        },
-        signature=cache_signature(metric),
-        stats=stats,
-    )
-
-
-def _ibleu_combine(metric: Any, entry: MetricResult) -> MetricResult:
-    # the same arithmetic as IBLEU._score, so a hit equals a fresh computation
-    a = float(metric.alpha)
-    seg = a * entry.segment["bleu_ref"] - (1.0 - a) * entry.segment["bleu_src"]
-    corp_r, corp_s = entry.corpus["bleu_ref"], entry.corpus["bleu_src"]
-    return MetricResult(
-        {metric.name: seg},
-        {metric.name: a * corp_r - (1.0 - a) * corp_s},
-        metric.signature(),
-        entry.stats,
-        extra={"bleu_ref": corp_r, "bleu_src": corp_s},
-    )
-
-
 # Entries already read by this process, by path, checked against the file's size and mtime: the
 # jobs of a Hydra multirun share one process, and a sweep's later jobs read the same entries.
 # Bounded by bytes; _from_arrays copies every array, so callers never share the memo's arrays.
-_MEMO: OrderedDict[str, tuple[int, int, dict[str, np.ndarray]]] = OrderedDict()
-_MEMO_BYTES = 0
-_MEMO_LIMIT = 512 * 2**20
+# Bounded by bytes only, as many entries as fit.
+_Entry = tuple[int, int, dict[str, np.ndarray]]  # (mtime_ns, size, arrays)
+
+
+def _entry_bytes(entry: _Entry) -> int:
+    return sum(a.nbytes for a in entry[2].values())
+
+
+_MEMO: Memo[str, _Entry] = Memo(
+    "cache.entries", max_entries=sys.maxsize, max_bytes=512 * 2**20, size=_entry_bytes
+)
 
 
 def _load_arrays(path: Path) -> dict[str, np.ndarray]:
-    global _MEMO_BYTES
     st = os.stat(path)
     key = str(path)
     hit = _MEMO.get(key)
     if hit is not None and hit[0] == st.st_mtime_ns and hit[1] == st.st_size:
-        _MEMO.move_to_end(key)
         return hit[2]
     with np.load(path, allow_pickle=False) as npz:
         arrays = {k: npz[k] for k in npz.files}
-    size = sum(a.nbytes for a in arrays.values())
-    if hit is not None:
-        _MEMO_BYTES -= sum(a.nbytes for a in hit[2].values())
-        del _MEMO[key]
-    if size <= _MEMO_LIMIT:
-        _MEMO[key] = (st.st_mtime_ns, st.st_size, arrays)
-        _MEMO_BYTES += size
-        while _MEMO_BYTES > _MEMO_LIMIT:
-            _, (_, _, old) = _MEMO.popitem(last=False)
-            _MEMO_BYTES -= sum(a.nbytes for a in old.values())
-    return arrays
+    return _MEMO.put(key, (st.st_mtime_ns, st.st_size, arrays))[2]
 
 
 class ScoreCache:
@@ -258,8 +214,8 @@ class ScoreCache:
             self._count(name).misses += 1
             return None
         self._count(name).hits += 1
-        if _is_ibleu(metric):
-            return _ibleu_combine(metric, entry)
+        if isinstance(metric, IBLEU):
+            return metric.from_components(entry)
         return entry
 
     def put(
@@ -273,10 +229,11 @@ class ScoreCache:
     ) -> None:
         if self._write_failed:
             return
-        if _is_ibleu(metric):
+        if isinstance(metric, IBLEU):
             if result.stats is None or "bleu_ref" not in result.extra:
                 return
-            result = _ibleu_components(metric, result)
+            # the entry's own signature is the cache's (with the class), as the key's
+            result = replace(metric.components(result), signature=cache_signature(metric))
         path = self.path(cache_key(metric, candidates, references, sources, digest))
         try:
             self._write(path, _to_arrays(result, len(candidates)))
@@ -375,9 +332,9 @@ def _code_digest() -> str:
         files = [
             *sorted((root / "correlation").glob("*.py")),
             root / "pipeline" / "correlate.py",
-            root / "pipeline" / "compare.py",
             root / "metrics" / "base.py",
             root / "metrics" / "sacre.py",
+            root / "metrics" / "_sacre_batched.py",
         ]
         h = hashlib.blake2b(digest_size=16)
         for f in files:
@@ -387,9 +344,7 @@ def _code_digest() -> str:
     return _CODE_DIGEST
 
 
-def _frame_bytes(frame: Any) -> bytes:
-    import pandas as pd
-
+def _frame_bytes(frame: pd.DataFrame) -> bytes:
     return bytes(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
 
 
@@ -404,9 +359,6 @@ def correlate_cached(
     and the generator ends in the same state whatever the columns. In an α sweep only iBLEU and
     the group average that contains it change, so only their rows are recomputed.
     """
-    import pandas as pd
-    from paraeval.pipeline.correlate import correlate, correlated_columns
-
     seg = agg.segments
     aspects = [c for c in seg.columns if str(c).startswith("human_")]
     cols = correlated_columns(agg)
@@ -449,8 +401,6 @@ def correlate_cached(
     else:
         # every row is cached: draw what the table would draw, so the generator ends in the
         # state of an uncached run
-        from paraeval.pipeline.correlate import advance_like_correlate
-
         advance_like_correlate(agg, cfg, rng)
         fresh = next(iter(cached.values())).iloc[:0]
     cache.count_rows(len(cols) - len(todo), len(todo))

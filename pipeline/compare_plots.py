@@ -5,12 +5,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+from paraeval.pipeline.memo import Memo
 from paraeval.pipeline.plots import _plt, render, save_figure
 
 if TYPE_CHECKING:
@@ -79,8 +79,7 @@ _DPI = 100
 _PANEL_WIDTH = 5.2  # inches
 # panels already drawn by this process (the figure helper of a multirun), by content: an α sweep
 # redraws the iBLEU and syntactic panels and reuses the others
-_PANELS: OrderedDict[str, np.ndarray] = OrderedDict()
-_PANELS_ENTRIES = 256
+_PANELS: Memo[str, np.ndarray] = Memo("compare_plots.panels", max_entries=256)
 
 
 def _panel(sub: pd.DataFrame, metric: str, baseline: str, height: float) -> np.ndarray:
@@ -95,7 +94,6 @@ def _panel(sub: pd.DataFrame, metric: str, baseline: str, height: float) -> np.n
     ).hexdigest()
     hit = _PANELS.get(key)
     if hit is not None:
-        _PANELS.move_to_end(key)
         return hit
     fig = Figure(figsize=(_PANEL_WIDTH, height), dpi=_DPI)
     canvas = FigureCanvasAgg(fig)
@@ -118,11 +116,7 @@ def _panel(sub: pd.DataFrame, metric: str, baseline: str, height: float) -> np.n
     ax.set_title(f"{metric} ({direction})", fontsize=9)
     ax.grid(axis="x", alpha=0.3)
     canvas.draw()
-    image = np.asarray(canvas.buffer_rgba()).copy()
-    _PANELS[key] = image
-    while len(_PANELS) > _PANELS_ENTRIES:
-        _PANELS.popitem(last=False)
-    return image
+    return _PANELS.put(key, np.asarray(canvas.buffer_rgba()).copy())
 
 
 def ranking_plot(result: Comparison, path: Path, max_panels: int = 8) -> bool:

@@ -8,15 +8,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 from paraeval.correlation import CORRELATION_COLUMNS as _CORRELATION_COLUMNS
-from paraeval.pipeline.aggregate import Aggregated
+from paraeval.correlation.bootstrap import is_segment_mean
+from paraeval.metrics.base import batched_corpus_fn
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.load import HUMAN_PREFIX
-from paraeval.pipeline.score import Scores
+
+if TYPE_CHECKING:
+    # types only: the score stage imports the cache, which imports this module
+    from paraeval.pipeline.aggregate import Aggregated
+    from paraeval.pipeline.score import Scores
 
 log = logging.getLogger(__name__)
 
@@ -29,12 +34,6 @@ def to_matrix(
 ) -> np.ndarray:
     table = segments.pivot(index="system", columns="item_id", values=column)
     return table.reindex(index=list(systems), columns=list(items)).to_numpy(dtype=float)
-
-
-def _is_segment_mean(matrix: np.ndarray, corpus: np.ndarray) -> bool:
-    with np.errstate(all="ignore"):
-        means = np.nanmean(matrix, axis=1) if matrix.size else np.zeros(0)
-    return bool(np.allclose(means, corpus, rtol=1e-9, atol=1e-12, equal_nan=True))
 
 
 def _resampling_fns(
@@ -51,7 +50,7 @@ def _resampling_fns(
     """
     out: dict[str, Callable[[np.ndarray], np.ndarray]] = {}
     for name, matrix in metrics.items():
-        if name not in system_metrics or _is_segment_mean(matrix, system_metrics[name]):
+        if name not in system_metrics or is_segment_mean(matrix, system_metrics[name]):
             continue
         if name in fns:
             out[name] = fns[name]
@@ -81,8 +80,6 @@ def system_metric_fns(
     """For columns whose corpus score is not the mean of segment scores (BLEU, chrF, TER, iBLEU
     ...), a function from resampled item indices to the systems' corpus scores, recomputed from
     summed per-segment sufficient statistics (never by rescoring text)."""
-    from paraeval.pipeline.compare import sacre_score_fn
-
     position = {item: k for k, item in enumerate(items)}
     seg = scores.segments
     out: dict[str, Callable[[np.ndarray], np.ndarray]] = {}
@@ -106,7 +103,7 @@ def system_metric_fns(
         per_system = [scores.stats.get((key, s)) for s in systems]
         if metric is None or any(st is None for st in per_system):
             continue
-        fast = sacre_score_fn(metric)
+        fast = batched_corpus_fn(metric)
         stats = [np.asarray(st, dtype=float) for st in per_system]
 
         def fn(

@@ -23,8 +23,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from paraeval.metrics.base import Metric
+from paraeval.metrics.sacre import BLEU, IBLEU
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.figures import Figures
+from paraeval.pipeline.memo import Memo
 
 log = logging.getLogger(__name__)
 
@@ -109,8 +111,6 @@ def split_items(
 
 
 def find_ibleu(metrics: Mapping[str, Metric]) -> str | None:
-    from paraeval.metrics.sacre import IBLEU
-
     for metric_id, metric in metrics.items():
         if isinstance(metric, IBLEU):
             return metric_id
@@ -120,7 +120,7 @@ def find_ibleu(metrics: Mapping[str, Metric]) -> str | None:
 def alpha_curve(
     segments: pd.DataFrame,
     stats: Mapping[tuple[str, str], np.ndarray],
-    metric: Any,
+    metric: IBLEU,
     metric_id: str,
     aspects: Sequence[str],
     settings: AlphaCurveSettings,
@@ -132,12 +132,9 @@ def alpha_curve(
     order of the system's rows in ``segments`` (the order the score stage used).
     """
     key = _curve_key(segments, stats, metric, metric_id, aspects, settings)
-    curve = _CURVE_MEMO.get(key)
-    if curve is None:
-        curve = _curve(segments, stats, metric, metric_id, aspects, settings)
-        if len(_CURVE_MEMO) >= _CURVE_MEMO_MAX:
-            _CURVE_MEMO.pop(next(iter(_CURVE_MEMO)))
-        _CURVE_MEMO[key] = curve
+    curve = _CURVE_MEMO.get_or_compute(
+        key, lambda: _curve(segments, stats, metric, metric_id, aspects, settings)
+    )
     items = [str(i) for i in dict.fromkeys(segments["item_id"])]
     dev, test = split_items(items, float(settings.dev_fraction), int(settings.seed))
     return AlphaCurve(curve.copy(), _choose(curve, metric, settings, len(dev), len(test)))
@@ -145,20 +142,17 @@ def alpha_curve(
 
 # The curve does not depend on the configured α: jobs of an α sweep that run in one process
 # (Hydra's default launcher) compute it once.
-_CURVE_MEMO: dict[str, pd.DataFrame] = {}
-_CURVE_MEMO_MAX = 8
+_CURVE_MEMO: Memo[str, pd.DataFrame] = Memo("sweep.curves", max_entries=8)
 
 
 def _curve_key(
     segments: pd.DataFrame,
     stats: Mapping[tuple[str, str], np.ndarray],
-    metric: Any,
+    metric: IBLEU,
     metric_id: str,
     aspects: Sequence[str],
     settings: AlphaCurveSettings,
 ) -> str:
-    from paraeval.metrics.sacre import BLEU
-
     h = hashlib.blake2b(digest_size=20)
     h.update(repr((BLEU.signature(metric), list(aspects), settings.alphas())).encode())
     h.update(repr((list(settings.levels), settings.coefficient, settings.dev_fraction)).encode())
@@ -175,7 +169,7 @@ def _curve_key(
 def _curve(
     segments: pd.DataFrame,
     stats: Mapping[tuple[str, str], np.ndarray],
-    metric: Any,
+    metric: IBLEU,
     metric_id: str,
     aspects: Sequence[str],
     settings: AlphaCurveSettings,
@@ -192,7 +186,7 @@ def _curve(
     src_seg = np.full(n_rows, np.nan)
     positions = {label: k for k, label in enumerate(segments.index)}
     sys_rows: dict[str, np.ndarray] = {}
-    sys_stats: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    sys_stats: dict[str, np.ndarray] = {}
     for si, system in enumerate(systems):
         rows = np.array(
             [positions[label] for label in segments.index[segments["system"] == system]],
@@ -201,13 +195,11 @@ def _curve(
         st = np.asarray(stats[(metric_id, system)], dtype=float)
         if len(st) != len(rows):
             raise ValueError(f"iBLEU statistics of '{system}' do not match its segments")
-        half = st.shape[1] // 2 if st.ndim == 2 else 0
         row_sys[rows] = si
         sys_rows[system] = rows
-        sys_stats[system] = (st[:, :half], st[:, half:])
+        sys_stats[system] = st
         if len(rows):
-            ref_seg[rows] = metric._segment_scores(st[:, :half])
-            src_seg[rows] = metric._segment_scores(st[:, half:])
+            ref_seg[rows], src_seg[rows] = metric.segment_components(st)
 
     dev, test = split_items(items, float(settings.dev_fraction), int(settings.seed))
     split_cols = {
@@ -224,9 +216,7 @@ def _curve(
         for si, system in enumerate(systems):
             mask = in_split[row_item[sys_rows[system]]]
             if mask.any():
-                st_r, st_s = sys_stats[system]
-                r[si] = metric._corpus_score(st_r[mask])
-                s[si] = metric._corpus_score(st_s[mask])
+                r[si], s[si] = metric.corpus_components(sys_stats[system][mask])
         corpus[split] = (r, s)
 
     humans = {}
@@ -238,10 +228,9 @@ def _curve(
     records = []
     for alpha in settings.alphas():
         m = np.full((len(systems), len(items)), np.nan)
-        m[row_sys, row_item] = alpha * ref_seg - (1.0 - alpha) * src_seg
+        m[row_sys, row_item] = metric.combine(ref_seg, src_seg, alpha)
         for split, cols in split_cols.items():
-            r, s = corpus[split]
-            system_metric = alpha * r - (1.0 - alpha) * s
+            system_metric = metric.combine(*corpus[split], alpha)
             for aspect, h in humans.items():
                 for level in settings.levels:
                     with np.errstate(all="ignore"):
@@ -269,7 +258,7 @@ def _curve(
 
 
 def _choose(
-    curve: pd.DataFrame, metric: Any, settings: AlphaCurveSettings, n_dev: int, n_test: int
+    curve: pd.DataFrame, metric: IBLEU, settings: AlphaCurveSettings, n_dev: int, n_test: int
 ) -> pd.DataFrame:
     configured = float(metric.alpha)
     choices = []

@@ -157,3 +157,47 @@ def test_corpus_from_stats_equals_corpus_score() -> None:
         result = metric.score(CANDS, REFS, SOURCES)
         assert result.stats is not None
         _close(metric.corpus_from_stats(result.stats)[key], result.corpus[key])
+
+
+@pytest.mark.parametrize("alpha", [0.8, 0.3])
+def test_ibleu_parts_and_their_combination_are_the_formula_on_sacrebleus_bleus(
+    alpha: float,
+) -> None:
+    """combine, components/from_components and the batched corpus score all give
+    α·BLEU(c, R) − (1−α)·BLEU(c, S) of sacrebleu's own BLEUs, bit for bit."""
+    import numpy as np
+    from sacrebleu.metrics.bleu import BLEU as SacreBLEU
+
+    metric = IBLEU(alpha=alpha)
+    result = metric.score(CANDS, REFS, SOURCES)
+    corp_r = sacrebleu.corpus_bleu(CANDS, _streams(REFS)).score
+    corp_s = sacrebleu.corpus_bleu(CANDS, [SOURCES]).score
+    want = alpha * corp_r - (1.0 - alpha) * corp_s
+    assert metric.combine(corp_r, corp_s) == want
+    assert metric.combine(corp_r, corp_s, alpha=0.25) == 0.25 * corp_r - 0.75 * corp_s
+    seg_r = np.array(
+        [sacrebleu.sentence_bleu(c, r).score for c, r in zip(CANDS, REFS, strict=True)]
+    )
+    seg_s = np.array(
+        [sacrebleu.sentence_bleu(c, [s]).score for c, s in zip(CANDS, SOURCES, strict=True)]
+    )
+    assert np.array_equal(metric.combine(seg_r, seg_s), alpha * seg_r - (1.0 - alpha) * seg_s)
+    # the α-free parts, and back
+    parts = metric.components(result)
+    assert parts.corpus == {"bleu_ref": corp_r, "bleu_src": corp_s}
+    assert np.array_equal(parts.segment["bleu_ref"], seg_r)
+    assert np.array_equal(parts.segment["bleu_src"], seg_s)
+    again = IBLEU(alpha=alpha).from_components(parts)
+    assert again.corpus == result.corpus == {"ibleu": want}
+    assert np.array_equal(again.segment["ibleu"], result.segment["ibleu"])
+    # batched corpus scores of summed statistics: sacrebleu's corpus BLEU of each half
+    assert result.stats is not None
+    ref, src = IBLEU.split_stats(result.stats)
+    rows = np.stack([result.stats.sum(axis=0), result.stats[:7].sum(axis=0)])
+    corpus = SacreBLEU()
+    sub_r = corpus._compute_score_from_stats([round(x) for x in ref[:7].sum(axis=0)]).score
+    sub_s = corpus._compute_score_from_stats([round(x) for x in src[:7].sum(axis=0)]).score
+    batched = metric.corpus_from_stats_batched(rows)
+    assert batched[0] == want
+    assert batched[1] == alpha * sub_r - (1.0 - alpha) * sub_s
+    assert metric.corpus_from_stats(result.stats[:7]) == {"ibleu": batched[1]}

@@ -14,18 +14,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from paraeval.metrics._sacre_batched import bleu_scores, chrf_scores, ter_scores
 from paraeval.metrics.base import Metric, MetricResult
 from paraeval.pipeline.aggregate import aggregate
 from paraeval.pipeline.compare import (
     COMPARISON_COLUMNS,
     CompareConfig,
-    bleu_scores,
-    chrf_scores,
     compare,
     copy_rates,
     run_compare,
     summary_table,
-    ter_scores,
 )
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.load import load_demo, load_text
@@ -489,7 +487,7 @@ def test_compiled_log_exp_are_bit_identical_to_python_math() -> None:
     what math.log/math.exp give (numpy's own log/exp do not, in general)."""
     import math
 
-    from paraeval.pipeline.compare import _MATH_EXP, _MATH_LOG, _map_math
+    from paraeval.metrics._sacre_batched import _MATH_EXP, _MATH_LOG, _map_math
 
     rng = np.random.default_rng(0)
     x = np.concatenate(
@@ -511,7 +509,8 @@ def test_approximate_randomization_of_all_systems_at_once_equals_one_at_a_time()
     """The AR test shares one mask product across systems; per system it is the same test. With
     integer statistics (BLEU, chrF) the sums are exact, so the p-values are identical; mean
     columns may differ only by rounding of the sums, so by at most one count."""
-    from paraeval.pipeline.compare import ArMasks, _align, _build_columns, _MeanColumn, ar_masks
+    from paraeval.correlation.paired import ArMasks, MeanScores, ar_masks
+    from paraeval.pipeline.compare import _align, _build_columns
 
     scores, agg = _demo_scores(("bleu", "chrf", "ibleu", "ter"))
     seg = agg.segments
@@ -521,17 +520,17 @@ def test_approximate_randomization_of_all_systems_at_once_equals_one_at_a_time()
     masks = ArMasks(ar_masks(len(items), 400, 5))
     columns = _build_columns(scores, agg, systems, positions)
     assert {"bleu", "chrf", "ibleu", "ter"} <= {c.name for c in columns}
-    assert any(isinstance(c, _MeanColumn) for c in columns)
+    assert any(isinstance(c.scores, MeanScores) for c in columns)
     for col in columns:
-        together = col.ar_all(base, others, masks)
+        together = col.scores.ar_all(base, others, masks)
         for s in others:
-            alone = col.ar(base, s, masks)
-            if isinstance(col, _MeanColumn):
+            alone = col.scores.ar(base, s, masks)
+            if isinstance(col.scores, MeanScores):
                 assert together[s] == pytest.approx(alone, abs=1.5 / 401), (col.name, s)
             else:
                 assert together[s] == alone, (col.name, s)
     # a system without a finite score is not tested, on both paths
-    mean = next(c for c in columns if isinstance(c, _MeanColumn))
+    mean = next(c.scores for c in columns if isinstance(c.scores, MeanScores))
     mean.values[others[0]] = np.full_like(mean.values[others[0]], np.nan)
     mean.zeroed[others[0]] = np.zeros_like(mean.zeroed[others[0]])
     mean.finite[others[0]] = np.zeros_like(mean.finite[others[0]])

@@ -1,0 +1,299 @@
+"""Paired significance tests of two systems' scores on the same items, as sacrebleu runs them.
+
+``sacrebleu.significance`` keeps its paired bootstrap and approximate randomization (AR) tests next
+to each other; so does this module, for any score: a corpus score from summed per-segment
+sufficient statistics (BLEU, chrF, TER through their batched sacrebleu formulas, any other metric
+through its own corpus function) or the mean of segment scores.
+
+- :func:`bootstrap_indices` and :func:`ar_masks` draw exactly what
+  ``sacrebleu.significance._paired_bs_test`` / ``_paired_ar_test`` draw from
+  ``np.random.default_rng(seed)``, so a seed s gives sacrebleu's resamples with
+  ``SACREBLEU_SEED=s``.
+- :func:`paired_bs_p` and the ``ar_all`` methods compute sacrebleu's statistics step by step (same
+  float32 sums in the bootstrap, same p-value ``(c + 1) / (N + 1)``, :func:`p_value`).
+- :func:`paired_bs_clusters` groups systems not distinguishable from the best one.
+
+numpy only: no pandas, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+# corpus scores of many summed-statistics rows at once, shape (rows, k) -> (rows,)
+BatchedCorpusFn = Callable[[np.ndarray], np.ndarray]
+# corpus score of one set of per-segment statistic rows
+CorpusFn = Callable[[np.ndarray], float]
+
+
+def bootstrap_indices(n_items: int, n_samples: int, seed: int | None) -> np.ndarray:
+    """The resamples of ``sacrebleu.significance._paired_bs_test``: one Generator call, so a run
+    with seed s draws exactly the indices sacrebleu draws with ``SACREBLEU_SEED=s``."""
+    rng = np.random.default_rng(seed)
+    return rng.choice(n_items, size=(n_samples, n_items), replace=True)
+
+
+def ar_masks(n_items: int, n_trials: int, seed: int | None) -> np.ndarray:
+    """The swap masks of ``sacrebleu.significance._paired_ar_test`` (True = keep)."""
+    rng = np.random.default_rng(seed)
+    return rng.integers(2, size=(n_trials, n_items), dtype=bool)
+
+
+class ArMasks:
+    """The randomization masks as float matrices, in row blocks so that memory stays bounded
+    rather than one (trials x items) float matrix. Blocks have at least 128 rows, so that
+    a block's products equal the rows of the full product bit for bit (gemm, not gemv)."""
+
+    MAX_BYTES = 2**26  # per converted block pair
+
+    def __init__(self, keep: np.ndarray) -> None:
+        self.keep = keep
+        rows, n = keep.shape
+        per_block = max(256, self.MAX_BYTES // (16 * max(1, n)))
+        self.bounds = [
+            (int(b[0]), int(b[-1]) + 1)
+            for b in np.array_split(np.arange(rows), max(1, -(-rows // per_block)))
+            if len(b)
+        ]
+        self._cached = (
+            [self._block(lo, hi) for lo, hi in self.bounds] if len(self.bounds) == 1 else None
+        )
+
+    def _block(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        part = self.keep[lo:hi]
+        return part.astype(np.float64), (~part).astype(np.float64)
+
+    def apply(self, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+        if self._cached is not None and len(self._cached) == 1:
+            return fn(*self._cached[0])
+        blocks = self._cached or (self._block(lo, hi) for lo, hi in self.bounds)
+        return np.concatenate([fn(k, w) for k, w in blocks])
+
+
+def resample_counts(idx: np.ndarray) -> np.ndarray:
+    """(B, n) how often each item is drawn in each resample."""
+    b, n = idx.shape
+    flat = (idx + (np.arange(b) * n)[:, None]).ravel()
+    return np.bincount(flat, minlength=b * n).reshape(b, n).astype(np.float64)
+
+
+def p_value(sample_stats: np.ndarray, real_difference: float) -> float:
+    """sacrebleu's ``_compute_p_value``: (#{stat > real} + 1) / (N + 1)."""
+    c = int(np.sum(sample_stats > real_difference))
+    return (c + 1) / (len(sample_stats) + 1)
+
+
+def paired_bs_p(res_a: np.ndarray, res_b: np.ndarray, real_a: float, real_b: float) -> float:
+    """Paired bootstrap p-value from two systems' scores on the same resamples."""
+    if not (math.isfinite(real_a) and math.isfinite(real_b)):
+        return float("nan")
+    diff = abs(float(real_a) - float(real_b))  # a Python float, as in sacrebleu
+    sample_diffs = np.abs(res_b - res_a)
+    return p_value(sample_diffs - sample_diffs.mean(), diff)
+
+
+class PairedScores(ABC):
+    """The scores of several systems on the same items, and how they are resampled: from
+    sufficient statistics (:class:`StatsScores`) or from segment scores (:class:`MeanScores`)."""
+
+    @abstractmethod
+    def point(self, system: str) -> float:
+        """The system's score on all items."""
+
+    @abstractmethod
+    def bootstrap(self, system: str, idx: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """The system's score on each resample: ``idx`` from :func:`bootstrap_indices`,
+        ``counts`` its :func:`resample_counts`."""
+
+    def ar(self, base: str, system: str, masks: ArMasks) -> float:
+        """Approximate-randomization p-value of ``system`` against ``base``."""
+        return self.ar_all(base, [system], masks)[system]
+
+    @abstractmethod
+    def ar_all(self, base: str, systems: list[str], masks: ArMasks) -> dict[str, float]:
+        """:meth:`ar` of every system in ``systems`` against ``base`` (NaN where a score is not
+        finite)."""
+
+    def _testable(self, base: str, systems: list[str]) -> list[str]:
+        real_b = self.point(base)
+        if not math.isfinite(real_b):
+            return []
+        return [s for s in systems if math.isfinite(self.point(s))]
+
+
+class MeanScores(PairedScores):
+    """Scores that are the mean of each system's finite segment scores."""
+
+    def __init__(self, values: Mapping[str, np.ndarray]) -> None:
+        self.values = {s: np.asarray(v, dtype=np.float64) for s, v in values.items()}
+        self.finite = {s: np.isfinite(v).astype(np.float64) for s, v in self.values.items()}
+        self.zeroed = {s: np.where(np.isfinite(v), v, 0.0) for s, v in self.values.items()}
+
+    def point(self, system: str) -> float:
+        v = self.values[system]
+        v = v[np.isfinite(v)]
+        return float(v.mean()) if v.size else float("nan")
+
+    def bootstrap(self, system: str, idx: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (counts @ self.zeroed[system]) / (counts @ self.finite[system])
+
+    def ar_all(self, base: str, systems: list[str], masks: ArMasks) -> dict[str, float]:
+        out = dict.fromkeys(systems, float("nan"))
+        todo = self._testable(base, systems)
+        if not todo:
+            return out
+        vb, fb = self.zeroed[base], self.finite[base]
+        # keep @ vb + swap @ vs == keep @ (vb - vs) + sum(vs): one product instead of four. The
+        # masks are read once for all systems: a product with two columns per system is bound
+        # by reading the (trials x items) masks, so one wide product is many times faster
+        diffs = np.column_stack(
+            [col for s in todo for col in (vb - self.zeroed[s], fb - self.finite[s])]
+        )
+        kept = masks.apply(lambda k, w: k @ diffs)
+        for j, s in enumerate(todo):
+            vs, fs = self.zeroed[s], self.finite[s]
+            num_a, den_a = kept[:, 2 * j] + vs.sum(), kept[:, 2 * j + 1] + fs.sum()
+            num_b, den_b = vb.sum() + vs.sum() - num_a, fb.sum() + fs.sum() - den_a
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out[s] = p_value(
+                    np.abs(num_a / den_a - num_b / den_b), abs(self.point(base) - self.point(s))
+                )
+        return out
+
+
+class StatsScores(PairedScores):
+    """A corpus-level score from per-segment sufficient statistics (one row per item).
+
+    ``fn`` scores many summed-statistics rows at once (bit-identical to the metric's own corpus
+    score); without it, ``corpus`` scores each resampled or shuffled set of rows on its own, for
+    a metric whose corpus score need not be a function of summed statistics.
+    """
+
+    def __init__(
+        self,
+        stats: Mapping[str, np.ndarray],
+        fn: BatchedCorpusFn | None,
+        corpus: CorpusFn | None = None,
+    ) -> None:
+        if fn is None and corpus is None:
+            raise ValueError("StatsScores needs a batched corpus function or a corpus function")
+        self.stats = {s: np.ascontiguousarray(v, dtype=np.float64) for s, v in stats.items()}
+        # integer statistics (BLEU, chrF, single-reference TER) sum exactly in any order, so the
+        # resampled and shuffled sums can be taken as matrix products instead of sacrebleu's
+        # gathers without changing a bit
+        self.integer = all(np.array_equal(v, np.round(v)) for v in self.stats.values())
+        self.fn = fn
+        self.corpus = corpus
+        self._point: dict[str, float] = {}
+
+    def _generic(self, stats: np.ndarray) -> float:
+        assert self.corpus is not None
+        return float(self.corpus(stats))
+
+    def point(self, system: str) -> float:
+        if system not in self._point:
+            st = self.stats[system]
+            if self.fn is None:
+                self._point[system] = self._generic(st)
+            else:
+                # sacrebleu's sum_of_lists adds the segments left to right: cumsum does too
+                total = np.cumsum(st, axis=0)[-1:] if len(st) else np.zeros((1, st.shape[1]))
+                self._point[system] = float(self.fn(total)[0])
+        return self._point[system]
+
+    def bootstrap(self, system: str, idx: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        st = self.stats[system]
+        if self.fn is None:
+            return np.array([self._generic(st[row]) for row in idx])
+        if self.integer and len(st) * float(np.abs(st).max(initial=0.0)) < 2**24:
+            # every partial float32 sum is an integer below 2**24, hence exact: same numbers
+            return self.fn((counts @ st).astype(np.float32))
+        # sacrebleu resamples float32 statistics and sums each resample on its own
+        st32 = st.astype(np.float32)
+        sums = np.empty((len(idx), st.shape[1]), dtype=np.float32)
+        chunk = max(1, int(2**24 // max(1, st.size)))
+        for start in range(0, len(idx), chunk):
+            sums[start : start + chunk] = st32[idx[start : start + chunk]].sum(axis=1)
+        return self.fn(sums)
+
+    def _ar_one(self, base: str, system: str, masks: ArMasks) -> float:
+        """The test of one system whose statistics are not all integers, or that has no
+        vectorised score."""
+        diff = abs(self.point(base) - self.point(system))
+        bl, sy = self.stats[base], self.stats[system]
+        if self.fn is None:
+            a = np.array([self._generic(np.where(m[:, None], bl, sy)) for m in masks.keep])
+            b = np.array([self._generic(np.where(m[:, None], sy, bl)) for m in masks.keep])
+            return p_value(np.abs(a - b), diff)
+        # sacrebleu: pos_sel @ bl + ~pos_sel @ sys with bool masks; float copies of the masks give
+        # the same products (tested) and are converted once per run instead of once per call
+        shuf_a = masks.apply(lambda k, w: k @ bl + w @ sy)
+        shuf_b = masks.apply(lambda k, w: w @ bl + k @ sy)
+        return p_value(np.abs(self.fn(shuf_a) - self.fn(shuf_b)), diff)
+
+    def ar_all(self, base: str, systems: list[str], masks: ArMasks) -> dict[str, float]:
+        out = dict.fromkeys(systems, float("nan"))
+        todo = self._testable(base, systems)
+        if not todo:
+            return out
+        fn = self.fn
+        if fn is None or not self.integer:
+            out.update({s: self._ar_one(base, s, masks) for s in todo})
+            return out
+        bl = self.stats[base]
+        width = bl.shape[1]
+        # integer statistics: the shuffled sums are exact whatever the product's shape, so all
+        # systems share one product; they are scored one system at a time, a working set that
+        # stays in cache
+        diffs = np.concatenate([bl - self.stats[s] for s in todo], axis=1)
+        products = masks.apply(lambda k, w: k @ diffs)
+        for j, s in enumerate(todo):
+            sy = self.stats[s]
+            shuf_a = products[:, j * width : (j + 1) * width] + sy.sum(axis=0)
+            shuf_b = (bl.sum(axis=0) + sy.sum(axis=0)) - shuf_a
+            diff = abs(self.point(base) - self.point(s))
+            out[s] = p_value(np.abs(fn(shuf_a) - fn(shuf_b)), diff)
+        return out
+
+
+def paired_bs_clusters(
+    points: Mapping[str, float],
+    resampled: Mapping[str, np.ndarray],
+    higher_is_better: bool,
+    alpha: float,
+) -> tuple[dict[str, float], dict[str, float]]:
+    """(rank, cluster) per system, 1 = best; systems without a finite score get neither.
+
+    ``points`` are the systems' scores and ``resampled`` their scores on the same bootstrap
+    resamples. The best remaining system and every remaining system whose paired bootstrap
+    p-value against it is >= ``alpha`` form a cluster; repeated on the rest. "Best" follows
+    ``higher_is_better``.
+    """
+    order = sorted(
+        (s for s in points if math.isfinite(points[s])),
+        key=lambda s: -points[s] if higher_is_better else points[s],
+    )
+    rank = {s: float(i + 1) for i, s in enumerate(order)}
+    cluster: dict[str, float] = {}
+    remaining = list(order)
+    k = 0
+    while remaining:
+        k += 1
+        head = remaining[0]
+        # sacrebleu's p-value of two identical scores is 1/(N+1) ("a zero difference is not
+        # chance"); for clustering, an equal score is simply not distinguishable from the head
+        members = [
+            s
+            for s in remaining
+            if points[s] == points[head]
+            or paired_bs_p(resampled[head], resampled[s], points[head], points[s]) >= alpha
+        ]
+        for s in members:
+            cluster[s] = float(k)
+        remaining = [s for s in remaining if s not in members]
+    return rank, cluster
