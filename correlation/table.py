@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+
 from paraeval.correlation.bootstrap import (
     Resamples,
     SystemMetricFn,

@@ -47,6 +47,7 @@ from importlib import resources
 from pathlib import Path
 
 import numpy as np
+
 from paraeval.metrics.base import (
     Metric,
     MetricConfigError,

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from paraeval.metrics.base import (
     Metric,
     MetricConfigError,

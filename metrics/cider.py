@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
+
 from paraeval.metrics._ngram import WordTokenizer
 from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
 

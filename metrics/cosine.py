@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import numpy as np
+
 from paraeval.metrics.base import Metric, MetricResult, make_signature, reduce_over_references
 from paraeval.metrics.encoder import DEFAULT_MODEL, get_encoder
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from paraeval.metrics.base import MissingResourceError
 from paraeval.metrics.embedding_cache import EmbeddingCache
 

@@ -25,6 +25,7 @@ from typing import Any
 import nltk
 import numpy as np
 from nltk.stem.porter import PorterStemmer
+
 from paraeval.metrics._ngram import WordTokenizer
 from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
 from paraeval.metrics.wordnet import find_wordnet, load_wordnet, wordnet_version

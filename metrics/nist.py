@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 import nltk
 import numpy as np
+
 from paraeval.metrics._ngram import WordTokenizer, ngram_counter
 from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
 

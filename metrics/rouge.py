@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 import numpy as np
+
 from paraeval.metrics import _lcs
 from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
 

@@ -15,12 +15,13 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import sacrebleu
-from paraeval.metrics._sacre_batched import bleu_scores, chrf_scores, ter_scores
-from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
 from sacrebleu.metrics.base import Metric as SacreMetric
 from sacrebleu.metrics.bleu import BLEU as SacreBLEU
 from sacrebleu.metrics.chrf import CHRF as SacreCHRF
 from sacrebleu.metrics.ter import TER as SacreTER
+
+from paraeval.metrics._sacre_batched import bleu_scores, chrf_scores, ter_scores
+from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
 
 SACREBLEU_VERSION = sacrebleu.__version__
 

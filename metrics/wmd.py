@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
+
 from paraeval.metrics.base import (
     Metric,
     MetricConfigError,

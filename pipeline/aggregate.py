@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+
 from paraeval.metrics.base import AVERAGED_GROUPS
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.load import HUMAN_PREFIX

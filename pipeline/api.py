@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf, open_dict
+
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.evaluation import Evaluation, compute
 from paraeval.pipeline.load import load_frame
@@ -26,6 +27,7 @@ def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
     ``correlation.n_resamples=200``, ...)."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
+
     from paraeval.pipeline.__main__ import config_dir
 
     if GlobalHydra.instance().is_initialized():  # e.g. called from inside a Hydra app

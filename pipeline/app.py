@@ -9,6 +9,7 @@ import logging
 from pathlib import Path
 
 from omegaconf import DictConfig
+
 from paraeval.pipeline import report
 from paraeval.pipeline.evaluation import Evaluation, compute, run_record, write_tables
 from paraeval.pipeline.figures import Figures

@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
 from paraeval.metrics.base import Metric, MetricResult
 from paraeval.metrics.sacre import IBLEU
 from paraeval.pipeline.correlate import advance_like_correlate, correlate, correlated_columns

@@ -45,11 +45,11 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
 from paraeval.correlation.bootstrap import is_segment_mean
 from paraeval.correlation.paired import (
     ArMasks,
@@ -64,7 +64,6 @@ from paraeval.correlation.paired import (
 )
 from paraeval.metrics.base import Metric, batched_corpus_fn, has_corpus_from_stats
 from paraeval.pipeline.errors import ConfigError
-from paraeval.pipeline.figures import Figures
 from paraeval.pipeline.memo import Memo
 
 log = logging.getLogger(__name__)
@@ -397,24 +396,6 @@ def compare(scores: Any, agg: Any, cfg: CompareConfig) -> Comparison:
         )
     view = _system_view(item_view, seg).reindex(systems)
     return Comparison(table, view, item_view, baseline, cfg, signature, div_cols, adq_cols)
-
-
-def run_compare(
-    scores: Any, agg: Any, cfg: Mapping[str, Any], out_dir: Path, figures: Figures | None = None
-) -> Comparison:
-    """The pipeline's compare stage: adds diversity/adequacy/copy_rate to ``agg.systems`` and
-    writes ``system_comparison.csv`` and the comparison plots (queued on ``figures``, a
-    :class:`pipeline.figures.Figures`, when given)."""
-    from paraeval.pipeline.compare_plots import write_compare_plots
-    from paraeval.pipeline.track import write_csv
-
-    settings = {k: v for k, v in cfg.items() if k != "enabled"}
-    result = compare(scores, agg, CompareConfig.from_mapping(settings))
-    for col in SYSTEM_COLUMNS:
-        agg.systems[col] = result.systems[col].reindex(agg.systems.index)
-    write_csv(result.table, out_dir / "system_comparison.csv")
-    (figures or Figures(background=False)).submit(write_compare_plots, out_dir / "plots", result)
-    return result
 
 
 # --------------------------------------------------------------------------- terminal table

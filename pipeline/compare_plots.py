@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+
 from paraeval.pipeline.memo import Memo
 from paraeval.pipeline.plots import _plt, render, save_figure
 
@@ -168,6 +169,7 @@ def ranking_plot(result: Comparison, path: Path, max_panels: int = 8) -> bool:
         image[top : top + ph, c * pw : (c + 1) * pw] = panel
 
     from matplotlib.image import imsave
+
     from paraeval.pipeline.track import atomic_write
 
     atomic_write(path, lambda p: imsave(p, image, format="png", dpi=_DPI))

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+
 from paraeval.correlation import CORRELATION_COLUMNS as _CORRELATION_COLUMNS
 from paraeval.correlation.bootstrap import is_segment_mean
 from paraeval.metrics.base import batched_corpus_fn

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
 from paraeval.metrics.base import Metric
 from paraeval.pipeline.aggregate import Aggregated, aggregate
 from paraeval.pipeline.cache import ScoreCache, correlate_cached

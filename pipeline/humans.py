@@ -10,6 +10,7 @@ import logging
 
 import numpy as np
 import pandas as pd
+
 from paraeval.pipeline.load import HUMAN_PREFIX
 
 log = logging.getLogger(__name__)

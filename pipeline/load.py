@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
 from paraeval.pipeline.errors import ConfigError, DataError
 from paraeval.pipeline.memo import Memo
 

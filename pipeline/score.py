@@ -15,10 +15,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm
+
 from paraeval.metrics.base import Metric, MetricConfigError, MissingResourceError
 from paraeval.pipeline.cache import ScoreCache, texts_digest
 from paraeval.pipeline.errors import ConfigError, DataError
-from tqdm.auto import tqdm
 
 log = logging.getLogger(__name__)
 

@@ -15,6 +15,7 @@ from typing import cast
 
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
+
 from paraeval.pipeline.aggregate import Normalizer
 from paraeval.pipeline.compare import CompareConfig
 from paraeval.pipeline.correlate import check_correlation_config

@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
 from paraeval.metrics.base import Metric
 from paraeval.metrics.sacre import BLEU, IBLEU
 from paraeval.pipeline.errors import ConfigError
-from paraeval.pipeline.figures import Figures
 from paraeval.pipeline.memo import Memo
 
 log = logging.getLogger(__name__)
@@ -351,33 +351,6 @@ def plot_alpha_curve(result: AlphaCurve, path: Path) -> None:
 
     save_figure(fig, path, dpi=110)
     plt.close(fig)
-
-
-def run_alpha_curve(
-    node: Mapping[str, Any] | None,
-    segments: pd.DataFrame,
-    stats: Mapping[tuple[str, str], np.ndarray],
-    metrics: Mapping[str, Metric],
-    aspects: Sequence[str],
-    out_dir: Path,
-    figures: Figures | None = None,
-) -> dict[str, float]:
-    """The α curve of a run when it is enabled and possible; writes ``alpha_curve.csv``,
-    ``alpha_choice.csv`` and ``plots/alpha_curve.png`` (queued on ``figures``, a
-    :class:`pipeline.figures.Figures`, when given), returns the metrics to log."""
-    from paraeval.pipeline.track import write_csv
-
-    result = compute_alpha_curve(
-        AlphaCurveSettings.from_config(node), segments, stats, metrics, aspects
-    )
-    if result is None:
-        return {}
-    write_csv(result.curve, out_dir / "alpha_curve.csv")
-    write_csv(result.choice, out_dir / "alpha_choice.csv")
-    (figures or Figures(background=False)).submit(
-        plot_alpha_curve, result, out_dir / "plots" / "alpha_curve.png"
-    )
-    return curve_metrics(result)
 
 
 def compute_alpha_curve(

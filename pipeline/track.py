@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
 from paraeval.pipeline.errors import ConfigError
 
 log = logging.getLogger(__name__)

@@ -12,10 +12,11 @@ import tomllib
 import zipfile
 from pathlib import Path
 
+import pytest
+
 import paraeval.correlation
 import paraeval.metrics
 import paraeval.pipeline
-import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from paraeval.correlation.bootstrap import (
     bootstrap_ci,
     bootstrap_distribution,

@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
+
 from paraeval.correlation.coefficients import (
     kendall_b,
     kendall_c,
@@ -15,7 +17,6 @@ from paraeval.correlation.coefficients import (
     pearson,
     spearman,
 )
-from scipy import stats
 
 NAN = float("nan")
 

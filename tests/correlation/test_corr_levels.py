@@ -6,8 +6,9 @@ import math
 
 import numpy as np
 import pytest
-from paraeval.correlation.levels import LEVELS, correlate, system_scores, valid_combination
 from scipy import stats
+
+from paraeval.correlation.levels import LEVELS, correlate, system_scores, valid_combination
 
 # 4 systems x 5 items; NaN = no output / no rating
 METRIC = np.array(

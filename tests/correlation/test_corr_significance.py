@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from paraeval.correlation.significance import permutation_test, significance_clusters, williams_test
 from scipy import stats
+
+from paraeval.correlation.significance import permutation_test, significance_clusters, williams_test
 
 
 def test_williams_steiger_worked_example() -> None:

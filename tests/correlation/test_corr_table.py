@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from paraeval.correlation.levels import correlate
 from paraeval.correlation.significance import williams_test
 from paraeval.correlation.table import (

@@ -9,6 +9,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from sacrebleu.metrics.bleu import BLEU as SacreBLEU
+from sacrebleu.metrics.chrf import CHRF as SacreCHRF
+from sacrebleu.metrics.ter import TER as SacreTER
+from sacrebleu.significance import _paired_ar_test, _paired_bs_test
+
 from paraeval.correlation import (
     ArMasks,
     MeanScores,
@@ -21,10 +26,6 @@ from paraeval.correlation import (
     resample_counts,
 )
 from paraeval.metrics._sacre_batched import bleu_scores, chrf_scores, ter_scores
-from sacrebleu.metrics.bleu import BLEU as SacreBLEU
-from sacrebleu.metrics.chrf import CHRF as SacreCHRF
-from sacrebleu.metrics.ter import TER as SacreTER
-from sacrebleu.significance import _paired_ar_test, _paired_bs_test
 
 WORDS = [
     "the",

@@ -7,8 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import paraeval.metrics
 import yaml
+
+import paraeval.metrics
 from paraeval.metrics import Metric, MetricResult
 
 REPO = Path(__file__).resolve().parents[2]

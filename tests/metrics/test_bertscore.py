@@ -8,11 +8,11 @@ import bert_score
 import numpy as np
 import pytest
 import torch
+
 from paraeval.metrics.base import MetricConfigError, MissingResourceError
 from paraeval.metrics.baseline import compute_baseline, random_pairs, read_corpus, write_baseline
 from paraeval.metrics.bertscore import COLUMNS, BERTScore, read_baseline, shipped_baseline
 from paraeval.metrics.encoder import resolve_model_path
-
 from tests.metrics._semantic_texts import pairs
 
 MODEL_PATH, _ = resolve_model_path("default")

@@ -7,9 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
+
 from paraeval.metrics.base import MetricConfigError, MissingResourceError
 from paraeval.metrics.bleurt import BLEURT
-from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
 
 VOCAB = [
     "[PAD]",

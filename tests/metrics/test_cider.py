@@ -6,12 +6,12 @@ import math
 
 import numpy as np
 import pytest
-from paraeval.metrics._ngram import WordTokenizer
-from paraeval.metrics.base import MetricConfigError
-from paraeval.metrics.cider import CIDEr
 from pycocoevalcap.cider.cider import Cider
 from pycocoevalcap.cider.cider_scorer import CiderScorer
 
+from paraeval.metrics._ngram import WordTokenizer
+from paraeval.metrics.base import MetricConfigError
+from paraeval.metrics.cider import CIDEr
 from tests.metrics.varied import unzip, varied_sets
 
 SETS = varied_sets(240, seed=11)

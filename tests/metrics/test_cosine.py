@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from paraeval.metrics.cosine import Cosine
-from paraeval.metrics.encoder import resolve_model_path
 from sentence_transformers import SentenceTransformer
 
+from paraeval.metrics.cosine import Cosine
+from paraeval.metrics.encoder import resolve_model_path
 from tests.metrics._semantic_texts import pairs
 
 MODEL_PATH, _ = resolve_model_path("default")

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from bert_score.utils import get_model, get_tokenizer, sent_encode
+
 from paraeval.metrics.base import MissingResourceError
 from paraeval.metrics.bertscore import BERTScore
 from paraeval.metrics.cosine import Cosine
 from paraeval.metrics.encoder import Encoder, get_encoder, reset_encoders, resolve_model_path
-
 from tests.metrics._semantic_texts import pairs
 
 MODEL_PATH, _ = resolve_model_path("default")

@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 import pytest
 from nltk.translate.meteor_score import meteor_score, single_meteor_score
+
 from paraeval.metrics._ngram import WordTokenizer
 from paraeval.metrics.base import MissingResourceError
 from paraeval.metrics.meteor import METEOR
 from paraeval.metrics.wordnet import find_wordnet, load_wordnet
-
 from tests.metrics.varied import unzip, varied_sets
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pytest
 from nltk.translate.nist_score import corpus_nist, nist_length_penalty, sentence_nist
+
 from paraeval.metrics._ngram import WordTokenizer
 from paraeval.metrics.base import MetricConfigError
 from paraeval.metrics.nist import NIST
 from paraeval.metrics.nist import nist_length_penalty as our_penalty
-
 from tests.metrics.varied import unzip, varied_sets
 
 SETS = varied_sets(240, seed=5)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from paraeval.metrics.base import Metric
 from paraeval.metrics.cider import CIDEr
 from paraeval.metrics.meteor import METEOR

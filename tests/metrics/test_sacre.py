@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 import sacrebleu
-from paraeval.metrics.sacre import BLEU, CHRF, IBLEU, TER, SelfBLEU
 from sacrebleu.metrics import CHRF as SacreCHRF
 
+from paraeval.metrics.sacre import BLEU, CHRF, IBLEU, TER, SelfBLEU
 from tests.metrics.varied import unzip, varied_sets
 
 SETS = varied_sets(130, seed=13)

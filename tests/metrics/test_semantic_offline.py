@@ -8,13 +8,13 @@ import time
 
 import numpy as np
 import pytest
+
 from paraeval.metrics.base import MissingResourceError
 from paraeval.metrics.bertscore import BERTScore
 from paraeval.metrics.bleurt import BLEURT
 from paraeval.metrics.cosine import Cosine
 from paraeval.metrics.encoder import reset_encoders
 from paraeval.metrics.wmd import WMD
-
 from tests.metrics._semantic_texts import pairs
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import ot
 import pytest
+
 from paraeval.metrics.base import MissingResourceError
 from paraeval.metrics.encoder import Encoder, reset_encoders
 from paraeval.metrics.wmd import WMD, load_word_vectors

@@ -6,9 +6,10 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-import paraeval
 import pytest
 from mlflow.tracking import MlflowClient
+
+import paraeval
 from paraeval.pipeline.errors import ConfigError, DataError
 from paraeval.pipeline.load import demo_path, read_table
 

@@ -9,8 +9,9 @@ from typing import ClassVar
 
 import numpy as np
 import pandas as pd
-import paraeval.metrics.sacre as sacre
 import pytest
+
+import paraeval.metrics.sacre as sacre
 from paraeval.metrics.base import Metric, MetricResult, make_signature
 from paraeval.pipeline.cache import ScoreCache, cache_key
 from paraeval.pipeline.score import score

@@ -14,23 +14,26 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from sacrebleu.metrics.bleu import BLEU as SacreBLEU
+from sacrebleu.metrics.chrf import CHRF as SacreCHRF
+from sacrebleu.metrics.ter import TER as SacreTER
+
 from paraeval.metrics._sacre_batched import bleu_scores, chrf_scores, ter_scores
 from paraeval.metrics.base import Metric, MetricResult
 from paraeval.pipeline.aggregate import aggregate
+from paraeval.pipeline.api import compose_config
 from paraeval.pipeline.compare import (
     COMPARISON_COLUMNS,
     CompareConfig,
     compare,
     copy_rates,
-    run_compare,
     summary_table,
 )
 from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.evaluation import Evaluation, compare_stage
 from paraeval.pipeline.load import load_demo, load_text
 from paraeval.pipeline.score import build_metrics, score
-from sacrebleu.metrics.bleu import BLEU as SacreBLEU
-from sacrebleu.metrics.chrf import CHRF as SacreCHRF
-from sacrebleu.metrics.ter import TER as SacreTER
+from paraeval.pipeline.settings import Settings
 
 SACREBLEU = Path(sys.executable).with_name("sacrebleu")
 SEED = 1234
@@ -357,14 +360,22 @@ def test_clusters_on_a_hand_built_example() -> None:
     assert (m["baseline"] == "c").all()
 
 
-def test_run_compare_writes_outputs_and_system_columns(demo: Any, tmp_path: Path) -> None:
+def test_compare_stage_adds_system_columns_and_write_writes_its_outputs(
+    demo: Any, tmp_path: Path
+) -> None:
     scores, agg = demo
     # a stand-in semantic average so that the diversity–adequacy plot has both axes
     agg = dataclasses.replace(agg, segments=agg.segments.copy(), systems=agg.systems.copy())
     agg.segments["semantic"] = agg.normalized["chrf"]
-    result = run_compare(
-        scores, agg, {"enabled": True, "baseline": "medium", "seed": 2, **FAST}, tmp_path
+    settings = dataclasses.replace(
+        Settings.from_config(compose_config(["metrics=[bleu]"])),
+        compare=CompareConfig(baseline="medium", seed=2, **FAST),
     )
+    ev = Evaluation(settings, scores.segments, scores=scores, aggregated=agg)
+    ev.figures += compare_stage(ev)
+    ev.write(tmp_path)
+    result = ev.compared
+    assert result is not None
     table = pd.read_csv(tmp_path / "system_comparison.csv")
     assert list(table.columns) == COMPARISON_COLUMNS
     assert set(table["baseline"]) == {"medium"}

@@ -8,6 +8,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
+
 from paraeval.pipeline.__main__ import config_dir
 from paraeval.pipeline.aggregate import Normalizer
 from paraeval.pipeline.score import build_metric

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
+
 from paraeval.pipeline.__main__ import config_dir
 from paraeval.pipeline.aggregate import aggregate
 from paraeval.pipeline.correlate import system_metric_fns

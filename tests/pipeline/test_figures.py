@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
 from paraeval.pipeline.figures import Figures
 from paraeval.pipeline.plots import write_plots
 

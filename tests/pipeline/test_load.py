@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+
 from paraeval.pipeline.errors import DataError
 from paraeval.pipeline.load import load_demo, load_table, load_text
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from paraeval.pipeline.memo import Memo, clear_all, memo_sizes
 
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import paraeval.pipeline.plots as plots
 import pytest
+
+import paraeval.pipeline.plots as plots
 
 
 def _segments(shift: float = 0.0) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -22,11 +22,11 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from paraeval.metrics.base import Metric, MissingResourceError
 from paraeval.pipeline.errors import DataError
 from paraeval.pipeline.load import load_table
 from paraeval.pipeline.score import build_metric, score
-
 from tests.pipeline.helpers import REPO
 
 CHEAP = [

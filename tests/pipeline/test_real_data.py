@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
+
 from paraeval.pipeline.__main__ import config_dir
 from paraeval.pipeline.app import run
 

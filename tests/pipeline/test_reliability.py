@@ -597,6 +597,7 @@ def test_correlation_settings_checked_before_scoring(setting: dict, fragment: st
 
 def test_correlation_settings_defaults_pass() -> None:
     import yaml
+
     from paraeval.pipeline.correlate import check_correlation_config
 
     for name in ("default", "full", "wmt"):
@@ -715,6 +716,7 @@ def test_failed_write_keeps_the_previous_file_and_no_temporary(tmp_path: Path) -
 
 def test_plots_are_written_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from matplotlib.figure import Figure
+
     from paraeval.pipeline.plots import save_figure
 
     fig = Figure()

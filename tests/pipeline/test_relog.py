@@ -130,6 +130,7 @@ def test_dataset_of_a_second_logging_in_one_process_is_the_same(
     """The MLflow dataset (schema, digest) is built once per input and process: a second logging
     of the same input, here into another store, records the very dataset the first did."""
     import mlflow.data.pandas_dataset as pandas_dataset
+
     from paraeval.pipeline import track
 
     built = []

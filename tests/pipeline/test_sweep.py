@@ -9,17 +9,17 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import paraeval.metrics.sacre as sacre
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from mlflow.tracking import MlflowClient
+from scipy import stats
+
+import paraeval.metrics.sacre as sacre
 from paraeval.pipeline.__main__ import config_dir
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.load import load_demo
 from paraeval.pipeline.sweep import AlphaCurveSettings, alpha_curve, split_items
-from scipy import stats
-
 from tests.pipeline.helpers import run_cli
 
 SMALL = "metrics=[bleu,ibleu,self_bleu,chrf]"
