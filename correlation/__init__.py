@@ -16,12 +16,15 @@ from paraeval.correlation.bootstrap import (
 )
 from paraeval.correlation.coefficients import (
     COEFFICIENTS,
+    Coefficient,
+    get_coefficient,
     kendall_b,
     kendall_c,
     kendall_like,
     kendall_like_counts,
     pairwise_accuracy,
     pearson,
+    register_coefficient,
     spearman,
 )
 from paraeval.correlation.levels import (
@@ -50,6 +53,7 @@ __all__ = [
     "LEVELS",
     "SIGNIFICANCE_COLUMNS",
     "UNITS",
+    "Coefficient",
     "Correlation",
     "Resamples",
     "bootstrap_ci",
@@ -58,6 +62,7 @@ __all__ = [
     "correlation_table",
     "draw_resamples",
     "draw_table_resamples",
+    "get_coefficient",
     "item_values",
     "kendall_b",
     "kendall_c",
@@ -67,6 +72,7 @@ __all__ = [
     "pearson",
     "percentile_interval",
     "permutation_test",
+    "register_coefficient",
     "resampled_values",
     "significance_clusters",
     "significance_table",
