@@ -80,6 +80,7 @@ def stage_breakdown(
     import paraeval.pipeline.app as app
     import paraeval.pipeline.evaluation as evaluation
     import paraeval.pipeline.settings as settings
+    import paraeval.pipeline.tracking as tracking
 
     timings: dict[str, float] = {}
 
@@ -105,10 +106,10 @@ def stage_breakdown(
         "compare": "system comparison",
         "compute_alpha_curve": "alpha curve",
         "write_tables": "write tables",
-        "track_run": "MLflow logging",
+        "log_output_dir": "MLflow logging",
     }
-    # the names as the glue (app), the stages (evaluation) and the settings module call them
-    for module in (app, evaluation, settings):
+    # the names as the glue (app), the stages, the settings and the tracker call them
+    for module in (app, evaluation, settings, tracking):
         for attr, name in stages.items():
             if hasattr(module, attr):
                 setattr(module, attr, timed(name, getattr(module, attr)))

@@ -16,12 +16,15 @@ from paraeval.correlation.bootstrap import (
 )
 from paraeval.correlation.coefficients import (
     COEFFICIENTS,
+    Coefficient,
+    get_coefficient,
     kendall_b,
     kendall_c,
     kendall_like,
     kendall_like_counts,
     pairwise_accuracy,
     pearson,
+    register_coefficient,
     spearman,
 )
 from paraeval.correlation.levels import (
@@ -63,6 +66,7 @@ __all__ = [
     "SIGNIFICANCE_COLUMNS",
     "UNITS",
     "ArMasks",
+    "Coefficient",
     "Correlation",
     "MeanScores",
     "PairedScores",
@@ -76,6 +80,7 @@ __all__ = [
     "correlation_table",
     "draw_resamples",
     "draw_table_resamples",
+    "get_coefficient",
     "item_values",
     "kendall_b",
     "kendall_c",
@@ -88,6 +93,7 @@ __all__ = [
     "pearson",
     "percentile_interval",
     "permutation_test",
+    "register_coefficient",
     "resample_counts",
     "resampled_values",
     "significance_clusters",

@@ -25,10 +25,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
+from typing import Literal
 
 import numpy as np
 
 from paraeval.correlation.coefficients import (
+    Coefficient,
+    CoefficientLike,
+    get_coefficient,
     kendall_like_counts,
     pair_kendall_like_counts,
     pair_statistic,
@@ -38,6 +43,7 @@ from paraeval.correlation.levels import (
     UNITS,
     check_level_coefficient,
     check_matrices,
+    correlate,
     item_values,
     row_nanmean,
 )
@@ -181,29 +187,38 @@ class _InversionPlan:
 class FixedPairs:
     """Vectorised coefficients of one fixed pair of vectors under many weightings.
 
-    Weights come as an (n, B) array: one column per resample, one row per pair.
+    Weights come as an (n, B) array: one column per resample, one row per pair. The sorted
+    layouts each statistic needs are built on first use, so a coefficient pays only for its own.
     """
 
     def __init__(self, x: np.ndarray, y: np.ndarray) -> None:
-        x = np.asarray(x, dtype=float)
-        y = np.asarray(y, dtype=float)
-        self.n = x.size
-        self.gx = _Groups(x)
-        self.gy = _Groups(y)
+        self.x = np.asarray(x, dtype=float)
+        self.y = np.asarray(y, dtype=float)
+        self.n = self.x.size
+        self._kendall: tuple[np.ndarray, np.ndarray, _InversionPlan] | None = None
+
+    @cached_property
+    def gx(self) -> _Groups:
+        return _Groups(self.x)
+
+    @cached_property
+    def gy(self) -> _Groups:
+        return _Groups(self.y)
+
+    @cached_property
+    def moments(self) -> np.ndarray:
+        x, y = self.x, self.y
         # standardising first keeps the one-pass moment formulas accurate
         sx = x.std() or 1.0
         sy = y.std() or 1.0
         xs = (x - x.mean()) / sx
         ys = (y - y.mean()) / sy
-        self.moments = np.stack([np.ones_like(xs), xs, ys, xs * xs, ys * ys, xs * ys], axis=0)
-        self._x = x
-        self._y = y
-        self._kendall: tuple[np.ndarray, np.ndarray, _InversionPlan] | None = None
+        return np.stack([np.ones_like(xs), xs, ys, xs * xs, ys * ys, xs * ys], axis=0)
 
     def _kendall_plan(self) -> tuple[np.ndarray, np.ndarray, _InversionPlan]:
         if self._kendall is None:
-            order = np.lexsort((self._y, self._x))
-            xo, yo = self._x[order], self._y[order]
+            order = np.lexsort((self.y, self.x))
+            xo, yo = self.x[order], self.y[order]
             new = np.ones(self.n, dtype=bool)
             new[1:] = (xo[1:] != xo[:-1]) | (yo[1:] != yo[:-1])
             joint_starts = np.flatnonzero(new)
@@ -271,53 +286,84 @@ class FixedPairs:
         const = (kx < 2) | (ky < 2)
         return np.where(const | (total < 3), np.nan, r)
 
-    def statistic(self, coefficient: str, wt: np.ndarray) -> np.ndarray:
+    def kendall_b_by_items(
+        self, item: np.ndarray, n_items: int, item_w: np.ndarray
+    ) -> np.ndarray | None:
+        """Kendall's tau-b under item resampling as a quadratic form in the item multiplicities
+        (:mod:`correlation._pairs`), or None where that does not beat the merge sort."""
+        cells = np.bincount(item, minlength=n_items)
+        if not _item_pairs_pay_off(cells, item_w.shape[0]):
+            return None
+        from paraeval.correlation._pairs import item_pair_matrices, kendall_b_from_item_weights
+
+        mats = item_pair_matrices(self.x, self.y, item, n_items)
+        return kendall_b_from_item_weights(mats, cells.astype(np.float64), item_w)
+
+    def statistic(self, coefficient: CoefficientLike, wt: np.ndarray) -> np.ndarray:
         """``coefficient`` under each column of weights ``wt`` (n, B): shape (B,)."""
+        coef = get_coefficient(coefficient)
+        if coef.pooled is None:
+            raise ValueError(f"no resampled statistic for coefficient {coef.name!r}")
+        return coef.pooled(self, wt)
+
+    @staticmethod
+    def _totals(wt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         total = wt.sum(axis=0, dtype=np.float64)
         # int32 products of one weight and a cumulative weight must not overflow
         small_int = wt.dtype.kind in "iu" and wt.dtype.itemsize < 8
         if small_int and float(wt.max(initial=0)) * float(total.max(initial=0)) >= 2**31:
             wt = wt.astype(np.int64)
+        return wt, total
+
+    def pearson(self, wt: np.ndarray) -> np.ndarray:
+        """Pearson's r under each column of weights ``wt`` (n, B): shape (B,)."""
+        wt, total = self._totals(wt)
         with np.errstate(invalid="ignore", divide="ignore"):
-            if coefficient == "pearson":
-                # einsum, not a BLAS product: multi-threaded BLAS inside the worker threads of
-                # correlation_table oversubscribes the CPUs and was 10-50x slower on a busy host
-                m = np.einsum("kn,nb->kb", self.moments, wt.astype(np.float64))
-                return self._pearson(m, total, lambda cols: wt[:, cols])
-            if coefficient == "spearman":
-                # Mid-ranks of the expanded sample always sum to N(N+1)/2, and their squares can
-                # be summed per group of tied values, so only the cross term needs every cell.
-                # Ranks are half-integers: these sums stay exact in float64 up to N of ~1e5.
-                gwx, gwy = self.gx.weights(wt), self.gy.weights(wt)
-                mid_x, mid_y = _group_midranks(gwx), _group_midranks(gwy)
-                cross = np.einsum("nb,nb->b", mid_x[self.gx.group] * mid_y[self.gy.group], wt)
-                centre = total * ((total + 1.0) / 2.0) ** 2
-                vx = np.einsum("gb,gb->b", mid_x * mid_x, gwx) - centre
-                vy = np.einsum("gb,gb->b", mid_y * mid_y, gwy) - centre
-                r = np.clip((cross - centre) / np.sqrt(vx * vy), -1.0, 1.0)
-                const = ((gwx > 0).sum(axis=0) < 2) | ((gwy > 0).sum(axis=0) < 2)
-                return np.where(const | (total < 3), np.nan, r)
-            if coefficient in ("kendall_b", "kendall_c"):
-                order, joint_starts, plan = self._kendall_plan()
-                wo = wt[order]
-                discordant = plan.count(wo)
-                gwx = self.gx.weights(wt)
-                gwy = self.gy.weights(wt)
-                kx = (gwx > 0).sum(axis=0)
-                ky = (gwy > 0).sum(axis=0)
-                n0 = (total * total - total) / 2.0
-                n1 = _tied_pairs(gwx)
-                n2 = _tied_pairs(gwy)
-                n3 = _tied_pairs(_group_sums(wo, joint_starts))
-                s = n0 - n1 - n2 + n3 - 2.0 * discordant
-                if coefficient == "kendall_b":
-                    tau = s / np.sqrt((n0 - n1) * (n0 - n2))
-                else:
-                    m_cls = np.minimum(kx, ky).astype(float)
-                    tau = 2.0 * s / (total * total * (m_cls - 1.0) / m_cls)
-                const = (kx < 2) | (ky < 2)
-                return np.where(const | (total < 2), np.nan, np.clip(tau, -1.0, 1.0))
-        raise ValueError(f"no resampled statistic for coefficient {coefficient!r}")
+            # einsum, not a BLAS product: multi-threaded BLAS inside the worker threads of
+            # correlation_table oversubscribes the CPUs and was 10-50x slower on a busy host
+            m = np.einsum("kn,nb->kb", self.moments, wt.astype(np.float64))
+            return self._pearson(m, total, lambda cols: wt[:, cols])
+
+    def spearman(self, wt: np.ndarray) -> np.ndarray:
+        """Spearman's rho under each column of weights ``wt`` (n, B): shape (B,)."""
+        wt, total = self._totals(wt)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            # Mid-ranks of the expanded sample always sum to N(N+1)/2, and their squares can
+            # be summed per group of tied values, so only the cross term needs every cell.
+            # Ranks are half-integers: these sums stay exact in float64 up to N of ~1e5.
+            gwx, gwy = self.gx.weights(wt), self.gy.weights(wt)
+            mid_x, mid_y = _group_midranks(gwx), _group_midranks(gwy)
+            cross = np.einsum("nb,nb->b", mid_x[self.gx.group] * mid_y[self.gy.group], wt)
+            centre = total * ((total + 1.0) / 2.0) ** 2
+            vx = np.einsum("gb,gb->b", mid_x * mid_x, gwx) - centre
+            vy = np.einsum("gb,gb->b", mid_y * mid_y, gwy) - centre
+            r = np.clip((cross - centre) / np.sqrt(vx * vy), -1.0, 1.0)
+            const = ((gwx > 0).sum(axis=0) < 2) | ((gwy > 0).sum(axis=0) < 2)
+            return np.where(const | (total < 3), np.nan, r)
+
+    def kendall(self, wt: np.ndarray, variant: Literal["b", "c"]) -> np.ndarray:
+        """Kendall's tau-b or tau-c under each column of weights ``wt`` (n, B): shape (B,)."""
+        wt, total = self._totals(wt)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            order, joint_starts, plan = self._kendall_plan()
+            wo = wt[order]
+            discordant = plan.count(wo)
+            gwx = self.gx.weights(wt)
+            gwy = self.gy.weights(wt)
+            kx = (gwx > 0).sum(axis=0)
+            ky = (gwy > 0).sum(axis=0)
+            n0 = (total * total - total) / 2.0
+            n1 = _tied_pairs(gwx)
+            n2 = _tied_pairs(gwy)
+            n3 = _tied_pairs(_group_sums(wo, joint_starts))
+            s = n0 - n1 - n2 + n3 - 2.0 * discordant
+            if variant == "b":
+                tau = s / np.sqrt((n0 - n1) * (n0 - n2))
+            else:
+                m_cls = np.minimum(kx, ky).astype(float)
+                tau = 2.0 * s / (total * total * (m_cls - 1.0) / m_cls)
+            const = (kx < 2) | (ky < 2)
+            return np.where(const | (total < 2), np.nan, np.clip(tau, -1.0, 1.0))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -356,62 +402,80 @@ def _item_pairs_pay_off(cells: np.ndarray, n_resamples: int) -> bool:
     )
 
 
-def _segment_values(m: np.ndarray, h: np.ndarray, coefficient: str, res: Resamples) -> np.ndarray:
+def _segment_values(m: np.ndarray, h: np.ndarray, coef: Coefficient, res: Resamples) -> np.ndarray:
+    n_sys, n_items = m.shape
+    b = res.n_resamples
+    ok = np.isfinite(m) & np.isfinite(h)
+    if not ok.any():
+        return np.full(b, np.nan)
+    if coef.segment_resampled is not None:
+        return coef.segment_resampled(m, h, res)
+    if coef.pooled is None or not coef.vector:
+        return _explicit_values(m, h, "segment", coef, res)
+
+    item_w = counts(res.item_idx, n_items) if res.item_idx is not None else None
+    sys_w = counts(res.sys_idx, n_sys) if res.sys_idx is not None else None
+    cs, ci = np.nonzero(ok)
+    fixed = FixedPairs(m[ok], h[ok])
+    if sys_w is None and item_w is not None and coef.pooled_by_items is not None:
+        values = coef.pooled_by_items(fixed, ci, n_items, item_w)
+        if values is not None:
+            return values
+    out = np.full(b, np.nan)
+    # small column blocks keep the (cells, resamples) working set in cache
+    for sl in _chunks(b, cs.size, 600_000):
+        out[sl] = coef.pooled(fixed, _cell_weights(item_w, sys_w, sl, ci, cs))
+    return out
+
+
+def kendall_like_segment_values(m: np.ndarray, h: np.ndarray, res: Resamples) -> np.ndarray:
+    """The WMT Kendall-like tau pooled over items, for every resample: the per-item pair counts
+    are taken once (or per system resample) and weighted by the item multiplicities."""
     n_sys, n_items = m.shape
     b = res.n_resamples
     item_w = counts(res.item_idx, n_items) if res.item_idx is not None else None
     sys_w = counts(res.sys_idx, n_sys) if res.sys_idx is not None else None
     ok = np.isfinite(m) & np.isfinite(h)
     out = np.full(b, np.nan)
-    if not ok.any():
-        return out
-
-    if coefficient == "kendall_like":
-        # constant test on the resampled pool of cells, as kendall_like() does
-        cs, ci = np.nonzero(ok)
-        gm, gh = _Groups(m[ok]), _Groups(h[ok])
-        c0, d0 = kendall_like_counts(m, h)
-        for sl in _chunks(b, n_sys * n_sys * n_items):
-            k = sl.stop - sl.start
-            cw = _cell_weights(item_w, sys_w, sl, ci, cs)
-            const = (gm.present(cw) < 2) | (gh.present(cw) < 2)
-            if sys_w is None:
-                c = np.broadcast_to(c0, (k, n_items))
-                d = np.broadcast_to(d0, (k, n_items))
-            else:
-                w = sys_w[sl][:, None, :] * ok.T[None]
-                c, d = pair_kendall_like_counts(m.T[None], h.T[None], w)
-            iw = item_w[sl] if item_w is not None else np.ones((k, n_items))
-            cc, dd = (iw * c).sum(1), (iw * d).sum(1)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                out[sl] = np.where(const | (cc + dd == 0), np.nan, (cc - dd) / (cc + dd))
-        return out
-
+    # constant test on the resampled pool of cells, as kendall_like() does
     cs, ci = np.nonzero(ok)
-    cells = np.bincount(ci, minlength=n_items)
-    if (
-        coefficient == "kendall_b"
-        and sys_w is None
-        and item_w is not None
-        and _item_pairs_pay_off(cells, b)
-    ):
-        from paraeval.correlation._pairs import item_pair_matrices, kendall_b_from_item_weights
+    gm, gh = _Groups(m[ok]), _Groups(h[ok])
+    c0, d0 = kendall_like_counts(m, h)
+    for sl in _chunks(b, n_sys * n_sys * n_items):
+        k = sl.stop - sl.start
+        cw = _cell_weights(item_w, sys_w, sl, ci, cs)
+        const = (gm.present(cw) < 2) | (gh.present(cw) < 2)
+        if sys_w is None:
+            c = np.broadcast_to(c0, (k, n_items))
+            d = np.broadcast_to(d0, (k, n_items))
+        else:
+            w = sys_w[sl][:, None, :] * ok.T[None]
+            c, d = pair_kendall_like_counts(m.T[None], h.T[None], w)
+        iw = item_w[sl] if item_w is not None else np.ones((k, n_items))
+        cc, dd = (iw * c).sum(1), (iw * d).sum(1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[sl] = np.where(const | (cc + dd == 0), np.nan, (cc - dd) / (cc + dd))
+    return out
 
-        mats = item_pair_matrices(m[ok], h[ok], ci, n_items)
-        return kendall_b_from_item_weights(mats, cells.astype(np.float64), item_w)
-    fixed = FixedPairs(m[ok], h[ok])
-    if coefficient == "pearson" and sys_w is None and item_w is not None:
-        return fixed.pearson_by_items(ci, n_items, item_w)
-    if coefficient == "spearman" and sys_w is None and item_w is not None:
-        return fixed.spearman_by_items(ci, item_w)
-    # small column blocks keep the (cells, resamples) working set in cache
-    for sl in _chunks(b, cs.size, 600_000):
-        out[sl] = fixed.statistic(coefficient, _cell_weights(item_w, sys_w, sl, ci, cs))
+
+def _explicit_values(
+    m: np.ndarray, h: np.ndarray, level: str, coef: Coefficient, res: Resamples
+) -> np.ndarray:
+    """The generic path for a coefficient without a vectorised form: every resampled matrix is
+    built and passed to :func:`correlation.levels.correlate`."""
+    out = np.empty(res.n_resamples)
+    for b in range(res.n_resamples):
+        mb, hb = m, h
+        if res.item_idx is not None:
+            mb, hb = mb[:, res.item_idx[b]], hb[:, res.item_idx[b]]
+        if res.sys_idx is not None:
+            mb, hb = mb[res.sys_idx[b]], hb[res.sys_idx[b]]
+        out[b] = correlate(mb, hb, level, coef).value
     return out
 
 
 def _item_values(
-    m: np.ndarray, h: np.ndarray, coefficient: str, res: Resamples, item_nan: str
+    m: np.ndarray, h: np.ndarray, coefficient: Coefficient, res: Resamples, item_nan: str
 ) -> np.ndarray:
     n_sys, n_items = m.shape
     b = res.n_resamples
@@ -489,8 +553,9 @@ def system_resampled_scores(
     return x, y
 
 
-def system_statistic(coefficient: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def system_statistic(coefficient: CoefficientLike, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """``coefficient`` between the rows of resampled system scores ``x`` and ``y``: shape (B,)."""
+    coefficient = get_coefficient(coefficient)
     b, n_sys = x.shape
     out = np.empty(b)
     for sl in _chunks(b, n_sys * n_sys):
@@ -501,7 +566,7 @@ def system_statistic(coefficient: str, x: np.ndarray, y: np.ndarray) -> np.ndarr
 def _system_values(
     m: np.ndarray,
     h: np.ndarray,
-    coefficient: str,
+    coefficient: Coefficient,
     res: Resamples,
     system_metric: np.ndarray | None,
     system_metric_fn: SystemMetricFn | None,
@@ -540,7 +605,7 @@ def resampled_values(
     metric: np.ndarray,
     human: np.ndarray,
     level: str,
-    coefficient: str,
+    coefficient: CoefficientLike,
     resamples: Resamples,
     *,
     system_metric: np.ndarray | None = None,
@@ -548,7 +613,7 @@ def resampled_values(
     item_nan: str = "skip",
 ) -> np.ndarray:
     """The correlation of every resample in ``resamples``, shape (B,); NaN where undefined."""
-    check_level_coefficient(level, coefficient)
+    coef = check_level_coefficient(level, coefficient)
     if item_nan not in ITEM_NAN:
         raise ValueError(f"item_nan must be one of {', '.join(ITEM_NAN)}, got {item_nan!r}")
     m, h = check_matrices(metric, human)
@@ -562,17 +627,17 @@ def resampled_values(
                 f"expected {(resamples.n_resamples, size)}"
             )
     if level == "segment":
-        return _segment_values(m, h, coefficient, resamples)
+        return _segment_values(m, h, coef, resamples)
     if level == "item":
-        return _item_values(m, h, coefficient, resamples, item_nan)
-    return _system_values(m, h, coefficient, resamples, system_metric, system_metric_fn)
+        return _item_values(m, h, coef, resamples, item_nan)
+    return _system_values(m, h, coef, resamples, system_metric, system_metric_fn)
 
 
 def bootstrap_distribution(
     metric: np.ndarray,
     human: np.ndarray,
     level: str,
-    coefficient: str,
+    coefficient: CoefficientLike,
     *,
     rng: np.random.Generator,
     n_resamples: int = 1000,
@@ -613,7 +678,7 @@ def bootstrap_ci(
     metric: np.ndarray,
     human: np.ndarray,
     level: str,
-    coefficient: str,
+    coefficient: CoefficientLike,
     *,
     rng: np.random.Generator,
     n_resamples: int = 1000,

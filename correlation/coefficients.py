@@ -1,4 +1,5 @@
-"""Correlation coefficients between metric scores and human scores, with one explicit NaN policy.
+"""Correlation coefficients between metric scores and human scores, with one explicit NaN policy,
+and the registry :data:`COEFFICIENTS` through which every other module of the package finds them.
 
 Every function returns ``(value, p_value)`` as plain floats.
 
@@ -11,26 +12,156 @@ NaN policy (the same everywhere in :mod:`correlation`):
 
 Matrix conventions follow mt-metrics-eval: a score matrix has shape ``(n_systems, n_items)``, NaN
 where a system has no output or no human rating for that item.
+
+Adding a coefficient
+--------------------
+One :class:`Coefficient` entry, passed to :func:`register_coefficient` (a built-in one at the end
+of this module), and its test. Nothing else: the levels, the bootstrap, the permutation test, the
+tables and the pipeline's config check all look coefficients up here. The entry gives
+
+- ``name``: what configs and the ``coefficient`` column of the tables call it;
+- ``fn``: ``(x, y) -> (value, p_value)`` following the NaN policy above, on two paired vectors
+  (``vector=True``) or, for a coefficient that needs the systems x items structure
+  (``vector=False``, e.g. :func:`kendall_like`), on two ``(n_systems, n_items)`` matrices;
+- ``levels``: the levels of :mod:`correlation.levels` where it is defined (a matrix coefficient
+  cannot be defined at the system level, which has one score per system);
+- optional vectorised forms, each only a speed-up with the same numbers as the generic path used
+  without it (the tests compare both with ``fn`` on explicitly resampled data):
+
+  - ``weighted(x, y, w)``: the coefficient over the last axis of samples with multiplicity weights
+    ``w`` (item level, system level, their resamples and permutations); without it every weighted
+    sample is expanded and passed to ``fn``;
+  - ``pooled(pairs, wt)``: the coefficient of the fixed pooled cells of a
+    :class:`correlation.bootstrap.FixedPairs` under each column of weights ``wt`` (n, B)
+    (segment-level bootstrap and permutation test); without it each resample is built and ``fn``
+    called on it;
+  - ``pooled_by_items(pairs, item, n_items, item_w)``: the same when whole items are resampled,
+    with the weight of item i in ``item_w[:, i]``; may return None to fall back to ``pooled``;
+  - ``segment_resampled(metric, human, resamples)`` and ``segment_batch(metrics, human)``: the
+    segment level of a matrix coefficient under bootstrap resamples, and for a batch of metric
+    matrices (permutation test).
+
+``correlate`` and the tables also take an unregistered :class:`Coefficient` or any callable
+``(x, y) -> (value, p_value)`` (nlpstats style), treated as a vector coefficient at every level.
 """
 
 from __future__ import annotations
 
 import warnings
-from typing import Literal
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 import numpy as np
 from scipy import stats
 
-COEFFICIENTS: tuple[str, ...] = (
-    "pearson",
-    "spearman",
-    "kendall_b",
-    "kendall_c",
-    "kendall_like",
-    "pairwise_accuracy",
-)
-# Coefficients defined on two paired vectors; the other two need the (systems, items) structure.
-VECTOR_COEFFICIENTS: tuple[str, ...] = ("pearson", "spearman", "kendall_b", "kendall_c")
+if TYPE_CHECKING:
+    from paraeval.correlation.bootstrap import FixedPairs, Resamples
+
+LEVELS: tuple[str, ...] = ("segment", "item", "system")
+
+ValueFn: TypeAlias = Callable[[np.ndarray, np.ndarray], tuple[float, float]]
+WeightedFn: TypeAlias = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+PooledFn: TypeAlias = Callable[["FixedPairs", np.ndarray], np.ndarray]
+PooledByItemsFn: TypeAlias = Callable[
+    ["FixedPairs", np.ndarray, int, np.ndarray], "np.ndarray | None"
+]
+SegmentResampledFn: TypeAlias = Callable[[np.ndarray, np.ndarray, "Resamples"], np.ndarray]
+SegmentBatchFn: TypeAlias = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Coefficient:
+    """One correlation coefficient and the forms the levels and the bootstrap can use (see the
+    module docstring)."""
+
+    name: str
+    fn: ValueFn
+    levels: tuple[str, ...] = LEVELS
+    vector: bool = True
+    weighted: WeightedFn | None = None
+    pooled: PooledFn | None = None
+    pooled_by_items: PooledByItemsFn | None = None
+    segment_resampled: SegmentResampledFn | None = None
+    segment_batch: SegmentBatchFn | None = None
+
+    def __post_init__(self) -> None:
+        if not self.name or not isinstance(self.name, str):
+            raise ValueError(f"a coefficient needs a name, got {self.name!r}")
+        object.__setattr__(self, "levels", tuple(self.levels))
+        unknown = [lv for lv in self.levels if lv not in LEVELS]
+        if unknown or not self.levels:
+            raise ValueError(
+                f"coefficient {self.name!r}: levels must be a non-empty subset of {LEVELS}, "
+                f"got {self.levels}"
+            )
+        if not self.vector and "system" in self.levels:
+            raise ValueError(
+                f"coefficient {self.name!r} needs the systems x items structure, which the "
+                "system level (one score per system) does not have"
+            )
+
+    def __call__(self, x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+        return self.fn(x, y)
+
+
+CoefficientLike: TypeAlias = "str | Coefficient | ValueFn"
+
+COEFFICIENTS: dict[str, Coefficient] = {}
+"""Every known coefficient by name, in the order of registration (the order configs list)."""
+
+
+def register_coefficient(coefficient: Coefficient, *, replace: bool = False) -> Coefficient:
+    """Add ``coefficient`` to :data:`COEFFICIENTS`; a taken name is an error unless ``replace``."""
+    if coefficient.name in COEFFICIENTS and not replace:
+        raise ValueError(f"a coefficient named {coefficient.name!r} is already registered")
+    COEFFICIENTS[coefficient.name] = coefficient
+    return coefficient
+
+
+def get_coefficient(coefficient: CoefficientLike) -> Coefficient:
+    """The :class:`Coefficient` for a registered name, a Coefficient itself, or a plain callable
+    ``(x, y) -> (value, p)`` (a vector coefficient at every level, generic paths only)."""
+    if isinstance(coefficient, Coefficient):
+        return coefficient
+    if isinstance(coefficient, str):
+        found = COEFFICIENTS.get(coefficient)
+        if found is None:
+            raise ValueError(
+                f"unknown coefficient {coefficient!r}; valid coefficients: "
+                f"{', '.join(COEFFICIENTS)}"
+            )
+        return found
+    if callable(coefficient):
+        return Coefficient(getattr(coefficient, "__name__", None) or "custom", coefficient)
+    raise TypeError(f"a coefficient is a name or a callable, got {coefficient!r}")
+
+
+def coefficient_name(coefficient: CoefficientLike) -> str:
+    """The name a table row gives ``coefficient``."""
+    return coefficient if isinstance(coefficient, str) else get_coefficient(coefficient).name
+
+
+class _VectorFunctions(Mapping[str, ValueFn]):
+    """Name -> ``fn`` of the registered paired-vector coefficients defined at every level; a view,
+    so coefficients registered later are in it."""
+
+    def _names(self) -> list[str]:
+        return [n for n, c in COEFFICIENTS.items() if c.vector and c.levels == LEVELS]
+
+    def __getitem__(self, name: str) -> ValueFn:
+        if name not in self._names():
+            raise KeyError(name)
+        return COEFFICIENTS[name].fn
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+
+VECTOR_FUNCTIONS: Mapping[str, ValueFn] = _VectorFunctions()
 
 MetricTies = Literal["discordant", "skip"]
 METRIC_TIES: tuple[str, ...] = ("discordant", "skip")
@@ -224,52 +355,86 @@ def _pair_midranks(x: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def pair_statistic(
-    coefficient: str, x: np.ndarray, y: np.ndarray, w: np.ndarray | float
+    coefficient: CoefficientLike, x: np.ndarray, y: np.ndarray, w: np.ndarray | float
 ) -> np.ndarray:
     """``coefficient`` over the last axis of weighted samples; NaN where undefined.
 
     Weights are multiplicities: the result equals the coefficient of the sample in which value s
-    appears ``w_s`` times. Non-finite values must carry weight 0.
+    appears ``w_s`` times. Non-finite values must carry weight 0. A coefficient without a
+    ``weighted`` form is computed on every expanded sample in turn.
     """
+    coef = get_coefficient(coefficient)
     x, y, w = np.broadcast_arrays(x, y, w)
     w = np.where(np.isfinite(x) & np.isfinite(y), w, 0.0)
     x = np.where(w > 0, x, 0.0)
     y = np.where(w > 0, y, 0.0)
+    if coef.weighted is not None:
+        return coef.weighted(x, y, w)
+    return _expanded_statistic(coef, x, y, w)
+
+
+def _expanded_statistic(
+    coef: Coefficient, x: np.ndarray, y: np.ndarray, w: np.ndarray
+) -> np.ndarray:
+    """The generic path: every weighted sample rebuilt (value s repeated w_s times) and passed to
+    ``coef.fn``; a matrix coefficient sees it as one item column."""
+    out = np.empty(x.shape[:-1])
+    for idx in np.ndindex(*out.shape):
+        keep = w[idx] > 0
+        reps = np.rint(w[idx][keep]).astype(np.intp)
+        xs = np.repeat(x[idx][keep], reps)
+        ys = np.repeat(y[idx][keep], reps)
+        out[idx] = coef.fn(xs, ys)[0] if coef.vector else coef.fn(xs[:, None], ys[:, None])[0]
+    return out
+
+
+def _weighted_setup(x: np.ndarray, w: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Total weight and whether either support is constant, over the last axis."""
     total = w.sum(axis=-1)
     const = _support_constant(x, w) | _support_constant(y, w)
+    return total, const
 
-    if coefficient == "kendall_like":
-        c, d = pair_kendall_like_counts(x, y, w)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(c + d > 0, (c - d) / (c + d), np.nan)
 
-    if coefficient in ("pearson", "spearman"):
-        if coefficient == "spearman":
-            x = _pair_midranks(x, w)
-            y = _pair_midranks(y, w)
-        r = _weighted_pearson(x, y, w)
-        return np.where(const | (total < 3), np.nan, r)
+def _weighted_pearson_statistic(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    total, const = _weighted_setup(x, w, y)
+    r = _weighted_pearson(x, y, w)
+    return np.where(const | (total < 3), np.nan, r)
 
+
+def _weighted_spearman_statistic(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    total, const = _weighted_setup(x, w, y)
+    r = _weighted_pearson(_pair_midranks(x, w), _pair_midranks(y, w), w)
+    return np.where(const | (total < 3), np.nan, r)
+
+
+def _weighted_accuracy(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    total, const = _weighted_setup(x, w, y)
     ww = w[..., :, None] * w[..., None, :]
     sx = np.sign(x[..., :, None] - x[..., None, :])
     sy = np.sign(y[..., :, None] - y[..., None, :])
+    untied = sy != 0
+    good = (ww * (untied & (sx == sy))).sum(axis=(-2, -1))
+    pairs = (ww * untied).sum(axis=(-2, -1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        acc = good / pairs
+    return np.where(const | (total < 2) | (pairs == 0), np.nan, acc)
 
-    if coefficient == "pairwise_accuracy":
-        untied = sy != 0
-        good = (ww * (untied & (sx == sy))).sum(axis=(-2, -1))
-        pairs = (ww * untied).sum(axis=(-2, -1))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            acc = good / pairs
-        return np.where(const | (total < 2) | (pairs == 0), np.nan, acc)
 
+def _weighted_kendall(
+    x: np.ndarray, y: np.ndarray, w: np.ndarray, variant: Literal["b", "c"]
+) -> np.ndarray:
+    total, const = _weighted_setup(x, w, y)
+    ww = w[..., :, None] * w[..., None, :]
+    sx = np.sign(x[..., :, None] - x[..., None, :])
+    sy = np.sign(y[..., :, None] - y[..., None, :])
     s = (ww * sx * sy).sum(axis=(-2, -1)) / 2.0
     n0 = (total * total - total) / 2.0
     n1 = ((ww * (sx == 0)).sum(axis=(-2, -1)) - total) / 2.0
     n2 = ((ww * (sy == 0)).sum(axis=(-2, -1)) - total) / 2.0
     with np.errstate(invalid="ignore", divide="ignore"):
-        if coefficient == "kendall_b":
+        if variant == "b":
             tau = s / np.sqrt((n0 - n1) * (n0 - n2))
-        elif coefficient == "kendall_c":
+        else:
             present = w > 0
             # distinct values on the support: each present value counts 1/multiplicity-in-positions
             same_x = ((sx == 0) & present[..., None, :]).sum(axis=-1)
@@ -278,9 +443,21 @@ def pair_statistic(
             ky = np.where(present, 1.0 / np.maximum(same_y, 1), 0.0).sum(axis=-1)
             m = np.rint(np.minimum(kx, ky))
             tau = 2.0 * s / (total * total * (m - 1.0) / m)
-        else:
-            raise ValueError(f"no resampled statistic for coefficient {coefficient!r}")
     return np.where(const | (total < 2), np.nan, np.clip(tau, -1.0, 1.0))
+
+
+def _weighted_kendall_b(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    return _weighted_kendall(x, y, w, "b")
+
+
+def _weighted_kendall_c(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    return _weighted_kendall(x, y, w, "c")
+
+
+def _weighted_kendall_like(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    c, d = pair_kendall_like_counts(x, y, w)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(c + d > 0, (c - d) / (c + d), np.nan)
 
 
 def pair_kendall_like_counts(
@@ -305,9 +482,102 @@ def pair_kendall_like_counts(
     return c, d
 
 
-VECTOR_FUNCTIONS = {
-    "pearson": pearson,
-    "spearman": spearman,
-    "kendall_b": kendall_b,
-    "kendall_c": kendall_c,
-}
+# ---------------------------------------------------------------------------------------------
+# Hooks whose kernels live in modules that import this one: looked up when first called.
+# ---------------------------------------------------------------------------------------------
+
+
+def _pooled_pearson(pairs: FixedPairs, wt: np.ndarray) -> np.ndarray:
+    return pairs.pearson(wt)
+
+
+def _pooled_spearman(pairs: FixedPairs, wt: np.ndarray) -> np.ndarray:
+    return pairs.spearman(wt)
+
+
+def _pooled_kendall_b(pairs: FixedPairs, wt: np.ndarray) -> np.ndarray:
+    return pairs.kendall(wt, "b")
+
+
+def _pooled_kendall_c(pairs: FixedPairs, wt: np.ndarray) -> np.ndarray:
+    return pairs.kendall(wt, "c")
+
+
+def _pearson_by_items(
+    pairs: FixedPairs, item: np.ndarray, n_items: int, item_w: np.ndarray
+) -> np.ndarray:
+    return pairs.pearson_by_items(item, n_items, item_w)
+
+
+def _spearman_by_items(
+    pairs: FixedPairs, item: np.ndarray, n_items: int, item_w: np.ndarray
+) -> np.ndarray:
+    return pairs.spearman_by_items(item, item_w)
+
+
+def _kendall_b_by_items(
+    pairs: FixedPairs, item: np.ndarray, n_items: int, item_w: np.ndarray
+) -> np.ndarray | None:
+    return pairs.kendall_b_by_items(item, n_items, item_w)
+
+
+def _kendall_like_resampled(metric: np.ndarray, human: np.ndarray, res: Resamples) -> np.ndarray:
+    from paraeval.correlation.bootstrap import kendall_like_segment_values
+
+    return kendall_like_segment_values(metric, human, res)
+
+
+def _kendall_like_batch(metrics: np.ndarray, human: np.ndarray) -> np.ndarray:
+    from paraeval.correlation.significance import kendall_like_segment_batch
+
+    return kendall_like_segment_batch(metrics, human)
+
+
+register_coefficient(
+    Coefficient(
+        "pearson",
+        pearson,
+        weighted=_weighted_pearson_statistic,
+        pooled=_pooled_pearson,
+        pooled_by_items=_pearson_by_items,
+    )
+)
+register_coefficient(
+    Coefficient(
+        "spearman",
+        spearman,
+        weighted=_weighted_spearman_statistic,
+        pooled=_pooled_spearman,
+        pooled_by_items=_spearman_by_items,
+    )
+)
+register_coefficient(
+    Coefficient(
+        "kendall_b",
+        kendall_b,
+        weighted=_weighted_kendall_b,
+        pooled=_pooled_kendall_b,
+        pooled_by_items=_kendall_b_by_items,
+    )
+)
+register_coefficient(
+    Coefficient("kendall_c", kendall_c, weighted=_weighted_kendall_c, pooled=_pooled_kendall_c)
+)
+# system pairs inside items: pooled over all items, or one value per item
+register_coefficient(
+    Coefficient(
+        "kendall_like",
+        kendall_like,
+        levels=("segment", "item"),
+        vector=False,
+        weighted=_weighted_kendall_like,
+        segment_resampled=_kendall_like_resampled,
+        segment_batch=_kendall_like_batch,
+    )
+)
+# orders systems, so only the system level has anything to order
+register_coefficient(
+    Coefficient(
+        "pairwise_accuracy", pairwise_accuracy, levels=("system",), weighted=_weighted_accuracy
+    )
+)

@@ -11,9 +11,11 @@
   the mean of its finite segment scores, against the mean of its finite human scores.
   ``n`` = systems used, ``n_dropped`` = systems without a finite score on either side.
 
-``kendall_like`` counts system pairs inside items, so it exists at the segment level (pairs pooled
-over all items) and the item level (one value per item, averaged). ``pairwise_accuracy`` orders
-systems, so it exists at the system level only. Other combinations raise ``ValueError``.
+Each coefficient says at which levels it is defined (``Coefficient.levels`` in
+:mod:`correlation.coefficients`): ``kendall_like`` counts system pairs inside items, so it exists
+at the segment level (pairs pooled over all items) and the item level (one value per item,
+averaged); ``pairwise_accuracy`` orders systems, so it exists at the system level only. Other
+combinations raise ``ValueError``.
 """
 
 from __future__ import annotations
@@ -23,28 +25,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from paraeval.correlation.coefficients import (
-    COEFFICIENTS,
+    LEVELS,
     NAN_RESULT,
-    VECTOR_FUNCTIONS,
+    Coefficient,
+    CoefficientLike,
+    get_coefficient,
     is_constant,
-    kendall_like,
-    kendall_like_counts,
     pair_statistic,
-    pairwise_accuracy,
 )
 
-LEVELS: tuple[str, ...] = ("segment", "item", "system")
 ITEM_NAN: tuple[str, ...] = ("skip", "zero")
 UNITS: tuple[str, ...] = ("items", "systems", "both")
-
-_VALID_LEVELS: dict[str, tuple[str, ...]] = {
-    "pearson": LEVELS,
-    "spearman": LEVELS,
-    "kendall_b": LEVELS,
-    "kendall_c": LEVELS,
-    "kendall_like": ("segment", "item"),
-    "pairwise_accuracy": ("system",),
-}
 
 
 @dataclass(frozen=True)
@@ -57,25 +48,25 @@ class Correlation:
     n_dropped: int
 
 
-def valid_combination(level: str, coefficient: str) -> bool:
+def valid_combination(level: str, coefficient: CoefficientLike) -> bool:
     """Whether ``coefficient`` is defined at ``level`` (both names must be known)."""
-    check_level_coefficient(level, coefficient, combination=False)
-    return level in _VALID_LEVELS[coefficient]
+    return level in check_level_coefficient(level, coefficient, combination=False).levels
 
 
-def check_level_coefficient(level: str, coefficient: str, *, combination: bool = True) -> None:
-    """Raise ``ValueError`` naming the valid choices for an unknown or invalid level/coefficient."""
+def check_level_coefficient(
+    level: str, coefficient: CoefficientLike, *, combination: bool = True
+) -> Coefficient:
+    """The coefficient, or ``ValueError`` naming the valid choices for an unknown or invalid
+    level/coefficient."""
     if level not in LEVELS:
         raise ValueError(f"unknown correlation level {level!r}; valid levels: {', '.join(LEVELS)}")
-    if coefficient not in COEFFICIENTS:
+    coef = get_coefficient(coefficient)
+    if combination and level not in coef.levels:
         raise ValueError(
-            f"unknown coefficient {coefficient!r}; valid coefficients: {', '.join(COEFFICIENTS)}"
+            f"coefficient {coef.name!r} is not defined at the {level!r} level; it is defined at: "
+            f"{', '.join(coef.levels)}"
         )
-    if combination and level not in _VALID_LEVELS[coefficient]:
-        raise ValueError(
-            f"coefficient {coefficient!r} is not defined at the {level!r} level; it is defined at: "
-            f"{', '.join(_VALID_LEVELS[coefficient])}"
-        )
+    return coef
 
 
 def check_matrices(metric: np.ndarray, human: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -115,7 +106,7 @@ def system_scores(
     return x, row_nanmean(h)
 
 
-def item_values(metric: np.ndarray, human: np.ndarray, coefficient: str) -> np.ndarray:
+def item_values(metric: np.ndarray, human: np.ndarray, coefficient: CoefficientLike) -> np.ndarray:
     """The coefficient across systems inside each item, shape ``(n_items,)``; NaN where undefined.
 
     For ``kendall_like`` the per-item value is ``(C - D) / (C + D)`` of that item's system pairs;
@@ -123,16 +114,13 @@ def item_values(metric: np.ndarray, human: np.ndarray, coefficient: str) -> np.n
     convention), only an item without a countable pair is.
     """
     m, h = check_matrices(metric, human)
-    if coefficient == "kendall_like":
-        c, d = kendall_like_counts(m, h)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(c + d > 0, (c - d) / np.maximum(c + d, 1), np.nan)
+    coef = get_coefficient(coefficient)
     # all items at once from (items, systems, systems) pair tensors rather than one scipy call
     # per item; the same numbers (the tests compare with scipy item by item)
     out = np.empty(m.shape[1])
     step = max(1, 2_000_000 // max(1, m.shape[0] ** 2))
     for j in range(0, m.shape[1], step):
-        out[j : j + step] = pair_statistic(coefficient, m.T[j : j + step], h.T[j : j + step], 1.0)
+        out[j : j + step] = pair_statistic(coef, m.T[j : j + step], h.T[j : j + step], 1.0)
     return out
 
 
@@ -140,18 +128,20 @@ def correlate(
     metric: np.ndarray,
     human: np.ndarray,
     level: str,
-    coefficient: str,
+    coefficient: CoefficientLike,
     *,
     system_metric: np.ndarray | None = None,
     item_nan: str = "skip",
 ) -> Correlation:
     """Correlation of a metric with a human score at ``level`` with ``coefficient``.
 
+    ``coefficient`` is a registered name, a :class:`Coefficient`, or any callable
+    ``(x, y) -> (value, p_value)`` on paired vectors.
     ``metric`` and ``human`` have shape ``(n_systems, n_items)`` with NaN for missing scores.
     ``system_metric`` (shape ``(n_systems,)``) replaces the mean of segment scores at the system
     level. See the module docstring for what ``n`` and ``n_dropped`` count at each level.
     """
-    check_level_coefficient(level, coefficient)
+    coef = check_level_coefficient(level, coefficient)
     if item_nan not in ITEM_NAN:
         raise ValueError(f"item_nan must be one of {', '.join(ITEM_NAN)}, got {item_nan!r}")
     m, h = check_matrices(metric, human)
@@ -159,14 +149,11 @@ def correlate(
     if level == "segment":
         ok = np.isfinite(m) & np.isfinite(h)
         n = int(ok.sum())
-        if coefficient == "kendall_like":
-            value, p = kendall_like(m, h)
-        else:
-            value, p = VECTOR_FUNCTIONS[coefficient](m[ok], h[ok])
-        return Correlation(value, p, n, int(ok.size - n))
+        value, p = coef.fn(m[ok], h[ok]) if coef.vector else coef.fn(m, h)
+        return Correlation(float(value), float(p), n, int(ok.size - n))
 
     if level == "item":
-        v = item_values(m, h, coefficient)
+        v = item_values(m, h, coef)
         undefined = ~np.isfinite(v)
         n_undefined = int(undefined.sum())
         if item_nan == "zero":
@@ -181,11 +168,9 @@ def correlate(
     x, y = system_scores(m, h, system_metric)
     ok = np.isfinite(x) & np.isfinite(y)
     n = int(ok.sum())
-    if coefficient == "pairwise_accuracy":
-        value, p = pairwise_accuracy(x, y)
-    else:
-        value, p = VECTOR_FUNCTIONS[coefficient](x, y)
-    return Correlation(value, p, n, int(ok.size - n))
+    # only vector coefficients are defined at the system level
+    value, p = coef.fn(x, y)
+    return Correlation(float(value), float(p), n, int(ok.size - n))
 
 
 def constant_warning(metric: np.ndarray, human: np.ndarray) -> str | None:

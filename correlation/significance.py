@@ -17,12 +17,13 @@ import numpy as np
 from scipy import stats
 
 from paraeval.correlation.bootstrap import FixedPairs, pair_kendall_like_counts, pair_statistic
-from paraeval.correlation.coefficients import VECTOR_FUNCTIONS
+from paraeval.correlation.coefficients import Coefficient, CoefficientLike
 from paraeval.correlation.levels import (
     ITEM_NAN,
     UNITS,
     check_level_coefficient,
     check_matrices,
+    correlate,
     item_values,
     row_nanmean,
 )
@@ -67,7 +68,7 @@ def _batch_statistic(
     metric: np.ndarray,
     human: np.ndarray,
     level: str,
-    coefficient: str,
+    coefficient: Coefficient,
     item_nan: str,
     system_metric: np.ndarray | None = None,
 ) -> np.ndarray:
@@ -79,18 +80,10 @@ def _batch_statistic(
     k, n_sys, n_items = metric.shape
     out = np.empty(k)
     if level == "segment":
-        # only kendall_like comes here; the vector coefficients use the stacked-data path
-        if coefficient != "kendall_like":
-            raise ValueError(f"no batched segment-level statistic for {coefficient!r}")
-        ok = np.isfinite(human)
-        w = ok.T.astype(float)
-        for sl in _slices(k, n_items * n_sys * n_sys):
-            c, d = pair_kendall_like_counts(metric[sl].transpose(0, 2, 1), human.T[None], w)
-            cc, dd = c.sum(1), d.sum(1)
-            const = _rows_constant(metric[sl][:, ok]) | _rows_constant(human[ok][None])
-            with np.errstate(invalid="ignore", divide="ignore"):
-                out[sl] = np.where(const | (cc + dd == 0), np.nan, (cc - dd) / (cc + dd))
-        return out
+        # coefficients with a pooled form use the stacked-data path and do not come here
+        if coefficient.segment_batch is not None:
+            return coefficient.segment_batch(metric, human)
+        return np.array([correlate(mk, human, level, coefficient).value for mk in metric])
 
     if level == "item":
         w = np.isfinite(human).T.astype(float)
@@ -103,6 +96,22 @@ def _batch_statistic(
     y = row_nanmean(human)
     for sl in _slices(k, n_sys * n_sys):
         out[sl] = pair_statistic(coefficient, x[sl], y[None], 1.0)
+    return out
+
+
+def kendall_like_segment_batch(metric: np.ndarray, human: np.ndarray) -> np.ndarray:
+    """The WMT Kendall-like tau pooled over items of each matrix of a batch ``metric`` (K, S, I)
+    that shares the NaN pattern of ``human`` (S, I)."""
+    k, n_sys, n_items = metric.shape
+    out = np.empty(k)
+    ok = np.isfinite(human)
+    w = ok.T.astype(float)
+    for sl in _slices(k, n_items * n_sys * n_sys):
+        c, d = pair_kendall_like_counts(metric[sl].transpose(0, 2, 1), human.T[None], w)
+        cc, dd = c.sum(1), d.sum(1)
+        const = _rows_constant(metric[sl][:, ok]) | _rows_constant(human[ok][None])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[sl] = np.where(const | (cc + dd == 0), np.nan, (cc - dd) / (cc + dd))
     return out
 
 
@@ -137,7 +146,7 @@ def permutation_test(
     metric_b: np.ndarray,
     human: np.ndarray,
     level: str,
-    coefficient: str,
+    coefficient: CoefficientLike,
     *,
     rng: np.random.Generator,
     n_resamples: int = 1000,
@@ -166,7 +175,7 @@ def permutation_test(
     permutations whose difference is defined. The +1 counts the observed assignment, one of the
     permutations, so p is never 0. A metric tested against itself gets p = 1.
     """
-    check_level_coefficient(level, coefficient)
+    coef = check_level_coefficient(level, coefficient)
     if unit not in UNITS:
         raise ValueError(f"unknown permutation unit {unit!r}; valid units: {', '.join(UNITS)}")
     if alternative not in ALTERNATIVES:
@@ -197,7 +206,8 @@ def permutation_test(
         sys_b = _standardize(np.asarray(system_metric_b, dtype=float).ravel())
 
     pooled: FixedPairs | None = None
-    if level == "segment" and coefficient in VECTOR_FUNCTIONS:
+    pooled_fn = coef.pooled if coef.vector else None
+    if level == "segment" and pooled_fn is not None:
         # The permuted metric takes each cell from A or from B, so it is a 0/1-weighted subset
         # of the fixed stacked data [A; B] against [human; human]; the bootstrap's vectorised
         # weighted coefficients then score all permutations at once (O(n log n) for Kendall).
@@ -206,7 +216,7 @@ def permutation_test(
     per_item: tuple[np.ndarray, np.ndarray] | None = None
     if level == "item" and unit == "items":
         # whole items swap, so every item keeps A's or B's own per-item value
-        per_item = (item_values(a, h, coefficient), item_values(b, h, coefficient))
+        per_item = (item_values(a, h, coef), item_values(b, h, coef))
 
     def deltas(mask: np.ndarray) -> np.ndarray:
         """Differences for swap masks broadcastable to (K, S, I); True = swapped."""
@@ -216,13 +226,11 @@ def permutation_test(
             return _item_mean(np.where(swap, vb, va), item_nan) - _item_mean(
                 np.where(swap, va, vb), item_nan
             )
-        if pooled is not None:
+        if pooled is not None and pooled_fn is not None:
             cells = np.broadcast_to(mask, (mask.shape[0], n_sys, n_items))[:, ok]
             keep_a = np.concatenate([~cells, cells], axis=1).T.astype(np.int32)
             keep_b = np.ascontiguousarray(1 - keep_a)
-            return np.asarray(
-                pooled.statistic(coefficient, keep_a) - pooled.statistic(coefficient, keep_b)
-            )
+            return np.asarray(pooled_fn(pooled, keep_a) - pooled_fn(pooled, keep_b))
         xa = np.where(mask, b[None], a[None])
         xb = np.where(mask, a[None], b[None])
         sa = sb = None
@@ -230,8 +238,8 @@ def permutation_test(
             m2 = mask[:, :, 0]
             sa = np.where(m2, sys_b[None], sys_a[None])
             sb = np.where(m2, sys_a[None], sys_b[None])
-        da = _batch_statistic(xa, h, level, coefficient, item_nan, sa)
-        db = _batch_statistic(xb, h, level, coefficient, item_nan, sb)
+        da = _batch_statistic(xa, h, level, coef, item_nan, sa)
+        db = _batch_statistic(xb, h, level, coef, item_nan, sb)
         return np.asarray(da - db)
 
     observed = float(deltas(np.zeros((1, 1, 1), dtype=bool))[0])

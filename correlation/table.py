@@ -27,6 +27,7 @@ from paraeval.correlation.bootstrap import (
     system_resampled_scores,
     system_statistic,
 )
+from paraeval.correlation.coefficients import Coefficient, CoefficientLike, get_coefficient
 from paraeval.correlation.levels import (
     LEVELS,
     UNITS,
@@ -84,20 +85,21 @@ def draw_table_resamples(
     rng: np.random.Generator,
     n_aspects: int,
     levels: Sequence[str],
-    coefficients: Sequence[str],
+    coefficients: Sequence[CoefficientLike],
     n_sys: int,
     n_items: int,
     n_resamples: int,
     unit: str,
     ci: bool = True,
-) -> list[tuple[int, str, list[str], Resamples | None]]:
+) -> list[tuple[int, str, list[Coefficient], Resamples | None]]:
     """The resamples :func:`correlation_table` uses, one set per (aspect index, level), drawn in
     its fixed order before any work starts (the rows do not depend on workers). A caller that
     serves every row from a cache calls this to leave ``rng`` in the state the table would."""
-    out: list[tuple[int, str, list[str], Resamples | None]] = []
+    coefs = [get_coefficient(c) for c in coefficients]
+    out: list[tuple[int, str, list[Coefficient], Resamples | None]] = []
     for k in range(n_aspects):
         for level in levels:
-            combos = [c for c in coefficients if valid_combination(level, c)]
+            combos = [c for c in coefs if valid_combination(level, c)]
             if not combos:
                 continue
             res = draw_resamples(rng, n_sys, n_items, n_resamples, unit) if ci else None
@@ -110,7 +112,7 @@ def correlation_table(
     humans: Mapping[str, np.ndarray],
     *,
     levels: Sequence[str] = ("segment", "system"),
-    coefficients: Sequence[str] = ("pearson", "spearman", "kendall_b"),
+    coefficients: Sequence[CoefficientLike] = ("pearson", "spearman", "kendall_b"),
     system_metrics: Mapping[str, np.ndarray] | None = None,
     ci: bool = True,
     n_resamples: int = 1000,
@@ -123,8 +125,10 @@ def correlation_table(
 ) -> list[dict[str, Any]]:
     """One row per (metric, aspect, level, coefficient) with columns :data:`CORRELATION_COLUMNS`.
 
-    Level/coefficient pairs that are not defined (``pairwise_accuracy`` below the system level,
-    ``kendall_like`` at the system level) are skipped. ``system_metrics[name]`` is the metric's
+    ``coefficients`` are registered names, :class:`Coefficient` objects or callables
+    ``(x, y) -> (value, p)``. Level/coefficient pairs that are not defined
+    (``Coefficient.levels``: ``pairwise_accuracy`` below the system level, ``kendall_like`` at the
+    system level) are skipped. ``system_metrics[name]`` is the metric's
     corpus-level score per system, used at the system level; when items are resampled and it is
     not the plain segment mean, ``system_metric_fns[name](item_indices)`` must recompute it.
 
@@ -152,7 +156,7 @@ def correlation_table(
         aspect: str,
         human: np.ndarray,
         level: str,
-        combos: list[str],
+        combos: list[Coefficient],
         res: Resamples | None,
     ) -> list[dict[str, Any]]:
         metric = metrics[name]
@@ -187,7 +191,7 @@ def correlation_table(
                     "metric": name,
                     "aspect": aspect,
                     "level": level,
-                    "coefficient": coefficient,
+                    "coefficient": coefficient.name,
                     "value": corr.value,
                     "ci_low": lo,
                     "ci_high": hi,
@@ -198,7 +202,7 @@ def correlation_table(
             )
         return out
 
-    jobs: list[tuple[str, str, np.ndarray, str, list[str], Resamples | None]] = []
+    jobs: list[tuple[str, str, np.ndarray, str, list[Coefficient], Resamples | None]] = []
     drawn = draw_table_resamples(
         rng, len(humans), levels, coefficients, n_sys, n_items, n_resamples, unit, ci
     )
@@ -219,7 +223,7 @@ def _williams_inputs(
     b: np.ndarray,
     h: np.ndarray,
     level: str,
-    coefficient: str,
+    coefficient: Coefficient,
     sys_a: np.ndarray | None,
     sys_b: np.ndarray | None,
 ) -> tuple[float, float, float, int]:
@@ -244,9 +248,9 @@ def _williams_inputs(
 
 # Williams inputs by the content of the three score matrices: the pairs of a sweep job whose two
 # columns did not change since an earlier job in this process are not recomputed.
-_WILLIAMS_MEMO: OrderedDict[tuple[str, str, str, str, str], tuple[float, float, float, int]] = (
-    OrderedDict()
-)
+_WILLIAMS_MEMO: OrderedDict[
+    tuple[str, str, str, str, Coefficient], tuple[float, float, float, int]
+] = OrderedDict()
 _WILLIAMS_MEMO_ENTRIES = 50_000
 
 
@@ -265,7 +269,7 @@ def significance_table(
     humans: Mapping[str, np.ndarray],
     *,
     level: str,
-    coefficient: str,
+    coefficient: CoefficientLike,
     method: str = "williams",
     rng: np.random.Generator,
     n_resamples: int = 1000,
@@ -290,7 +294,7 @@ def significance_table(
     ``cluster_a``/``cluster_b`` come from :func:`significance_clusters` over all metrics of the
     aspect with these p-values (None for a metric whose correlation is NaN).
     """
-    check_level_coefficient(level, coefficient)
+    coef = check_level_coefficient(level, coefficient)
     if method not in METHODS:
         raise ValueError(f"unknown significance method {method!r}; valid methods: {METHODS}")
     if method == "williams" and level == "item":
@@ -308,9 +312,7 @@ def significance_table(
         h = check_matrices(human, human)[0]
         h_digest = _digest(h, None)
         values = {
-            n: correlate(
-                metrics[n], h, level, coefficient, system_metric=sm[n], item_nan=item_nan
-            ).value
+            n: correlate(metrics[n], h, level, coef, system_metric=sm[n], item_nan=item_nan).value
             for n in names
         }
         pair_rows: list[dict[str, Any]] = []
@@ -321,10 +323,10 @@ def significance_table(
                 a, b = b, a
             ma, mb = np.asarray(metrics[a], float), np.asarray(metrics[b], float)
             if method == "williams":
-                key = (digests[a], digests[b], h_digest, level, coefficient)
+                key = (digests[a], digests[b], h_digest, level, coef)
                 found = _WILLIAMS_MEMO.get(key)
                 if found is None:
-                    found = _williams_inputs(ma, mb, h, level, coefficient, sm[a], sm[b])
+                    found = _williams_inputs(ma, mb, h, level, coef, sm[a], sm[b])
                     _WILLIAMS_MEMO[key] = found
                     if len(_WILLIAMS_MEMO) > _WILLIAMS_MEMO_ENTRIES:
                         _WILLIAMS_MEMO.popitem(last=False)
@@ -338,7 +340,7 @@ def significance_table(
                     mb,
                     h,
                     level,
-                    coefficient,
+                    coef,
                     rng=rng,
                     n_resamples=n_resamples,
                     unit=unit,
@@ -352,7 +354,7 @@ def significance_table(
                 {
                     "aspect": aspect,
                     "level": level,
-                    "coefficient": coefficient,
+                    "coefficient": coef.name,
                     "metric_a": a,
                     "metric_b": b,
                     "r_a": ra,

@@ -76,7 +76,7 @@ def check_output_dir_overrides(argv: list[str]) -> None:
 
 def _probe(folder: Path, shown: str, key: str) -> None:
     from paraeval.pipeline.errors import ConfigError
-    from paraeval.pipeline.track import check_writable
+    from paraeval.pipeline.files import check_writable
 
     try:
         check_writable(folder, key, shown)

@@ -13,8 +13,8 @@ from omegaconf import DictConfig
 from paraeval.pipeline import report
 from paraeval.pipeline.evaluation import Evaluation, compute, run_record, write_tables
 from paraeval.pipeline.figures import Figures
+from paraeval.pipeline.files import check_writable
 from paraeval.pipeline.settings import Settings
-from paraeval.pipeline.track import check_writable, track_run, write_run_info
 
 log = logging.getLogger("paraeval")
 
@@ -35,18 +35,15 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
     figures = Figures(background=settings.report.plot_process)
     ev = compute(table, settings, on_figure=lambda job: figures.submit(job, out))
     write_tables(ev, out)
-    record = run_record(ev, out, overrides or [])
-    # run_info.json is written either way, so `paraeval-log` can log this directory later
     run_id = uri = None
     try:
-        if settings.tracking.get("enabled", True):
-            # the figures are awaited inside, after the per-system runs and before the output
-            # directory is hashed and uploaded
-            logged = track_run(out, record, before_artifacts=figures.wait)
-            if logged is not None:
-                run_id, uri = logged.run_id, logged.uri
-        else:
-            write_run_info(out, record)
+        # run_info.json is written first, so `paraeval-log` can log this directory later; the
+        # figures are awaited after the per-system runs, before the directory is uploaded
+        logged = settings.tracker.log(
+            out, run_record(ev, out, overrides or []), before_artifacts=figures.wait
+        )
+        if logged is not None:
+            run_id, uri = logged.run_id, logged.uri
     finally:
         figures.wait()
     if settings.report.print_tables:

@@ -170,7 +170,7 @@ def ranking_plot(result: Comparison, path: Path, max_panels: int = 8) -> bool:
 
     from matplotlib.image import imsave
 
-    from paraeval.pipeline.track import atomic_write
+    from paraeval.pipeline.files import atomic_write
 
     atomic_write(path, lambda p: imsave(p, image, format="png", dpi=_DPI))
     return True

@@ -172,8 +172,11 @@ def _batched(
 
 
 def check_correlation_config(cfg: Mapping[str, Any]) -> tuple[list[str], list[str]]:
-    """(levels, coefficients) of ``correlation``; an unknown name is a ConfigError. Called before
-    scoring as well, so a typo costs seconds, not a scoring pass."""
+    """(levels, coefficients) of ``correlation``; an unknown name is a ConfigError, and so is a
+    choice that computes nothing: no listed coefficient defined at any listed level, or a
+    significance coefficient not defined at its level (the registry in
+    ``correlation.coefficients`` says where each is). Called before scoring as well, so a typo
+    costs seconds, not a scoring pass."""
     from paraeval.correlation import COEFFICIENTS, ITEM_NAN, LEVELS, UNITS
 
     levels_node = cfg.get("levels", ["segment", "system"])
@@ -192,6 +195,16 @@ def check_correlation_config(cfg: Mapping[str, Any]) -> tuple[list[str], list[st
                 f"correlation.coefficients: unknown coefficient '{coef}'; choose from "
                 f"{list(COEFFICIENTS)}"
             )
+    if (
+        levels
+        and coefficients
+        and not any(level in COEFFICIENTS[coef].levels for level in levels for coef in coefficients)
+    ):
+        raise ConfigError(
+            f"correlation: none of the coefficients {coefficients} is defined at the levels "
+            f"{levels}; "
+            + "; ".join(f"{c} at {list(COEFFICIENTS[c].levels)}" for c in coefficients)
+        )
     choices = {"unit": UNITS, "item_nan": ITEM_NAN}
     for key, valid in choices.items():
         if key in cfg and str(cfg[key]) not in valid:
@@ -205,6 +218,13 @@ def check_correlation_config(cfg: Mapping[str, Any]) -> tuple[list[str], list[st
                 raise ConfigError(
                     f"correlation.significance.{key} must be one of {list(valid)}, got '{sig[key]}'"
                 )
+        sig_level = str(sig.get("level", "segment"))
+        sig_coef = COEFFICIENTS[str(sig.get("coefficient", "pearson"))]
+        if sig_level not in sig_coef.levels:
+            raise ConfigError(
+                f"correlation.significance: coefficient '{sig_coef.name}' is not defined at the "
+                f"'{sig_level}' level; it is defined at {list(sig_coef.levels)}"
+            )
         method = str(sig.get("method", "williams"))
         if method not in ("williams", "permutation"):
             raise ConfigError(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,13 +26,20 @@ from paraeval.pipeline.compare import COMPARISON_COLUMNS, SYSTEM_COLUMNS, Compar
 from paraeval.pipeline.compare_plots import write_compare_plots
 from paraeval.pipeline.correlate import correlate, significance
 from paraeval.pipeline.figures import Figures
+from paraeval.pipeline.files import write_csv, write_parquet
 from paraeval.pipeline.humans import human_report
 from paraeval.pipeline.load import HUMAN_PREFIX
 from paraeval.pipeline.plots import scatter_columns, write_plots
 from paraeval.pipeline.score import Scores, build_metrics, score
 from paraeval.pipeline.settings import Settings
 from paraeval.pipeline.sweep import AlphaCurve, compute_alpha_curve, curve_metrics, plot_alpha_curve
-from paraeval.pipeline.track import RunRecord, write_csv, write_parquet
+from paraeval.pipeline.track import (
+    RunRecord,
+    hydra_tags,
+    library_versions,
+    sweep_run_name,
+)
+from paraeval.pipeline.tracking import Tracker, tracker_from_config
 
 log = logging.getLogger("paraeval")
 
@@ -126,19 +133,16 @@ class Evaluation:
     def log(
         self,
         out_dir: str | Path,
-        tracking: dict[str, object] | None = None,
+        tracking: Mapping[str, object] | None = None,
         overrides: Sequence[str] = (),
     ) -> str | None:
-        """Writes the output files into ``out_dir`` and logs them to MLflow (``tracking``: the
-        keys of ``conf/tracking/*.yaml``; default: this evaluation's tracking settings). Returns
-        the MLflow run id, or None when the store was unreachable (the files are kept)."""
-        from paraeval.pipeline.track import resolved_tracking, track_run
-
+        """Writes the output files into ``out_dir`` and logs them with this evaluation's tracker
+        (``tracking``: keys of ``conf/tracking/*.yaml`` to change, e.g. ``{"uri": ...}``).
+        Returns the MLflow run id, or None when nothing was logged (the files are kept)."""
+        s = self.settings
+        tracker = s.tracker if tracking is None else tracker_from_config({**s.tracking, **tracking})
         out = self.write(out_dir)
-        record = run_record(self, out, overrides)
-        if tracking is not None:
-            record.tracking = resolved_tracking(tracking)
-        logged = track_run(out, record)
+        logged = tracker.log(out, run_record(self, out, overrides, tracker))
         return None if logged is None else logged.run_id
 
 
@@ -267,17 +271,13 @@ def write_tables(ev: Evaluation, out: Path) -> None:
 
 
 # --------------------------------------------------------------------------- tracking record
-def run_record(ev: Evaluation, out: Path, overrides: Sequence[str] = ()) -> RunRecord:
-    """What MLflow receives besides the files: params, tags (signatures, versions, sweep), the
-    run name and the run's own metrics."""
-    from paraeval.pipeline.track import (
-        hydra_tags,
-        library_versions,
-        resolved_tracking,
-        sweep_run_name,
-    )
-
+def run_record(
+    ev: Evaluation, out: Path, overrides: Sequence[str] = (), tracker: Tracker | None = None
+) -> RunRecord:
+    """What the tracker receives besides the files: params, tags (signatures, versions, sweep),
+    the run name and the run's own metrics."""
     s = ev.settings
+    tracker = tracker or s.tracker
     params = dict(s.params)
     params["metrics.selected"] = ",".join(ev.metrics)
     tags = {
@@ -293,10 +293,10 @@ def run_record(ev: Evaluation, out: Path, overrides: Sequence[str] = ()) -> RunR
     interesting = [o for o in overrides if not o.startswith(("hydra.", "tracking."))]
     name = s.data.name + (" " + " ".join(interesting) if interesting else "")
     return RunRecord(
-        tracking=resolved_tracking(s.tracking),
+        tracking=tracker.settings,
         params=params,
         tags=tags,
-        run_name=str(s.tracking.get("run_name") or sweep_run_name(name, tags)),
+        run_name=tracker.run_name or sweep_run_name(name, tags),
         metrics=dict(ev.run_metrics),
         data_name=s.data.name,
     )

@@ -29,7 +29,7 @@ def _plt():  # type: ignore[no-untyped-def]
 def save_figure(fig: Any, path: Path, dpi: int) -> None:
     """PNG through a temporary file and a rename (the format is given: the temporary name has no
     .png suffix), so a crash never leaves a truncated image under the final name."""
-    from paraeval.pipeline.track import atomic_write
+    from paraeval.pipeline.files import atomic_write
 
     atomic_write(path, lambda p: fig.savefig(p, dpi=dpi, format="png"))
 
@@ -80,7 +80,7 @@ def render(path: Path, kind: str, draw: Callable[[Path], object], *inputs: Any) 
     key = h.hexdigest()
     png = _PNGS.get(key)
     if png is not None:
-        from paraeval.pipeline.track import atomic_write
+        from paraeval.pipeline.files import atomic_write
 
         atomic_write(path, lambda p: p.write_bytes(png))
         return

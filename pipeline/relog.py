@@ -22,12 +22,8 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 
 from paraeval.pipeline.errors import UserError
-from paraeval.pipeline.track import (
-    TrackingUnavailable,
-    log_output_dir,
-    read_run_info,
-    resolve_tracking_uri,
-)
+from paraeval.pipeline.track import TrackingUnavailable, read_run_info, resolve_tracking_uri
+from paraeval.pipeline.tracking import MLflowTracker
 
 PROG = "paraeval-log"
 
@@ -68,7 +64,8 @@ def relog(
     if not tracking.get("uri") and not tracking.get("store_dir"):
         tracking["store_dir"] = "mlflow"
     resolve_tracking_uri(tracking)
-    logged = log_output_dir(out_dir, record, tracking)
+    # whatever tracker the run had (none included), a later logging goes to MLflow
+    logged = MLflowTracker.from_settings(tracking).log_output_dir(out_dir, record)
     return logged.run_id, logged.already, logged.uri
 
 

@@ -23,6 +23,7 @@ from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.load import LOADERS, load_data
 from paraeval.pipeline.sweep import AlphaCurveSettings
 from paraeval.pipeline.track import flatten
+from paraeval.pipeline.tracking import Tracker, tracker_from_config
 
 Node = dict[str, object]
 
@@ -73,6 +74,7 @@ class Settings:
     alpha_curve: AlphaCurveSettings
     report: ReportSettings
     tracking: Node
+    tracker: Tracker
     params: dict[str, str]  # the flattened resolved config, as MLflow params
 
     @classmethod
@@ -95,6 +97,7 @@ class Settings:
             alpha_curve=AlphaCurveSettings.from_config(_node(tree, "alpha_curve")),
             report=_report(_node(tree, "report")),
             tracking=_node(tree, "tracking"),
+            tracker=tracker_from_config(_node(tree, "tracking")),
             params=flatten(tree),
         )
 

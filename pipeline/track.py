@@ -1,4 +1,8 @@
-"""Track stage: write the output files first (atomically), then log everything to MLflow.
+"""The run record (``run_info.json``) and the MLflow backend behind
+:class:`paraeval.pipeline.tracking.MLflowTracker`.
+
+The output files are written first (atomically, :mod:`paraeval.pipeline.files`); a tracker then
+logs the finished directory (:mod:`paraeval.pipeline.tracking` chooses the backend).
 
 MLflow layout: one parent run per invocation and one child run per system with its corpus-level
 scores. The parent holds the flattened resolved config as params (plus ``metrics.selected``), the
@@ -23,7 +27,6 @@ import json
 import logging
 import math
 import os
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -37,13 +40,14 @@ from typing import Any
 import pandas as pd
 
 from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.files import RUN_INFO, atomic_write, output_digest
+from paraeval.pipeline.memo import Memo
 
 log = logging.getLogger(__name__)
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 
-RUN_INFO = "run_info.json"
 RUN_INFO_FORMAT = "paraeval-run/1"
 CONTENT_HASH_TAG = "paraeval.content_hash"
 PARAM_MAX = 6000  # MLflow's limit on a param value
@@ -61,77 +65,6 @@ LIBRARIES = (
     "mlflow",
     "nltk",
 )
-
-
-# --------------------------------------------------------------------------- files
-def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """Write through a temporary file in the same folder, then rename: a crash never leaves a
-    truncated file that looks valid."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        # mkstemp creates 0600; the result gets the mode a plain open() would have given it
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        with suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def write_csv(df: pd.DataFrame, path: Path, index: bool = False) -> None:
-    atomic_write(path, lambda p: df.to_csv(p, index=index))
-
-
-def write_parquet(df: pd.DataFrame, path: Path) -> None:
-    atomic_write(path, lambda p: df.to_parquet(p, index=False))
-
-
-def check_writable(out_dir: Path, key: str = "hydra.run.dir", shown: str | None = None) -> None:
-    """Create ``out_dir`` and write a probe file in it; a ConfigError that names ``key`` (the
-    setting to change) otherwise. ``shown`` is the folder as the user wrote it."""
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        probe = out_dir / ".paraeval-write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        raise ConfigError(
-            f"output directory '{shown or out_dir}' is not writable ({exc.strerror}); set {key} "
-            "to a writable folder"
-        ) from None
-
-
-def output_digest(out_dir: Path, salt: str = "") -> str:
-    """Hash of the output files (names and bytes) and ``salt`` (the run's id, so that two runs with
-    byte-identical outputs stay two runs). Log files and ``run_info.json`` are left out: they are
-    not results, and the log keeps growing while the run is being logged."""
-    h = hashlib.blake2b(digest_size=16)
-    h.update(salt.encode("utf-8") + b"\x1f")
-    root = Path(out_dir)
-    files = sorted(
-        p
-        for p in root.rglob("*")
-        if p.is_file()
-        and p.name != RUN_INFO
-        and p.suffix != ".log"
-        and not p.name.startswith(".paraeval")
-        and not p.name.endswith(".tmp")
-    )
-    for p in files:
-        rel = p.relative_to(root).as_posix().encode("utf-8")
-        h.update(len(rel).to_bytes(8, "little") + rel)
-        data = p.read_bytes()
-        h.update(len(data).to_bytes(8, "little") + data)
-    return h.hexdigest()
 
 
 # --------------------------------------------------------------------------- run description
@@ -174,10 +107,17 @@ def read_run_info(out_dir: Path) -> RunRecord:
     return RunRecord(**{k: v for k, v in raw.items() if k in fields})
 
 
+# Config keys that are not parameters of the evaluation: which tracker logs a run says nothing
+# about its results, and runs logged before trackers were chosen by _target_ had no such param.
+NOT_PARAMS = frozenset({"tracking._target_"})
+
+
 def flatten(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     out: dict[str, str] = {}
     for key, value in cfg.items():
         name = f"{prefix}{key}"
+        if name in NOT_PARAMS:
+            continue
         if isinstance(value, Mapping):
             out.update(flatten(value, f"{name}."))
         else:
@@ -276,8 +216,9 @@ def resolve_tracking_uri(tracking: Mapping[str, Any]) -> tuple[str, str | None]:
 
 
 def resolved_tracking(tracking: Mapping[str, Any]) -> dict[str, Any]:
-    """Tracking settings with a relative ``store_dir`` made absolute (as stored for relogging)."""
-    out = dict(tracking)
+    """Tracking settings with a relative ``store_dir`` made absolute (as stored for relogging);
+    the tracker's ``_target_`` is not a setting."""
+    out = {k: v for k, v in tracking.items() if k != "_target_"}
     if not out.get("uri"):
         out["store_dir"] = str(Path(str(out.get("store_dir") or "mlflow")).expanduser().resolve())
     return out
@@ -385,7 +326,7 @@ def _find_logged(client: Any, exp_id: str, content_hash: str) -> str | None:
 
 
 # the MLflow dataset entity of the last input logged in this process, by content digest and name
-_DATASETS: dict[tuple[str, str], Any] = {}
+_DATASETS: Memo[tuple[str, str], Any] = Memo("track.datasets", max_entries=1)
 
 
 def _batches(items: list[Any], size: int) -> Iterator[list[Any]]:
@@ -479,14 +420,14 @@ def log_output_dir(
         parent_id = parent.info.run_id
         try:
             _log_batch(client, parent_id, metrics=metrics, params=record.params)
-            entity = _DATASETS.get((digest, record.data_name))
-            if entity is None:
-                # MLflow infers the schema value by value: once per input and process, not once
-                # per sweep job
-                dataset = from_pandas(frame, name=record.data_name, digest=digest)
-                entity = dataset._to_mlflow_entity()
-                _DATASETS.clear()
-                _DATASETS[(digest, record.data_name)] = entity
+            # MLflow infers the schema value by value: once per input and process, not once per
+            # sweep job
+            entity = _DATASETS.get_or_compute(
+                (digest, record.data_name),
+                lambda: from_pandas(
+                    frame, name=record.data_name, digest=digest
+                )._to_mlflow_entity(),
+            )
             client.log_inputs(
                 parent_id,
                 [DatasetInput(entity, tags=[InputTag("mlflow.data.context", "evaluation")])],
@@ -523,29 +464,3 @@ def log_output_dir(
                 client.set_terminated(parent_id, status="FAILED")
             raise
     return Logged(parent_id, uri, False)
-
-
-def track_run(
-    out_dir: Path, record: RunRecord, before_artifacts: Callable[[], None] | None = None
-) -> Logged | None:
-    """Write ``run_info.json`` and log the run. A tracking failure never fails the run: the outputs
-    stay on disk and one line says how to log them later."""
-    write_run_info(out_dir, record)
-    try:
-        logged = log_output_dir(out_dir, record, before_artifacts=before_artifacts)
-    except TrackingUnavailable as exc:
-        log.warning(
-            "%s; outputs kept in %s; log them later with: paraeval-log %s", exc, out_dir, out_dir
-        )
-        return None
-    except Exception as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        log.warning(
-            "MLflow logging failed (%s); outputs kept in %s; log them later with: paraeval-log %s",
-            reason[:300],
-            out_dir,
-            out_dir,
-        )
-        return None
-    log.info("MLflow run %s in %s", logged.run_id, logged.uri)
-    return logged

@@ -160,7 +160,7 @@ WRITER = textwrap.dedent(
     import sys, time
     from pathlib import Path
     import pandas as pd
-    from paraeval.pipeline.track import write_parquet
+    from paraeval.pipeline.files import write_parquet
 
     def slow(df, path, index=False):
         with open(path, "wb") as fh:

@@ -695,7 +695,7 @@ def _failing_writer(payload: bytes) -> Callable[[Path], None]:
 
 
 def test_failed_write_keeps_the_previous_file_and_no_temporary(tmp_path: Path) -> None:
-    from paraeval.pipeline.track import atomic_write, write_parquet
+    from paraeval.pipeline.files import atomic_write, write_parquet
 
     target = tmp_path / "segment_scores.parquet"
     good = pd.DataFrame({"item_id": ["1", "2"], "bleu": [1.0, 2.0]})

@@ -1,0 +1,90 @@
+"""Output files: atomic writes, the writability probe, and the digest of an output directory.
+
+No MLflow here: every stage that writes a result file uses these, whether or not the run is
+tracked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Callable
+from contextlib import suppress
+from pathlib import Path
+
+import pandas as pd
+
+from paraeval.pipeline.errors import ConfigError
+
+RUN_INFO = "run_info.json"
+
+
+def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+    """Write through a temporary file in the same folder, then rename: a crash never leaves a
+    truncated file that looks valid."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        # mkstemp creates 0600; the result gets the mode a plain open() would have given it
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_csv(df: pd.DataFrame, path: Path, index: bool = False) -> None:
+    atomic_write(path, lambda p: df.to_csv(p, index=index))
+
+
+def write_parquet(df: pd.DataFrame, path: Path) -> None:
+    atomic_write(path, lambda p: df.to_parquet(p, index=False))
+
+
+def check_writable(out_dir: Path, key: str = "hydra.run.dir", shown: str | None = None) -> None:
+    """Create ``out_dir`` and write a probe file in it; a ConfigError that names ``key`` (the
+    setting to change) otherwise. ``shown`` is the folder as the user wrote it."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        probe = out_dir / ".paraeval-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(
+            f"output directory '{shown or out_dir}' is not writable ({exc.strerror}); set {key} "
+            "to a writable folder"
+        ) from None
+
+
+def output_digest(out_dir: Path, salt: str = "") -> str:
+    """Hash of the output files (names and bytes) and ``salt`` (the run's id, so that two runs with
+    byte-identical outputs stay two runs). Log files and ``run_info.json`` are left out: they are
+    not results, and the log keeps growing while the run is being logged."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(salt.encode("utf-8") + b"\x1f")
+    root = Path(out_dir)
+    files = sorted(
+        p
+        for p in root.rglob("*")
+        if p.is_file()
+        and p.name != RUN_INFO
+        and p.suffix != ".log"
+        and not p.name.startswith(".paraeval")
+        and not p.name.endswith(".tmp")
+    )
+    for p in files:
+        rel = p.relative_to(root).as_posix().encode("utf-8")
+        h.update(len(rel).to_bytes(8, "little") + rel)
+        data = p.read_bytes()
+        h.update(len(data).to_bytes(8, "little") + data)
+    return h.hexdigest()

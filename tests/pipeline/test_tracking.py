@@ -1,0 +1,245 @@
+"""Trackers: every option of conf/tracking/ composes and instantiates through ``_target_``, logs
+(or not) a finished output directory, and always leaves run_info.json behind."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+from omegaconf import OmegaConf
+
+from paraeval.pipeline import tracking as tracking_mod
+from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.files import write_csv, write_parquet
+from paraeval.pipeline.relog import relog
+from paraeval.pipeline.track import Logged, RunRecord, flatten, read_run_info, resolved_tracking
+from paraeval.pipeline.tracking import (
+    TRACKERS,
+    MLflowTracker,
+    NoTracker,
+    Tracker,
+    tracker_from_config,
+)
+from tests.pipeline.test_config import _compose, options
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _output_dir(out: Path) -> Path:
+    """The files a finished run leaves that the MLflow backend reads."""
+    segments = pd.DataFrame(
+        {
+            "item_id": ["i1", "i1", "i2", "i2"],
+            "system": ["a", "b", "a", "b"],
+            "source": ["s1", "s1", "s2", "s2"],
+            "references": [["r1"], ["r1"], ["r2", "r2b"], ["r2", "r2b"]],
+            "candidate": ["c1", "c2", "c3", "c4"],
+            "human_fluency": [1.0, 2.0, 3.0, 4.0],
+            "bleu": [10.0, 20.0, 30.0, 40.0],
+        }
+    )
+    write_parquet(segments, out / "segment_scores.parquet")
+    write_csv(pd.DataFrame({"system": ["a", "b"], "bleu": [20.0, 30.0]}), out / "system_scores.csv")
+    write_csv(
+        pd.DataFrame(
+            [
+                {
+                    "metric": "bleu",
+                    "aspect": "human_fluency",
+                    "level": "segment",
+                    "coefficient": "pearson",
+                    "value": 1.0,
+                }
+            ]
+        ),
+        out / "correlations.csv",
+    )
+    return out
+
+
+def _record(tracker: Tracker) -> RunRecord:
+    return RunRecord(
+        tracking=tracker.settings,
+        params={"seed": "1234"},
+        tags={"paraeval.data": "toy"},
+        run_name=tracker.run_name or "toy",
+        metrics={"cache.hits": 3.0},
+        data_name="toy",
+    )
+
+
+def _node(option: str, overrides: list[str]) -> Any:
+    return _compose([f"tracking={option}", *overrides]).tracking
+
+
+@pytest.mark.parametrize("option", options("tracking"))
+def test_every_tracking_option_instantiates_and_logs(
+    option: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    store = tmp_path / "store"
+    overrides = {
+        "sqlite": [f"tracking.store_dir={store}"],
+        # nothing listens there: the run must go on with one line
+        "server": [f"tracking.uri=http://127.0.0.1:{_closed_port()}"],
+        "none": [],
+    }.get(option, [])
+    node = _node(option, overrides)
+    tracker = tracker_from_config(node)
+    target = str(node["_target_"])
+    assert target in TRACKERS
+    assert f"{type(tracker).__module__}.{type(tracker).__qualname__}" == target
+    # what run_info.json records is what the tracking config said, store_dir made absolute
+    plain = OmegaConf.to_container(node, resolve=True)
+    assert isinstance(plain, dict)
+    assert tracker.settings == resolved_tracking(plain)
+    assert "_target_" not in tracker.settings
+
+    out = _output_dir(tmp_path / "out")
+    record = _record(tracker)
+    with caplog.at_level(logging.INFO, logger="paraeval.pipeline.track"):
+        logged = tracker.log(out, record)
+    assert read_run_info(out) == record
+
+    if option == "sqlite":
+        assert isinstance(logged, Logged) and not logged.already
+        assert logged.uri == f"sqlite:///{store / 'mlflow.db'}"
+        run = MlflowClient(logged.uri).get_run(logged.run_id)
+        assert run.data.params["seed"] == "1234"
+        assert run.data.metrics["corr.segment.pearson.bleu.human_fluency"] == 1.0
+        assert run.data.metrics["cache.hits"] == 3.0
+        assert run.data.tags["paraeval.role"] == "invocation"
+        # the same content is not logged twice
+        again = tracker.log(out, record)
+        assert again is not None and again.already and again.run_id == logged.run_id
+    elif option == "server":
+        assert logged is None
+        lines = [r.getMessage() for r in caplog.records if "unreachable" in r.getMessage()]
+        assert len(lines) == 1 and f"paraeval-log {out}" in lines[0]
+    elif option == "none":
+        assert logged is None
+        assert not (tmp_path / "mlflow").exists()
+        assert tracker.settings["store_dir"] == str(tmp_path / "mlflow")
+
+
+def test_enabled_false_is_no_tracker_with_the_same_settings(tmp_path: Path) -> None:
+    node = _node("sqlite", [f"tracking.store_dir={tmp_path}", "tracking.enabled=false"])
+    tracker = tracker_from_config(node)
+    assert type(tracker) is NoTracker
+    assert tracker.settings["store_dir"] == str(tmp_path)
+    assert tracker.settings["enabled"] is False
+
+
+def test_node_without_target_is_mlflow(tmp_path: Path) -> None:
+    tracker = tracker_from_config({"enabled": True, "store_dir": str(tmp_path)})
+    assert type(tracker) is MLflowTracker
+    assert type(tracker_from_config({"enabled": False})) is NoTracker
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "os.system",
+        "subprocess.Popen",
+        "paraeval.pipeline.track.RunRecord",
+        "paraeval.pipeline.tracking.Tracker",
+        "paraeval.pipeline.nonexistent.Tracker",
+        "tests.pipeline.test_tracking.Recording",
+    ],
+)
+def test_only_paraeval_trackers_can_be_targets(target: str) -> None:
+    with pytest.raises(ConfigError, match="is not a paraeval tracker") as info:
+        tracker_from_config({"_target_": target, "enabled": True})
+    assert "paraeval.pipeline.tracking.MLflowTracker" in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_unknown_setting_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"tracking \(MLflowTracker\).*'colour'"):
+        tracker_from_config(
+            {"_target_": "paraeval.pipeline.tracking.MLflowTracker", "colour": "blue"}
+        )
+
+
+class Recording(Tracker):
+    """A toy backend: remembers what it was sent."""
+
+    def __init__(self, *, folder: str, enabled: bool = True) -> None:
+        self.folder = folder
+        self.sent: list[tuple[Path, RunRecord]] = []
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return {"folder": self.folder}
+
+    def send(
+        self,
+        out_dir: Path,
+        record: RunRecord,
+        before_artifacts: Callable[[], None] | None = None,
+    ) -> Logged | None:
+        if before_artifacts is not None:
+            before_artifacts()
+        self.sent.append((out_dir, record))
+        return Logged("r1", f"file://{self.folder}", False)
+
+
+def test_a_new_backend_is_one_class_and_one_config_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a class in a paraeval module registers itself; this test module is not one, so it is
+    # added to the allow-list by hand
+    target = f"{Recording.__module__}.Recording"
+    assert target not in TRACKERS
+    monkeypatch.setitem(TRACKERS, target, Recording)
+    tracker = tracker_from_config({"_target_": target, "folder": str(tmp_path)})
+    assert isinstance(tracker, Recording)
+    waited: list[int] = []
+    out = _output_dir(tmp_path / "out")
+    record = _record(tracker)
+    logged = tracker.log(out, record, before_artifacts=lambda: waited.append(1))
+    assert logged is not None and logged.run_id == "r1"
+    assert tracker.sent == [(out, record)] and waited == [1]
+    assert json.loads((out / "run_info.json").read_text())["tracking"] == {"folder": str(tmp_path)}
+
+
+def test_paraeval_subclasses_register_themselves() -> None:
+    assert TRACKERS["paraeval.pipeline.tracking.MLflowTracker"] is MLflowTracker
+    assert TRACKERS["paraeval.pipeline.tracking.NoTracker"] is NoTracker
+    assert not any(name.rsplit(".", 1)[-1].startswith("_") for name in TRACKERS)
+    assert tracking_mod.tracker_class("paraeval.pipeline.tracking.NoTracker") is NoTracker
+
+
+def test_target_is_not_a_run_param() -> None:
+    cfg = OmegaConf.to_container(_compose(["tracking=sqlite"]), resolve=True)
+    assert isinstance(cfg, dict)
+    params = flatten(cfg)
+    assert "tracking._target_" not in params
+    assert params["tracking.enabled"] == "True" and params["tracking.experiment"] == "paraeval"
+    assert "data._target_" in params
+
+
+def test_no_tracker_directory_logged_later(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    tracker = tracker_from_config(_node("none", []))
+    out = _output_dir(tmp_path / "out")
+    assert tracker.log(out, _record(tracker)) is None
+    run_id, already, uri = relog(out, store_dir=str(tmp_path / "later"))
+    assert not already and uri == f"sqlite:///{tmp_path / 'later' / 'mlflow.db'}"
+    run = MlflowClient(uri).get_run(run_id)
+    assert run.data.params["seed"] == "1234"
+    assert relog(out, store_dir=str(tmp_path / "later"))[:2] == (run_id, True)
