@@ -64,7 +64,7 @@ def evaluate(
     with open_dict(cfg):
         for key, value in values.items():
             if key not in cfg:
-                raise ConfigError(f"unknown setting '{key}'; valid: {sorted(cfg.keys())}")
+                raise ConfigError(f"unknown setting '{key}'; valid: {sorted(map(str, cfg))}")
             OmegaConf.update(cfg, key, _plain(value), merge=True)
         if isinstance(data, pd.DataFrame):
             # a DataFrame needs no loader; the data node only names it in signatures and MLflow

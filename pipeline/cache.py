@@ -43,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -52,6 +52,10 @@ from paraeval.metrics.base import Metric, MetricResult
 from paraeval.metrics.sacre import IBLEU
 from paraeval.pipeline.correlate import advance_like_correlate, correlate, correlated_columns
 from paraeval.pipeline.memo import Memo
+
+if TYPE_CHECKING:  # score imports this module: the types only, for checking
+    from paraeval.pipeline.aggregate import Aggregated
+    from paraeval.pipeline.score import Scores
 
 log = logging.getLogger(__name__)
 
@@ -350,8 +354,12 @@ def _frame_bytes(frame: pd.DataFrame) -> bytes:
 
 
 def correlate_cached(
-    agg: Any, cfg: Mapping[str, Any], rng: np.random.Generator, scores: Any, cache: ScoreCache
-) -> Any:
+    agg: Aggregated,
+    cfg: Mapping[str, Any],
+    rng: np.random.Generator,
+    scores: Scores,
+    cache: ScoreCache,
+) -> pd.DataFrame:
     """``pipeline.correlate.correlate`` with its rows cached per metric column.
 
     Valid because ``correlation_table`` draws its resamples per (aspect, level) before any metric

@@ -45,7 +45,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -65,6 +65,10 @@ from paraeval.correlation.paired import (
 from paraeval.metrics.base import Metric, batched_corpus_fn, has_corpus_from_stats
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.memo import Memo
+
+if TYPE_CHECKING:
+    from paraeval.pipeline.aggregate import Aggregated
+    from paraeval.pipeline.score import Scores
 
 log = logging.getLogger(__name__)
 
@@ -209,7 +213,9 @@ def _column_key(col: _Column, systems: list[str], baseline: str, signature: str,
     return h.hexdigest()
 
 
-def _build_columns(scores: Any, agg: Any, systems: list[str], positions: dict) -> list[_Column]:
+def _build_columns(
+    scores: Scores, agg: Aggregated, systems: list[str], positions: dict[str, np.ndarray]
+) -> list[_Column]:
     seg = agg.segments
     columns: list[_Column] = []
     system_col = seg["system"].to_numpy()
@@ -270,7 +276,7 @@ def copy_rates(segments: pd.DataFrame) -> pd.Series:
     )
 
 
-def diversity_columns(scores: Any) -> tuple[list[str], list[str]]:
+def diversity_columns(scores: Scores) -> tuple[list[str], list[str]]:
     """(syntactic similarity-to-source columns, semantic similarity-to-source columns)."""
     syntactic: list[str] = []
     semantic: list[str] = []
@@ -291,7 +297,9 @@ def _minmax(values: pd.Series, higher_is_better: bool) -> pd.Series:
     return (x - lo) / (hi - lo) if higher_is_better else (hi - x) / (hi - lo)
 
 
-def diversity_adequacy(scores: Any, agg: Any) -> tuple[pd.DataFrame, list[str], list[str]]:
+def diversity_adequacy(
+    scores: Scores, agg: Aggregated
+) -> tuple[pd.DataFrame, list[str], list[str]]:
     """Per (item, system) normalized similarity to the source and adequacy."""
     seg, norm = agg.segments, agg.normalized
     syn_src, sem_src = diversity_columns(scores)
@@ -324,7 +332,7 @@ def _system_view(items: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- the stage
-def compare(scores: Any, agg: Any, cfg: CompareConfig) -> Comparison:
+def compare(scores: Scores, agg: Aggregated, cfg: CompareConfig) -> Comparison:
     """Scores with intervals, paired tests against the baseline, clusters, diversity/adequacy."""
     seg = agg.segments
     systems = list(dict.fromkeys(seg["system"]))
