@@ -20,7 +20,6 @@ from sacrebleu.metrics.bleu import BLEU as SacreBLEU
 from sacrebleu.metrics.chrf import CHRF as SacreCHRF
 from sacrebleu.metrics.ter import TER as SacreTER
 
-from paraeval.metrics._sacre_batched import bleu_scores, chrf_scores, ter_scores
 from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
 
 SACREBLEU_VERSION = sacrebleu.__version__
@@ -194,6 +193,10 @@ class BLEU(_SacreBase):
         return f"bleu-stats|tok:{self.tokenize}|case:{'lc' if self.lowercase else 'mixed'}"
 
     def corpus_from_stats_batched(self, stats: np.ndarray) -> np.ndarray:
+        # imported here: the batched formulas compile with numba, which a user scoring with
+        # BLEU().score() should not pay for
+        from paraeval.metrics._sacre_batched import bleu_scores
+
         return bleu_scores(stats, self._corpus)
 
     def _smooth_sig(self) -> str:
@@ -361,6 +364,8 @@ class IBLEU(BLEU):
 
     def corpus_from_stats_batched(self, stats: np.ndarray) -> np.ndarray:
         ref, src = self.split_stats(stats)
+        from paraeval.metrics._sacre_batched import bleu_scores
+
         return self.combine(bleu_scores(ref, self._corpus), bleu_scores(src, self._corpus))
 
 
@@ -404,6 +409,8 @@ class CHRF(_SacreBase):
         return self._metric
 
     def corpus_from_stats_batched(self, stats: np.ndarray) -> np.ndarray:
+        from paraeval.metrics._sacre_batched import chrf_scores
+
         return chrf_scores(stats, self._metric)
 
     def signature(self) -> str:
@@ -452,6 +459,8 @@ class TER(_SacreBase):
         return self._metric
 
     def corpus_from_stats_batched(self, stats: np.ndarray) -> np.ndarray:
+        from paraeval.metrics._sacre_batched import ter_scores
+
         return ter_scores(stats, self._metric)
 
     def signature(self) -> str:
