@@ -10,7 +10,6 @@ import hashlib
 import itertools
 import math
 import os
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -38,6 +37,7 @@ from paraeval.correlation.levels import (
     valid_combination,
 )
 from paraeval.correlation.significance import permutation_test, significance_clusters, williams_test
+from paraeval.memo import Memo
 
 CORRELATION_COLUMNS: tuple[str, ...] = (
     "metric",
@@ -248,10 +248,9 @@ def _williams_inputs(
 
 # Williams inputs by the content of the three score matrices: the pairs of a sweep job whose two
 # columns did not change since an earlier job in this process are not recomputed.
-_WILLIAMS_MEMO: OrderedDict[
-    tuple[str, str, str, str, Coefficient], tuple[float, float, float, int]
-] = OrderedDict()
-_WILLIAMS_MEMO_ENTRIES = 50_000
+_WILLIAMS: Memo[tuple[str, str, str, str, Coefficient], tuple[float, float, float, int]] = Memo(
+    "correlation.williams", max_entries=50_000
+)
 
 
 def _digest(matrix: np.ndarray, system_metric: np.ndarray | None) -> str:
@@ -324,12 +323,11 @@ def significance_table(
             ma, mb = np.asarray(metrics[a], float), np.asarray(metrics[b], float)
             if method == "williams":
                 key = (digests[a], digests[b], h_digest, level, coef)
-                found = _WILLIAMS_MEMO.get(key)
+                found = _WILLIAMS.get(key)
                 if found is None:
-                    found = _williams_inputs(ma, mb, h, level, coef, sm[a], sm[b])
-                    _WILLIAMS_MEMO[key] = found
-                    if len(_WILLIAMS_MEMO) > _WILLIAMS_MEMO_ENTRIES:
-                        _WILLIAMS_MEMO.popitem(last=False)
+                    found = _WILLIAMS.put(
+                        key, _williams_inputs(ma, mb, h, level, coef, sm[a], sm[b])
+                    )
                 ra, rb, rab, n = found
                 p = williams_test(ra, rb, rab, n)
             else:

@@ -20,6 +20,7 @@ from sacrebleu.metrics.bleu import BLEU as SacreBLEU
 from sacrebleu.metrics.chrf import CHRF as SacreCHRF
 from sacrebleu.metrics.ter import TER as SacreTER
 
+from paraeval.memo import Memo
 from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
 
 SACREBLEU_VERSION = sacrebleu.__version__
@@ -29,8 +30,7 @@ Scores = TypeVar("Scores", float, np.ndarray)
 
 # (kind, settings, hypotheses, references) -> per-segment statistics. Bounded so that a long
 # sweep in one process does not grow without limit.
-_STATS_MEMO: dict[str, np.ndarray] = {}
-_STATS_MEMO_MAX = 256
+_STATS: Memo[str, np.ndarray] = Memo("sacre.stats", max_entries=256)
 
 
 def _digest(*parts: object) -> str:
@@ -53,7 +53,7 @@ def segment_statistics(
 ) -> np.ndarray:
     """sacrebleu's per-segment statistics, memoised by content."""
     memo_key = _digest(key, list(hyps), [list(r) for r in references])
-    hit = _STATS_MEMO.get(memo_key)
+    hit = _STATS.get(memo_key)
     if hit is not None:
         return hit
     # sacrebleu skips None references (its variable-reference case) though its hints say str
@@ -62,10 +62,7 @@ def segment_statistics(
     arr = np.asarray(stats, dtype=float)
     if arr.ndim == 1:  # zero segments
         arr = arr.reshape(0, 0)
-    if len(_STATS_MEMO) >= _STATS_MEMO_MAX:
-        _STATS_MEMO.pop(next(iter(_STATS_MEMO)))
-    _STATS_MEMO[memo_key] = arr
-    return arr
+    return _STATS.put(memo_key, arr)
 
 
 def _as_stats(row: np.ndarray, integer: bool) -> list[Any]:

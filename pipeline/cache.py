@@ -48,10 +48,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from paraeval.memo import Memo
 from paraeval.metrics.base import Metric, MetricResult
 from paraeval.metrics.sacre import IBLEU
 from paraeval.pipeline.correlate import advance_like_correlate, correlate, correlated_columns
-from paraeval.pipeline.memo import Memo
 
 if TYPE_CHECKING:  # score imports this module: the types only, for checking
     from paraeval.pipeline.aggregate import Aggregated

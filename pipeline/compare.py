@@ -62,9 +62,9 @@ from paraeval.correlation.paired import (
     paired_bs_p,
     resample_counts,
 )
+from paraeval.memo import Memo
 from paraeval.metrics.base import Metric, batched_corpus_fn, has_corpus_from_stats
 from paraeval.pipeline.errors import ConfigError
-from paraeval.pipeline.memo import Memo
 
 if TYPE_CHECKING:
     from paraeval.pipeline.aggregate import Aggregated

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from paraeval.pipeline.memo import Memo
+from paraeval.memo import Memo
 from paraeval.pipeline.plots import _plt, render, save_figure
 
 if TYPE_CHECKING:

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from paraeval.memo import Memo
 from paraeval.pipeline.errors import ConfigError, DataError
-from paraeval.pipeline.memo import Memo
 
 log = logging.getLogger(__name__)
 

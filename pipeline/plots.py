@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from paraeval.pipeline.memo import Memo
+from paraeval.memo import Memo
 
 log = logging.getLogger(__name__)
 

@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from paraeval.memo import Memo
 from paraeval.metrics.base import Metric
 from paraeval.metrics.sacre import BLEU, IBLEU
 from paraeval.pipeline.errors import ConfigError
-from paraeval.pipeline.memo import Memo
 
 log = logging.getLogger(__name__)
 

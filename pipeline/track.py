@@ -39,9 +39,9 @@ from typing import Any
 
 import pandas as pd
 
+from paraeval.memo import Memo
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.files import RUN_INFO, atomic_write, output_digest
-from paraeval.pipeline.memo import Memo
 
 log = logging.getLogger(__name__)
 

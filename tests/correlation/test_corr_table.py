@@ -196,12 +196,12 @@ def test_significance_rows_reused_across_tables_equal_fresh_ones() -> None:
             rng=np.random.default_rng(0),
         )
 
-    table._WILLIAMS_MEMO.clear()
+    table._WILLIAMS.clear()
     fresh_changed = run(changed)
-    table._WILLIAMS_MEMO.clear()
+    table._WILLIAMS.clear()
     run(base)
-    assert len(table._WILLIAMS_MEMO) == 6
+    assert len(table._WILLIAMS) == 6
     reused = run(changed)  # the 3 pairs without m1 are served from memory
-    assert len(table._WILLIAMS_MEMO) == 9
+    assert len(table._WILLIAMS) == 9
     assert reused == fresh_changed
     assert any(r["metric_a"] == "m1" or r["metric_b"] == "m1" for r in reused)

@@ -26,7 +26,7 @@ SRCS = ["a cat sat on the mat", "the dog barked loudly in the night", "it's rain
 
 
 def _fresh(metric: Metric) -> MetricResult:
-    sacre._STATS_MEMO.clear()
+    sacre._STATS.clear()
     return metric.score(CANDS, REFS, SRCS)
 
 
@@ -164,7 +164,7 @@ def test_pipeline_second_run_with_new_alpha_has_no_misses(
             "counting": _Counting(),
         }
 
-    sacre._STATS_MEMO.clear()
+    sacre._STATS.clear()
     first_cache = ScoreCache(tmp_path)
     first = score(df, metric_set(0.8), progress=False, cache=first_cache)
     assert all(c["hits"] == 0 and c["misses"] == 2 for c in first_cache.summary().values())
@@ -179,7 +179,7 @@ def test_pipeline_second_run_with_new_alpha_has_no_misses(
     assert _Counting.calls == {"prepare": 1, "score": 2}
 
     uncached = score(df, metric_set(0.25), progress=False)
-    sacre._STATS_MEMO.clear()
+    sacre._STATS.clear()
 
     def no_stats(*args: object, **kwargs: object) -> np.ndarray:
         raise AssertionError("statistics recomputed from text")

@@ -1,5 +1,8 @@
 """One bounded in-process memo for the work a process repeats across jobs of a sweep.
 
+Shared by the libraries (sacrebleu statistics, Williams inputs) and the pipeline (tables, score
+arrays, correlation rows, figures), so it lives at the package root.
+
 A Hydra multirun (or a notebook calling :func:`paraeval.evaluate` in a loop) runs many jobs in one
 process; loaded tables, cached score arrays, correlation rows and drawn figures repeat between
 them. Each such reuse is a named :class:`Memo`: keyed by a content digest, bounded by entry count

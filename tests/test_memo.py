@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from paraeval.pipeline.memo import Memo, clear_all, memo_sizes
+from paraeval.memo import Memo, clear_all, memo_sizes
 
 
 def test_entry_bound_drops_least_recently_used() -> None:
