@@ -183,15 +183,21 @@ def test_wheel_installs_next_to_the_generic_distributions_and_runs_outside_the_r
             "from paraeval.metrics import BLEU\n"
             "result = BLEU().score(['the cat sat on the mat'], [['the cat sat on the mat']])\n"
             "assert abs(result.corpus['bleu'] - 100.0) < 1e-9, result.corpus\n"
+            "from paraeval.pipeline.load import demo_path\n"
+            "ev = paraeval.evaluate(demo_path(), ['bleu', 'ibleu'], cache={'enabled': False},\n"
+            "    correlation={'n_resamples': 50}, compare={'n_bootstrap': 50, 'n_ar': 100})\n"
+            "assert ev.systems.loc['copy', 'ibleu'] < 0 < ev.systems.loc['strong', 'ibleu']\n"
+            "assert not ev.correlations.empty and ev.write('api_out').is_dir()\n"
             "assert not {'pipeline', 'metrics', 'correlation'} & set(sys.modules)\n"
             "print(paraeval.__version__)\n"
             "print(sys.modules['paraeval.metrics'].__file__)\n",
         ],
         cwd=outside,
         env=env,
-        timeout=120,
+        timeout=300,
     )
-    version, metrics_file = api.stdout.split()
+    version, metrics_file = api.stdout.split()[-2:]
+    assert (outside / "api_out" / "system_scores.csv").is_file()
     assert version == VERSION
     assert Path(metrics_file).is_relative_to(site) and not Path(metrics_file).is_relative_to(REPO)
 
