@@ -105,6 +105,9 @@ def stage_breakdown(
         "human_report": "human report",
         "compare": "system comparison",
         "compute_alpha_curve": "alpha curve",
+        "_draw_main": "plots",
+        "_draw_compare": "plots",
+        "_draw_alpha_curve": "plots",
         "write_tables": "write tables",
         "log_output_dir": "MLflow logging",
     }
