@@ -58,7 +58,7 @@ def evaluate(
     if metrics is not None:
         chosen.append(f"metrics=[{','.join(metrics)}]")
     if isinstance(data, str | Path):
-        chosen += ["data=table", f"data.path={Path(data).resolve()}"]
+        chosen.append("data=table")
     cfg = compose_config([*chosen, *overrides])
     values = {k: v for k, v in settings.items() if not (k in GROUPS and isinstance(v, str))}
     with open_dict(cfg):
@@ -66,6 +66,9 @@ def evaluate(
             if key not in cfg:
                 raise ConfigError(f"unknown setting '{key}'; valid: {sorted(map(str, cfg))}")
             OmegaConf.update(cfg, key, _plain(value), merge=True)
+        if isinstance(data, str | Path):
+            # set after composing: a path may hold characters Hydra's override grammar reserves
+            cfg.data.path = str(Path(data).resolve())
         if isinstance(data, pd.DataFrame):
             # a DataFrame needs no loader; the data node only names it in signatures and MLflow
             cfg.data = {"_target_": "paraeval.pipeline.load.load_frame", "name": "dataframe"}
