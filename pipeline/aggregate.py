@@ -100,10 +100,6 @@ class Aggregated:
     columns: dict[str, ColumnInfo]
 
 
-def metric_columns(columns: Mapping[str, ColumnInfo]) -> list[str]:
-    return list(columns)
-
-
 def aggregate(scores: Scores, normalizer: Normalizer | None = None) -> Aggregated:
     normalizer = normalizer or Normalizer()
     seg = scores.segments.copy()

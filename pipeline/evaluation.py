@@ -118,16 +118,14 @@ class Evaluation:
         )
 
     # ------------------------------------------------------------------ output
-    def write(self, out_dir: str | Path, figures: Figures | None = None) -> Path:
-        """Writes every output file into ``out_dir``; figures are drawn here unless ``figures``
-        (a :class:`Figures` that already drew them) is given."""
+    def write(self, out_dir: str | Path) -> Path:
+        """Writes every output file and figure into ``out_dir``."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         write_tables(self, out)
-        if figures is None:
-            drawn = Figures(background=False)
-            for job in self.figures:
-                drawn.submit(job, out)
+        drawn = Figures(background=False)
+        for job in self.figures:
+            drawn.submit(job, out)
         return out
 
     def log(
