@@ -15,6 +15,8 @@ from pathlib import Path
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# MLflow's own INFO lines (store migrations) are not the user's concern; warnings still show
+os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -97,7 +99,8 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     try:
         run(cfg, hc.runtime.output_dir, list(hc.overrides.task))
     except (UserError, MetricConfigError, MissingResourceError) as exc:
-        logging.getLogger("paraeval").error("%s", exc)
+        # printed once by _fail; the log file keeps it too
+        logging.getLogger("paraeval").error("%s", exc, extra={"file_only": True})
         _fail(str(exc))
     gc.freeze()
     return None

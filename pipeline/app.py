@@ -24,7 +24,9 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
     out = Path(out_dir)
     check_writable(out)
     settings = Settings.from_config(cfg)
-    table = settings.data.load()
+    status = report.Status(enabled=settings.report.progress)
+    with status.stage("load"):
+        table = settings.data.load()
     log.info(
         "loaded %d rows: %d items x %d systems",
         len(table),
@@ -33,19 +35,21 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
     )
     # figures are drawn in a helper process while the later stages and MLflow logging go on
     figures = Figures(background=settings.report.plot_process)
-    ev = compute(table, settings, on_figure=lambda job: figures.submit(job, out))
-    write_tables(ev, out)
+    ev = compute(table, settings, on_figure=lambda job: figures.submit(job, out), status=status)
+    with status.stage("write tables"):
+        write_tables(ev, out)
     run_id = uri = None
     try:
         # run_info.json is written first, so `paraeval-log` can log this directory later; the
         # figures are awaited after the per-system runs, before the directory is uploaded
-        logged = settings.tracker.log(
-            out, run_record(ev, out, overrides or []), before_artifacts=figures.wait
-        )
+        with status.stage("log to MLflow"):
+            logged = settings.tracker.log(
+                out, run_record(ev, out, overrides or []), before_artifacts=figures.wait
+            )
         if logged is not None:
             run_id, uri = logged.run_id, logged.uri
     finally:
-        figures.wait()
-    if settings.report.print_tables:
-        report.print_summary(ev, out, run_id, uri)
+        with status.stage("figures"):
+            figures.wait()
+    report.print_summary(ev, out, run_id, uri)
     return ev

@@ -33,6 +33,7 @@ from paraeval.pipeline.plots import scatter_columns, write_plots
 from paraeval.pipeline.score import Scores, build_metrics, score
 from paraeval.pipeline.settings import Settings
 from paraeval.pipeline.sweep import AlphaCurve, compute_alpha_curve, curve_metrics, plot_alpha_curve
+from paraeval.pipeline.terminal import Status
 from paraeval.pipeline.track import (
     RunRecord,
     hydra_tags,
@@ -176,11 +177,27 @@ def correlate_stage(ev: Evaluation) -> list[FigureJob]:
         ev.correlations = correlate(agg, settings, rng, ev.scores)
     ev.significance = significance(agg, settings, rng)
     aspects = ev.aspects
+    if not aspects and settings.get("levels"):
+        log.warning("%s", no_ratings_message(ev.table))
     shown = scatter_columns(agg.segments, list(agg.columns))
     segments = agg.segments[["system", *shown, *aspects]]
     return [
         functools.partial(_draw_main, segments, agg.systems.copy(), ev.correlations, shown, aspects)
     ]
+
+
+def no_ratings_message(table: pd.DataFrame) -> str:
+    seen = table.attrs.get("columns_seen")
+    if seen is None:
+        return (
+            "no human ratings found: nothing to correlate; give them with "
+            "data.human={aspect: {system: file}}"
+        )
+    return (
+        f"no human ratings found: nothing to correlate (no column starts with "
+        f"'{HUMAN_PREFIX}'; the data has columns {seen}); name yours with "
+        "data.columns.human={aspect: column}"
+    )
 
 
 def compare_stage(ev: Evaluation) -> list[FigureJob]:
@@ -216,12 +233,19 @@ STAGES: tuple[Stage, ...] = (
 
 
 def compute(
-    table: pd.DataFrame, settings: Settings, on_figure: Callable[[FigureJob], None] | None = None
+    table: pd.DataFrame,
+    settings: Settings,
+    on_figure: Callable[[FigureJob], None] | None = None,
+    status: Status | None = None,
 ) -> Evaluation:
-    """Every stage on a loaded table; ``on_figure`` gets each figure as soon as its data exists."""
+    """Every stage on a loaded table; ``on_figure`` gets each figure as soon as its data exists;
+    ``status`` tells the terminal which stage runs."""
     ev = Evaluation(settings, table)
+    status = status if status is not None else Status(enabled=False)
     for stage in STAGES:
-        for job in stage(ev):
+        with status.stage(stage.__name__.removesuffix("_stage").replace("_", " ")):
+            jobs = stage(ev)
+        for job in jobs:
             ev.figures.append(job)
             if on_figure is not None:
                 on_figure(job)

@@ -391,6 +391,8 @@ def tidy_table(
         "references": "references",
     }
     mapping.update(dict(columns or {}))
+    # data.columns.human: {aspect: file column}, for ratings whose column lacks the prefix
+    human_map = mapping.pop("human", None)
     present = list(raw.columns)
 
     def need(col: str, key: str, optional: bool = False) -> str | None:
@@ -417,10 +419,22 @@ def tidy_table(
         ref_cols = [found] if found else []
     else:
         ref_cols = [c for c in (need(str(c), "references") for c in ref_spec) if c]
-    if human is None:
-        human_cols = [c for c in present if str(c).startswith(HUMAN_PREFIX)]
+    # (file column, tidy aspect column) for every rating column
+    human_cols: list[tuple[str, str]]
+    if human_map is not None:
+        if not isinstance(human_map, Mapping):
+            raise ConfigError(
+                "data.columns.human must map aspects to file columns, e.g. "
+                "data.columns.human={meaning: score}"
+            )
+        human_cols = [
+            (str(need(str(col), f"human.{aspect}")), _aspect_column(str(aspect)))
+            for aspect, col in human_map.items()
+        ]
+    elif human is None:
+        human_cols = [(c, str(c)) for c in present if str(c).startswith(HUMAN_PREFIX)]
     else:
-        human_cols = [c for c in (need(str(c), "human") for c in human) if c]
+        human_cols = [(str(need(str(c), "human")), _aspect_column(str(c))) for c in human]
     metric_cols = [c for c in present if str(c).startswith(METRIC_PREFIX)]
     if annotator is not None:
         need(annotator, "annotator")
@@ -447,8 +461,7 @@ def tidy_table(
         for col in ref_cols:
             refs.extend(_to_refs(rec[col], file=file, row=row, column=col))
         out["references"] = refs
-        for col in human_cols:
-            aspect = str(col) if str(col).startswith(HUMAN_PREFIX) else f"{HUMAN_PREFIX}{col}"
+        for col, aspect in human_cols:
             out[aspect] = _to_score(rec[col], file=file, row=row, column=col, nan_text=nan_text)
         for col in metric_cols:
             out[str(col)] = _to_score(rec[col], file=file, row=row, column=col, nan_text=nan_text)
@@ -465,7 +478,12 @@ def tidy_table(
         df = _aggregate_annotators(df, annotator, aspects, aggregate)
     df.attrs["data_files"] = [file]
     df.attrs["data_name"] = name
+    df.attrs["columns_seen"] = [str(c) for c in present]
     return validate(df, file)
+
+
+def _aspect_column(aspect: str) -> str:
+    return aspect if aspect.startswith(HUMAN_PREFIX) else f"{HUMAN_PREFIX}{aspect}"
 
 
 def load_text(

@@ -170,7 +170,14 @@ def score(
             digest = texts_digest(cands, refs, srcs) if cache is not None else None
             calls[(system, vs_source)] = (cands, refs, srcs, digest)
     seg_values: dict[str, np.ndarray] = {}
-    bar = tqdm(total=len(jobs) * len(systems), desc="scoring", unit="system", disable=not progress)
+    # no bar when stderr is not a terminal (a log file would collect every redraw)
+    bar = tqdm(
+        total=len(jobs) * len(systems),
+        desc="scoring",
+        unit="system",
+        disable=None if progress else True,
+        leave=False,
+    )
     prepared: set[str] = set()
     for metric_id, metric, vs_source in jobs:
         suffix = "_src" if vs_source else ""
