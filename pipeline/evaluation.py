@@ -29,7 +29,7 @@ from paraeval.pipeline.figures import Figures
 from paraeval.pipeline.files import write_csv, write_parquet
 from paraeval.pipeline.humans import human_report
 from paraeval.pipeline.load import HUMAN_PREFIX
-from paraeval.pipeline.plots import scatter_columns, write_plots
+from paraeval.pipeline.plots import FigureStyle, scatter_columns, write_plots
 from paraeval.pipeline.score import Scores, build_metrics, score
 from paraeval.pipeline.settings import Settings
 from paraeval.pipeline.sweep import AlphaCurve, compute_alpha_curve, curve_metrics, plot_alpha_curve
@@ -182,7 +182,15 @@ def correlate_stage(ev: Evaluation) -> list[FigureJob]:
     shown = scatter_columns(agg.segments, list(agg.columns))
     segments = agg.segments[["system", *shown, *aspects]]
     return [
-        functools.partial(_draw_main, segments, agg.systems.copy(), ev.correlations, shown, aspects)
+        functools.partial(
+            _draw_main,
+            segments,
+            agg.systems.copy(),
+            ev.correlations,
+            shown,
+            aspects,
+            figure_style(ev),
+        )
     ]
 
 
@@ -207,7 +215,7 @@ def compare_stage(ev: Evaluation) -> list[FigureJob]:
     ev.compared = compare(ev.scores, agg, ev.settings.compare)
     for col in SYSTEM_COLUMNS:
         agg.systems[col] = ev.compared.systems[col].reindex(agg.systems.index)
-    return [functools.partial(_draw_compare, ev.compared)]
+    return [functools.partial(_draw_compare, ev.compared, figure_style(ev))]
 
 
 def alpha_curve_stage(ev: Evaluation) -> list[FigureJob]:
@@ -219,7 +227,7 @@ def alpha_curve_stage(ev: Evaluation) -> list[FigureJob]:
     if ev.alpha_curve is None:
         return []
     ev.run_metrics.update(curve_metrics(ev.alpha_curve))
-    return [functools.partial(_draw_alpha_curve, ev.alpha_curve)]
+    return [functools.partial(_draw_alpha_curve, ev.alpha_curve, figure_style(ev))]
 
 
 Stage = Callable[[Evaluation], list[FigureJob]]
@@ -253,23 +261,35 @@ def compute(
 
 
 # --------------------------------------------------------------------------- figures
+def figure_style(ev: Evaluation) -> FigureStyle:
+    columns = ev._agg.columns
+    return FigureStyle(
+        fmt=ev.settings.report.format,
+        lower=frozenset(c for c, i in columns.items() if not i.higher_is_better),
+        source=frozenset(
+            c for c, i in columns.items() if i.group == "diversity" or c.endswith("_src")
+        ),
+    )
+
+
 def _draw_main(
     segments: pd.DataFrame,
     systems: pd.DataFrame,
     correlations: pd.DataFrame,
     shown: list[str],
     aspects: list[str],
+    style: FigureStyle,
     out: Path,
 ) -> None:
-    write_plots(out, segments, systems, correlations, shown, aspects)
+    write_plots(out, segments, systems, correlations, shown, aspects, style=style)
 
 
-def _draw_compare(result: Comparison, out: Path) -> None:
-    write_compare_plots(out / "plots", result)
+def _draw_compare(result: Comparison, style: FigureStyle, out: Path) -> None:
+    write_compare_plots(out / "plots", result, style)
 
 
-def _draw_alpha_curve(result: AlphaCurve, out: Path) -> None:
-    plot_alpha_curve(result, out / "plots" / "alpha_curve.png")
+def _draw_alpha_curve(result: AlphaCurve, style: FigureStyle, out: Path) -> None:
+    plot_alpha_curve(result, style.path(out / "plots", "alpha_curve"))
 
 
 # --------------------------------------------------------------------------- files

@@ -57,6 +57,7 @@ class ReportSettings:
     max_rows: int
     plot_process: bool
     progress: bool
+    format: str  # figure file format: png | pdf | svg
 
 
 @dataclass(frozen=True)
@@ -152,4 +153,13 @@ def _report(node: Node) -> ReportSettings:
         max_rows=_integer(node["max_rows"], "report.max_rows"),
         plot_process=bool(node["plot_process"]),
         progress=bool(node["progress"]),
+        format=_figure_format(node["format"]),
     )
+
+
+def _figure_format(value: object) -> str:
+    from paraeval.pipeline.plots import FORMATS
+
+    if value not in FORMATS:
+        raise ConfigError(f"report.format must be one of {list(FORMATS)}, got '{value}'")
+    return str(value)

@@ -349,7 +349,7 @@ def plot_alpha_curve(result: AlphaCurve, path: Path) -> None:
         ax.legend(fontsize=7)
     from paraeval.pipeline.plots import save_figure
 
-    save_figure(fig, path, dpi=110)
+    save_figure(fig, path)
     plt.close(fig)
 
 

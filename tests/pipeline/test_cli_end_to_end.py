@@ -27,7 +27,8 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]
         cwd=work,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return out, store, proc.stdout + proc.stderr
+    # stdout, then stderr after a marker line
+    return out, store, proc.stdout + "\n<<stderr>>\n" + proc.stderr
 
 
 def test_output_files_and_columns(demo_run: tuple[Path, Path, str]) -> None:
@@ -96,10 +97,27 @@ def test_output_files_and_columns(demo_run: tuple[Path, Path, str]) -> None:
 
 def test_terminal_summary(demo_run: tuple[Path, Path, str]) -> None:
     _, store, output = demo_run
-    assert "System scores" in output
-    assert "Correlation with human ratings" in output
-    assert "mlflow ui --backend-store-uri sqlite:///" in output
-    assert str(store) in output
+    stdout, _, stderr = output.partition("\n<<stderr>>\n")
+    lines = stdout.splitlines()
+    # the summary fits 100 columns and a screen; the full tables are in the files
+    assert len(lines) <= 60, len(lines)
+    assert max(len(line) for line in lines) <= 100, max(lines, key=len)
+    assert "Systems (4, corpus level)" in stdout
+    assert "Correlation with human ratings (pearson)" in stdout
+    assert "System comparison" in stdout
+    # lower-is-better columns are marked
+    assert any(line.startswith("ter ↓") for line in lines)
+    assert any(line.startswith("wmd ↓") for line in lines)
+    assert "mlflow ui --backend-store-uri sqlite:///" in stdout
+    assert str(store) in stdout
+    assert stdout.rstrip().splitlines()[0].startswith("Outputs:") is False
+    # stderr: short warnings and status lines only, no timestamps, no third-party lines
+    for line in stderr.splitlines():
+        assert not line.startswith("["), line
+        assert "Creating initial MLflow" not in line and "INFO" not in line, line
+        assert len(line) <= 100, line
+    assert "paraeval: warning: 3 empty or whitespace-only candidates" in stderr
+    assert "score: " in stderr  # the scoring stage took more than a second
 
 
 def test_mlflow_contents(demo_run: tuple[Path, Path, str]) -> None:

@@ -414,12 +414,13 @@ def _error_line(run: Run, *fragments: str) -> str:
 
 
 def _warnings(run: Run) -> list[str]:
-    """Messages of the WARNING log lines (the console copy; the log file has the same lines)."""
-    out = []
-    for line in run.proc.stdout.splitlines() + run.proc.stderr.splitlines():
-        m = re.match(r"^\[[^]]+\]\[[^]]+\]\[WARNING\] - (.*)$", line)
-        if m:
-            out.append(m.group(1))
+    """Messages of the WARNING records in the run's log file; the terminal shows each as one
+    ``paraeval: warning:`` entry on stderr and nothing on stdout."""
+    log_file = run.out / "paraeval.log"
+    text = log_file.read_text() if log_file.is_file() else ""
+    out = re.findall(r"^\[[^]]+\]\[[^]]+\]\[WARNING\] - (.*)$", text, flags=re.M)
+    assert run.proc.stderr.count("paraeval: warning: ") == len(out), run.proc.stderr
+    assert "warning" not in run.proc.stdout.lower(), run.proc.stdout
     return out
 
 
@@ -541,7 +542,9 @@ def test_single_system(runs: dict[str, Run]) -> None:
 # --------------------------------------------------------------------------- user errors
 def _no_scoring(run: Run) -> None:
     # a configuration typo is answered before the (possibly long) scoring pass
-    assert "scoring:" not in run.text and "score cache" not in run.text
+    log_file = run.out / "paraeval.log"
+    logged = log_file.read_text() if log_file.is_file() else ""
+    assert "score cache" not in logged and "score: " not in run.proc.stderr
 
 
 def test_unknown_correlation_level(runs: dict[str, Run]) -> None:
