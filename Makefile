@@ -9,7 +9,7 @@ export TRANSFORMERS_OFFLINE := 1
 export MLFLOW_DISABLE_TELEMETRY := true
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup setup-dev wordnet run test lint bench clean demo-data
+.PHONY: setup setup-dev wordnet chromium run test lint bench clean demo-data
 
 $(VENV)/bin/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -40,7 +40,14 @@ wordnet: $(VENV)/.runtime
 
 setup: $(VENV)/.runtime wordnet
 
-setup-dev: $(VENV)/.dev $(FOREIGN_WHEELS)/.complete wordnet
+# Chromium (Debian's package) renders report.html in tests/pipeline/test_report_page.py
+chromium:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+	  (apt-get install -y -q chromium >/dev/null 2>&1 || \
+	   (apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null)) || \
+	  echo "chromium not installed: install Debian's chromium package (the report page test needs it)"
+
+setup-dev: $(VENV)/.dev $(FOREIGN_WHEELS)/.complete wordnet chromium
 
 run: setup
 	$(VENV)/bin/paraeval

@@ -14,6 +14,7 @@ from paraeval.pipeline import report
 from paraeval.pipeline.evaluation import Evaluation, compute, run_record, write_tables
 from paraeval.pipeline.figures import Figures
 from paraeval.pipeline.files import check_writable
+from paraeval.pipeline.html_report import write_html
 from paraeval.pipeline.settings import Settings
 
 log = logging.getLogger("paraeval")
@@ -39,17 +40,24 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
     with status.stage("write tables"):
         write_tables(ev, out)
     run_id = uri = None
+    page: list[Path] = []
+
+    def figures_and_page() -> None:
+        figures.wait()
+        if not page:
+            page.append(write_html(ev, out))
+
     try:
         # run_info.json is written first, so `paraeval-log` can log this directory later; the
-        # figures are awaited after the per-system runs, before the directory is uploaded
+        # figures and report.html are awaited after the per-system runs, before the upload
         with status.stage("log to MLflow"):
             logged = settings.tracker.log(
-                out, run_record(ev, out, overrides or []), before_artifacts=figures.wait
+                out, run_record(ev, out, overrides or []), before_artifacts=figures_and_page
             )
         if logged is not None:
             run_id, uri = logged.run_id, logged.uri
     finally:
         with status.stage("figures"):
-            figures.wait()
+            figures_and_page()
     report.print_summary(ev, out, run_id, uri)
     return ev

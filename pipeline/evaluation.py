@@ -120,13 +120,16 @@ class Evaluation:
 
     # ------------------------------------------------------------------ output
     def write(self, out_dir: str | Path) -> Path:
-        """Writes every output file and figure into ``out_dir``."""
+        """Writes every output file, figure and ``report.html`` into ``out_dir``."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         write_tables(self, out)
         drawn = Figures(background=False)
         for job in self.figures:
             drawn.submit(job, out)
+        from paraeval.pipeline.html_report import write_html
+
+        write_html(self, out)
         return out
 
     def log(
