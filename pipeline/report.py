@@ -231,9 +231,9 @@ def render_summary(
             console.print()
             console.print(Text("No human ratings: nothing to correlate."))
         console.print()
-    for line in where_lines(out_dir, run_id, tracking_uri):
-        console.print(Text(line), overflow="fold")
-    return "\n".join(line.rstrip() for line in buffer.getvalue().splitlines()) + "\n"
+    text = "\n".join(line.rstrip() for line in buffer.getvalue().splitlines()) + "\n"
+    # never wrapped: a path or command cut in two cannot be copied
+    return text + "".join(line + "\n" for line in where_lines(out_dir, run_id, tracking_uri))
 
 
 def headline(ev: Evaluation) -> str:

@@ -69,10 +69,11 @@ class Status:
         try:
             yield
         finally:
-            elapsed = time.perf_counter() - start
             if self.live:
                 self.stream.write("\r\033[K")
-            if self.enabled and elapsed >= STATUS_AFTER_S:
-                self.stream.write(f"{name}: {elapsed:.1f} s\n")
-            if self.enabled:
                 self.stream.flush()
+        # a stage that failed says so in its error line, not here
+        elapsed = time.perf_counter() - start
+        if self.enabled and elapsed >= STATUS_AFTER_S:
+            self.stream.write(f"{name}: {elapsed:.1f} s\n")
+            self.stream.flush()
