@@ -231,7 +231,8 @@ def render_summary(
             console.print()
             console.print(Text("No human ratings: nothing to correlate."))
         console.print()
-    text = "\n".join(line.rstrip() for line in buffer.getvalue().splitlines()) + "\n"
+    body = buffer.getvalue()
+    text = "\n".join(line.rstrip() for line in body.splitlines()) + "\n" if body else ""
     # never wrapped: a path or command cut in two cannot be copied
     return text + "".join(line + "\n" for line in where_lines(out_dir, run_id, tracking_uri))
 
