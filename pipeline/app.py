@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 from omegaconf import DictConfig
@@ -22,6 +23,7 @@ log = logging.getLogger("paraeval")
 
 def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None) -> Evaluation:
     """Run every stage; outputs go to ``out_dir`` before anything is sent to MLflow."""
+    started = time.time()
     out = Path(out_dir)
     check_writable(out)
     settings = Settings.from_config(cfg)
@@ -36,7 +38,9 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
     )
     # figures are drawn in a helper process while the later stages and MLflow logging go on
     figures = Figures(background=settings.report.plot_process)
-    ev = compute(table, settings, on_figure=lambda job: figures.submit(job, out), status=status)
+    ev = compute(
+        table, settings, lambda job: figures.submit(job, out), status=status, started_at=started
+    )
     with status.stage("write tables"):
         write_tables(ev, out)
     run_id = uri = None

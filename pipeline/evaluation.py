@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import subprocess
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +69,7 @@ class Evaluation:
     compared: Comparison | None = None
     alpha_curve: AlphaCurve | None = None
     run_metrics: dict[str, float] = field(default_factory=dict)  # logged besides correlations
+    started_at: float = field(default_factory=time.time)  # when the run started (epoch seconds)
     figures: list[FigureJob] = field(default_factory=list)
 
     # ------------------------------------------------------------------ what the files hold
@@ -248,10 +250,14 @@ def compute(
     settings: Settings,
     on_figure: Callable[[FigureJob], None] | None = None,
     status: Status | None = None,
+    started_at: float | None = None,
 ) -> Evaluation:
     """Every stage on a loaded table; ``on_figure`` gets each figure as soon as its data exists;
-    ``status`` tells the terminal which stage runs."""
+    ``status`` tells the terminal which stage runs; ``started_at`` is when the run began (its
+    loading included), for the tracker."""
     ev = Evaluation(settings, table)
+    if started_at is not None:
+        ev.started_at = started_at
     status = status if status is not None else Status(enabled=False)
     for stage in STAGES:
         with status.stage(stage.__name__.removesuffix("_stage").replace("_", " ")):
@@ -333,18 +339,41 @@ def run_record(
     }
     tags.update({f"signature.{k}": v for k, v in ev.signatures.items()})
     tags.update(library_versions())
-    tags["paraeval.version"] = tags.get("version.paraeval", "unknown")
     tags.update(hydra_tags())
-    interesting = [o for o in overrides if not o.startswith(("hydra.", "tracking."))]
-    name = s.data.name + (" " + " ".join(interesting) if interesting else "")
+    files = [str(f) for f in ev.table.attrs.get("data_files", []) if not str(f).startswith("<")]
+    dataset = _dataset_label(s.data.name, files)
+    name = readable_run_name(dataset, overrides)
     return RunRecord(
         tracking=tracker.settings,
         params=params,
         tags=tags,
         run_name=tracker.run_name or sweep_run_name(name, tags),
         metrics=dict(ev.run_metrics),
-        data_name=s.data.name,
+        data_name=dataset,
+        data_source=str(Path(files[0]).resolve()) if files else "",
+        started_ms=int(ev.started_at * 1000),
+        ended_ms=int(time.time() * 1000),
     )
+
+
+# override keys that do not change what a run computes, or that the dataset name already says
+RUN_NAME_EXCLUDED = ("hydra.", "tracking", "cache.", "report.", "data")
+
+
+def readable_run_name(dataset: str, overrides: Sequence[str]) -> str:
+    """``<dataset>: key=value,key=value``, from the overrides that change the numbers (Hydra's
+    override_dirname, without the keys of :data:`RUN_NAME_EXCLUDED`)."""
+    kept = [o for o in overrides if not o.lstrip("+~").startswith(RUN_NAME_EXCLUDED)]
+    return f"{dataset}: {','.join(kept)}" if kept else dataset
+
+
+def _dataset_label(name: str, files: Sequence[str]) -> str:
+    """The dataset as its user knows it: the file name, or the layout's name for several."""
+    if len(files) == 1:
+        return Path(files[0]).name
+    if files:
+        return f"{name}: {Path(files[0]).name} + {len(files) - 1} files"
+    return name
 
 
 def _git_commit() -> str:

@@ -4,12 +4,16 @@
 The output files are written first (atomically, :mod:`paraeval.pipeline.files`); a tracker then
 logs the finished directory (:mod:`paraeval.pipeline.tracking` chooses the backend).
 
-MLflow layout: one parent run per invocation and one child run per system with its corpus-level
-scores. The parent holds the flattened resolved config as params (plus ``metrics.selected``), the
-correlations, cache hits/misses and α-curve results as metrics, the input table as an MLflow dataset
-with a content digest, tags for metric signatures, project version, git commit and library
-versions, and the output directory as artifacts. In a Hydra multirun every job's run carries the
-same ``paraeval.sweep`` tag and a run name built from its overrides.
+MLflow layout: one parent run per invocation, named ``<input file>: <overrides>``, with its real
+start and end times, and one child run per system (named after it) with its corpus-level scores and,
+from the comparison, each column's ``.ci_low``, ``.ci_high``, ``.p_bootstrap``, ``.p_ar`` and
+``.cluster``. The parent holds the flattened resolved config as params (plus
+``metrics.selected``); as metrics a few headline correlations (the group averages'), cache
+hits/misses and α-curve results; the full correlation and comparison tables as MLflow tables
+(``tables/*.json``); the input table as an MLflow dataset named after the input file, with its path
+as source and a content digest; tags for metric signatures, git commit and library versions
+(``version.<package>``); and the output directory as artifacts. In a Hydra multirun every job's
+run carries the same ``paraeval.sweep`` tag and a run name built from its overrides.
 
 Everything a run logs is first written to ``run_info.json`` in its output directory and the runs are
 built from the files on disk, so ``paraeval-log OUTPUT_DIR`` (:mod:`pipeline.relog`) logs a finished
@@ -78,6 +82,9 @@ class RunRecord:
     run_name: str
     metrics: dict[str, float] = field(default_factory=dict)
     data_name: str = "data"
+    data_source: str = ""  # the input file's absolute path ("" for a DataFrame)
+    started_ms: int = 0  # epoch milliseconds: the run's start, and when its outputs were written
+    ended_ms: int = 0
     run_uid: str = field(default_factory=lambda: uuid.uuid4().hex)
     format: str = RUN_INFO_FORMAT
 
@@ -292,6 +299,46 @@ def _key(*parts: str) -> str:
 _metric_name = _key
 
 
+CORRELATION_TABLE = "tables/correlations.json"
+COMPARISON_TABLE = "tables/system_comparison.json"
+# the per-system statistics of system_comparison.csv, logged as <column>.<statistic>
+COMPARISON_STATS = ("ci_low", "ci_high", "p_bootstrap", "p_ar", "cluster")
+HEADLINE_COLUMNS = ("syntactic", "semantic")
+
+
+def headline_metrics(correlations: pd.DataFrame) -> dict[str, float]:
+    """The few correlations worth a chart: the group averages' correlation, first coefficient,
+    at every level and aspect (``corr.<level>.<coefficient>.<column>.<aspect>``); the whole
+    table is logged as an MLflow table."""
+    if correlations.empty:
+        return {}
+    first = correlations["coefficient"].iloc[0]
+    rows = correlations[
+        (correlations["coefficient"] == first) & correlations["metric"].isin(HEADLINE_COLUMNS)
+    ]
+    metrics = {}
+    for corr in rows.to_dict("records"):
+        if _finite(corr["value"]):
+            name = _key(*(str(corr[k]) for k in ("level", "coefficient", "metric", "aspect")))
+            metrics[f"corr.{name}"] = float(corr["value"])
+    return metrics
+
+
+def system_metrics(systems: pd.DataFrame, comparison: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """Per system: each column's corpus-level score, and from the comparison its interval,
+    paired p-values and cluster (``<column>.ci_low`` ...)."""
+    out: dict[str, dict[str, float]] = {}
+    for row in systems.to_dict("records"):
+        system = str(row.pop("system"))
+        out[system] = {_key(str(k)): float(v) for k, v in row.items() if _finite(v)}
+    for row in comparison.to_dict("records"):
+        values = out.setdefault(str(row["system"]), {})
+        for stat in COMPARISON_STATS:
+            if stat in row and _finite(row[stat]):
+                values[_key(str(row["metric"]), stat)] = float(row[stat])
+    return out
+
+
 def _finite(value: Any) -> bool:
     try:
         return math.isfinite(float(value))
@@ -396,12 +443,15 @@ def log_output_dir(
     frame = dataset_frame(segments)
     digest = frame_digest(frame)
 
-    metrics: dict[str, float] = {}
-    for corr in correlations.to_dict("records"):
-        if _finite(corr["value"]):
-            name = _key(*(str(corr[k]) for k in ("level", "coefficient", "metric", "aspect")))
-            metrics[f"corr.{name}"] = float(corr["value"])
+    comparison_path = out_dir / "system_comparison.csv"
+    comparison = (
+        pd.read_csv(comparison_path, keep_default_na=False, na_values=[""])
+        if comparison_path.is_file() and comparison_path.stat().st_size > 1
+        else pd.DataFrame()
+    )
+    metrics = headline_metrics(correlations)
     metrics.update({k: float(v) for k, v in record.metrics.items()})
+    per_system = system_metrics(systems, comparison)
     tags = dict(record.tags)
     tags[CONTENT_HASH_TAG] = content_hash
     tags["paraeval.dataset_digest"] = digest
@@ -416,7 +466,8 @@ def log_output_dir(
         existing = _find_logged(client, exp_id, content_hash) if content_hash else None
         if existing is not None:
             return Logged(existing, uri, True)
-        parent = client.create_run(exp_id, run_name=record.run_name)
+        start, end = record.started_ms or None, record.ended_ms or None
+        parent = client.create_run(exp_id, run_name=record.run_name, start_time=start)
         parent_id = parent.info.run_id
         try:
             _log_batch(client, parent_id, metrics=metrics, params=record.params)
@@ -425,7 +476,10 @@ def log_output_dir(
             entity = _DATASETS.get_or_compute(
                 (digest, record.data_name),
                 lambda: from_pandas(
-                    frame, name=record.data_name, digest=digest
+                    frame,
+                    name=record.data_name,
+                    digest=digest,
+                    source=record.data_source or None,
                 )._to_mlflow_entity(),
             )
             client.log_inputs(
@@ -433,11 +487,12 @@ def log_output_dir(
                 [DatasetInput(entity, tags=[InputTag("mlflow.data.context", "evaluation")])],
             )
             shared = {k: v for k, v in tags.items() if k.startswith(("paraeval.sweep", "version."))}
-            for row in systems.to_dict("records"):
-                system = str(row.pop("system"))
+            for system, values in per_system.items():
+                # nested under the invocation in the UI: the system's name says it all
                 child = client.create_run(
                     exp_id,
-                    run_name=f"{record.run_name} / {system}",
+                    run_name=system,
+                    start_time=start,
                     tags={
                         "mlflow.parentRunId": parent_id,
                         "paraeval.system": system,
@@ -445,20 +500,20 @@ def log_output_dir(
                         **shared,
                     },
                 )
-                _log_batch(
-                    client,
-                    child.info.run_id,
-                    metrics={str(k): v for k, v in row.items() if _finite(v)},
-                    params={"system": system},
-                )
-                client.set_terminated(child.info.run_id)
+                _log_batch(client, child.info.run_id, metrics=values, params={"system": system})
+                client.set_terminated(child.info.run_id, end_time=end)
+            # the full tables as MLflow tables (artifacts the UI shows as tables)
+            if not correlations.empty:
+                client.log_table(parent_id, data=correlations, artifact_file=CORRELATION_TABLE)
+            if not comparison.empty:
+                client.log_table(parent_id, data=comparison, artifact_file=COMPARISON_TABLE)
             if before_artifacts is not None:
                 before_artifacts()
                 tags[CONTENT_HASH_TAG] = output_digest(out_dir, record.run_uid)
             client.log_artifacts(parent_id, str(out_dir))
             # the content tag goes last: a run interrupted before here is not taken as logged
             _log_batch(client, parent_id, tags=tags)
-            client.set_terminated(parent_id)
+            client.set_terminated(parent_id, end_time=end)
         except BaseException:
             with suppress(Exception):
                 client.set_terminated(parent_id, status="FAILED")

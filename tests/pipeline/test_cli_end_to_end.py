@@ -140,13 +140,47 @@ def test_mlflow_contents(demo_run: tuple[Path, Path, str]) -> None:
         "rougeSU,cider,bertscore,cosine,wmd"
     )
     corr_keys = [k for k in parent.data.metrics if k.startswith("corr.")]
-    assert "corr.segment.kendall_b.bleu.human_meaning" in corr_keys
-    assert "corr.system.pearson.semantic.human_fluency" in corr_keys
+    # headline metrics only: the group averages, first coefficient, every level and aspect
+    assert sorted(corr_keys) == sorted(
+        f"corr.{level}.pearson.{column}.human_{aspect}"
+        for level in ("segment", "item", "system")
+        for column in ("syntactic", "semantic")
+        for aspect in ("meaning", "fluency")
+    )
+    # every correlation and the comparison as MLflow tables
+    table = client.load_table(
+        exp.experiment_id, artifact_file="tables/correlations.json", run_ids=[parent.info.run_id]
+    )
+    assert len(table) == len(pd.read_csv(_out / "correlations.csv"))
+    comparison = client.load_table(
+        exp.experiment_id,
+        artifact_file="tables/system_comparison.json",
+        run_ids=[parent.info.run_id],
+    )
+    assert set(comparison["system"]) == SYSTEMS
+    # a readable name, the dataset named after the file with its path as source, real times
+    assert parent.info.run_name == "demo.jsonl: metrics.ibleu.alpha=0.7"
+    dataset = parent.inputs.dataset_inputs[0].dataset
+    assert dataset.name == "demo.jsonl" and "demo.jsonl" in dataset.source
+    assert parent.info.end_time - parent.info.start_time >= 2000  # the run takes seconds
+    assert "paraeval.version" not in parent.data.tags and "version.paraeval" in parent.data.tags
     assert parent.data.tags["signature.bleu"].startswith("bleu|impl:sacrebleu-")
     assert "alpha:0.7" in parent.data.tags["signature.ibleu"]
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     assert {c.data.params["system"] for c in children} == SYSTEMS
+    comparison_csv = pd.read_csv(_out / "system_comparison.csv")
     for child in children:
-        assert "bleu" in child.data.metrics and "syntactic" in child.data.metrics
+        system = child.data.params["system"]
+        assert child.info.run_name == system
+        m = child.data.metrics
+        assert "bleu" in m and "syntactic" in m
+        row = comparison_csv[
+            (comparison_csv.system == system) & (comparison_csv.metric == "bleu")
+        ].iloc[0]
+        for stat in ("ci_low", "ci_high", "p_bootstrap", "p_ar", "cluster"):
+            if pd.notna(row[stat]):
+                assert m[f"bleu.{stat}"] == pytest.approx(float(row[stat]), rel=1e-12), stat
+        assert m["bleu.cluster"] >= 1
+        assert child.info.start_time == parent.info.start_time
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"segment_scores.parquet", "system_scores.csv", "correlations.csv"} <= artifacts

@@ -105,7 +105,7 @@ def test_relog_logs_once_with_full_content(
     )
     for lib in ("sacrebleu", "scipy", "mlflow"):
         assert tags[f"version.{lib}"]
-    assert tags["paraeval.git_commit"] and tags["paraeval.version"]
+    assert tags["paraeval.git_commit"] and tags["version.paraeval"]
     assert parent.data.metrics["cache.misses.bleu"] == 4
     assert "alpha_curve.segment.kendall_b.human_meaning.chosen_alpha" in parent.data.metrics
     assert parent.inputs is not None
