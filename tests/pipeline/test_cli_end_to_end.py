@@ -147,7 +147,10 @@ def test_mlflow_contents(demo_run: tuple[Path, Path, str]) -> None:
         for column in ("syntactic", "semantic")
         for aspect in ("meaning", "fluency")
     )
-    # every correlation and the comparison as MLflow tables
+    # every correlation and the comparison as MLflow tables (load_table searches the global store)
+    import mlflow
+
+    mlflow.set_tracking_uri(f"sqlite:///{store / 'mlflow.db'}")
     table = client.load_table(
         exp.experiment_id, artifact_file="tables/correlations.json", run_ids=[parent.info.run_id]
     )

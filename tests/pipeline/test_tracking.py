@@ -124,6 +124,9 @@ def test_every_tracking_option_instantiates_and_logs(
         # a headline metric for the group average; every correlation in the MLflow table
         assert run.data.metrics["corr.segment.pearson.syntactic.human_fluency"] == 0.5
         assert "corr.segment.pearson.bleu.human_fluency" not in run.data.metrics
+        import mlflow
+
+        mlflow.set_tracking_uri(logged.uri)  # load_table searches through the global store
         table = MlflowClient(logged.uri).load_table(
             experiment_id=run.info.experiment_id,
             artifact_file="tables/correlations.json",
