@@ -162,7 +162,7 @@ def test_mlflow_contents(demo_run: tuple[Path, Path, str]) -> None:
     )
     assert set(comparison["system"]) == SYSTEMS
     # a readable name, the dataset named after the file with its path as source, real times
-    assert parent.info.run_name == "demo.jsonl: metrics.ibleu.alpha=0.7"
+    assert parent.info.run_name == "demo.jsonl: metrics.ibleu.alpha=0.7,correlation.n_resamples=200"
     dataset = parent.inputs.dataset_inputs[0].dataset
     assert dataset.name == "demo.jsonl" and "demo.jsonl" in dataset.source
     assert parent.info.end_time - parent.info.start_time >= 2000  # the run takes seconds
