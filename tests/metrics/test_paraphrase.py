@@ -151,7 +151,7 @@ def test_bad_settings_are_one_line_errors() -> None:
         ParaScore(gamma=0)
     with pytest.raises(MetricConfigError, match="beta"):
         BERTiBLEU(beta=-1)
-    with pytest.raises(MetricConfigError, match="bert_ibleu.*tokenize"):
+    with pytest.raises(MetricConfigError, match=r"bert_ibleu.*tokenize"):
         BERTiBLEU(tokenize="nope")
 
 
