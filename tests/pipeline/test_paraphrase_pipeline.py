@@ -40,9 +40,7 @@ METRICS = [
 @pytest.fixture(scope="module")
 def ev(tmp_path_factory: pytest.TempPathFactory) -> paraeval.Evaluation:
     cache = tmp_path_factory.mktemp("cache")
-    return paraeval.evaluate(
-        read_table(demo_path()), METRICS, cache={"dir": str(cache)}, **CHEAP
-    )
+    return paraeval.evaluate(read_table(demo_path()), METRICS, cache={"dir": str(cache)}, **CHEAP)
 
 
 def test_new_groups_stay_out_of_the_averages(ev: paraeval.Evaluation) -> None:
