@@ -230,6 +230,8 @@ def _build_columns(
             continue
         stats_key_suffix = "_src" if info.signature.endswith("|vs:source") else ""
         metric = scores.metrics.get(info.metric)
+        if metric is not None and metric.corpus_only:
+            continue  # one score per system (distinct-n ...): no items to resample or pair
         stats_key = f"{info.metric}{stats_key_suffix}"
         has_stats = metric is not None and all((stats_key, s) in scores.stats for s in systems)
         batched = batched_corpus_fn(metric) if has_stats else None

@@ -83,6 +83,9 @@ def test_system_level_diversity_columns(ev: paraeval.Evaluation) -> None:
     rows = corr[corr["metric"] == "distinct_2"]
     assert np.isfinite(rows.loc[rows["level"] == "system", "value"]).all()
     assert not np.isfinite(rows.loc[rows["level"] == "segment", "value"]).any()
+    # nothing to resample per item: not in the comparison table
+    assert "distinct_2" not in set(ev.comparison["metric"])
+    assert "parascore" in set(ev.comparison["metric"])
 
 
 def test_pinc_counts_as_distance_in_the_diversity_view(ev: paraeval.Evaluation) -> None:
