@@ -434,7 +434,7 @@ def summary_table(result: Comparison, max_metrics: int = 4) -> str:
     p < alpha; ``(1)`` etc. is the significance cluster."""
     t = result.table
     if t.empty:
-        return "(no comparison: no item shared by all systems)"
+        return "(no comparison: no item shared by all systems, or only system-level columns)"
     metrics = list(dict.fromkeys(t["metric"]))
     skip_groups = {"diversity", "precomputed"}
     main = [
