@@ -44,8 +44,8 @@ def _paraphrase_table(ax: Any, combined: pd.DataFrame, cmap: Any) -> None:
         cellText=cells,
         rowLabels=[str(s) for s in combined.index],
         colLabels=list(combined.columns),
-        loc="center",
         cellLoc="center",
+        bbox=(0.0, 0.0, 1.0, 1.0),  # fills its axes: the rows never run into the title
     )
     table.auto_set_font_size(False)
     table.set_fontsize(8)
