@@ -21,8 +21,11 @@ $(VENV)/.runtime: $(VENV)/bin/activate pyproject.toml
 	$(PIP) install --quiet -e .
 	touch $@
 
+# parascore: the ParaScore toolkit, the test oracle of metrics/paraphrase.py. Without its
+# dependencies: it asks for an unpinned torch, and everything else it needs is a runtime dependency
 $(VENV)/.dev: $(VENV)/.runtime pyproject.toml
 	$(PIP) install --quiet -e ".[dev]"
+	$(PIP) install --quiet --no-deps parascore==1.0.5
 	touch $@
 
 # PyPI's own `pipeline` and `correlation` distributions, which tests/test_packaging.py installs

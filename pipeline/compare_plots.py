@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -17,17 +17,65 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def paraphrase_scores(result: Comparison) -> pd.DataFrame:
+    """Index system, one column per ``paraphrase``-group metric (ParaScore, BERT-iBLEU ...): the
+    system's score as the comparison table has it."""
+    t = result.table
+    cols = [c for c in result.paraphrase_columns if not t.empty and (t["metric"] == c).any()]
+    if not cols:
+        return pd.DataFrame(index=result.systems.index)
+    sub = t[t["metric"].isin(cols)]
+    wide = sub.pivot_table(index="system", columns="metric", values="score", sort=False)
+    return wide.reindex(index=result.systems.index, columns=cols)
+
+
+def _paraphrase_table(ax: Any, combined: pd.DataFrame, cmap: Any) -> None:
+    """The systems' scores that combine adequacy and diversity, one row per system in the color
+    of its point."""
+    ax.axis("off")
+    cells = [
+        [f"{float(v):.3f}" if math.isfinite(float(v)) else "" for v in row]
+        for row in combined.to_numpy()
+    ]
+    table = ax.table(
+        cellText=cells,
+        rowLabels=[str(s) for s in combined.index],
+        colLabels=list(combined.columns),
+        cellLoc="center",
+        bbox=(0.0, 0.0, 1.0, 1.0),  # fills its axes: the rows never run into the title
+    )
+    table.auto_set_font_size(False)
+    table.set_fontsize(8)
+    for i in range(len(combined)):
+        table[i + 1, -1].get_text().set_color(cmap(i % cmap.N))
+    ax.set_title("combined adequacy + diversity (paraphrase group, system scores)", fontsize=8)
+
+
 def diversity_adequacy_plot(result: Comparison, path: Path) -> bool:
     """One point per system (its mean over items); the lines through it span the interquartile
-    range of its items on each axis. Returns False when there is nothing to draw."""
+    range of its items on each axis; the scores that combine both (``paraphrase`` group:
+    ParaScore, BERT-iBLEU) are tabled under the plot, one row per system. Returns False when there
+    is nothing to draw."""
     view = result.systems
+    combined = paraphrase_scores(result)
     drawable = view[np.isfinite(view["diversity"]) & np.isfinite(view["adequacy"])]
     if drawable.empty:
         log.info("no system has both a diversity and an adequacy value: no diversity plot")
         return False
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.5, 5.0), layout="constrained")
     cmap = plt.get_cmap("tab10" if len(drawable) <= 10 else "tab20")
+    if len(combined.columns):
+        rows = len(drawable) + 1
+        fig, (ax, ax_table) = plt.subplots(
+            2,
+            1,
+            figsize=(6.5, 5.0 + 0.22 * rows),
+            height_ratios=[5.0, 0.22 * rows + 0.3],
+            layout="constrained",
+        )
+        _paraphrase_table(ax_table, combined.reindex(drawable.index), cmap)
+    else:
+        fig, ax = plt.subplots(figsize=(6.5, 5.0), layout="constrained")
     for i, (system, row) in enumerate(drawable.iterrows()):
         color = cmap(i % cmap.N)
         ax.plot(
@@ -178,6 +226,7 @@ def write_compare_plots(
             lambda q: diversity_adequacy_plot(result, q),
             result.systems,
             result.baseline,
+            paraphrase_scores(result),
         )
         if p.exists():
             written.append(p)
