@@ -56,7 +56,8 @@ def _fill_rows(
     ratio: float,
     beam: int,
 ) -> None:
-    """Rows ``first_row..n_h`` of the beam edit-distance matrix (``BeamEditDistance._edit_distance``)."""
+    """Rows ``first_row..n_h`` of the beam edit-distance matrix
+    (``BeamEditDistance._edit_distance``)."""
     n_h = words.shape[0]
     n_r = ref.shape[0]
     for i in range(first_row, n_h + 1):
@@ -118,11 +119,13 @@ def _evaluate(
     for k in range(n_h):
         last[k] = words[k]
     valid[0] = True
-    return cost[n_h, ref.shape[0]]
+    return int(cost[n_h, ref.shape[0]])
 
 
 @njit(cache=True, nogil=True)
-def _perform_shift(words: np.ndarray, start: int, length: int, target: int, out: np.ndarray) -> None:
+def _perform_shift(
+    words: np.ndarray, start: int, length: int, target: int, out: np.ndarray
+) -> None:
     """``lib_ter._perform_shift`` with Python's slice clamping."""
     n = words.shape[0]
     k = 0
@@ -147,10 +150,7 @@ def _edit_rate(hyp: np.ndarray, ref: np.ndarray) -> tuple[int, int]:
     if n_r == 0:
         return n_h, 0
     ratio = n_r / n_h if n_h > 0 else 1.0
-    if _BEAM_WIDTH < ratio / 2:
-        beam = int(math.ceil(ratio / 2 + _BEAM_WIDTH))
-    else:
-        beam = _BEAM_WIDTH
+    beam = math.ceil(ratio / 2 + _BEAM_WIDTH) if ratio / 2 > _BEAM_WIDTH else _BEAM_WIDTH
 
     cost = np.empty((n_h + 1, n_r + 1), dtype=np.int64)
     ops = np.empty((n_h + 1, n_r + 1), dtype=np.int8)
@@ -179,7 +179,7 @@ def _edit_rate(hyp: np.ndarray, ref: np.ndarray) -> tuple[int, int]:
             op = ops[i, j]
             trace[t] = op
             t += 1
-            if op == _SUB or op == _NOP:
+            if op in (_SUB, _NOP):
                 i -= 1
                 j -= 1
             elif op == _INS:
@@ -195,7 +195,7 @@ def _edit_rate(hyp: np.ndarray, ref: np.ndarray) -> tuple[int, int]:
         nr = 0
         for k in range(t - 1, -1, -1):
             op = trace[k]
-            if op == _NOP or op == _SUB:
+            if op in (_NOP, _SUB):
                 pos_h += 1
                 pos_r += 1
                 align[pos_r] = pos_h
@@ -235,15 +235,14 @@ def _edit_rate(hyp: np.ndarray, ref: np.ndarray) -> tuple[int, int]:
                     r_sum = 0
                     for x in range(start_r, min(start_r + length, n_r)):
                         r_sum += ref_err[x]
-                    if h_sum != 0 and r_sum != 0 and not (
-                        start_h <= align[start_r] < start_h + length
+                    if (
+                        h_sum != 0
+                        and r_sum != 0
+                        and not (start_h <= align[start_r] < start_h + length)
                     ):
                         prev_idx = -1
                         for offset in range(-1, length):
-                            if start_r + offset == -1:
-                                idx = 0
-                            else:
-                                idx = align[start_r + offset] + 1
+                            idx = 0 if start_r + offset == -1 else align[start_r + offset] + 1
                             if idx == prev_idx:
                                 continue
                             prev_idx = idx
@@ -305,9 +304,7 @@ def _edit_rates(
     for k in range(hyp_ids.shape[0]):
         h = hyp_ids[k]
         r = ref_ids[k]
-        e, s = _edit_rate(
-            tokens[offsets[h] : offsets[h + 1]], tokens[offsets[r] : offsets[r + 1]]
-        )
+        e, s = _edit_rate(tokens[offsets[h] : offsets[h + 1]], tokens[offsets[r] : offsets[r + 1]])
         edits[k] = e
         status[k] = s
 
@@ -323,7 +320,10 @@ def ter_statistics(
     ]
     if n == 0 or len(refs_per_seg) != n or any(not rs for rs in refs_per_seg):
         # sacrebleu's own errors (no references, a segment without any, mismatched lengths)
-        stats: list[list[float]] = metric._extract_corpus_statistics(list(hyps), references)
+        stats: list[list[float]] = metric._extract_corpus_statistics(
+            list(hyps),
+            references,  # type: ignore[arg-type]  # sacrebleu skips None references
+        )
         return stats
 
     vocab: dict[str, int] = {}
@@ -374,4 +374,3 @@ def ter_statistics(
             at += 1
         out.append([best, ref_len / len(refs)])
     return out
-
