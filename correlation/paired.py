@@ -13,7 +13,7 @@ through its own corpus function) or the mean of segment scores.
   float32 sums in the bootstrap, same p-value ``(c + 1) / (N + 1)``, :func:`p_value`).
 - :func:`paired_bs_clusters` groups systems not distinguishable from the best one.
 
-numpy only: no pandas, no I/O.
+numpy (and numba for the in-order sums): no pandas, no I/O.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 
 import numpy as np
+from numba import njit
 
 # corpus scores of many summed-statistics rows at once, shape (rows, k) -> (rows,)
 BatchedCorpusFn = Callable[[np.ndarray], np.ndarray]
@@ -85,6 +86,53 @@ def p_value(sample_stats: np.ndarray, real_difference: float) -> float:
     """sacrebleu's ``_compute_p_value``: (#{stat > real} + 1) / (N + 1)."""
     c = int(np.sum(sample_stats > real_difference))
     return (c + 1) / (len(sample_stats) + 1)
+
+
+@njit(cache=True, nogil=True)
+def _gathered_sums(stats: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``stats[idx[b]].sum(axis=0)`` for every row b: numpy adds the rows of a C-ordered block
+    one after another, from the first row, and so does this loop (bit for bit)."""
+    rows, n = idx.shape
+    k = stats.shape[1]
+    out = np.empty((rows, k), dtype=np.float64)
+    for b in range(rows):
+        for c in range(k):
+            out[b, c] = stats[idx[b, 0], c]
+        for j in range(1, n):
+            row = idx[b, j]
+            for c in range(k):
+                out[b, c] += stats[row, c]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _masked_sums(
+    keep: np.ndarray, base: np.ndarray, other: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``np.where(m[:, None], base, other).sum(axis=0)`` and the same with the two swapped, for
+    every mask row m, summed in numpy's order (row after row)."""
+    trials, n = keep.shape
+    k = base.shape[1]
+    a = np.empty((trials, k), dtype=np.float64)
+    b = np.empty((trials, k), dtype=np.float64)
+    for t in range(trials):
+        for c in range(k):
+            if keep[t, 0]:
+                a[t, c] = base[0, c]
+                b[t, c] = other[0, c]
+            else:
+                a[t, c] = other[0, c]
+                b[t, c] = base[0, c]
+        for i in range(1, n):
+            if keep[t, i]:
+                for c in range(k):
+                    a[t, c] += base[i, c]
+                    b[t, c] += other[i, c]
+            else:
+                for c in range(k):
+                    a[t, c] += other[i, c]
+                    b[t, c] += base[i, c]
+    return a, b
 
 
 def paired_bs_p(res_a: np.ndarray, res_b: np.ndarray, real_a: float, real_b: float) -> float:
@@ -171,7 +219,10 @@ class StatsScores(PairedScores):
 
     ``fn`` scores many summed-statistics rows at once (bit-identical to the metric's own corpus
     score); without it, ``corpus`` scores each resampled or shuffled set of rows on its own, for
-    a metric whose corpus score need not be a function of summed statistics.
+    a metric whose corpus score need not be a function of summed statistics. ``sums`` (with
+    ``corpus``) is for a corpus score that IS a function of the float64 sum of the rows taken in
+    row order (``stats.sum(axis=0)``): it scores many such sums at once, equal to ``corpus`` of
+    the rows summed, so resamples and shuffles are summed by compiled loops in that order.
     """
 
     def __init__(
@@ -179,9 +230,11 @@ class StatsScores(PairedScores):
         stats: Mapping[str, np.ndarray],
         fn: BatchedCorpusFn | None,
         corpus: CorpusFn | None = None,
+        sums: BatchedCorpusFn | None = None,
     ) -> None:
         if fn is None and corpus is None:
             raise ValueError("StatsScores needs a batched corpus function or a corpus function")
+        self.sums = sums if fn is None else None
         self.stats = {s: np.ascontiguousarray(v, dtype=np.float64) for s, v in stats.items()}
         # integer statistics (BLEU, chrF, single-reference TER) sum exactly in any order, so the
         # resampled and shuffled sums can be taken as matrix products instead of sacrebleu's
@@ -209,6 +262,8 @@ class StatsScores(PairedScores):
     def bootstrap(self, system: str, idx: np.ndarray, counts: np.ndarray) -> np.ndarray:
         st = self.stats[system]
         if self.fn is None:
+            if self.sums is not None and len(st) and idx.shape[1]:
+                return np.asarray(self.sums(_gathered_sums(st, idx)), dtype=np.float64)
             return np.array([self._generic(st[row]) for row in idx])
         if self.integer and len(st) * float(np.abs(st).max(initial=0.0)) < 2**24:
             # every partial float32 sum is an integer below 2**24, hence exact: same numbers
@@ -226,6 +281,9 @@ class StatsScores(PairedScores):
         vectorised score."""
         diff = abs(self.point(base) - self.point(system))
         bl, sy = self.stats[base], self.stats[system]
+        if self.fn is None and self.sums is not None and len(bl) and masks.keep.shape[0]:
+            shuf_a, shuf_b = _masked_sums(masks.keep, bl, sy)
+            return p_value(np.abs(self.sums(shuf_a) - self.sums(shuf_b)), diff)
         if self.fn is None:
             a = np.array([self._generic(np.where(m[:, None], bl, sy)) for m in masks.keep])
             b = np.array([self._generic(np.where(m[:, None], sy, bl)) for m in masks.keep])

@@ -217,6 +217,24 @@ class NIST(Metric):
             corpus = self._score_from(tot_num, tot_den, tot_ref, tot_sys)
         return MetricResult({self.name: seg}, {self.name: corpus}, self.signature(), stats)
 
+    def corpus_from_sums(self, totals: np.ndarray) -> np.ndarray:
+        """:meth:`corpus_from_stats` of many statistic sets at once, each given by its summed
+        row (``stats.sum(axis=0)``): the same operations in the same order, bit for bit; the
+        length penalty comes from :func:`nist_length_penalty` itself, once per distinct
+        (reference length, hypothesis length)."""
+        t = np.atleast_2d(np.asarray(totals, dtype=np.float64))
+        m = self.max_order
+        precision = np.zeros(len(t))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for i in range(m):
+                den = np.round(t[:, m + i])
+                precision = precision + np.where(den == 0, 0.0, t[:, i] / den)
+        lengths = np.round(t[:, 2 * m : 2 * m + 2])
+        pairs, inverse = np.unique(lengths, axis=0, return_inverse=True)
+        penalty = np.array([nist_length_penalty(int(r), int(h)) for r, h in pairs])
+        score = precision * penalty[np.asarray(inverse).ravel()]
+        return np.where(lengths[:, 0] == 0, 0.0, score)
+
     def corpus_from_stats(self, stats: np.ndarray) -> dict[str, float]:
         if len(stats) == 0:
             return {self.name: float("nan")}

@@ -248,7 +248,10 @@ def _build_columns(
                 if corpora is None or not is_segment_mean(
                     np.stack([values[s] for s in systems]), corpora
                 ):
-                    paired = StatsScores(st, None, corpus)
+                    # a corpus score of the summed rows, many at once (NIST)
+                    own = metric is not None and base == metric.name
+                    sums = getattr(metric, "corpus_from_sums", None) if own else None
+                    paired = StatsScores(st, None, corpus, sums=sums)
         if paired is None:
             paired = MeanScores(values)
         columns.append(_Column(name, info.higher_is_better, info.signature, paired))
