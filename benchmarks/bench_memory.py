@@ -5,10 +5,10 @@ synthetic paraphrases with one reference and a human score each, as a Parquet lo
 temporary folder, then runs ``paraeval data=table data.path=... metrics=[bleu] tracking=none``
 (the default correlation and comparison, cache off) in a child process and reports its peak
 resident set size (``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss``), the bytes per row, and
-the wall time. ``--tracemalloc`` runs the stages in-process instead, printing the Python
-allocations still held after each stage and the top allocation sites at the peak.
+the wall time. ``--stages`` runs the stages in-process instead and prints the peak RSS after
+each (``--tracemalloc``: also the Python allocations they hold).
 
-Usage: ``python benchmarks/bench_memory.py [--items 40000] [--systems 10] [--tracemalloc]``
+Usage: ``python benchmarks/bench_memory.py [--items 40000] [--systems 10] [--stages]``
 """
 
 from __future__ import annotations
@@ -26,11 +26,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-WORDS = (
+_WORDS_TEXT = (
     "the a of to in and is was for on that with by as at from it be this are were which an or "
     "government people year city report price market house children country world time day man "
     "woman said told asked began bought quickly large small new old good great high long little"
-).split()
+)
+WORDS = _WORDS_TEXT.split()
 
 
 def make_table(path: Path, items: int, systems: int, seed: int = 1) -> None:
@@ -85,54 +86,66 @@ def run_child(path: Path, out: Path) -> tuple[float, int]:
     return wall, peak_kib * 1024
 
 
-def run_traced(path: Path) -> None:
-    """The stages in this process under tracemalloc: what each leaves held, and the peak's top
-    allocation sites."""
+def run_stages(path: Path, trace: bool) -> None:
+    """The stages in this process: the peak RSS after each (a stage that raises it is where the
+    peak is) and, with ``trace``, the Python allocations each leaves held (tracemalloc; slow)."""
     import tracemalloc
 
     from paraeval.pipeline.api import compose_config
     from paraeval.pipeline.evaluation import STAGES, Evaluation
     from paraeval.pipeline.settings import Settings
 
+    def peak_rss() -> float:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
+
     cfg_overrides = [o for o in overrides(path, Path("unused")) if not o.startswith("hydra.")]
     cfg = compose_config(cfg_overrides)
     cfg.data.path = str(path)
-    tracemalloc.start(12)
+    if trace:
+        tracemalloc.start(8)
+    print(f"{'after imports':<22} peak RSS {peak_rss():8.0f} MiB")
     settings = Settings.from_config(cfg)
+    t0 = time.perf_counter()
     ev = Evaluation(settings=settings, table=settings.data.load())
-    current, peak = tracemalloc.get_traced_memory()
-    print(f"{'load':<22} held {current / 2**20:8.1f} MiB   peak {peak / 2**20:8.1f} MiB")
-    worst = None
+    print(f"{'load':<22} peak RSS {peak_rss():8.0f} MiB  {time.perf_counter() - t0:6.1f} s")
     for stage in STAGES:
-        tracemalloc.reset_peak()
+        t0 = time.perf_counter()
         stage(ev)
-        current, peak = tracemalloc.get_traced_memory()
-        print(f"{stage.__name__:<22} held {current / 2**20:8.1f} MiB   peak {peak / 2**20:8.1f} MiB")
-        if worst is None or peak > worst[0]:
-            worst = (peak, stage.__name__, tracemalloc.take_snapshot())
-    assert worst is not None
-    print(f"\nlargest blocks held at the end of {worst[1]}:")
-    for stat in worst[2].statistics("traceback")[:8]:
-        print(f"  {stat.size / 2**20:8.1f} MiB  {stat.count:>9} blocks")
-        for line in stat.traceback.format()[-6:]:
-            print("     ", line)
+        took = time.perf_counter() - t0
+        line = f"{stage.__name__:<22} peak RSS {peak_rss():8.0f} MiB  {took:6.1f} s"
+        if trace:
+            current, peak = tracemalloc.get_traced_memory()
+            line += f"  python held {current / 2**20:7.1f} MiB, peak {peak / 2**20:7.1f} MiB"
+            tracemalloc.reset_peak()
+        print(line, flush=True)
+    if trace:
+        print("\nlargest Python allocations held at the end:")
+        for stat in tracemalloc.take_snapshot().statistics("traceback")[:6]:
+            print(f"  {stat.size / 2**20:8.1f} MiB  {stat.count:>9} blocks")
+            for frame in stat.traceback.format()[-4:]:
+                print("     ", frame)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=40000)
     parser.add_argument("--systems", type=int, default=10)
-    parser.add_argument("--tracemalloc", action="store_true")
+    parser.add_argument(
+        "--stages", action="store_true", help="in-process: the peak RSS after each stage"
+    )
+    parser.add_argument("--tracemalloc", action="store_true", help="with --stages: and Python's")
     args = parser.parse_args(argv)
     rows = args.items * args.systems
     with tempfile.TemporaryDirectory(prefix="paraeval-mem-") as tmp:
         path = Path(tmp) / "table.parquet"
         t0 = time.perf_counter()
         make_table(path, args.items, args.systems)
-        print(f"{rows:,} rows ({args.items:,} items x {args.systems} systems) generated in "
-              f"{time.perf_counter() - t0:.1f} s")
-        if args.tracemalloc:
-            run_traced(path)
+        print(
+            f"{rows:,} rows ({args.items:,} items x {args.systems} systems) generated in "
+            f"{time.perf_counter() - t0:.1f} s"
+        )
+        if args.stages:
+            run_stages(path, args.tracemalloc)
             return 0
         wall, peak = run_child(path, Path(tmp) / "out")
     print(f"paraeval metrics=[bleu], default correlation and comparison: {wall:.1f} s wall")

@@ -157,9 +157,7 @@ def test_nist_summed_rows_equal_its_corpus_function_per_resample() -> None:
         name: nist.score(hyps, [[r] for r in refs]).stats
         for name, hyps in (("base", base), ("other", other))
     }
-    assert stats["base"] is not None and not np.array_equal(
-        stats["base"], np.round(stats["base"])
-    )
+    assert stats["base"] is not None and not np.array_equal(stats["base"], np.round(stats["base"]))
 
     def corpus(rows: np.ndarray) -> float:
         return nist.corpus_from_stats(rows)["nist"]
