@@ -53,6 +53,7 @@ class ArMasks:
 
     def __init__(self, keep: np.ndarray) -> None:
         self.keep = keep
+        self._keep_t: np.ndarray | None = None
         rows, n = keep.shape
         per_block = max(256, self.MAX_BYTES // (16 * max(1, n)))
         self.bounds = [
@@ -63,6 +64,13 @@ class ArMasks:
         self._cached = (
             [self._block(lo, hi) for lo, hi in self.bounds] if len(self.bounds) == 1 else None
         )
+
+    @property
+    def keep_t(self) -> np.ndarray:
+        """The masks as (items x trials), made once: compiled loops over the trials."""
+        if self._keep_t is None:
+            self._keep_t = np.ascontiguousarray(self.keep.T)
+        return self._keep_t
 
     def _block(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         part = self.keep[lo:hi]
@@ -116,31 +124,28 @@ def _gathered_sums(stats: np.ndarray, idx: np.ndarray) -> np.ndarray:
 
 @njit(cache=True, nogil=True)
 def _masked_sums(
-    keep: np.ndarray, base: np.ndarray, other: np.ndarray
+    keep_t: np.ndarray, base: np.ndarray, other: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """``np.where(m[:, None], base, other).sum(axis=0)`` and the same with the two swapped, for
-    every mask row m, summed in numpy's order (row after row)."""
-    trials, n = keep.shape
+    every mask m (the columns of ``keep_t``, items x trials), summed in numpy's order: row after
+    row, from the first. Results are (k, trials); the trials are the inner, vectorised loop."""
+    n, trials = keep_t.shape
     k = base.shape[1]
-    a = np.empty((trials, k), dtype=np.float64)
-    b = np.empty((trials, k), dtype=np.float64)
-    for t in range(trials):
+    a = np.empty((k, trials), dtype=np.float64)
+    b = np.empty((k, trials), dtype=np.float64)
+    for c in range(k):
+        x, y = base[0, c], other[0, c]
+        for t in range(trials):
+            keep = keep_t[0, t]
+            a[c, t] = x if keep else y
+            b[c, t] = y if keep else x
+    for i in range(1, n):
         for c in range(k):
-            if keep[t, 0]:
-                a[t, c] = base[0, c]
-                b[t, c] = other[0, c]
-            else:
-                a[t, c] = other[0, c]
-                b[t, c] = base[0, c]
-        for i in range(1, n):
-            if keep[t, i]:
-                for c in range(k):
-                    a[t, c] += base[i, c]
-                    b[t, c] += other[i, c]
-            else:
-                for c in range(k):
-                    a[t, c] += other[i, c]
-                    b[t, c] += base[i, c]
+            x, y = base[i, c], other[i, c]
+            for t in range(trials):
+                keep = keep_t[i, t]
+                a[c, t] += x if keep else y
+                b[c, t] += y if keep else x
     return a, b
 
 
@@ -291,8 +296,8 @@ class StatsScores(PairedScores):
         diff = abs(self.point(base) - self.point(system))
         bl, sy = self.stats[base], self.stats[system]
         if self.fn is None and self.sums is not None and len(bl) and masks.keep.shape[0]:
-            shuf_a, shuf_b = _masked_sums(masks.keep, bl, sy)
-            return p_value(np.abs(self.sums(shuf_a) - self.sums(shuf_b)), diff)
+            shuf_a, shuf_b = _masked_sums(masks.keep_t, bl, sy)
+            return p_value(np.abs(self.sums(shuf_a.T) - self.sums(shuf_b.T)), diff)
         if self.fn is None:
             a = np.array([self._generic(np.where(m[:, None], bl, sy)) for m in masks.keep])
             b = np.array([self._generic(np.where(m[:, None], sy, bl)) for m in masks.keep])

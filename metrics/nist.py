@@ -229,11 +229,17 @@ class NIST(Metric):
             for i in range(m):
                 den = np.round(t[:, m + i])
                 precision = precision + np.where(den == 0, 0.0, t[:, i] / den)
-        lengths = np.round(t[:, 2 * m : 2 * m + 2])
-        pairs, inverse = np.unique(lengths, axis=0, return_inverse=True)
-        penalty = np.array([nist_length_penalty(int(r), int(h)) for r, h in pairs])
+        ref_len = np.round(t[:, 2 * m]).astype(np.int64)
+        hyp_len = np.round(t[:, 2 * m + 1]).astype(np.int64)
+        # one key per (reference length, hypothesis length): a 1-d unique is fast
+        width = int(hyp_len.max(initial=0)) - int(hyp_len.min(initial=0)) + 1
+        keys = ref_len * width + (hyp_len - hyp_len.min(initial=0))
+        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        penalty = np.array(
+            [nist_length_penalty(int(ref_len[i]), int(hyp_len[i])) for i in first], dtype=float
+        )
         score = precision * penalty[np.asarray(inverse).ravel()]
-        return np.where(lengths[:, 0] == 0, 0.0, score)
+        return np.where(ref_len == 0, 0.0, score)
 
     def corpus_from_stats(self, stats: np.ndarray) -> dict[str, float]:
         if len(stats) == 0:
