@@ -280,8 +280,10 @@ class StatsScores(PairedScores):
                 return np.asarray(self.sums(_gathered_sums(st, idx)), dtype=np.float64)
             return np.array([self._generic(st[row]) for row in idx])
         if self.integer and len(st) * float(np.abs(st).max(initial=0.0)) < 2**24:
-            # every partial float32 sum is an integer below 2**24, hence exact: same numbers
-            return self.fn((counts @ st).astype(np.float32))
+            # every partial float32 sum is an integer below 2**24, hence exact: same numbers.
+            # Summed by a compiled loop rather than ``counts @ st``: exact either way, and a
+            # small product is slow where BLAS threads compete for the cores
+            return self.fn(_gathered_sums(st, idx).astype(np.float32))
         # sacrebleu resamples float32 statistics and sums each resample on its own
         st32 = st.astype(np.float32)
         sums = np.empty((len(idx), st.shape[1]), dtype=np.float32)
