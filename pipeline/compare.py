@@ -351,6 +351,8 @@ def compare(scores: Scores, agg: Aggregated, cfg: CompareConfig) -> Comparison:
     else:
         idx = bootstrap_indices(n, cfg.n_bootstrap, cfg.seed)
         counts = resample_counts(idx)
+        if n < 2**31:  # the same draws in half the memory (hundreds of MB at 40,000 items)
+            idx = idx.astype(np.int32)
         keep = ar_masks(n, cfg.n_ar, cfg.seed) if len(systems) > 1 else np.zeros((0, n), bool)
         masks = ArMasks(keep)
         lo_q, hi_q = (1 - cfg.confidence) / 2, 1 - (1 - cfg.confidence) / 2
