@@ -53,6 +53,9 @@ def main() -> int:
     # pairing needs the items every system has
     counts = df[df["system"].isin(systems)].groupby("item_id")["system"].nunique()
     items = set(counts.index[counts == len(systems)])
+    # the whole table is scored, as the pipeline does (the score cache then serves a run of
+    # ``paraeval data=parabank``); compare pairs the systems on the shared items itself
+    scored = df[df["system"].isin(systems)].reset_index(drop=True)
     df = df[df["system"].isin(systems) & df["item_id"].isin(items)].reset_index(drop=True)
     print(f"ParaBank-Eval: {len(systems)} systems x {len(items)} items shared by all")
 
@@ -78,7 +81,7 @@ def main() -> int:
             }
         )
     t0 = time.perf_counter()
-    scores = score(df, metrics, progress=False, cache=cache)
+    scores = score(scored if args.all_metrics else df, metrics, progress=False, cache=cache)
     agg = aggregate(scores)
     t_score = time.perf_counter() - t0
     cfg = CompareConfig(n_bootstrap=args.bs, n_ar=args.ar, seed=args.seed)

@@ -52,7 +52,9 @@ class ArMasks:
     MAX_BYTES = 2**26  # per converted block pair
 
     def __init__(self, keep: np.ndarray) -> None:
-        self.keep = keep
+        # kept as bits: the (trials x items) booleans are 400 MB at 40,000 items, the bits 50
+        self.shape = keep.shape
+        self._bits = np.packbits(np.asarray(keep, dtype=bool), axis=1)
         self._keep_t: np.ndarray | None = None
         rows, n = keep.shape
         per_block = max(256, self.MAX_BYTES // (16 * max(1, n)))
@@ -66,6 +68,14 @@ class ArMasks:
         )
 
     @property
+    def keep(self) -> np.ndarray:
+        """The masks (trials x items, True = keep)."""
+        return self._rows(0, self.shape[0])
+
+    def _rows(self, lo: int, hi: int) -> np.ndarray:
+        return np.unpackbits(self._bits[lo:hi], axis=1, count=self.shape[1]).view(bool)
+
+    @property
     def keep_t(self) -> np.ndarray:
         """The masks as (items x trials), made once: compiled loops over the trials."""
         if self._keep_t is None:
@@ -73,7 +83,7 @@ class ArMasks:
         return self._keep_t
 
     def _block(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-        part = self.keep[lo:hi]
+        part = self._rows(lo, hi)
         return part.astype(np.float64), (~part).astype(np.float64)
 
     def apply(self, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
@@ -297,12 +307,13 @@ class StatsScores(PairedScores):
         vectorised score."""
         diff = abs(self.point(base) - self.point(system))
         bl, sy = self.stats[base], self.stats[system]
-        if self.fn is None and self.sums is not None and len(bl) and masks.keep.shape[0]:
+        if self.fn is None and self.sums is not None and len(bl) and masks.shape[0]:
             shuf_a, shuf_b = _masked_sums(masks.keep_t, bl, sy)
             return p_value(np.abs(self.sums(shuf_a.T) - self.sums(shuf_b.T)), diff)
         if self.fn is None:
-            a = np.array([self._generic(np.where(m[:, None], bl, sy)) for m in masks.keep])
-            b = np.array([self._generic(np.where(m[:, None], sy, bl)) for m in masks.keep])
+            keep = masks.keep
+            a = np.array([self._generic(np.where(m[:, None], bl, sy)) for m in keep])
+            b = np.array([self._generic(np.where(m[:, None], sy, bl)) for m in keep])
             return p_value(np.abs(a - b), diff)
         # sacrebleu: pos_sel @ bl + ~pos_sel @ sys with bool masks; float copies of the masks give
         # the same products (tested) and are converted once per run instead of once per call
