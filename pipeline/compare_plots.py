@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 
 from paraeval.pipeline.plots import FigureStyle, _plt, render, save_figure
 
