@@ -6,7 +6,6 @@ run once (``prepare``) so encoders see each unique sentence once, then scores sy
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import logging
 from collections.abc import Mapping
@@ -20,12 +19,9 @@ from tqdm.auto import tqdm
 from paraeval.metrics.base import Metric, MetricConfigError, MissingResourceError
 from paraeval.pipeline.cache import ScoreCache, texts_digest
 from paraeval.pipeline.errors import ConfigError, DataError
+from paraeval.pipeline.targets import metric_class
 
 log = logging.getLogger(__name__)
-
-# packages whose classes a metrics config may name without opting in
-TRUSTED_PACKAGES = ("paraeval.metrics.",)
-
 
 @dataclass
 class ColumnInfo:
@@ -46,23 +42,6 @@ class Scores:
     metrics: dict[str, Metric] = field(default_factory=dict)
 
 
-def _import_target(target: str) -> type:
-    module_name, _, attr = target.rpartition(".")
-    if not module_name:
-        raise ConfigError(f"_target_ '{target}' must be a dotted path module.Class")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"cannot import '{module_name}' for _target_ '{target}': {exc}") from None
-    try:
-        obj = getattr(module, attr)
-    except AttributeError:
-        raise ConfigError(f"'{module_name}' has no '{attr}' (_target_ '{target}')") from None
-    if not (inspect.isclass(obj) and issubclass(obj, Metric)):
-        raise ConfigError(f"_target_ '{target}' is not a paraeval metric class")
-    return obj
-
-
 def build_metric(
     metric_id: str, settings: Mapping[str, Any], allow_external: bool = False
 ) -> Metric:
@@ -71,12 +50,8 @@ def build_metric(
     target = settings.pop("_target_", None)
     if not target:
         raise ConfigError(f"metrics.{metric_id} has no _target_")
-    if not str(target).startswith(TRUSTED_PACKAGES) and not allow_external:
-        raise ConfigError(
-            f"metrics.{metric_id}._target_ '{target}' is outside paraeval's metrics package; "
-            "set allow_external_metrics=true to run code from elsewhere"
-        )
-    cls = _import_target(str(target))
+    # exact names only (pipeline/targets.py); other code only with the user's opt-in
+    cls = metric_class(str(target), metric_id, allow_external)
     params = inspect.signature(cls.__init__).parameters
     unknown = [k for k in settings if k not in params]
     if unknown and not any(p.kind is p.VAR_KEYWORD for p in params.values()):

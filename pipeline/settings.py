@@ -16,11 +16,12 @@ from typing import cast
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
+from paraeval.pipeline import targets
 from paraeval.pipeline.aggregate import Normalizer
 from paraeval.pipeline.compare import CompareConfig
 from paraeval.pipeline.correlate import check_correlation_config
 from paraeval.pipeline.errors import ConfigError
-from paraeval.pipeline.load import LOADERS, load_data
+from paraeval.pipeline.load import load_data
 from paraeval.pipeline.sweep import AlphaCurveSettings
 from paraeval.pipeline.track import flatten
 from paraeval.pipeline.tracking import Tracker, tracker_from_config
@@ -37,11 +38,7 @@ class DataSettings:
     @classmethod
     def from_node(cls, node: Mapping[str, object]) -> DataSettings:
         options = {str(k): v for k, v in node.items()}
-        target = str(options.pop("_target_", "") or "")
-        if target not in LOADERS:
-            raise ConfigError(
-                "data._target_ must be one of paraeval.pipeline.load.load_demo/load_table/load_text"
-            )
+        target = targets.check("data", options.pop("_target_", ""))
         missing = [k for k, v in options.items() if v == "???"]
         if missing:
             raise ConfigError(f"data.{missing[0]} is required, e.g. data.{missing[0]}=<path>")
@@ -125,6 +122,7 @@ def _metrics(tree: Mapping[str, object]) -> dict[str, Node]:
 
 
 def _normalizer(node: Node) -> Normalizer:
+    targets.check("normalize", node.get("_target_"))
     options = {k: v for k, v in node.items() if k != "_target_"}
     try:
         return Normalizer(**options)  # type: ignore[arg-type]

@@ -19,12 +19,10 @@ arguments. Only Tracker subclasses defined in paraeval's own modules can be name
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from contextlib import suppress
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -201,19 +199,13 @@ class NoTracker(_StoreSettings):
 
 
 def tracker_class(target: str) -> type[Tracker]:
-    """The tracker class a ``_target_`` names; ConfigError for anything but paraeval's trackers."""
-    choices = ", ".join(sorted(TRACKERS))
-    cls = TRACKERS.get(target)
-    if cls is None and target.startswith(Tracker._registered_prefix):
-        # a backend in a paraeval module not imported yet registers itself on import
-        module = target.rpartition(".")[0]
-        with suppress(ImportError):
-            importlib.import_module(module)
-        cls = TRACKERS.get(target)
-    if cls is None or inspect.isabstract(cls):
-        raise ConfigError(
-            f"tracking._target_ '{target}' is not a paraeval tracker; choose from {choices}"
-        )
+    """The tracker class a ``_target_`` names: an exact name of :data:`TRACKERS`, never a
+    module prefix (nothing is imported for a name that is not registered)."""
+    from paraeval.pipeline.targets import check
+
+    cls = TRACKERS[check("tracking", target)]
+    if inspect.isabstract(cls):
+        raise ConfigError(f"tracking._target_ '{target}' is not a paraeval tracker")
     return cls
 
 
@@ -226,12 +218,12 @@ def tracker_from_config(node: Mapping[str, Any] | None) -> Tracker:
     """
     settings = _plain(node)
     target = settings.pop("_target_", None)
+    # checked even when logging is off: a config never names code outside the allow-list
+    named = None if target is None else tracker_class(str(target))
     if not settings.get("enabled", True):
         cls: type[Tracker] = NoTracker
-    elif target is None:
-        cls = MLflowTracker
     else:
-        cls = tracker_class(str(target))
+        cls = named or MLflowTracker
     try:
         return cls(**settings)
     except TypeError as exc:
