@@ -23,6 +23,7 @@ from paraeval.pipeline.targets import metric_class
 
 log = logging.getLogger(__name__)
 
+
 @dataclass
 class ColumnInfo:
     """What the aggregate and correlate stages need to know about an output column."""
