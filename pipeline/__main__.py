@@ -6,6 +6,7 @@ missing resource) end with one line on stderr and exit code 2, never a traceback
 
 from __future__ import annotations
 
+import difflib
 import gc
 import logging
 import os
@@ -38,20 +39,113 @@ def _fail(message: str) -> None:
     sys.exit(EXIT_USER_ERROR)
 
 
-def check_group_overrides(argv: list[str], conf: Path) -> None:
-    """Unknown group options (``metrics=[bleu,nosuch]``) as one line before Hydra composes."""
+def user_config_dirs(argv: list[str]) -> list[Path]:
+    """Folders a user adds to Hydra's search path: ``--config-dir DIR`` / ``-cd DIR`` (Hydra
+    puts them first) and ``hydra.searchpath=[file://DIR, ...]`` entries that are plain folders."""
+    out: list[Path] = []
+    for i, arg in enumerate(argv):
+        for flag in ("--config-dir", "-cd"):
+            if arg == flag and i + 1 < len(argv):
+                out.append(Path(argv[i + 1]).expanduser())
+            elif arg.startswith(flag + "="):
+                out.append(Path(arg.partition("=")[2]).expanduser())
+        key, _, value = arg.partition("=")
+        if key.lstrip("+") == "hydra.searchpath":
+            for entry in value.strip("[]").split(","):
+                entry = entry.strip().strip("'\"")
+                if entry.startswith("file://"):
+                    out.append(Path(entry.removeprefix("file://")).expanduser())
+                elif entry and "://" not in entry:
+                    out.append(Path(entry).expanduser())
+    return out
+
+
+def _overrides(argv: list[str]) -> list[str]:
+    """The Hydra overrides of ``argv`` (flags and their values left out)."""
+    out: list[str] = []
+    skip = False
     for arg in argv:
-        if arg.startswith("-") or "=" not in arg:
+        if skip:
+            skip = False
             continue
+        if arg in ("--config-dir", "-cd", "--config-name", "-cn", "--config-path", "-cp"):
+            skip = True
+            continue
+        if not arg.startswith("-") and "=" in arg:
+            out.append(arg)
+    return out
+
+
+def check_group_overrides(argv: list[str], conf: Path) -> None:
+    """Unknown group options (``metrics=[bleu,nosuch]``) as one line before Hydra composes. A
+    user's own folders (``--config-dir``, ``hydra.searchpath``) add options."""
+    folders = [*user_config_dirs(argv), conf]
+    for arg in _overrides(argv):
         key, _, value = arg.partition("=")
         key = key.lstrip("+~")
         if key not in GROUPS or value in ("", "null"):
             continue
-        options = {p.stem for p in (conf / key).glob("*.yaml")}
+        options = {p.stem for folder in folders for p in (folder / key).glob("*.yaml")}
         chosen = [v.strip() for v in value.strip("[]").split(",") if v.strip()]
         for choice in chosen:
             if choice not in options and "/" not in choice and "$" not in choice:
                 _fail(f"unknown {key} option '{choice}' in '{arg}'; choose from {sorted(options)}")
+
+
+def check_override_keys(argv: list[str], conf: Path) -> None:
+    """A setting that does not exist (``metric.ibleu.alpha=0.5``, ``metrics.ibleu.alhpa=0.5``) as
+    one line naming the nearest valid key. Hydra would suggest adding it with ``+``, which the
+    run would then ignore or refuse later."""
+    overrides = _overrides(argv)
+    plain = []
+    for arg in overrides:
+        key = arg.partition("=")[0]
+        if key.startswith(("+", "~")) or "/" in key or "@" in key or key in GROUPS:
+            continue
+        if key.split(".")[0] == "hydra":
+            continue
+        plain.append((arg, key))
+    if not plain:
+        return
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import DictConfig
+
+    selections = [
+        a
+        for a in overrides
+        if a.partition("=")[0].lstrip("+~") in GROUPS or "/" in a.partition("=")[0]
+    ]
+    searchpath = [f"file://{d.resolve()}" for d in user_config_dirs(argv)]
+    if searchpath:
+        selections.append(f"hydra.searchpath=[{','.join(searchpath)}]")
+    try:
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(str(conf), version_base="1.3", job_name="paraeval"):
+            cfg = compose("config", overrides=selections)
+    except Exception:  # Hydra reports a selection it cannot compose itself
+        return
+    finally:
+        GlobalHydra.instance().clear()
+    for arg, key in plain:
+        node: object = cfg
+        path: list[str] = []
+        for part in key.split("."):
+            if not isinstance(node, DictConfig):
+                break  # a list index or a value: Hydra's own message is clear
+            valid = [str(k) for k in node]  # `in` on a DictConfig skips keys set to ???
+            if part in valid:
+                node = node._get_node(part)
+                path.append(part)
+                continue
+            near = difflib.get_close_matches(part, valid, n=1, cutoff=0.5)
+            where = ".".join([*path, part])
+            hint = (
+                f"did you mean '{'.'.join([*path, near[0]])}'?"
+                if near
+                else f"valid here: {', '.join(valid)}"
+            )
+            _fail(f"unknown setting '{where}' in '{arg}'; {hint}")
 
 
 def check_output_dir_overrides(argv: list[str]) -> None:
@@ -112,6 +206,7 @@ def main() -> None:
         return
     if not any(a in ("--help", "-h", "--hydra-help", "--info", "--cfg", "-c") for a in argv):
         check_group_overrides(argv, config_dir())
+        check_override_keys(argv, config_dir())
         check_output_dir_overrides(argv)
     _hydra_main()
 

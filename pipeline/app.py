@@ -14,7 +14,7 @@ from paraeval.pipeline import report
 from paraeval.pipeline.evaluation import Evaluation, compute, run_record, write_tables
 from paraeval.pipeline.figures import Figures
 from paraeval.pipeline.files import check_writable
-from paraeval.pipeline.settings import Settings
+from paraeval.pipeline.settings import Settings, check_table
 
 log = logging.getLogger("paraeval")
 
@@ -25,6 +25,7 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
     check_writable(out)
     settings = Settings.from_config(cfg)
     table = settings.data.load()
+    check_table(settings, table)
     log.info(
         "loaded %d rows: %d items x %d systems",
         len(table),

@@ -6,6 +6,7 @@ run once (``prepare``) so encoders see each unique sentence once, then scores sy
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import logging
 from collections.abc import Mapping
@@ -43,10 +44,11 @@ class Scores:
     metrics: dict[str, Metric] = field(default_factory=dict)
 
 
-def build_metric(
+def metric_settings(
     metric_id: str, settings: Mapping[str, Any], allow_external: bool = False
-) -> Metric:
-    """Instantiate one metric from its config node; errors are one line naming the key."""
+) -> tuple[type[Metric], dict[str, Any]]:
+    """The class and keyword arguments of one metric's config node, checked without building
+    it: ``_target_`` on the allow-list, every setting a parameter of the class."""
     settings = dict(settings)
     target = settings.pop("_target_", None)
     if not target:
@@ -54,12 +56,22 @@ def build_metric(
     # exact names only (pipeline/targets.py); other code only with the user's opt-in
     cls = metric_class(str(target), metric_id, allow_external)
     params = inspect.signature(cls.__init__).parameters
+    valid = [p for p in params if p != "self"]
     unknown = [k for k in settings if k not in params]
     if unknown and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        near = difflib.get_close_matches(unknown[0], valid, n=1, cutoff=0.5)
+        hint = f"; did you mean 'metrics.{metric_id}.{near[0]}'?" if near else ""
         raise ConfigError(
-            f"metrics.{metric_id}: unknown setting(s) {unknown}; valid: "
-            f"{[p for p in params if p != 'self']}"
+            f"metrics.{metric_id}: unknown setting(s) {unknown}{hint}; valid: {valid}"
         )
+    return cls, settings
+
+
+def build_metric(
+    metric_id: str, settings: Mapping[str, Any], allow_external: bool = False
+) -> Metric:
+    """Instantiate one metric from its config node; errors are one line naming the key."""
+    cls, settings = metric_settings(metric_id, settings, allow_external)
     try:
         metric = cls(**settings)
     except (MetricConfigError, MissingResourceError) as exc:

@@ -149,3 +149,119 @@ def test_empty_candidate_is_scored_and_warned(tmp_path: Path) -> None:
     seg = pd.read_parquet(tmp_path / "o" / "segment_scores.parquet")
     assert seg["bleu"].notna().all()
     assert seg.loc[seg.candidate == "", "bleu"].iloc[0] == 0.0
+
+
+# --------------------------------------------------------------------------- config checked first
+def _one_error_line(proc) -> str:  # type: ignore[no-untyped-def]
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr + proc.stdout
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("paraeval: error:")]
+    assert len(lines) == 1, proc.stderr[-2000:]
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("override", "fragments"),
+    [
+        ("compare.n_bootstrap=-5", ["compare.n_bootstrap must be a positive integer", "-5"]),
+        ("compare.confidence=1.5", ["compare.confidence must be a number in (0, 1)", "1.5"]),
+        ("report.max_rows=abc", ["report.max_rows must be an integer", "'abc'"]),
+        ("report.max_rows=0", ["report.max_rows must be a positive integer"]),
+        ("cache.enabled=maybe", ["cache.enabled must be true or false", "'maybe'"]),
+        ("report.progress=1", ["report.progress must be true or false"]),
+        ("compare.enabled=yes", ["compare.enabled must be true or false"]),
+        ("+metric.ibleu.alpha=0.5", ["unknown setting 'metric'", "did you mean 'metrics'"]),
+        (
+            "+metrics.ibleu.alhpa=0.5",
+            ["metrics.ibleu: unknown setting(s) ['alhpa']", "'metrics.ibleu.alpha'"],
+        ),
+        ("+report.maxrows=3", ["unknown setting 'report.maxrows'", "'report.max_rows'"]),
+        ("+cache.dri=/tmp/x", ["unknown setting 'cache.dri'", "'cache.dir'"]),
+        ("metric.ibleu.alpha=0.5", ["unknown setting 'metric'", "did you mean 'metrics'"]),
+        (
+            "metrics.ibleu.alhpa=0.5",
+            ["'metrics.ibleu.alhpa'", "did you mean 'metrics.ibleu.alpha'"],
+        ),
+        ("report.maxrows=3", ["'report.maxrows'", "did you mean 'report.max_rows'"]),
+    ],
+)
+def test_config_mistakes_are_one_line_before_loading(
+    tmp_path: Path, override: str, fragments: list[str]
+) -> None:
+    """The data path does not exist: a message about the config proves nothing was loaded."""
+    proc = run_cli(
+        [
+            "data=table",
+            f"data.path={tmp_path / 'not_there.jsonl'}",
+            "metrics=[bleu,ibleu]",
+            "tracking=none",
+            f"hydra.run.dir={tmp_path / 'out'}",
+            override,
+        ],
+        tmp_path,
+    )
+    line = _one_error_line(proc)
+    for fragment in fragments:
+        assert fragment in line, line
+    assert "+" not in line.partition("did you mean")[2]  # never advice to add a key with '+'
+    assert not (tmp_path / "out" / "segment_scores.parquet").exists()
+
+
+def test_baseline_checked_after_loading_before_scoring(tmp_path: Path) -> None:
+    path = _table(tmp_path / "t.jsonl", _rows())
+    cache = tmp_path / "cache"
+    proc = run_cli(
+        [
+            "data=table",
+            f"data.path={path}",
+            *FAST,
+            f"cache.dir={cache}",
+            "compare.baseline=nosuch",
+            f"hydra.run.dir={tmp_path / 'out'}",
+        ],
+        tmp_path,
+    )
+    line = _one_error_line(proc)
+    assert "compare.baseline 'nosuch' is not a system; choose from ['a', 'b', 'c']" in line
+    assert "scoring" not in proc.stderr  # no progress bar: nothing was scored
+    assert not cache.exists()  # nothing was scored, so nothing was cached
+
+
+def test_user_config_dir_adds_data_metric_and_tracking_options(tmp_path: Path) -> None:
+    mine = tmp_path / "myconf"
+    for group in ("data", "metrics", "tracking"):
+        (mine / group).mkdir(parents=True)
+    path = _table(tmp_path / "t.jsonl", _rows())
+    (mine / "data" / "mydata.yaml").write_text(
+        f"_target_: paraeval.pipeline.load.load_table\nname: mydata\npath: {path}\n",
+        encoding="utf-8",
+    )
+    (mine / "metrics" / "chrf_pp.yaml").write_text(
+        "chrf:\n  _target_: paraeval.metrics.sacre.CHRF\n  word_order: 2\n", encoding="utf-8"
+    )
+    (mine / "tracking" / "mystore.yaml").write_text(
+        "_target_: paraeval.pipeline.tracking.NoTracker\nenabled: false\nuri: null\n"
+        f"store_dir: {tmp_path / 'store'}\nexperiment: mine\nrun_name: null\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "out"
+    proc = run_cli(
+        [
+            "--config-dir",
+            str(mine),
+            "data=mydata",
+            "metrics=[bleu,chrf_pp]",
+            "tracking=mystore",
+            "tracking.experiment=mine2",
+            "report.print_tables=false",
+            "correlation.ci=false",
+            f"hydra.run.dir={out}",
+        ],
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    info = json.loads((out / "run_info.json").read_text())
+    assert info["data_name"] == "mydata"
+    assert info["tracking"]["experiment"] == "mine2"
+    assert info["params"]["metrics.chrf.word_order"] == "2"
+    assert "nw:2" in info["tags"]["signature.chrf"]
