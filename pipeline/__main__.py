@@ -199,6 +199,9 @@ def _hydra_main(cfg: DictConfig) -> float | None:
 
 def main() -> None:
     argv = sys.argv[1:]
+    # a log line that cannot be written (the log file's disk is full) must not print a
+    # traceback per line; the run's own error line says what failed
+    logging.raiseExceptions = False
     if argv[:1] in (["--version"], ["-V"]):
         from paraeval import __version__
 

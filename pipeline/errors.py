@@ -34,3 +34,20 @@ class DataError(UserError):
 
 class ConfigError(UserError):
     """An invalid configuration value."""
+
+
+class OutputError(UserError):
+    """An output file could not be written (a full disk, a quota, a folder made read-only).
+    The message names the file; what was written before it stays on disk, and no partial file
+    is left under a final name."""
+
+    def __init__(self, path: object, exc: OSError) -> None:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        folder = getattr(path, "parent", None)
+        kept = f"; files written before it are kept in {folder}" if folder is not None else ""
+        super().__init__(
+            f"cannot write {path} ({reason}){kept}; free space or choose another "
+            "output folder (hydra.run.dir) and run again"
+        )
+        self.path = path
+        self.errno = exc.errno

@@ -196,3 +196,93 @@ def test_kill_during_write_never_leaves_a_partial_file_under_the_final_name(
     partial = [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
     assert len(partial) == 1 and partial[0].name.startswith(".segment_scores.parquet.")
     assert partial[0].stat().st_size > 100_000  # the half-written bytes went there, not to target
+
+
+# --------------------------------------------------------------------------- a full disk
+def _big_table(path: Path, n_items: int = 200) -> Path:
+    rng = np.random.default_rng(1)
+    words = [f"w{i}" for i in range(3000)]
+
+    def sentence() -> str:
+        return " ".join(rng.choice(words, size=40))
+
+    rows = []
+    for i in range(n_items):
+        source, ref = sentence(), sentence()
+        for system in "abc":
+            rows.append(
+                {
+                    "item_id": f"i{i}",
+                    "system": system,
+                    "source": source,
+                    "references": [ref],
+                    "candidate": sentence(),
+                    "human_meaning": float(rng.random()),
+                }
+            )
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    return path
+
+
+FULL_DISK_SCRIPT = r"""
+set -u
+mkdir -p "$MNT/out"
+echo OLD-RESULT > "$MNT/out/segment_scores.parquet"
+"$PY" -m paraeval data=table "data.path=$DATA" "metrics=[bleu]" tracking=none \
+    "hydra.run.dir=$MNT/out" "cache.dir=$CACHE" correlation.ci=false compare.enabled=false \
+    report.print_tables=false report.plot_process=false > "$REPORT/stdout" 2> "$REPORT/stderr"
+echo $? > "$REPORT/rc"
+cp "$MNT/out/segment_scores.parquet" "$REPORT/kept"
+ls -a "$MNT/out" > "$REPORT/listing"
+"""
+
+
+def test_full_disk_while_writing_tables_is_one_line_and_loses_nothing(tmp_path: Path) -> None:
+    """A real ENOSPC: the output folder is a 128 KiB tmpfs (mounted in a user namespace, so no
+    privileges are needed), too small for the segment table. Where user namespaces are not
+    available, the file size limit (RLIMIT_FSIZE) makes the same write fail with EFBIG."""
+    data = _big_table(tmp_path / "big.jsonl")
+    report = tmp_path / "report"
+    report.mkdir()
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+        "PY": sys.executable,
+        "DATA": str(data),
+        "MNT": str(mnt),
+        "CACHE": str(tmp_path / "cache"),
+        "REPORT": str(report),
+    }
+    namespace = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", f'mount -t tmpfs -o size=128k tmpfs "{mnt}" || exit 99'],
+        capture_output=True,
+        check=False,
+    )
+    if namespace.returncode == 0:
+        cmd = [
+            "unshare",
+            "-rm",
+            "sh",
+            "-c",
+            f'mount -t tmpfs -o size=128k tmpfs "{mnt}" && {FULL_DISK_SCRIPT}',
+        ]
+        expected = "No space left on device"
+    else:
+        cmd = ["sh", "-c", f"trap '' XFSZ; ulimit -f 64; {FULL_DISK_SCRIPT}"]
+        expected = "File too large"
+    subprocess.run(cmd, env=env, timeout=300, check=True)
+    stderr = (report / "stderr").read_text()
+    assert (report / "rc").read_text().strip() == "2", stderr[-3000:]
+    assert "Traceback" not in stderr and "Logging error" not in stderr, stderr[-3000:]
+    lines = [ln for ln in stderr.splitlines() if ln.startswith("paraeval: error:")]
+    assert len(lines) == 1, stderr[-3000:]
+    assert f"cannot write {mnt}/out/segment_scores.parquet" in lines[0]
+    assert expected in lines[0] and f"kept in {mnt}/out" in lines[0]
+    # the earlier file of that name is intact, and no partial file is left anywhere
+    assert (report / "kept").read_text() == "OLD-RESULT\n"
+    listing = (report / "listing").read_text().split()
+    assert not [n for n in listing if n.endswith(".tmp")], listing
+    assert ".hydra" in listing  # what was written before stays
