@@ -224,21 +224,45 @@ def resolved_tracking(tracking: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+# MLflow's client retries a failing request 7 times with exponential back-off (minutes against a
+# server that answers 500); paraeval bounds that to seconds. Variables a user sets win.
+HTTP_RETRY_DEFAULTS = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
+}
+HEALTH_ATTEMPTS = 2
+HEALTH_PAUSE_S = 0.5
+
+
+def bound_http_retries() -> None:
+    for name, value in HTTP_RETRY_DEFAULTS.items():
+        os.environ.setdefault(name, value)
+
+
 def check_reachable(uri: str, timeout: float = 5.0) -> None:
-    """A fast answer for a remote server that is down (MLflow's client would retry for minutes)."""
+    """A fast answer for a remote server that is down or failing (MLflow's client would retry
+    for minutes): ``/health`` must answer, and not with a server error (5xx). A 4xx (a proxy
+    without that route) counts as an answer. Raises :class:`TrackingUnavailable`."""
     if not uri.startswith(("http://", "https://")):
         return
+    bound_http_retries()
     url = uri.rstrip("/") + "/health"
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
-            resp.read(64)
-    except urllib.error.HTTPError:
-        return  # something answers; MLflow reports any real problem itself
-    except (urllib.error.URLError, OSError, TimeoutError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise TrackingUnavailable(
-            f"MLflow tracking server {uri} is unreachable ({reason})"
-        ) from None
+    problem = ""
+    for attempt in range(HEALTH_ATTEMPTS):
+        if attempt:
+            time.sleep(HEALTH_PAUSE_S)
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as resp:
+                resp.read(64)
+            return
+        except urllib.error.HTTPError as exc:
+            if exc.code < 500:
+                return  # something answers; MLflow reports any real problem itself
+            problem = f"answers HTTP {exc.code} {exc.reason}".rstrip()
+        except (urllib.error.URLError, OSError, TimeoutError) as exc:
+            problem = f"is unreachable ({getattr(exc, 'reason', exc)})"
+    raise TrackingUnavailable(f"MLflow tracking server {uri} {problem}")
 
 
 _SQLITE_TUNED = False
