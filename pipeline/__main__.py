@@ -1,7 +1,9 @@
 """Command line entry: ``paraeval [overrides]`` and ``python -m paraeval [overrides]``.
 
 A thin ``@hydra.main`` over :func:`pipeline.app.run`. User mistakes (bad input, bad config, a
-missing resource) end with one line on stderr and exit code 2, never a traceback.
+missing resource, a full disk) end with one line on stderr and exit code 2, never a traceback.
+A run whose outputs are written but not logged (tracking server unreachable or failing, a broken
+store) exits 3 after its warning line; in a multirun every job runs first.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 EXIT_USER_ERROR = 2
+# the outputs are written but could not be logged (tracking server down or failing, store
+# broken): the warning line says how to log them later with paraeval-log
+EXIT_NOT_LOGGED = 3
 GROUPS = ("data", "metrics", "normalize", "correlation", "tracking", "experiment", "compare")
 
 
@@ -212,6 +217,10 @@ def main() -> None:
         check_override_keys(argv, config_dir())
         check_output_dir_overrides(argv)
     _hydra_main()
+    from paraeval.pipeline.tracking import NOT_LOGGED
+
+    if NOT_LOGGED:
+        sys.exit(EXIT_NOT_LOGGED)
 
 
 if __name__ == "__main__":

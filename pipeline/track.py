@@ -208,6 +208,11 @@ class TrackingUnavailable(RuntimeError):
 def resolve_tracking_uri(tracking: Mapping[str, Any]) -> tuple[str, str | None]:
     """(tracking URI, artifact location for a new experiment or None)."""
     uri = tracking.get("uri")
+    if uri and str(uri).startswith("sqlite:///"):
+        # beside the store, as for store_dir; MLflow's default is ./mlruns in whatever folder
+        # the run was started from
+        db = Path(sqlite_path(str(uri)))
+        return str(uri), (db.parent / "artifacts").as_uri()
     if uri:
         return str(uri), None
     store = Path(str(tracking.get("store_dir") or "mlflow")).expanduser().resolve()
@@ -290,20 +295,90 @@ def _tune_sqlite() -> None:
     _SQLITE_TUNED = True
 
 
+def sqlite_path(uri: str) -> Path:
+    """The database file of a ``sqlite:///`` URI, absolute."""
+    db = Path(uri.removeprefix("sqlite:///").split("?", 1)[0])
+    return db if db.is_absolute() else db.resolve()
+
+
+class StoreBroken(TrackingUnavailable):
+    """A SQLite store that a killed run left half-created; the message says what to do."""
+
+
+def _store_state(db: Path) -> str:
+    """``missing``, ``ready``, ``empty-broken`` (half-created, no run in it: safe to recreate)
+    or ``broken`` (half-created with runs: the user decides)."""
+    import sqlite3
+
+    if not db.exists() or db.stat().st_size == 0:
+        return "missing"
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            tables = {
+                r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            }
+            versioned = "alembic_version" in tables and bool(
+                con.execute("SELECT count(*) FROM alembic_version").fetchone()[0]
+            )
+            runs = con.execute("SELECT count(*) FROM runs").fetchone()[0] if "runs" in tables else 0
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as exc:
+        raise StoreBroken(f"MLflow store {db} cannot be read ({exc})") from None
+    # an interrupted batch migration leaves its copy table behind ("table ... already exists")
+    interrupted = any(t.startswith("_alembic_tmp_") for t in tables)
+    if versioned and not interrupted:
+        return "ready"
+    return "broken" if runs else "empty-broken"
+
+
+def prepare_sqlite_store(db: Path) -> None:
+    """Create a new store atomically (built under a temporary name, then renamed), so that a run
+    killed while MLflow creates the schema leaves no half-created store; repair one left by an
+    older version the same way when it holds no run. Called under the store's lock."""
+    state = _store_state(db)
+    if state == "ready":
+        return
+    if state == "broken":
+        raise StoreBroken(
+            f"MLflow store {db} was left half-created (a schema migration was interrupted) and "
+            f"holds runs; move it aside (mv {db} {db}.broken) so that a new one is created"
+        )
+    if state == "empty-broken":
+        log.warning("MLflow store %s was left half-created and holds no run; recreating it", db)
+    import sqlalchemy
+    from mlflow.store.db.utils import _initialize_tables
+
+    for stale in db.parent.glob(f".{db.name}.creating-*"):
+        with suppress(OSError):
+            stale.unlink()
+    tmp = db.parent / f".{db.name}.creating-{os.getpid()}"
+    engine = sqlalchemy.create_engine(f"sqlite:///{tmp}")
+    try:
+        _initialize_tables(engine)
+    finally:
+        engine.dispose()
+    for suffix in ("-wal", "-shm"):
+        with suppress(OSError):
+            os.unlink(str(db) + suffix)
+    os.replace(tmp, db)
+
+
 @contextmanager
 def store_lock(uri: str) -> Iterator[None]:
-    """Serialize writers of one SQLite store (no-op for servers and other databases)."""
+    """Serialize writers of one SQLite store (no-op for servers and other databases), and make
+    sure the store is whole before MLflow opens it."""
     if not uri.startswith("sqlite:///"):
         yield
         return
     from filelock import FileLock
 
     _tune_sqlite()
-    db = Path(uri.removeprefix("sqlite:///").split("?", 1)[0])
-    if not db.is_absolute():
-        db = db.resolve()
+    db = sqlite_path(uri)
     db.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(db) + ".lock", timeout=LOCK_TIMEOUT_S):
+        prepare_sqlite_store(db)
         yield
 
 

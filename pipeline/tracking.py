@@ -39,6 +39,9 @@ from paraeval.pipeline.track import (
 # the name the tracking warnings always had, so that log filters and the run's log keep matching
 log = logging.getLogger("paraeval.pipeline.track")
 
+NOT_LOGGED: list[Path] = []
+"""Output directories of this process whose logging failed (the CLI's exit status says so)."""
+
 TRACKERS: dict[str, type[Tracker]] = {}
 """The classes ``tracking._target_`` may name, by dotted path: every public Tracker subclass
 defined in a ``paraeval`` module, registered when its module is imported."""
@@ -163,6 +166,7 @@ class MLflowTracker(_StoreSettings):
         try:
             logged = self.log_output_dir(out_dir, record, before_artifacts)
         except TrackingUnavailable as exc:
+            NOT_LOGGED.append(Path(out_dir))
             log.warning(
                 "%s; outputs kept in %s; log them later with: paraeval-log %s",
                 exc,
@@ -171,6 +175,7 @@ class MLflowTracker(_StoreSettings):
             )
             return None
         except Exception as exc:
+            NOT_LOGGED.append(Path(out_dir))
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             log.warning(
                 "MLflow logging failed (%s); outputs kept in %s; log them later with: "
