@@ -12,7 +12,9 @@ import difflib
 import gc
 import logging
 import os
+import signal
 import sys
+from contextlib import suppress
 from pathlib import Path
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
@@ -22,6 +24,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
+
+from paraeval.pipeline.errors import Interrupted
 
 EXIT_USER_ERROR = 2
 # the outputs are written but could not be logged (tracking server down or failing, store
@@ -190,6 +194,7 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     from paraeval.pipeline.errors import UserError
 
     hc = HydraConfig.get()
+    _OUTPUT_DIR[:] = [Path(hc.runtime.output_dir)]
     # Everything alive between jobs (modules, models, caches of this process) is long-lived:
     # frozen, the collector stops rescanning it, which cost a multirun ~0.5 s per job
     gc.freeze()
@@ -202,8 +207,54 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     return None
 
 
+# the output folder of the job in progress, for the line an interrupt prints
+_OUTPUT_DIR: list[Path] = []
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    # one signal, one cleanup: a second Ctrl-C while MLflow runs are being closed is ignored
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Interrupted(signum)
+
+
+def _interrupted(exc: BaseException) -> None:
+    """One line and the shell's exit status for the signal (130 SIGINT, 143 SIGTERM). The
+    helper process is stopped; output files are written atomically, so what is there is whole;
+    an MLflow run being logged was ended as KILLED on the way out."""
+    from paraeval.pipeline.figures import stop_helper
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    stop_helper()
+    name, status = (
+        (exc.name, exc.status) if isinstance(exc, Interrupted) else ("SIGINT", 128 + signal.SIGINT)
+    )
+    where = ""
+    if _OUTPUT_DIR:
+        out = _OUTPUT_DIR[0]
+        where = f"; outputs written so far are kept in {out}"
+        if (out / "run_info.json").is_file():
+            where += f"; log them later with: paraeval-log {out}"
+    tqdm = sys.modules.get("tqdm")
+    for bar in list(getattr(getattr(tqdm, "tqdm", None), "_instances", ())):
+        with suppress(Exception):  # a progress bar ends its line before the message
+            bar.close()
+    print(f"paraeval: interrupted ({name}){where}", file=sys.stderr, flush=True)
+    sys.exit(status)
+
+
 def main() -> None:
     argv = sys.argv[1:]
+    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, _on_signal)
+    try:
+        _main(argv)
+    except (KeyboardInterrupt, Interrupted) as exc:
+        _interrupted(exc)
+
+
+def _main(argv: list[str]) -> None:
     # a log line that cannot be written (the log file's disk is full) must not print a
     # traceback per line; the run's own error line says what failed
     logging.raiseExceptions = False

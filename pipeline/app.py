@@ -45,8 +45,10 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
         )
         if logged is not None:
             run_id, uri = logged.run_id, logged.uri
-    finally:
-        figures.wait()
+    except BaseException:
+        figures.cancel()  # interrupted or failed: nothing waits for drawings any more
+        raise
+    figures.wait()
     if settings.report.print_tables:
         report.print_summary(ev, out, run_id, uri)
     return ev

@@ -51,3 +51,16 @@ class OutputError(UserError):
         )
         self.path = path
         self.errno = exc.errno
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM, raised in the main thread by the CLI's handler. A BaseException, like
+    KeyboardInterrupt: ``except Exception`` blocks let it through, cleanup code sees it."""
+
+    def __init__(self, signum: int) -> None:
+        import signal
+
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+        self.status = 128 + signum  # the shell's convention: 130 for SIGINT, 143 for SIGTERM
+        super().__init__(self.name)

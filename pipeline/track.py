@@ -515,8 +515,18 @@ def log_output_dir(
         existing = _find_logged(client, exp_id, content_hash) if content_hash else None
         if existing is not None:
             return Logged(existing, uri, True)
-        parent = client.create_run(exp_id, run_name=record.run_name)
+        leftovers = close_leftovers(client, exp_id, record.run_uid)
+        # the directory's run id is tagged first: a logging that is interrupted can be found
+        # and closed by the next one (paraeval-log) instead of being duplicated
+        parent = client.create_run(
+            exp_id,
+            run_name=record.run_name,
+            tags={RUN_UID_TAG: record.run_uid, "paraeval.output_dir": str(out_dir.resolve())},
+        )
         parent_id = parent.info.run_id
+        if leftovers:
+            tags[REPLACES_TAG] = ",".join(leftovers)
+        child_id: str | None = None
         try:
             _log_batch(client, parent_id, metrics=metrics, params=record.params)
             # MLflow infers the schema value by value: once per input and process, not once per
@@ -534,7 +544,7 @@ def log_output_dir(
             shared = {k: v for k, v in tags.items() if k.startswith(("paraeval.sweep", "version."))}
             for row in systems.to_dict("records"):
                 system = str(row.pop("system"))
-                child = client.create_run(
+                child_id = client.create_run(
                     exp_id,
                     run_name=f"{record.run_name} / {system}",
                     tags={
@@ -543,14 +553,15 @@ def log_output_dir(
                         "paraeval.role": "system",
                         **shared,
                     },
-                )
+                ).info.run_id
                 _log_batch(
                     client,
-                    child.info.run_id,
+                    child_id,
                     metrics={str(k): v for k, v in row.items() if _finite(v)},
                     params={"system": system},
                 )
-                client.set_terminated(child.info.run_id)
+                client.set_terminated(child_id)
+                child_id = None
             if before_artifacts is not None:
                 before_artifacts()
                 tags[CONTENT_HASH_TAG] = output_digest(out_dir, record.run_uid)
@@ -558,8 +569,39 @@ def log_output_dir(
             # the content tag goes last: a run interrupted before here is not taken as logged
             _log_batch(client, parent_id, tags=tags)
             client.set_terminated(parent_id)
-        except BaseException:
-            with suppress(Exception):
-                client.set_terminated(parent_id, status="FAILED")
+        except BaseException as exc:
+            # never left RUNNING: KILLED for an interrupt (Ctrl-C, SIGTERM), FAILED otherwise
+            status = "FAILED" if isinstance(exc, Exception) else "KILLED"
+            for run_id in (child_id, parent_id):
+                if run_id is not None:
+                    with suppress(Exception):
+                        client.set_terminated(run_id, status=status)
             raise
     return Logged(parent_id, uri, False)
+
+
+RUN_UID_TAG = "paraeval.run_uid"
+REPLACES_TAG = "paraeval.replaces"
+
+
+def close_leftovers(client: Any, exp_id: str, run_uid: str) -> list[str]:
+    """Runs of the same output directory (same ``run_uid``) that an interrupted logging left
+    unfinished: ended as KILLED if still RUNNING, then deleted (MLflow keeps deleted runs
+    restorable), children included, so that the directory has one run. Returns their ids."""
+    runs = client.search_runs(
+        [exp_id],
+        filter_string=f"tags.`{RUN_UID_TAG}` = '{run_uid}' and attributes.status != 'FINISHED'",
+    )
+    closed = []
+    for run in runs:
+        run_id = str(run.info.run_id)
+        children = client.search_runs(
+            [exp_id], filter_string=f"tags.`mlflow.parentRunId` = '{run_id}'"
+        )
+        for victim in [*children, run]:
+            if victim.info.status == "RUNNING":
+                client.set_terminated(victim.info.run_id, status="KILLED")
+            client.delete_run(victim.info.run_id)
+        log.info("closed the unfinished MLflow run %s of this output directory", run_id)
+        closed.append(run_id)
+    return closed
