@@ -26,6 +26,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from paraeval.pipeline.errors import Interrupted
+from paraeval.pipeline.names import escape_log_output, escape_warnings
 
 EXIT_USER_ERROR = 2
 # the outputs are written but could not be logged (tracking server down or failing, store
@@ -44,7 +45,9 @@ def config_dir() -> Path:
 
 
 def _fail(message: str) -> None:
-    print(f"paraeval: error: {message}", file=sys.stderr)
+    from paraeval.pipeline.names import show
+
+    print(f"paraeval: error: {show(message)}", file=sys.stderr)
     sys.exit(EXIT_USER_ERROR)
 
 
@@ -194,6 +197,9 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     from paraeval.pipeline.errors import UserError
 
     hc = HydraConfig.get()
+    # names and cells from data reach the console and the log file escaped
+    escape_log_output()
+    escape_warnings()
     _OUTPUT_DIR[:] = [Path(hc.runtime.output_dir)]
     # Everything alive between jobs (modules, models, caches of this process) is long-lived:
     # frozen, the collector stops rescanning it, which cost a multirun ~0.5 s per job

@@ -44,6 +44,9 @@ def _ignore_interrupts() -> None:
     # Ctrl-C reaches every process of the terminal's group: the run decides and stops the
     # helper (stop_helper), which must not print a traceback of its own
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from paraeval.pipeline.names import escape_warnings
+
+    escape_warnings()
 
 
 def stop_helper() -> None:

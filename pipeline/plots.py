@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from paraeval.memo import Memo
+from paraeval.pipeline.names import slug
 
 log = logging.getLogger(__name__)
 
@@ -221,7 +222,7 @@ def write_plots(
                 written.append(p)
             for metric in scatter_columns(segments, metric_cols, max_scatter):
                 for aspect in aspects:
-                    p = plots / f"scatter_{metric}_{aspect}.png"
+                    p = plots / f"scatter_{slug(metric)}_{slug(aspect)}.png"  # names from data
                     seg = segments[["system", metric, aspect]]
                     sys_view = (
                         systems.reindex(columns=[metric, aspect])

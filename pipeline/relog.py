@@ -22,6 +22,7 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 
 from paraeval.pipeline.errors import UserError
+from paraeval.pipeline.names import show
 from paraeval.pipeline.track import TrackingUnavailable, read_run_info, resolve_tracking_uri
 from paraeval.pipeline.tracking import MLflowTracker
 
@@ -79,16 +80,19 @@ def main(argv: list[str] | None = None) -> int:
                 out_dir, args.tracking_uri, args.store_dir, args.experiment
             )
         except UserError as exc:
-            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            print(f"{PROG}: error: {show(exc)}", file=sys.stderr)
             status = max(status, 2)
             continue
         except TrackingUnavailable as exc:
-            print(f"{PROG}: error: {exc}; {out_dir} not logged", file=sys.stderr)
+            print(f"{PROG}: error: {show(exc)}; {show(out_dir)} not logged", file=sys.stderr)
             status = max(status, 1)
             continue
         except Exception as exc:
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            print(f"{PROG}: error: logging {out_dir} failed: {reason[:300]}", file=sys.stderr)
+            print(
+                f"{PROG}: error: logging {show(out_dir)} failed: {show(reason[:300])}",
+                file=sys.stderr,
+            )
             status = max(status, 1)
             continue
         what = "already logged as run" if already else "logged as run"

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from paraeval.pipeline.names import show
+
 if TYPE_CHECKING:
     from paraeval.pipeline.evaluation import Evaluation
 
@@ -50,19 +52,19 @@ def print_summary(
         print("\n" + "=" * width)
         print("System scores (corpus-level metrics, group averages, mean human scores)")
         print("=" * width)
-        print(system_table(result.systems))
+        print(show(system_table(result.systems), keep_newlines=True))
         print("\n" + "=" * width)
         print("Correlation with human ratings (value; CIs and p-values in correlations.csv)")
         print("=" * width)
-        print(correlation_table(result.correlations, max_rows))
+        print(show(correlation_table(result.correlations, max_rows), keep_newlines=True))
         if result.compared is not None:
             from paraeval.pipeline.compare import summary_table
 
             print("\n" + "=" * width)
             print("System comparison (details in system_comparison.csv)")
             print("=" * width)
-            print(summary_table(result.compared))
-    print(f"\nOutputs:      {out_dir.resolve()}")
+            print(show(summary_table(result.compared), keep_newlines=True))
+    print(show(f"\nOutputs:      {out_dir.resolve()}", keep_newlines=True))
     if tracking_uri:
         print(f"MLflow store: {tracking_uri}  (run {run_id})")
         if tracking_uri.startswith("sqlite:"):

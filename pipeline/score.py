@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 from paraeval.metrics.base import Metric, MetricConfigError, MissingResourceError
 from paraeval.pipeline.cache import ScoreCache, texts_digest
 from paraeval.pipeline.errors import ConfigError, DataError
+from paraeval.pipeline.names import show
 from paraeval.pipeline.targets import metric_class
 
 log = logging.getLogger(__name__)
@@ -163,7 +164,7 @@ def score(
     for metric_id, metric, vs_source in jobs:
         suffix = "_src" if vs_source else ""
         for system in systems:
-            bar.set_postfix_str(f"{metric_id}{suffix} / {system}")
+            bar.set_postfix_str(show(f"{metric_id}{suffix} / {system}"))
             cands, refs, srcs, digest = calls[(system, vs_source)]
             result = (
                 cache.get(metric_id + suffix, metric, cands, refs, srcs, digest) if cache else None

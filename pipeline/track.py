@@ -42,6 +42,7 @@ import pandas as pd
 from paraeval.memo import Memo
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.files import RUN_INFO, atomic_write, output_digest
+from paraeval.pipeline.names import show, slug
 
 log = logging.getLogger(__name__)
 
@@ -383,11 +384,20 @@ def store_lock(uri: str) -> Iterator[None]:
 
 
 def _key(*parts: str) -> str:
-    # MLflow allows alphanumerics, _ - . / and space in metric, param and tag names
-    allowed = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./ ")
-    return ".".join("".join(ch if ch in allowed else "_" for ch in p) for p in parts)
+    """An MLflow metric/param/tag key from parts that may come from data (system and column
+    names): MLflow allows alphanumerics, ``_ - . /`` and space, and refuses keys that resolve to
+    other names as paths. A part that is safe as it is stays unchanged; any other passes through
+    :func:`paraeval.pipeline.names.slug` (safe characters and a stable hash)."""
+    out = []
+    for part in parts:
+        if all(ch in _ALLOWED for ch in part) and ".." not in part and not part.startswith("/"):
+            out.append(part)
+        else:
+            out.append(slug(part))
+    return ".".join(out)
 
 
+_ALLOWED = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./ ")
 _metric_name = _key
 
 
@@ -445,7 +455,7 @@ def _log_batch(
     now = int(time.time() * 1000)
     ms = [Metric(_key(k), float(v), now, 0) for k, v in (metrics or {}).items() if _finite(v)]
     ps = [Param(_key(k), str(v)[:PARAM_MAX]) for k, v in (params or {}).items()]
-    ts = [RunTag(k, str(v)[:PARAM_MAX]) for k, v in (tags or {}).items()]
+    ts = [RunTag(_key(k), str(v)[:PARAM_MAX]) for k, v in (tags or {}).items()]
     # one request per run where possible (each is a round trip, or a SQLite transaction); MLflow
     # takes at most 1000 metrics, 100 params, 100 tags and 1000 entries in all per request
     while ms or ps or ts:
@@ -546,7 +556,7 @@ def log_output_dir(
                 system = str(row.pop("system"))
                 child_id = client.create_run(
                     exp_id,
-                    run_name=f"{record.run_name} / {system}",
+                    run_name=f"{record.run_name} / {show(system)}",
                     tags={
                         "mlflow.parentRunId": parent_id,
                         "paraeval.system": system,

@@ -265,3 +265,84 @@ def test_user_config_dir_adds_data_metric_and_tracking_options(tmp_path: Path) -
     assert info["tracking"]["experiment"] == "mine2"
     assert info["params"]["metrics.chrf.word_order"] == "2"
     assert "nw:2" in info["tags"]["signature.chrf"]
+
+
+# --------------------------------------------------------------------------- hostile names
+HOSTILE_SYSTEMS = ["good", "evil\x1b]0;pwned\x07\x1b[2J", "nul\x00sys", "rtl\u202eabc"]
+HUMAN_TRAVERSAL = "human_/../../../X"
+METRIC_ABSOLUTE = "metric_/etc/passwd"
+
+
+def _hostile_rows() -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = []
+    for i in range(6):
+        for k, system in enumerate(HOSTILE_SYSTEMS):
+            rows.append(
+                {
+                    "item_id": f"i{i}",
+                    "system": system,
+                    "source": f"the source {i}",
+                    "references": [f"a ref {i} x"],
+                    "candidate": f"cand {k} {i} \x1b[31mred\x1b[0m",
+                    HUMAN_TRAVERSAL: float((i * k) % 5),
+                    METRIC_ABSOLUTE: float(i + k),
+                    "human_ok": float(i % 3 + k),
+                }
+            )
+    return rows
+
+
+def test_hostile_names_never_reach_paths_keys_or_the_terminal_raw(tmp_path: Path) -> None:
+    import re
+
+    from mlflow.tracking import MlflowClient
+
+    data = _table(tmp_path / "h.jsonl", _hostile_rows())
+    cwd = tmp_path / "deep" / "er" / "cwd"
+    cwd.mkdir(parents=True)
+    out = cwd / "out"
+    store = tmp_path / "store"
+    before = {p for p in tmp_path.rglob("*")}
+    proc = run_cli(
+        [
+            "data=table",
+            f"data.path={data}",
+            "metrics=[bleu,chrf]",
+            f"tracking.store_dir={store}",
+            f"cache.dir={tmp_path / 'cache'}",
+            f"hydra.run.dir={out}",
+        ],
+        cwd,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # nothing written outside the output folder, the store and the cache
+    created = {p for p in tmp_path.rglob("*")} - before
+    allowed = (out, store, tmp_path / "cache")
+    stray = [p for p in created if not any(p == a or a in p.parents for a in allowed)]
+    assert stray == [], stray
+    assert not (tmp_path / "X").exists() and not (tmp_path / "deep" / "X").exists()
+    plots = sorted(p.name for p in (out / "plots").iterdir())
+    assert all(re.fullmatch(r"[A-Za-z0-9_.\-]+", name) for name in plots), plots
+    assert "scatter_bleu_human_ok.png" in plots  # safe names unchanged
+    # the traversal and absolute-path columns got a file each, distinct and inside plots/
+    odd = [
+        n for n in plots if n.startswith("scatter_bleu_human_") and n != "scatter_bleu_human_ok.png"
+    ]
+    assert len(odd) == 1 and ".." not in odd[0]
+    # no control character reaches the terminal or the log; the names are shown escaped
+    log_text = (out / "paraeval.log").read_text(encoding="utf-8")
+    for text in (proc.stdout, proc.stderr.replace("\r", ""), log_text):
+        assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e]", text)
+    assert "evil\\x1b]0;pwned\\x07\\x1b[2J" in proc.stdout
+    assert "rtl\\u202eabc" in proc.stdout
+    # the MLflow run finished, with safe keys
+    client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("paraeval")
+    assert exp is not None
+    runs = client.search_runs([exp.experiment_id])
+    assert len(runs) == 1 + len(HOSTILE_SYSTEMS)
+    assert {r.info.status for r in runs} == {"FINISHED"}
+    keys = [k for r in runs for k in (*r.data.metrics, *r.data.tags)]
+    assert not [k for k in keys if ".." in k or k.startswith("/") or "\x1b" in k]
+    systems = {r.data.tags.get("paraeval.system") for r in runs} - {None}
+    assert systems == set(HOSTILE_SYSTEMS)  # tag values keep the data as it is
