@@ -346,3 +346,132 @@ def test_hostile_names_never_reach_paths_keys_or_the_terminal_raw(tmp_path: Path
     assert not [k for k in keys if ".." in k or k.startswith("/") or "\x1b" in k]
     systems = {r.data.tags.get("paraeval.system") for r in runs} - {None}
     assert systems == set(HOSTILE_SYSTEMS)  # tag values keep the data as it is
+
+
+# --------------------------------------------------------------------------- silently wrong input
+def _load_error(path: Path, **options: object) -> str:
+    from paraeval.pipeline.errors import DataError
+    from paraeval.pipeline.load import load_table
+
+    with pytest.raises(DataError) as info:
+        load_table(str(path), **options)  # type: ignore[arg-type]
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def _annotated(path: Path, rows: list[dict[str, object]]) -> Path:
+    base = {"source": "the source", "references": ["a ref"], "human_meaning": 3.0}
+    return _table(path, [{**base, **r} for r in rows])
+
+
+def test_annotator_rows_disagreeing_on_the_candidate(tmp_path: Path) -> None:
+    path = _annotated(
+        tmp_path / "ann.jsonl",
+        [
+            {"item_id": "i1", "system": "a", "candidate": "first text", "worker": "w1"},
+            {"item_id": "i1", "system": "a", "candidate": "other text", "worker": "w2"},
+        ],
+    )
+    message = _load_error(path, annotator="worker")
+    assert message == (
+        f"{path}, row 1, column 'candidate': the annotator rows of (item_id, system) = (i1, a) "
+        f"disagree on the candidate text: 'first text' here, 'other text' at {path}:2; every "
+        "row of one item and system must carry the same text"
+    )
+
+
+def test_same_annotator_rating_twice(tmp_path: Path) -> None:
+    path = _annotated(
+        tmp_path / "ann.jsonl",
+        [
+            {"item_id": "i1", "system": "a", "candidate": "c", "worker": "w1"},
+            {"item_id": "i1", "system": "a", "candidate": "c", "worker": "w2"},
+            {"item_id": "i1", "system": "a", "candidate": "c", "worker": "w1"},
+        ],
+    )
+    message = _load_error(path, annotator="worker")
+    assert message == (
+        f"{path}, row 1, column 'worker': annotator 'w1' rates (item_id, system) = (i1, a) "
+        f"twice, also at {path}:3; keep one rating per annotator"
+    )
+
+
+def test_jsonl_line_without_the_candidate_key(tmp_path: Path) -> None:
+    rows = _rows()
+    del rows[4]["candidate"]
+    path = _table(tmp_path / "t.jsonl", rows)
+    message = _load_error(path)
+    assert message.startswith(
+        f"{path}, row 5, column 'candidate': this line has no 'candidate' key"
+    )
+    # an empty candidate is still a candidate (scored, with a warning)
+    rows[4]["candidate"] = ""
+    from paraeval.pipeline.load import load_table
+
+    assert len(load_table(str(_table(tmp_path / "ok.jsonl", rows)))) == len(rows)
+
+
+def test_csv_with_a_duplicated_header(tmp_path: Path) -> None:
+    path = tmp_path / "dup.csv"
+    path.write_text(
+        "item_id,system,source,candidate,references,candidate\ni1,a,src,cand one,ref,cand two\n",
+        encoding="utf-8",
+    )
+    message = _load_error(path)
+    assert message == (
+        f"{path}, row 1, column 'candidate': the header names column 'candidate' twice "
+        "(fields 4 and 6); rename one"
+    )
+
+
+def test_item_ids_differing_in_leading_zeros(tmp_path: Path) -> None:
+    """JSON gives the number 1 where a spreadsheet export wrote '01'."""
+    rows = [
+        {"item_id": "01", "system": "a", "source": "s", "references": ["r"], "candidate": "x"},
+        {"item_id": "02", "system": "a", "source": "t", "references": ["r"], "candidate": "y"},
+        {"item_id": 1, "system": "b", "source": "s", "references": ["r"], "candidate": "z"},
+    ]
+    path = _table(tmp_path / "ids.jsonl", rows)
+    message = _load_error(path)
+    assert message == (
+        f"{path}, row 3, column 'item_id': item ids '01' ({path}:1) and '1' ({path}:3) differ "
+        "only in leading zeros and would be two items; write every id the same way"
+    )
+
+
+def test_tsv_line_break_inside_quotes(tmp_path: Path) -> None:
+    path = tmp_path / "t.tsv"
+    path.write_text(
+        "item_id\tsystem\tsource\treferences\tcandidate\n"
+        'i1\ta\tsrc\tref\t"hello\n'
+        'world"\n'
+        "i2\ta\tsrc2\tref\tfine\n",
+        encoding="utf-8",
+    )
+    message = _load_error(path)
+    assert message.startswith(
+        f"{path}, row 3, column 'system': 1 fields but the header has 5; a line break inside a "
+        "quoted field?"
+    )
+
+
+def test_csv_row_with_missing_fields(tmp_path: Path) -> None:
+    path = tmp_path / "short.csv"
+    path.write_text(
+        'item_id,system,source,references,candidate\ni1,a,src,ref,"multi\nline ok"\ni2,a,src\n',
+        encoding="utf-8",
+    )
+    message = _load_error(path)
+    assert message == f"{path}, row 4, column 'references': 3 fields but the header has 5"
+
+
+def test_silently_wrong_input_through_the_cli_is_one_line(tmp_path: Path) -> None:
+    rows = _rows()
+    del rows[2]["candidate"]
+    path = _table(tmp_path / "t.jsonl", rows)
+    proc = run_cli(
+        ["data=table", f"data.path={path}", *FAST, f"hydra.run.dir={tmp_path / 'out'}"], tmp_path
+    )
+    line = _one_error_line(proc)
+    assert f"{path}, row 3, column 'candidate': this line has no 'candidate' key" in line
