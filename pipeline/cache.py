@@ -115,6 +115,7 @@ def cache_key(
 # --------------------------------------------------------------------------- entry <-> arrays
 KEY_FIELD = "key"
 
+
 def _to_arrays(result: MetricResult, n: int) -> dict[str, np.ndarray]:
     arrays: dict[str, np.ndarray] = {
         "n": np.asarray(n, dtype=np.int64),
