@@ -4,10 +4,12 @@ For runs whose tracking server was unreachable, or that ran with ``tracking=none
 node without access to the server. The run is rebuilt from the directory (``run_info.json`` and the
 output files), so it has the same params, tags, metrics, dataset and artifacts as a run logged at
 the time. Idempotent: a run is tagged with a hash of the output files, and a directory whose
-content is already logged is reported, not logged twice.
+content is already logged is reported, not logged twice. A run of the same directory that an
+interrupted logging left unfinished (RUNNING, KILLED or FAILED) is closed and soft-deleted, and
+the new run names it in its ``paraeval.replaces`` tag: one run per directory.
 
-Exit codes: 0 logged or already logged; 1 the tracking server is unreachable or logging failed;
-2 not a paraeval output directory or bad arguments.
+Exit codes: 0 logged or already logged; 1 the tracking server is unreachable or failing, or logging
+failed; 2 not a paraeval output directory or bad arguments.
 """
 
 from __future__ import annotations
