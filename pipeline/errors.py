@@ -53,6 +53,18 @@ class OutputError(UserError):
         self.errno = exc.errno
 
 
+def not_allowed(where: str, name: str, kind: str, choices: list[str]) -> ConfigError:
+    """The error for a ``_target_`` that is not on its allow-list (pipeline/targets.py)."""
+    import difflib
+
+    near = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
+    hint = f"did you mean '{near[0]}'? " if near else ""
+    return ConfigError(
+        f"{where} '{name}' is not allowed: it is not a paraeval {kind}; {hint}"
+        f"choose from {', '.join(choices)}"
+    )
+
+
 class Interrupted(BaseException):
     """SIGINT or SIGTERM, raised in the main thread by the CLI's handler. A BaseException, like
     KeyboardInterrupt: ``except Exception`` blocks let it through, cleanup code sees it."""

@@ -17,10 +17,9 @@ A name that is not in its table is a :class:`ConfigError` before anything is imp
 
 from __future__ import annotations
 
-import difflib
 import importlib
 
-from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.errors import ConfigError, not_allowed
 
 # what each group's _target_ names, for the error line
 KINDS = {
@@ -68,13 +67,7 @@ def check(group: str, target: object, key: str | None = None) -> str:
     choices = allowed(group)
     if name in choices:
         return name
-    where = key or f"{group}._target_"
-    near = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
-    hint = f"did you mean '{near[0]}'? " if near else ""
-    raise ConfigError(
-        f"{where} '{name}' is not allowed: it is not a paraeval {KINDS[group]}; {hint}"
-        f"choose from {', '.join(choices)}"
-    )
+    raise not_allowed(key or f"{group}._target_", name, KINDS[group], choices)
 
 
 def metric_class(target: str, metric_id: str, allow_external: bool) -> type:

@@ -2,7 +2,8 @@
 
 Every tracker first writes ``run_info.json`` into the output directory (so ``paraeval-log`` can
 log the directory later, whatever happened), then hands the run to its backend. A backend that
-fails or cannot be reached never fails the run: one warning line says how to log it later.
+fails or cannot be reached never stops the run: one warning line says how to log it later, and the
+directory is recorded in :data:`NOT_LOGGED` (the CLI then exits 3).
 
 - :class:`MLflowTracker`: an MLflow store (``conf/tracking/sqlite.yaml``: embedded SQLite;
   ``server.yaml``: a remote ``mlflow server``); the layout is described in
@@ -26,7 +27,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.errors import ConfigError, not_allowed
 from paraeval.pipeline.track import (
     Logged,
     RunRecord,
@@ -206,9 +207,9 @@ class NoTracker(_StoreSettings):
 def tracker_class(target: str) -> type[Tracker]:
     """The tracker class a ``_target_`` names: an exact name of :data:`TRACKERS`, never a
     module prefix (nothing is imported for a name that is not registered)."""
-    from paraeval.pipeline.targets import check
-
-    cls = TRACKERS[check("tracking", target)]
+    if target not in TRACKERS:
+        raise not_allowed("tracking._target_", target, "tracker", sorted(TRACKERS))
+    cls = TRACKERS[target]
     if inspect.isabstract(cls):
         raise ConfigError(f"tracking._target_ '{target}' is not a paraeval tracker")
     return cls
