@@ -138,7 +138,8 @@ def _check_fields(text: str, p: Path, sep: str, quoting: int) -> None:
                 else ""
             )
             raise DataError(
-                f"{len(record)} fields but the header has {len(header)}{hint}",
+                f"{len(record)} field{'s' if len(record) != 1 else ''} but the header has "
+                f"{len(header)}{hint}",
                 file=str(p),
                 row=reader.line_num,
                 column=header[len(record)],

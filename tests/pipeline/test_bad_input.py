@@ -451,7 +451,7 @@ def test_tsv_line_break_inside_quotes(tmp_path: Path) -> None:
     )
     message = _load_error(path)
     assert message.startswith(
-        f"{path}, row 3, column 'system': 1 fields but the header has 5; a line break inside a "
+        f"{path}, row 3, column 'system': 1 field but the header has 5; a line break inside a "
         "quoted field?"
     )
 
