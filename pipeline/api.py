@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.evaluation import Evaluation, compute
 from paraeval.pipeline.load import load_frame
-from paraeval.pipeline.settings import Settings
+from paraeval.pipeline.settings import Settings, check_table
 
 # config groups: a string value for one of these names picks a file of that group
 GROUPS = ("data", "normalize", "correlation", "compare", "tracking", "experiment")
@@ -84,6 +84,7 @@ def evaluate(
         table = load_frame(data, name=resolved.data.name, **options)  # type: ignore[arg-type]
     else:
         table = resolved.data.load()
+    check_table(resolved, table)
     return compute(table, resolved)
 
 

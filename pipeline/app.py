@@ -16,7 +16,7 @@ from paraeval.pipeline.evaluation import Evaluation, compute, run_record, write_
 from paraeval.pipeline.figures import Figures
 from paraeval.pipeline.files import check_writable
 from paraeval.pipeline.html_report import write_html
-from paraeval.pipeline.settings import Settings
+from paraeval.pipeline.settings import Settings, check_table
 
 log = logging.getLogger("paraeval")
 
@@ -30,6 +30,7 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
     status = report.Status(enabled=settings.report.progress)
     with status.stage("load"):
         table = settings.data.load()
+    check_table(settings, table)
     log.info(
         "loaded %d rows: %d items x %d systems",
         len(table),
@@ -60,8 +61,10 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
             )
         if logged is not None:
             run_id, uri = logged.run_id, logged.uri
-    finally:
-        with status.stage("figures"):
-            figures_and_page()
+    except BaseException:
+        figures.cancel()  # interrupted or failed: nothing waits for drawings any more
+        raise
+    with status.stage("figures"):
+        figures_and_page()
     report.print_summary(ev, out, run_id, uri)
     return ev

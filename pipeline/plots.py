@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from paraeval.memo import Memo
+from paraeval.pipeline.names import slug
 
 log = logging.getLogger(__name__)
 
@@ -313,7 +314,9 @@ def write_plots(
                 written.append(p)
             for metric in scatter_columns(segments, metric_cols, max_scatter):
                 for aspect in aspects:
-                    p = style.path(plots, f"scatter_{metric}_{aspect}")
+                    p = style.path(
+                        plots, f"scatter_{slug(metric)}_{slug(aspect)}"
+                    )  # names from data
                     seg = segments[["system", metric, aspect]]
                     sys_view = (
                         systems.reindex(columns=[metric, aspect])

@@ -12,18 +12,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
+from paraeval.pipeline.names import show
+
 WIDTH = 100
 # a stage that ends sooner than this gets no status line of its own
 STATUS_AFTER_S = 1.0
 
 
 def printable(text: object) -> str:
-    """Control characters (ESC, BEL, NUL, ...) shown as escapes, never interpreted by the
-    terminal: names and cells come from user data."""
-    s = str(text)
-    if s.isprintable():
-        return s
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in s)
+    """Text from data for the terminal: the one sanitizer, :func:`paraeval.pipeline.names.show`
+    (control and bidi characters written as visible escapes, never interpreted)."""
+    return show(text)
 
 
 class TerminalFormatter(logging.Formatter):

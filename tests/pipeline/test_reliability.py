@@ -15,6 +15,7 @@ NaN in JSONL or Parquet is the ordinary missing value of those formats and passe
 from __future__ import annotations
 
 import csv
+import errno
 import json
 import os
 import re
@@ -424,8 +425,8 @@ def _warnings(run: Run) -> list[str]:
     return out
 
 
-def _ok(run: Run) -> None:
-    assert run.proc.returncode == 0, run.text[-3000:]
+def _ok(run: Run, status: int = 0) -> None:
+    assert run.proc.returncode == status, run.text[-3000:]
     assert "Traceback" not in run.text, run.text[-3000:]
     for name in ("segment_scores.parquet", "system_scores.csv", "correlations.csv"):
         assert (run.out / name).is_file(), name
@@ -631,7 +632,7 @@ def test_encoder_model_path_missing(runs: dict[str, Run]) -> None:
 
 def test_unreachable_tracking_server(runs: dict[str, Run]) -> None:
     run = runs["tracking_down"]
-    _ok(run)
+    _ok(run, status=3)  # outputs written, not logged: never a silent 0
     line = _one_warning(run, "is unreachable", "outputs kept in", "paraeval-log")
     assert str(run.out) in line
     assert (run.out / "run_info.json").is_file()
@@ -691,27 +692,30 @@ def test_finished_run_leaves_no_temporary_files(runs: dict[str, Run]) -> None:
 
 def _failing_writer(payload: bytes) -> Callable[[Path], None]:
     def write(path: Path) -> None:
-        path.write_bytes(payload)  # half a file, then the writer dies
-        raise OSError("disk full")
+        path.write_bytes(payload)  # half a file, then the disk is full
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     return write
 
 
 def test_failed_write_keeps_the_previous_file_and_no_temporary(tmp_path: Path) -> None:
+    from paraeval.pipeline.errors import OutputError
     from paraeval.pipeline.files import atomic_write, write_parquet
 
     target = tmp_path / "segment_scores.parquet"
     good = pd.DataFrame({"item_id": ["1", "2"], "bleu": [1.0, 2.0]})
     write_parquet(good, target)
     before = target.read_bytes()
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(OutputError, match="No space left on device") as info:
         atomic_write(target, _failing_writer(before[: len(before) // 2]))
+    assert str(info.value).startswith(f"cannot write {target} (No space left on device)")
+    assert info.value.errno == errno.ENOSPC and "\n" not in str(info.value)
     assert target.read_bytes() == before
     pd.testing.assert_frame_equal(pd.read_parquet(target), good)
     assert [p.name for p in tmp_path.iterdir()] == [target.name]
 
     fresh = tmp_path / "never.csv"
-    with pytest.raises(OSError):
+    with pytest.raises(OutputError, match=r"never\.csv"):
         atomic_write(fresh, _failing_writer(b"item_id,bl"))
     assert not fresh.exists()
     assert [p.name for p in tmp_path.iterdir()] == [target.name]

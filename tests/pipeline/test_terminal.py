@@ -66,7 +66,7 @@ def test_names_from_data_cannot_drive_the_terminal(summary: str) -> None:
 
 
 def test_printable_escapes_every_control_character() -> None:
-    assert terminal.printable("a\x00b\x1b[31mc\td\n") == "a\\x00b\\x1b[31mc\\td\\n"
+    assert terminal.printable("a\x00b\x1b[31mc\td\n\u202e") == "a\\x00b\\x1b[31mc\td\\x0a\\u202e"
     assert terminal.printable("naïve ↓ ok") == "naïve ↓ ok"
 
 
