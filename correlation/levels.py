@@ -152,6 +152,13 @@ def correlate(
         value, p = coef.fn(m[ok], h[ok]) if coef.vector else coef.fn(m, h)
         return Correlation(float(value), float(p), n, int(ok.size - n))
 
+    if level == "item" and coef.item_level is not None:
+        # one statistic of the whole matrix (e.g. one calibrated epsilon for all items)
+        ok = np.isfinite(m) & np.isfinite(h)
+        used = int((ok.sum(axis=0) >= 2).sum())
+        value = float(coef.item_level(m, h, None)[0])
+        return Correlation(value, float("nan"), used, int(m.shape[1] - used))
+
     if level == "item":
         v = item_values(m, h, coef)
         undefined = ~np.isfinite(v)
@@ -168,6 +175,8 @@ def correlate(
     x, y = system_scores(m, h, system_metric)
     ok = np.isfinite(x) & np.isfinite(y)
     n = int(ok.sum())
+    if coef.matrix_system is not None:
+        return Correlation(coef.matrix_system(m, h), float("nan"), n, int(ok.size - n))
     # only vector coefficients are defined at the system level
     value, p = coef.fn(x, y)
     return Correlation(float(value), float(p), n, int(ok.size - n))
