@@ -93,6 +93,9 @@ class Coefficient:
     # all items): ``(metric, human, item_w)`` -> values for every row of item weights (B, n_items),
     # or for the unweighted matrix (shape (1,)) when ``item_w`` is None
     item_level: ItemLevelFn | None = None
+    # with ``item_level``: each item's own value under the choices made on the whole matrix
+    # (NaN where undefined), so that a permutation test can swap whole items between metrics
+    item_values_fixed: SegmentBatchFn | None = None
     # the system level from the system x item matrices rather than from one score per system
     # (soft pairwise accuracy permutes segment scores)
     matrix_system: MatrixSystemFn | None = None

@@ -235,6 +235,10 @@ def permutation_test(
     if level == "item" and unit == "items" and coef.item_level is None:
         # whole items swap, so every item keeps A's or B's own per-item value
         per_item = (item_values(a, h, coef), item_values(b, h, coef))
+    elif level == "item" and unit == "items" and coef.item_values_fixed is not None:
+        # a statistic of the whole matrix (one calibrated epsilon): each metric keeps the choice
+        # made on its own scores, as mt-metrics-eval's PairwisePermutationSigDiff does
+        per_item = (coef.item_values_fixed(a, h), coef.item_values_fixed(b, h))
 
     def deltas(mask: np.ndarray) -> np.ndarray:
         """Differences for swap masks broadcastable to (K, S, I); True = swapped."""

@@ -148,6 +148,32 @@ def calibrated_epsilon(
     return best, best_eps
 
 
+def per_item_23(
+    metric: np.ndarray,
+    human: np.ndarray,
+    *,
+    variant: Variant = "acc23",
+    epsilon: float = 0.0,
+    calibrate: bool = False,
+) -> np.ndarray:
+    """Each item's own tau23 / acc23 (NaN for an item without a pair), at the fixed ``epsilon``
+    or, with ``calibrate``, at the one epsilon calibrated on the whole matrix: the values whose
+    mean is the item level. The permutation test swaps these between two metrics, each keeping
+    its own epsilon (as mt-metrics-eval's ``PairwisePermutationSigDiff``)."""
+    m = np.asarray(metric, dtype=float)
+    h = np.asarray(human, dtype=float)
+    if calibrate:
+        epsilon = calibrated_epsilon(m, h, variant=variant)[1]
+        if not np.isfinite(epsilon):
+            return np.full(m.shape[1], np.nan)
+    item, dm, dh, per_item = _item_pairs(m, h)
+    num = np.bincount(
+        item, weights=np.asarray(_WEIGHTS[variant])[_kinds(dm, dh, epsilon)], minlength=m.shape[1]
+    )
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(per_item > 0, num / per_item, np.nan)
+
+
 def kendall_23(
     x: np.ndarray,
     y: np.ndarray,
@@ -219,6 +245,7 @@ def _coefficient(name: str, variant: Variant, epsilon: float, calibrate: bool) -
         if calibrate
         else partial(_weighted_23, variant=variant, epsilon=float(epsilon)),
         item_level=partial(_item_level, **settings),
+        item_values_fixed=partial(per_item_23, **settings),
         options=(("calibrate", calibrate), ("epsilon", float(epsilon))),
     )
 
