@@ -99,8 +99,9 @@ class Coefficient:
     # the system level from the system x item matrices rather than from one score per system
     # (soft pairwise accuracy permutes segment scores)
     matrix_system: MatrixSystemFn | None = None
-    # Williams' test is derived for Pearson's r; only correlation-like coefficients may use it
-    williams: bool = False
+    # Williams' test is derived for Pearson's r and compares correlation-like coefficients only;
+    # rates over pairs (pairwise accuracy, Kendall-like, acc23 ...) set False
+    williams: bool = True
     # the settings this entry was built with (see :func:`configure`), for signatures and reports
     options: tuple[tuple[str, Any], ...] = ()
 
@@ -716,7 +717,6 @@ register_coefficient(
     Coefficient(
         "pearson",
         pearson,
-        williams=True,
         weighted=_weighted_pearson_statistic,
         pooled=_pooled_pearson,
         pooled_by_items=_pearson_by_items,
@@ -726,7 +726,6 @@ register_coefficient(
     Coefficient(
         "spearman",
         spearman,
-        williams=True,
         weighted=_weighted_spearman_statistic,
         pooled=_pooled_spearman,
         pooled_by_items=_spearman_by_items,
@@ -736,7 +735,6 @@ register_coefficient(
     Coefficient(
         "kendall_b",
         kendall_b,
-        williams=True,
         weighted=_weighted_kendall_b,
         pooled=_pooled_kendall_b,
         pooled_by_items=_kendall_b_by_items,
@@ -748,7 +746,6 @@ register_coefficient(
         kendall_c,
         weighted=_weighted_kendall_c,
         pooled=_pooled_kendall_c,
-        williams=True,
     )
 )
 
@@ -776,6 +773,7 @@ def kendall_like_coefficient(
         weighted=partial(_weighted_kendall_like, **settings),
         segment_resampled=partial(_kendall_like_resampled, **settings),
         segment_batch=partial(_kendall_like_batch, **settings),
+        williams=False,
         options=tuple(sorted(settings.items())),
     )
 
@@ -790,6 +788,7 @@ def pairwise_accuracy_coefficient(*, human_ties: HumanTies = "count") -> Coeffic
         partial(pairwise_accuracy, human_ties=human_ties),
         levels=("system",),
         weighted=partial(_weighted_accuracy, human_ties=human_ties),
+        williams=False,
         options=(("human_ties", human_ties),),
     )
 

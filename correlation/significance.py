@@ -100,6 +100,9 @@ def _batch_statistic(
             out[sl] = _item_mean(v, item_nan)
         return out
 
+    if coefficient.matrix_system is not None:
+        # built from the segment scores themselves (soft pairwise accuracy): one matrix at a time
+        return np.array([coefficient.matrix_system(mk, human) for mk in metric])
     x = system_metric if system_metric is not None else _batch_row_means(metric)
     y = row_nanmean(human)
     for sl in _slices(k, n_sys * n_sys):
@@ -190,11 +193,6 @@ def permutation_test(
     if unit not in PERMUTATION_UNITS:
         raise ValueError(
             f"unknown permutation unit {unit!r}; valid units: {', '.join(PERMUTATION_UNITS)}"
-        )
-    if coef.matrix_system is not None:
-        raise ValueError(
-            f"coefficient {coef.name!r} has no permutation test (it is itself built on "
-            "permutations of segment scores)"
         )
     if alternative not in ALTERNATIVES:
         raise ValueError(

@@ -93,6 +93,7 @@ def soft_pairwise_accuracy_coefficient(*, n_permutations: int = 1000, seed: int 
         matrix_system=partial(
             soft_pairwise_accuracy_value, n_permutations=n_permutations, seed=seed
         ),
+        williams=False,
         options=(("n_permutations", n_permutations), ("seed", seed)),
     )
 

@@ -246,6 +246,7 @@ def _coefficient(name: str, variant: Variant, epsilon: float, calibrate: bool) -
         else partial(_weighted_23, variant=variant, epsilon=float(epsilon)),
         item_level=partial(_item_level, **settings),
         item_values_fixed=partial(per_item_23, **settings),
+        williams=False,
         options=(("calibrate", calibrate), ("epsilon", float(epsilon))),
     )
 

@@ -250,17 +250,13 @@ def check_correlation_config(cfg: Mapping[str, Any]) -> tuple[list[str], list[st
         if method == "williams" and not sig_coef.williams:
             raise ConfigError(
                 f"correlation.significance: Williams' test compares correlation coefficients "
-                f"(pearson, spearman, kendall_b, kendall_c), not '{sig_coef.name}'; use "
+                f"(pearson, spearman, kendall_b, kendall_c or a registered correlation), not '{sig_coef.name}'; use "
                 "correlation.significance.method=permutation"
             )
         if method == "williams" and sig_level == "item":
             raise ConfigError(
                 "correlation.significance: Williams' test has no form for the item level (a mean "
                 "of per-item correlations); use correlation.significance.method=permutation"
-            )
-        if method == "permutation" and sig_coef.matrix_system is not None:
-            raise ConfigError(
-                f"correlation.significance: '{sig_coef.name}' has no permutation test"
             )
         if "unit" in sig and str(sig["unit"]) not in PERMUTATION_UNITS:
             raise ConfigError(
