@@ -249,9 +249,9 @@ def check_correlation_config(cfg: Mapping[str, Any]) -> tuple[list[str], list[st
             )
         if method == "williams" and not sig_coef.williams:
             raise ConfigError(
-                f"correlation.significance: Williams' test compares correlation coefficients "
-                f"(pearson, spearman, kendall_b, kendall_c or a registered correlation), not '{sig_coef.name}'; use "
-                "correlation.significance.method=permutation"
+                "correlation.significance: Williams' test compares correlation coefficients "
+                "(pearson, spearman, kendall_b, kendall_c or a registered correlation), not "
+                f"'{sig_coef.name}'; use correlation.significance.method=permutation"
             )
         if method == "williams" and sig_level == "item":
             raise ConfigError(
