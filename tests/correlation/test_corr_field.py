@@ -369,3 +369,60 @@ def test_williams_rejects_pairwise_accuracy_with_a_clear_message() -> None:
         n_resamples=50,
     )
     assert len(rows) == 1 and 0.0 < rows[0]["p_value"] <= 1.0
+
+
+# ---------------------------------------------------------------------------------------------
+# listed deviations
+# ---------------------------------------------------------------------------------------------
+
+
+def test_item_level_has_no_p_value() -> None:
+    # mt-metrics-eval averages the per-item p-values; paraeval reports none
+    rng = np.random.default_rng(3)
+    human = rng.normal(size=(5, 6))
+    corr = correlate(human + rng.normal(size=(5, 6)), human, "item", "pearson")
+    assert np.isfinite(corr.value) and math.isnan(corr.p_value)
+
+
+def test_permutation_p_value_counts_the_observed_assignment() -> None:
+    # an observed difference no permutation reaches: count / K would be 0 (mt-metrics-eval,
+    # nlpstats); paraeval counts the observed assignment as one permutation: 1 / (1 + K)
+    rng = np.random.default_rng(0)
+    human = rng.normal(size=(4, 40))
+    strong = human + rng.normal(scale=0.05, size=human.shape)
+    noise = rng.normal(size=human.shape)
+    k = 20
+    p = permutation_test(
+        strong, noise, human, "segment", "pearson", rng=np.random.default_rng(1), n_resamples=k
+    )
+    assert p == pytest.approx(1 / (1 + k))
+    # a metric against itself: every permutation is as extreme: (1 + K) / (1 + K)
+    same = permutation_test(
+        strong, strong, human, "segment", "pearson", rng=np.random.default_rng(1), n_resamples=k
+    )
+    assert same == 1.0
+
+
+def test_fisher_interval_in_the_table_uses_nlpstats_n() -> None:
+    from paraeval.correlation import correlation_table
+
+    rng = np.random.default_rng(2)
+    human = rng.normal(size=(6, 30))
+    metric = human + rng.normal(size=human.shape)
+    human[0, :5] = np.nan  # the largest item still has all 6 systems
+    rows = correlation_table(
+        {"m": metric},
+        {"h": human},
+        levels=("segment", "item", "system"),
+        coefficients=("pearson", "kendall_like"),
+        interval="fisher",
+        rng=np.random.default_rng(0),
+    )
+    by = {(r["level"], r["coefficient"]): r for r in rows}
+    seg = by[("segment", "pearson")]
+    assert (seg["ci_low"], seg["ci_high"]) == fisher_interval(seg["value"], 175, "pearson")
+    item = by[("item", "pearson")]
+    assert (item["ci_low"], item["ci_high"]) == fisher_interval(item["value"], 6, "pearson")
+    system = by[("system", "pearson")]
+    assert (system["ci_low"], system["ci_high"]) == fisher_interval(system["value"], 6, "pearson")
+    assert math.isnan(by[("segment", "kendall_like")]["ci_low"])
