@@ -426,3 +426,74 @@ def test_fisher_interval_in_the_table_uses_nlpstats_n() -> None:
     system = by[("system", "pearson")]
     assert (system["ci_low"], system["ci_high"]) == fisher_interval(system["value"], 6, "pearson")
     assert math.isnan(by[("segment", "kendall_like")]["ci_low"])
+
+
+# ---------------------------------------------------------------------------------------------
+# settings reach the vectorised bootstrap and permutation paths
+# ---------------------------------------------------------------------------------------------
+
+SETTINGS_CASES = [
+    ("kendall_like", {}, "segment"),
+    ("kendall_like", {}, "item"),
+    ("kendall_like", {"margin_rule": "above"}, "segment"),
+    ("kendall_like", {"margin_rule": "above"}, "item"),
+    ("kendall_like", {"human_margin": 1.0, "metric_ties": "skip"}, "segment"),
+    ("kendall_like", {"human_margin": 1.0, "metric_ties": "skip"}, "item"),
+    ("pairwise_accuracy", {}, "system"),
+    ("pairwise_accuracy", {"human_ties": "skip"}, "system"),
+    ("tau_23", {"epsilon": 1.0}, "item"),
+    ("acc23", {"calibrate": False, "epsilon": 1.0}, "system"),
+]
+
+
+@pytest.mark.parametrize("unit", ["items", "systems", "both"])
+@pytest.mark.parametrize(("name", "settings", "level"), SETTINGS_CASES)
+def test_settings_under_resampling_equal_explicit_resamples(
+    name: str, settings: dict, level: str, unit: str
+) -> None:
+    # integer scores: many ties; a system resample repeats systems (pairs of copies)
+    from paraeval.correlation import draw_resamples, resampled_values
+
+    rng = np.random.default_rng(11)
+    human = rng.integers(0, 4, size=(4, 6)).astype(float)
+    metric = human + rng.integers(0, 3, size=(4, 6))
+    human[2, 3] = np.nan
+    coef = configure(name, settings)
+    res = draw_resamples(np.random.default_rng(3), 4, 6, 30, unit)
+    got = resampled_values(metric, human, level, coef, res)
+    want = []
+    for b in range(30):
+        m, h = metric, human
+        if res.item_idx is not None:
+            m, h = m[:, res.item_idx[b]], h[:, res.item_idx[b]]
+        if res.sys_idx is not None:
+            m, h = m[res.sys_idx[b]], h[res.sys_idx[b]]
+        want.append(correlate(m, h, level, coef).value)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("unit", ["items", "systems", "cells"])
+def test_kendall_like_settings_in_the_permutation_test(unit: str) -> None:
+    rng = np.random.default_rng(5)
+    human = rng.integers(0, 3, size=(4, 7)).astype(float)
+    a = human + rng.integers(0, 2, size=(4, 7))
+    b = rng.integers(0, 3, size=(4, 7)).astype(float)
+    coef = configure("kendall_like", {"human_margin": 1.0})
+    za = (a - a.mean()) / a.std()
+    zb = (b - b.mean()) / b.std()
+    n = 40
+    mask_rng = np.random.default_rng(1)
+    shape = {"items": (n, 1, 7), "systems": (n, 4, 1), "cells": (n, 4, 7)}[unit]
+    masks = mask_rng.random(shape) < 0.5
+
+    def corr(x: np.ndarray) -> float:
+        return correlate(x, human, "segment", coef).value
+
+    observed = corr(za) - corr(zb)
+    perm = np.array([corr(np.where(m, zb, za)) - corr(np.where(m, za, zb)) for m in masks])
+    perm = perm[np.isfinite(perm)]
+    hits = int((np.abs(perm) >= abs(observed) - 1e-12).sum())
+    p = permutation_test(
+        a, b, human, "segment", coef, rng=np.random.default_rng(1), n_resamples=n, unit=unit
+    )
+    assert p == pytest.approx((1 + hits) / (1 + perm.size))
