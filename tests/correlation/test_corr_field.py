@@ -497,3 +497,51 @@ def test_kendall_like_settings_in_the_permutation_test(unit: str) -> None:
         a, b, human, "segment", coef, rng=np.random.default_rng(1), n_resamples=n, unit=unit
     )
     assert p == pytest.approx((1 + hits) / (1 + perm.size))
+
+
+def _brute_acc23(metric: np.ndarray, human: np.ndarray, variant: str) -> float:
+    """Tie calibration by its definition: every candidate epsilon (0 and each metric difference
+    of a pair), the mean over items of each item's statistic counted pair by pair, the best."""
+    pairs = []
+    for j in range(metric.shape[1]):
+        ok = [s for s in range(metric.shape[0]) if np.isfinite(metric[s, j] + human[s, j])]
+        pairs.append(
+            [
+                (metric[s, j] - metric[t, j], human[s, j] - human[t, j])
+                for s, t in itertools.combinations(ok, 2)
+            ]
+        )
+    candidates = {0.0} | {abs(dm) for item in pairs for dm, _ in item}
+    best = -np.inf
+    for eps in candidates:
+        values = []
+        for item in pairs:
+            if not item:
+                continue
+            score = 0.0
+            for dm, dh in item:
+                tie_m, tie_h = abs(dm) <= eps, dh == 0
+                if tie_m and tie_h:
+                    score += 1
+                elif tie_h or tie_m:
+                    score += 0 if variant == "acc23" else -1
+                elif np.sign(dm) == np.sign(dh):
+                    score += 1
+                else:
+                    score += 0 if variant == "acc23" else -1
+            values.append(score / len(item))
+        best = max(best, float(np.mean(values)))
+    return best
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_tie_calibration_equals_brute_force(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    human = rng.integers(0, 4, size=(5, 6)).astype(float)
+    metric = np.round(human + rng.normal(scale=1.0, size=human.shape), 1)
+    metric[1, 2] = np.nan
+    human[3, 0] = np.nan
+    for name, variant in (("acc23", "acc23"), ("tau_23", "tau23")):
+        coef = configure(name, {"calibrate": True})
+        got = correlate(metric, human, "item", coef).value
+        assert got == pytest.approx(_brute_acc23(metric, human, variant), abs=1e-12)
