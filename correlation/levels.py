@@ -14,8 +14,13 @@
 Each coefficient says at which levels it is defined (``Coefficient.levels`` in
 :mod:`correlation.coefficients`): ``kendall_like`` counts system pairs inside items, so it exists
 at the segment level (pairs pooled over all items) and the item level (one value per item,
-averaged); ``pairwise_accuracy`` orders systems, so it exists at the system level only. Other
-combinations raise ``ValueError``.
+averaged); ``pairwise_accuracy`` and ``soft_pairwise_accuracy`` order systems, so they exist at
+the system level only; ``acc23`` and ``tau_23`` enumerate all pairs, so they exist at the item and
+system levels (a calibrated epsilon is one choice for all items: ``Coefficient.item_level``).
+Other combinations raise ``ValueError``.
+
+In mt-metrics-eval's terms the segment level is ``average_by="none"`` and the item level
+``average_by="item"`` (``item_nan="zero"`` is its ``replace_nans_with_zeros``).
 """
 
 from __future__ import annotations
