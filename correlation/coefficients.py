@@ -47,7 +47,9 @@ tables and the pipeline's config check all look coefficients up here. The entry 
 
 from __future__ import annotations
 
+import functools
 import inspect
+import itertools
 import math
 import warnings
 from collections.abc import Callable, Iterator, Mapping
@@ -254,42 +256,46 @@ def _degenerate(x: np.ndarray, y: np.ndarray, min_n: int) -> bool:
 
 EXACT_MAX_N = 8
 """Up to this many pairs the p-values of Pearson, Spearman and Kendall come from the exact
-permutation distribution (all n! pairings, scipy.stats.permutation_test with
-``n_resamples=np.inf``); above it from scipy's large-sample approximations, which do not hold for
-a handful of systems (Spearman's p on 3 perfectly ordered systems is 0.0 by the t
-approximation, 1/3 exactly)."""
+permutation distribution (all n! pairings enumerated: the numbers of
+scipy.stats.permutation_test with ``n_resamples=np.inf``); above it from scipy's large-sample
+approximations, which do not hold for a handful of systems (Spearman's p on 3 perfectly
+ordered systems is 0.0 by the t approximation, 1/3 exactly)."""
 
 
-def _exact_p(xs: np.ndarray, ys: np.ndarray, statistic: Callable[..., np.ndarray]) -> float:
-    """Two-sided p-value of ``statistic`` under all n! pairings of ``xs`` with ``ys`` (scipy's
-    convention: twice the smaller one-sided p, at most 1)."""
-    res = stats.permutation_test(
-        (xs, ys),
-        statistic,
-        permutation_type="pairings",
-        vectorized=True,
-        n_resamples=np.inf,
-        alternative="two-sided",
-    )
-    return float(res.pvalue)
+@functools.lru_cache(maxsize=EXACT_MAX_N + 1)
+def _all_pairings(n: int) -> np.ndarray:
+    """Every permutation of ``range(n)``, shape (n!, n) (read-only, shared)."""
+    perms = np.array(list(itertools.permutations(range(n))), dtype=np.intp)
+    perms.flags.writeable = False
+    return perms
 
 
-def _pearson_rows(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
-    x = np.moveaxis(np.asarray(x, float), axis, -1)
-    y = np.moveaxis(np.asarray(y, float), axis, -1)
-    dx = x - x.mean(axis=-1, keepdims=True)
-    dy = y - y.mean(axis=-1, keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.asarray((dx * dy).sum(-1) / np.sqrt((dx * dx).sum(-1) * (dy * dy).sum(-1)))
+def _exact_p(observed: float, permuted: np.ndarray) -> float:
+    """Two-sided p-value from the statistic under all n! pairings, as scipy's
+    ``permutation_test`` computes it for an exact null distribution: twice the smaller one-sided
+    p-value, at most 1, values within a relative 1e-12 of the observed one counting as equal."""
+    tol = 1e-12 * max(1.0, abs(observed))
+    greater = float(np.mean(permuted >= observed - tol))
+    less = float(np.mean(permuted <= observed + tol))
+    return min(1.0, 2.0 * min(greater, less))
 
 
-def _kendall_rows(
-    variant: Literal["b", "c"], x: np.ndarray, y: np.ndarray, axis: int = -1
-) -> np.ndarray:
-    xb, yb = np.broadcast_arrays(
-        np.moveaxis(np.asarray(x, float), axis, -1), np.moveaxis(np.asarray(y, float), axis, -1)
-    )
-    return _weighted_kendall(xb, yb, np.ones(xb.shape), variant)
+def _exact_linear_p(xs: np.ndarray, ys: np.ndarray) -> float:
+    """Exact p-value of Pearson's r of ``xs`` and ``ys`` (Spearman's rho: pass ranks). Under
+    re-pairing the means and norms are fixed, so r is a fixed multiple of sum(xc * yc[perm])."""
+    xc, yc = xs - xs.mean(), ys - ys.mean()
+    perms = _all_pairings(xs.size)
+    return _exact_p(float(xc @ yc), yc[perms] @ xc)
+
+
+def _exact_kendall_p(xs: np.ndarray, ys: np.ndarray) -> float:
+    """Exact p-value of Kendall's tau-b / tau-c. Under re-pairing the tie counts of each side are
+    fixed, so tau is a fixed multiple of S = sum_{i<j} sign(x_i - x_j) sign(y_i - y_j)."""
+    sx = np.sign(xs[:, None] - xs[None, :])
+    yp = ys[_all_pairings(xs.size)]
+    s_perm = np.einsum("pij,ij->p", np.sign(yp[:, :, None] - yp[:, None, :]), sx)
+    observed = float((np.sign(ys[:, None] - ys[None, :]) * sx).sum())
+    return _exact_p(observed, s_perm)
 
 
 def pearson(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -298,10 +304,9 @@ def pearson(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     xs, ys = paired_finite(x, y)
     if _degenerate(xs, ys, 3):
         return NAN_RESULT
+    res = stats.pearsonr(xs, ys)
     if xs.size <= EXACT_MAX_N:
-        res = stats.pearsonr(xs, ys, method=stats.PermutationMethod(n_resamples=np.inf))
-    else:
-        res = stats.pearsonr(xs, ys)
+        return float(res.statistic), _exact_linear_p(xs, ys)
     return float(res.statistic), float(res.pvalue)
 
 
@@ -314,8 +319,7 @@ def spearman(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     res = stats.spearmanr(xs, ys)
     if xs.size <= EXACT_MAX_N:
         # ranks are fixed under re-pairing, so rho of every pairing is Pearson on the ranks
-        rx, ry = stats.rankdata(xs), stats.rankdata(ys)
-        return float(res.statistic), _exact_p(rx, ry, _pearson_rows)
+        return float(res.statistic), _exact_linear_p(stats.rankdata(xs), stats.rankdata(ys))
     return float(res.statistic), float(res.pvalue)
 
 
@@ -328,7 +332,7 @@ def _kendall(x: np.ndarray, y: np.ndarray, variant: Literal["b", "c"]) -> tuple[
         warnings.simplefilter("ignore", RuntimeWarning)
         res = stats.kendalltau(xs, ys, variant=variant)
     if xs.size <= EXACT_MAX_N:
-        return float(res.statistic), _exact_p(xs, ys, partial(_kendall_rows, variant))
+        return float(res.statistic), _exact_kendall_p(xs, ys)
     return float(res.statistic), float(res.pvalue)
 
 

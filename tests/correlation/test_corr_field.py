@@ -545,3 +545,21 @@ def test_tie_calibration_equals_brute_force(seed: int) -> None:
         coef = configure(name, {"calibrate": True})
         got = correlate(metric, human, "item", coef).value
         assert got == pytest.approx(_brute_acc23(metric, human, variant), abs=1e-12)
+
+
+@pytest.mark.parametrize("coefficient", ["pearson", "spearman", "kendall_b", "kendall_c"])
+def test_exact_p_values_equal_scipys_exact_permutation_test(coefficient: str) -> None:
+    rng = np.random.default_rng(8)
+    x = np.round(rng.normal(size=6), 1)
+    y = np.round(x + rng.normal(size=6), 0)  # ties in y
+    statistic = {
+        "pearson": lambda b: stats.pearsonr(x, b).statistic,
+        "spearman": lambda b: stats.spearmanr(x, b).statistic,
+        "kendall_b": lambda b: stats.kendalltau(x, b, variant="b").statistic,
+        "kendall_c": lambda b: stats.kendalltau(x, b, variant="c").statistic,
+    }[coefficient]
+    ref = stats.permutation_test(
+        (y,), statistic, permutation_type="pairings", n_resamples=np.inf, vectorized=False
+    )
+    got = correlate(x[:, None], y[:, None], "system", coefficient)
+    assert got.p_value == pytest.approx(float(ref.pvalue), abs=1e-12)
