@@ -139,10 +139,16 @@ def field_statistics(metric: np.ndarray, human: np.ndarray, res, n_explicit: int
     """The field's statistics under the same resamples: vectorised vs the explicit loop."""
     assert res.item_idx is not None
     print(f"field statistics, one metric, {res.n_resamples} resamples (unit=items):")
+    from paraeval.correlation import spa
+
     for level, coefficient in FIELD:
+        # both paths start without SPA's shared human p-values (a table shares them across
+        # metrics; one metric alone does not)
+        spa._HUMAN_P.clear()
         t = time.perf_counter()
         resampled_values(metric, human, level, coefficient, res)
         fast = time.perf_counter() - t
+        spa._HUMAN_P.clear()
         t = time.perf_counter()
         for idx in res.item_idx[:n_explicit]:
             correlate(metric[:, idx], human[:, idx], level, coefficient)
