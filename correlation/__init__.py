@@ -16,7 +16,11 @@ from paraeval.correlation.bootstrap import (
 )
 from paraeval.correlation.coefficients import (
     COEFFICIENTS,
+    EXACT_MAX_N,
+    SETTINGS,
     Coefficient,
+    coefficient_settings,
+    configure,
     get_coefficient,
     kendall_b,
     kendall_c,
@@ -49,20 +53,33 @@ from paraeval.correlation.paired import (
     paired_bs_p,
     resample_counts,
 )
-from paraeval.correlation.significance import permutation_test, significance_clusters, williams_test
+from paraeval.correlation.significance import (
+    PERMUTATION_UNITS,
+    permutation_test,
+    significance_clusters,
+    williams_test,
+)
+from paraeval.correlation.spa import soft_pairwise_accuracy_value  # registers SPA
 from paraeval.correlation.table import (
     CORRELATION_COLUMNS,
+    INTERVALS,
     SIGNIFICANCE_COLUMNS,
     correlation_table,
     draw_table_resamples,
+    fisher_interval,
     significance_table,
 )
+from paraeval.correlation.ties import calibrated_epsilon, item_mean_23, kendall_23  # registers
 
 __all__ = [
     "COEFFICIENTS",
     "CORRELATION_COLUMNS",
+    "EXACT_MAX_N",
+    "INTERVALS",
     "ITEM_NAN",
     "LEVELS",
+    "PERMUTATION_UNITS",
+    "SETTINGS",
     "SIGNIFICANCE_COLUMNS",
     "UNITS",
     "ArMasks",
@@ -76,12 +93,18 @@ __all__ = [
     "bootstrap_ci",
     "bootstrap_distribution",
     "bootstrap_indices",
+    "calibrated_epsilon",
+    "coefficient_settings",
+    "configure",
     "correlate",
     "correlation_table",
     "draw_resamples",
     "draw_table_resamples",
+    "fisher_interval",
     "get_coefficient",
+    "item_mean_23",
     "item_values",
+    "kendall_23",
     "kendall_b",
     "kendall_c",
     "kendall_like",
@@ -98,6 +121,7 @@ __all__ = [
     "resampled_values",
     "significance_clusters",
     "significance_table",
+    "soft_pairwise_accuracy_value",
     "spearman",
     "stats_system_metric_fn",
     "system_scores",

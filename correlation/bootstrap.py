@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -428,7 +428,9 @@ def _segment_values(m: np.ndarray, h: np.ndarray, coef: Coefficient, res: Resamp
     return out
 
 
-def kendall_like_segment_values(m: np.ndarray, h: np.ndarray, res: Resamples) -> np.ndarray:
+def kendall_like_segment_values(
+    m: np.ndarray, h: np.ndarray, res: Resamples, **settings: Any
+) -> np.ndarray:
     """The WMT Kendall-like tau pooled over items, for every resample: the per-item pair counts
     are taken once (or per system resample) and weighted by the item multiplicities."""
     n_sys, n_items = m.shape
@@ -440,7 +442,7 @@ def kendall_like_segment_values(m: np.ndarray, h: np.ndarray, res: Resamples) ->
     # constant test on the resampled pool of cells, as kendall_like() does
     cs, ci = np.nonzero(ok)
     gm, gh = _Groups(m[ok]), _Groups(h[ok])
-    c0, d0 = kendall_like_counts(m, h)
+    c0, d0 = kendall_like_counts(m, h, **settings)
     for sl in _chunks(b, n_sys * n_sys * n_items):
         k = sl.stop - sl.start
         cw = _cell_weights(item_w, sys_w, sl, ci, cs)
@@ -450,7 +452,7 @@ def kendall_like_segment_values(m: np.ndarray, h: np.ndarray, res: Resamples) ->
             d = np.broadcast_to(d0, (k, n_items))
         else:
             w = sys_w[sl][:, None, :] * ok.T[None]
-            c, d = pair_kendall_like_counts(m.T[None], h.T[None], w)
+            c, d = pair_kendall_like_counts(m.T[None], h.T[None], w, **settings)
         iw = item_w[sl] if item_w is not None else np.ones((k, n_items))
         cc, dd = (iw * c).sum(1), (iw * d).sum(1)
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -479,6 +481,10 @@ def _item_values(
 ) -> np.ndarray:
     n_sys, n_items = m.shape
     b = res.n_resamples
+    if coefficient.item_level is not None:
+        if res.sys_idx is None and res.item_idx is not None:
+            return coefficient.item_level(m, h, counts(res.item_idx, n_items))
+        return _explicit_values(m, h, "item", coefficient, res)
     if res.sys_idx is None:
         v = np.broadcast_to(item_values(m, h, coefficient), (b, n_items))
     else:
@@ -571,6 +577,8 @@ def _system_values(
     system_metric: np.ndarray | None,
     system_metric_fn: SystemMetricFn | None,
 ) -> np.ndarray:
+    if coefficient.matrix_system is not None:
+        return _explicit_values(m, h, "system", coefficient, res)
     x, y = system_resampled_scores(m, h, res, system_metric, system_metric_fn)
     return system_statistic(coefficient, x, y)
 

@@ -47,10 +47,15 @@ tables and the pipeline's config check all look coefficients up here. The entry 
 
 from __future__ import annotations
 
+import functools
+import inspect
+import itertools
+import math
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from functools import partial
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import numpy as np
 from scipy import stats
@@ -68,6 +73,8 @@ PooledByItemsFn: TypeAlias = Callable[
 ]
 SegmentResampledFn: TypeAlias = Callable[[np.ndarray, np.ndarray, "Resamples"], np.ndarray]
 SegmentBatchFn: TypeAlias = Callable[[np.ndarray, np.ndarray], np.ndarray]
+ItemLevelFn: TypeAlias = Callable[[np.ndarray, np.ndarray, "np.ndarray | None"], np.ndarray]
+MatrixSystemFn: TypeAlias = Callable[[np.ndarray, np.ndarray], float]
 
 
 @dataclass(frozen=True)
@@ -84,6 +91,21 @@ class Coefficient:
     pooled_by_items: PooledByItemsFn | None = None
     segment_resampled: SegmentResampledFn | None = None
     segment_batch: SegmentBatchFn | None = None
+    # the item level as one statistic of the whole matrix (tie calibration picks one epsilon for
+    # all items): ``(metric, human, item_w)`` -> values for every row of item weights (B, n_items),
+    # or for the unweighted matrix (shape (1,)) when ``item_w`` is None
+    item_level: ItemLevelFn | None = None
+    # with ``item_level``: each item's own value under the choices made on the whole matrix
+    # (NaN where undefined), so that a permutation test can swap whole items between metrics
+    item_values_fixed: SegmentBatchFn | None = None
+    # the system level from the system x item matrices rather than from one score per system
+    # (soft pairwise accuracy permutes segment scores)
+    matrix_system: MatrixSystemFn | None = None
+    # Williams' test is derived for Pearson's r and compares correlation-like coefficients only;
+    # rates over pairs (pairwise accuracy, Kendall-like, acc23 ...) set False
+    williams: bool = True
+    # the settings this entry was built with (see :func:`configure`), for signatures and reports
+    options: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
@@ -137,6 +159,44 @@ def get_coefficient(coefficient: CoefficientLike) -> Coefficient:
     raise TypeError(f"a coefficient is a name or a callable, got {coefficient!r}")
 
 
+SETTINGS: dict[str, Callable[..., Coefficient]] = {}
+"""Name -> factory ``(**settings) -> Coefficient`` for coefficients that take settings."""
+
+
+def register_settings(name: str, factory: Callable[..., Coefficient]) -> None:
+    """Let ``configure(name, settings)`` build ``name`` with settings; the factory's keyword
+    arguments (with their defaults) are the settings a config may give."""
+    SETTINGS[name] = factory
+
+
+def coefficient_settings(name: str) -> dict[str, Any]:
+    """The settings of coefficient ``name`` with their defaults (empty when it has none)."""
+    factory = SETTINGS.get(name)
+    if factory is None:
+        return {}
+    return {
+        p.name: p.default
+        for p in inspect.signature(factory).parameters.values()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+    }
+
+
+def configure(name: str, settings: Mapping[str, Any] | None = None) -> Coefficient:
+    """The registered coefficient ``name`` built with ``settings`` (``ValueError`` naming the
+    valid settings for an unknown one or an invalid value)."""
+    base = get_coefficient(name)
+    if not settings:
+        return base
+    valid = coefficient_settings(name)
+    unknown = [k for k in settings if k not in valid]
+    if unknown:
+        raise ValueError(
+            f"coefficient {name!r} has no setting {unknown[0]!r}; its settings: "
+            + (", ".join(f"{k} (default {v!r})" for k, v in valid.items()) or "none")
+        )
+    return SETTINGS[name](**dict(settings))
+
+
 def coefficient_name(coefficient: CoefficientLike) -> str:
     """The name a table row gives ``coefficient``."""
     return coefficient if isinstance(coefficient, str) else get_coefficient(coefficient).name
@@ -165,6 +225,10 @@ VECTOR_FUNCTIONS: Mapping[str, ValueFn] = _VectorFunctions()
 
 MetricTies = Literal["discordant", "skip"]
 METRIC_TIES: tuple[str, ...] = ("discordant", "skip")
+MarginRule = Literal["at_least", "above"]
+MARGIN_RULES: tuple[str, ...] = ("at_least", "above")
+HumanTies = Literal["count", "skip"]
+HUMAN_TIES: tuple[str, ...] = ("count", "skip")
 
 NAN_RESULT: tuple[float, float] = (float("nan"), float("nan"))
 
@@ -190,21 +254,72 @@ def _degenerate(x: np.ndarray, y: np.ndarray, min_n: int) -> bool:
     return x.size < min_n or is_constant(x) or is_constant(y)
 
 
+EXACT_MAX_N = 8
+"""Up to this many pairs the p-values of Pearson, Spearman and Kendall come from the exact
+permutation distribution (all n! pairings enumerated: the numbers of
+scipy.stats.permutation_test with ``n_resamples=np.inf``); above it from scipy's large-sample
+approximations, which do not hold for a handful of systems (Spearman's p on 3 perfectly
+ordered systems is 0.0 by the t approximation, 1/3 exactly)."""
+
+
+@functools.lru_cache(maxsize=EXACT_MAX_N + 1)
+def _all_pairings(n: int) -> np.ndarray:
+    """Every permutation of ``range(n)``, shape (n!, n) (read-only, shared)."""
+    perms = np.array(list(itertools.permutations(range(n))), dtype=np.intp)
+    perms.flags.writeable = False
+    return perms
+
+
+def _exact_p(observed: float, permuted: np.ndarray) -> float:
+    """Two-sided p-value from the statistic under all n! pairings, as scipy's
+    ``permutation_test`` computes it for an exact null distribution: twice the smaller one-sided
+    p-value, at most 1, values within a relative 1e-12 of the observed one counting as equal."""
+    tol = 1e-12 * max(1.0, abs(observed))
+    greater = float(np.mean(permuted >= observed - tol))
+    less = float(np.mean(permuted <= observed + tol))
+    return min(1.0, 2.0 * min(greater, less))
+
+
+def _exact_linear_p(xs: np.ndarray, ys: np.ndarray) -> float:
+    """Exact p-value of Pearson's r of ``xs`` and ``ys`` (Spearman's rho: pass ranks). Under
+    re-pairing the means and norms are fixed, so r is a fixed multiple of sum(xc * yc[perm])."""
+    xc, yc = xs - xs.mean(), ys - ys.mean()
+    perms = _all_pairings(xs.size)
+    return _exact_p(float(xc @ yc), yc[perms] @ xc)
+
+
+def _exact_kendall_p(xs: np.ndarray, ys: np.ndarray) -> float:
+    """Exact p-value of Kendall's tau-b / tau-c. Under re-pairing the tie counts of each side are
+    fixed, so tau is a fixed multiple of S = sum_{i<j} sign(x_i - x_j) sign(y_i - y_j)."""
+    sx = np.sign(xs[:, None] - xs[None, :])
+    yp = ys[_all_pairings(xs.size)]
+    s_perm = np.einsum("pij,ij->p", np.sign(yp[:, :, None] - yp[:, None, :]), sx)
+    observed = float((np.sign(ys[:, None] - ys[None, :]) * sx).sum())
+    return _exact_p(observed, s_perm)
+
+
 def pearson(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """Pearson's r and the two-sided p-value of scipy.stats.pearsonr."""
+    """Pearson's r and the two-sided p-value of scipy.stats.pearsonr (exact permutation
+    p-value for n <= :data:`EXACT_MAX_N`)."""
     xs, ys = paired_finite(x, y)
     if _degenerate(xs, ys, 3):
         return NAN_RESULT
     res = stats.pearsonr(xs, ys)
+    if xs.size <= EXACT_MAX_N:
+        return float(res.statistic), _exact_linear_p(xs, ys)
     return float(res.statistic), float(res.pvalue)
 
 
 def spearman(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """Spearman's rho (average ranks for ties) and scipy's two-sided p-value."""
+    """Spearman's rho (average ranks for ties) and scipy's two-sided p-value (exact
+    permutation p-value for n <= :data:`EXACT_MAX_N`)."""
     xs, ys = paired_finite(x, y)
     if _degenerate(xs, ys, 3):
         return NAN_RESULT
     res = stats.spearmanr(xs, ys)
+    if xs.size <= EXACT_MAX_N:
+        # ranks are fixed under re-pairing, so rho of every pairing is Pearson on the ranks
+        return float(res.statistic), _exact_linear_p(stats.rankdata(xs), stats.rankdata(ys))
     return float(res.statistic), float(res.pvalue)
 
 
@@ -216,6 +331,8 @@ def _kendall(x: np.ndarray, y: np.ndarray, variant: Literal["b", "c"]) -> tuple[
         # scipy warns when its exact p-value method falls back; the value itself is unaffected.
         warnings.simplefilter("ignore", RuntimeWarning)
         res = stats.kendalltau(xs, ys, variant=variant)
+    if xs.size <= EXACT_MAX_N:
+        return float(res.statistic), _exact_kendall_p(xs, ys)
     return float(res.statistic), float(res.pvalue)
 
 
@@ -240,40 +357,70 @@ def _check_matrix_pair(metric: np.ndarray, human: np.ndarray) -> tuple[np.ndarra
     return m, h
 
 
+def _check_kendall_like_settings(metric_ties: str, human_margin: float, margin_rule: str) -> None:
+    if metric_ties not in METRIC_TIES:
+        raise ValueError(f"metric_ties must be one of {METRIC_TIES}, got {metric_ties!r}")
+    if margin_rule not in MARGIN_RULES:
+        raise ValueError(f"margin_rule must be one of {MARGIN_RULES}, got {margin_rule!r}")
+    if not (isinstance(human_margin, int | float) and math.isfinite(human_margin)):
+        raise ValueError(f"human_margin must be a finite number, got {human_margin!r}")
+    if human_margin < 0:
+        raise ValueError(f"human_margin must be >= 0, got {human_margin!r}")
+
+
+def kendall_like_classes(
+    dm: np.ndarray,
+    dh: np.ndarray,
+    *,
+    metric_ties: MetricTies = "discordant",
+    human_margin: float = 0.0,
+    margin_rule: MarginRule = "at_least",
+) -> tuple[np.ndarray, np.ndarray]:
+    """(concordant, discordant) masks of system pairs with metric and human differences
+    ``dm``, ``dh`` (see :func:`kendall_like_counts`)."""
+    with np.errstate(invalid="ignore"):
+        adh = np.abs(dh)
+        counted = adh >= human_margin if margin_rule == "at_least" else adh > human_margin
+        if metric_ties == "skip":
+            counted = counted & (dm != 0)
+        conc = counted & (((dh > 0) & (dm > 0)) | ((dh < 0) & (dm < 0)))
+    return conc, counted & ~conc
+
+
 def kendall_like_counts(
     metric: np.ndarray,
     human: np.ndarray,
     *,
     metric_ties: MetricTies = "discordant",
     human_margin: float = 0.0,
+    margin_rule: MarginRule = "at_least",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Concordant and discordant system pairs inside each item, shape ``(n_items,)`` each.
 
-    A pair of systems counts only where both systems have a finite metric and human score for the
-    item. Pairs whose human scores differ by ``human_margin`` or less are skipped (0 skips exact
-    ties only; WMT's DARR used 25 points on the 0-100 DA scale). A pair tied in the metric counts as
-    discordant under ``metric_ties="discordant"`` (the WMT17-WMT20 segment-level convention, which
-    penalises a metric for failing to separate two outputs humans did separate) and is skipped under
-    ``metric_ties="skip"``.
+    As WMT's scripts and mt-metrics-eval's ``KendallLike(thresh=human_margin)``: a pair of systems
+    counts where both have a finite metric and human score for the item and their human scores
+    differ by at least ``human_margin`` (``margin_rule="at_least"``; WMT's DARR used 25 points on
+    the 0-100 DA scale). It is concordant when the metric orders it as the humans do, otherwise
+    discordant: a pair tied in the metric is discordant (it failed to separate what humans
+    separated), and so is a counted pair tied in the human score (with ``human_margin=0`` every
+    human tie counts, as in mt-metrics-eval with ``thresh=0``). ``margin_rule="above"`` is
+    paraeval's earlier rule: only differences strictly above ``human_margin`` count (0 skips
+    exact human ties). ``metric_ties="skip"`` leaves pairs tied in the metric out instead.
     """
     m, h = _check_matrix_pair(metric, human)
-    if metric_ties not in METRIC_TIES:
-        raise ValueError(f"metric_ties must be one of {METRIC_TIES}, got {metric_ties!r}")
+    _check_kendall_like_settings(metric_ties, human_margin, margin_rule)
     ok = np.isfinite(m) & np.isfinite(h)
     # (items, systems, systems) pair tensors; items are columns of the score matrix.
     mt, ht, okt = m.T, h.T, ok.T
     dm = mt[:, :, None] - mt[:, None, :]
     dh = ht[:, :, None] - ht[:, None, :]
     valid = okt[:, :, None] & okt[:, None, :]
-    valid &= np.abs(np.where(valid, dh, 0.0)) > human_margin
     valid &= np.triu(np.ones((m.shape[0], m.shape[0]), dtype=bool), k=1)[None]
-    with np.errstate(invalid="ignore"):
-        agree = np.sign(dm) == np.sign(dh)
-    tied_m = dm == 0
-    if metric_ties == "skip":
-        valid &= ~tied_m
-    concordant = (valid & agree).sum(axis=(1, 2))
-    discordant = (valid & ~agree).sum(axis=(1, 2))
+    conc, disc = kendall_like_classes(
+        dm, dh, metric_ties=metric_ties, human_margin=human_margin, margin_rule=margin_rule
+    )
+    concordant = (valid & conc).sum(axis=(1, 2))
+    discordant = (valid & disc).sum(axis=(1, 2))
     return concordant.astype(float), discordant.astype(float)
 
 
@@ -283,39 +430,49 @@ def kendall_like(
     *,
     metric_ties: MetricTies = "discordant",
     human_margin: float = 0.0,
+    margin_rule: MarginRule = "at_least",
 ) -> tuple[float, float]:
     """WMT segment-level Kendall-like tau, pooled over all items of two score matrices.
 
     ``(C - D) / (C + D)`` with C and D summed over the system pairs of every item (see
     :func:`kendall_like_counts` for which pairs count). No p-value is defined: it is NaN.
-    Constant metric or human input (over all finite cells), or no countable pair, gives NaN.
+    Constant metric or human input (over all finite cells), or no countable pair, gives NaN
+    (mt-metrics-eval returns its tau, or 0 without pairs: a deviation listed in the README).
     """
     m, h = _check_matrix_pair(metric, human)
     ok = np.isfinite(m) & np.isfinite(h)
     if is_constant(m[ok]) or is_constant(h[ok]):
         return NAN_RESULT
-    c, d = kendall_like_counts(m, h, metric_ties=metric_ties, human_margin=human_margin)
+    c, d = kendall_like_counts(
+        m, h, metric_ties=metric_ties, human_margin=human_margin, margin_rule=margin_rule
+    )
     total = c.sum() + d.sum()
     if total == 0:
         return NAN_RESULT
     return float((c.sum() - d.sum()) / total), float("nan")
 
 
-def pairwise_accuracy(metric: np.ndarray, human: np.ndarray) -> tuple[float, float]:
+def pairwise_accuracy(
+    metric: np.ndarray, human: np.ndarray, *, human_ties: HumanTies = "count"
+) -> tuple[float, float]:
     """System-level pairwise ranking accuracy (Kocmi et al. 2021) of two ``(n_systems,)`` vectors.
 
-    The share of system pairs, among those whose human scores differ, that the metric orders the
-    same way as the humans. A pair tied in the metric is counted as wrongly ordered (Kocmi et al.
-    compare signs of the deltas, and sign(0) matches neither order). Systems with a NaN score are
-    dropped; constant input or fewer than 2 systems gives NaN. No p-value: NaN.
+    The share of system pairs that the metric orders as the humans do, comparing the signs of
+    the two differences: a pair tied in both agrees, a pair tied on one side only disagrees.
+    ``human_ties="count"`` takes every pair, as Kocmi et al. and mt-metrics-eval's ``Agreement``;
+    ``"skip"`` is paraeval's earlier rule, which left out pairs the humans tie (and gave NaN for
+    constant input). Systems with a NaN score are dropped; fewer than 2 systems gives NaN.
+    No p-value: NaN.
     """
+    if human_ties not in HUMAN_TIES:
+        raise ValueError(f"human_ties must be one of {HUMAN_TIES}, got {human_ties!r}")
     xs, ys = paired_finite(metric, human)
-    if _degenerate(xs, ys, 2):
+    if xs.size < 2 or (human_ties == "skip" and _degenerate(xs, ys, 2)):
         return NAN_RESULT
     dx = np.sign(xs[:, None] - xs[None, :])
     dy = np.sign(ys[:, None] - ys[None, :])
     upper = np.triu(np.ones((xs.size, xs.size), dtype=bool), k=1)
-    counted = upper & (dy != 0)
+    counted = upper & (dy != 0) if human_ties == "skip" else upper
     total = int(counted.sum())
     if total == 0:
         return NAN_RESULT
@@ -407,17 +564,27 @@ def _weighted_spearman_statistic(x: np.ndarray, y: np.ndarray, w: np.ndarray) ->
     return np.where(const | (total < 3), np.nan, r)
 
 
-def _weighted_accuracy(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+def _weighted_accuracy(
+    x: np.ndarray, y: np.ndarray, w: np.ndarray, human_ties: HumanTies = "count"
+) -> np.ndarray:
     total, const = _weighted_setup(x, w, y)
     ww = w[..., :, None] * w[..., None, :]
     sx = np.sign(x[..., :, None] - x[..., None, :])
     sy = np.sign(y[..., :, None] - y[..., None, :])
-    untied = sy != 0
-    good = (ww * (untied & (sx == sy))).sum(axis=(-2, -1))
-    pairs = (ww * untied).sum(axis=(-2, -1))
+    if human_ties == "skip":
+        untied = sy != 0
+        good = (ww * (untied & (sx == sy))).sum(axis=(-2, -1))
+        pairs = (ww * untied).sum(axis=(-2, -1))
+        undefined = const | (total < 2) | (pairs == 0)
+    else:
+        # the diagonal holds each value against itself (w_s^2 ordered pairs); the expanded
+        # sample has w_s (w_s - 1) of them, copies of one system, tied on both sides: agreeing
+        good = (ww * (sx == sy)).sum(axis=(-2, -1)) - total
+        pairs = total * total - total
+        undefined = total < 2
     with np.errstate(invalid="ignore", divide="ignore"):
         acc = good / pairs
-    return np.where(const | (total < 2) | (pairs == 0), np.nan, acc)
+    return np.where(undefined, np.nan, acc)
 
 
 def _weighted_kendall(
@@ -454,31 +621,46 @@ def _weighted_kendall_c(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarr
     return _weighted_kendall(x, y, w, "c")
 
 
-def _weighted_kendall_like(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
-    c, d = pair_kendall_like_counts(x, y, w)
+def _weighted_kendall_like(
+    x: np.ndarray, y: np.ndarray, w: np.ndarray, **settings: Any
+) -> np.ndarray:
+    c, d = pair_kendall_like_counts(x, y, w, **settings)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(c + d > 0, (c - d) / (c + d), np.nan)
 
 
 def pair_kendall_like_counts(
-    x: np.ndarray, y: np.ndarray, w: np.ndarray
+    x: np.ndarray,
+    y: np.ndarray,
+    w: np.ndarray,
+    *,
+    metric_ties: MetricTies = "discordant",
+    human_margin: float = 0.0,
+    margin_rule: MarginRule = "at_least",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Weighted concordant/discordant counts of the WMT Kendall-like statistic over the last axis.
 
-    Same conventions as :func:`correlation.coefficients.kendall_like_counts` with its defaults
-    (human ties skipped, metric ties discordant); copies of one system are tied in the human score
-    and therefore never counted.
+    Same rules as :func:`correlation.coefficients.kendall_like_counts`. Weights are
+    multiplicities: copies of one system are a pair tied on both sides, counted (as discordant)
+    only where human ties are counted (``human_margin=0`` under ``"at_least"``).
     """
     x, y, w = np.broadcast_arrays(x, y, w)
     w = np.where(np.isfinite(x) & np.isfinite(y), w, 0.0)
     x = np.where(w > 0, x, 0.0)
     y = np.where(w > 0, y, 0.0)
     ww = w[..., :, None] * w[..., None, :]
-    sx = np.sign(x[..., :, None] - x[..., None, :])
-    sy = np.sign(y[..., :, None] - y[..., None, :])
-    untied = sy != 0
-    c = (ww * (untied & (sx == sy))).sum(axis=(-2, -1)) / 2.0
-    d = (ww * (untied & (sx != sy))).sum(axis=(-2, -1)) / 2.0
+    conc, disc = kendall_like_classes(
+        x[..., :, None] - x[..., None, :],
+        y[..., :, None] - y[..., None, :],
+        metric_ties=metric_ties,
+        human_margin=human_margin,
+        margin_rule=margin_rule,
+    )
+    c = (ww * conc).sum(axis=(-2, -1)) / 2.0
+    # the diagonal (each value against itself, w_s^2 ordered pairs) stands for w_s (w_s - 1)
+    # copies' pairs: take the w_s self-pairs back out
+    self_disc = np.diagonal(disc, axis1=-2, axis2=-1)
+    d = ((ww * disc).sum(axis=(-2, -1)) - (w * self_disc).sum(axis=-1)) / 2.0
     return c, d
 
 
@@ -521,16 +703,18 @@ def _kendall_b_by_items(
     return pairs.kendall_b_by_items(item, n_items, item_w)
 
 
-def _kendall_like_resampled(metric: np.ndarray, human: np.ndarray, res: Resamples) -> np.ndarray:
+def _kendall_like_resampled(
+    metric: np.ndarray, human: np.ndarray, res: Resamples, **settings: Any
+) -> np.ndarray:
     from paraeval.correlation.bootstrap import kendall_like_segment_values
 
-    return kendall_like_segment_values(metric, human, res)
+    return kendall_like_segment_values(metric, human, res, **settings)
 
 
-def _kendall_like_batch(metrics: np.ndarray, human: np.ndarray) -> np.ndarray:
+def _kendall_like_batch(metrics: np.ndarray, human: np.ndarray, **settings: Any) -> np.ndarray:
     from paraeval.correlation.significance import kendall_like_segment_batch
 
-    return kendall_like_segment_batch(metrics, human)
+    return kendall_like_segment_batch(metrics, human, **settings)
 
 
 register_coefficient(
@@ -561,23 +745,59 @@ register_coefficient(
     )
 )
 register_coefficient(
-    Coefficient("kendall_c", kendall_c, weighted=_weighted_kendall_c, pooled=_pooled_kendall_c)
-)
-# system pairs inside items: pooled over all items, or one value per item
-register_coefficient(
     Coefficient(
+        "kendall_c",
+        kendall_c,
+        weighted=_weighted_kendall_c,
+        pooled=_pooled_kendall_c,
+    )
+)
+
+
+def kendall_like_coefficient(
+    *,
+    human_margin: float = 0.0,
+    margin_rule: MarginRule = "at_least",
+    metric_ties: MetricTies = "discordant",
+) -> Coefficient:
+    """The ``kendall_like`` entry with these settings (see :func:`kendall_like_counts`): system
+    pairs inside items, pooled over all items (segment level) or one value per item (item
+    level)."""
+    _check_kendall_like_settings(metric_ties, human_margin, margin_rule)
+    settings: dict[str, Any] = {
+        "human_margin": float(human_margin),
+        "margin_rule": margin_rule,
+        "metric_ties": metric_ties,
+    }
+    return Coefficient(
         "kendall_like",
-        kendall_like,
+        partial(kendall_like, **settings),
         levels=("segment", "item"),
         vector=False,
-        weighted=_weighted_kendall_like,
-        segment_resampled=_kendall_like_resampled,
-        segment_batch=_kendall_like_batch,
+        weighted=partial(_weighted_kendall_like, **settings),
+        segment_resampled=partial(_kendall_like_resampled, **settings),
+        segment_batch=partial(_kendall_like_batch, **settings),
+        williams=False,
+        options=tuple(sorted(settings.items())),
     )
-)
-# orders systems, so only the system level has anything to order
-register_coefficient(
-    Coefficient(
-        "pairwise_accuracy", pairwise_accuracy, levels=("system",), weighted=_weighted_accuracy
+
+
+def pairwise_accuracy_coefficient(*, human_ties: HumanTies = "count") -> Coefficient:
+    """The ``pairwise_accuracy`` entry with these settings (see :func:`pairwise_accuracy`): it
+    orders systems, so only the system level has anything to order."""
+    if human_ties not in HUMAN_TIES:
+        raise ValueError(f"human_ties must be one of {HUMAN_TIES}, got {human_ties!r}")
+    return Coefficient(
+        "pairwise_accuracy",
+        partial(pairwise_accuracy, human_ties=human_ties),
+        levels=("system",),
+        weighted=partial(_weighted_accuracy, human_ties=human_ties),
+        williams=False,
+        options=(("human_ties", human_ties),),
     )
-)
+
+
+register_coefficient(kendall_like_coefficient())
+register_settings("kendall_like", kendall_like_coefficient)
+register_coefficient(pairwise_accuracy_coefficient())
+register_settings("pairwise_accuracy", pairwise_accuracy_coefficient)

@@ -14,8 +14,13 @@
 Each coefficient says at which levels it is defined (``Coefficient.levels`` in
 :mod:`correlation.coefficients`): ``kendall_like`` counts system pairs inside items, so it exists
 at the segment level (pairs pooled over all items) and the item level (one value per item,
-averaged); ``pairwise_accuracy`` orders systems, so it exists at the system level only. Other
-combinations raise ``ValueError``.
+averaged); ``pairwise_accuracy`` and ``soft_pairwise_accuracy`` order systems, so they exist at
+the system level only; ``acc23`` and ``tau_23`` enumerate all pairs, so they exist at the item and
+system levels (a calibrated epsilon is one choice for all items: ``Coefficient.item_level``).
+Other combinations raise ``ValueError``.
+
+In mt-metrics-eval's terms the segment level is ``average_by="none"`` and the item level
+``average_by="item"`` (``item_nan="zero"`` is its ``replace_nans_with_zeros``).
 """
 
 from __future__ import annotations
@@ -152,6 +157,13 @@ def correlate(
         value, p = coef.fn(m[ok], h[ok]) if coef.vector else coef.fn(m, h)
         return Correlation(float(value), float(p), n, int(ok.size - n))
 
+    if level == "item" and coef.item_level is not None:
+        # one statistic of the whole matrix (e.g. one calibrated epsilon for all items)
+        ok = np.isfinite(m) & np.isfinite(h)
+        used = int((ok.sum(axis=0) >= 2).sum())
+        value = float(coef.item_level(m, h, None)[0])
+        return Correlation(value, float("nan"), used, int(m.shape[1] - used))
+
     if level == "item":
         v = item_values(m, h, coef)
         undefined = ~np.isfinite(v)
@@ -168,6 +180,8 @@ def correlate(
     x, y = system_scores(m, h, system_metric)
     ok = np.isfinite(x) & np.isfinite(y)
     n = int(ok.sum())
+    if coef.matrix_system is not None:
+        return Correlation(coef.matrix_system(m, h), float("nan"), n, int(ok.size - n))
     # only vector coefficients are defined at the system level
     value, p = coef.fn(x, y)
     return Correlation(float(value), float(p), n, int(ok.size - n))

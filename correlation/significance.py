@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -20,7 +21,6 @@ from paraeval.correlation.bootstrap import FixedPairs, pair_kendall_like_counts,
 from paraeval.correlation.coefficients import Coefficient, CoefficientLike
 from paraeval.correlation.levels import (
     ITEM_NAN,
-    UNITS,
     check_level_coefficient,
     check_matrices,
     correlate,
@@ -29,6 +29,11 @@ from paraeval.correlation.levels import (
 )
 
 ALTERNATIVES: tuple[str, ...] = ("two-sided", "greater")
+PERMUTATION_UNITS: tuple[str, ...] = ("items", "systems", "both", "cells")
+"""What one permutation swaps between the two metrics: whole item columns (Perm-Inputs), whole
+system rows (Perm-Systems), system rows and then item columns (Perm-Both of Deutsch et al. 2021
+and nlpstats: a cell ends up swapped when exactly one of its row and column was), or every cell
+on its own (mt-metrics-eval's ``PermutationSigDiff`` on pooled scores)."""
 
 _CHUNK_ELEMENTS = 2_000_000
 
@@ -85,6 +90,9 @@ def _batch_statistic(
             return coefficient.segment_batch(metric, human)
         return np.array([correlate(mk, human, level, coefficient).value for mk in metric])
 
+    if level == "item" and coefficient.item_level is not None:
+        return np.array([correlate(mk, human, level, coefficient).value for mk in metric])
+
     if level == "item":
         w = np.isfinite(human).T.astype(float)
         for sl in _slices(k, n_items * n_sys * n_sys):
@@ -92,6 +100,9 @@ def _batch_statistic(
             out[sl] = _item_mean(v, item_nan)
         return out
 
+    if coefficient.matrix_system is not None:
+        # built from the segment scores themselves (soft pairwise accuracy): one matrix at a time
+        return np.array([coefficient.matrix_system(mk, human) for mk in metric])
     x = system_metric if system_metric is not None else _batch_row_means(metric)
     y = row_nanmean(human)
     for sl in _slices(k, n_sys * n_sys):
@@ -99,7 +110,9 @@ def _batch_statistic(
     return out
 
 
-def kendall_like_segment_batch(metric: np.ndarray, human: np.ndarray) -> np.ndarray:
+def kendall_like_segment_batch(
+    metric: np.ndarray, human: np.ndarray, **settings: Any
+) -> np.ndarray:
     """The WMT Kendall-like tau pooled over items of each matrix of a batch ``metric`` (K, S, I)
     that shares the NaN pattern of ``human`` (S, I)."""
     k, n_sys, n_items = metric.shape
@@ -107,7 +120,7 @@ def kendall_like_segment_batch(metric: np.ndarray, human: np.ndarray) -> np.ndar
     ok = np.isfinite(human)
     w = ok.T.astype(float)
     for sl in _slices(k, n_items * n_sys * n_sys):
-        c, d = pair_kendall_like_counts(metric[sl].transpose(0, 2, 1), human.T[None], w)
+        c, d = pair_kendall_like_counts(metric[sl].transpose(0, 2, 1), human.T[None], w, **settings)
         cc, dd = c.sum(1), d.sum(1)
         const = _rows_constant(metric[sl][:, ok]) | _rows_constant(human[ok][None])
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -163,8 +176,9 @@ def permutation_test(
     et al. do this so that swapping scores between metrics on different scales is meaningful; the
     observed difference is unchanged, as every coefficient here is invariant to it). Each
     permutation swaps the two metrics inside every resampling unit with probability 0.5: whole
-    item columns (``unit="items"``), whole system rows (``"systems"``) or single cells
-    (``"both"``).
+    item columns (``unit="items"``), whole system rows (``"systems"``), system rows then item
+    columns (``"both"``, Perm-Both) or single cells (``"cells"``); see
+    :data:`PERMUTATION_UNITS`.
 
     At the system level the per-system scores are the means of the z-scored segment scores, or,
     with ``system_metric_a/b`` (corpus-level scores) and ``unit="systems"``, those scores z-scored
@@ -176,8 +190,10 @@ def permutation_test(
     permutations, so p is never 0. A metric tested against itself gets p = 1.
     """
     coef = check_level_coefficient(level, coefficient)
-    if unit not in UNITS:
-        raise ValueError(f"unknown permutation unit {unit!r}; valid units: {', '.join(UNITS)}")
+    if unit not in PERMUTATION_UNITS:
+        raise ValueError(
+            f"unknown permutation unit {unit!r}; valid units: {', '.join(PERMUTATION_UNITS)}"
+        )
     if alternative not in ALTERNATIVES:
         raise ValueError(
             f"alternative must be one of {', '.join(ALTERNATIVES)}, got {alternative!r}"
@@ -214,9 +230,13 @@ def permutation_test(
         pooled = FixedPairs(np.concatenate([a[ok], b[ok]]), np.concatenate([h[ok], h[ok]]))
 
     per_item: tuple[np.ndarray, np.ndarray] | None = None
-    if level == "item" and unit == "items":
+    if level == "item" and unit == "items" and coef.item_level is None:
         # whole items swap, so every item keeps A's or B's own per-item value
         per_item = (item_values(a, h, coef), item_values(b, h, coef))
+    elif level == "item" and unit == "items" and coef.item_values_fixed is not None:
+        # a statistic of the whole matrix (one calibrated epsilon): each metric keeps the choice
+        # made on its own scores, as mt-metrics-eval's PairwisePermutationSigDiff does
+        per_item = (coef.item_values_fixed(a, h), coef.item_values_fixed(b, h))
 
     def deltas(mask: np.ndarray) -> np.ndarray:
         """Differences for swap masks broadcastable to (K, S, I); True = swapped."""
@@ -245,12 +265,19 @@ def permutation_test(
     observed = float(deltas(np.zeros((1, 1, 1), dtype=bool))[0])
     if not math.isfinite(observed):
         return float("nan")
-    shape = {
-        "items": (n_resamples, 1, n_items),
-        "systems": (n_resamples, n_sys, 1),
-        "both": (n_resamples, n_sys, n_items),
-    }[unit]
-    masks = rng.random(shape) < 0.5
+    if unit == "both":
+        # Perm-Both: swap whole systems, then whole items of the result; a cell is swapped when
+        # exactly one of the two swaps touched it
+        masks = (rng.random((n_resamples, n_sys, 1)) < 0.5) ^ (
+            rng.random((n_resamples, 1, n_items)) < 0.5
+        )
+    else:
+        shape = {
+            "items": (n_resamples, 1, n_items),
+            "systems": (n_resamples, n_sys, 1),
+            "cells": (n_resamples, n_sys, n_items),
+        }[unit]
+        masks = rng.random(shape) < 0.5
     per = 2 * int(ok.sum()) if pooled is not None else 4 * n_sys * n_items
     perm = np.concatenate([deltas(masks[sl]) for sl in _slices(n_resamples, max(per, 1))])
     perm = perm[np.isfinite(perm)]

@@ -65,6 +65,49 @@ SIGNIFICANCE_COLUMNS: tuple[str, ...] = (
     "cluster_b",
 )
 METHODS: tuple[str, ...] = ("williams", "permutation")
+INTERVALS: tuple[str, ...] = ("bootstrap", "fisher")
+
+# Bonett & Wright (2000) as nlpstats' ``fisher``: z = atanh(r) has standard error c / sqrt(n - b)
+_FISHER: dict[str, tuple[float, bool]] = {
+    "pearson": (3.0, False),
+    "spearman": (3.0, True),
+    "kendall_b": (4.0, False),
+}
+
+
+def fisher_interval(
+    r: float, n: int, coefficient: str, confidence: float = 0.95
+) -> tuple[float, float]:
+    """Fisher z interval of a correlation ``r`` on ``n`` pairs (nlpstats' ``fisher``).
+
+    ``tanh(atanh(r) -+ z_{1-alpha/2} c / sqrt(n - b))`` with b = 3, c = 1 for Pearson; b = 3,
+    c = sqrt(1 + r^2 / 2) for Spearman; b = 4, c = sqrt(0.437) for Kendall's tau-b. NaN for
+    other coefficients, for n <= b and for a NaN r.
+    """
+    from scipy import stats
+
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if coefficient not in _FISHER or not math.isfinite(r):
+        return float("nan"), float("nan")
+    b, spearman_c = _FISHER[coefficient]
+    if n <= b:
+        return float("nan"), float("nan")
+    c = math.sqrt(1.0 + r * r / 2.0) if spearman_c else (math.sqrt(0.437) if b == 4.0 else 1.0)
+    z = float(stats.norm.ppf(1.0 - (1.0 - confidence) / 2.0))
+    with np.errstate(divide="ignore"):
+        zr = float(np.arctanh(r))
+    half = z * c / math.sqrt(n - b)
+    return float(np.tanh(zr - half)), float(np.tanh(zr + half))
+
+
+def _fisher_n(metric: np.ndarray, human: np.ndarray, level: str, n: int) -> int:
+    """The n of the Fisher interval: the pairs at the segment and system levels; at the item
+    level (a mean of per-item values) the largest number of systems in one item, as nlpstats."""
+    if level != "item":
+        return n
+    ok = np.isfinite(metric) & np.isfinite(human)
+    return int(ok.sum(axis=0).max(initial=0))
 
 
 def _shape(metrics: Mapping[str, np.ndarray], humans: Mapping[str, np.ndarray]) -> tuple[int, int]:
@@ -122,6 +165,7 @@ def correlation_table(
     rng: np.random.Generator,
     system_metric_fns: Mapping[str, SystemMetricFn] | None = None,
     workers: int | None = None,
+    interval: str = "bootstrap",
 ) -> list[dict[str, Any]]:
     """One row per (metric, aspect, level, coefficient) with columns :data:`CORRELATION_COLUMNS`.
 
@@ -134,6 +178,8 @@ def correlation_table(
 
     All metrics and coefficients of one (aspect, level) share the same resamples, so their
     intervals are paired. ``ci=False`` leaves ``ci_low``/``ci_high`` NaN and draws nothing.
+    ``interval="fisher"`` gives Fisher z intervals (:func:`fisher_interval`; Pearson, Spearman
+    and Kendall's tau-b only, NaN for the others) and draws nothing either.
     ``workers`` threads (default: up to 4 CPUs) compute metrics in parallel; the rows are the
     same for any number of workers.
     """
@@ -145,6 +191,9 @@ def correlation_table(
         check_level_coefficient("segment", coefficient, combination=False)
     if unit not in UNITS:
         raise ValueError(f"unknown resampling unit {unit!r}; valid units: {', '.join(UNITS)}")
+    if interval not in INTERVALS:
+        raise ValueError(f"unknown interval {interval!r}; valid intervals: {', '.join(INTERVALS)}")
+    fisher = ci and interval == "fisher"
     system_metrics = system_metrics or {}
     system_metric_fns = system_metric_fns or {}
 
@@ -172,7 +221,14 @@ def correlation_table(
         for coefficient in combos:
             corr = correlate(metric, human, level, coefficient, system_metric=sm, item_nan=item_nan)
             lo = hi = float("nan")
-            if xy is not None:
+            if fisher:
+                lo, hi = fisher_interval(
+                    corr.value,
+                    _fisher_n(metric, human, level, corr.n),
+                    coefficient.name,
+                    confidence,
+                )
+            elif xy is not None and coefficient.matrix_system is None:
                 lo, hi = percentile_interval(system_statistic(coefficient, *xy), confidence)
             elif res is not None:
                 values = resampled_values(
@@ -204,7 +260,7 @@ def correlation_table(
 
     jobs: list[tuple[str, str, np.ndarray, str, list[Coefficient], Resamples | None]] = []
     drawn = draw_table_resamples(
-        rng, len(humans), levels, coefficients, n_sys, n_items, n_resamples, unit, ci
+        rng, len(humans), levels, coefficients, n_sys, n_items, n_resamples, unit, ci and not fisher
     )
     for k, level, combos, res in drawn:
         aspect, human = list(humans.items())[k]
@@ -285,8 +341,11 @@ def significance_table(
     - ``method="williams"``: ``p_value`` is Williams' one-sided p that r_a > r_b, with r_a, r_b
       and the metric-metric correlation computed on the cells (segment level) or systems (system
       level) where both metrics and the human score exist; ``r_a``/``r_b`` are those values.
-      Williams' test is derived for Pearson's r; other coefficients are plugged in as they are.
-      It has no form for the item level (a mean of per-item correlations): ``ValueError``.
+      Williams' test is derived for Pearson's r; the other correlation coefficients (Spearman,
+      Kendall's tau-b/c: ``Coefficient.williams``) are plugged in as they are, and any other
+      coefficient (pairwise accuracy, Kendall-like, acc23 ...) is a ``ValueError`` naming the
+      permutation test. It has no form for the item level (a mean of per-item correlations):
+      ``ValueError``.
     - ``method="permutation"``: :func:`correlation.significance.permutation_test` with ``unit``,
       ``n_resamples`` and ``alternative``; ``r_a``/``r_b`` are the ``correlate`` values.
 
@@ -296,6 +355,11 @@ def significance_table(
     coef = check_level_coefficient(level, coefficient)
     if method not in METHODS:
         raise ValueError(f"unknown significance method {method!r}; valid methods: {METHODS}")
+    if method == "williams" and not coef.williams:
+        raise ValueError(
+            f"Williams' test compares two dependent correlation coefficients (Pearson-like); "
+            f"{coef.name!r} is not one: use method='permutation' for it"
+        )
     if method == "williams" and level == "item":
         raise ValueError(
             "Williams' test needs one correlation over n paired observations; the item level "

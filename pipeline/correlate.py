@@ -21,6 +21,8 @@ from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.load import HUMAN_PREFIX
 
 if TYPE_CHECKING:
+    from paraeval.correlation import Coefficient
+
     # types only: the score stage imports the cache, which imports this module
     from paraeval.pipeline.aggregate import Aggregated
     from paraeval.pipeline.score import Scores
@@ -175,13 +177,24 @@ def _batched(
     return batch
 
 
+SMALL_N_DEFAULT = 10
+
+
 def check_correlation_config(cfg: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     """(levels, coefficients) of ``correlation``; an unknown name is a ConfigError, and so is a
     choice that computes nothing: no listed coefficient defined at any listed level, or a
     significance coefficient not defined at its level (the registry in
-    ``correlation.coefficients`` says where each is). Called before scoring as well, so a typo
-    costs seconds, not a scoring pass."""
-    from paraeval.correlation import COEFFICIENTS, ITEM_NAN, LEVELS, UNITS
+    ``correlation.coefficients`` says where each is), an unknown or invalid coefficient setting,
+    or Williams' test with a coefficient it is not derived for. Called before scoring as well, so
+    a typo costs seconds, not a scoring pass."""
+    from paraeval.correlation import (
+        COEFFICIENTS,
+        INTERVALS,
+        ITEM_NAN,
+        LEVELS,
+        PERMUTATION_UNITS,
+        UNITS,
+    )
 
     levels_node = cfg.get("levels", ["segment", "system"])
     coef_node = cfg.get("coefficients", ["pearson", "spearman", "kendall_b"])
@@ -209,12 +222,14 @@ def check_correlation_config(cfg: Mapping[str, Any]) -> tuple[list[str], list[st
             f"{levels}; "
             + "; ".join(f"{c} at {list(COEFFICIENTS[c].levels)}" for c in coefficients)
         )
-    choices = {"unit": UNITS, "item_nan": ITEM_NAN}
+    choices = {"unit": UNITS, "item_nan": ITEM_NAN, "interval": INTERVALS}
     for key, valid in choices.items():
         if key in cfg and str(cfg[key]) not in valid:
             raise ConfigError(f"correlation.{key} must be one of {list(valid)}, got '{cfg[key]}'")
     _check_number("correlation.confidence", cfg.get("confidence", 0.95), 0.0, 1.0, open_=True)
     _check_number("correlation.n_resamples", cfg.get("n_resamples", 1000), 1, None)
+    _check_number("correlation.warn_below_n", cfg.get("warn_below_n", SMALL_N_DEFAULT), 0, None)
+    configured = configured_coefficients(cfg)
     sig = cfg.get("significance") or {}
     if sig.get("enabled", False):
         for key, valid in (("level", LEVELS), ("coefficient", COEFFICIENTS)):
@@ -223,7 +238,9 @@ def check_correlation_config(cfg: Mapping[str, Any]) -> tuple[list[str], list[st
                     f"correlation.significance.{key} must be one of {list(valid)}, got '{sig[key]}'"
                 )
         sig_level = str(sig.get("level", "segment"))
-        sig_coef = COEFFICIENTS[str(sig.get("coefficient", "pearson"))]
+        sig_coef = configured.get(str(sig.get("coefficient", "pearson")))
+        if sig_coef is None:
+            sig_coef = COEFFICIENTS[str(sig.get("coefficient", "pearson"))]
         if sig_level not in sig_coef.levels:
             raise ConfigError(
                 f"correlation.significance: coefficient '{sig_coef.name}' is not defined at the "
@@ -234,9 +251,62 @@ def check_correlation_config(cfg: Mapping[str, Any]) -> tuple[list[str], list[st
             raise ConfigError(
                 f"correlation.significance.method must be williams or permutation, got '{method}'"
             )
+        if method == "williams" and not sig_coef.williams:
+            raise ConfigError(
+                "correlation.significance: Williams' test compares correlation coefficients "
+                "(pearson, spearman, kendall_b, kendall_c or a registered correlation), not "
+                f"'{sig_coef.name}'; use correlation.significance.method=permutation"
+            )
+        if method == "williams" and sig_level == "item":
+            raise ConfigError(
+                "correlation.significance: Williams' test has no form for the item level (a mean "
+                "of per-item correlations); use correlation.significance.method=permutation"
+            )
+        if "unit" in sig and str(sig["unit"]) not in PERMUTATION_UNITS:
+            raise ConfigError(
+                f"correlation.significance.unit must be one of {list(PERMUTATION_UNITS)}, "
+                f"got '{sig['unit']}'"
+            )
         _check_number("correlation.significance.n_resamples", sig.get("n_resamples", 1000), 1, None)
         _check_number("correlation.significance.alpha", sig.get("alpha", 0.05), 0.0, 1.0)
     return levels, coefficients
+
+
+def configured_coefficients(cfg: Mapping[str, Any]) -> dict[str, Coefficient]:
+    """Every coefficient named in ``correlation.coefficient_settings`` built with its settings
+    (``correlation.configure``); a ConfigError names an unknown coefficient or setting or a bad
+    value."""
+    from paraeval.correlation import COEFFICIENTS, configure
+
+    node = cfg.get("coefficient_settings") or {}
+    if not isinstance(node, Mapping):
+        raise ConfigError(
+            "correlation.coefficient_settings must map coefficient names to their settings"
+        )
+    out: dict[str, Coefficient] = {}
+    for name, settings in node.items():
+        if name not in COEFFICIENTS:
+            raise ConfigError(
+                f"correlation.coefficient_settings: unknown coefficient '{name}'; choose from "
+                f"{list(COEFFICIENTS)}"
+            )
+        if settings is not None and not isinstance(settings, Mapping):
+            raise ConfigError(
+                f"correlation.coefficient_settings.{name} must be a mapping of settings, "
+                f"got {settings!r}"
+            )
+        try:
+            out[str(name)] = configure(str(name), dict(settings or {}))
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"correlation.coefficient_settings.{name}: {exc}") from None
+    return out
+
+
+def _coefficient_objects(cfg: Mapping[str, Any], names: Sequence[str]) -> list[Coefficient]:
+    from paraeval.correlation import get_coefficient
+
+    configured = configured_coefficients(cfg)
+    return [configured.get(n) or get_coefficient(n) for n in names]
 
 
 def _check_number(
@@ -298,6 +368,26 @@ def _report_undefined(out: pd.DataFrame, n_systems: int) -> None:
         )
 
 
+def _report_small_n(out: pd.DataFrame, warn_below_n: int) -> None:
+    """One warning when system-level values rest on fewer than ``warn_below_n`` systems: with a
+    handful of systems a correlation of +1 or an accuracy of 1 is easily reached by chance
+    (the exact p-value of a perfect Spearman order of 3 systems is 1/3)."""
+    if out.empty or "level" not in out:
+        return
+    sys_rows = out[(out["level"] == "system") & out["value"].notna()]
+    if sys_rows.empty:
+        return
+    n = int(sys_rows["n"].min())
+    if n < warn_below_n:
+        log.warning(
+            "system-level correlations rest on n=%d systems (fewer than %d): treat them as "
+            "anecdotal; p-values for n <= 8 are exact permutation p-values, see n and p_value in "
+            "correlations.csv",
+            n,
+            warn_below_n,
+        )
+
+
 def correlate(
     agg: Aggregated,
     cfg: Mapping[str, Any],
@@ -325,9 +415,10 @@ def correlate(
         metrics,
         humans,
         levels=tuple(levels),
-        coefficients=tuple(coefficients),
+        coefficients=tuple(_coefficient_objects(cfg, coefficients)),
         system_metrics=system_metrics,
         ci=bool(cfg.get("ci", True)),
+        interval=str(cfg.get("interval", "bootstrap")),
         n_resamples=int(cfg.get("n_resamples", 1000)),
         confidence=float(cfg.get("confidence", 0.95)),
         unit=str(cfg.get("unit", "items")),
@@ -344,6 +435,7 @@ def correlate(
         if col not in out:
             out[col] = np.nan
     _report_undefined(out, len(systems))
+    _report_small_n(out, int(cfg.get("warn_below_n", SMALL_N_DEFAULT)))
     return out[CORRELATION_COLUMNS + [c for c in out.columns if c not in CORRELATION_COLUMNS]]
 
 
@@ -368,7 +460,7 @@ def advance_like_correlate(
         seg["item_id"].nunique(),
         int(cfg.get("n_resamples", 1000)),
         str(cfg.get("unit", "items")),
-        bool(cfg.get("ci", True)),
+        bool(cfg.get("ci", True)) and str(cfg.get("interval", "bootstrap")) != "fisher",
     )
 
 
@@ -403,10 +495,11 @@ def significance(agg: Aggregated, cfg: Mapping[str, Any], rng: np.random.Generat
         metrics,
         humans,
         level=str(sig.get("level", "segment")),
-        coefficient=str(sig.get("coefficient", "pearson")),
+        coefficient=_coefficient_objects(cfg, [str(sig.get("coefficient", "pearson"))])[0],
         method=method,
         rng=rng,
         n_resamples=int(sig.get("n_resamples", 1000)),
+        unit=str(sig.get("unit", "items")),
         alpha=float(sig.get("alpha", 0.05)),
         system_metrics=system_metrics,
     )

@@ -118,6 +118,16 @@ def systems_block(ev: Evaluation, max_rows: int) -> Block:
     return table, caption
 
 
+def _correlation_cell(value: float, level: str, n: float) -> str:
+    """``+0.812``; at the system level with its number of systems, ``+1.000 n=3``."""
+    if not math.isfinite(float(value)):
+        return "n/a"
+    text = f"{float(value):+.3f}"
+    if level == "system" and math.isfinite(float(n)):
+        text += f" n={int(n)}"
+    return text
+
+
 def correlations_block(ev: Evaluation, max_rows: int) -> Block | None:
     corr = ev.correlations
     if corr.empty:
@@ -138,10 +148,21 @@ def correlations_block(ev: Evaluation, max_rows: int) -> Block | None:
     table.add_column("metric", no_wrap=True)
     for aspect, level in wide.columns:
         table.add_column(f"{aspect.removeprefix('human_')}\n{level}", justify="right")
+    # a system-level value on a handful of systems says little: its n stands beside it
+    n_wide = (
+        sub.pivot_table(
+            index="metric", columns=["aspect", "level"], values="n", aggfunc="first", sort=False
+        )
+        if "n" in sub.columns
+        else pd.DataFrame()
+    ).reindex(index=wide.index, columns=wide.columns)
     for metric, row in wide.head(max_rows).iterrows():
         hib = info[str(metric)].higher_is_better if str(metric) in info else None
         cells = [
-            "n/a" if not math.isfinite(float(v)) else f"{float(v):+.3f}" for v in row.to_numpy()
+            _correlation_cell(v, level, n)
+            for v, (_, level), n in zip(
+                row.to_numpy(), wide.columns, n_wide.loc[metric].to_numpy(), strict=True
+            )
         ]
         table.add_row(Text(_header(str(metric), hib)), *cells)
     if len(wide) > max_rows:

@@ -64,7 +64,8 @@ def test_matches_scipy_with_ties_and_nan(fn, ref) -> None:  # type: ignore[no-un
     assert p == pytest.approx(float(expected.pvalue), rel=1e-9)
 
 
-@pytest.mark.parametrize("fn", [pearson, spearman, kendall_b, kendall_c, pairwise_accuracy])
+# pairwise accuracy on constant input is defined as the field defines it (test_corr_field)
+@pytest.mark.parametrize("fn", [pearson, spearman, kendall_b, kendall_c])
 def test_constant_input_is_nan_not_scipys_value(fn) -> None:  # type: ignore[no-untyped-def]
     x = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
     const = np.full(5, 2.0)
@@ -98,8 +99,10 @@ def test_length_mismatch_is_an_error() -> None:
 
 # Hand-worked Kendall-like example, 3 systems x 2 items.
 # item 0: human 3 2 1, metric .9 .9 .1 -> (s0,s1) tied in metric: discordant; (s0,s2), (s1,s2) C
-# item 1: human 1 1 2, metric .5 .2 .1 -> (s0,s1) tied in human: skipped; (s0,s2), (s1,s2) D
-# pooled: C = 2, D = 3 -> (2 - 3)/5 = -0.2; with metric ties skipped: C = 2, D = 2 -> 0
+# item 1: human 1 1 2, metric .5 .2 .1 -> (s0,s1) tied in human: |0| >= 0 counts it, discordant
+# (WMT / mt-metrics-eval with threshold 0); (s0,s2), (s1,s2) D
+# pooled: C = 2, D = 4 -> -1/3; with metric ties skipped: C = 2, D = 3 -> -0.2.
+# The earlier rule (margin_rule="above": strictly above 0) skips the human tie: -0.2, and 0.
 HUMAN_KL = np.array([[3.0, 1.0], [2.0, 1.0], [1.0, 2.0]])
 METRIC_KL = np.array([[0.9, 0.5], [0.9, 0.2], [0.1, 0.1]])
 
@@ -107,19 +110,29 @@ METRIC_KL = np.array([[0.9, 0.5], [0.9, 0.2], [0.1, 0.1]])
 def test_kendall_like_hand_worked() -> None:
     c, d = kendall_like_counts(METRIC_KL, HUMAN_KL)
     assert c.tolist() == [2.0, 0.0]
-    assert d.tolist() == [1.0, 2.0]
+    assert d.tolist() == [1.0, 3.0]
     value, p = kendall_like(METRIC_KL, HUMAN_KL)
-    assert value == pytest.approx(-0.2)
+    assert value == pytest.approx(-1 / 3)
     assert math.isnan(p)
-    assert kendall_like(METRIC_KL, HUMAN_KL, metric_ties="skip")[0] == pytest.approx(0.0)
+    assert kendall_like(METRIC_KL, HUMAN_KL, metric_ties="skip")[0] == pytest.approx(-0.2)
+    old = {"margin_rule": "above"}
+    c, d = kendall_like_counts(METRIC_KL, HUMAN_KL, **old)  # type: ignore[arg-type]
+    assert c.tolist() == [2.0, 0.0] and d.tolist() == [1.0, 2.0]
+    assert kendall_like(METRIC_KL, HUMAN_KL, margin_rule="above")[0] == pytest.approx(-0.2)
+    assert kendall_like(METRIC_KL, HUMAN_KL, metric_ties="skip", margin_rule="above")[
+        0
+    ] == pytest.approx(0.0)
 
 
 def test_kendall_like_nan_cells_and_margin() -> None:
     metric = METRIC_KL.copy()
-    metric[2, 1] = np.nan  # item 1 loses both its counted pairs
+    metric[2, 1] = np.nan  # item 1 loses (s0,s2) and (s1,s2); its human tie (s0,s1) stays
     c, d = kendall_like_counts(metric, HUMAN_KL)
+    assert c.tolist() == [2.0, 0.0] and d.tolist() == [1.0, 1.0]
+    assert kendall_like(metric, HUMAN_KL)[0] == pytest.approx(0.0)
+    c, d = kendall_like_counts(metric, HUMAN_KL, margin_rule="above")
     assert c.tolist() == [2.0, 0.0] and d.tolist() == [1.0, 0.0]
-    assert kendall_like(metric, HUMAN_KL)[0] == pytest.approx(1 / 3)
+    assert kendall_like(metric, HUMAN_KL, margin_rule="above")[0] == pytest.approx(1 / 3)
     # a margin of 1.5 skips every item-0 pair except (s0, s2) (human 3 vs 1), which is concordant
     c, d = kendall_like_counts(METRIC_KL, HUMAN_KL, human_margin=1.5)
     assert c.tolist() == [1.0, 0.0] and d.tolist() == [0.0, 0.0]
@@ -138,9 +151,12 @@ def test_pairwise_accuracy_hand_worked() -> None:
     # (2,3) is tied in the metric and counts as wrong -> 4/6.
     metric = np.array([0.1, 0.4, 0.3, 0.3])
     assert pairwise_accuracy(metric, np.array([1.0, 3.0, 2.0, 4.0]))[0] == pytest.approx(4 / 6)
-    # human 1 3 3 4: (1,2) tied in the human score is skipped; 3 of the remaining 5 agree
+    # human 1 3 3 4: (1,2) tied in the human score but not in the metric (.4 vs .3) disagrees:
+    # 3 of 6; the earlier rule (human_ties="skip") leaves it out: 3 of the remaining 5
     value, p = pairwise_accuracy(metric, np.array([1.0, 3.0, 3.0, 4.0]))
-    assert value == pytest.approx(3 / 5)
+    assert value == pytest.approx(3 / 6)
     assert math.isnan(p)
+    skip = pairwise_accuracy(metric, np.array([1.0, 3.0, 3.0, 4.0]), human_ties="skip")
+    assert skip[0] == pytest.approx(3 / 5)
     # a NaN system is dropped: without system 3, pairs (0,1) (0,2) (1,2) all agree
     assert pairwise_accuracy(metric, np.array([1.0, 3.0, 2.0, np.nan]))[0] == pytest.approx(1.0)

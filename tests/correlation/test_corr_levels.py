@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from paraeval.correlation import configure
 from paraeval.correlation.levels import LEVELS, correlate, system_scores, valid_combination
 
 # 4 systems x 5 items; NaN = no output / no rating
@@ -71,11 +72,16 @@ def test_item_level_mean_of_per_item_values(coefficient: str) -> None:
 
 def test_item_level_kendall_like_hand_worked() -> None:
     # item with human 3 2 1 / metric .9 .9 .1 -> C 2, D 1 -> 1/3; item with human 1 1 2 /
-    # metric .5 .2 .1 -> C 0, D 2 -> -1. Mean -1/3; pooled at the segment level: -0.2.
+    # metric .5 .2 .1 -> the human tie (s0, s1) counts (|0| >= 0) as discordant, C 0, D 3 -> -1.
+    # Mean -1/3; pooled at the segment level: (2 - 4) / 6.
     human = np.array([[3.0, 1.0], [2.0, 1.0], [1.0, 2.0]])
     metric = np.array([[0.9, 0.5], [0.9, 0.2], [0.1, 0.1]])
     assert correlate(metric, human, "item", "kendall_like").value == pytest.approx(-1 / 3)
-    assert correlate(metric, human, "segment", "kendall_like").value == pytest.approx(-0.2)
+    assert correlate(metric, human, "segment", "kendall_like").value == pytest.approx(-1 / 3)
+    # the earlier rule (strictly above 0) skips the human tie: pooled (2 - 3) / 5
+    old = configure("kendall_like", {"margin_rule": "above"})
+    assert correlate(metric, human, "segment", old).value == pytest.approx(-0.2)
+    assert correlate(metric, human, "item", old).value == pytest.approx(-1 / 3)
 
 
 @pytest.mark.parametrize("coefficient", list(SCIPY))

@@ -179,9 +179,14 @@ def test_built_in_coefficients_registered() -> None:
         "kendall_c",
         "kendall_like",
         "pairwise_accuracy",
+        "soft_pairwise_accuracy",
+        "acc23",
+        "tau_23",
     ]
     assert COEFFICIENTS["kendall_like"].levels == ("segment", "item")
     assert COEFFICIENTS["pairwise_accuracy"].levels == ("system",)
+    assert COEFFICIENTS["acc23"].levels == ("item", "system")
+    assert COEFFICIENTS["soft_pairwise_accuracy"].levels == ("system",)
 
 
 def test_plain_callable_is_a_coefficient() -> None:

@@ -137,9 +137,9 @@ def test_permutation_hand_checkable_two_items() -> None:
 
 def test_permutation_input_checks() -> None:
     human, strong, noise = _data()
-    with pytest.raises(ValueError, match="items, systems, both"):
+    with pytest.raises(ValueError, match="items, systems, both, cells"):
         permutation_test(
-            strong, noise, human, "segment", "pearson", rng=np.random.default_rng(0), unit="cells"
+            strong, noise, human, "segment", "pearson", rng=np.random.default_rng(0), unit="cell"
         )
     with pytest.raises(ValueError, match="unit='systems'"):
         permutation_test(
@@ -176,8 +176,18 @@ def test_clusters_follow_mt_metrics_eval_rule() -> None:
     assert significance_clusters(values, flipped) == {"a": 1, "b": 1, "c": 2, "d": 2}
 
 
+def _swap_masks(seed: int, n: int, n_sys: int, n_items: int, unit: str) -> np.ndarray:
+    """The swap masks the test draws: a cell is swapped under Perm-Both ("both") when exactly
+    one of its system row and its item column was swapped."""
+    rng = np.random.default_rng(seed)
+    if unit == "both":
+        return (rng.random((n, n_sys, 1)) < 0.5) ^ (rng.random((n, 1, n_items)) < 0.5)
+    shape = {"items": (n, 1, n_items), "systems": (n, n_sys, 1), "cells": (n, n_sys, n_items)}
+    return rng.random(shape[unit]) < 0.5
+
+
 @pytest.mark.parametrize("coefficient", ["pearson", "spearman", "kendall_b", "kendall_c"])
-@pytest.mark.parametrize("unit", ["items", "systems", "both"])
+@pytest.mark.parametrize("unit", ["items", "systems", "both", "cells"])
 def test_permutation_matches_explicit_swaps(coefficient: str, unit: str) -> None:
     # the vectorised test (weighted subsets of the stacked data) against a loop that builds each
     # swapped pair of matrices and calls correlate() (scipy); tied values and missing cells
@@ -196,8 +206,7 @@ def test_permutation_matches_explicit_swaps(coefficient: str, unit: str) -> None
     zb = (zb - np.nanmean(zb)) / np.nanstd(zb)
     h = np.where(ok, human, np.nan)
     n = 60
-    shape = {"items": (n, 1, 8), "systems": (n, 5, 1), "both": (n, 5, 8)}[unit]
-    masks = np.random.default_rng(7).random(shape) < 0.5
+    masks = _swap_masks(7, n, 5, 8, unit)
 
     def delta(xa: np.ndarray, xb: np.ndarray) -> float:
         return (
@@ -226,7 +235,7 @@ def test_permutation_without_common_cells_is_nan(level: str) -> None:
 
 
 @pytest.mark.parametrize("item_nan", ["skip", "zero"])
-@pytest.mark.parametrize("unit", ["items", "systems", "both"])
+@pytest.mark.parametrize("unit", ["items", "systems", "both", "cells"])
 @pytest.mark.parametrize(
     ("level", "coefficient"),
     [
@@ -254,8 +263,7 @@ def test_permutation_other_levels_match_explicit_swaps(
     zb = np.where(ok, (b - b[ok].mean()) / b[ok].std(), np.nan)
     h = np.where(ok, human, np.nan)
     n = 40
-    shape = {"items": (n, 1, 7), "systems": (n, 4, 1), "both": (n, 4, 7)}[unit]
-    masks = np.random.default_rng(1).random(shape) < 0.5
+    masks = _swap_masks(1, n, 4, 7, unit)
 
     def corr(x: np.ndarray) -> float:
         return correlate(x, h, level, coefficient, item_nan=item_nan).value

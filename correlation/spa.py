@@ -1,0 +1,134 @@
+"""Soft pairwise accuracy (Thompson et al., WMT24): how closely the metric's confidence that one
+system beats another matches the humans' confidence, as mt-metrics-eval's ``pce`` module
+defines it.
+
+For every pair of systems (i, j), i < j, a paired permutation test on the segment scores gives
+the p-value that i is better than j, once from the human scores and once from the metric's:
+each permutation flips the sign of every item's difference with probability 1/2 (one random
+sign per item, shared by all pairs and both score sources), and p is the share of permutations
+whose summed difference is at least the observed one (no +1: mt-metrics-eval's definition).
+SPA = 1 - mean over pairs of |p_human - p_metric|.
+
+The signs come from ``numpy.random.default_rng(seed)`` drawn exactly as mt-metrics-eval draws
+them (float32 uniforms rounded to 0/1, seed 4, 1,000 permutations), so the same scores give the
+same number. Only items scored by every system on both sides are used (mt-metrics-eval expects
+complete matrices); systems without any score are left out first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from functools import lru_cache, partial
+
+import numpy as np
+
+from paraeval.correlation.coefficients import Coefficient, register_coefficient, register_settings
+
+
+@lru_cache(maxsize=8)
+def sign_matrix(n_items: int, n_permutations: int = 1000, seed: int = 4) -> np.ndarray:
+    """The (n_permutations, n_items) matrix of +1/-1 that mt-metrics-eval's ``pce`` draws.
+
+    It depends only on its arguments, so it is drawn once and shared (read-only) by the human
+    and metric p-values and by every bootstrap resample of the same size."""
+    rng = np.random.default_rng(seed)
+    signs = rng.random(size=(n_permutations, n_items), dtype=np.float32)
+    np.rint(signs, out=signs, casting="same_kind")
+    signs *= 2.0
+    signs -= 1.0
+    signs.flags.writeable = False
+    return signs
+
+
+def pairwise_p_values(scores: np.ndarray, signs: np.ndarray) -> np.ndarray:
+    """(S, S) matrix whose upper triangle holds the permutation p-value that system i beats
+    system j on the segment ``scores`` (S, N), NaN elsewhere."""
+    seg = np.asarray(scores, dtype=np.float32)
+    totals = seg.sum(axis=1)
+    partial_sums = signs @ seg.T  # (K, S)
+    n_sys = seg.shape[0]
+    p = np.full((n_sys, n_sys), np.nan)
+    i, j = np.triu_indices(n_sys, k=1)
+    null = partial_sums[:, i] - partial_sums[:, j]
+    p[i, j] = (null >= (totals[i] - totals[j])[None, :]).mean(axis=0)
+    return p
+
+
+# The human p-values of one (resampled) human matrix are the same for every metric of a table:
+# kept by content for the metrics that follow (every bootstrap resample of every aspect fits).
+_HUMAN_P: OrderedDict[bytes, np.ndarray] = OrderedDict()
+_HUMAN_P_MAX = 8192
+_LOCK = threading.Lock()
+
+
+def _human_p_values(h: np.ndarray, n_permutations: int, seed: int) -> np.ndarray:
+    a = np.ascontiguousarray(h, dtype=np.float32)
+    key = hashlib.blake2b(
+        repr((a.shape, n_permutations, seed)).encode() + a.tobytes(), digest_size=20
+    ).digest()
+    with _LOCK:
+        found = _HUMAN_P.get(key)
+        if found is not None:
+            _HUMAN_P.move_to_end(key)
+            return found
+    p = pairwise_p_values(a, sign_matrix(a.shape[1], n_permutations, seed))
+    with _LOCK:
+        _HUMAN_P[key] = p
+        while len(_HUMAN_P) > _HUMAN_P_MAX:
+            _HUMAN_P.popitem(last=False)
+    return p
+
+
+def soft_pairwise_accuracy_value(
+    metric: np.ndarray,
+    human: np.ndarray,
+    *,
+    n_permutations: int = 1000,
+    seed: int = 4,
+) -> float:
+    """SPA of two ``(n_systems, n_items)`` matrices; NaN with fewer than 2 systems or no item
+    scored by all of them."""
+    m = np.asarray(metric, dtype=float)
+    h = np.asarray(human, dtype=float)
+    ok = np.isfinite(m) & np.isfinite(h)
+    rows = ok.any(axis=1)
+    m, h, ok = m[rows], h[rows], ok[rows]
+    cols = ok.all(axis=0)
+    if m.shape[0] < 2 or not cols.any():
+        return float("nan")
+    m, h = m[:, cols], h[:, cols]
+    ph = _human_p_values(h, n_permutations, seed)
+    pm = pairwise_p_values(m, sign_matrix(m.shape[1], n_permutations, seed))
+    i, j = np.triu_indices(m.shape[0], k=1)
+    return float(1.0 - np.mean(np.abs(ph[i, j] - pm[i, j])))
+
+
+def _vector_fn(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    raise ValueError(
+        "soft_pairwise_accuracy needs the segment scores of every system (system x item "
+        "matrices), not one score per system"
+    )
+
+
+def soft_pairwise_accuracy_coefficient(*, n_permutations: int = 1000, seed: int = 4) -> Coefficient:
+    """The ``soft_pairwise_accuracy`` entry: system level only, from the score matrices."""
+    if not isinstance(n_permutations, int) or n_permutations < 1:
+        raise ValueError(f"n_permutations must be a positive integer, got {n_permutations!r}")
+    if not isinstance(seed, int):
+        raise ValueError(f"seed must be an integer, got {seed!r}")
+    return Coefficient(
+        "soft_pairwise_accuracy",
+        _vector_fn,
+        levels=("system",),
+        matrix_system=partial(
+            soft_pairwise_accuracy_value, n_permutations=n_permutations, seed=seed
+        ),
+        williams=False,
+        options=(("n_permutations", n_permutations), ("seed", seed)),
+    )
+
+
+register_coefficient(soft_pairwise_accuracy_coefficient())
+register_settings("soft_pairwise_accuracy", soft_pairwise_accuracy_coefficient)

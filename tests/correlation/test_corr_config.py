@@ -1,0 +1,205 @@
+"""Coefficient settings from conf/correlation/, the wmt23 preset, the Williams check, and the n
+beside system-level values in the report."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from paraeval.correlation import COEFFICIENTS, coefficient_settings
+from paraeval.pipeline.correlate import check_correlation_config, configured_coefficients
+from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.report import correlations_block
+
+CONF = Path(__file__).resolve().parents[2] / "conf" / "correlation"
+PRESETS = sorted(p.stem for p in CONF.glob("*.yaml"))
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_every_coefficient_setting_is_in_every_preset(preset: str) -> None:
+    # each setting can be overridden from the command line (correlation.coefficient_settings.
+    # kendall_like.human_margin=25) because every preset lists it with the code's default
+    node = yaml.safe_load((CONF / f"{preset}.yaml").read_text())
+    listed = node["coefficient_settings"]
+    for name in COEFFICIENTS:
+        defaults = coefficient_settings(name)
+        if defaults:
+            assert listed.get(name) == defaults, (preset, name)
+    check_correlation_config(node)
+    built = configured_coefficients(node)
+    assert set(built) == {n for n in COEFFICIENTS if coefficient_settings(n)}
+
+
+def test_settings_change_the_numbers() -> None:
+    # the issue's example: threshold 1, mt-metrics-eval counts 6 pairs (tau 1/3); the earlier
+    # rule ("above") 5 (tau 0.6). Four systems on one item.
+    gold = np.array([[10.0], [11.0], [100.0], [150.0]])
+    metric = np.array([[2.0], [1.0], [4.0], [3.0]])
+    from paraeval.correlation import correlate
+
+    field = configured_coefficients({"coefficient_settings": {"kendall_like": {"human_margin": 1}}})
+    old = configured_coefficients(
+        {"coefficient_settings": {"kendall_like": {"human_margin": 1, "margin_rule": "above"}}}
+    )
+    assert correlate(metric, gold, "segment", field["kendall_like"]).value == pytest.approx(1 / 3)
+    assert correlate(metric, gold, "segment", old["kendall_like"]).value == pytest.approx(0.6)
+
+
+@pytest.mark.parametrize(
+    ("node", "message"),
+    [
+        ({"kendall_like": {"human_margn": 1}}, "no setting 'human_margn'"),
+        ({"kendall_like": {"margin_rule": "over"}}, "margin_rule must be one of"),
+        ({"pairwise_accuracy": {"human_ties": "drop"}}, "human_ties must be one of"),
+        ({"acc23": {"epsilon": -1}}, "epsilon must be"),
+        ({"kendal_like": {}}, "unknown coefficient 'kendal_like'"),
+        ({"pearson": {"x": 1}}, "has no setting 'x'"),
+    ],
+)
+def test_bad_settings_are_one_line_config_errors(node: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as err:
+        check_correlation_config({"coefficient_settings": node})
+    assert "\n" not in str(err.value)
+
+
+def test_williams_with_pairwise_accuracy_is_rejected_at_config_check() -> None:
+    cfg = {
+        "levels": ["system"],
+        "coefficients": ["pairwise_accuracy"],
+        "significance": {
+            "enabled": True,
+            "method": "williams",
+            "level": "system",
+            "coefficient": "pairwise_accuracy",
+        },
+    }
+    with pytest.raises(ConfigError, match="method=permutation"):
+        check_correlation_config(cfg)
+    cfg["significance"]["method"] = "permutation"  # type: ignore[index]
+    assert check_correlation_config(cfg) == (["system"], ["pairwise_accuracy"])
+
+
+def test_interval_and_permutation_unit_are_checked() -> None:
+    with pytest.raises(ConfigError, match=r"correlation\.interval"):
+        check_correlation_config({"interval": "jackknife"})
+    with pytest.raises(ConfigError, match=r"significance\.unit"):
+        check_correlation_config(
+            {"significance": {"enabled": True, "method": "permutation", "unit": "rows"}}
+        )
+
+
+def test_report_says_n_beside_system_level_values() -> None:
+    corr = pd.DataFrame(
+        [
+            ["bleu", "human_x", "segment", "pearson", 0.5, 0.4, 0.6, 0.01, 120, 0],
+            ["bleu", "human_x", "system", "pearson", 1.0, np.nan, np.nan, 1 / 3, 3, 0],
+        ],
+        columns=[
+            "metric",
+            "aspect",
+            "level",
+            "coefficient",
+            "value",
+            "ci_low",
+            "ci_high",
+            "p_value",
+            "n",
+            "n_dropped",
+        ],
+    )
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    block = correlations_block(SimpleNamespace(correlations=corr, aggregated=None), 40)  # type: ignore[arg-type]
+    assert block is not None
+    buffer = io.StringIO()
+    Console(file=buffer, width=100, color_system=None).print(block[0])
+    text = buffer.getvalue()
+    assert "+1.000 n=3" in text
+    assert "+0.500" in text and "n=120" not in text
+
+
+def _agg_for(human: np.ndarray, metric: np.ndarray):  # type: ignore[no-untyped-def]
+    """A minimal Aggregated-like object for the correlate stage: segments with one metric."""
+    from types import SimpleNamespace
+
+    n_sys, n_items = human.shape
+    rows = [
+        {
+            "item_id": f"i{j}",
+            "system": f"s{s}",
+            "human_x": human[s, j],
+            "m": metric[s, j],
+        }
+        for s in range(n_sys)
+        for j in range(n_items)
+    ]
+    seg = pd.DataFrame(rows)
+    systems = pd.DataFrame(
+        {"m": seg.groupby("system")["m"].mean()}, index=[f"s{s}" for s in range(n_sys)]
+    )
+    return SimpleNamespace(segments=seg, systems=systems, columns={"m": None})
+
+
+def test_wmt23_preset_through_the_correlate_stage(caplog: pytest.LogCaptureFixture) -> None:
+    from paraeval.pipeline import correlate as stage
+
+    rng = np.random.default_rng(0)
+    human = rng.normal(size=(4, 12)) + np.arange(4)[:, None]
+    metric = human + rng.normal(scale=0.5, size=human.shape)
+    node = yaml.safe_load((CONF / "wmt23.yaml").read_text())
+    node["n_resamples"] = 50
+    agg = _agg_for(human, metric)
+    with caplog.at_level(logging.WARNING):
+        out = stage.correlate(agg, node, np.random.default_rng(1))  # type: ignore[arg-type]
+    got = {(r.level, r.coefficient) for r in out.itertuples()}
+    assert got == {
+        ("system", "pairwise_accuracy"),
+        ("system", "soft_pairwise_accuracy"),
+        ("system", "pearson"),
+        ("segment", "pearson"),
+        ("item", "pearson"),
+        ("item", "acc23"),
+        ("system", "acc23"),
+    }
+    # every row has an interval from the same 1,000-resample (here 50) bootstrap
+    assert out[["ci_low", "ci_high"]].notna().all().all()
+    acc = out[(out.level == "item") & (out.coefficient == "acc23")].iloc[0]
+    assert 0.0 <= acc.ci_low <= acc.value <= acc.ci_high <= 1.0
+    # 4 systems: the warning about system-level values on few systems
+    assert "n=4 systems" in caplog.text
+
+
+def test_wmt23_preset_end_to_end_on_the_demo() -> None:
+    import paraeval
+    from paraeval.pipeline.load import demo_path, read_table
+
+    ev = paraeval.evaluate(
+        read_table(demo_path()),
+        ["bleu", "chrf"],
+        correlation="wmt23",
+        overrides=[
+            "correlation.n_resamples=50",
+            "correlation.significance.n_resamples=50",
+            "compare.enabled=false",
+            "report.progress=false",
+        ],
+    )
+    corr = ev.correlations
+    assert set(corr["coefficient"]) == {
+        "pairwise_accuracy",
+        "soft_pairwise_accuracy",
+        "pearson",
+        "acc23",
+    }
+    sys_rows = corr[corr["level"] == "system"]
+    assert (sys_rows["n"] == len(ev.systems)).all()
+    assert set(ev.significance["coefficient"]) == {"acc23"}
+    assert set(ev.significance["method"]) == {"permutation"}
