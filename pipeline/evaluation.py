@@ -300,7 +300,9 @@ def run_record(
     )
 
 
+@functools.cache
 def _git_commit() -> str:
+    # once per process: the code a process runs is what it imported at the start
     try:
         out = subprocess.run(
             ["git", "rev-parse", "HEAD"],
