@@ -158,9 +158,13 @@ def score_stage(ev: Evaluation) -> list[FigureJob]:
 
 def aggregate_stage(ev: Evaluation) -> list[FigureJob]:
     assert ev.scores is not None
-    ev.aggregated = aggregate(ev.scores, ev.settings.normalizer)
-    ev.humans = human_report(ev.aggregated.segments)
-    return []
+    agg = ev.aggregated = aggregate(ev.scores, ev.settings.normalizer)
+    ev.humans = human_report(agg.segments)
+    # the scatter plots need the scores only: drawn while the correlations are computed
+    aspects = ev.aspects
+    shown = scatter_columns(agg.segments, list(agg.columns))
+    segments = agg.segments[["system", *shown, *aspects]]
+    return [functools.partial(_draw_scatters, segments, agg.systems.copy(), shown, aspects)]
 
 
 def correlate_stage(ev: Evaluation) -> list[FigureJob]:
@@ -175,12 +179,7 @@ def correlate_stage(ev: Evaluation) -> list[FigureJob]:
     else:
         ev.correlations = correlate(agg, settings, rng, ev.scores)
     ev.significance = significance(agg, settings, rng)
-    aspects = ev.aspects
-    shown = scatter_columns(agg.segments, list(agg.columns))
-    segments = agg.segments[["system", *shown, *aspects]]
-    return [
-        functools.partial(_draw_main, segments, agg.systems.copy(), ev.correlations, shown, aspects)
-    ]
+    return [functools.partial(_draw_heatmap, ev.correlations)]
 
 
 def compare_stage(ev: Evaluation) -> list[FigureJob]:
@@ -229,15 +228,14 @@ def compute(
 
 
 # --------------------------------------------------------------------------- figures
-def _draw_main(
-    segments: pd.DataFrame,
-    systems: pd.DataFrame,
-    correlations: pd.DataFrame,
-    shown: list[str],
-    aspects: list[str],
-    out: Path,
+def _draw_scatters(
+    segments: pd.DataFrame, systems: pd.DataFrame, shown: list[str], aspects: list[str], out: Path
 ) -> None:
-    write_plots(out, segments, systems, correlations, shown, aspects)
+    write_plots(out, segments, systems, pd.DataFrame(), shown, aspects)
+
+
+def _draw_heatmap(correlations: pd.DataFrame, out: Path) -> None:
+    write_plots(out, pd.DataFrame(), pd.DataFrame(), correlations, [], [])
 
 
 def _draw_compare(result: Comparison, out: Path) -> None:
