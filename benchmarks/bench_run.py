@@ -134,7 +134,7 @@ def paraeval_child(out: Path, work: Path, n_systems: int | None) -> None:
     start = time.perf_counter()
     ev = app.run(cfg, work / "out", overrides)
     total = time.perf_counter() - start
-    timings["other (scoring loop, cache, Hydra compose...)"] = total - sum(
+    timings["other (scoring loop, score cache, stage glue)"] = total - sum(
         v for k, v in timings.items() if k != "import and start"
     )
     out.write_text(json.dumps({"timings": timings, "rows": len(ev.segments)}), encoding="utf-8")
@@ -340,7 +340,7 @@ def _child(role: str, work: Path, data: Path, n_systems: int | None) -> tuple[fl
 def _table(title: str, wall: float, timings: dict[str, float]) -> None:
     print(f"\n{title}: {wall:.1f} s wall (process start to end)")
     shown = {k: v for k, v in timings.items() if k != "total"}
-    shown["process start and exit (outside the timers)"] = wall - timings.get(
+    shown["process start, config compose, exit (outside the timers)"] = wall - timings.get(
         "total", sum(shown.values())
     )
     for name, seconds in sorted(shown.items(), key=lambda kv: -kv[1]):
