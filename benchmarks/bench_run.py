@@ -312,8 +312,9 @@ def plain_script(out: Path, n_systems: int | None) -> None:
                         if len(g) > 1
                     ]
                     records.append((metric, aspect, "item", name, float(np.nanmean(per_item))))
-                    value = fn(systems[metric], human_means.loc[systems.index, aspect])[0]
-                    records.append((metric, aspect, "system", name, value))
+                    if len(systems) >= 2:  # scipy needs two systems at least
+                        value = fn(systems[metric], human_means.loc[systems.index, aspect])[0]
+                        records.append((metric, aspect, "system", name, value))
     timings["total"] = time.perf_counter() - t_start
     out.write_text(
         json.dumps({"timings": timings, "rows": len(segments), "correlations": len(records)}),
