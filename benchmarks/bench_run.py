@@ -341,7 +341,7 @@ def _child(role: str, work: Path, data: Path, n_systems: int | None) -> tuple[fl
 def _table(title: str, wall: float, timings: dict[str, float]) -> None:
     print(f"\n{title}: {wall:.1f} s wall (process start to end)")
     shown = {k: v for k, v in timings.items() if k != "total"}
-    shown["process start, config compose, exit (outside the timers)"] = wall - timings.get(
+    shown["outside the timers (process start and exit, config compose)"] = wall - timings.get(
         "total", sum(shown.values())
     )
     for name, seconds in sorted(shown.items(), key=lambda kv: -kv[1]):
