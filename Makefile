@@ -9,7 +9,7 @@ export TRANSFORMERS_OFFLINE := 1
 export MLFLOW_DISABLE_TELEMETRY := true
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup setup-dev wordnet run test lint bench clean demo-data
+.PHONY: setup setup-dev wordnet chromium run test lint bench clean demo-data
 
 $(VENV)/bin/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -21,8 +21,11 @@ $(VENV)/.runtime: $(VENV)/bin/activate pyproject.toml
 	$(PIP) install --quiet -e .
 	touch $@
 
+# parascore: the ParaScore toolkit, the test oracle of metrics/paraphrase.py. Without its
+# dependencies: it asks for an unpinned torch, and everything else it needs is a runtime dependency
 $(VENV)/.dev: $(VENV)/.runtime pyproject.toml
 	$(PIP) install --quiet -e ".[dev]"
+	$(PIP) install --quiet --no-deps parascore==1.0.5
 	touch $@
 
 # PyPI's own `pipeline` and `correlation` distributions, which tests/test_packaging.py installs
@@ -40,7 +43,14 @@ wordnet: $(VENV)/.runtime
 
 setup: $(VENV)/.runtime wordnet
 
-setup-dev: $(VENV)/.dev $(FOREIGN_WHEELS)/.complete wordnet
+# Chromium (Debian's package) renders report.html in tests/pipeline/test_report_page.py
+chromium:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+	  (apt-get install -y -q chromium >/dev/null 2>&1 || \
+	   (apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null)) || \
+	  echo "chromium not installed: install Debian's chromium package (the report page test needs it)"
+
+setup-dev: $(VENV)/.dev $(FOREIGN_WHEELS)/.complete wordnet chromium
 
 run: setup
 	$(VENV)/bin/paraeval

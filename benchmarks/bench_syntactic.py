@@ -179,7 +179,7 @@ def benchmarks(
         timed call."""
 
         def setup() -> Callable[[], None]:
-            sacre._STATS_MEMO.clear()
+            sacre._STATS.clear()
             metric = factory()
             return lambda: metric.score(cands, refs)  # type: ignore[attr-defined]
 

@@ -13,7 +13,7 @@ through its own corpus function) or the mean of segment scores.
   float32 sums in the bootstrap, same p-value ``(c + 1) / (N + 1)``, :func:`p_value`).
 - :func:`paired_bs_clusters` groups systems not distinguishable from the best one.
 
-numpy only: no pandas, no I/O.
+numpy (and numba for the in-order sums): no pandas, no I/O.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 
 import numpy as np
+from numba import njit
 
 # corpus scores of many summed-statistics rows at once, shape (rows, k) -> (rows,)
 BatchedCorpusFn = Callable[[np.ndarray], np.ndarray]
@@ -51,7 +52,10 @@ class ArMasks:
     MAX_BYTES = 2**26  # per converted block pair
 
     def __init__(self, keep: np.ndarray) -> None:
-        self.keep = keep
+        # kept as bits: the (trials x items) booleans are 400 MB at 40,000 items, the bits 50
+        self.shape = keep.shape
+        self._bits = np.packbits(np.asarray(keep, dtype=bool), axis=1)
+        self._keep_t: np.ndarray | None = None
         rows, n = keep.shape
         per_block = max(256, self.MAX_BYTES // (16 * max(1, n)))
         self.bounds = [
@@ -63,8 +67,23 @@ class ArMasks:
             [self._block(lo, hi) for lo, hi in self.bounds] if len(self.bounds) == 1 else None
         )
 
+    @property
+    def keep(self) -> np.ndarray:
+        """The masks (trials x items, True = keep)."""
+        return self._rows(0, self.shape[0])
+
+    def _rows(self, lo: int, hi: int) -> np.ndarray:
+        return np.unpackbits(self._bits[lo:hi], axis=1, count=self.shape[1]).view(bool)
+
+    @property
+    def keep_t(self) -> np.ndarray:
+        """The masks as (items x trials), made once: compiled loops over the trials."""
+        if self._keep_t is None:
+            self._keep_t = np.ascontiguousarray(self.keep.T)
+        return self._keep_t
+
     def _block(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-        part = self.keep[lo:hi]
+        part = self._rows(lo, hi)
         return part.astype(np.float64), (~part).astype(np.float64)
 
     def apply(self, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
@@ -74,17 +93,70 @@ class ArMasks:
         return np.concatenate([fn(k, w) for k, w in blocks])
 
 
+@njit(cache=True, nogil=True)
+def _count_draws(idx: np.ndarray, out: np.ndarray) -> None:
+    for b in range(idx.shape[0]):
+        for j in range(idx.shape[1]):
+            out[b, idx[b, j]] += 1.0
+
+
 def resample_counts(idx: np.ndarray) -> np.ndarray:
-    """(B, n) how often each item is drawn in each resample."""
-    b, n = idx.shape
-    flat = (idx + (np.arange(b) * n)[:, None]).ravel()
-    return np.bincount(flat, minlength=b * n).reshape(b, n).astype(np.float64)
+    """(B, n) how often each item is drawn in each resample (filled in place: no temporary of
+    the resamples' size, which at 40,000 items is hundreds of MB)."""
+    out = np.zeros(idx.shape, dtype=np.float64)
+    if idx.size:
+        _count_draws(idx, out)
+    return out
 
 
 def p_value(sample_stats: np.ndarray, real_difference: float) -> float:
     """sacrebleu's ``_compute_p_value``: (#{stat > real} + 1) / (N + 1)."""
     c = int(np.sum(sample_stats > real_difference))
     return (c + 1) / (len(sample_stats) + 1)
+
+
+@njit(cache=True, nogil=True)
+def _gathered_sums(stats: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``stats[idx[b]].sum(axis=0)`` for every row b: numpy adds the rows of a C-ordered block
+    one after another, from the first row, and so does this loop (bit for bit)."""
+    rows, n = idx.shape
+    k = stats.shape[1]
+    out = np.empty((rows, k), dtype=np.float64)
+    for b in range(rows):
+        for c in range(k):
+            out[b, c] = stats[idx[b, 0], c]
+        for j in range(1, n):
+            row = idx[b, j]
+            for c in range(k):
+                out[b, c] += stats[row, c]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _masked_sums(
+    keep_t: np.ndarray, base: np.ndarray, other: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``np.where(m[:, None], base, other).sum(axis=0)`` and the same with the two swapped, for
+    every mask m (the columns of ``keep_t``, items x trials), summed in numpy's order: row after
+    row, from the first. Results are (k, trials); the trials are the inner, vectorised loop."""
+    n, trials = keep_t.shape
+    k = base.shape[1]
+    a = np.empty((k, trials), dtype=np.float64)
+    b = np.empty((k, trials), dtype=np.float64)
+    for c in range(k):
+        x, y = base[0, c], other[0, c]
+        for t in range(trials):
+            keep = keep_t[0, t]
+            a[c, t] = x if keep else y
+            b[c, t] = y if keep else x
+    for i in range(1, n):
+        for c in range(k):
+            x, y = base[i, c], other[i, c]
+            for t in range(trials):
+                keep = keep_t[i, t]
+                a[c, t] += x if keep else y
+                b[c, t] += y if keep else x
+    return a, b
 
 
 def paired_bs_p(res_a: np.ndarray, res_b: np.ndarray, real_a: float, real_b: float) -> float:
@@ -171,7 +243,10 @@ class StatsScores(PairedScores):
 
     ``fn`` scores many summed-statistics rows at once (bit-identical to the metric's own corpus
     score); without it, ``corpus`` scores each resampled or shuffled set of rows on its own, for
-    a metric whose corpus score need not be a function of summed statistics.
+    a metric whose corpus score need not be a function of summed statistics. ``sums`` (with
+    ``corpus``) is for a corpus score that IS a function of the float64 sum of the rows taken in
+    row order (``stats.sum(axis=0)``): it scores many such sums at once, equal to ``corpus`` of
+    the rows summed, so resamples and shuffles are summed by compiled loops in that order.
     """
 
     def __init__(
@@ -179,9 +254,11 @@ class StatsScores(PairedScores):
         stats: Mapping[str, np.ndarray],
         fn: BatchedCorpusFn | None,
         corpus: CorpusFn | None = None,
+        sums: BatchedCorpusFn | None = None,
     ) -> None:
         if fn is None and corpus is None:
             raise ValueError("StatsScores needs a batched corpus function or a corpus function")
+        self.sums = sums if fn is None else None
         self.stats = {s: np.ascontiguousarray(v, dtype=np.float64) for s, v in stats.items()}
         # integer statistics (BLEU, chrF, single-reference TER) sum exactly in any order, so the
         # resampled and shuffled sums can be taken as matrix products instead of sacrebleu's
@@ -209,10 +286,14 @@ class StatsScores(PairedScores):
     def bootstrap(self, system: str, idx: np.ndarray, counts: np.ndarray) -> np.ndarray:
         st = self.stats[system]
         if self.fn is None:
+            if self.sums is not None and len(st) and idx.shape[1]:
+                return np.asarray(self.sums(_gathered_sums(st, idx)), dtype=np.float64)
             return np.array([self._generic(st[row]) for row in idx])
         if self.integer and len(st) * float(np.abs(st).max(initial=0.0)) < 2**24:
-            # every partial float32 sum is an integer below 2**24, hence exact: same numbers
-            return self.fn((counts @ st).astype(np.float32))
+            # every partial float32 sum is an integer below 2**24, hence exact: same numbers.
+            # Summed by a compiled loop rather than ``counts @ st``: exact either way, and a
+            # small product is slow where BLAS threads compete for the cores
+            return self.fn(_gathered_sums(st, idx).astype(np.float32))
         # sacrebleu resamples float32 statistics and sums each resample on its own
         st32 = st.astype(np.float32)
         sums = np.empty((len(idx), st.shape[1]), dtype=np.float32)
@@ -226,9 +307,13 @@ class StatsScores(PairedScores):
         vectorised score."""
         diff = abs(self.point(base) - self.point(system))
         bl, sy = self.stats[base], self.stats[system]
+        if self.fn is None and self.sums is not None and len(bl) and masks.shape[0]:
+            shuf_a, shuf_b = _masked_sums(masks.keep_t, bl, sy)
+            return p_value(np.abs(self.sums(shuf_a.T) - self.sums(shuf_b.T)), diff)
         if self.fn is None:
-            a = np.array([self._generic(np.where(m[:, None], bl, sy)) for m in masks.keep])
-            b = np.array([self._generic(np.where(m[:, None], sy, bl)) for m in masks.keep])
+            keep = masks.keep
+            a = np.array([self._generic(np.where(m[:, None], bl, sy)) for m in keep])
+            b = np.array([self._generic(np.where(m[:, None], sy, bl)) for m in keep])
             return p_value(np.abs(a - b), diff)
         # sacrebleu: pos_sel @ bl + ~pos_sel @ sys with bool masks; float copies of the masks give
         # the same products (tested) and are converted once per run instead of once per call

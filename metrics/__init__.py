@@ -23,8 +23,10 @@ if TYPE_CHECKING:
     from paraeval.metrics.bleurt import BLEURT
     from paraeval.metrics.cider import CIDEr
     from paraeval.metrics.cosine import Cosine
+    from paraeval.metrics.diversity import PINC, Distinct1, Distinct2, InterBLEU, SemanticDiversity
     from paraeval.metrics.meteor import METEOR
     from paraeval.metrics.nist import NIST
+    from paraeval.metrics.paraphrase import BERTiBLEU, ParaScore, ParaScoreFree
     from paraeval.metrics.rouge import (
         Rouge1,
         Rouge2,
@@ -62,6 +64,14 @@ _MODULES: dict[str, str] = {
     "Cosine": "cosine",
     "WMD": "wmd",
     "BLEURT": "bleurt",
+    "ParaScore": "paraphrase",
+    "ParaScoreFree": "paraphrase",
+    "BERTiBLEU": "paraphrase",
+    "PINC": "diversity",
+    "Distinct1": "diversity",
+    "Distinct2": "diversity",
+    "InterBLEU": "diversity",
+    "SemanticDiversity": "diversity",
 }
 
 # the metric classes (every name above except the base class, the result type and the errors)
@@ -75,15 +85,22 @@ __all__ = [
     "METEOR",
     "METRICS",
     "NIST",
+    "PINC",
     "TER",
     "WMD",
     "BERTScore",
+    "BERTiBLEU",
     "CIDEr",
     "Cosine",
+    "Distinct1",
+    "Distinct2",
+    "InterBLEU",
     "Metric",
     "MetricConfigError",
     "MetricResult",
     "MissingResourceError",
+    "ParaScore",
+    "ParaScoreFree",
     "Rouge1",
     "Rouge2",
     "RougeL",
@@ -92,6 +109,7 @@ __all__ = [
     "RougeSU",
     "RougeW",
     "SelfBLEU",
+    "SemanticDiversity",
 ]
 
 

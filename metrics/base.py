@@ -14,12 +14,18 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-Group = Literal["syntactic", "semantic", "diversity"]
+Group = Literal["syntactic", "semantic", "diversity", "paraphrase", "output_diversity"]
 MultiRef = Literal["max", "mean"]
 
-# "diversity" metrics (self-BLEU, the ``_src`` twins) measure closeness to the SOURCE: they are
-# reported and correlated but never enter the syntactic/semantic averages.
-GROUPS: tuple[str, ...] = ("syntactic", "semantic", "diversity")
+# Only "syntactic" and "semantic" are averaged. The other groups are reported and correlated but
+# never averaged, because averaging them with similarity metrics would mix opposite goals:
+# - "diversity": closeness to (or distance from) the SOURCE: self-BLEU, the ``_src`` twins, PINC;
+# - "paraphrase": scores that already combine adequacy with diversity from the source (ParaScore,
+#   BERT-iBLEU): averaging them with the semantic metrics would count adequacy twice and reward
+#   copying the source through the back door;
+# - "output_diversity": how varied a system's outputs are among themselves (distinct-n,
+#   inter-BLEU, semantic diversity): a property of a whole system, with no per-segment score.
+GROUPS: tuple[str, ...] = ("syntactic", "semantic", "diversity", "paraphrase", "output_diversity")
 AVERAGED_GROUPS: tuple[str, ...] = ("syntactic", "semantic")
 MULTI_REF_RULES: tuple[str, ...] = ("max", "mean")
 
@@ -62,6 +68,10 @@ class Metric(ABC):
     - ``columns``: output column ids; defaults to ``(name,)``. BERTScore has three.
     - ``supports_multi_ref_rule``: False where the reference implementation has its own rule
       (sacrebleu's counts, bert-score's max) and ``multi_ref`` is therefore not a setting.
+    - ``corpus_only``: the metric describes a whole system (distinct-n ...): its segment
+      columns are NaN and only its corpus score is meaningful (system tables, system level).
+    - ``distance_to_source``: a ``diversity``-group metric whose HIGHER value means FURTHER from
+      the source (PINC), the reverse of self-BLEU; the diversity view turns it around.
     """
 
     name: ClassVar[str] = ""
@@ -71,6 +81,8 @@ class Metric(ABC):
     needs_sources: ClassVar[bool] = False
     columns: ClassVar[tuple[str, ...]] = ()
     supports_multi_ref_rule: ClassVar[bool] = False
+    corpus_only: ClassVar[bool] = False
+    distance_to_source: ClassVar[bool] = False
 
     def __init__(
         self,

@@ -217,6 +217,30 @@ class NIST(Metric):
             corpus = self._score_from(tot_num, tot_den, tot_ref, tot_sys)
         return MetricResult({self.name: seg}, {self.name: corpus}, self.signature(), stats)
 
+    def corpus_from_sums(self, totals: np.ndarray) -> np.ndarray:
+        """:meth:`corpus_from_stats` of many statistic sets at once, each given by its summed
+        row (``stats.sum(axis=0)``): the same operations in the same order, bit for bit; the
+        length penalty comes from :func:`nist_length_penalty` itself, once per distinct
+        (reference length, hypothesis length)."""
+        t = np.atleast_2d(np.asarray(totals, dtype=np.float64))
+        m = self.max_order
+        precision = np.zeros(len(t))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for i in range(m):
+                den = np.round(t[:, m + i])
+                precision = precision + np.where(den == 0, 0.0, t[:, i] / den)
+        ref_len = np.round(t[:, 2 * m]).astype(np.int64)
+        hyp_len = np.round(t[:, 2 * m + 1]).astype(np.int64)
+        # one key per (reference length, hypothesis length): a 1-d unique is fast
+        width = int(hyp_len.max(initial=0)) - int(hyp_len.min(initial=0)) + 1
+        keys = ref_len * width + (hyp_len - hyp_len.min(initial=0))
+        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        penalty = np.array(
+            [nist_length_penalty(int(ref_len[i]), int(hyp_len[i])) for i in first], dtype=float
+        )
+        score = precision * penalty[np.asarray(inverse).ravel()]
+        return np.where(ref_len == 0, 0.0, score)
+
     def corpus_from_stats(self, stats: np.ndarray) -> dict[str, float]:
         if len(stats) == 0:
             return {self.name: float("nan")}

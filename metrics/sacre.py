@@ -10,7 +10,7 @@ from resampled statistics. The statistics are memoised per (settings, texts), so
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
@@ -49,16 +49,24 @@ def _ref_streams(references: Sequence[Sequence[str]]) -> list[list[str | None]]:
 
 
 def segment_statistics(
-    metric: SacreMetric, key: str, hyps: Sequence[str], references: Sequence[Sequence[str]]
+    metric: SacreMetric,
+    key: str,
+    hyps: Sequence[str],
+    references: Sequence[Sequence[str]],
+    extract: Callable[[SacreMetric, list[str], Any], Any] | None = None,
 ) -> np.ndarray:
-    """sacrebleu's per-segment statistics, memoised by content."""
+    """sacrebleu's per-segment statistics, memoised by content. ``extract(metric, hyps, streams)``
+    replaces ``metric._extract_corpus_statistics`` where a compiled equivalent exists."""
     memo_key = _digest(key, list(hyps), [list(r) for r in references])
     hit = _STATS.get(memo_key)
     if hit is not None:
         return hit
     # sacrebleu skips None references (its variable-reference case) though its hints say str
     streams: Any = _ref_streams(references)
-    stats = metric._extract_corpus_statistics(list(hyps), streams)
+    if extract is None:
+        stats = metric._extract_corpus_statistics(list(hyps), streams)
+    else:
+        stats = extract(metric, list(hyps), streams)
     arr = np.asarray(stats, dtype=float)
     if arr.ndim == 1:  # zero segments
         arr = arr.reshape(0, 0)
@@ -425,7 +433,8 @@ class CHRF(_SacreBase):
 
 
 class TER(_SacreBase):
-    """sacrebleu TER (lower is better)."""
+    """sacrebleu TER (lower is better); its edit-rate search runs compiled
+    (:mod:`paraeval.metrics._ter`), with statistics equal to sacrebleu's."""
 
     name = "ter"
     higher_is_better = False
@@ -454,6 +463,12 @@ class TER(_SacreBase):
 
     def _corpus_metric(self) -> SacreMetric:
         return self._metric
+
+    def _stats(self, hyps: Sequence[str], refs: Sequence[Sequence[str]]) -> np.ndarray:
+        # the edit-rate search compiled (numba), imported here like the batched formulas
+        from paraeval.metrics._ter import ter_statistics
+
+        return segment_statistics(self._metric, self._stats_key(), hyps, refs, ter_statistics)
 
     def corpus_from_stats_batched(self, stats: np.ndarray) -> np.ndarray:
         from paraeval.metrics._sacre_batched import ter_scores

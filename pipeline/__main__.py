@@ -1,26 +1,39 @@
 """Command line entry: ``paraeval [overrides]`` and ``python -m paraeval [overrides]``.
 
 A thin ``@hydra.main`` over :func:`pipeline.app.run`. User mistakes (bad input, bad config, a
-missing resource) end with one line on stderr and exit code 2, never a traceback.
+missing resource, a full disk) end with one line on stderr and exit code 2, never a traceback.
+A run whose outputs are written but not logged (tracking server unreachable or failing, a broken
+store) exits 3 after its warning line; in a multirun every job runs first.
 """
 
 from __future__ import annotations
 
+import difflib
 import gc
 import logging
 import os
+import signal
 import sys
+from contextlib import suppress
 from pathlib import Path
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# MLflow's own INFO lines (store migrations) are not the user's concern; warnings still show
+os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from paraeval.pipeline.errors import Interrupted
+from paraeval.pipeline.names import escape_log_output, escape_warnings
+
 EXIT_USER_ERROR = 2
+# the outputs are written but could not be logged (tracking server down or failing, store
+# broken): the warning line says how to log them later with paraeval-log
+EXIT_NOT_LOGGED = 3
 GROUPS = ("data", "metrics", "normalize", "correlation", "tracking", "experiment", "compare")
 
 
@@ -34,24 +47,119 @@ def config_dir() -> Path:
 
 
 def _fail(message: str) -> None:
-    print(f"paraeval: error: {message}", file=sys.stderr)
+    from paraeval.pipeline.names import show
+
+    print(f"paraeval: error: {show(message)}", file=sys.stderr)
     sys.exit(EXIT_USER_ERROR)
 
 
-def check_group_overrides(argv: list[str], conf: Path) -> None:
-    """Unknown group options (``metrics=[bleu,nosuch]``) as one line before Hydra composes."""
+def user_config_dirs(argv: list[str]) -> list[Path]:
+    """Folders a user adds to Hydra's search path: ``--config-dir DIR`` / ``-cd DIR`` (Hydra
+    puts them first) and ``hydra.searchpath=[file://DIR, ...]`` entries that are plain folders."""
+    out: list[Path] = []
+    for i, arg in enumerate(argv):
+        for flag in ("--config-dir", "-cd"):
+            if arg == flag and i + 1 < len(argv):
+                out.append(Path(argv[i + 1]).expanduser())
+            elif arg.startswith(flag + "="):
+                out.append(Path(arg.partition("=")[2]).expanduser())
+        key, _, value = arg.partition("=")
+        if key.lstrip("+") == "hydra.searchpath":
+            for entry in value.strip("[]").split(","):
+                entry = entry.strip().strip("'\"")
+                if entry.startswith("file://"):
+                    out.append(Path(entry.removeprefix("file://")).expanduser())
+                elif entry and "://" not in entry:
+                    out.append(Path(entry).expanduser())
+    return out
+
+
+def _overrides(argv: list[str]) -> list[str]:
+    """The Hydra overrides of ``argv`` (flags and their values left out)."""
+    out: list[str] = []
+    skip = False
     for arg in argv:
-        if arg.startswith("-") or "=" not in arg:
+        if skip:
+            skip = False
             continue
+        if arg in ("--config-dir", "-cd", "--config-name", "-cn", "--config-path", "-cp"):
+            skip = True
+            continue
+        if not arg.startswith("-") and "=" in arg:
+            out.append(arg)
+    return out
+
+
+def check_group_overrides(argv: list[str], conf: Path) -> None:
+    """Unknown group options (``metrics=[bleu,nosuch]``) as one line before Hydra composes. A
+    user's own folders (``--config-dir``, ``hydra.searchpath``) add options."""
+    folders = [*user_config_dirs(argv), conf]
+    for arg in _overrides(argv):
         key, _, value = arg.partition("=")
         key = key.lstrip("+~")
         if key not in GROUPS or value in ("", "null"):
             continue
-        options = {p.stem for p in (conf / key).glob("*.yaml")}
+        options = {p.stem for folder in folders for p in (folder / key).glob("*.yaml")}
         chosen = [v.strip() for v in value.strip("[]").split(",") if v.strip()]
         for choice in chosen:
             if choice not in options and "/" not in choice and "$" not in choice:
                 _fail(f"unknown {key} option '{choice}' in '{arg}'; choose from {sorted(options)}")
+
+
+def check_override_keys(argv: list[str], conf: Path) -> None:
+    """A setting that does not exist (``metric.ibleu.alpha=0.5``, ``metrics.ibleu.alhpa=0.5``) as
+    one line naming the nearest valid key. Hydra would suggest adding it with ``+``, which the
+    run would then ignore or refuse later."""
+    overrides = _overrides(argv)
+    plain = []
+    for arg in overrides:
+        key = arg.partition("=")[0]
+        if key.startswith(("+", "~")) or "/" in key or "@" in key or key in GROUPS:
+            continue
+        if key.split(".")[0] == "hydra":
+            continue
+        plain.append((arg, key))
+    if not plain:
+        return
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import DictConfig
+
+    selections = [
+        a
+        for a in overrides
+        if a.partition("=")[0].lstrip("+~") in GROUPS or "/" in a.partition("=")[0]
+    ]
+    searchpath = [f"file://{d.resolve()}" for d in user_config_dirs(argv)]
+    if searchpath:
+        selections.append(f"hydra.searchpath=[{','.join(searchpath)}]")
+    try:
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(str(conf), version_base="1.3", job_name="paraeval"):
+            cfg = compose("config", overrides=selections)
+    except Exception:  # Hydra reports a selection it cannot compose itself
+        return
+    finally:
+        GlobalHydra.instance().clear()
+    for arg, key in plain:
+        node: object = cfg
+        path: list[str] = []
+        for part in key.split("."):
+            if not isinstance(node, DictConfig):
+                break  # a list index or a value: Hydra's own message is clear
+            valid = [str(k) for k in node]  # `in` on a DictConfig skips keys set to ???
+            if part in valid:
+                node = node._get_node(part)
+                path.append(part)
+                continue
+            near = difflib.get_close_matches(part, valid, n=1, cutoff=0.5)
+            where = ".".join([*path, part])
+            hint = (
+                f"did you mean '{'.'.join([*path, near[0]])}'?"
+                if near
+                else f"valid here: {', '.join(valid)}"
+            )
+            _fail(f"unknown setting '{where}' in '{arg}'; {hint}")
 
 
 def check_output_dir_overrides(argv: list[str]) -> None:
@@ -91,13 +199,18 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     from paraeval.pipeline.errors import UserError
 
     hc = HydraConfig.get()
+    # names and cells from data reach the console and the log file escaped
+    escape_log_output()
+    escape_warnings()
+    _OUTPUT_DIR[:] = [Path(hc.runtime.output_dir)]
     # Everything alive between jobs (modules, models, caches of this process) is long-lived:
     # frozen, the collector stops rescanning it, which cost a multirun ~0.5 s per job
     gc.freeze()
     try:
         run(cfg, hc.runtime.output_dir, list(hc.overrides.task))
     except (UserError, MetricConfigError, MissingResourceError) as exc:
-        logging.getLogger("paraeval").error("%s", exc)
+        # printed once by _fail; the log file keeps it too
+        logging.getLogger("paraeval").error("%s", exc, extra={"file_only": True})
         _fail(str(exc))
     gc.freeze()
     return None
@@ -134,8 +247,57 @@ def compose_each_sweep_job_once() -> None:
     ConfigLoaderImpl.load_sweep_config = load_sweep_config  # type: ignore[method-assign]
 
 
+# the output folder of the job in progress, for the line an interrupt prints
+_OUTPUT_DIR: list[Path] = []
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    # one signal, one cleanup: a second Ctrl-C while MLflow runs are being closed is ignored
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Interrupted(signum)
+
+
+def _interrupted(exc: BaseException) -> None:
+    """One line and the shell's exit status for the signal (130 SIGINT, 143 SIGTERM). The
+    helper process is stopped; output files are written atomically, so what is there is whole;
+    an MLflow run being logged was ended as KILLED on the way out."""
+    from paraeval.pipeline.figures import stop_helper
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    stop_helper()
+    name, status = (
+        (exc.name, exc.status) if isinstance(exc, Interrupted) else ("SIGINT", 128 + signal.SIGINT)
+    )
+    where = ""
+    if _OUTPUT_DIR:
+        out = _OUTPUT_DIR[0]
+        where = f"; outputs written so far are kept in {out}"
+        if (out / "run_info.json").is_file():
+            where += f"; log them later with: paraeval-log {out}"
+    tqdm = sys.modules.get("tqdm")
+    for bar in list(getattr(getattr(tqdm, "tqdm", None), "_instances", ())):
+        with suppress(Exception):  # a progress bar ends its line before the message
+            bar.close()
+    print(f"paraeval: interrupted ({name}){where}", file=sys.stderr, flush=True)
+    sys.exit(status)
+
+
 def main() -> None:
     argv = sys.argv[1:]
+    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, _on_signal)
+    try:
+        _main(argv)
+    except (KeyboardInterrupt, Interrupted) as exc:
+        _interrupted(exc)
+
+
+def _main(argv: list[str]) -> None:
+    # a log line that cannot be written (the log file's disk is full) must not print a
+    # traceback per line; the run's own error line says what failed
+    logging.raiseExceptions = False
     if argv[:1] in (["--version"], ["-V"]):
         from paraeval import __version__
 
@@ -143,10 +305,15 @@ def main() -> None:
         return
     if not any(a in ("--help", "-h", "--hydra-help", "--info", "--cfg", "-c") for a in argv):
         check_group_overrides(argv, config_dir())
+        check_override_keys(argv, config_dir())
         check_output_dir_overrides(argv)
     if any(a in ("-m", "--multirun") for a in argv):
         compose_each_sweep_job_once()
     _hydra_main()
+    from paraeval.pipeline.tracking import NOT_LOGGED
+
+    if NOT_LOGGED:
+        sys.exit(EXIT_NOT_LOGGED)
 
 
 if __name__ == "__main__":

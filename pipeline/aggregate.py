@@ -5,7 +5,9 @@ metrics (TER, WMD) are flipped first, so after normalization higher is better ev
 group averages mean something. The fitted parameters are returned so every number can be traced.
 
 A group average per segment is the mean of the normalized metrics of that group that were
-computed for the run; per system it is the mean of its segment averages (normalized corpus-level
+computed for the run (only ``syntactic`` and ``semantic``: the ``diversity``, ``paraphrase`` and
+``output_diversity`` groups, see :data:`paraeval.metrics.base.GROUPS`, are normalized and reported
+but never averaged); per system it is the mean of its segment averages (normalized corpus-level
 scores over a handful of systems would be degenerate).
 """
 

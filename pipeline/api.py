@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.evaluation import Evaluation, compute
 from paraeval.pipeline.load import load_frame
-from paraeval.pipeline.settings import Settings
+from paraeval.pipeline.settings import Settings, check_table
 
 # config groups: a string value for one of these names picks a file of that group
 GROUPS = ("data", "normalize", "correlation", "compare", "tracking", "experiment")
@@ -57,8 +57,9 @@ def evaluate(
     chosen = [f"{k}={v}" for k, v in settings.items() if k in GROUPS and isinstance(v, str)]
     if metrics is not None:
         chosen.append(f"metrics=[{','.join(metrics)}]")
-    if isinstance(data, str | Path):
-        chosen.append("data=table")
+    # a DataFrame is a long table already read: the table layout's options (data.columns,
+    # data.human, data.annotator, data.aggregate) apply to it as to a file
+    chosen.append("data=table")
     cfg = compose_config([*chosen, *overrides])
     values = {k: v for k, v in settings.items() if not (k in GROUPS and isinstance(v, str))}
     with open_dict(cfg):
@@ -71,9 +72,19 @@ def evaluate(
             cfg.data.path = str(Path(data).resolve())
         if isinstance(data, pd.DataFrame):
             # a DataFrame needs no loader; the data node only names it in signatures and MLflow
-            cfg.data = {"_target_": "paraeval.pipeline.load.load_frame", "name": "dataframe"}
+            options = {k: cfg.data[k] for k in ("columns", "human", "annotator", "aggregate")}
+            cfg.data = {
+                "_target_": "paraeval.pipeline.load.load_frame",
+                "name": "dataframe",
+                **options,
+            }
     resolved = Settings.from_config(cfg)
-    table = load_frame(data) if isinstance(data, pd.DataFrame) else resolved.data.load()
+    if isinstance(data, pd.DataFrame):
+        options = {k: v for k, v in resolved.data.options.items() if k != "name"}
+        table = load_frame(data, name=resolved.data.name, **options)  # type: ignore[arg-type]
+    else:
+        table = resolved.data.load()
+    check_table(resolved, table)
     return compute(table, resolved)
 
 

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 from omegaconf import DictConfig
@@ -14,17 +15,22 @@ from paraeval.pipeline import report
 from paraeval.pipeline.evaluation import Evaluation, compute, run_record, write_tables
 from paraeval.pipeline.figures import Figures
 from paraeval.pipeline.files import check_writable
-from paraeval.pipeline.settings import Settings
+from paraeval.pipeline.html_report import write_html
+from paraeval.pipeline.settings import Settings, check_table
 
 log = logging.getLogger("paraeval")
 
 
 def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None) -> Evaluation:
     """Run every stage; outputs go to ``out_dir`` before anything is sent to MLflow."""
+    started = time.time()
     out = Path(out_dir)
     check_writable(out)
     settings = Settings.from_config(cfg)
-    table = settings.data.load()
+    status = report.Status(enabled=settings.report.progress)
+    with status.stage("load"):
+        table = settings.data.load()
+    check_table(settings, table)
     log.info(
         "loaded %d rows: %d items x %d systems",
         len(table),
@@ -33,19 +39,32 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
     )
     # figures are drawn in a helper process while the later stages and MLflow logging go on
     figures = Figures(background=settings.report.plot_process)
-    ev = compute(table, settings, on_figure=lambda job: figures.submit(job, out))
-    write_tables(ev, out)
+    ev = compute(
+        table, settings, lambda job: figures.submit(job, out), status=status, started_at=started
+    )
+    with status.stage("write tables"):
+        write_tables(ev, out)
     run_id = uri = None
+    page: list[Path] = []
+
+    def figures_and_page() -> None:
+        figures.wait()
+        if not page:
+            page.append(write_html(ev, out))
+
     try:
         # run_info.json is written first, so `paraeval-log` can log this directory later; the
-        # figures are awaited after the per-system runs, before the directory is uploaded
-        logged = settings.tracker.log(
-            out, run_record(ev, out, overrides or []), before_artifacts=figures.wait
-        )
+        # figures and report.html are awaited after the per-system runs, before the upload
+        with status.stage("log to MLflow"):
+            logged = settings.tracker.log(
+                out, run_record(ev, out, overrides or []), before_artifacts=figures_and_page
+            )
         if logged is not None:
             run_id, uri = logged.run_id, logged.uri
-    finally:
-        figures.wait()
-    if settings.report.print_tables:
-        report.print_summary(ev, out, run_id, uri)
+    except BaseException:
+        figures.cancel()  # interrupted or failed: nothing waits for drawings any more
+        raise
+    with status.stage("figures"):
+        figures_and_page()
+    report.print_summary(ev, out, run_id, uri)
     return ev

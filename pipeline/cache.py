@@ -113,6 +113,9 @@ def cache_key(
 
 
 # --------------------------------------------------------------------------- entry <-> arrays
+KEY_FIELD = "key"
+
+
 def _to_arrays(result: MetricResult, n: int) -> dict[str, np.ndarray]:
     arrays: dict[str, np.ndarray] = {
         "n": np.asarray(n, dtype=np.int64),
@@ -213,8 +216,8 @@ class ScoreCache:
         digest: str | None = None,
     ) -> MetricResult | None:
         """The cached result or None (a miss); every call counts as one hit or one miss."""
-        path = self.path(cache_key(metric, candidates, references, sources, digest))
-        entry = self._read(path, len(candidates))
+        key = cache_key(metric, candidates, references, sources, digest)
+        entry = self._read(self.path(key), len(candidates), key)
         if entry is None:
             self._count(name).misses += 1
             return None
@@ -239,16 +242,21 @@ class ScoreCache:
                 return
             # the entry's own signature is the cache's (with the class), as the key's
             result = replace(metric.components(result), signature=cache_signature(metric))
-        path = self.path(cache_key(metric, candidates, references, sources, digest))
+        key = cache_key(metric, candidates, references, sources, digest)
+        path = self.path(key)
         try:
-            self._write(path, _to_arrays(result, len(candidates)))
+            # the entry carries its key: a file that is valid but not this key's is never served
+            self._write(path, {**_to_arrays(result, len(candidates)), KEY_FIELD: np.asarray(key)})
         except OSError as exc:
             self._write_failed = True
             log.warning("score cache: cannot write to %s (%s); continuing without it", path, exc)
 
-    def _read(self, path: Path, n: int) -> MetricResult | None:
+    def _read(self, path: Path, n: int, key: str) -> MetricResult | None:
         try:
             arrays = _load_arrays(path)
+            if KEY_FIELD not in arrays or str(arrays[KEY_FIELD]) != key:
+                # copied, renamed or written before entries carried keys: a miss, replaced
+                return None
             entry = _from_arrays(arrays)
         except FileNotFoundError:
             return None
@@ -399,9 +407,11 @@ def correlate_cached(
     for col, key in keys.items():
         path = root / key[:2] / f"{key}.parquet"
         try:
-            cached[col] = pd.read_parquet(path)
+            rows = pd.read_parquet(path)
         except (OSError, ValueError):
             continue
+        if rows.attrs.get(KEY_FIELD) == key:  # an entry serves only its own key
+            cached[col] = rows
     todo = [c for c in cols if c not in cached]
     if todo:
         sub = copy.copy(agg)
@@ -420,6 +430,8 @@ def correlate_cached(
         if not cache._write_failed:
             key = keys[col]
             path = root / key[:2] / f"{key}.parquet"
+            rows = rows.copy()
+            rows.attrs = {KEY_FIELD: key}  # stored in the file's pandas metadata
             try:
                 ScoreCache._write_bytes(path, rows.to_parquet(index=False))
             except OSError as exc:

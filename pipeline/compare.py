@@ -27,9 +27,10 @@ Definitions:
 - **diversity** (per system): 1 minus the mean over its items of the mean min-max normalized
   syntactic similarity to the SOURCE, over the similarity-to-source columns that were computed: the
   ``<metric>_src`` twins of non-semantic metrics and ``diversity``-group metrics such as
-  ``self_bleu``. Each column is min-max normalized over the pool (lower-is-better columns flipped)
-  whatever the run's normalizer, so diversity lies in [0, 1]: 0 = copies the input on every item
-  (the lowest possible), HIGHER = MORE DIVERSE.
+  ``self_bleu`` (a distance such as PINC is turned into a similarity first). Each column is min-max
+  normalized over the pool (lower-is-better columns flipped) whatever the run's normalizer, so
+  diversity lies in [0, 1]: 0 = copies the input on every item (the lowest possible), HIGHER =
+  MORE DIVERSE.
 - **adequacy** (per system): the mean over its items of the normalized semantic similarity: the
   ``semantic`` group average (to the references); on an item where that is missing, the mean of the
   normalized ``_src`` twins of semantic metrics (similarity to the source). Higher = keeps meaning.
@@ -156,6 +157,9 @@ class Comparison:
     signature: str
     diversity_columns: list[str] = field(default_factory=list)
     adequacy_columns: list[str] = field(default_factory=list)
+    # metrics that already combine adequacy and diversity (ParaScore, BERT-iBLEU): shown beside
+    # each system in the diversity–adequacy view
+    paraphrase_columns: list[str] = field(default_factory=list)
 
 
 def _align(segments: pd.DataFrame, systems: list[str], baseline: str) -> tuple[list, dict]:
@@ -226,6 +230,8 @@ def _build_columns(
             continue
         stats_key_suffix = "_src" if info.signature.endswith("|vs:source") else ""
         metric = scores.metrics.get(info.metric)
+        if metric is not None and metric.corpus_only:
+            continue  # one score per system (distinct-n ...): no items to resample or pair
         stats_key = f"{info.metric}{stats_key_suffix}"
         has_stats = metric is not None and all((stats_key, s) in scores.stats for s in systems)
         batched = batched_corpus_fn(metric) if has_stats else None
@@ -248,7 +254,10 @@ def _build_columns(
                 if corpora is None or not is_segment_mean(
                     np.stack([values[s] for s in systems]), corpora
                 ):
-                    paired = StatsScores(st, None, corpus)
+                    # a corpus score of the summed rows, many at once (NIST)
+                    own = metric is not None and base == metric.name
+                    sums = getattr(metric, "corpus_from_sums", None) if own else None
+                    paired = StatsScores(st, None, corpus, sums=sums)
         if paired is None:
             paired = MeanScores(values)
         columns.append(_Column(name, info.higher_is_better, info.signature, paired))
@@ -289,6 +298,14 @@ def diversity_columns(scores: Scores) -> tuple[list[str], list[str]]:
     return syntactic, semantic
 
 
+def _similarity_direction(scores: Scores, column: str) -> bool:
+    """Whether a higher value of a similarity-to-source column means closer to the source: its
+    direction, turned around for a metric that measures the distance instead (PINC)."""
+    info = scores.columns[column]
+    metric = scores.metrics.get(info.metric)
+    return info.higher_is_better != bool(getattr(metric, "distance_to_source", False))
+
+
 def _minmax(values: pd.Series, higher_is_better: bool) -> pd.Series:
     x = values.astype(float)
     lo, hi = x.min(), x.max()
@@ -307,7 +324,7 @@ def diversity_adequacy(
     with np.errstate(all="ignore"):
         if syn_src:
             similarity = pd.DataFrame(
-                {c: _minmax(seg[c], scores.columns[c].higher_is_better) for c in syn_src}
+                {c: _minmax(seg[c], _similarity_direction(scores, c)) for c in syn_src}
             )
             out["diversity"] = 1.0 - similarity.mean(axis=1, skipna=True)
         else:
@@ -346,10 +363,16 @@ def compare(scores: Scores, agg: Aggregated, cfg: CompareConfig) -> Comparison:
     if n == 0:
         log.warning("no item is shared by all systems: no intervals or paired tests")
     else:
+        # no name holds the boolean masks: ArMasks keeps them as bits. Drawn first, so that
+        # the booleans are gone before the bootstrap arrays exist (each plan has its own
+        # generator: the order changes no draw)
+        masks = ArMasks(
+            ar_masks(n, cfg.n_ar, cfg.seed) if len(systems) > 1 else np.zeros((0, n), bool)
+        )
         idx = bootstrap_indices(n, cfg.n_bootstrap, cfg.seed)
         counts = resample_counts(idx)
-        keep = ar_masks(n, cfg.n_ar, cfg.seed) if len(systems) > 1 else np.zeros((0, n), bool)
-        masks = ArMasks(keep)
+        if n < 2**31:  # the same draws in half the memory (hundreds of MB at 40,000 items)
+            idx = idx.astype(np.int32)
         lo_q, hi_q = (1 - cfg.confidence) / 2, 1 - (1 - cfg.confidence) / 2
         for col in _build_columns(scores, agg, systems, positions):
             key = _column_key(col, systems, baseline, signature, n)
@@ -403,7 +426,10 @@ def compare(scores: Scores, agg: Aggregated, cfg: CompareConfig) -> Comparison:
             "diversity is empty"
         )
     view = _system_view(item_view, seg).reindex(systems)
-    return Comparison(table, view, item_view, baseline, cfg, signature, div_cols, adq_cols)
+    paraphrase = [c for c, info in agg.columns.items() if info.group == "paraphrase"]
+    return Comparison(
+        table, view, item_view, baseline, cfg, signature, div_cols, adq_cols, paraphrase
+    )
 
 
 # --------------------------------------------------------------------------- terminal table
@@ -417,7 +443,7 @@ def summary_table(result: Comparison, max_metrics: int = 4) -> str:
     p < alpha; ``(1)`` etc. is the significance cluster."""
     t = result.table
     if t.empty:
-        return "(no comparison: no item shared by all systems)"
+        return "(no comparison: no item shared by all systems, or only system-level columns)"
     metrics = list(dict.fromkeys(t["metric"]))
     skip_groups = {"diversity", "precomputed"}
     main = [

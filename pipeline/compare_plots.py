@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from paraeval.memo import Memo
-from paraeval.pipeline.plots import _plt, render, save_figure
+from paraeval.pipeline.plots import FigureStyle, _plt, render, save_figure
 
 if TYPE_CHECKING:
     from paraeval.pipeline.compare import Comparison
@@ -20,17 +18,65 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def paraphrase_scores(result: Comparison) -> pd.DataFrame:
+    """Index system, one column per ``paraphrase``-group metric (ParaScore, BERT-iBLEU ...): the
+    system's score as the comparison table has it."""
+    t = result.table
+    cols = [c for c in result.paraphrase_columns if not t.empty and (t["metric"] == c).any()]
+    if not cols:
+        return pd.DataFrame(index=result.systems.index)
+    sub = t[t["metric"].isin(cols)]
+    wide = sub.pivot_table(index="system", columns="metric", values="score", sort=False)
+    return wide.reindex(index=result.systems.index, columns=cols)
+
+
+def _paraphrase_table(ax: Any, combined: pd.DataFrame, cmap: Any) -> None:
+    """The systems' scores that combine adequacy and diversity, one row per system in the color
+    of its point."""
+    ax.axis("off")
+    cells = [
+        [f"{float(v):.3f}" if math.isfinite(float(v)) else "" for v in row]
+        for row in combined.to_numpy()
+    ]
+    table = ax.table(
+        cellText=cells,
+        rowLabels=[str(s) for s in combined.index],
+        colLabels=list(combined.columns),
+        cellLoc="center",
+        bbox=(0.0, 0.0, 1.0, 1.0),  # fills its axes: the rows never run into the title
+    )
+    table.auto_set_font_size(False)
+    table.set_fontsize(8)
+    for i in range(len(combined)):
+        table[i + 1, -1].get_text().set_color(cmap(i % cmap.N))
+    ax.set_title("combined adequacy + diversity (paraphrase group, system scores)", fontsize=8)
+
+
 def diversity_adequacy_plot(result: Comparison, path: Path) -> bool:
     """One point per system (its mean over items); the lines through it span the interquartile
-    range of its items on each axis. Returns False when there is nothing to draw."""
+    range of its items on each axis; the scores that combine both (``paraphrase`` group:
+    ParaScore, BERT-iBLEU) are tabled under the plot, one row per system. Returns False when there
+    is nothing to draw."""
     view = result.systems
+    combined = paraphrase_scores(result)
     drawable = view[np.isfinite(view["diversity"]) & np.isfinite(view["adequacy"])]
     if drawable.empty:
         log.info("no system has both a diversity and an adequacy value: no diversity plot")
         return False
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.5, 5.0), layout="constrained")
     cmap = plt.get_cmap("tab10" if len(drawable) <= 10 else "tab20")
+    if len(combined.columns):
+        rows = len(drawable) + 1
+        fig, (ax, ax_table) = plt.subplots(
+            2,
+            1,
+            figsize=(6.5, 5.0 + 0.22 * rows),
+            height_ratios=[5.0, 0.22 * rows + 0.3],
+            layout="constrained",
+        )
+        _paraphrase_table(ax_table, combined.reindex(drawable.index), cmap)
+    else:
+        fig, ax = plt.subplots(figsize=(6.5, 5.0), layout="constrained")
     for i, (system, row) in enumerate(drawable.iterrows()):
         color = cmap(i % cmap.N)
         ax.plot(
@@ -71,133 +117,129 @@ def diversity_adequacy_plot(result: Comparison, path: Path) -> bool:
     ax.set_ylabel("adequacy (normalized semantic similarity)")
     ax.set_title("Diversity vs adequacy (point = mean over items, lines = item IQR)", fontsize=10)
     ax.grid(alpha=0.3)
-    save_figure(fig, path, dpi=110)
+    save_figure(fig, path)
     plt.close(fig)
     return True
 
 
-_DPI = 100
-_PANEL_WIDTH = 5.2  # inches
-# panels already drawn by this process (the figure helper of a multirun), by content: an α sweep
-# redraws the iBLEU and syntactic panels and reuses the others
-_PANELS: Memo[str, np.ndarray] = Memo("compare_plots.panels", max_entries=256)
-
-
-def _panel(sub: pd.DataFrame, metric: str, baseline: str, height: float) -> np.ndarray:
-    """One ranking panel as an RGBA image (rows, cols, 4)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    key = hashlib.blake2b(
-        repr((metric, baseline, height, list(sub.columns))).encode()
-        + pd.util.hash_pandas_object(sub, index=False).to_numpy().tobytes(),
-        digest_size=20,
-    ).hexdigest()
-    hit = _PANELS.get(key)
-    if hit is not None:
-        return hit
-    fig = Figure(figsize=(_PANEL_WIDTH, height), dpi=_DPI)
-    canvas = FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    fig.subplots_adjust(left=0.2, right=0.96, bottom=0.3 / height, top=1 - 0.3 / height)
-    cmap = _plt().get_cmap("tab10")
-    y = np.arange(len(sub))[::-1]
-    cluster = sub["cluster"].to_numpy(dtype=float)
-    k = np.where(np.isfinite(cluster), np.nan_to_num(cluster) - 1, 9).astype(int)
-    colors = [cmap(c % 10) for c in k]
-    # one collection per panel, not one artist per system
-    ax.hlines(y, sub["ci_low"], sub["ci_high"], colors=colors, lw=2)
-    ax.scatter(sub["score"], y, c=colors, zorder=3, s=25)
-    ax.set_yticks(y, list(sub["system"]), fontsize=8)
-    ax.set_ylim(-0.7, len(sub) - 0.3)
-    for label in ax.get_yticklabels():
-        if label.get_text() == baseline:
-            label.set_fontweight("bold")
-    direction = "higher is better" if bool(sub["higher_is_better"].iloc[0]) else "lower is better"
-    ax.set_title(f"{metric} ({direction})", fontsize=9)
-    ax.grid(axis="x", alpha=0.3)
-    canvas.draw()
-    return _PANELS.put(key, np.asarray(canvas.buffer_rgba()).copy())
-
-
-def ranking_plot(result: Comparison, path: Path, max_panels: int = 8) -> bool:
-    """Per column: systems sorted best first, the bootstrap interval as a bar, the cluster as
-    the colour, the baseline in bold. Each panel is drawn on its own and the panels are tiled,
-    so that a panel whose numbers did not change is not drawn again."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
+def ranking_plot(
+    result: Comparison, path: Path, style: FigureStyle | None = None, columns: int = 3
+) -> bool:
+    """One figure, a panel per column: systems sorted best first, the bootstrap interval as a
+    bar, the significance cluster as the colour (legend at the top), the baseline in bold and
+    marked with a square, each panel's direction in its title."""
+    style = style or FigureStyle()
     t = result.table
     if t.empty:
         return False
     metrics = list(dict.fromkeys(t["metric"]))
     first = [m for m in ("syntactic", "semantic") if m in metrics]
-    chosen = (first + [m for m in metrics if m not in first])[:max_panels]
-    cols = min(2, len(chosen))
+    chosen = first + [m for m in metrics if m not in first]
+    cols = min(columns, len(chosen))
     rows = math.ceil(len(chosen) / cols)
     n_sys = t["system"].nunique()
-    height = 0.6 + 0.28 * n_sys
-    shown = ["system", "score", "ci_low", "ci_high", "cluster", "rank", "higher_is_better"]
-    panels = [
-        _panel(
-            t.loc[t["metric"] == m, shown].sort_values("rank", na_position="last"),
-            m,
-            result.baseline,
-            height,
-        )
-        for m in chosen
+    panel_h = 0.9 + 0.22 * n_sys
+    plt = _plt()
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, panel_h * rows + 0.9), squeeze=False)
+    fig.subplots_adjust(wspace=0.55, hspace=0.55 if n_sys < 12 else 0.3)
+    cmap = plt.get_cmap("tab10")
+    clusters = sorted({int(c) for c in t["cluster"] if math.isfinite(c)})
+    for ax, metric in zip(axes.flat, chosen, strict=False):
+        sub = t[t["metric"] == metric].sort_values("rank", na_position="last")
+        y = np.arange(len(sub))[::-1]
+        cluster = sub["cluster"].to_numpy(dtype=float)
+        k = np.where(np.isfinite(cluster), np.nan_to_num(cluster) - 1, 9).astype(int)
+        colors = [cmap(c % 10) for c in k]
+        ax.hlines(y, sub["ci_low"], sub["ci_high"], colors=colors, lw=2)
+        base = (sub["system"] == result.baseline).to_numpy()
+        ax.scatter(sub["score"][~base], y[~base], c=np.array(colors)[~base], zorder=3, s=22)
+        if base.any():
+            ax.scatter(
+                sub["score"][base],
+                y[base],
+                c=np.array(colors)[base],
+                marker="s",
+                edgecolors="black",
+                zorder=3,
+                s=34,
+            )
+        ax.set_yticks(y, [str(s) for s in sub["system"]], fontsize=7)
+        ax.set_ylim(-0.7, len(sub) - 0.3)
+        for label in ax.get_yticklabels():
+            if label.get_text() == result.baseline:
+                label.set_fontweight("bold")
+        hib = bool(sub["higher_is_better"].iloc[0])
+        ax.set_title(f"{style.label(metric)}\n({style.direction(metric, hib)})", fontsize=8)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.grid(axis="x", alpha=0.3)
+    for ax in list(axes.flat)[len(chosen) :]:
+        ax.set_visible(False)
+    from matplotlib.lines import Line2D
+
+    handles = [
+        Line2D([], [], color=cmap((c - 1) % 10), lw=2, marker="o", ms=4, label=f"cluster {c}")
+        for c in clusters
     ]
-    title = Figure(figsize=(_PANEL_WIDTH * cols, 0.45), dpi=_DPI)
-    title_canvas = FigureCanvasAgg(title)
-    title.text(
-        0.5,
-        0.5,
-        f"System ranking: {result.config.confidence:.0%} bootstrap intervals, colour = "
-        f"significance cluster (alpha {result.config.alpha:g}), baseline in bold",
-        ha="center",
-        va="center",
-        fontsize=9,
+    handles.append(
+        Line2D(
+            [],
+            [],
+            color="0.4",
+            lw=0,
+            marker="s",
+            mec="black",
+            ms=5,
+            label=f"baseline ({result.baseline})",
+        )
     )
-    title_canvas.draw()
-    head = np.asarray(title_canvas.buffer_rgba())
-    ph, pw = panels[0].shape[:2]
-    image = np.full((head.shape[0] + rows * ph, max(head.shape[1], cols * pw), 4), 255, np.uint8)
-    image[: head.shape[0], : head.shape[1]] = head
-    for i, panel in enumerate(panels):
-        r, c = divmod(i, cols)
-        top = head.shape[0] + r * ph
-        image[top : top + ph, c * pw : (c + 1) * pw] = panel
-
-    from matplotlib.image import imsave
-
-    from paraeval.pipeline.files import atomic_write
-
-    atomic_write(path, lambda p: imsave(p, image, format="png", dpi=_DPI))
+    top = 1 - 0.75 / (panel_h * rows + 0.9)
+    fig.subplots_adjust(top=top)
+    fig.legend(
+        handles=handles,
+        loc="lower center",
+        bbox_to_anchor=(0.5, top + 0.35 / (panel_h * rows + 0.9)),
+        ncol=min(len(handles), 6),
+        fontsize=7,
+        frameon=False,
+    )
+    fig.suptitle(
+        f"System ranking: {result.config.confidence:.0%} bootstrap intervals; systems in the same "
+        f"cluster do not differ significantly (paired bootstrap, alpha {result.config.alpha:g})",
+        fontsize=9,
+        y=top + 0.6 / (panel_h * rows + 0.9),
+    )
+    save_figure(fig, path)
+    plt.close(fig)
     return True
 
 
-def write_compare_plots(plots_dir: Path, result: Comparison) -> list[Path]:
+def write_compare_plots(
+    plots_dir: Path, result: Comparison, style: FigureStyle | None = None
+) -> list[Path]:
+    style = style or FigureStyle()
     written: list[Path] = []
     try:
         cfg = (result.config.confidence, result.config.alpha)
-        p = plots_dir / "diversity_adequacy.png"
+        p = style.path(plots_dir, "diversity_adequacy")
         render(
             p,
             "diversity_adequacy",
             lambda q: diversity_adequacy_plot(result, q),
             result.systems,
             result.baseline,
+            paraphrase_scores(result),
         )
         if p.exists():
             written.append(p)
-        p = plots_dir / "system_ranking.png"
+        p = style.path(plots_dir, "system_ranking")
         render(
             p,
             "system_ranking",
-            lambda q: ranking_plot(result, q),
+            lambda q: ranking_plot(result, q, style),
             result.table,
             result.baseline,
             cfg,
+            style,
         )
         if p.exists():
             written.append(p)

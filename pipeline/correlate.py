@@ -7,6 +7,7 @@ the ``correlation`` package works on; one switch chooses the level.
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -61,7 +62,10 @@ def _resampling_fns(
         )
 
         def fn(idx: np.ndarray, matrix: np.ndarray = matrix) -> np.ndarray:
-            with np.errstate(all="ignore"):
+            # a system-only column (distinct-n ...) has no segment scores: NaN, without a
+            # "mean of empty slice" warning per resample
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
                 return np.nanmean(matrix[:, np.asarray(idx)], axis=1)
 
         out[name] = fn

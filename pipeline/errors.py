@@ -34,3 +34,45 @@ class DataError(UserError):
 
 class ConfigError(UserError):
     """An invalid configuration value."""
+
+
+class OutputError(UserError):
+    """An output file could not be written (a full disk, a quota, a folder made read-only).
+    The message names the file; what was written before it stays on disk, and no partial file
+    is left under a final name."""
+
+    def __init__(self, path: object, exc: OSError) -> None:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        folder = getattr(path, "parent", None)
+        kept = f"; files written before it are kept in {folder}" if folder is not None else ""
+        super().__init__(
+            f"cannot write {path} ({reason}){kept}; free space or choose another "
+            "output folder (hydra.run.dir) and run again"
+        )
+        self.path = path
+        self.errno = exc.errno
+
+
+def not_allowed(where: str, name: str, kind: str, choices: list[str]) -> ConfigError:
+    """The error for a ``_target_`` that is not on its allow-list (pipeline/targets.py)."""
+    import difflib
+
+    near = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
+    hint = f"did you mean '{near[0]}'? " if near else ""
+    return ConfigError(
+        f"{where} '{name}' is not allowed: it is not a paraeval {kind}; {hint}"
+        f"choose from {', '.join(choices)}"
+    )
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM, raised in the main thread by the CLI's handler. A BaseException, like
+    KeyboardInterrupt: ``except Exception`` blocks let it through, cleanup code sees it."""
+
+    def __init__(self, signum: int) -> None:
+        import signal
+
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+        self.status = 128 + signum  # the shell's convention: 130 for SIGINT, 143 for SIGTERM
+        super().__init__(self.name)

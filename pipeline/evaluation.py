@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import subprocess
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,10 +30,11 @@ from paraeval.pipeline.figures import Figures
 from paraeval.pipeline.files import write_csv, write_parquet
 from paraeval.pipeline.humans import human_report
 from paraeval.pipeline.load import HUMAN_PREFIX
-from paraeval.pipeline.plots import scatter_columns, write_plots
+from paraeval.pipeline.plots import FigureStyle, scatter_columns, write_plots
 from paraeval.pipeline.score import Scores, build_metrics, score
 from paraeval.pipeline.settings import Settings
 from paraeval.pipeline.sweep import AlphaCurve, compute_alpha_curve, curve_metrics, plot_alpha_curve
+from paraeval.pipeline.terminal import Status
 from paraeval.pipeline.track import (
     RunRecord,
     hydra_tags,
@@ -67,6 +69,7 @@ class Evaluation:
     compared: Comparison | None = None
     alpha_curve: AlphaCurve | None = None
     run_metrics: dict[str, float] = field(default_factory=dict)  # logged besides correlations
+    started_at: float = field(default_factory=time.time)  # when the run started (epoch seconds)
     figures: list[FigureJob] = field(default_factory=list)
 
     # ------------------------------------------------------------------ what the files hold
@@ -119,13 +122,16 @@ class Evaluation:
 
     # ------------------------------------------------------------------ output
     def write(self, out_dir: str | Path) -> Path:
-        """Writes every output file and figure into ``out_dir``."""
+        """Writes every output file, figure and ``report.html`` into ``out_dir``."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         write_tables(self, out)
         drawn = Figures(background=False)
         for job in self.figures:
             drawn.submit(job, out)
+        from paraeval.pipeline.html_report import write_html
+
+        write_html(self, out)
         return out
 
     def log(
@@ -164,7 +170,11 @@ def aggregate_stage(ev: Evaluation) -> list[FigureJob]:
     aspects = ev.aspects
     shown = scatter_columns(agg.segments, list(agg.columns))
     segments = agg.segments[["system", *shown, *aspects]]
-    return [functools.partial(_draw_scatters, segments, agg.systems.copy(), shown, aspects)]
+    return [
+        functools.partial(
+            _draw_scatters, segments, agg.systems.copy(), shown, aspects, figure_style(ev)
+        )
+    ]
 
 
 def correlate_stage(ev: Evaluation) -> list[FigureJob]:
@@ -179,7 +189,23 @@ def correlate_stage(ev: Evaluation) -> list[FigureJob]:
     else:
         ev.correlations = correlate(agg, settings, rng, ev.scores)
     ev.significance = significance(agg, settings, rng)
-    return [functools.partial(_draw_heatmap, ev.correlations)]
+    if not ev.aspects and settings.get("levels"):
+        log.warning("%s", no_ratings_message(ev.table))
+    return [functools.partial(_draw_heatmap, ev.correlations, figure_style(ev))]
+
+
+def no_ratings_message(table: pd.DataFrame) -> str:
+    seen = table.attrs.get("columns_seen")
+    if seen is None:
+        return (
+            "no human ratings found: nothing to correlate; give them with "
+            "data.human={aspect: {system: file}}"
+        )
+    return (
+        f"no human ratings found: nothing to correlate (no column starts with "
+        f"'{HUMAN_PREFIX}'; the data has columns {seen}); name yours with "
+        "data.columns.human={aspect: column}"
+    )
 
 
 def compare_stage(ev: Evaluation) -> list[FigureJob]:
@@ -189,7 +215,7 @@ def compare_stage(ev: Evaluation) -> list[FigureJob]:
     ev.compared = compare(ev.scores, agg, ev.settings.compare)
     for col in SYSTEM_COLUMNS:
         agg.systems[col] = ev.compared.systems[col].reindex(agg.systems.index)
-    return [functools.partial(_draw_compare, ev.compared)]
+    return [functools.partial(_draw_compare, ev.compared, figure_style(ev))]
 
 
 def alpha_curve_stage(ev: Evaluation) -> list[FigureJob]:
@@ -201,7 +227,7 @@ def alpha_curve_stage(ev: Evaluation) -> list[FigureJob]:
     if ev.alpha_curve is None:
         return []
     ev.run_metrics.update(curve_metrics(ev.alpha_curve))
-    return [functools.partial(_draw_alpha_curve, ev.alpha_curve)]
+    return [functools.partial(_draw_alpha_curve, ev.alpha_curve, figure_style(ev))]
 
 
 Stage = Callable[[Evaluation], list[FigureJob]]
@@ -215,12 +241,23 @@ STAGES: tuple[Stage, ...] = (
 
 
 def compute(
-    table: pd.DataFrame, settings: Settings, on_figure: Callable[[FigureJob], None] | None = None
+    table: pd.DataFrame,
+    settings: Settings,
+    on_figure: Callable[[FigureJob], None] | None = None,
+    status: Status | None = None,
+    started_at: float | None = None,
 ) -> Evaluation:
-    """Every stage on a loaded table; ``on_figure`` gets each figure as soon as its data exists."""
+    """Every stage on a loaded table; ``on_figure`` gets each figure as soon as its data exists;
+    ``status`` tells the terminal which stage runs; ``started_at`` is when the run began (its
+    loading included), for the tracker."""
     ev = Evaluation(settings, table)
+    if started_at is not None:
+        ev.started_at = started_at
+    status = status if status is not None else Status(enabled=False)
     for stage in STAGES:
-        for job in stage(ev):
+        with status.stage(stage.__name__.removesuffix("_stage").replace("_", " ")):
+            jobs = stage(ev)
+        for job in jobs:
             ev.figures.append(job)
             if on_figure is not None:
                 on_figure(job)
@@ -228,22 +265,38 @@ def compute(
 
 
 # --------------------------------------------------------------------------- figures
+def figure_style(ev: Evaluation) -> FigureStyle:
+    columns = ev._agg.columns
+    return FigureStyle(
+        fmt=ev.settings.report.format,
+        lower=frozenset(c for c, i in columns.items() if not i.higher_is_better),
+        source=frozenset(
+            c for c, i in columns.items() if i.group == "diversity" or c.endswith("_src")
+        ),
+    )
+
+
 def _draw_scatters(
-    segments: pd.DataFrame, systems: pd.DataFrame, shown: list[str], aspects: list[str], out: Path
+    segments: pd.DataFrame,
+    systems: pd.DataFrame,
+    shown: list[str],
+    aspects: list[str],
+    style: FigureStyle,
+    out: Path,
 ) -> None:
-    write_plots(out, segments, systems, pd.DataFrame(), shown, aspects)
+    write_plots(out, segments, systems, pd.DataFrame(), shown, aspects, style=style)
 
 
-def _draw_heatmap(correlations: pd.DataFrame, out: Path) -> None:
-    write_plots(out, pd.DataFrame(), pd.DataFrame(), correlations, [], [])
+def _draw_heatmap(correlations: pd.DataFrame, style: FigureStyle, out: Path) -> None:
+    write_plots(out, pd.DataFrame(), pd.DataFrame(), correlations, [], [], style=style)
 
 
-def _draw_compare(result: Comparison, out: Path) -> None:
-    write_compare_plots(out / "plots", result)
+def _draw_compare(result: Comparison, style: FigureStyle, out: Path) -> None:
+    write_compare_plots(out / "plots", result, style)
 
 
-def _draw_alpha_curve(result: AlphaCurve, out: Path) -> None:
-    plot_alpha_curve(result, out / "plots" / "alpha_curve.png")
+def _draw_alpha_curve(result: AlphaCurve, style: FigureStyle, out: Path) -> None:
+    plot_alpha_curve(result, style.path(out / "plots", "alpha_curve"))
 
 
 # --------------------------------------------------------------------------- files
@@ -284,18 +337,41 @@ def run_record(
     }
     tags.update({f"signature.{k}": v for k, v in ev.signatures.items()})
     tags.update(library_versions())
-    tags["paraeval.version"] = tags.get("version.paraeval", "unknown")
     tags.update(hydra_tags())
-    interesting = [o for o in overrides if not o.startswith(("hydra.", "tracking."))]
-    name = s.data.name + (" " + " ".join(interesting) if interesting else "")
+    files = [str(f) for f in ev.table.attrs.get("data_files", []) if not str(f).startswith("<")]
+    dataset = _dataset_label(s.data.name, files)
+    name = readable_run_name(dataset, overrides)
     return RunRecord(
         tracking=tracker.settings,
         params=params,
         tags=tags,
         run_name=tracker.run_name or sweep_run_name(name, tags),
         metrics=dict(ev.run_metrics),
-        data_name=s.data.name,
+        data_name=dataset,
+        data_source=str(Path(files[0]).resolve()) if files else "",
+        started_ms=int(ev.started_at * 1000),
+        ended_ms=int(time.time() * 1000),
     )
+
+
+# override keys that do not change what a run computes, or that the dataset name already says
+RUN_NAME_EXCLUDED = ("hydra.", "tracking", "cache.", "report.", "data")
+
+
+def readable_run_name(dataset: str, overrides: Sequence[str]) -> str:
+    """``<dataset>: key=value,key=value``, from the overrides that change the numbers (Hydra's
+    override_dirname, without the keys of :data:`RUN_NAME_EXCLUDED`)."""
+    kept = [o for o in overrides if not o.lstrip("+~").startswith(RUN_NAME_EXCLUDED)]
+    return f"{dataset}: {','.join(kept)}" if kept else dataset
+
+
+def _dataset_label(name: str, files: Sequence[str]) -> str:
+    """The dataset as its user knows it: the file name, or the layout's name for several."""
+    if len(files) == 1:
+        return Path(files[0]).name
+    if files:
+        return f"{name}: {Path(files[0]).name} + {len(files) - 1} files"
+    return name
 
 
 @functools.cache

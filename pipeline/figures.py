@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import signal
 import sys
 import types
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -31,8 +32,39 @@ def _pool() -> ProcessPoolExecutor:
     if _POOL is None:
         # spawn, not fork: the run's process holds threads (torch, thread pools) that a forked
         # child would inherit in an unknown state
-        _POOL = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        _POOL = ProcessPoolExecutor(
+            max_workers=1,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_ignore_interrupts,
+        )
     return _POOL
+
+
+def _ignore_interrupts() -> None:
+    # Ctrl-C reaches every process of the terminal's group: the run decides and stops the
+    # helper (stop_helper), which must not print a traceback of its own
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from paraeval.pipeline.names import escape_warnings
+
+    escape_warnings()
+
+
+def stop_helper() -> None:
+    """Kill the helper process now (the run was interrupted): no figure process is left behind,
+    and the interpreter's exit does not wait for a drawing to finish."""
+    global _POOL
+    pool, _POOL = _POOL, None
+    if pool is None:
+        return
+    processes = list(getattr(pool, "_processes", {}).values())
+    for process in processes:
+        with suppress(Exception):
+            process.kill()
+    with suppress(Exception):
+        pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        with suppress(Exception):
+            process.join(timeout=5)
 
 
 @contextmanager
@@ -94,6 +126,12 @@ class Figures:
             fn(*args)
         except Exception as exc:  # a figure must never cost the numbers
             log.warning("plotting failed (%s); the tables are written", exc)
+
+    def cancel(self) -> None:
+        """Forget the pending figures without waiting for them."""
+        for future in self._pending:
+            future.cancel()
+        self._pending = []
 
     def wait(self) -> None:
         global _POOL

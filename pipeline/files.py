@@ -15,26 +15,37 @@ from pathlib import Path
 
 import pandas as pd
 
-from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.errors import ConfigError, OutputError
 
 RUN_INFO = "run_info.json"
 
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """Write through a temporary file in the same folder, then rename: a crash never leaves a
-    truncated file that looks valid."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    """Write through a temporary file in the same folder, then rename: a crash or a full disk
+    never leaves a truncated file under the final name, and a file of that name from before is
+    kept. A failing write (``ENOSPC``, a quota, a read-only folder) is an :class:`OutputError`
+    naming the file."""
+    tmp: str | None = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
         write(Path(tmp))
         # mkstemp creates 0600; the result gets the mode a plain open() would have given it
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
+    except OSError as exc:
+        _remove(tmp)
+        raise OutputError(path, exc) from None
     except BaseException:
+        _remove(tmp)
+        raise
+
+
+def _remove(tmp: str | None) -> None:
+    if tmp is not None:
         with suppress(OSError):
             os.unlink(tmp)
-        raise
 
 
 def _umask() -> int:

@@ -98,13 +98,62 @@ class Reader:
 def _read_delimited(p: Path, sep: str, quoting: int) -> pd.DataFrame:
     # decoded once: the UTF-8 check names the row and column of a bad byte, and pandas parses
     # the same text instead of reading the file again
+    text = _read_text(p, "data.path", sep)
+    _check_fields(text, p, sep, quoting)
     return pd.read_csv(
-        io.StringIO(_read_text(p, "data.path", sep)),
+        io.StringIO(text),
         sep=sep,
         dtype=str,
         keep_default_na=False,
         quoting=quoting,
     )
+
+
+def _check_fields(text: str, p: Path, sep: str, quoting: int) -> None:
+    """What pandas would pass silently: a header naming a column twice (pandas renames the
+    second ``x.1`` and the first is used), and a row with fewer fields than the header (pandas
+    fills them with empty values; in a TSV, read without quotes, that is a line break inside a
+    quoted field, which splits one row into two)."""
+    reader = csv.reader(io.StringIO(text), delimiter=sep, quoting=quoting)
+    header = next(reader, None)
+    if not header:
+        return
+    seen: dict[str, int] = {}
+    for index, name in enumerate(header):
+        if name in seen:
+            raise DataError(
+                f"the header names column '{name}' twice (fields {seen[name] + 1} and "
+                f"{index + 1}); rename one",
+                file=str(p),
+                row=1,
+                column=name,
+            )
+        seen[name] = index
+    for record in reader:
+        if record and len(record) < len(header):
+            hint = (
+                "; a line break inside a quoted field? TSV is read without quotes, so each row "
+                "must be on one line"
+                if quoting == csv.QUOTE_NONE
+                else ""
+            )
+            raise DataError(
+                f"{len(record)} field{'s' if len(record) != 1 else ''} but the header has "
+                f"{len(header)}{hint}",
+                file=str(p),
+                row=reader.line_num,
+                column=header[len(record)],
+            )
+
+
+class _Absent:
+    """A key that a JSON line lacks while other lines have it (not an empty value)."""
+
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+ABSENT = _Absent()
 
 
 def _read_jsonl(p: Path) -> pd.DataFrame:
@@ -119,7 +168,8 @@ def _read_jsonl(p: Path) -> pd.DataFrame:
         if not isinstance(obj, dict):
             raise DataError("each line must be a JSON object", file=str(p), row=i)
         rows.append(obj)
-    return pd.DataFrame(rows)
+    keys = list(dict.fromkeys(k for row in rows for k in row))
+    return pd.DataFrame([{k: row.get(k, ABSENT) for k in keys} for row in rows], columns=keys)
 
 
 def _read_parquet(p: Path) -> pd.DataFrame:
@@ -179,7 +229,7 @@ def read_table(path: str | Path, fmt: str | None = None) -> pd.DataFrame:
 
 # --------------------------------------------------------------------------- cell conversion
 def _is_missing(value: Any) -> bool:
-    if value is None:
+    if value is None or value is ABSENT:
         return True
     if isinstance(value, float) and math.isnan(value):
         return True
@@ -187,6 +237,14 @@ def _is_missing(value: Any) -> bool:
 
 
 def _to_text(value: Any, *, file: str, row: int, column: str, allow_empty: bool) -> str:
+    if value is ABSENT:
+        raise DataError(
+            f"this line has no '{column}' key (other lines have one); give every line the key "
+            'and use "" for an empty text',
+            file=file,
+            row=row,
+            column=column,
+        )
     if _is_missing(value):
         if allow_empty:
             return ""
@@ -288,6 +346,7 @@ def validate(df: pd.DataFrame, file: str) -> pd.DataFrame:
             row=_row_of(first.origin),
             column="item_id",
         )
+    _check_item_spellings(df, file)
     sources = df.groupby("item_id", sort=False)["source"].nunique()
     bad = sources[sources > 1]
     if len(bad):
@@ -312,6 +371,29 @@ def validate(df: pd.DataFrame, file: str) -> pd.DataFrame:
     return df.sort_values(["item_id", "system"], kind="stable").reset_index(drop=True)
 
 
+def _check_item_spellings(df: pd.DataFrame, file: str) -> None:
+    """Item ids that are the same number written differently (``01`` and ``1``: a spreadsheet
+    dropped the zeros, or JSON has a number where another file has text) would be two items."""
+    ids = pd.Series(df["item_id"].unique())
+    numeric = ids[ids.str.fullmatch(r"[0-9]+")]
+    if numeric.empty:
+        return
+    canonical = numeric.str.lstrip("0").replace("", "0")
+    clashes = canonical[canonical.duplicated(keep=False)]
+    if clashes.empty:
+        return
+    spellings = list(numeric[canonical == clashes.iloc[0]])  # in the order of the rows
+    first, second = spellings[0], spellings[1]
+    origin = {i: df.loc[df.item_id == i, "origin"].iloc[0] for i in (first, second)}
+    raise DataError(
+        f"item ids '{first}' ({origin[first]}) and '{second}' ({origin[second]}) differ only in "
+        "leading zeros and would be two items; write every id the same way",
+        file=origin[second].rsplit(":", 1)[0],
+        row=_row_of(origin[second]),
+        column="item_id",
+    )
+
+
 def _row_of(origin: str) -> int | None:
     try:
         return int(origin.rsplit(":", 1)[1])
@@ -319,8 +401,49 @@ def _row_of(origin: str) -> int | None:
         return None
 
 
+def _check_annotator_rows(
+    df: pd.DataFrame, annotator: str, keys: list[str], repeats_allowed: bool = False
+) -> None:
+    """Per-annotator rows of one (item, system) must agree on the texts, and an annotator rates
+    it once: otherwise the first text would be scored silently, or a rating counted twice."""
+    # one row may stand for several systems (ParaBank's sys_id lists): the same row twice is
+    # one rating; two rows are two
+    rows_of = df.drop_duplicates([*keys, annotator, "origin"])
+    twice = rows_of.duplicated(subset=[*keys, annotator], keep=False)
+    if twice.any() and not repeats_allowed:
+        first = rows_of.loc[twice].iloc[0]
+        same = (rows_of[[*keys, annotator]] == first[[*keys, annotator]]).all(axis=1)
+        second = rows_of.loc[same].iloc[1]
+        raise DataError(
+            f"annotator '{first[annotator]}' rates (item_id, system) = ({first.item_id}, "
+            f"{first.system}) twice, also at {second.origin}; keep one rating per annotator",
+            file=first.origin.rsplit(":", 1)[0],
+            row=_row_of(first.origin),
+            column=annotator,
+        )
+    for column in ("candidate", "source"):
+        if column not in df:
+            continue
+        counts = df.groupby(keys, sort=False)[column].nunique()
+        bad = counts[counts > 1]
+        if bad.empty:
+            continue
+        item, system = bad.index[0]
+        rows = df[(df.item_id == item) & (df.system == system)]
+        texts = rows[column]
+        other = rows.loc[texts != texts.iloc[0]].iloc[0]
+        raise DataError(
+            f"the annotator rows of (item_id, system) = ({item}, {system}) disagree on the "
+            f"{column} text: '{str(texts.iloc[0])[:40]}' here, '{str(other[column])[:40]}' at "
+            f"{other.origin}; every row of one item and system must carry the same text",
+            file=rows.origin.iloc[0].rsplit(":", 1)[0],
+            row=_row_of(rows.origin.iloc[0]),
+            column=column,
+        )
+
+
 def _aggregate_annotators(
-    df: pd.DataFrame, annotator: str, human_cols: list[str], how: str
+    df: pd.DataFrame, annotator: str, human_cols: list[str], how: str, repeats_allowed: bool = False
 ) -> pd.DataFrame:
     if how not in AGGREGATIONS:
         raise ConfigError(f"data.aggregate must be one of {list(AGGREGATIONS)}, got '{how}'")
@@ -333,6 +456,7 @@ def _aggregate_annotators(
             df[col] = (df[col] - mean) / sd.where(sd > 0)
         how = "mean"
     keys = ["item_id", "system"]
+    _check_annotator_rows(df, annotator, keys, repeats_allowed)
     first = df.groupby(keys, sort=False).first().reset_index()
     agg = df.groupby(keys, sort=False)[human_cols].agg(how).reset_index()
     counts = df.groupby(keys, sort=False)[human_cols].count().reset_index()
@@ -391,6 +515,8 @@ def tidy_table(
         "references": "references",
     }
     mapping.update(dict(columns or {}))
+    # data.columns.human: {aspect: file column}, for ratings whose column lacks the prefix
+    human_map = mapping.pop("human", None)
     present = list(raw.columns)
 
     def need(col: str, key: str, optional: bool = False) -> str | None:
@@ -417,10 +543,22 @@ def tidy_table(
         ref_cols = [found] if found else []
     else:
         ref_cols = [c for c in (need(str(c), "references") for c in ref_spec) if c]
-    if human is None:
-        human_cols = [c for c in present if str(c).startswith(HUMAN_PREFIX)]
+    # (file column, tidy aspect column) for every rating column
+    human_cols: list[tuple[str, str]]
+    if human_map is not None:
+        if not isinstance(human_map, Mapping):
+            raise ConfigError(
+                "data.columns.human must map aspects to file columns, e.g. "
+                "data.columns.human={meaning: score}"
+            )
+        human_cols = [
+            (str(need(str(col), f"human.{aspect}")), _aspect_column(str(aspect)))
+            for aspect, col in human_map.items()
+        ]
+    elif human is None:
+        human_cols = [(c, str(c)) for c in present if str(c).startswith(HUMAN_PREFIX)]
     else:
-        human_cols = [c for c in (need(str(c), "human") for c in human) if c]
+        human_cols = [(str(need(str(c), "human")), _aspect_column(str(c))) for c in human]
     metric_cols = [c for c in present if str(c).startswith(METRIC_PREFIX)]
     if annotator is not None:
         need(annotator, "annotator")
@@ -447,8 +585,7 @@ def tidy_table(
         for col in ref_cols:
             refs.extend(_to_refs(rec[col], file=file, row=row, column=col))
         out["references"] = refs
-        for col in human_cols:
-            aspect = str(col) if str(col).startswith(HUMAN_PREFIX) else f"{HUMAN_PREFIX}{col}"
+        for col, aspect in human_cols:
             out[aspect] = _to_score(rec[col], file=file, row=row, column=col, nan_text=nan_text)
         for col in metric_cols:
             out[str(col)] = _to_score(rec[col], file=file, row=row, column=col, nan_text=nan_text)
@@ -465,7 +602,12 @@ def tidy_table(
         df = _aggregate_annotators(df, annotator, aspects, aggregate)
     df.attrs["data_files"] = [file]
     df.attrs["data_name"] = name
+    df.attrs["columns_seen"] = [str(c) for c in present]
     return validate(df, file)
+
+
+def _aspect_column(aspect: str) -> str:
+    return aspect if aspect.startswith(HUMAN_PREFIX) else f"{HUMAN_PREFIX}{aspect}"
 
 
 def load_text(
@@ -695,7 +837,11 @@ def load_parabank(
                 }
             )
     df = pd.DataFrame.from_records(records)
-    df = _aggregate_annotators(df, "worker", ["human_meaning", "human_grammaticality"], aggregate)
+    # the release holds repeated judgments by one anonymized worker id; their mean is the
+    # published aggregation, so repeats are averaged here as they always were
+    df = _aggregate_annotators(
+        df, "worker", ["human_meaning", "human_grammaticality"], aggregate, repeats_allowed=True
+    )
     if references == "source":
         df["references"] = [[s] for s in df["source"]]
     elif references == "none":

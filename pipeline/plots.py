@@ -6,6 +6,7 @@ import hashlib
 import logging
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from paraeval.memo import Memo
+from paraeval.pipeline.names import slug
 
 log = logging.getLogger(__name__)
 
@@ -26,18 +28,66 @@ def _plt():  # type: ignore[no-untyped-def]
     return plt
 
 
-def save_figure(fig: Any, path: Path, dpi: int) -> None:
-    """PNG through a temporary file and a rename (the format is given: the temporary name has no
-    .png suffix), so a crash never leaves a truncated image under the final name."""
+FORMATS = ("png", "pdf", "svg")
+PNG_DPI = 200
+LOWER_MARK = "↓"
+SOURCE_MARK = "◇"
+MARKS_NOTE = (
+    f"{LOWER_MARK} lower is better   {SOURCE_MARK} similarity to the source (lower = more diverse)"
+)
+COEFFICIENT_NAMES = {
+    "pearson": "Pearson r",
+    "spearman": "Spearman ρ",
+    "kendall_b": "Kendall τ-b",
+    "kendall_c": "Kendall τ-c",
+}
+
+
+@dataclass(frozen=True)
+class FigureStyle:
+    """What every figure needs besides its data: the file format and each column's direction."""
+
+    fmt: str = "png"
+    lower: frozenset[str] = frozenset()  # columns where lower is better
+    source: frozenset[str] = frozenset()  # columns that measure similarity to the source
+
+    def label(self, column: str) -> str:
+        if column in self.lower:
+            return f"{column} {LOWER_MARK}"
+        if column in self.source:
+            return f"{column} {SOURCE_MARK}"
+        return column
+
+    def direction(self, column: str, higher_is_better: bool = True) -> str:
+        if column in self.source:
+            return "similarity to the source: lower = more diverse"
+        lower = column in self.lower or not higher_is_better
+        return "lower is better" if lower else "higher is better"
+
+    def marked(self, columns: list[str]) -> bool:
+        return any(c in self.lower or c in self.source for c in columns)
+
+    def path(self, folder: Path, stem: str) -> Path:
+        return folder / f"{stem}.{self.fmt}"
+
+
+def save_figure(fig: Any, path: Path, dpi: int = PNG_DPI) -> None:
+    """The figure in the format of ``path``'s suffix, cropped to its contents (no label is cut
+    off), through a temporary file and a rename, so a crash never leaves a truncated file under
+    the final name."""
     from paraeval.pipeline.files import atomic_write
 
-    atomic_write(path, lambda p: fig.savefig(p, dpi=dpi, format="png"))
+    fmt = path.suffix.lstrip(".") or "png"
+    atomic_write(
+        path,
+        lambda p: fig.savefig(p, dpi=dpi, format=fmt, bbox_inches="tight", pad_inches=0.08),
+    )
 
 
-# PNGs this process has drawn, by a digest of the drawing function, the plotting code and the
-# plotted data. A Hydra multirun runs its jobs in one process, and most figures of an α sweep's
-# jobs show data that did not change: those are written again, not drawn again.
-_PNGS: Memo[str, bytes] = Memo("plots.png", max_entries=128)
+# Figure files this process has drawn, by a digest of the drawing function, the plotting code,
+# the format and the plotted data. A Hydra multirun runs its jobs in one process, and most figures
+# of an α sweep's jobs show data that did not change: those are written again, not drawn again.
+_FILES: Memo[str, bytes] = Memo("plots.files", max_entries=128)
 _CODE: str | None = None
 
 
@@ -72,28 +122,32 @@ def _feed(h: Any, part: Any) -> None:
 
 def render(path: Path, kind: str, draw: Callable[[Path], object], *inputs: Any) -> None:
     """``draw(path)``, unless this process already drew a ``kind`` figure from the same
-    ``inputs`` (everything the figure depends on): then those PNG bytes are written."""
+    ``inputs`` (everything the figure depends on): then those bytes are written."""
     h = hashlib.blake2b(digest_size=32)
-    h.update(f"{_code_digest()}|{kind}".encode())
+    h.update(f"{_code_digest()}|{kind}|{path.suffix}".encode())
     for part in inputs:
         _feed(h, part)
     key = h.hexdigest()
-    png = _PNGS.get(key)
-    if png is not None:
+    drawn = _FILES.get(key)
+    if drawn is not None:
         from paraeval.pipeline.files import atomic_write
 
-        atomic_write(path, lambda p: p.write_bytes(png))
+        atomic_write(path, lambda p: p.write_bytes(drawn))
         return
     draw(path)
     if not path.exists():  # nothing to draw
         return
-    _PNGS.put(key, path.read_bytes())
+    _FILES.put(key, path.read_bytes())
 
 
-def correlation_heatmap(corr: pd.DataFrame, path: Path, coefficient: str | None = None) -> None:
-    """Metrics x (aspect, level) for one coefficient; NaN cells are left blank."""
+def correlation_heatmap(
+    corr: pd.DataFrame, path: Path, coefficient: str | None = None, style: FigureStyle | None = None
+) -> None:
+    """Metrics x (aspect, level) for one coefficient; NaN cells are left blank; a column's
+    header gives its ``n`` when every cell of it has the same."""
     if corr.empty:
         return
+    style = style or FigureStyle()
     coefficient = coefficient or (
         "kendall_b" if "kendall_b" in set(corr["coefficient"]) else corr["coefficient"].iloc[0]
     )
@@ -101,24 +155,24 @@ def correlation_heatmap(corr: pd.DataFrame, path: Path, coefficient: str | None 
     table = sub.pivot_table(
         index="metric", columns=["aspect", "level"], values="value", aggfunc="first", sort=False
     )
+    headers = []
+    for aspect, level in table.columns:
+        head = f"{str(aspect).removeprefix('human_')}\n{level}"
+        if "n" in sub.columns:
+            ns = set(sub.loc[(sub["aspect"] == aspect) & (sub["level"] == level), "n"].dropna())
+            if len(ns) == 1:
+                head += f"\nn = {int(ns.pop())}"
+        headers.append(head)
+    rows = [style.label(str(m)) for m in table.index]
     plt = _plt()
-    # fixed margins sized from the labels: a layout engine measures every text twice and cost
-    # as much as the drawing
-    left = 0.3 + 0.07 * max((len(str(m)) for m in table.index), default=4)
-    width = left + 1.1 * table.shape[1] + 1.3
-    height = 1.2 + 0.38 * table.shape[0]
+    width = 1.6 + 0.09 * max((len(r) for r in rows), default=4) + 1.0 * table.shape[1] + 1.0
+    height = 1.6 + 0.32 * table.shape[0]
     fig, ax = plt.subplots(figsize=(width, height))
-    fig.subplots_adjust(
-        left=left / width, right=1 - 0.2 / width, bottom=0.55 / height, top=1 - 0.4 / height
-    )
     data = table.to_numpy(dtype=float)
     im = ax.imshow(np.ma.masked_invalid(data), cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto")
-    ax.set_xticks(
-        range(table.shape[1]),
-        [f"{str(a).removeprefix('human_')}\n{lv}" for a, lv in table.columns],
-        fontsize=8,
-    )
-    ax.set_yticks(range(table.shape[0]), list(table.index), fontsize=8)
+    ax.set_xticks(range(table.shape[1]), headers, fontsize=8)
+    ax.set_yticks(range(table.shape[0]), rows, fontsize=8)
+    ax.tick_params(length=0)
     for i in range(data.shape[0]):
         for j in range(data.shape[1]):
             if np.isfinite(data[i, j]):
@@ -131,20 +185,43 @@ def correlation_heatmap(corr: pd.DataFrame, path: Path, coefficient: str | None 
                     fontsize=7,
                     color="white" if abs(data[i, j]) > 0.6 else "black",
                 )
-    ax.set_title(f"{coefficient} with human ratings")
-    fig.colorbar(im, ax=ax, shrink=0.8)
-    save_figure(fig, path, dpi=110)
+    name = COEFFICIENT_NAMES.get(coefficient, coefficient)
+    ax.set_title(f"{name}: metric vs human ratings", fontsize=10)
+    bar = fig.colorbar(im, ax=ax, shrink=0.8, pad=0.02)
+    bar.set_label(name, fontsize=8)
+    if style.marked(list(table.index)):
+        fig.text(0.01, 0.0, MARKS_NOTE, fontsize=7, ha="left", va="top")
+    save_figure(fig, path)
     plt.close(fig)
 
 
+def _agreement(x: np.ndarray, y: np.ndarray) -> str:
+    """``r``, ``τ`` and ``n`` of the finite pairs, for the corner of a scatter plot."""
+    from scipy import stats
+
+    keep = np.isfinite(x) & np.isfinite(y)
+    n = int(keep.sum())
+    if n < 2 or np.ptp(x[keep]) == 0 or np.ptp(y[keep]) == 0:
+        return f"n = {n}"
+    r = float(stats.pearsonr(x[keep], y[keep])[0])
+    tau = float(stats.kendalltau(x[keep], y[keep])[0])
+    return f"r = {r:+.3f}   τ = {tau:+.3f}   n = {n}"
+
+
 def metric_vs_human(
-    segments: pd.DataFrame, systems: pd.DataFrame, metric: str, aspect: str, path: Path
+    segments: pd.DataFrame,
+    systems: pd.DataFrame,
+    metric: str,
+    aspect: str,
+    path: Path,
+    style: FigureStyle | None = None,
 ) -> None:
-    """Segment-level points coloured by system, system means as large markers."""
+    """Segment-level points coloured by system, system means as large markers; Pearson r,
+    Kendall τ and n in each panel."""
+    style = style or FigureStyle()
     plt = _plt()
-    # fixed margins: a layout engine costs more than the drawing itself on small plots
-    fig, axes = plt.subplots(1, 2, figsize=(9, 4))
-    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.13, top=0.92, wspace=0.25)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    fig.subplots_adjust(wspace=0.25)
     order = list(dict.fromkeys(segments["system"]))
     if len(order) <= 12:
         for system, sub in segments.groupby("system", sort=False):
@@ -162,11 +239,18 @@ def metric_vs_human(
             pick = code % len(cycle) == k
             if pick.any():
                 axes[0].plot(x[pick], y[pick], "o", ms=10**0.5, mew=0, alpha=0.6, color=color)
-    axes[0].set_xlabel(metric)
-    axes[0].set_ylabel(aspect)
-    axes[0].set_title("segments")
-    if len(systems) <= 12:
-        axes[0].legend(fontsize=7, markerscale=1.5)
+    human = aspect.removeprefix("human_")
+    axes[0].set_xlabel(style.label(metric))
+    axes[0].set_ylabel(f"human {human}")
+    # the agreement in the title: a box inside the axes would hide points
+    seg_stats = _agreement(
+        segments[metric].to_numpy(dtype=float), segments[aspect].to_numpy(dtype=float)
+    )
+    axes[0].set_title(f"segments: {seg_stats}", fontsize=9)
+    if len(order) <= 12:
+        axes[0].legend(
+            fontsize=7, markerscale=1.5, title="system", title_fontsize=7, loc="lower right"
+        )
     if metric in systems and aspect in systems:
         axes[1].scatter(systems[metric], systems[aspect], s=40)
         for name, row in systems.iterrows():
@@ -177,10 +261,15 @@ def metric_vs_human(
                 xytext=(3, 3),
                 textcoords="offset points",
             )
-    axes[1].set_xlabel(f"{metric} (corpus)")
-    axes[1].set_ylabel(f"mean {aspect}")
-    axes[1].set_title("systems")
-    save_figure(fig, path, dpi=90)
+        sys_stats = _agreement(
+            systems[metric].to_numpy(dtype=float), systems[aspect].to_numpy(dtype=float)
+        )
+        axes[1].set_title(f"systems: {sys_stats}", fontsize=9)
+    axes[1].set_xlabel(f"{style.label(metric)} (corpus level)")
+    axes[1].set_ylabel(f"mean human {human}")
+    if style.marked([metric]):
+        fig.text(0.01, 0.0, MARKS_NOTE, fontsize=7, ha="left", va="top")
+    save_figure(fig, path)
     plt.close(fig)
 
 
@@ -202,7 +291,9 @@ def write_plots(
     metric_cols: list[str],
     aspects: list[str],
     max_scatter: int = 4,
+    style: FigureStyle | None = None,
 ) -> list[Path]:
+    style = style or FigureStyle()
     plots = out_dir / "plots"
     written = []
     try:
@@ -210,18 +301,22 @@ def write_plots(
             # one system or constant scores give singular axis limits; matplotlib copes and warns
             warnings.simplefilter("ignore", UserWarning)
             if not corr.empty:
-                p = plots / "correlation_heatmap.png"
-                shown = corr[["metric", "aspect", "level", "coefficient", "value"]]
+                p = style.path(plots, "correlation_heatmap")
+                kept = ["metric", "aspect", "level", "coefficient", "value"]
+                shown = corr[kept + (["n"] if "n" in corr.columns else [])]
                 render(
                     p,
                     "correlation_heatmap",
-                    lambda q: correlation_heatmap(shown, q),
+                    lambda q: correlation_heatmap(shown, q, style=style),
                     shown.reset_index(drop=True),
+                    style,
                 )
                 written.append(p)
             for metric in scatter_columns(segments, metric_cols, max_scatter):
                 for aspect in aspects:
-                    p = plots / f"scatter_{metric}_{aspect}.png"
+                    p = style.path(
+                        plots, f"scatter_{slug(metric)}_{slug(aspect)}"
+                    )  # names from data
                     seg = segments[["system", metric, aspect]]
                     sys_view = (
                         systems.reindex(columns=[metric, aspect])
@@ -231,11 +326,14 @@ def write_plots(
                     render(
                         p,
                         "metric_vs_human",
-                        lambda q, m=metric, a=aspect, sg=seg: metric_vs_human(sg, systems, m, a, q),
+                        lambda q, m=metric, a=aspect, sg=seg: metric_vs_human(
+                            sg, systems, m, a, q, style
+                        ),
                         metric,
                         aspect,
                         seg.reset_index(drop=True),
                         sys_view,
+                        style,
                     )
                     written.append(p)
     except Exception as exc:  # a plot must never cost the numbers

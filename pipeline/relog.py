@@ -4,10 +4,12 @@ For runs whose tracking server was unreachable, or that ran with ``tracking=none
 node without access to the server. The run is rebuilt from the directory (``run_info.json`` and the
 output files), so it has the same params, tags, metrics, dataset and artifacts as a run logged at
 the time. Idempotent: a run is tagged with a hash of the output files, and a directory whose
-content is already logged is reported, not logged twice.
+content is already logged is reported, not logged twice. A run of the same directory that an
+interrupted logging left unfinished (RUNNING, KILLED or FAILED) is closed and soft-deleted, and
+the new run names it in its ``paraeval.replaces`` tag: one run per directory.
 
-Exit codes: 0 logged or already logged; 1 the tracking server is unreachable or logging failed;
-2 not a paraeval output directory or bad arguments.
+Exit codes: 0 logged or already logged; 1 the tracking server is unreachable or failing, or logging
+failed; 2 not a paraeval output directory or bad arguments.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 
 from paraeval.pipeline.errors import UserError
+from paraeval.pipeline.names import show
 from paraeval.pipeline.track import TrackingUnavailable, read_run_info, resolve_tracking_uri
 from paraeval.pipeline.tracking import MLflowTracker
 
@@ -79,16 +82,19 @@ def main(argv: list[str] | None = None) -> int:
                 out_dir, args.tracking_uri, args.store_dir, args.experiment
             )
         except UserError as exc:
-            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            print(f"{PROG}: error: {show(exc)}", file=sys.stderr)
             status = max(status, 2)
             continue
         except TrackingUnavailable as exc:
-            print(f"{PROG}: error: {exc}; {out_dir} not logged", file=sys.stderr)
+            print(f"{PROG}: error: {show(exc)}; {show(out_dir)} not logged", file=sys.stderr)
             status = max(status, 1)
             continue
         except Exception as exc:
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            print(f"{PROG}: error: logging {out_dir} failed: {reason[:300]}", file=sys.stderr)
+            print(
+                f"{PROG}: error: logging {show(out_dir)} failed: {show(reason[:300])}",
+                file=sys.stderr,
+            )
             status = max(status, 1)
             continue
         what = "already logged as run" if already else "logged as run"

@@ -9,18 +9,21 @@ or scored.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
+from paraeval.pipeline import targets
 from paraeval.pipeline.aggregate import Normalizer
 from paraeval.pipeline.compare import CompareConfig
 from paraeval.pipeline.correlate import check_correlation_config
 from paraeval.pipeline.errors import ConfigError
-from paraeval.pipeline.load import LOADERS, load_data
+from paraeval.pipeline.load import load_data
+from paraeval.pipeline.score import metric_settings
 from paraeval.pipeline.sweep import AlphaCurveSettings
 from paraeval.pipeline.track import flatten
 from paraeval.pipeline.tracking import Tracker, tracker_from_config
@@ -37,11 +40,7 @@ class DataSettings:
     @classmethod
     def from_node(cls, node: Mapping[str, object]) -> DataSettings:
         options = {str(k): v for k, v in node.items()}
-        target = str(options.pop("_target_", "") or "")
-        if target not in LOADERS:
-            raise ConfigError(
-                "data._target_ must be one of paraeval.pipeline.load.load_demo/load_table/load_text"
-            )
+        target = targets.check("data", options.pop("_target_", ""))
         missing = [k for k, v in options.items() if v == "???"]
         if missing:
             raise ConfigError(f"data.{missing[0]} is required, e.g. data.{missing[0]}=<path>")
@@ -57,6 +56,7 @@ class ReportSettings:
     max_rows: int
     plot_process: bool
     progress: bool
+    format: str  # figure file format: png | pdf | svg
 
 
 @dataclass(frozen=True)
@@ -82,18 +82,25 @@ class Settings:
         for key in OmegaConf.missing_keys(cfg):
             raise ConfigError(f"{key} is required, e.g. {key}=<value>")
         tree = _container(cfg)
+        _check_keys(tree, TOP_LEVEL, "")
         correlation = _node(tree, "correlation")
         check_correlation_config(correlation)
         compare = _node(tree, "compare")
+        compare_on = _bool(compare.get("enabled"), "compare.enabled")
+        metrics = _metrics(tree)
+        allow_external = _bool(tree.get("allow_external_metrics", False), "allow_external_metrics")
+        for metric_id, node in metrics.items():
+            # target and setting names now, not after the data is loaded
+            metric_settings(metric_id, node, allow_external)
         return cls(
             seed=_integer(tree.get("seed"), "seed"),
             data=DataSettings.from_node(_node(tree, "data")),
-            metrics=_metrics(tree),
-            allow_external_metrics=_flag(tree, "allow_external_metrics", False),
+            metrics=metrics,
+            allow_external_metrics=allow_external,
             normalizer=_normalizer(_node(tree, "normalize")),
             correlation=correlation,
-            compare=CompareConfig.from_mapping(compare) if compare.get("enabled") else None,
-            cache=_node(tree, "cache") if tree.get("cache") else None,
+            compare=CompareConfig.from_mapping(compare) if compare_on else None,
+            cache=_cache(tree),
             alpha_curve=AlphaCurveSettings.from_config(_node(tree, "alpha_curve")),
             report=_report(_node(tree, "report")),
             tracking=_node(tree, "tracking"),
@@ -125,6 +132,7 @@ def _metrics(tree: Mapping[str, object]) -> dict[str, Node]:
 
 
 def _normalizer(node: Node) -> Normalizer:
+    targets.check("normalize", node.get("_target_"))
     options = {k: v for k, v in node.items() if k != "_target_"}
     try:
         return Normalizer(**options)  # type: ignore[arg-type]
@@ -141,15 +149,87 @@ def _integer(value: object, key: str) -> int:
         raise ConfigError(f"{key} must be an integer, got '{value}'") from None
 
 
-def _flag(tree: Mapping[str, object], key: str, absent: bool) -> bool:
-    # only for keys a user adds with `+key=...`; every other flag is in the YAML files
-    return bool(tree.get(key, absent))
+def _bool(value: object, key: str) -> bool:
+    """YAML's true/false only: ``maybe`` or ``1`` is a mistake, not a truthy string."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key} must be true or false, got '{value}'")
+    return value
+
+
+def _check_keys(node: Mapping[str, object], valid: Sequence[str], section: str) -> None:
+    """A key that is not a setting (a misspelling added with ``+``) is one line naming the
+    nearest valid key, never silently ignored."""
+    for key in node:
+        if key not in valid:
+            where = f"{section}.{key}" if section else str(key)
+            near = difflib.get_close_matches(str(key), list(valid), n=1, cutoff=0.5)
+            hint = f"; did you mean '{section + '.' if section else ''}{near[0]}'?" if near else ""
+            raise ConfigError(
+                f"unknown setting '{where}'{hint} (valid: {', '.join(sorted(map(str, valid)))})"
+            )
+
+
+# the top-level keys of conf/config.yaml, the config groups, and the opt-in flag added with +
+TOP_LEVEL = (
+    "seed",
+    "data",
+    "metrics",
+    "normalize",
+    "correlation",
+    "compare",
+    "tracking",
+    "experiment",
+    "cache",
+    "alpha_curve",
+    "report",
+    "allow_external_metrics",
+)
+REPORT_KEYS = ("print_tables", "max_rows", "plot_process", "progress", "format")
+CACHE_KEYS = ("enabled", "dir")
 
 
 def _report(node: Node) -> ReportSettings:
+    _check_keys(node, REPORT_KEYS, "report")
+    max_rows = _integer(node["max_rows"], "report.max_rows")
+    if max_rows < 1:
+        raise ConfigError(f"report.max_rows must be a positive integer, got {max_rows}")
     return ReportSettings(
-        print_tables=bool(node["print_tables"]),
-        max_rows=_integer(node["max_rows"], "report.max_rows"),
-        plot_process=bool(node["plot_process"]),
-        progress=bool(node["progress"]),
+        print_tables=_bool(node["print_tables"], "report.print_tables"),
+        max_rows=max_rows,
+        plot_process=_bool(node["plot_process"], "report.plot_process"),
+        progress=_bool(node["progress"], "report.progress"),
+        format=_figure_format(node["format"]),
     )
+
+
+def _figure_format(value: object) -> str:
+    from paraeval.pipeline.plots import FORMATS
+
+    if value not in FORMATS:
+        raise ConfigError(f"report.format must be one of {list(FORMATS)}, got '{value}'")
+    return str(value)
+
+
+def _cache(tree: Mapping[str, object]) -> Node | None:
+    node = _node(tree, "cache")
+    _check_keys(node, CACHE_KEYS, "cache")
+    if not _bool(node.get("enabled"), "cache.enabled"):
+        return None
+    if not isinstance(node.get("dir"), str) or not node["dir"]:
+        raise ConfigError(f"cache.dir must be a folder, got '{node.get('dir')}'")
+    return node
+
+
+def check_table(settings: Settings, table: pd.DataFrame) -> None:
+    """The settings that name things in the data, checked once it is loaded and before any
+    scoring: the comparison's baseline system."""
+    compare = settings.compare
+    if compare is not None and compare.baseline is not None:
+        systems = sorted(map(str, table["system"].unique()))
+        if compare.baseline not in systems:
+            near = difflib.get_close_matches(compare.baseline, systems, n=1)
+            hint = f"did you mean '{near[0]}'? " if near else ""
+            raise ConfigError(
+                f"compare.baseline '{compare.baseline}' is not a system; {hint}choose from "
+                f"{systems}"
+            )

@@ -349,7 +349,7 @@ def plot_alpha_curve(result: AlphaCurve, path: Path) -> None:
         ax.legend(fontsize=7)
     from paraeval.pipeline.plots import save_figure
 
-    save_figure(fig, path, dpi=110)
+    save_figure(fig, path)
     plt.close(fig)
 
 
@@ -365,8 +365,11 @@ def compute_alpha_curve(
     if not settings.enabled:
         return None
     metric_id = find_ibleu(metrics)
-    if metric_id is None or not aspects:
-        log.info("alpha curve skipped: needs iBLEU among the metrics and human ratings")
+    if metric_id is None:
+        log.info("alpha curve skipped: needs iBLEU among the metrics")
+        return None
+    if not aspects:
+        log.info("alpha curve skipped: no human ratings")
         return None
     if segments["item_id"].nunique() < 2:
         log.info("alpha curve skipped: needs at least two items to split into dev and test")

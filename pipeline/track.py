@@ -4,12 +4,16 @@
 The output files are written first (atomically, :mod:`paraeval.pipeline.files`); a tracker then
 logs the finished directory (:mod:`paraeval.pipeline.tracking` chooses the backend).
 
-MLflow layout: one parent run per invocation and one child run per system with its corpus-level
-scores. The parent holds the flattened resolved config as params (plus ``metrics.selected``), the
-correlations, cache hits/misses and α-curve results as metrics, the input table as an MLflow dataset
-with a content digest, tags for metric signatures, project version, git commit and library
-versions, and the output directory as artifacts. In a Hydra multirun every job's run carries the
-same ``paraeval.sweep`` tag and a run name built from its overrides.
+MLflow layout: one parent run per invocation, named ``<input file>: <overrides>``, with its real
+start and end times, and one child run per system (named after it) with its corpus-level scores and,
+from the comparison, each column's ``.ci_low``, ``.ci_high``, ``.p_bootstrap``, ``.p_ar`` and
+``.cluster``. The parent holds the flattened resolved config as params (plus
+``metrics.selected``); as metrics a few headline correlations (the group averages'), cache
+hits/misses and α-curve results; the full correlation and comparison tables as MLflow tables
+(``tables/*.json``); the input table as an MLflow dataset named after the input file, with its path
+as source and a content digest; tags for metric signatures, git commit and library versions
+(``version.<package>``); and the output directory as artifacts. In a Hydra multirun every job's
+run carries the same ``paraeval.sweep`` tag and a run name built from its overrides.
 
 Everything a run logs is first written to ``run_info.json`` in its output directory and the runs are
 built from the files on disk, so ``paraeval-log OUTPUT_DIR`` (:mod:`pipeline.relog`) logs a finished
@@ -43,6 +47,7 @@ import pandas as pd
 from paraeval.memo import Memo
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.files import RUN_INFO, atomic_write, output_digest
+from paraeval.pipeline.names import show, slug
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +84,9 @@ class RunRecord:
     run_name: str
     metrics: dict[str, float] = field(default_factory=dict)
     data_name: str = "data"
+    data_source: str = ""  # the input file's absolute path ("" for a DataFrame)
+    started_ms: int = 0  # epoch milliseconds: the run's start, and when its outputs were written
+    ended_ms: int = 0
     run_uid: str = field(default_factory=lambda: uuid.uuid4().hex)
     format: str = RUN_INFO_FORMAT
 
@@ -216,6 +224,11 @@ class TrackingUnavailable(RuntimeError):
 def resolve_tracking_uri(tracking: Mapping[str, Any]) -> tuple[str, str | None]:
     """(tracking URI, artifact location for a new experiment or None)."""
     uri = tracking.get("uri")
+    if uri and str(uri).startswith("sqlite:///"):
+        # beside the store, as for store_dir; MLflow's default is ./mlruns in whatever folder
+        # the run was started from
+        db = Path(sqlite_path(str(uri)))
+        return str(uri), (db.parent / "artifacts").as_uri()
     if uri:
         return str(uri), None
     store = Path(str(tracking.get("store_dir") or "mlflow")).expanduser().resolve()
@@ -232,21 +245,45 @@ def resolved_tracking(tracking: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+# MLflow's client retries a failing request 7 times with exponential back-off (minutes against a
+# server that answers 500); paraeval bounds that to seconds. Variables a user sets win.
+HTTP_RETRY_DEFAULTS = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
+}
+HEALTH_ATTEMPTS = 2
+HEALTH_PAUSE_S = 0.5
+
+
+def bound_http_retries() -> None:
+    for name, value in HTTP_RETRY_DEFAULTS.items():
+        os.environ.setdefault(name, value)
+
+
 def check_reachable(uri: str, timeout: float = 5.0) -> None:
-    """A fast answer for a remote server that is down (MLflow's client would retry for minutes)."""
+    """A fast answer for a remote server that is down or failing (MLflow's client would retry
+    for minutes): ``/health`` must answer, and not with a server error (5xx). A 4xx (a proxy
+    without that route) counts as an answer. Raises :class:`TrackingUnavailable`."""
     if not uri.startswith(("http://", "https://")):
         return
+    bound_http_retries()
     url = uri.rstrip("/") + "/health"
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
-            resp.read(64)
-    except urllib.error.HTTPError:
-        return  # something answers; MLflow reports any real problem itself
-    except (urllib.error.URLError, OSError, TimeoutError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise TrackingUnavailable(
-            f"MLflow tracking server {uri} is unreachable ({reason})"
-        ) from None
+    problem = ""
+    for attempt in range(HEALTH_ATTEMPTS):
+        if attempt:
+            time.sleep(HEALTH_PAUSE_S)
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as resp:
+                resp.read(64)
+            return
+        except urllib.error.HTTPError as exc:
+            if exc.code < 500:
+                return  # something answers; MLflow reports any real problem itself
+            problem = f"answers HTTP {exc.code} {exc.reason}".rstrip()
+        except (urllib.error.URLError, OSError, TimeoutError) as exc:
+            problem = f"is unreachable ({getattr(exc, 'reason', exc)})"
+    raise TrackingUnavailable(f"MLflow tracking server {uri} {problem}")
 
 
 _SQLITE_TUNED = False
@@ -274,30 +311,149 @@ def _tune_sqlite() -> None:
     _SQLITE_TUNED = True
 
 
+def sqlite_path(uri: str) -> Path:
+    """The database file of a ``sqlite:///`` URI, absolute."""
+    db = Path(uri.removeprefix("sqlite:///").split("?", 1)[0])
+    return db if db.is_absolute() else db.resolve()
+
+
+class StoreBroken(TrackingUnavailable):
+    """A SQLite store that a killed run left half-created; the message says what to do."""
+
+
+def _store_state(db: Path) -> str:
+    """``missing``, ``ready``, ``empty-broken`` (half-created, no run in it: safe to recreate)
+    or ``broken`` (half-created with runs: the user decides)."""
+    import sqlite3
+
+    if not db.exists() or db.stat().st_size == 0:
+        return "missing"
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            tables = {
+                r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            }
+            versioned = "alembic_version" in tables and bool(
+                con.execute("SELECT count(*) FROM alembic_version").fetchone()[0]
+            )
+            runs = con.execute("SELECT count(*) FROM runs").fetchone()[0] if "runs" in tables else 0
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as exc:
+        raise StoreBroken(f"MLflow store {db} cannot be read ({exc})") from None
+    # an interrupted batch migration leaves its copy table behind ("table ... already exists")
+    interrupted = any(t.startswith("_alembic_tmp_") for t in tables)
+    if versioned and not interrupted:
+        return "ready"
+    return "broken" if runs else "empty-broken"
+
+
+def prepare_sqlite_store(db: Path) -> None:
+    """Create a new store atomically (built under a temporary name, then renamed), so that a run
+    killed while MLflow creates the schema leaves no half-created store; repair one left by an
+    older version the same way when it holds no run. Called under the store's lock."""
+    state = _store_state(db)
+    if state == "ready":
+        return
+    if state == "broken":
+        raise StoreBroken(
+            f"MLflow store {db} was left half-created (a schema migration was interrupted) and "
+            f"holds runs; move it aside (mv {db} {db}.broken) so that a new one is created"
+        )
+    if state == "empty-broken":
+        log.warning("MLflow store %s was left half-created and holds no run; recreating it", db)
+    import sqlalchemy
+    from mlflow.store.db.utils import _initialize_tables
+
+    for stale in db.parent.glob(f".{db.name}.creating-*"):
+        with suppress(OSError):
+            stale.unlink()
+    tmp = db.parent / f".{db.name}.creating-{os.getpid()}"
+    engine = sqlalchemy.create_engine(f"sqlite:///{tmp}")
+    try:
+        _initialize_tables(engine)
+    finally:
+        engine.dispose()
+    for suffix in ("-wal", "-shm"):
+        with suppress(OSError):
+            os.unlink(str(db) + suffix)
+    os.replace(tmp, db)
+
+
 @contextmanager
 def store_lock(uri: str) -> Iterator[None]:
-    """Serialize writers of one SQLite store (no-op for servers and other databases)."""
+    """Serialize writers of one SQLite store (no-op for servers and other databases), and make
+    sure the store is whole before MLflow opens it."""
     if not uri.startswith("sqlite:///"):
         yield
         return
     from filelock import FileLock
 
     _tune_sqlite()
-    db = Path(uri.removeprefix("sqlite:///").split("?", 1)[0])
-    if not db.is_absolute():
-        db = db.resolve()
+    db = sqlite_path(uri)
     db.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(db) + ".lock", timeout=LOCK_TIMEOUT_S):
+        prepare_sqlite_store(db)
         yield
 
 
 def _key(*parts: str) -> str:
-    # MLflow allows alphanumerics, _ - . / and space in metric, param and tag names
-    allowed = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./ ")
-    return ".".join("".join(ch if ch in allowed else "_" for ch in p) for p in parts)
+    """An MLflow metric/param/tag key from parts that may come from data (system and column
+    names): MLflow allows alphanumerics, ``_ - . /`` and space, and refuses keys that resolve to
+    other names as paths. A part that is safe as it is stays unchanged; any other passes through
+    :func:`paraeval.pipeline.names.slug` (safe characters and a stable hash)."""
+    out = []
+    for part in parts:
+        if all(ch in _ALLOWED for ch in part) and ".." not in part and not part.startswith("/"):
+            out.append(part)
+        else:
+            out.append(slug(part))
+    return ".".join(out)
 
 
+_ALLOWED = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./ ")
 _metric_name = _key
+
+
+CORRELATION_TABLE = "tables/correlations.json"
+COMPARISON_TABLE = "tables/system_comparison.json"
+# the per-system statistics of system_comparison.csv, logged as <column>.<statistic>
+COMPARISON_STATS = ("ci_low", "ci_high", "p_bootstrap", "p_ar", "cluster")
+HEADLINE_COLUMNS = ("syntactic", "semantic")
+
+
+def headline_metrics(correlations: pd.DataFrame) -> dict[str, float]:
+    """The few correlations worth a chart: the group averages' correlation, first coefficient,
+    at every level and aspect (``corr.<level>.<coefficient>.<column>.<aspect>``); the whole
+    table is logged as an MLflow table."""
+    if correlations.empty:
+        return {}
+    first = correlations["coefficient"].iloc[0]
+    rows = correlations[
+        (correlations["coefficient"] == first) & correlations["metric"].isin(HEADLINE_COLUMNS)
+    ]
+    metrics = {}
+    for corr in rows.to_dict("records"):
+        if _finite(corr["value"]):
+            name = _key(*(str(corr[k]) for k in ("level", "coefficient", "metric", "aspect")))
+            metrics[f"corr.{name}"] = float(corr["value"])
+    return metrics
+
+
+def system_metrics(systems: pd.DataFrame, comparison: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """Per system: each column's corpus-level score, and from the comparison its interval,
+    paired p-values and cluster (``<column>.ci_low`` ...)."""
+    out: dict[str, dict[str, float]] = {}
+    for row in systems.to_dict("records"):
+        system = str(row.pop("system"))
+        out[system] = {_key(str(k)): float(v) for k, v in row.items() if _finite(v)}
+    for row in comparison.to_dict("records"):
+        values = out.setdefault(str(row["system"]), {})
+        for stat in COMPARISON_STATS:
+            if stat in row and _finite(row[stat]):
+                values[_key(str(row["metric"]), stat)] = float(row[stat])
+    return out
 
 
 def _finite(value: Any) -> bool:
@@ -354,7 +510,7 @@ def _log_batch(
     now = int(time.time() * 1000)
     ms = [Metric(_key(k), float(v), now, 0) for k, v in (metrics or {}).items() if _finite(v)]
     ps = [Param(_key(k), str(v)[:PARAM_MAX]) for k, v in (params or {}).items()]
-    ts = [RunTag(k, str(v)[:PARAM_MAX]) for k, v in (tags or {}).items()]
+    ts = [RunTag(_key(k), str(v)[:PARAM_MAX]) for k, v in (tags or {}).items()]
     # one request per run where possible (each is a round trip, or a SQLite transaction); MLflow
     # takes at most 1000 metrics, 100 params, 100 tags and 1000 entries in all per request
     while ms or ps or ts:
@@ -404,12 +560,15 @@ def log_output_dir(
     frame = dataset_frame(segments)
     digest = frame_digest(frame)
 
-    metrics: dict[str, float] = {}
-    for corr in correlations.to_dict("records"):
-        if _finite(corr["value"]):
-            name = _key(*(str(corr[k]) for k in ("level", "coefficient", "metric", "aspect")))
-            metrics[f"corr.{name}"] = float(corr["value"])
+    comparison_path = out_dir / "system_comparison.csv"
+    comparison = (
+        pd.read_csv(comparison_path, keep_default_na=False, na_values=[""])
+        if comparison_path.is_file() and comparison_path.stat().st_size > 1
+        else pd.DataFrame()
+    )
+    metrics = headline_metrics(correlations)
     metrics.update({k: float(v) for k, v in record.metrics.items()})
+    per_system = system_metrics(systems, comparison)
     tags = dict(record.tags)
     tags[CONTENT_HASH_TAG] = content_hash
     tags["paraeval.dataset_digest"] = digest
@@ -424,8 +583,20 @@ def log_output_dir(
         existing = _find_logged(client, exp_id, content_hash) if content_hash else None
         if existing is not None:
             return Logged(existing, uri, True)
-        parent = client.create_run(exp_id, run_name=record.run_name)
+        leftovers = close_leftovers(client, exp_id, record.run_uid)
+        start, end = record.started_ms or None, record.ended_ms or None
+        # the directory's run id is tagged first: a logging that is interrupted can be found
+        # and closed by the next one (paraeval-log) instead of being duplicated
+        parent = client.create_run(
+            exp_id,
+            run_name=record.run_name,
+            start_time=start,
+            tags={RUN_UID_TAG: record.run_uid, "paraeval.output_dir": str(out_dir.resolve())},
+        )
         parent_id = parent.info.run_id
+        if leftovers:
+            tags[REPLACES_TAG] = ",".join(leftovers)
+        child_id: str | None = None
         try:
             _log_batch(client, parent_id, metrics=metrics, params=record.params)
             # MLflow infers the schema value by value: once per input and process, not once per
@@ -433,7 +604,10 @@ def log_output_dir(
             entity = _DATASETS.get_or_compute(
                 (digest, record.data_name),
                 lambda: from_pandas(
-                    frame, name=record.data_name, digest=digest
+                    frame,
+                    name=record.data_name,
+                    digest=digest,
+                    source=record.data_source or None,
                 )._to_mlflow_entity(),
             )
             client.log_inputs(
@@ -441,34 +615,67 @@ def log_output_dir(
                 [DatasetInput(entity, tags=[InputTag("mlflow.data.context", "evaluation")])],
             )
             shared = {k: v for k, v in tags.items() if k.startswith(("paraeval.sweep", "version."))}
-            for row in systems.to_dict("records"):
-                system = str(row.pop("system"))
-                child = client.create_run(
+            for system, values in per_system.items():
+                # nested under the invocation in the UI: the system's name says it all
+                child_id = client.create_run(
                     exp_id,
-                    run_name=f"{record.run_name} / {system}",
+                    run_name=show(system),
+                    start_time=start,
                     tags={
                         "mlflow.parentRunId": parent_id,
                         "paraeval.system": system,
                         "paraeval.role": "system",
                         **shared,
                     },
-                )
-                _log_batch(
-                    client,
-                    child.info.run_id,
-                    metrics={str(k): v for k, v in row.items() if _finite(v)},
-                    params={"system": system},
-                )
-                client.set_terminated(child.info.run_id)
+                ).info.run_id
+                _log_batch(client, child_id, metrics=values, params={"system": system})
+                client.set_terminated(child_id, end_time=end)
+                child_id = None
+            # the full tables as MLflow tables (artifacts the UI shows as tables)
+            if not correlations.empty:
+                client.log_table(parent_id, data=correlations, artifact_file=CORRELATION_TABLE)
+            if not comparison.empty:
+                client.log_table(parent_id, data=comparison, artifact_file=COMPARISON_TABLE)
             if before_artifacts is not None:
                 before_artifacts()
                 tags[CONTENT_HASH_TAG] = output_digest(out_dir, record.run_uid)
             client.log_artifacts(parent_id, str(out_dir))
             # the content tag goes last: a run interrupted before here is not taken as logged
             _log_batch(client, parent_id, tags=tags)
-            client.set_terminated(parent_id)
-        except BaseException:
-            with suppress(Exception):
-                client.set_terminated(parent_id, status="FAILED")
+            client.set_terminated(parent_id, end_time=end)
+        except BaseException as exc:
+            # never left RUNNING: KILLED for an interrupt (Ctrl-C, SIGTERM), FAILED otherwise
+            status = "FAILED" if isinstance(exc, Exception) else "KILLED"
+            for run_id in (child_id, parent_id):
+                if run_id is not None:
+                    with suppress(Exception):
+                        client.set_terminated(run_id, status=status)
             raise
     return Logged(parent_id, uri, False)
+
+
+RUN_UID_TAG = "paraeval.run_uid"
+REPLACES_TAG = "paraeval.replaces"
+
+
+def close_leftovers(client: Any, exp_id: str, run_uid: str) -> list[str]:
+    """Runs of the same output directory (same ``run_uid``) that an interrupted logging left
+    unfinished: ended as KILLED if still RUNNING, then deleted (MLflow keeps deleted runs
+    restorable), children included, so that the directory has one run. Returns their ids."""
+    runs = client.search_runs(
+        [exp_id],
+        filter_string=f"tags.`{RUN_UID_TAG}` = '{run_uid}' and attributes.status != 'FINISHED'",
+    )
+    closed = []
+    for run in runs:
+        run_id = str(run.info.run_id)
+        children = client.search_runs(
+            [exp_id], filter_string=f"tags.`mlflow.parentRunId` = '{run_id}'"
+        )
+        for victim in [*children, run]:
+            if victim.info.status == "RUNNING":
+                client.set_terminated(victim.info.run_id, status="KILLED")
+            client.delete_run(victim.info.run_id)
+        log.info("closed the unfinished MLflow run %s of this output directory", run_id)
+        closed.append(run_id)
+    return closed

@@ -2,7 +2,8 @@
 
 Every tracker first writes ``run_info.json`` into the output directory (so ``paraeval-log`` can
 log the directory later, whatever happened), then hands the run to its backend. A backend that
-fails or cannot be reached never fails the run: one warning line says how to log it later.
+fails or cannot be reached never stops the run: one warning line says how to log it later, and the
+directory is recorded in :data:`NOT_LOGGED` (the CLI then exits 3).
 
 - :class:`MLflowTracker`: an MLflow store (``conf/tracking/sqlite.yaml``: embedded SQLite;
   ``server.yaml``: a remote ``mlflow server``); the layout is described in
@@ -19,16 +20,14 @@ arguments. Only Tracker subclasses defined in paraeval's own modules can be name
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from contextlib import suppress
 from pathlib import Path
 from typing import Any, ClassVar
 
-from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.errors import ConfigError, not_allowed
 from paraeval.pipeline.track import (
     Logged,
     RunRecord,
@@ -40,6 +39,9 @@ from paraeval.pipeline.track import (
 
 # the name the tracking warnings always had, so that log filters and the run's log keep matching
 log = logging.getLogger("paraeval.pipeline.track")
+
+NOT_LOGGED: list[Path] = []
+"""Output directories of this process whose logging failed (the CLI's exit status says so)."""
 
 TRACKERS: dict[str, type[Tracker]] = {}
 """The classes ``tracking._target_`` may name, by dotted path: every public Tracker subclass
@@ -165,6 +167,7 @@ class MLflowTracker(_StoreSettings):
         try:
             logged = self.log_output_dir(out_dir, record, before_artifacts)
         except TrackingUnavailable as exc:
+            NOT_LOGGED.append(Path(out_dir))
             log.warning(
                 "%s; outputs kept in %s; log them later with: paraeval-log %s",
                 exc,
@@ -173,6 +176,7 @@ class MLflowTracker(_StoreSettings):
             )
             return None
         except Exception as exc:
+            NOT_LOGGED.append(Path(out_dir))
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             log.warning(
                 "MLflow logging failed (%s); outputs kept in %s; log them later with: "
@@ -201,19 +205,13 @@ class NoTracker(_StoreSettings):
 
 
 def tracker_class(target: str) -> type[Tracker]:
-    """The tracker class a ``_target_`` names; ConfigError for anything but paraeval's trackers."""
-    choices = ", ".join(sorted(TRACKERS))
-    cls = TRACKERS.get(target)
-    if cls is None and target.startswith(Tracker._registered_prefix):
-        # a backend in a paraeval module not imported yet registers itself on import
-        module = target.rpartition(".")[0]
-        with suppress(ImportError):
-            importlib.import_module(module)
-        cls = TRACKERS.get(target)
-    if cls is None or inspect.isabstract(cls):
-        raise ConfigError(
-            f"tracking._target_ '{target}' is not a paraeval tracker; choose from {choices}"
-        )
+    """The tracker class a ``_target_`` names: an exact name of :data:`TRACKERS`, never a
+    module prefix (nothing is imported for a name that is not registered)."""
+    if target not in TRACKERS:
+        raise not_allowed("tracking._target_", target, "tracker", sorted(TRACKERS))
+    cls = TRACKERS[target]
+    if inspect.isabstract(cls):
+        raise ConfigError(f"tracking._target_ '{target}' is not a paraeval tracker")
     return cls
 
 
@@ -226,12 +224,12 @@ def tracker_from_config(node: Mapping[str, Any] | None) -> Tracker:
     """
     settings = _plain(node)
     target = settings.pop("_target_", None)
+    # checked even when logging is off: a config never names code outside the allow-list
+    named = None if target is None else tracker_class(str(target))
     if not settings.get("enabled", True):
         cls: type[Tracker] = NoTracker
-    elif target is None:
-        cls = MLflowTracker
     else:
-        cls = tracker_class(str(target))
+        cls = named or MLflowTracker
     try:
         return cls(**settings)
     except TypeError as exc:

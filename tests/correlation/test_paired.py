@@ -144,3 +144,39 @@ def test_clusters_on_a_hand_built_example() -> None:
     # lower is better: c is now the best, alone
     rank_low, cluster_low = paired_bs_clusters(points, res, False, 0.05)
     assert rank_low["c"] == 1.0 and cluster_low["c"] == 1.0 and cluster_low["a"] == 2.0
+
+
+def test_nist_summed_rows_equal_its_corpus_function_per_resample() -> None:
+    """NIST's float statistics: the compiled in-order sums plus ``corpus_from_sums`` give the
+    numbers of ``corpus_from_stats`` called on every resample and every shuffle."""
+    from paraeval.metrics.nist import NIST
+
+    refs, base, other = _texts(60, seed=5)
+    nist = NIST()
+    stats = {
+        name: nist.score(hyps, [[r] for r in refs]).stats
+        for name, hyps in (("base", base), ("other", other))
+    }
+    assert stats["base"] is not None and not np.array_equal(stats["base"], np.round(stats["base"]))
+
+    def corpus(rows: np.ndarray) -> float:
+        return nist.corpus_from_stats(rows)["nist"]
+
+    fast = StatsScores(stats, None, corpus, sums=nist.corpus_from_sums)
+    slow = StatsScores(stats, None, corpus)
+    idx = bootstrap_indices(60, 200, SEED)
+    counts = resample_counts(idx)
+    for s in stats:
+        got = fast.bootstrap(s, idx, counts)
+        want = slow.bootstrap(s, idx, counts)
+        assert np.array_equal(got, want)
+        assert np.array_equal(got, [corpus(stats[s][row]) for row in idx])
+    masks = ArMasks(ar_masks(60, 300, SEED))
+    assert fast.ar("base", "other", masks) == slow.ar("base", "other", masks)
+    # lengths of zero and a hypothesis shorter than its references reach every branch
+    totals = np.array(
+        [[1.5, 0.5, 2, 0, 0, 3, 0, 0, 0, 0, 7, 4], [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 3]]
+    )
+    totals[:, 2:] = np.round(totals[:, 2:])
+    for row, value in zip(totals, nist.corpus_from_sums(totals), strict=True):
+        assert value == corpus(row[None, :])

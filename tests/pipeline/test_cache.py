@@ -283,7 +283,8 @@ def test_in_process_memo_serves_copies_and_sees_a_replaced_file(tmp_path: Path) 
     metric = sacre.BLEU()
     cache.put(metric, CANDS, REFS, SRCS, _fresh(metric))
     first = cache.get("bleu", metric, CANDS, REFS, SRCS)
-    path = str(cache.path(cache_key(metric, CANDS, REFS, SRCS)))
+    key = cache_key(metric, CANDS, REFS, SRCS)
+    path = str(cache.path(key))
     assert path in cache_mod._MEMO
     assert first is not None
     first.segment["bleu"][:] = -1.0  # must not leak into the next read
@@ -292,8 +293,61 @@ def test_in_process_memo_serves_copies_and_sees_a_replaced_file(tmp_path: Path) 
     _same(second, _fresh(metric))
     # a different file at the same path (another process rewrote it) is not served from memory
     other = _fresh(sacre.BLEU(lowercase=True))
-    ScoreCache._write(Path(path), cache_mod._to_arrays(other, len(CANDS)))
+    ScoreCache._write(
+        Path(path), {**cache_mod._to_arrays(other, len(CANDS)), "key": np.asarray(key)}
+    )
     third = cache.get("bleu", metric, CANDS, REFS, SRCS)
     assert third is not None
     assert third.signature == other.signature
     assert cache.counts["bleu"].hits == 3
+
+
+def test_an_entry_is_served_only_for_its_own_key(tmp_path: Path) -> None:
+    """A valid entry under another key's name (a copied or renamed file, a collision of the
+    file layout) is a miss, never another text's scores."""
+    cache = ScoreCache(tmp_path)
+    metric = sacre.BLEU()
+    strong = ["the cat was sitting on the mat", "a dog was barking loud at night", "today it rains"]
+    weak = ["zebra", "quantum", "umbrella"]
+    cache.put(metric, strong, REFS, SRCS, metric.score(strong, REFS, SRCS))
+    right = cache.path(cache_key(metric, strong, REFS, SRCS))
+    wrong = cache.path(cache_key(metric, weak, REFS, SRCS))
+    wrong.parent.mkdir(parents=True, exist_ok=True)
+    wrong.write_bytes(right.read_bytes())
+    assert ScoreCache(tmp_path).get("bleu", metric, weak, REFS, SRCS) is None
+    served = ScoreCache(tmp_path).get("bleu", metric, strong, REFS, SRCS)
+    assert served is not None and served.corpus["bleu"] > 50
+    # the miss is replaced by the right entry
+    cache.put(metric, weak, REFS, SRCS, metric.score(weak, REFS, SRCS))
+    hit = ScoreCache(tmp_path).get("bleu", metric, weak, REFS, SRCS)
+    assert hit is not None and hit.corpus["bleu"] == 0.0
+
+
+def test_entries_without_a_key_are_misses(tmp_path: Path) -> None:
+    import paraeval.pipeline.cache as cache_mod
+
+    cache = ScoreCache(tmp_path)
+    metric = sacre.BLEU()
+    path = cache.path(cache_key(metric, CANDS, REFS, SRCS))
+    ScoreCache._write(path, cache_mod._to_arrays(_fresh(metric), len(CANDS)))  # older format
+    assert cache.get("bleu", metric, CANDS, REFS, SRCS) is None
+
+
+def test_correlation_rows_are_served_only_for_their_own_key(tmp_path: Path) -> None:
+    from paraeval.pipeline.cache import correlate_cached
+    from paraeval.pipeline.correlate import correlate
+
+    cfg = {"levels": ["segment"], "coefficients": ["pearson"], "ci": False, "unit": "items"}
+    cache = ScoreCache(tmp_path)
+    agg, scores = _demo_agg(0.8, cache)
+    correlate_cached(agg, cfg, np.random.default_rng(5), scores, cache)  # type: ignore[arg-type]
+    files = sorted((tmp_path / "scores" / "correlations").rglob("*.parquet"))
+    assert len(files) == 4
+    # every file now holds the rows of the first column
+    for f in files[1:]:
+        f.write_bytes(files[0].read_bytes())
+    cache.correlation.hits = cache.correlation.misses = 0
+    got = correlate_cached(agg, cfg, np.random.default_rng(5), scores, cache)  # type: ignore[arg-type]
+    want = correlate(agg, cfg, np.random.default_rng(5), scores)  # type: ignore[arg-type]
+    pd.testing.assert_frame_equal(got, want)
+    assert (cache.correlation.hits, cache.correlation.misses) == (1, 3)

@@ -27,7 +27,8 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]
         cwd=work,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return out, store, proc.stdout + proc.stderr
+    # stdout, then stderr after a marker line
+    return out, store, proc.stdout + "\n<<stderr>>\n" + proc.stderr
 
 
 def test_output_files_and_columns(demo_run: tuple[Path, Path, str]) -> None:
@@ -96,10 +97,30 @@ def test_output_files_and_columns(demo_run: tuple[Path, Path, str]) -> None:
 
 def test_terminal_summary(demo_run: tuple[Path, Path, str]) -> None:
     _, store, output = demo_run
-    assert "System scores" in output
-    assert "Correlation with human ratings" in output
-    assert "mlflow ui --backend-store-uri sqlite:///" in output
-    assert str(store) in output
+    stdout, _, stderr = output.partition("\n<<stderr>>\n")
+    lines = stdout.splitlines()
+    # the summary fits 100 columns and a screen; the full tables are in the files. The last
+    # lines name the outputs and the store in full (a path is never cut)
+    where = lines[-3:]
+    assert where[0].startswith("Outputs:") and where[1].startswith("MLflow store:"), where
+    assert len(lines) <= 60, len(lines)
+    assert max(len(line) for line in lines[:-3]) <= 100, max(lines[:-3], key=len)
+    assert "Systems (4, corpus level)" in stdout
+    assert "Correlation with human ratings (pearson)" in stdout
+    assert "System comparison" in stdout
+    # lower-is-better columns are marked
+    assert any(line.startswith("ter ↓") for line in lines)
+    assert any(line.startswith("wmd ↓") for line in lines)
+    assert "mlflow ui --backend-store-uri sqlite:///" in stdout
+    assert str(store) in stdout
+    assert stdout.rstrip().splitlines()[0].startswith("Outputs:") is False
+    # stderr: short warnings and status lines only, no timestamps, no third-party lines
+    for line in stderr.splitlines():
+        assert not line.startswith("["), line
+        assert "Creating initial MLflow" not in line and "INFO" not in line, line
+        assert len(line) <= 100, line
+    assert "paraeval: warning: 3 empty or whitespace-only candidates" in stderr
+    assert "score: " in stderr  # the scoring stage took more than a second
 
 
 def test_mlflow_contents(demo_run: tuple[Path, Path, str]) -> None:
@@ -119,13 +140,50 @@ def test_mlflow_contents(demo_run: tuple[Path, Path, str]) -> None:
         "rougeSU,cider,bertscore,cosine,wmd"
     )
     corr_keys = [k for k in parent.data.metrics if k.startswith("corr.")]
-    assert "corr.segment.kendall_b.bleu.human_meaning" in corr_keys
-    assert "corr.system.pearson.semantic.human_fluency" in corr_keys
+    # headline metrics only: the group averages, first coefficient, every level and aspect
+    assert sorted(corr_keys) == sorted(
+        f"corr.{level}.pearson.{column}.human_{aspect}"
+        for level in ("segment", "item", "system")
+        for column in ("syntactic", "semantic")
+        for aspect in ("meaning", "fluency")
+    )
+    # every correlation and the comparison as MLflow tables (load_table searches the global store)
+    import mlflow
+
+    mlflow.set_tracking_uri(f"sqlite:///{store / 'mlflow.db'}")
+    table = client.load_table(
+        exp.experiment_id, artifact_file="tables/correlations.json", run_ids=[parent.info.run_id]
+    )
+    assert len(table) == len(pd.read_csv(_out / "correlations.csv"))
+    comparison = client.load_table(
+        exp.experiment_id,
+        artifact_file="tables/system_comparison.json",
+        run_ids=[parent.info.run_id],
+    )
+    assert set(comparison["system"]) == SYSTEMS
+    # a readable name, the dataset named after the file with its path as source, real times
+    assert parent.info.run_name == "demo.jsonl: metrics.ibleu.alpha=0.7,correlation.n_resamples=200"
+    dataset = parent.inputs.dataset_inputs[0].dataset
+    assert dataset.name == "demo.jsonl" and "demo.jsonl" in dataset.source
+    assert parent.info.end_time - parent.info.start_time >= 2000  # the run takes seconds
+    assert "paraeval.version" not in parent.data.tags and "version.paraeval" in parent.data.tags
     assert parent.data.tags["signature.bleu"].startswith("bleu|impl:sacrebleu-")
     assert "alpha:0.7" in parent.data.tags["signature.ibleu"]
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     assert {c.data.params["system"] for c in children} == SYSTEMS
+    comparison_csv = pd.read_csv(_out / "system_comparison.csv")
     for child in children:
-        assert "bleu" in child.data.metrics and "syntactic" in child.data.metrics
+        system = child.data.params["system"]
+        assert child.info.run_name == system
+        m = child.data.metrics
+        assert "bleu" in m and "syntactic" in m
+        row = comparison_csv[
+            (comparison_csv.system == system) & (comparison_csv.metric == "bleu")
+        ].iloc[0]
+        for stat in ("ci_low", "ci_high", "p_bootstrap", "p_ar", "cluster"):
+            if pd.notna(row[stat]):
+                assert m[f"bleu.{stat}"] == pytest.approx(float(row[stat]), rel=1e-12), stat
+        assert m["bleu.cluster"] >= 1
+        assert child.info.start_time == parent.info.start_time
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"segment_scores.parquet", "system_scores.csv", "correlations.csv"} <= artifacts

@@ -37,7 +37,7 @@ def test_same_inputs_are_drawn_once_and_changed_inputs_again(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(plots, "metric_vs_human", counting)
-    plots._PNGS.clear()
+    plots._FILES.clear()
     seg, systems = _segments()
     corr = pd.DataFrame(
         {

@@ -45,6 +45,7 @@ CHEAP = [
     "rougeS",
     "rougeSU",
     "cider",
+    "pinc",
 ]
 FAST = settings(
     max_examples=15,

@@ -82,3 +82,39 @@ def test_stsb_segment_correlation(shared_data: Path, tmp_path: Path) -> None:
     # all-MiniLM-L6-v2 reaches a Spearman of about 0.82 on STS-B in published evaluations
     assert 0.75 < corr.loc[("cosine", "spearman"), "value"] < 0.9
     assert corr.loc[("cosine", "spearman"), "value"] > corr.loc[("chrf", "spearman"), "value"]
+
+
+def test_parabank_paraphrase_metrics_on_the_copy_system(shared_data: Path, tmp_path: Path) -> None:
+    cfg = _cfg(
+        [
+            "data=parabank",
+            f"data.path={shared_data / 'parabank_eval'}",
+            "data.max_items=40",
+            "metrics=[parascore_free,bert_ibleu,pinc,distinct_2]",
+            "tracking=none",
+            "correlation.ci=false",
+            "correlation.significance.enabled=false",
+            "compare.enabled=false",
+            "alpha_curve.enabled=false",
+            "report.print_tables=false",
+            f"cache.dir={tmp_path / 'cache'}",
+        ]
+    )
+    result = run(cfg, tmp_path / "out")
+    systems = result.systems
+    # sys00 copies the source: nothing new (PINC 0), BERT-iBLEU 0 (BLEU 100), ParaScore
+    # F1 (1) + 0.05·(−1)
+    assert systems.loc["sys00", "pinc"] == 0.0 and systems["pinc"].drop("sys00").min() > 0
+    assert systems.loc["sys00", "bert_ibleu"] == 0.0
+    assert systems["bert_ibleu"].drop("sys00").min() > 0
+    assert systems.loc["sys00", "parascore_free"] == pytest.approx(0.95, abs=1e-6)
+    assert systems["distinct_2"].between(0, 1).all()
+    corr = pd.read_csv(tmp_path / "out" / "correlations.csv")
+    seg = corr[
+        (corr.level == "segment")
+        & (corr.aspect == "human_meaning")
+        & (corr.coefficient == "pearson")
+    ].set_index("metric")
+    # the raters judged meaning preservation: distance from the source goes against it
+    assert seg.loc["pinc", "value"] < -0.2
+    assert seg.loc["parascore_free", "value"] > 0.3

@@ -15,6 +15,7 @@ NaN in JSONL or Parquet is the ordinary missing value of those formats and passe
 from __future__ import annotations
 
 import csv
+import errno
 import json
 import os
 import re
@@ -414,17 +415,18 @@ def _error_line(run: Run, *fragments: str) -> str:
 
 
 def _warnings(run: Run) -> list[str]:
-    """Messages of the WARNING log lines (the console copy; the log file has the same lines)."""
-    out = []
-    for line in run.proc.stdout.splitlines() + run.proc.stderr.splitlines():
-        m = re.match(r"^\[[^]]+\]\[[^]]+\]\[WARNING\] - (.*)$", line)
-        if m:
-            out.append(m.group(1))
+    """Messages of the WARNING records in the run's log file; the terminal shows each as one
+    ``paraeval: warning:`` entry on stderr and nothing on stdout."""
+    log_file = run.out / "paraeval.log"
+    text = log_file.read_text() if log_file.is_file() else ""
+    out = re.findall(r"^\[[^]]+\]\[[^]]+\]\[WARNING\] - (.*)$", text, flags=re.M)
+    assert run.proc.stderr.count("paraeval: warning: ") == len(out), run.proc.stderr
+    assert "warning" not in run.proc.stdout.lower(), run.proc.stdout
     return out
 
 
-def _ok(run: Run) -> None:
-    assert run.proc.returncode == 0, run.text[-3000:]
+def _ok(run: Run, status: int = 0) -> None:
+    assert run.proc.returncode == status, run.text[-3000:]
     assert "Traceback" not in run.text, run.text[-3000:]
     for name in ("segment_scores.parquet", "system_scores.csv", "correlations.csv"):
         assert (run.out / name).is_file(), name
@@ -541,7 +543,9 @@ def test_single_system(runs: dict[str, Run]) -> None:
 # --------------------------------------------------------------------------- user errors
 def _no_scoring(run: Run) -> None:
     # a configuration typo is answered before the (possibly long) scoring pass
-    assert "scoring:" not in run.text and "score cache" not in run.text
+    log_file = run.out / "paraeval.log"
+    logged = log_file.read_text() if log_file.is_file() else ""
+    assert "score cache" not in logged and "score: " not in run.proc.stderr
 
 
 def test_unknown_correlation_level(runs: dict[str, Run]) -> None:
@@ -628,7 +632,7 @@ def test_encoder_model_path_missing(runs: dict[str, Run]) -> None:
 
 def test_unreachable_tracking_server(runs: dict[str, Run]) -> None:
     run = runs["tracking_down"]
-    _ok(run)
+    _ok(run, status=3)  # outputs written, not logged: never a silent 0
     line = _one_warning(run, "is unreachable", "outputs kept in", "paraeval-log")
     assert str(run.out) in line
     assert (run.out / "run_info.json").is_file()
@@ -688,27 +692,30 @@ def test_finished_run_leaves_no_temporary_files(runs: dict[str, Run]) -> None:
 
 def _failing_writer(payload: bytes) -> Callable[[Path], None]:
     def write(path: Path) -> None:
-        path.write_bytes(payload)  # half a file, then the writer dies
-        raise OSError("disk full")
+        path.write_bytes(payload)  # half a file, then the disk is full
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     return write
 
 
 def test_failed_write_keeps_the_previous_file_and_no_temporary(tmp_path: Path) -> None:
+    from paraeval.pipeline.errors import OutputError
     from paraeval.pipeline.files import atomic_write, write_parquet
 
     target = tmp_path / "segment_scores.parquet"
     good = pd.DataFrame({"item_id": ["1", "2"], "bleu": [1.0, 2.0]})
     write_parquet(good, target)
     before = target.read_bytes()
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(OutputError, match="No space left on device") as info:
         atomic_write(target, _failing_writer(before[: len(before) // 2]))
+    assert str(info.value).startswith(f"cannot write {target} (No space left on device)")
+    assert info.value.errno == errno.ENOSPC and "\n" not in str(info.value)
     assert target.read_bytes() == before
     pd.testing.assert_frame_equal(pd.read_parquet(target), good)
     assert [p.name for p in tmp_path.iterdir()] == [target.name]
 
     fresh = tmp_path / "never.csv"
-    with pytest.raises(OSError):
+    with pytest.raises(OutputError, match=r"never\.csv"):
         atomic_write(fresh, _failing_writer(b"item_id,bl"))
     assert not fresh.exists()
     assert [p.name for p in tmp_path.iterdir()] == [target.name]

@@ -55,12 +55,13 @@ def _output_dir(out: Path) -> Path:
         pd.DataFrame(
             [
                 {
-                    "metric": "bleu",
+                    "metric": metric,
                     "aspect": "human_fluency",
                     "level": "segment",
                     "coefficient": "pearson",
-                    "value": 1.0,
+                    "value": value,
                 }
+                for metric, value in (("bleu", 1.0), ("syntactic", 0.5))
             ]
         ),
         out / "correlations.csv",
@@ -120,7 +121,18 @@ def test_every_tracking_option_instantiates_and_logs(
         assert logged.uri == f"sqlite:///{store / 'mlflow.db'}"
         run = MlflowClient(logged.uri).get_run(logged.run_id)
         assert run.data.params["seed"] == "1234"
-        assert run.data.metrics["corr.segment.pearson.bleu.human_fluency"] == 1.0
+        # a headline metric for the group average; every correlation in the MLflow table
+        assert run.data.metrics["corr.segment.pearson.syntactic.human_fluency"] == 0.5
+        assert "corr.segment.pearson.bleu.human_fluency" not in run.data.metrics
+        import mlflow
+
+        mlflow.set_tracking_uri(logged.uri)  # load_table searches through the global store
+        table = MlflowClient(logged.uri).load_table(
+            experiment_id=run.info.experiment_id,
+            artifact_file="tables/correlations.json",
+            run_ids=[logged.run_id],
+        )
+        assert set(table["metric"]) == {"bleu", "syntactic"}
         assert run.data.metrics["cache.hits"] == 3.0
         assert run.data.tags["paraeval.role"] == "invocation"
         # the same content is not logged twice

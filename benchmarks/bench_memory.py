@@ -1,0 +1,157 @@
+"""Peak memory of a whole run on a large table: ``paraeval`` in a subprocess, its peak RSS.
+
+Generates ``--items`` items x ``--systems`` systems (default 40,000 x 10 = 400,000 rows) of
+synthetic paraphrases with one reference and a human score each, as a Parquet long table in a
+temporary folder, then runs ``paraeval data=table data.path=... metrics=[bleu] tracking=none``
+(the default correlation and comparison, cache off) in a child process and reports its peak
+resident set size (``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss``), the bytes per row, and
+the wall time. ``--stages`` runs the stages in-process instead and prints the peak RSS after
+each (``--tracemalloc``: also the Python allocations they hold).
+
+Usage: ``python benchmarks/bench_memory.py [--items 40000] [--systems 10] [--stages]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+_WORDS_TEXT = (
+    "the a of to in and is was for on that with by as at from it be this are were which an or "
+    "government people year city report price market house children country world time day man "
+    "woman said told asked began bought quickly large small new old good great high long little"
+)
+WORDS = _WORDS_TEXT.split()
+
+
+def make_table(path: Path, items: int, systems: int, seed: int = 1) -> None:
+    import pandas as pd
+
+    rng = random.Random(seed)
+    rows = []
+    for i in range(items):
+        n = rng.randint(6, 30)
+        source = " ".join(rng.choice(WORDS) for _ in range(n))
+        ref = " ".join(w if rng.random() < 0.7 else rng.choice(WORDS) for w in source.split())
+        for s in range(systems):
+            words = [w if rng.random() < 0.6 else rng.choice(WORDS) for w in source.split()]
+            rows.append(
+                {
+                    "item_id": f"i{i}",
+                    "system": f"sys{s}",
+                    "source": source,
+                    "references": [ref],
+                    "candidate": " ".join(words),
+                    "human_meaning": rng.random() * 5,
+                }
+            )
+    pd.DataFrame(rows).to_parquet(path, index=False)
+
+
+def overrides(path: Path, out: Path) -> list[str]:
+    return [
+        "data=table",
+        f"data.path={path}",
+        "metrics=[bleu]",
+        "tracking=none",
+        "cache.enabled=false",
+        "report.progress=false",
+        "report.print_tables=false",
+        "report.plot_process=false",
+        f"hydra.run.dir={out}",
+    ]
+
+
+def run_child(path: Path, out: Path) -> tuple[float, int]:
+    env = dict(os.environ)
+    t0 = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "paraeval.pipeline", *overrides(path, out)],
+        check=True,
+        env=env,
+        stdout=subprocess.DEVNULL,
+    )
+    wall = time.perf_counter() - t0
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return wall, peak_kib * 1024
+
+
+def run_stages(path: Path, trace: bool) -> None:
+    """The stages in this process: the peak RSS after each (a stage that raises it is where the
+    peak is) and, with ``trace``, the Python allocations each leaves held (tracemalloc; slow)."""
+    import tracemalloc
+
+    from paraeval.pipeline.api import compose_config
+    from paraeval.pipeline.evaluation import STAGES, Evaluation
+    from paraeval.pipeline.settings import Settings
+
+    def peak_rss() -> float:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
+
+    cfg_overrides = [o for o in overrides(path, Path("unused")) if not o.startswith("hydra.")]
+    cfg = compose_config(cfg_overrides)
+    cfg.data.path = str(path)
+    if trace:
+        tracemalloc.start(8)
+    print(f"{'after imports':<22} peak RSS {peak_rss():8.0f} MiB")
+    settings = Settings.from_config(cfg)
+    t0 = time.perf_counter()
+    ev = Evaluation(settings=settings, table=settings.data.load())
+    print(f"{'load':<22} peak RSS {peak_rss():8.0f} MiB  {time.perf_counter() - t0:6.1f} s")
+    for stage in STAGES:
+        t0 = time.perf_counter()
+        stage(ev)
+        took = time.perf_counter() - t0
+        line = f"{stage.__name__:<22} peak RSS {peak_rss():8.0f} MiB  {took:6.1f} s"
+        if trace:
+            current, peak = tracemalloc.get_traced_memory()
+            line += f"  python held {current / 2**20:7.1f} MiB, peak {peak / 2**20:7.1f} MiB"
+            tracemalloc.reset_peak()
+        print(line, flush=True)
+    if trace:
+        print("\nlargest Python allocations held at the end:")
+        for stat in tracemalloc.take_snapshot().statistics("traceback")[:6]:
+            print(f"  {stat.size / 2**20:8.1f} MiB  {stat.count:>9} blocks")
+            for frame in stat.traceback.format()[-4:]:
+                print("     ", frame)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=40000)
+    parser.add_argument("--systems", type=int, default=10)
+    parser.add_argument(
+        "--stages", action="store_true", help="in-process: the peak RSS after each stage"
+    )
+    parser.add_argument("--tracemalloc", action="store_true", help="with --stages: and Python's")
+    args = parser.parse_args(argv)
+    rows = args.items * args.systems
+    with tempfile.TemporaryDirectory(prefix="paraeval-mem-") as tmp:
+        path = Path(tmp) / "table.parquet"
+        t0 = time.perf_counter()
+        make_table(path, args.items, args.systems)
+        print(
+            f"{rows:,} rows ({args.items:,} items x {args.systems} systems) generated in "
+            f"{time.perf_counter() - t0:.1f} s"
+        )
+        if args.stages:
+            run_stages(path, args.tracemalloc)
+            return 0
+        wall, peak = run_child(path, Path(tmp) / "out")
+    print(f"paraeval metrics=[bleu], default correlation and comparison: {wall:.1f} s wall")
+    print(f"peak RSS {peak / 1e9:.2f} GB = {peak / rows / 1e3:.2f} KB per row")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,376 @@
+"""sacrebleu's TER statistics computed by compiled code.
+
+:func:`ter_statistics` returns what ``sacrebleu.metrics.ter.TER._extract_corpus_statistics``
+returns (per segment: the fewest edits over the references, the mean reference length), with the
+tokenization done by the sacrebleu metric object itself. Only the edit-rate search of
+``sacrebleu.metrics.lib_ter.translation_edit_rate`` is compiled, step for step:
+
+- the beam edit distance (``BeamEditDistance``): the same pseudo-diagonal beam, the same widening
+  for very unequal lengths, the same operation preference (no-op/substitution, deletion,
+  insertion; the first of equal costs wins) and the same trace read back from the last cell;
+- the shift search (``_shift``): candidates enumerated in ``_find_shifted_pairs`` order with the
+  same ``_MAX_SHIFT_SIZE``/``_MAX_SHIFT_DIST`` limits and the same filters, the same target
+  positions, ranked by (gain, length, −start, −target) like sacrebleu's tuple comparison, and the
+  running ``_MAX_SHIFT_CANDIDATES`` count that stops the search before the last shift is applied.
+
+sacrebleu's row cache only saves work (a row of the matrix depends on the hypothesis prefix alone,
+all hypotheses of one search having the same length); here the rows of the last evaluated
+hypothesis are kept and recomputed from the first differing word. Words become integers (only
+their equality matters).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+from numba import njit
+from sacrebleu.metrics import lib_ter
+
+if TYPE_CHECKING:
+    from sacrebleu.metrics.ter import TER as SacreTER
+
+# sacrebleu's limits, read from its module so that a change there is followed here
+_MAX_SHIFT_SIZE = int(lib_ter._MAX_SHIFT_SIZE)
+_MAX_SHIFT_DIST = int(lib_ter._MAX_SHIFT_DIST)
+_BEAM_WIDTH = int(lib_ter._BEAM_WIDTH)
+_MAX_SHIFT_CANDIDATES = int(lib_ter._MAX_SHIFT_CANDIDATES)
+_INT_INFINITY = int(lib_ter._INT_INFINITY)
+_COST_INS = int(lib_ter._COST_INS)
+_COST_DEL = int(lib_ter._COST_DEL)
+_COST_SUB = int(lib_ter._COST_SUB)
+
+# operations of the edit trace
+_NOP, _SUB, _INS, _DEL, _UNDEF = 0, 1, 2, 3, 4
+
+
+@njit(cache=True, nogil=True)
+def _fill_rows(
+    cost: np.ndarray,
+    ops: np.ndarray,
+    words: np.ndarray,
+    ref: np.ndarray,
+    first_row: int,
+    ratio: float,
+    beam: int,
+) -> None:
+    """Rows ``first_row..n_h`` of the beam edit-distance matrix
+    (``BeamEditDistance._edit_distance``)."""
+    n_h = words.shape[0]
+    n_r = ref.shape[0]
+    for i in range(first_row, n_h + 1):
+        for j in range(n_r + 1):
+            cost[i, j] = _INT_INFINITY
+            ops[i, j] = _UNDEF
+        pseudo_diag = math.floor(i * ratio)
+        min_j = max(0, pseudo_diag - beam)
+        max_j = min(n_r + 1, pseudo_diag + beam)
+        if i == n_h:
+            max_j = n_r + 1
+        w = words[i - 1]
+        for j in range(min_j, max_j):
+            if j == 0:
+                cost[i, j] = cost[i - 1, j] + _COST_DEL
+                ops[i, j] = _DEL
+            else:
+                if w == ref[j - 1]:
+                    c_sub = cost[i - 1, j - 1]
+                    o_sub = _NOP
+                else:
+                    c_sub = cost[i - 1, j - 1] + _COST_SUB
+                    o_sub = _SUB
+                best = cost[i, j]
+                op = ops[i, j]
+                if best > c_sub:
+                    best = c_sub
+                    op = o_sub
+                c_del = cost[i - 1, j] + _COST_DEL
+                if best > c_del:
+                    best = c_del
+                    op = _DEL
+                c_ins = cost[i, j - 1] + _COST_INS
+                if best > c_ins:
+                    best = c_ins
+                    op = _INS
+                cost[i, j] = best
+                ops[i, j] = op
+
+
+@njit(cache=True, nogil=True)
+def _evaluate(
+    cost: np.ndarray,
+    ops: np.ndarray,
+    last: np.ndarray,
+    valid: np.ndarray,
+    words: np.ndarray,
+    ref: np.ndarray,
+    ratio: float,
+    beam: int,
+) -> int:
+    """Edit distance of ``words``, reusing the rows of the previously evaluated ``last``."""
+    n_h = words.shape[0]
+    p = 0
+    if valid[0]:
+        while p < n_h and words[p] == last[p]:
+            p += 1
+    _fill_rows(cost, ops, words, ref, p + 1, ratio, beam)
+    for k in range(n_h):
+        last[k] = words[k]
+    valid[0] = True
+    return int(cost[n_h, ref.shape[0]])
+
+
+@njit(cache=True, nogil=True)
+def _perform_shift(
+    words: np.ndarray, start: int, length: int, target: int, out: np.ndarray
+) -> None:
+    """``lib_ter._perform_shift`` with Python's slice clamping."""
+    n = words.shape[0]
+    k = 0
+    if target < start:
+        bounds = ((0, target), (start, start + length), (target, start), (start + length, n))
+    elif target > start + length:
+        bounds = ((0, start), (start + length, target), (start, start + length), (target, n))
+    else:
+        mid = min(n, length + target)
+        bounds = ((0, start), (start + length, mid), (start, start + length), (mid, n))
+    for lo, hi in bounds:
+        for x in range(lo, min(hi, n)):
+            out[k] = words[x]
+            k += 1
+
+
+@njit(cache=True, nogil=True)
+def _edit_rate(hyp: np.ndarray, ref: np.ndarray) -> tuple[int, int]:
+    """(total edits, status) of ``lib_ter.translation_edit_rate``; status 1 = unreadable trace."""
+    n_h = hyp.shape[0]
+    n_r = ref.shape[0]
+    if n_r == 0:
+        return n_h, 0
+    ratio = n_r / n_h if n_h > 0 else 1.0
+    beam = math.ceil(ratio / 2 + _BEAM_WIDTH) if ratio / 2 > _BEAM_WIDTH else _BEAM_WIDTH
+
+    cost = np.empty((n_h + 1, n_r + 1), dtype=np.int64)
+    ops = np.empty((n_h + 1, n_r + 1), dtype=np.int8)
+    for j in range(n_r + 1):
+        cost[0, j] = j * _COST_INS
+        ops[0, j] = _INS
+    last = np.empty(n_h, dtype=hyp.dtype)
+    valid = np.zeros(1, dtype=np.bool_)
+
+    cur = hyp.copy()
+    cand = np.empty(n_h, dtype=hyp.dtype)
+    trace = np.empty(n_h + n_r, dtype=np.int8)
+    align = np.empty(n_r, dtype=np.int64)
+    ref_err = np.empty(n_r, dtype=np.int64)
+    hyp_err = np.empty(n_h, dtype=np.int64)
+
+    shifts = 0
+    checked = 0
+    while True:
+        pre_score = _evaluate(cost, ops, last, valid, cur, ref, ratio, beam)
+        # the trace, read back from the last cell
+        t = 0
+        i = n_h
+        j = n_r
+        while i > 0 or j > 0:
+            op = ops[i, j]
+            trace[t] = op
+            t += 1
+            if op in (_SUB, _NOP):
+                i -= 1
+                j -= 1
+            elif op == _INS:
+                j -= 1
+            elif op == _DEL:
+                i -= 1
+            else:
+                return 0, 1
+        # the alignment of the flipped trace (insertions <-> deletions), first operation first
+        pos_h = -1
+        pos_r = -1
+        nh = 0
+        nr = 0
+        for k in range(t - 1, -1, -1):
+            op = trace[k]
+            if op in (_NOP, _SUB):
+                pos_h += 1
+                pos_r += 1
+                align[pos_r] = pos_h
+                err = 1 if op == _SUB else 0
+                hyp_err[nh] = err
+                ref_err[nr] = err
+                nh += 1
+                nr += 1
+            elif op == _DEL:  # flipped: an insertion into the hypothesis
+                pos_h += 1
+                hyp_err[nh] = 1
+                nh += 1
+            else:  # _INS flipped: a deletion
+                pos_r += 1
+                align[pos_r] = pos_h
+                ref_err[nr] = 1
+                nr += 1
+
+        # the shift search of lib_ter._shift
+        found = False
+        b_score = 0
+        b_len = 0
+        b_start = 0
+        b_idx = 0
+        stop = False
+        for start_h in range(n_h):
+            for start_r in range(n_r):
+                if abs(start_r - start_h) > _MAX_SHIFT_DIST:
+                    continue
+                length = 0
+                while cur[start_h + length] == ref[start_r + length] and length < _MAX_SHIFT_SIZE:
+                    length += 1
+                    # one candidate (start_h, start_r, length)
+                    h_sum = 0
+                    for x in range(start_h, min(start_h + length, n_h)):
+                        h_sum += hyp_err[x]
+                    r_sum = 0
+                    for x in range(start_r, min(start_r + length, n_r)):
+                        r_sum += ref_err[x]
+                    if (
+                        h_sum != 0
+                        and r_sum != 0
+                        and not (start_h <= align[start_r] < start_h + length)
+                    ):
+                        prev_idx = -1
+                        for offset in range(-1, length):
+                            idx = 0 if start_r + offset == -1 else align[start_r + offset] + 1
+                            if idx == prev_idx:
+                                continue
+                            prev_idx = idx
+                            _perform_shift(cur, start_h, length, idx, cand)
+                            score = pre_score - _evaluate(
+                                cost, ops, last, valid, cand, ref, ratio, beam
+                            )
+                            checked += 1
+                            if (
+                                not found
+                                or score > b_score
+                                or (
+                                    score == b_score
+                                    and (
+                                        length > b_len
+                                        or (
+                                            length == b_len
+                                            and (
+                                                start_h < b_start
+                                                or (start_h == b_start and idx < b_idx)
+                                            )
+                                        )
+                                    )
+                                )
+                            ):
+                                found = True
+                                b_score = score
+                                b_len = length
+                                b_start = start_h
+                                b_idx = idx
+                        # checked after a candidate that passed the filters, as sacrebleu does
+                        if checked >= _MAX_SHIFT_CANDIDATES:
+                            stop = True
+                            break
+                    if n_h == start_h + length or n_r == start_r + length:
+                        break
+                if stop:
+                    break
+            if stop:
+                break
+
+        delta = b_score if found else 0
+        if checked >= _MAX_SHIFT_CANDIDATES or delta <= 0:
+            return shifts + pre_score, 0
+        shifts += 1
+        _perform_shift(cur, b_start, b_len, b_idx, cand)
+        cur[:] = cand
+
+
+@njit(cache=True, nogil=True)
+def _edit_rates(
+    tokens: np.ndarray,
+    offsets: np.ndarray,
+    hyp_ids: np.ndarray,
+    ref_ids: np.ndarray,
+    edits: np.ndarray,
+    status: np.ndarray,
+) -> None:
+    for k in range(hyp_ids.shape[0]):
+        h = hyp_ids[k]
+        r = ref_ids[k]
+        e, s = _edit_rate(tokens[offsets[h] : offsets[h + 1]], tokens[offsets[r] : offsets[r + 1]])
+        edits[k] = e
+        status[k] = s
+
+
+def ter_statistics(
+    metric: SacreTER, hyps: Sequence[str], references: Sequence[Sequence[str | None]]
+) -> list[list[float]]:
+    """``metric._extract_corpus_statistics(hyps, references)`` (``references`` as sacrebleu's
+    streams: one list per reference position, ``None`` where a segment has fewer)."""
+    n = len(hyps)
+    refs_per_seg: list[list[str]] = [
+        [r for r in seg if r is not None] for seg in zip(*references, strict=True)
+    ]
+    if n == 0 or len(refs_per_seg) != n or any(not rs for rs in refs_per_seg):
+        # sacrebleu's own errors (no references, a segment without any, mismatched lengths)
+        stats: list[list[float]] = metric._extract_corpus_statistics(
+            list(hyps),
+            references,  # type: ignore[arg-type]  # sacrebleu skips None references
+        )
+        return stats
+
+    vocab: dict[str, int] = {}
+    offsets = [0]
+    flat: list[int] = []
+    texts: dict[str, int] = {}  # tokenized text -> its sequence index
+
+    def sequence(text: str) -> int:
+        words = metric._preprocess_segment(text)
+        at = texts.get(words)
+        if at is None:
+            at = texts[words] = len(offsets) - 1
+            flat.extend(vocab.setdefault(w, len(vocab)) for w in words.split())
+            offsets.append(len(flat))
+        return at
+
+    hyp_ids: list[int] = []
+    ref_ids: list[int] = []
+    for hyp, refs in zip(hyps, refs_per_seg, strict=True):
+        h = sequence(hyp)
+        for ref in refs:
+            hyp_ids.append(h)
+            ref_ids.append(sequence(ref))
+
+    # a (hypothesis, reference) pair that repeats is computed once
+    pairs = np.array([hyp_ids, ref_ids], dtype=np.int64).reshape(2, -1)
+    unique, inverse = np.unique(pairs, axis=1, return_inverse=True)
+    tokens = np.asarray(flat, dtype=np.int32)
+    offs = np.asarray(offsets, dtype=np.int64)
+    edits = np.empty(unique.shape[1], dtype=np.int64)
+    status = np.zeros(unique.shape[1], dtype=np.int8)
+    _edit_rates(tokens, offs, unique[0], unique[1], edits, status)
+    if status.any():  # beams that always overlap make this unreachable; sacrebleu's error
+        raise RuntimeError("unknown operation 'x' in a TER edit trace")
+    pair_edits = edits[np.asarray(inverse).ravel()].tolist()
+    lengths = np.diff(offs)
+
+    out: list[list[float]] = []
+    at = 0
+    for refs in refs_per_seg:
+        best = _INT_INFINITY
+        ref_len = 0
+        for _ in refs:
+            num_edits = pair_edits[at]
+            ref_len += int(lengths[ref_ids[at]])
+            if num_edits < best:
+                best = num_edits
+            at += 1
+        out.append([best, ref_len / len(refs)])
+    return out

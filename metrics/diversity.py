@@ -1,0 +1,376 @@
+"""Diversity metrics of paraphrase generation: distance from the source, and variety of a system.
+
+- ``pinc`` (Chen & Dolan 2011): per candidate, the mean over n = 1..4 of
+  ``1 − |ngrams_n(c) ∩ ngrams_n(s)| / |ngrams_n(c)|`` with ``s`` the SOURCE, on n-gram sets
+  (``ngrams: set``, the paper's definition) or on clipped n-gram counts (``ngrams: count``).
+  Orders for which the candidate has no n-gram (a candidate shorter than n words) are left out of
+  the mean, as in Chen & Dolan's script; a candidate without any word scores 0 (it adds nothing
+  new). A copy of the source scores 0; higher = further from the source. Group ``diversity``.
+
+The other four describe a whole system, not a segment (``corpus_only``: their segment columns are
+NaN; system tables, MLflow's per-system runs and the system-level correlation use the corpus score).
+Group ``output_diversity``.
+
+- ``distinct_1``, ``distinct_2`` (Li et al. 2016): over all outputs of a system, the number of
+  distinct n-grams divided by the number of n-grams. Higher = more varied.
+- ``inter_bleu``: the mean over a system's outputs of sentence BLEU of each output against ALL
+  THE SYSTEM'S OTHER OUTPUTS as references (the "Self-BLEU" of Zhu et al. 2018, Texygen). It is not
+  BLEU against the source (that is ``self_bleu``), hence the name. Equal to
+  ``mean_i sacrebleu.sentence_bleu(out_i, [out_j for j != i])``; LOWER = more varied.
+- ``semantic_diversity``: the mean over all pairs of a system's outputs (different items) of
+  ``1 − cos(e_i, e_j)``, ``e`` the sentence embeddings of the shared encoder pass. Higher = the
+  outputs cover more meanings.
+
+n-grams are words after sacrebleu's tokenizer (``tokenize``, 13a by default) and optional
+lowercasing, the same words BLEU sees.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import ClassVar
+
+import numpy as np
+import sacrebleu
+from sacrebleu.metrics.bleu import BLEU as SacreBLEU
+
+from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
+from paraeval.metrics.encoder import DEFAULT_MODEL, get_encoder
+
+SACREBLEU_VERSION = sacrebleu.__version__
+NGRAM_MODES = ("set", "count")
+
+
+def _bleu(
+    name: str,
+    tokenize: str,
+    lowercase: bool,
+    smooth_method: str = "exp",
+    smooth_value: float | None = None,
+    effective_order: bool = True,
+) -> SacreBLEU:
+    if tokenize not in SacreBLEU.TOKENIZERS:
+        raise MetricConfigError(
+            f"metric '{name}': unknown tokenize '{tokenize}'; "
+            f"choose one of {sorted(SacreBLEU.TOKENIZERS)}"
+        )
+    if smooth_method not in SacreBLEU.SMOOTH_DEFAULTS:
+        raise MetricConfigError(
+            f"metric '{name}': unknown smooth_method '{smooth_method}'; "
+            f"choose one of {sorted(SacreBLEU.SMOOTH_DEFAULTS)}"
+        )
+    return SacreBLEU(
+        tokenize=tokenize,
+        lowercase=lowercase,
+        smooth_method=smooth_method,
+        smooth_value=smooth_value,
+        effective_order=effective_order,
+    )
+
+
+def _words(bleu: SacreBLEU, text: str) -> list[str]:
+    """The words sacrebleu's BLEU counts n-grams of (lowercasing, then its tokenizer)."""
+    return bleu._preprocess_segment(text).split()
+
+
+def _ngrams(words: Sequence[str], n: int) -> list[tuple[str, ...]]:
+    return [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
+
+
+class _Tokenized(Metric):
+    """Shared settings: sacrebleu tokenizer and casing."""
+
+    needs_references = False
+
+    def __init__(
+        self,
+        tokenize: str = "13a",
+        lowercase: bool = False,
+        group: str | None = None,
+    ) -> None:
+        super().__init__(group=group)
+        self.tokenize = tokenize
+        self.lowercase = bool(lowercase)
+        self._tok = _bleu(self.name, tokenize, self.lowercase)
+
+    def words(self, text: str) -> list[str]:
+        return _words(self._tok, text)
+
+
+# --------------------------------------------------------------------------- PINC
+class PINC(_Tokenized):
+    """PINC (Chen & Dolan 2011): the share of the candidate's n-grams (n = 1..``max_order``) not in
+    its source, averaged over the orders. Corpus score: the mean of the segment scores."""
+
+    name = "pinc"
+    default_group = "diversity"
+    higher_is_better = True
+    needs_sources = True
+    distance_to_source = True
+    MAX_ORDER = 4
+
+    def __init__(
+        self,
+        max_order: int = MAX_ORDER,
+        ngrams: str = "set",
+        tokenize: str = "13a",
+        lowercase: bool = False,
+        group: str | None = None,
+    ) -> None:
+        super().__init__(tokenize=tokenize, lowercase=lowercase, group=group)
+        if ngrams not in NGRAM_MODES:
+            raise MetricConfigError(
+                f"metric 'pinc': ngrams must be one of {list(NGRAM_MODES)}, got '{ngrams}'"
+            )
+        if int(max_order) < 1:
+            raise MetricConfigError(f"metric 'pinc': max_order must be >= 1, got {max_order}")
+        self.max_order = int(max_order)
+        self.ngrams = ngrams
+
+    def signature(self) -> str:
+        return make_signature(
+            self.name,
+            impl=f"paraeval~sacrebleu-{SACREBLEU_VERSION}",
+            n=self.max_order,
+            ngrams=self.ngrams,
+            case="lc" if self.lowercase else "mixed",
+            tok=self.tokenize,
+        )
+
+    def pinc(self, candidate: str, source: str) -> float:
+        cand, src = self.words(candidate), self.words(source)
+        parts: list[float] = []
+        for n in range(1, self.max_order + 1):
+            c_grams = _ngrams(cand, n)
+            if not c_grams:
+                continue
+            s_grams = _ngrams(src, n)
+            if self.ngrams == "set":
+                c_set, s_set = set(c_grams), set(s_grams)
+                overlap, total = len(c_set & s_set), len(c_set)
+            else:
+                c_cnt, s_cnt = Counter(c_grams), Counter(s_grams)
+                overlap = sum((c_cnt & s_cnt).values())
+                total = len(c_grams)
+            parts.append(1.0 - overlap / total)
+        return float(np.mean(parts)) if parts else 0.0
+
+    def _score(
+        self,
+        candidates: list[str],
+        references: list[list[str]],
+        sources: Sequence[str] | None,
+    ) -> MetricResult:
+        assert sources is not None
+        seg = np.array([self.pinc(c, s) for c, s in zip(candidates, sources, strict=True)])
+        corpus = float(seg.mean()) if len(seg) else float("nan")
+        return MetricResult({self.name: seg}, {self.name: corpus}, self.signature())
+
+
+# --------------------------------------------------------------------------- system level
+class _SystemLevel(Metric):
+    """A corpus-only metric: NaN segment scores, one corpus score per system."""
+
+    default_group = "output_diversity"
+    needs_references = False
+    corpus_only = True
+
+    def _system_score(self, candidates: list[str]) -> float:
+        raise NotImplementedError
+
+    def _score(
+        self,
+        candidates: list[str],
+        references: list[list[str]],
+        sources: Sequence[str] | None,
+    ) -> MetricResult:
+        seg = np.full(len(candidates), np.nan)
+        corpus = self._system_score(candidates) if candidates else float("nan")
+        return MetricResult({self.name: seg}, {self.name: corpus}, self.signature())
+
+
+class _Distinct(_SystemLevel, _Tokenized):
+    """distinct-n over a system's outputs: distinct n-grams / all n-grams (0 when there is none)."""
+
+    order: ClassVar[int] = 1
+    higher_is_better = True
+
+    def __init__(
+        self, tokenize: str = "13a", lowercase: bool = False, group: str | None = None
+    ) -> None:
+        _Tokenized.__init__(self, tokenize=tokenize, lowercase=lowercase, group=group)
+
+    def signature(self) -> str:
+        return make_signature(
+            self.name,
+            impl=f"paraeval~sacrebleu-{SACREBLEU_VERSION}",
+            n=self.order,
+            case="lc" if self.lowercase else "mixed",
+            tok=self.tokenize,
+            level="system",
+        )
+
+    def _system_score(self, candidates: list[str]) -> float:
+        grams = [g for c in candidates for g in _ngrams(self.words(c), self.order)]
+        return len(set(grams)) / len(grams) if grams else 0.0
+
+
+class Distinct1(_Distinct):
+    """distinct-1: distinct unigrams / unigrams over all outputs of a system."""
+
+    name = "distinct_1"
+    order = 1
+
+
+class Distinct2(_Distinct):
+    """distinct-2: distinct bigrams / bigrams over all outputs of a system."""
+
+    name = "distinct_2"
+    order = 2
+
+
+class InterBLEU(_SystemLevel):
+    """Mean sentence BLEU of each output against the system's other outputs (Texygen's
+    Self-BLEU; not BLEU against the source). Lower = the outputs differ more from one another."""
+
+    name = "inter_bleu"
+    higher_is_better = False
+    MAX_ORDER = 4  # sacrebleu BLEU's max_ngram_order
+
+    def __init__(
+        self,
+        tokenize: str = "13a",
+        lowercase: bool = False,
+        smooth_method: str = "exp",
+        smooth_value: float | None = None,
+        effective_order: bool = True,
+        group: str | None = None,
+    ) -> None:
+        super().__init__(group=group)
+        self.tokenize = tokenize
+        self.lowercase = bool(lowercase)
+        self.smooth_method = smooth_method
+        self.effective_order = bool(effective_order)
+        self._bleu = _bleu(
+            self.name, tokenize, self.lowercase, smooth_method, smooth_value, self.effective_order
+        )
+
+    def signature(self) -> str:
+        value = self._bleu.smooth_value
+        smooth = self.smooth_method if value is None else f"{self.smooth_method}[{value:.2f}]"
+        return make_signature(
+            self.name,
+            impl=f"paraeval~sacrebleu-{SACREBLEU_VERSION}",
+            refs="other_outputs",
+            case="lc" if self.lowercase else "mixed",
+            eff=self.effective_order,
+            tok=self.tokenize,
+            smooth=smooth,
+            level="system",
+        )
+
+    def sentence_scores(self, candidates: Sequence[str]) -> np.ndarray:
+        """sentence BLEU of output i against every other output, for each i.
+
+        sacrebleu clips each n-gram's count by its largest count in any reference: the largest
+        count among the OTHER outputs is the overall largest unless output i alone holds it, then
+        the second largest. So one pass over all n-grams replaces n calls with n − 1 references.
+        """
+        n = len(candidates)
+        order = self.MAX_ORDER
+        counts: list[Counter[tuple[str, ...]]] = []
+        lengths = np.zeros(n, dtype=np.int64)
+        for i, text in enumerate(candidates):
+            words = _words(self._bleu, text)
+            lengths[i] = len(words)
+            grams: Counter[tuple[str, ...]] = Counter()
+            for k in range(1, order + 1):
+                grams.update(_ngrams(words, k))
+            counts.append(grams)
+        # per n-gram: largest count, how many outputs hold it, second largest
+        top: dict[tuple[str, ...], list[int]] = {}
+        for grams in counts:
+            for g, c in grams.items():
+                entry = top.get(g)
+                if entry is None:
+                    top[g] = [c, 1, 0]
+                elif c > entry[0]:
+                    entry[2], entry[0], entry[1] = entry[0], c, 1
+                elif c == entry[0]:
+                    entry[1] += 1
+                elif c > entry[2]:
+                    entry[2] = c
+        scores = np.zeros(n)
+        for i in range(n):
+            matches = [0] * order
+            totals = [max(0, int(lengths[i]) - k) for k in range(order)]
+            for g, c in counts[i].items():
+                best, holders, second = top[g]
+                others = best if (c < best or holders > 1) else second
+                matches[len(g) - 1] += min(c, others)
+            diff = np.abs(lengths - lengths[i]).astype(float)
+            diff[i] = np.inf
+            if n > 1:
+                closest = diff.min()
+                ref_len = int(lengths[(diff == closest)].min())
+            else:
+                ref_len = 0
+            stats = [int(lengths[i]), ref_len, *matches, *totals]
+            scores[i] = self._bleu._compute_score_from_stats(stats).score
+        return scores
+
+    def _system_score(self, candidates: list[str]) -> float:
+        if len(candidates) < 2:
+            return float("nan")
+        return float(self.sentence_scores(candidates).mean())
+
+
+class SemanticDiversity(_SystemLevel):
+    """Mean pairwise ``1 − cos`` between the sentence embeddings of a system's outputs."""
+
+    name = "semantic_diversity"
+    higher_is_better = True
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        batch_size: int = 64,
+        device: str | None = None,
+        cache_dir: str | None = None,
+        use_cache: bool = True,
+        group: str | None = None,
+    ) -> None:
+        super().__init__(group=group)
+        self.encoder = get_encoder(model, device, batch_size, cache_dir, use_cache)
+        self.model = model
+
+    def prepare(self, texts: Iterable[str]) -> None:
+        self.encoder.ensure(list(texts), progress=True)
+
+    def signature(self) -> str:
+        return make_signature(
+            self.name,
+            impl="paraeval",
+            model=self.encoder.signature,
+            pool=self.encoder.pooling,
+            pairs="all",
+            level="system",
+        )
+
+    @staticmethod
+    def mean_pairwise_distance(emb: np.ndarray) -> float:
+        """Mean of ``1 − cos`` over the n(n−1)/2 pairs; a zero vector has cosine 0 with all.
+        The sum of the pairwise cosines is ``(|Σ u_i|² − Σ |u_i|²) / 2`` for unit rows ``u``."""
+        n = len(emb)
+        if n < 2:
+            return float("nan")
+        norms = np.linalg.norm(emb, axis=1)
+        unit = np.where(norms[:, None] > 0, emb / np.where(norms > 0, norms, 1.0)[:, None], 0.0)
+        total = unit.sum(axis=0)
+        pair_sum = (float(total @ total) - float((unit * unit).sum())) / 2.0
+        return 1.0 - pair_sum / (n * (n - 1) / 2.0)
+
+    def _system_score(self, candidates: list[str]) -> float:
+        self.encoder.ensure(candidates, progress=False)
+        return self.mean_pairwise_distance(self.encoder.sentence_embeddings(candidates))

@@ -1,0 +1,292 @@
+"""Paraphrase scores that combine adequacy with diversity from the source (group ``paraphrase``).
+
+All three read BERTScore F1 from the shared encoder pass (:mod:`metrics.bertscore`: the same
+model, layer, token embeddings and embedding cache as ``bertscore``; numbers equal to
+``bert_score.score``), so adding them to a run with ``bertscore`` encodes nothing again.
+
+- ``parascore`` (Shen et al. 2022, reference-based):
+  ``max(F(source, c), F(refs, c)) + w·DS(source, c)``, ``F`` the BERTScore F1 (over several
+  references: bert-score's maximum), ``DS`` the diversity term below. Equal to the ``parascore``
+  toolkit's ``ParaScorer.base_score`` on the same model and layer.
+- ``parascore_free`` (reference-free): ``F(source, c) + w·DS(source, c)``.
+- ``DS``: with ``d`` = character-level Levenshtein distance between candidate and source divided by
+  the length of the longer one, ``DS = γ`` when ``d ≥ γ``, else ``−1 + ((γ + 1) / γ)·d``: −1 for a
+  copy, rising linearly to γ at ``d = γ`` and flat beyond (defaults γ = 0.35, w = 0.05). Two empty
+  strings have ``d = 0``.
+- ``bert_ibleu`` (Niu et al. 2021): the weighted harmonic mean of BERTScore F1 against the source
+  and ``1 − BLEU(source, c)/100``: ``((β / F(source, c) + 1 / (1 − BLEU/100)) / (β + 1))⁻¹``, β = 4.
+  ``BLEU(source, c)`` is ``self_bleu``'s sentence BLEU (sacrebleu, the same memoised statistics). A
+  harmonic mean with a component ≤ 0 is 0: a copy (BLEU = 100) and a candidate with F ≤ 0 score 0.
+
+Corpus scores are the means of the segment scores. Higher is better for all three.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+
+import numpy as np
+
+from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
+from paraeval.metrics.bertscore import BERTScore
+from paraeval.metrics.encoder import DEFAULT_MODEL
+
+F1 = "bertscore_f1"
+
+
+def levenshtein(a: str, b: str) -> int:
+    """Character-level edit distance (insertions, deletions, substitutions at cost 1), one numpy
+    row per character of the longer string: the insertion chain of a row is a running minimum,
+    ``cur[j] = j + min_{k ≤ j}(t[k] − k)``."""
+    if len(a) < len(b):
+        a, b = b, a
+    if not b:
+        return len(a)
+    codes = np.frombuffer(b.encode("utf-32-le"), dtype=np.uint32)
+    idx = np.arange(len(b) + 1)
+    prev = idx.copy()
+    t = np.empty(len(b) + 1, dtype=np.int64)
+    for k, ch in enumerate(a, start=1):
+        t[0] = k
+        np.minimum(prev[1:] + 1, prev[:-1] + (codes != ord(ch)), out=t[1:])
+        prev = np.minimum.accumulate(t - idx) + idx
+    return int(prev[-1])
+
+
+@lru_cache(maxsize=1 << 16)
+def edit_ratio(candidate: str, source: str) -> float:
+    """Levenshtein distance / length of the longer string (0 for two empty strings)."""
+    longest = max(len(candidate), len(source))
+    return levenshtein(candidate, source) / longest if longest else 0.0
+
+
+def diversity_term(d: float, gamma: float) -> float:
+    """ParaScore's DS: γ when d ≥ γ, else −1 + ((γ + 1)/γ)·d."""
+    return gamma if d >= gamma else -1.0 + ((gamma + 1.0) / gamma) * d
+
+
+class _OnBERTScore(Metric):
+    """BERTScore F1 of candidates against sources or references, from a BERTScore on the shared
+    encoder (no idf, no rescaling: ParaScore's and BERT-iBLEU's definitions)."""
+
+    default_group = "paraphrase"
+    higher_is_better = True
+    needs_sources = True
+    needs_references = False
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        layer: int | None = None,
+        batch_size: int = 64,
+        bert_score_batch_size: int = 64,
+        device: str | None = None,
+        cache_dir: str | None = None,
+        use_cache: bool = True,
+        group: str | None = None,
+    ) -> None:
+        super().__init__(group=group)
+        self.bertscore = BERTScore(
+            model=model,
+            layer=layer,
+            batch_size=batch_size,
+            bert_score_batch_size=bert_score_batch_size,
+            device=device,
+            cache_dir=cache_dir,
+            use_cache=use_cache,
+        )
+
+    def prepare(self, texts: Iterable[str]) -> None:
+        self.bertscore.prepare(texts)
+
+    def _bertscore_sig(self) -> str:
+        b = self.bertscore
+        pad = f"bs{b.bert_score_batch_size}" if b.bert_score_batch_size else "none"
+        return f"bertscore[f1,{b.encoder.signature},L{b.layer},idf:no,rescale:no,pad:{pad}]"
+
+    def f1(self, candidates: list[str], references: list[list[str]]) -> np.ndarray:
+        """BERTScore F1 of each candidate against its references (maximum over them)."""
+        if not candidates:
+            return np.zeros(0)
+        return np.asarray(self.bertscore._score(candidates, references, None).segment[F1])
+
+    def _result(self, seg: np.ndarray) -> MetricResult:
+        corpus = float(np.mean(seg)) if len(seg) else float("nan")
+        return MetricResult({self.name: seg}, {self.name: corpus}, self.signature())
+
+
+class _ParaScoreBase(_OnBERTScore):
+    GAMMA = 0.35
+    WEIGHT = 0.05
+
+    def __init__(
+        self,
+        gamma: float = GAMMA,
+        weight: float = WEIGHT,
+        model: str = DEFAULT_MODEL,
+        layer: int | None = None,
+        batch_size: int = 64,
+        bert_score_batch_size: int = 64,
+        device: str | None = None,
+        cache_dir: str | None = None,
+        use_cache: bool = True,
+        group: str | None = None,
+    ) -> None:
+        super().__init__(
+            model, layer, batch_size, bert_score_batch_size, device, cache_dir, use_cache, group
+        )
+        try:
+            self.gamma = float(gamma)
+            self.weight = float(weight)
+        except (TypeError, ValueError):
+            raise MetricConfigError(
+                f"metric '{self.name}': gamma and weight must be numbers, got {gamma!r}, {weight!r}"
+            ) from None
+        if not 0.0 < self.gamma <= 1.0:
+            raise MetricConfigError(f"metric '{self.name}': gamma must be in (0, 1], got {gamma}")
+
+    def diversity(self, candidates: Sequence[str], sources: Sequence[str]) -> np.ndarray:
+        return np.array(
+            [
+                diversity_term(edit_ratio(c, s), self.gamma)
+                for c, s in zip(candidates, sources, strict=True)
+            ],
+            dtype=float,
+        )
+
+    def signature(self) -> str:
+        return make_signature(
+            self.name,
+            impl="paraeval",
+            sim=self._bertscore_sig(),
+            refs=self._refs_rule(),
+            ds="char_levenshtein",
+            gamma=f"{self.gamma:g}",
+            w=f"{self.weight:g}",
+        )
+
+    def _refs_rule(self) -> str:
+        raise NotImplementedError
+
+
+class ParaScore(_ParaScoreBase):
+    """ParaScore (Shen et al. 2022), reference-based: max(F(source, c), F(refs, c)) + w·DS."""
+
+    name = "parascore"
+    needs_references = True
+
+    def _refs_rule(self) -> str:
+        return "max(source,max_refs)"
+
+    def _score(
+        self,
+        candidates: list[str],
+        references: list[list[str]],
+        sources: Sequence[str] | None,
+    ) -> MetricResult:
+        assert sources is not None
+        f_src = self.f1(candidates, [[s] for s in sources])
+        f_ref = self.f1(candidates, references)
+        seg = np.maximum(f_src, f_ref) + self.weight * self.diversity(candidates, sources)
+        return self._result(seg)
+
+
+class ParaScoreFree(_ParaScoreBase):
+    """ParaScore, reference-free: F(source, c) + w·DS."""
+
+    name = "parascore_free"
+
+    def _refs_rule(self) -> str:
+        return "source"
+
+    def _score(
+        self,
+        candidates: list[str],
+        references: list[list[str]],
+        sources: Sequence[str] | None,
+    ) -> MetricResult:
+        assert sources is not None
+        f_src = self.f1(candidates, [[s] for s in sources])
+        return self._result(f_src + self.weight * self.diversity(candidates, sources))
+
+
+def bert_ibleu(f1: np.ndarray, bleu: np.ndarray, beta: float) -> np.ndarray:
+    """((β/F + 1/(1 − BLEU/100)) / (β + 1))⁻¹, 0 where a component is ≤ 0."""
+    f1 = np.asarray(f1, dtype=float)
+    novelty = 1.0 - np.asarray(bleu, dtype=float) / 100.0
+    ok = (f1 > 0) & (novelty > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = (beta + 1.0) / (beta / f1 + 1.0 / novelty)
+    return np.where(ok, value, 0.0)
+
+
+class BERTiBLEU(_OnBERTScore):
+    """BERT-iBLEU (Niu et al. 2021): harmonic mean of BERTScore F1 and 1 − BLEU/100 against the
+    source, weighted β : 1."""
+
+    name = "bert_ibleu"
+    BETA = 4.0
+
+    def __init__(
+        self,
+        beta: float = BETA,
+        tokenize: str = "13a",
+        lowercase: bool = False,
+        smooth_method: str = "exp",
+        smooth_value: float | None = None,
+        effective_order: bool = True,
+        model: str = DEFAULT_MODEL,
+        layer: int | None = None,
+        batch_size: int = 64,
+        bert_score_batch_size: int = 64,
+        device: str | None = None,
+        cache_dir: str | None = None,
+        use_cache: bool = True,
+        group: str | None = None,
+    ) -> None:
+        from paraeval.metrics.sacre import SelfBLEU
+
+        super().__init__(
+            model, layer, batch_size, bert_score_batch_size, device, cache_dir, use_cache, group
+        )
+        try:
+            self.beta = float(beta)
+        except (TypeError, ValueError):
+            raise MetricConfigError(
+                f"metric 'bert_ibleu': beta must be a number, got {beta!r}"
+            ) from None
+        if not self.beta > 0:
+            raise MetricConfigError(f"metric 'bert_ibleu': beta must be > 0, got {beta}")
+        try:
+            self.self_bleu = SelfBLEU(
+                tokenize=tokenize,
+                lowercase=lowercase,
+                smooth_method=smooth_method,
+                smooth_value=smooth_value,
+                effective_order=effective_order,
+            )
+        except MetricConfigError as exc:
+            raise MetricConfigError(str(exc).replace("'self_bleu'", "'bert_ibleu'")) from None
+
+    def signature(self) -> str:
+        bleu = self.self_bleu.signature().split("|", 1)[1].replace("|", ",")
+        return make_signature(
+            self.name,
+            impl="paraeval",
+            sim=self._bertscore_sig(),
+            bleu=f"sentence[{bleu}]",
+            vs="source",
+            beta=f"{self.beta:g}",
+        )
+
+    def _score(
+        self,
+        candidates: list[str],
+        references: list[list[str]],
+        sources: Sequence[str] | None,
+    ) -> MetricResult:
+        assert sources is not None
+        f_src = self.f1(candidates, [[s] for s in sources])
+        bleu = self.self_bleu.score(candidates, references, sources).segment["self_bleu"]
+        return self._result(bert_ibleu(f_src, bleu, self.beta))

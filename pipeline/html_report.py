@@ -1,0 +1,208 @@
+"""``report.html``: the run on one self-contained page (tables, figures, signatures, config),
+readable offline in a browser. Figures are embedded as data URIs; nothing is fetched."""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from paraeval.pipeline.files import atomic_write
+from paraeval.pipeline.plots import LOWER_MARK, MARKS_NOTE, SOURCE_MARK
+
+if TYPE_CHECKING:
+    from paraeval.pipeline.evaluation import Evaluation
+
+REPORT_NAME = "report.html"
+_MIME = {".png": "image/png", ".svg": "image/svg+xml"}
+
+_STYLE = """
+body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1200px;
+       padding: 0 1em; color: #222; }
+h1 { font-size: 1.5em; margin-bottom: 0.2em; }
+h2 { margin-top: 2em; border-bottom: 1px solid #ccc; }
+.meta { color: #555; }
+table { border-collapse: collapse; margin: 0.6em 0; font-variant-numeric: tabular-nums; }
+th, td { padding: 0.2em 0.6em; border-bottom: 1px solid #eee; text-align: right;
+         white-space: nowrap; }
+th:first-child, td:first-child { text-align: left; }
+th { background: #f5f5f5; position: sticky; top: 0; }
+.scroll { overflow-x: auto; }
+figure { margin: 1.2em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
+figcaption { color: #555; font-size: 0.9em; }
+pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; font-size: 12px; }
+td.sig { text-align: left; font-family: monospace; font-size: 12px; }
+.note { color: #555; font-size: 0.9em; }
+"""
+
+# Marks every figure with whether it decoded (a test reads the marks from the rendered page).
+_SCRIPT = """
+window.addEventListener('load', function () {
+  document.querySelectorAll('img').forEach(function (img) {
+    img.setAttribute('data-loaded', img.complete && img.naturalWidth > 0 ? 'yes' : 'no');
+  });
+});
+"""
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value))
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return "–"
+        return f"{value:.1f}" if abs(value) >= 10 else f"{value:.3f}"
+    return _e(value)
+
+
+def _table(frame: pd.DataFrame, index: bool = True) -> str:
+    head = ([_e(frame.index.name or "")] if index else []) + [_e(c) for c in frame.columns]
+    rows = []
+    for key, row in frame.iterrows():
+        cells = ([f"<td>{_e(key)}</td>"] if index else []) + [
+            f"<td>{_cell(v)}</td>" for v in row.tolist()
+        ]
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return (
+        '<div class="scroll"><table><thead><tr>'
+        + "".join(f"<th>{h}</th>" for h in head)
+        + "</tr></thead><tbody>"
+        + "".join(rows)
+        + "</tbody></table></div>"
+    )
+
+
+def _marked(ev: Evaluation, column: str) -> str:
+    info = ev.aggregated.columns.get(column) if ev.aggregated is not None else None
+    if info is None:
+        return column
+    if not info.higher_is_better:
+        return f"{column} {LOWER_MARK}"
+    if info.group == "diversity" or column.endswith("_src"):
+        return f"{column} {SOURCE_MARK}"
+    return column
+
+
+def _correlations(ev: Evaluation) -> str:
+    corr = ev.correlations
+    if corr.empty:
+        return "<p>No human ratings: nothing to correlate.</p>"
+    parts = []
+    for coefficient in dict.fromkeys(corr["coefficient"]):
+        sub = corr[corr["coefficient"] == coefficient].copy()
+        sub["cell"] = [
+            "–"
+            if not math.isfinite(v)
+            else f"{v:+.3f}"
+            + (f" [{lo:+.2f}, {hi:+.2f}]" if math.isfinite(lo) and math.isfinite(hi) else "")
+            for v, lo, hi in zip(
+                sub["value"].astype(float),
+                sub["ci_low"].astype(float),
+                sub["ci_high"].astype(float),
+                strict=True,
+            )
+        ]
+        wide = sub.pivot_table(
+            index="metric",
+            columns=["aspect", "level"],
+            values="cell",
+            aggfunc="first",
+            sort=False,
+        )
+        ns = sub.groupby(["aspect", "level"], sort=False)["n"].max() if "n" in sub else None
+        wide.columns = [
+            f"{a.removeprefix('human_')} / {lv}"
+            + (f" (n = {int(ns[(a, lv)])})" if ns is not None and lv != "segment" else "")
+            for a, lv in wide.columns
+        ]
+        wide.index = [_marked(ev, str(m)) for m in wide.index]
+        wide.index.name = "metric"
+        parts.append(f"<h3>{_e(coefficient)}</h3>" + _table(wide))
+    return "".join(parts)
+
+
+def _figures(out: Path) -> str:
+    plots = out / "plots"
+    files = sorted(p for p in plots.glob("*") if p.is_file()) if plots.is_dir() else []
+    if not files:
+        return "<p>No figures were drawn.</p>"
+    parts = []
+    for p in files:
+        mime = _MIME.get(p.suffix)
+        if mime is None:  # PDF: browsers do not show it inline everywhere; link it
+            parts.append(f'<p><a href="plots/{_e(p.name)}">{_e(p.name)}</a> (PDF)</p>')
+            continue
+        data = base64.b64encode(p.read_bytes()).decode("ascii")
+        parts.append(
+            f'<figure><img alt="{_e(p.stem)}" src="data:{mime};base64,{data}">'
+            f"<figcaption>{_e(p.name)}</figcaption></figure>"
+        )
+    return "".join(parts)
+
+
+def render_html(ev: Evaluation, out: Path) -> str:
+    from paraeval import __version__
+
+    t = ev.table
+    data = ev.settings.data
+    systems = ev.systems.copy()
+    if "n_items" in systems:
+        systems["n_items"] = systems["n_items"].astype("Int64")
+    systems.columns = [_marked(ev, str(c)) for c in systems.columns]
+    comparison = ev.comparison
+    signatures = ev.signature_table()
+    config = "\n".join(f"{k}: {v}" for k, v in sorted(ev.settings.params.items()))
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    sections = [
+        f"<h1>paraeval report: {_e(data.name)}</h1>",
+        f'<p class="meta">paraeval {_e(__version__)} · {len(t)} rows, '
+        f"{t['item_id'].nunique()} items × {t['system'].nunique()} systems · "
+        f"{len(ev.metrics)} metrics · written {when}</p>",
+        f'<p class="note">{_e(MARKS_NOTE)}</p>',
+        "<h2>Systems</h2>",
+        '<p class="note">Corpus-level scores, group averages and mean human ratings '
+        "(system_scores.csv).</p>",
+        _table(systems),
+        "<h2>Correlation with human ratings</h2>",
+        '<p class="note">value [bootstrap interval]; p-values in correlations.csv.</p>',
+        _correlations(ev),
+        "<h2>System comparison</h2>",
+        _table(comparison, index=False)
+        if not comparison.empty
+        else "<p>No comparison was computed.</p>",
+        "<h2>Figures</h2>",
+        _figures(out),
+        "<h2>Signatures</h2>",
+        '<div class="scroll"><table><thead><tr><th>column</th><th>group</th>'
+        "<th>higher is better</th><th>signature</th></tr></thead><tbody>"
+        + "".join(
+            f"<tr><td>{_e(r.column)}</td><td>{_e(r.group)}</td>"
+            f'<td>{_e(r.higher_is_better)}</td><td class="sig">{_e(r.signature)}</td></tr>'
+            for r in signatures.itertuples(index=False)
+        )
+        + "</tbody></table></div>",
+        "<h2>Configuration</h2>",
+        f"<pre>{_e(config)}</pre>",
+    ]
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>paraeval report: {_e(data.name)}</title>"
+        f"<style>{_STYLE}</style><script>{_SCRIPT}</script></head><body>"
+        + "\n".join(sections)
+        + "</body></html>\n"
+    )
+
+
+def write_html(ev: Evaluation, out: Path) -> Path:
+    """``report.html`` in ``out``, with the figures that are there now."""
+    path = out / REPORT_NAME
+    text = render_html(ev, out)
+    atomic_write(path, lambda p: p.write_text(text, encoding="utf-8"))
+    return path

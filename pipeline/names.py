@@ -1,0 +1,94 @@
+"""The one sanitizer for names and text that come from data.
+
+System names, ``human_``/``metric_`` column names and cell values are the user's data, and data
+can be hostile or merely odd: ``human_/../../X`` as a column name, an ESC sequence that clears
+the screen or sets the window title in a system name, a NUL. Before such a string becomes part of
+a file name, an MLflow key or terminal output it passes through one of these:
+
+- :func:`slug`: a file name part / MLflow key part. A name that is already safe is returned
+  unchanged (so every existing output name stays the same); any other name becomes its safe
+  characters plus a short stable hash of the original, so that two different names never map to
+  the same file.
+- :func:`show`: text for the terminal or a log line, with control characters (C0, DEL, C1 and the
+  bidirectional overrides) written as visible escapes (``\\x1b``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import warnings
+
+SAFE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
+MAX_PART = 96
+# C0 controls, DEL, C1 controls, and the Unicode bidi embeddings/overrides/isolates (they reorder
+# what a terminal shows: "Trojan Source")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_CONTROL_NO_NL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def slug(name: object, max_len: int = MAX_PART) -> str:
+    """A file-safe, MLflow-key-safe form of ``name``: letters, digits, ``_ . -``, not starting
+    with a dot, no ``..``. Safe names are unchanged; others get a stable 8-hex hash suffix."""
+    text = str(name)
+    if SAFE.fullmatch(text) and ".." not in text and len(text) <= max_len:
+        return text
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=4).hexdigest()
+    base = re.sub(r"[^A-Za-z0-9_.\-]+", "_", text)
+    base = re.sub(r"\.{2,}", "_", base).strip("._-")[: max_len - 9] or "x"
+    return f"{base}-{digest}"
+
+
+def show(text: object, keep_newlines: bool = False) -> str:
+    """``text`` with control characters escaped (``\\x1b``, ``\\u202e``); tabs are kept, and
+    newlines where ``keep_newlines`` (a multi-line table or log message)."""
+    pattern = _CONTROL_NO_NL if keep_newlines else _CONTROL
+    return pattern.sub(_escape, str(text))
+
+
+def _escape(match: re.Match[str]) -> str:
+    ch = match.group(0)
+    if ch == "\t":
+        return ch
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+class EscapeFilter(logging.Filter):
+    """A handler filter: the formatted message of every record with control characters
+    escaped (tracebacks, formatted separately, are left as they are)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        escaped = show(message, keep_newlines=True)
+        if escaped != message or record.args:
+            record.msg, record.args = escaped, None
+        return True
+
+
+def escape_log_output(logger: logging.Logger | None = None) -> None:
+    """Add :class:`EscapeFilter` to every handler of ``logger`` (default: the root logger, where
+    Hydra puts the console and the log file)."""
+    for handler in (logger or logging.getLogger()).handlers:
+        if not any(isinstance(f, EscapeFilter) for f in handler.filters):
+            handler.addFilter(EscapeFilter())
+
+
+def escape_warnings() -> None:
+    """Python warnings (a plotting library quoting a label from data, say) printed escaped."""
+    original = warnings.formatwarning
+    if getattr(original, "paraeval_escaped", False):
+        return
+
+    def formatwarning(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        line: str | None = None,
+    ) -> str:
+        return show(original(message, category, filename, lineno, line), keep_newlines=True)
+
+    formatwarning.paraeval_escaped = True  # type: ignore[attr-defined]
+    warnings.formatwarning = formatwarning

@@ -1,0 +1,102 @@
+"""The one allow-list of what a config's ``_target_`` may name.
+
+A config (a YAML file in a shared folder, an override on the command line) must never make a run
+import or call arbitrary code: ``paraeval.pipeline.load.pd.read_pickle`` starts with the loader
+module's name, yet is pandas' pickle reader. Every ``_target_`` is therefore looked up by its exact
+dotted name in one table per config group, built from paraeval's own registries:
+
+- ``data``: the loaders of :data:`paraeval.pipeline.load.LOADERS`;
+- ``metrics``: the metric classes of :data:`paraeval.metrics.METRICS`, by their defining module
+  (``paraeval.metrics.sacre.BLEU``) or the package (``paraeval.metrics.BLEU``); a class from
+  elsewhere only with ``allow_external_metrics=true``, and it must still be a metric class;
+- ``normalize``: :class:`paraeval.pipeline.aggregate.Normalizer`;
+- ``tracking``: the trackers of :data:`paraeval.pipeline.tracking.TRACKERS`.
+
+A name that is not in its table is a :class:`ConfigError` before anything is imported.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from paraeval.pipeline.errors import ConfigError, not_allowed
+
+# what each group's _target_ names, for the error line
+KINDS = {
+    "data": "data loader",
+    "metrics": "metric",
+    "normalize": "normalizer",
+    "tracking": "tracker",
+}
+NORMALIZER = "paraeval.pipeline.aggregate.Normalizer"
+
+
+def metric_targets() -> dict[str, tuple[str, str]]:
+    """Allowed metric ``_target_`` -> (module, class name); nothing is imported."""
+    from paraeval.metrics import _MODULES, METRICS
+
+    out: dict[str, tuple[str, str]] = {}
+    for name in METRICS:
+        module = f"paraeval.metrics.{_MODULES[name]}"
+        out[f"{module}.{name}"] = (module, name)
+        out[f"paraeval.metrics.{name}"] = (module, name)
+    return out
+
+
+def allowed(group: str) -> list[str]:
+    """The exact names ``<group>._target_`` may take."""
+    if group == "data":
+        from paraeval.pipeline.load import LOADERS
+
+        return sorted(LOADERS)
+    if group == "metrics":
+        return sorted(metric_targets())
+    if group == "normalize":
+        return [NORMALIZER]
+    if group == "tracking":
+        from paraeval.pipeline.tracking import TRACKERS
+
+        return sorted(TRACKERS)
+    raise ValueError(f"no _target_ allow-list for group '{group}'")
+
+
+def check(group: str, target: object, key: str | None = None) -> str:
+    """``target`` itself when it is on the group's list; a ConfigError naming ``key`` (default
+    ``<group>._target_``), the nearest allowed name and the choices otherwise."""
+    name = str(target or "")
+    choices = allowed(group)
+    if name in choices:
+        return name
+    raise not_allowed(key or f"{group}._target_", name, KINDS[group], choices)
+
+
+def metric_class(target: str, metric_id: str, allow_external: bool) -> type:
+    """The metric class a ``_target_`` names. paraeval's metrics by exact name; with
+    ``allow_external`` any importable class that subclasses :class:`paraeval.metrics.base.Metric`
+    (the user opted in to running that code)."""
+    from paraeval.metrics.base import Metric
+
+    known = metric_targets()
+    if target in known:
+        module_name, attr = known[target]
+        cls = getattr(importlib.import_module(module_name), attr)
+        assert isinstance(cls, type) and issubclass(cls, Metric)
+        return cls
+    if not allow_external:
+        if target.startswith("paraeval."):
+            check("metrics", target, f"metrics.{metric_id}._target_")
+        raise ConfigError(
+            f"metrics.{metric_id}._target_ '{target}' is outside paraeval's metrics package; "
+            "set allow_external_metrics=true to run code from elsewhere"
+        )
+    module_name, _, attr = target.rpartition(".")
+    if not module_name:
+        raise ConfigError(f"_target_ '{target}' must be a dotted path module.Class")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import '{module_name}' for _target_ '{target}': {exc}") from None
+    obj = getattr(module, attr, None)
+    if not (isinstance(obj, type) and issubclass(obj, Metric)):
+        raise ConfigError(f"_target_ '{target}' is not a paraeval metric class")
+    return obj
