@@ -14,6 +14,13 @@ The generated data: references are template sentences (10-25 words); each system
 a noisy paraphrase of the reference (word drops, swaps, substitutions, now and then an unrelated
 sentence); every fourth item has a second reference. ParaBank-Eval: the five systems with most
 candidates, each candidate scored against its source sentence.
+
+Then the encoder's throughput against the model's compute floor at the run's sentence lengths:
+the encoder pass over the unique sentences (tokenization, length-sorted batches, forward pass,
+copying out the layers and the pooled vectors; no disk cache) against (a) the model's forward
+pass alone on the same padded batches, prepared beforehand (no Python work of ours), and (b) the
+matrix products of its linear layers alone on the same token counts (the FLOP floor at this
+machine's measured GEMM throughput). Target: the encoder pass within 2x of (b).
 """
 
 from __future__ import annotations
@@ -230,6 +237,65 @@ def ours(systems: list[System], cache_dir: str, batch_size: int) -> dict[str, np
     return out
 
 
+def encoder_floor(texts: list[str], batch_size: int) -> dict[str, float]:
+    """Seconds for the encoder pass over ``texts`` and for the two floors (see the docstring)."""
+    import torch
+
+    from paraeval.metrics.encoder import Encoder
+
+    unique = list(dict.fromkeys(texts))
+    enc = Encoder(batch_size=batch_size, cache_dir=None)
+    enc.require_layer(enc.num_layers)  # BERTScore's layer of the default model
+    model = enc.model  # loading the weights is not part of the pass
+    start = time.perf_counter()
+    enc.ensure(unique, progress=False)
+    t_pass = time.perf_counter() - start
+
+    ids = enc.tokenize(unique)
+    batches = enc._batches([len(x) for x in ids])
+    pad = enc.tokenizer.pad_token_id or 0
+    inputs = []
+    for batch in batches:
+        width = max(len(ids[i]) for i in batch)
+        x = torch.full((len(batch), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, i in enumerate(batch):
+            x[row, : len(ids[i])] = torch.from_numpy(ids[i].astype(np.int64))
+            mask[row, : len(ids[i])] = 1
+        inputs.append((x, mask))
+    with torch.inference_mode():
+        start = time.perf_counter()
+        for x, mask in inputs:
+            model(input_ids=x, attention_mask=mask, output_hidden_states=True)
+        t_forward = time.perf_counter() - start
+
+        cfg = model.config
+        hidden, inner = int(cfg.hidden_size), int(cfg.intermediate_size)
+        # per layer: query, key, value and output projections, then the two feed-forward ones
+        weights = [torch.randn(hidden, hidden) for _ in range(4)]
+        weights += [torch.randn(hidden, inner), torch.randn(inner, hidden)]
+        acts = [torch.randn(x.numel(), hidden) for x, _ in inputs]
+        mids = [torch.randn(x.numel(), inner) for x, _ in inputs]
+        start = time.perf_counter()
+        for a, m in zip(acts, mids, strict=True):
+            for _ in range(int(cfg.num_hidden_layers)):
+                for w in weights[:4]:
+                    a @ w
+                a @ weights[4]
+                m @ weights[5]
+        t_matmul = time.perf_counter() - start
+    padded = sum(x.numel() for x, _ in inputs)
+    return {
+        "sentences": len(unique),
+        "tokens": sum(len(x) for x in ids),
+        "padded": padded,
+        "pass": t_pass,
+        "forward": t_forward,
+        "matmul": t_matmul,
+        "threads": torch.get_num_threads(),
+    }
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--systems", type=int, default=5)
@@ -277,6 +343,23 @@ def main() -> int:
     print(f"{'':62s} {'wall s':>9s} {'speed-up':>9s} {'CPU s':>9s} {'speed-up':>9s}")
     for label, wall, cpu in rows:
         print(f"{label:62s} {wall:9.1f} {t_naive / wall:8.2f}x {cpu:9.1f} {c_naive / cpu:8.2f}x")
+    floor = encoder_floor(texts, args.batch_size)
+    n = floor["sentences"]
+    print(
+        f"\nencoder throughput, {n} unique sentences, {floor['tokens'] / n:.1f} tokens each on "
+        f"average, {floor['padded']} padded tokens in all, {floor['threads']} torch threads:"
+    )
+    for label, seconds in (
+        ("encoder pass (tokenize, batch, forward, copy out)", floor["pass"]),
+        ("floor a: the model's forward alone, same padded batches", floor["forward"]),
+        ("floor b: its linear layers' matrix products alone", floor["matmul"]),
+    ):
+        print(f"  {label:58s} {seconds:7.2f} s {n / seconds:8.0f} sentences/s")
+    ratio = floor["pass"] / floor["matmul"]
+    print(
+        f"  encoder pass / floor a = {floor['pass'] / floor['forward']:.2f}; / floor b = "
+        f"{ratio:.2f} (target <= 2) {'OK' if ratio <= 2 else 'OVER TARGET'}"
+    )
     if not args.cache_dir:
         shutil.rmtree(cache, ignore_errors=True)
     return 0

@@ -164,9 +164,17 @@ def score_stage(ev: Evaluation) -> list[FigureJob]:
 
 def aggregate_stage(ev: Evaluation) -> list[FigureJob]:
     assert ev.scores is not None
-    ev.aggregated = aggregate(ev.scores, ev.settings.normalizer)
-    ev.humans = human_report(ev.aggregated.segments)
-    return []
+    agg = ev.aggregated = aggregate(ev.scores, ev.settings.normalizer)
+    ev.humans = human_report(agg.segments)
+    # the scatter plots need the scores only: drawn while the correlations are computed
+    aspects = ev.aspects
+    shown = scatter_columns(agg.segments, list(agg.columns))
+    segments = agg.segments[["system", *shown, *aspects]]
+    return [
+        functools.partial(
+            _draw_scatters, segments, agg.systems.copy(), shown, aspects, figure_style(ev)
+        )
+    ]
 
 
 def correlate_stage(ev: Evaluation) -> list[FigureJob]:
@@ -181,22 +189,9 @@ def correlate_stage(ev: Evaluation) -> list[FigureJob]:
     else:
         ev.correlations = correlate(agg, settings, rng, ev.scores)
     ev.significance = significance(agg, settings, rng)
-    aspects = ev.aspects
-    if not aspects and settings.get("levels"):
+    if not ev.aspects and settings.get("levels"):
         log.warning("%s", no_ratings_message(ev.table))
-    shown = scatter_columns(agg.segments, list(agg.columns))
-    segments = agg.segments[["system", *shown, *aspects]]
-    return [
-        functools.partial(
-            _draw_main,
-            segments,
-            agg.systems.copy(),
-            ev.correlations,
-            shown,
-            aspects,
-            figure_style(ev),
-        )
-    ]
+    return [functools.partial(_draw_heatmap, ev.correlations, figure_style(ev))]
 
 
 def no_ratings_message(table: pd.DataFrame) -> str:
@@ -281,16 +276,19 @@ def figure_style(ev: Evaluation) -> FigureStyle:
     )
 
 
-def _draw_main(
+def _draw_scatters(
     segments: pd.DataFrame,
     systems: pd.DataFrame,
-    correlations: pd.DataFrame,
     shown: list[str],
     aspects: list[str],
     style: FigureStyle,
     out: Path,
 ) -> None:
-    write_plots(out, segments, systems, correlations, shown, aspects, style=style)
+    write_plots(out, segments, systems, pd.DataFrame(), shown, aspects, style=style)
+
+
+def _draw_heatmap(correlations: pd.DataFrame, style: FigureStyle, out: Path) -> None:
+    write_plots(out, pd.DataFrame(), pd.DataFrame(), correlations, [], [], style=style)
 
 
 def _draw_compare(result: Comparison, style: FigureStyle, out: Path) -> None:
@@ -376,7 +374,9 @@ def _dataset_label(name: str, files: Sequence[str]) -> str:
     return name
 
 
+@functools.cache
 def _git_commit() -> str:
+    # once per process: the code a process runs is what it imported at the start
     try:
         out = subprocess.run(
             ["git", "rev-parse", "HEAD"],

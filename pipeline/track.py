@@ -26,6 +26,7 @@ SQLite allows one writer, and MLflow's first-use schema creation is not safe to 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -134,6 +135,13 @@ def flatten(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
 
 
 def library_versions() -> dict[str, str]:
+    return dict(_library_versions())
+
+
+@functools.cache
+def _library_versions() -> dict[str, str]:
+    # once per process: the libraries a process has imported do not change under it, and reading
+    # the installed metadata cost about 0.1 s per job of a multirun
     from importlib import metadata
 
     out = {}

@@ -85,3 +85,45 @@ def test_helper_does_not_rerun_an_unguarded_script(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.count("script ran") == 1
     assert (tmp_path / "plots" / "scatter_bleu_human_x.png").is_file()
+
+
+def test_scatter_plots_are_handed_over_before_the_correlations(tmp_path: Path) -> None:
+    """The scatter plots need the scores only: their job is handed to the figure helper when
+    aggregation ends, before the correlation stage runs; the heatmap follows the correlations.
+    Together they draw what ``write_plots`` draws from the finished evaluation."""
+    import paraeval.pipeline.evaluation as evaluation
+    from paraeval.pipeline.api import compose_config
+    from paraeval.pipeline.plots import scatter_columns
+    from paraeval.pipeline.settings import Settings
+
+    settings = Settings.from_config(
+        compose_config(
+            ["metrics=[bleu,ibleu,chrf]", "report.progress=false", "cache.enabled=false"]
+        )
+    )
+    events: list[str] = []
+    real_correlate = evaluation.correlate
+
+    def correlate(*args: object, **kwargs: object) -> pd.DataFrame:
+        events.append("correlate")
+        return real_correlate(*args, **kwargs)  # type: ignore[arg-type]
+
+    evaluation.correlate = correlate  # type: ignore[assignment]
+    try:
+        ev = evaluation.compute(
+            settings.data.load(),
+            settings,
+            on_figure=lambda job: events.append(job.func.__name__),  # type: ignore[attr-defined]
+        )
+    finally:
+        evaluation.correlate = real_correlate  # type: ignore[assignment]
+    assert events[:3] == ["_draw_scatters", "correlate", "_draw_heatmap"]
+    for job in ev.figures:
+        job(tmp_path / "jobs")
+    agg = ev.aggregated
+    assert agg is not None
+    shown = scatter_columns(agg.segments, list(agg.columns))
+    write_plots(tmp_path / "all", agg.segments, agg.systems, ev.correlations, shown, ev.aspects)
+    expected = {p.name for p in (tmp_path / "all" / "plots").glob("*.png")}
+    assert "correlation_heatmap.png" in expected and len(expected) > 4
+    assert expected <= {p.name for p in (tmp_path / "jobs" / "plots").glob("*.png")}

@@ -242,3 +242,40 @@ def test_curve_is_reused_for_another_configured_alpha(monkeypatch: pytest.Monkey
     # another seed is another split, hence another curve
     c = alpha_curve(df, st, first, "ibleu", ["human_meaning"], AlphaCurveSettings(seed=12))
     assert not c.curve.empty and c.choice["n_dev_items"].iloc[0] == 24
+
+
+def test_each_sweep_job_config_is_composed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The config Hydra's sweeper composes to validate a job is the one its launcher runs: one
+    compose per job instead of two, and the same config as a fresh compose."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra._internal.utils import create_config_search_path
+    from hydra.types import RunMode
+    from omegaconf import OmegaConf
+
+    import paraeval.pipeline.__main__ as entry
+
+    monkeypatch.setattr(ConfigLoaderImpl, "load_sweep_config", ConfigLoaderImpl.load_sweep_config)
+    original = ConfigLoaderImpl.load_sweep_config
+    loader = ConfigLoaderImpl(config_search_path=create_config_search_path(str(config_dir())))
+    master = loader.load_configuration("config", ["report.progress=false"], RunMode.MULTIRUN)
+    job = ["metrics.ibleu.alpha=0.3"]
+    fresh = original(loader, master, job)
+
+    entry.compose_each_sweep_job_once()
+    entry.compose_each_sweep_job_once()  # installed once
+    composes = 0
+    real = ConfigLoaderImpl.load_configuration
+
+    def counting(self: ConfigLoaderImpl, *args: object, **kwargs: object) -> object:
+        nonlocal composes
+        composes += 1
+        return real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ConfigLoaderImpl, "load_configuration", counting)
+    validated = loader.load_sweep_config(master, job)  # the sweeper's validation
+    launched = loader.load_sweep_config(master, job)  # the launcher
+    assert composes == 1 and launched is validated
+    again = loader.load_sweep_config(master, job)  # a later request composes anew
+    assert composes == 2 and again is not launched
+    assert OmegaConf.to_container(launched) == OmegaConf.to_container(fresh)
+    assert launched.metrics.ibleu.alpha == 0.3

@@ -1,0 +1,402 @@
+"""The whole default run on ParaBank-Eval, cold, against the plain script a user would write.
+
+Both run in fresh processes one after the other in this run, on the same rows:
+
+- paraeval: ``paraeval data=parabank`` with the default metric set, correlation, comparison and
+  α curve, an empty score cache and a new SQLite MLflow store in a temporary folder; timed from
+  the start of the process to its end, with a per-stage table (import and start, load, each
+  metric's encoder pass and scoring, aggregation, correlation, significance, comparison, α curve,
+  tables, figures, MLflow).
+- the plain script (:func:`plain_script`): per system, sacrebleu (BLEU, iBLEU from sentence and
+  corpus BLEU against the references and the source, self-BLEU, chrF, TER), nltk (NIST,
+  METEOR), rouge-score (ROUGE-1/2/L/Lsum), rouge-metric (ROUGE-W/S/SU, which rouge-score lacks),
+  pycocoevalcap (CIDEr), ``bert_score.score``, sentence-transformers (cosine), gensim's
+  ``wmdistance`` on the model's word-piece input embeddings (WMD), then scipy's Pearson,
+  Spearman and Kendall at the segment, item and system level. It computes point correlations
+  only: no bootstrap intervals, significance tests, system comparison, α curve, figures or MLflow
+  logging, all of which the paraeval run does besides; the ratio understates paraeval's lead.
+
+Targets: the paraeval run at most 100 s on this machine, and at least 3x faster than the script.
+``--systems N`` keeps the first N systems (sorted by name) for a quicker look.
+
+    .venv/bin/python benchmarks/bench_run.py                  # all 36 systems, 14,323 rows
+    .venv/bin/python benchmarks/bench_run.py --systems 4      # a subset
+    .venv/bin/python benchmarks/bench_run.py --skip-script    # paraeval's stage table only
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+TARGET_SECONDS = 100.0
+TARGET_RATIO = 3.0
+
+
+# --------------------------------------------------------------------------- shared
+def _env(work: Path, data: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        PARAEVAL_CACHE_DIR=str(work / "cache"),
+        PARAEVAL_SHARED_DATA=str(data),
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        MLFLOW_DISABLE_TELEMETRY="true",
+        TOKENIZERS_PARALLELISM="false",
+        PYTHONWARNINGS="ignore",
+    )
+    return env
+
+
+def _keep_systems(table: Any, n: int | None) -> Any:
+    if not n:
+        return table
+    keep = sorted(table["system"].unique())[:n]
+    return table[table["system"].isin(keep)].reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- paraeval (child)
+STAGES = {
+    "aggregate": "aggregate",
+    "correlate": "correlate",
+    "correlate_cached": "correlate",
+    "significance": "significance",
+    "human_report": "human report",
+    "compare": "system comparison",
+    "compute_alpha_curve": "alpha curve",
+    "write_tables": "write tables",
+    "log_output_dir": "MLflow logging (figures awaited)",
+}
+
+
+def paraeval_child(out: Path, work: Path, n_systems: int | None) -> None:
+    """One default run in this process with timers around the stages; writes the timings."""
+    t_start = time.perf_counter()
+    from hydra import compose, initialize_config_dir
+
+    import paraeval.pipeline.app as app
+    import paraeval.pipeline.evaluation as evaluation
+    import paraeval.pipeline.settings as settings
+    import paraeval.pipeline.tracking as tracking
+
+    timings: dict[str, float] = {}
+
+    def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def inner(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
+
+        return inner
+
+    for module in (app, evaluation, settings, tracking):
+        for attr, name in STAGES.items():
+            if hasattr(module, attr):
+                setattr(module, attr, timed(name, getattr(module, attr)))
+    load = settings.DataSettings.load
+    settings.DataSettings.load = timed(  # type: ignore[method-assign]
+        "load", lambda self: _keep_systems(load(self), n_systems)
+    )
+    build = evaluation.build_metrics
+
+    def build_timed(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        metrics = build(*args, **kwargs)
+        timings["build metrics"] = time.perf_counter() - start
+        for metric_id, metric in metrics.items():
+            # the encoder pass happens in the first semantic metric's prepare
+            metric.prepare = timed(f"metric {metric_id} (encoder pass)", metric.prepare)
+            metric.score = timed(f"metric {metric_id}", metric.score)
+        return metrics
+
+    evaluation.build_metrics = build_timed  # type: ignore[assignment]
+    timings["import and start"] = time.perf_counter() - t_start
+    overrides = [
+        "data=parabank",
+        "report.print_tables=false",
+        "report.progress=false",
+        f"tracking.store_dir={work / 'mlflow'}",
+    ]
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=overrides)
+    start = time.perf_counter()
+    ev = app.run(cfg, work / "out", overrides)
+    total = time.perf_counter() - start
+    timings["other (scoring loop, score cache, stage glue)"] = total - sum(
+        v for k, v in timings.items() if k != "import and start"
+    )
+    out.write_text(json.dumps({"timings": timings, "rows": len(ev.segments)}), encoding="utf-8")
+
+
+# --------------------------------------------------------------------------- the plain script
+def plain_script(out: Path, n_systems: int | None) -> None:
+    """What a user would write: each library called per system, then scipy's correlations."""
+    t_start = time.perf_counter()
+    timings: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def timer(name: str) -> Any:
+        start = time.perf_counter()
+        yield
+        timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
+
+    with timer("import and start"):
+        import bert_score
+        import numpy as np
+        import pandas as pd
+        import sacrebleu
+        from gensim.models import KeyedVectors
+        from nltk.corpus.reader.wordnet import WordNetCorpusReader
+        from nltk.translate.meteor_score import meteor_score
+        from nltk.translate.nist_score import corpus_nist, sentence_nist
+        from pycocoevalcap.cider.cider import Cider
+        from rouge_metric import PyRouge
+        from rouge_score import tokenizers
+        from rouge_score.rouge_scorer import RougeScorer
+        from scipy import stats
+        from sentence_transformers import SentenceTransformer
+
+        from paraeval.metrics.encoder import resolve_model_path
+        from paraeval.metrics.wordnet import find_wordnet
+        from paraeval.pipeline.load import load_parabank
+    timings["import and start"] = time.perf_counter() - t_start
+
+    with timer("load"):
+        data = os.environ.get("PARAEVAL_SHARED_DATA", str(REPO.parent / "shared" / "data"))
+        table = _keep_systems(load_parabank(str(Path(data) / "parabank_eval")), n_systems)
+    model_path, _ = resolve_model_path("default")
+    with timer("load models and WordNet"):
+        wordnet = WordNetCorpusReader(find_wordnet(), None)
+        st_model = SentenceTransformer(model_path, device="cpu")
+        tokenizer = st_model.tokenizer
+        weights = st_model[0].auto_model.get_input_embeddings().weight.detach().numpy()
+        vocab = tokenizer.convert_ids_to_tokens(list(range(weights.shape[0])))
+        kv = KeyedVectors(weights.shape[1])
+        kv.add_vectors(vocab, weights)
+        tok13a = sacrebleu.metrics.bleu._get_tokenizer("13a")()
+        rouge_tok = tokenizers.DefaultTokenizer(False)
+        scorer = RougeScorer(["rouge1", "rouge2", "rougeL", "rougeLsum"])
+        pyrouge = PyRouge(
+            rouge_n=(), rouge_l=False, rouge_w=True, rouge_s=True, rouge_su=True, mode="individual"
+        )
+
+    def words(text: str, lower: bool = False) -> list[str]:
+        return tok13a(text.lower() if lower else text).split()
+
+    alpha = 0.8
+    segment_rows: list[dict[str, Any]] = []
+    system_rows: list[dict[str, Any]] = []
+    for system, sub in table.groupby("system", sort=True):
+        cands = sub["candidate"].tolist()
+        refs = [list(r) for r in sub["references"]]
+        srcs = sub["source"].tolist()
+        width = max(len(r) for r in refs)
+        streams = [[rs[k] if k < len(rs) else None for rs in refs] for k in range(width)]
+        pairs = list(zip(cands, refs, strict=True))
+        src_pairs = list(zip(cands, srcs, strict=True))
+        seg: dict[str, list[float]] = {}
+        corpus: dict[str, float] = {}
+        with timer("metric bleu"):
+            seg["bleu"] = [sacrebleu.sentence_bleu(c, r).score for c, r in pairs]
+            corpus["bleu"] = sacrebleu.corpus_bleu(cands, streams).score
+        with timer("metric ibleu"):
+            to_ref = [sacrebleu.sentence_bleu(c, r).score for c, r in pairs]
+            to_src = [sacrebleu.sentence_bleu(c, [s]).score for c, s in src_pairs]
+            seg["ibleu"] = [
+                alpha * a - (1 - alpha) * b for a, b in zip(to_ref, to_src, strict=True)
+            ]
+            corpus["ibleu"] = (
+                alpha * sacrebleu.corpus_bleu(cands, streams).score
+                - (1 - alpha) * sacrebleu.corpus_bleu(cands, [srcs]).score
+            )
+        with timer("metric self_bleu"):
+            seg["self_bleu"] = [sacrebleu.sentence_bleu(c, [s]).score for c, s in src_pairs]
+            corpus["self_bleu"] = sacrebleu.corpus_bleu(cands, [srcs]).score
+        with timer("metric chrf"):
+            seg["chrf"] = [sacrebleu.sentence_chrf(c, r).score for c, r in pairs]
+            corpus["chrf"] = sacrebleu.corpus_chrf(cands, streams).score
+        with timer("metric ter"):
+            seg["ter"] = [sacrebleu.sentence_ter(c, r).score for c, r in pairs]
+            corpus["ter"] = sacrebleu.corpus_ter(cands, streams).score
+        with timer("metric nist"):
+            hyps = [words(c) for c in cands]
+            rss = [[words(r) for r in rs] for rs in refs]
+            nist = []
+            for h, rs in zip(hyps, rss, strict=True):
+                try:
+                    nist.append(sentence_nist(rs, h))
+                except ZeroDivisionError:  # NLTK's short-hypothesis case
+                    nist.append(0.0)
+            seg["nist"] = nist
+            corpus["nist"] = corpus_nist(rss, hyps)
+        with timer("metric meteor"):
+            seg["meteor"] = [
+                meteor_score([words(r) for r in rs], words(c), wordnet=wordnet) for c, rs in pairs
+            ]
+        with timer("metric rouge (rouge-score)"):
+            scores = [scorer.score_multi(rs, c) for c, rs in pairs]
+            for key in ("rouge1", "rouge2", "rougeL", "rougeLsum"):
+                seg[key] = [s[key].fmeasure for s in scores]
+        with timer("metric rougeW/S/SU (rouge-metric)"):
+            result = pyrouge.evaluate_tokenized(
+                [[rouge_tok.tokenize(c)] for c in cands],
+                [[[rouge_tok.tokenize(r)] for r in rs] for rs in refs],
+            )
+            for key, name in (("rouge-w-1.2", "rougeW"), ("rouge-s*", "rougeS")):
+                seg[name] = [r[key]["f"] for r in result]
+            seg["rougeSU"] = [r["rouge-su*"]["f"] for r in result]
+        with timer("metric cider"):
+            gts = {i: [" ".join(words(r, True)) for r in rs] for i, rs in enumerate(refs)}
+            res = {i: [" ".join(words(c, True))] for i, c in enumerate(cands)}
+            corpus["cider"], per = Cider().compute_score(gts, res)
+            seg["cider"] = list(per)
+        with timer("metric bertscore"):
+            p, r, f = bert_score.score(cands, refs, model_type=model_path, num_layers=6)
+            seg["bertscore_precision"], seg["bertscore_recall"] = p.tolist(), r.tolist()
+            seg["bertscore_f1"] = f.tolist()
+        with timer("metric cosine"):
+            c_emb = st_model.encode(cands, batch_size=64)
+            flat = [x for rs in refs for x in rs]
+            r_emb = st_model.encode(flat, batch_size=64)
+            owner = np.repeat(np.arange(len(cands)), [len(rs) for rs in refs])
+            sims = (c_emb[owner] * r_emb).sum(1)
+            sims /= np.linalg.norm(c_emb[owner], axis=1) * np.linalg.norm(r_emb, axis=1)
+            best = np.full(len(cands), -np.inf)
+            np.maximum.at(best, owner, sims)
+            seg["cosine"] = best.tolist()
+        with timer("metric wmd"):
+            seg["wmd"] = [
+                min(
+                    kv.wmdistance(tokenizer.tokenize(c), tokenizer.tokenize(x), norm=True)
+                    for x in rs
+                )
+                for c, rs in pairs
+            ]
+        frame = pd.DataFrame(seg)
+        frame["system"] = system
+        frame["item_id"] = sub["item_id"].to_numpy()
+        for aspect in [c for c in sub.columns if c.startswith("human_")]:
+            frame[aspect] = sub[aspect].to_numpy()
+        segment_rows.append(frame)
+        system_rows.append({"system": system, **{k: np.mean(v) for k, v in seg.items()}, **corpus})
+
+    with timer("correlation (scipy)"):
+        segments = pd.concat(segment_rows, ignore_index=True)
+        systems = pd.DataFrame(system_rows).set_index("system")
+        aspects = [c for c in segments.columns if c.startswith("human_")]
+        metrics = [c for c in segments.columns if c not in ("system", "item_id", *aspects)]
+        coefficients = {"pearson": stats.pearsonr, "spearman": stats.spearmanr}
+        coefficients["kendall_b"] = stats.kendalltau
+        human_means = segments.groupby("system")[aspects].mean()
+        records = []
+        for metric in metrics:
+            for aspect in aspects:
+                for name, fn in coefficients.items():
+                    ok = segments[[metric, aspect]].dropna()
+                    records.append((metric, aspect, "segment", name, fn(ok[metric], ok[aspect])[0]))
+                    per_item = [
+                        fn(g[metric], g[aspect])[0]
+                        for _, g in ok.join(segments["item_id"]).groupby("item_id")
+                        if len(g) > 1
+                    ]
+                    records.append((metric, aspect, "item", name, float(np.nanmean(per_item))))
+                    if len(systems) >= 2:  # scipy needs two systems at least
+                        value = fn(systems[metric], human_means.loc[systems.index, aspect])[0]
+                        records.append((metric, aspect, "system", name, value))
+    timings["total"] = time.perf_counter() - t_start
+    out.write_text(
+        json.dumps({"timings": timings, "rows": len(segments), "correlations": len(records)}),
+        encoding="utf-8",
+    )
+
+
+# --------------------------------------------------------------------------- parent
+def _child(role: str, work: Path, data: Path, n_systems: int | None) -> tuple[float, dict]:
+    out = work / f"{role}.json"
+    args = [sys.executable, __file__, "--child", role, "--work", str(work)]
+    if n_systems:
+        args += ["--systems", str(n_systems)]
+    start = time.perf_counter()
+    proc = subprocess.run(
+        args, env=_env(work, data), cwd=work, capture_output=True, text=True, check=False
+    )
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.exit(f"{role} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    return wall, json.loads(out.read_text(encoding="utf-8"))
+
+
+def _table(title: str, wall: float, timings: dict[str, float]) -> None:
+    print(f"\n{title}: {wall:.1f} s wall (process start to end)")
+    shown = {k: v for k, v in timings.items() if k != "total"}
+    shown["outside the timers (process start and exit, config compose)"] = wall - timings.get(
+        "total", sum(shown.values())
+    )
+    for name, seconds in sorted(shown.items(), key=lambda kv: -kv[1]):
+        if seconds < 0.05:  # e.g. the prepare step of metrics that need none
+            continue
+        print(f"  {name:50s} {seconds:8.1f} s  {100 * seconds / wall:5.1f} %")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path(os.environ.get("PARAEVAL_SHARED_DATA", REPO.parent / "shared" / "data")),
+    )
+    parser.add_argument("--systems", type=int, default=None, help="keep the first N systems")
+    parser.add_argument("--work", type=Path, default=None, help="scratch folder (default: temp)")
+    parser.add_argument("--skip-script", action="store_true", help="time paraeval only")
+    parser.add_argument("--child", choices=["paraeval", "script"], help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child == "paraeval":
+        paraeval_child(args.work / "paraeval.json", args.work, args.systems)
+        return
+    if args.child == "script":
+        plain_script(args.work / "script.json", args.systems)
+        return
+    if not (args.data_dir / "parabank_eval").is_dir():
+        sys.exit(f"ParaBank-Eval not found under {args.data_dir} (set PARAEVAL_SHARED_DATA)")
+    work = (args.work or Path(tempfile.mkdtemp(prefix="bench-run-"))).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    data = args.data_dir.resolve()
+    subset = f"the first {args.systems} systems" if args.systems else "all systems"
+    print(f"ParaBank-Eval, {subset}, default run, cold (empty cache, new MLflow store)")
+
+    ours, result = _child("paraeval", work, data, args.systems)
+    # the run's own total: its timers plus the rest of app.run, start-up outside them
+    result["timings"]["total"] = sum(result["timings"].values())
+    _table(f"paraeval ({result['rows']} rows)", ours, result["timings"])
+    verdict = "OK" if ours <= TARGET_SECONDS else "OVER TARGET"
+    print(f"paraeval wall: {ours:.1f} s (target <= {TARGET_SECONDS:g} s on all systems) {verdict}")
+    if args.skip_script:
+        return
+    script, plain = _child("script", work, data, args.systems)
+    _table(
+        f"plain script ({plain['rows']} rows, {plain['correlations']} point correlations)",
+        script,
+        plain["timings"],
+    )
+    ratio = script / ours
+    print(
+        f"\nplain script {script:.1f} s / paraeval {ours:.1f} s = {ratio:.2f}x "
+        f"(target >= {TARGET_RATIO:g}x) {'OK' if ratio >= TARGET_RATIO else 'UNDER TARGET'}"
+    )
+    print(f"scratch folder: {work}")
+
+
+if __name__ == "__main__":
+    main()
