@@ -109,7 +109,8 @@ def test_readme_command_runs(
         extra.append(f"tracking.store_dir={work / 'store'}")
     # the README's server address is that of the server started for this test
     args = [a.replace("http://127.0.0.1:5000", server) for a in args]
-    proc = run_cli(args + extra, work, timeout=900)
+    env = {"PARAEVAL_SHARED_DATA": str(shared_data_or_none)} if shared_data_or_none else {}
+    proc = run_cli(args + extra, work, timeout=900, **env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr and "error" not in proc.stderr.lower(), proc.stderr
     runs = sorted(p.parent for p in out.rglob("system_scores.csv"))

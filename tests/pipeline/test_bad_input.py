@@ -261,7 +261,8 @@ def test_user_config_dir_adds_data_metric_and_tracking_options(tmp_path: Path) -
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     info = json.loads((out / "run_info.json").read_text())
-    assert info["data_name"] == "mydata"
+    # the user's data config was used; the dataset is named after its file
+    assert info["params"]["data.name"] == "mydata" and info["data_name"] == path.name
     assert info["tracking"]["experiment"] == "mine2"
     assert info["params"]["metrics.chrf.word_order"] == "2"
     assert "nw:2" in info["tags"]["signature.chrf"]
