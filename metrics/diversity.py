@@ -37,6 +37,7 @@ from sacrebleu.metrics.bleu import BLEU as SacreBLEU
 
 from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
 from paraeval.metrics.encoder import DEFAULT_MODEL, get_encoder
+from paraeval.metrics.sacre import check_bleu_settings
 
 SACREBLEU_VERSION = sacrebleu.__version__
 NGRAM_MODES = ("set", "count")
@@ -50,16 +51,7 @@ def _bleu(
     smooth_value: float | None = None,
     effective_order: bool = True,
 ) -> SacreBLEU:
-    if tokenize not in SacreBLEU.TOKENIZERS:
-        raise MetricConfigError(
-            f"metric '{name}': unknown tokenize '{tokenize}'; "
-            f"choose one of {sorted(SacreBLEU.TOKENIZERS)}"
-        )
-    if smooth_method not in SacreBLEU.SMOOTH_DEFAULTS:
-        raise MetricConfigError(
-            f"metric '{name}': unknown smooth_method '{smooth_method}'; "
-            f"choose one of {sorted(SacreBLEU.SMOOTH_DEFAULTS)}"
-        )
+    check_bleu_settings(name, tokenize, smooth_method)
     return SacreBLEU(
         tokenize=tokenize,
         lowercase=lowercase,

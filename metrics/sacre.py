@@ -139,6 +139,21 @@ class _SacreBase(Metric):
         return MetricResult({self.name: seg}, {self.name: corpus}, self.signature(), stats)
 
 
+def check_bleu_settings(name: str, tokenize: str, smooth_method: str) -> None:
+    """sacrebleu's BLEU settings as one config error naming the metric (sacrebleu's own would
+    be a traceback)."""
+    if tokenize not in SacreBLEU.TOKENIZERS:
+        raise MetricConfigError(
+            f"metric '{name}': unknown tokenize '{tokenize}'; "
+            f"choose one of {sorted(SacreBLEU.TOKENIZERS)}"
+        )
+    if smooth_method not in SacreBLEU.SMOOTH_DEFAULTS:
+        raise MetricConfigError(
+            f"metric '{name}': unknown smooth_method '{smooth_method}'; "
+            f"choose one of {sorted(SacreBLEU.SMOOTH_DEFAULTS)}"
+        )
+
+
 class BLEU(_SacreBase):
     """sacrebleu BLEU. Segment scores follow ``sacrebleu.sentence_bleu`` (effective order on by
     default), the corpus score ``sacrebleu.corpus_bleu`` (effective order off)."""
@@ -161,16 +176,7 @@ class BLEU(_SacreBase):
         against_source: bool = False,
     ) -> None:
         super().__init__(group=group, against_source=against_source)
-        if tokenize not in SacreBLEU.TOKENIZERS:
-            raise MetricConfigError(
-                f"metric '{self.name}': unknown tokenize '{tokenize}'; "
-                f"choose one of {sorted(SacreBLEU.TOKENIZERS)}"
-            )
-        if smooth_method not in SacreBLEU.SMOOTH_DEFAULTS:
-            raise MetricConfigError(
-                f"metric '{self.name}': unknown smooth_method '{smooth_method}'; "
-                f"choose one of {sorted(SacreBLEU.SMOOTH_DEFAULTS)}"
-            )
+        check_bleu_settings(self.name, tokenize, smooth_method)
         self.tokenize = tokenize
         self.lowercase = bool(lowercase)
         self.smooth_method = smooth_method
