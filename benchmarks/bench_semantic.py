@@ -201,15 +201,15 @@ def parabank(folder: Path, n_systems: int) -> list[System]:
     return systems
 
 
-def naive(systems: list[System], path: str, batch_size: int) -> dict[str, np.ndarray]:
+def naive(systems: list[System], path: str, batch_size: int, device: str) -> dict[str, np.ndarray]:
     import bert_score
     from sentence_transformers import SentenceTransformer
 
-    st = SentenceTransformer(path, device=None)
+    st = SentenceTransformer(path, device=device)
     out: dict[str, np.ndarray] = {}
     for name, cands, refs in systems:
         _, _, f = bert_score.score(
-            cands, refs, model_type=path, num_layers=6, batch_size=batch_size
+            cands, refs, model_type=path, num_layers=6, batch_size=batch_size, device=device
         )
         c = st.encode(cands, batch_size=batch_size)
         flat = st.encode([r for g in refs for r in g], batch_size=batch_size)
@@ -223,10 +223,12 @@ def naive(systems: list[System], path: str, batch_size: int) -> dict[str, np.nda
     return out
 
 
-def ours(systems: list[System], cache_dir: str, batch_size: int) -> dict[str, np.ndarray]:
+def ours(
+    systems: list[System], cache_dir: str, batch_size: int, device: str
+) -> dict[str, np.ndarray]:
     reset_encoders()
-    bert = BERTScore(batch_size=batch_size, cache_dir=cache_dir)
-    cos = Cosine(batch_size=batch_size, cache_dir=cache_dir)
+    bert = BERTScore(batch_size=batch_size, cache_dir=cache_dir, device=device)
+    cos = Cosine(batch_size=batch_size, cache_dir=cache_dir, device=device)
     every = [t for _, cands, refs in systems for t in cands + [r for g in refs for r in g]]
     bert.prepare(every)
     cos.prepare(every)
@@ -237,18 +239,28 @@ def ours(systems: list[System], cache_dir: str, batch_size: int) -> dict[str, np
     return out
 
 
-def encoder_floor(texts: list[str], batch_size: int) -> dict[str, float]:
+def encoder_floor(texts: list[str], batch_size: int, device: str) -> dict[str, float]:
     """Seconds for the encoder pass over ``texts`` and for the two floors (see the docstring)."""
     import torch
 
     from paraeval.metrics.encoder import Encoder
 
+    def sync() -> None:  # CUDA kernels run asynchronously: a timer must wait for them
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
     unique = list(dict.fromkeys(texts))
-    enc = Encoder(batch_size=batch_size, cache_dir=None)
+    if device.startswith("cuda"):  # the CUDA context and kernel choice are not part of the pass
+        warm = Encoder(batch_size=batch_size, cache_dir=None, device=device)
+        warm.require_layer(warm.num_layers)
+        warm.ensure(unique[: 4 * batch_size], progress=False)
+    enc = Encoder(batch_size=batch_size, cache_dir=None, device=device)
     enc.require_layer(enc.num_layers)  # BERTScore's layer of the default model
     model = enc.model  # loading the weights is not part of the pass
+    sync()
     start = time.perf_counter()
     enc.ensure(unique, progress=False)
+    sync()
     t_pass = time.perf_counter() - start
 
     ids = enc.tokenize(unique)
@@ -262,20 +274,26 @@ def encoder_floor(texts: list[str], batch_size: int) -> dict[str, float]:
         for row, i in enumerate(batch):
             x[row, : len(ids[i])] = torch.from_numpy(ids[i].astype(np.int64))
             mask[row, : len(ids[i])] = 1
-        inputs.append((x, mask))
+        inputs.append((x.to(device), mask.to(device)))
     with torch.inference_mode():
+        sync()
         start = time.perf_counter()
         for x, mask in inputs:
             model(input_ids=x, attention_mask=mask, output_hidden_states=True)
+        sync()
         t_forward = time.perf_counter() - start
 
         cfg = model.config
         hidden, inner = int(cfg.hidden_size), int(cfg.intermediate_size)
         # per layer: query, key, value and output projections, then the two feed-forward ones
-        weights = [torch.randn(hidden, hidden) for _ in range(4)]
-        weights += [torch.randn(hidden, inner), torch.randn(inner, hidden)]
-        acts = [torch.randn(x.numel(), hidden) for x, _ in inputs]
-        mids = [torch.randn(x.numel(), inner) for x, _ in inputs]
+        weights = [torch.randn(hidden, hidden, device=device) for _ in range(4)]
+        weights += [
+            torch.randn(hidden, inner, device=device),
+            torch.randn(inner, hidden, device=device),
+        ]
+        acts = [torch.randn(x.numel(), hidden, device=device) for x, _ in inputs]
+        mids = [torch.randn(x.numel(), inner, device=device) for x, _ in inputs]
+        sync()
         start = time.perf_counter()
         for a, m in zip(acts, mids, strict=True):
             for _ in range(int(cfg.num_hidden_layers)):
@@ -283,6 +301,7 @@ def encoder_floor(texts: list[str], batch_size: int) -> dict[str, float]:
                     a @ w
                 a @ weights[4]
                 m @ weights[5]
+        sync()
         t_matmul = time.perf_counter() - start
     padded = sum(x.numel() for x, _ in inputs)
     return {
@@ -303,7 +322,13 @@ def main() -> int:
     ap.add_argument("--parabank", type=Path, default=None, help="ParaBank-Eval folder")
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--cache-dir", default=None, help="default: a fresh temporary folder")
+    ap.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1; both sides use it")
     args = ap.parse_args()
+    device = args.device
+    if device.startswith("cuda"):
+        import torch
+
+        print(f"device: {torch.cuda.get_device_name(device)}, torch {torch.__version__}")
 
     path, _ = resolve_model_path("default")
     if args.parabank:
@@ -324,9 +349,9 @@ def main() -> int:
         out = fn(*a)
         return out, time.perf_counter() - w, time.process_time() - c
 
-    reference, t_naive, c_naive = timed(naive, systems, path, args.batch_size)
-    cold, t_cold, c_cold = timed(ours, systems, str(cache), args.batch_size)
-    warm, t_warm, c_warm = timed(ours, systems, str(cache), args.batch_size)
+    reference, t_naive, c_naive = timed(naive, systems, path, args.batch_size, device)
+    cold, t_cold, c_cold = timed(ours, systems, str(cache), args.batch_size, device)
+    warm, t_warm, c_warm = timed(ours, systems, str(cache), args.batch_size, device)
 
     f1_diff = max(float(np.abs(cold[k] - reference[k]).max()) for k in cold if k.endswith("/f1"))
     cos_diff = max(float(np.abs(cold[k] - reference[k]).max()) for k in cold if k.endswith("/cos"))
@@ -343,7 +368,7 @@ def main() -> int:
     print(f"{'':62s} {'wall s':>9s} {'speed-up':>9s} {'CPU s':>9s} {'speed-up':>9s}")
     for label, wall, cpu in rows:
         print(f"{label:62s} {wall:9.1f} {t_naive / wall:8.2f}x {cpu:9.1f} {c_naive / cpu:8.2f}x")
-    floor = encoder_floor(texts, args.batch_size)
+    floor = encoder_floor(texts, args.batch_size, device)
     n = floor["sentences"]
     print(
         f"\nencoder throughput, {n} unique sentences, {floor['tokens'] / n:.1f} tokens each on "

@@ -16,6 +16,7 @@ import signal
 import sys
 from contextlib import suppress
 from pathlib import Path
+from types import FrameType
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "1")
@@ -251,11 +252,40 @@ def compose_each_sweep_job_once() -> None:
 _OUTPUT_DIR: list[Path] = []
 
 
-def _on_signal(signum: int, frame: object) -> None:
+# Code that an exception must not cut in two: SQLAlchemy between a flush and its rollback (or its
+# connection pool) prints its own traceback and can leave the MLflow store's session unusable for
+# the cleanup that marks the runs KILLED. A signal that lands there is raised a moment later, as
+# soon as the main thread is back in code that unwinds cleanly.
+_UNSAFE_MODULES = ("sqlalchemy", "alembic", "mlflow.store")
+_RETRY_S = 0.02
+_PENDING: list[int] = []
+
+
+def _in_unsafe_code(frame: FrameType | None) -> bool:
+    while frame is not None:
+        if str(frame.f_globals.get("__name__", "")).startswith(_UNSAFE_MODULES):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
     # one signal, one cleanup: a second Ctrl-C while MLflow runs are being closed is ignored
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if _in_unsafe_code(frame):
+        _PENDING.append(signum)
+        signal.signal(signal.SIGALRM, _raise_pending)
+        signal.setitimer(signal.ITIMER_REAL, _RETRY_S)
+        return
     raise Interrupted(signum)
+
+
+def _raise_pending(_alarm: int, frame: FrameType | None) -> None:
+    if _in_unsafe_code(frame):
+        signal.setitimer(signal.ITIMER_REAL, _RETRY_S)
+        return
+    raise Interrupted(_PENDING[0])
 
 
 def _interrupted(exc: BaseException) -> None:

@@ -1,0 +1,82 @@
+"""An interrupt that lands inside SQLAlchemy (the MLflow store's flush) is raised once the main
+thread is back in code that unwinds cleanly, never inside the store's session."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from paraeval.pipeline import __main__ as cli
+from paraeval.pipeline.errors import Interrupted
+
+# a function whose frames look like SQLAlchemy's to the handler
+_STORE_CODE = """
+def flush(seconds, on_signal, signum):
+    on_signal(signum, sys._getframe())
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:  # the store keeps working; no exception may surface here
+        pass
+    return "flushed"
+"""
+
+
+@pytest.fixture
+def handlers() -> Iterator[None]:
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)}
+    yield
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    for s, h in saved.items():
+        signal.signal(s, h)
+    cli._PENDING.clear()
+
+
+def _store_flush() -> object:
+    scope: dict[str, object] = {"__name__": "sqlalchemy.orm.session", "sys": sys, "time": time}
+    exec(_STORE_CODE, scope)
+    return scope["flush"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_signal_inside_the_store_is_raised_after_it(handlers: None, signum: int) -> None:
+    flush = _store_flush()
+    result = flush(0.3, cli._on_signal, signum)  # type: ignore[operator]
+    assert result == "flushed"  # the store's work ran to its end
+    with pytest.raises(Interrupted) as caught:
+        time.sleep(2)  # back in plain code: the pending interrupt arrives within the retry period
+    assert caught.value.signum == signum
+    assert caught.value.status == 128 + signum
+    # later signals are ignored while the cleanup runs
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+
+
+def test_signal_in_plain_code_is_raised_at_once(handlers: None) -> None:
+    with pytest.raises(Interrupted) as caught:
+        cli._on_signal(signal.SIGTERM, sys._getframe())
+    assert caught.value.name == "SIGTERM"
+    assert not cli._PENDING
+
+
+def test_real_signal_during_store_work_is_deferred(handlers: None) -> None:
+    import os
+
+    signal.signal(signal.SIGTERM, cli._on_signal)
+    scope: dict[str, object] = {"__name__": "sqlalchemy.engine.base", "time": time, "os": os}
+    exec(
+        "def execute(pid, signum):\n"
+        "    os.kill(pid, signum)\n"
+        "    end = time.monotonic() + 0.3\n"
+        "    while time.monotonic() < end:\n"
+        "        pass\n"
+        "    return 'committed'\n",
+        scope,
+    )
+    start = time.monotonic()
+    assert scope["execute"](os.getpid(), signal.SIGTERM) == "committed"  # type: ignore[operator]
+    with pytest.raises(Interrupted):
+        time.sleep(2)
+    assert time.monotonic() - start < 1.5
