@@ -295,6 +295,10 @@ def _draw_compare(result: Comparison, style: FigureStyle, out: Path) -> None:
     write_compare_plots(out / "plots", result, style)
 
 
+# the system ranking is the largest figure: a helper of its own draws it (pipeline.figures)
+_draw_compare.lane = 1  # type: ignore[attr-defined]
+
+
 def _draw_alpha_curve(result: AlphaCurve, style: FigureStyle, out: Path) -> None:
     plot_alpha_curve(result, style.path(out / "plots", "alpha_curve"))
 

@@ -5,6 +5,10 @@ comparison's tables, MLflow logging): a second process lets both proceed at once
 with two cores or more. The helper is started once per process and kept for the next job of a
 Hydra multirun, so its memo of drawn figures (:func:`pipeline.plots.render`) serves later jobs.
 
+With two cores or more there are two helpers ("lanes"): the system ranking, the largest figure,
+is drawn in one while the scatter plots, the heatmap and the α curve are drawn in the other, and
+a figure job always goes to the same lane, so each lane's memo keeps serving its own figures.
+
 The run waits for its figures before the output directory is hashed and uploaded, so what is on
 disk and in MLflow is complete. A figure that fails is a warning, never a failed run; if the
 helper cannot be started, figures are drawn in the run's own process.
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import signal
 import sys
 import types
@@ -24,20 +29,32 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-_POOL: ProcessPoolExecutor | None = None
+_POOLS: dict[int, ProcessPoolExecutor] = {}
 
 
-def _pool() -> ProcessPoolExecutor:
-    global _POOL
-    if _POOL is None:
+def lanes() -> int:
+    """Helper processes for figures: two where two cores can draw at once, else one."""
+    return 2 if (os.cpu_count() or 1) >= 2 else 1
+
+
+def lane_of(fn: Callable[..., Any]) -> int:
+    """The helper a figure job goes to: the job's own ``lane`` attribute (a function or a
+    ``functools.partial`` of one), folded onto the lanes there are."""
+    target = getattr(fn, "func", fn)
+    return int(getattr(target, "lane", 0)) % lanes()
+
+
+def _pool(lane: int = 0) -> ProcessPoolExecutor:
+    pool = _POOLS.get(lane)
+    if pool is None:
         # spawn, not fork: the run's process holds threads (torch, thread pools) that a forked
         # child would inherit in an unknown state
-        _POOL = ProcessPoolExecutor(
+        pool = _POOLS[lane] = ProcessPoolExecutor(
             max_workers=1,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=_ignore_interrupts,
         )
-    return _POOL
+    return pool
 
 
 def _ignore_interrupts() -> None:
@@ -52,16 +69,15 @@ def _ignore_interrupts() -> None:
 def stop_helper() -> None:
     """Kill the helper process now (the run was interrupted): no figure process is left behind,
     and the interpreter's exit does not wait for a drawing to finish."""
-    global _POOL
-    pool, _POOL = _POOL, None
-    if pool is None:
-        return
-    processes = list(getattr(pool, "_processes", {}).values())
+    pools = list(_POOLS.values())
+    _POOLS.clear()
+    processes = [p for pool in pools for p in getattr(pool, "_processes", {}).values()]
     for process in processes:
         with suppress(Exception):
             process.kill()
-    with suppress(Exception):
-        pool.shutdown(wait=False, cancel_futures=True)
+    for pool in pools:
+        with suppress(Exception):
+            pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         with suppress(Exception):
             process.join(timeout=5)
@@ -110,13 +126,14 @@ class Figures:
 
     def __init__(self, background: bool = True) -> None:
         self.background = background
-        self._pending: list[Future[list[str]]] = []
+        self._pending: list[tuple[int, Future[list[str]]]] = []
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> None:
         if self.background:
+            lane = lane_of(fn)
             try:
                 with _plain_main():
-                    self._pending.append(_pool().submit(_draw, fn, args))
+                    self._pending.append((lane, _pool(lane).submit(_draw, fn, args)))
                 return
             except Exception as exc:  # no helper process here: draw in this one
                 log.info("figures drawn in the run's process (%s)", exc)
@@ -129,19 +146,18 @@ class Figures:
 
     def cancel(self) -> None:
         """Forget the pending figures without waiting for them."""
-        for future in self._pending:
+        for _, future in self._pending:
             future.cancel()
         self._pending = []
 
     def wait(self) -> None:
-        global _POOL
         pending, self._pending = self._pending, []
-        for future in pending:
+        for lane, future in pending:
             try:
                 messages = future.result()
             except Exception as exc:  # the helper died: the figures are missing, not the run
                 log.warning("figures not drawn (%s); the tables are written", exc)
-                _POOL = None
+                _POOLS.pop(lane, None)
                 continue
             for message in messages:
                 log.warning("%s", message)

@@ -71,6 +71,11 @@ class FigureStyle:
         return folder / f"{stem}.{self.fmt}"
 
 
+PAD_INCHES = 0.08
+# room drawn around a PNG figure's own area, so that labels reaching past its edge are kept
+MARGIN_INCHES = 1.0
+
+
 def save_figure(fig: Any, path: Path, dpi: int = PNG_DPI) -> None:
     """The figure in the format of ``path``'s suffix, cropped to its contents (no label is cut
     off), through a temporary file and a rename, so a crash never leaves a truncated file under
@@ -78,9 +83,85 @@ def save_figure(fig: Any, path: Path, dpi: int = PNG_DPI) -> None:
     from paraeval.pipeline.files import atomic_write
 
     fmt = path.suffix.lstrip(".") or "png"
+    if fmt == "png":
+        pixels = _cropped_pixels(fig, dpi)
+        if pixels is not None:
+            atomic_write(path, lambda p: _write_png(pixels, p, dpi))
+            return
     atomic_write(
         path,
-        lambda p: fig.savefig(p, dpi=dpi, format=fmt, bbox_inches="tight", pad_inches=0.08),
+        lambda p: fig.savefig(p, dpi=dpi, format=fmt, bbox_inches="tight", pad_inches=PAD_INCHES),
+    )
+
+
+def _cropped_pixels(fig: Any, dpi: int) -> np.ndarray | None:
+    """The figure drawn once at ``dpi`` with a margin around it, cut to its inked pixels plus
+    the padding. ``bbox_inches="tight"`` draws twice (once to measure every artist, once to
+    render); the background colour tells where the contents end just as well. None where that
+    cannot be told (a transparent background, ink reaching the margin's edge): then the caller
+    measures."""
+    import io
+
+    from matplotlib.colors import to_rgba
+    from matplotlib.transforms import Bbox
+
+    face = to_rgba(fig.get_facecolor())
+    if face[3] != 1.0 or not _within_margin(fig):
+        return None
+    w, h = fig.get_size_inches()
+    box = Bbox.from_extents(-MARGIN_INCHES, -MARGIN_INCHES, w + MARGIN_INCHES, h + MARGIN_INCHES)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="rgba", dpi=dpi, bbox_inches=box)
+    raw = buf.getbuffer()
+    width = int(box.width * dpi)
+    if width == 0 or len(raw) % (4 * width):
+        return None
+    rgba = np.frombuffer(raw, dtype=np.uint8).reshape(-1, width, 4)
+    background = np.array([round(c * 255) for c in face], dtype=np.uint8).view(np.uint32)[0]
+    ink = rgba.view(np.uint32)[..., 0] != background
+    rows, cols = np.flatnonzero(ink.any(axis=1)), np.flatnonzero(ink.any(axis=0))
+    if rows.size == 0:
+        return None
+    height = rgba.shape[0]
+    if rows[0] == 0 or cols[0] == 0 or rows[-1] == height - 1 or cols[-1] == width - 1:
+        return None
+    pad = round(PAD_INCHES * dpi)
+    top, bottom = max(rows[0] - pad, 0), min(rows[-1] + pad + 1, height)
+    left, right = max(cols[0] - pad, 0), min(cols[-1] + pad + 1, width)
+    return rgba[top:bottom, left:right]
+
+
+def _within_margin(fig: Any) -> bool:
+    """Whether the figure's own texts, legends and axes lie within the margin drawn around it:
+    what lies wholly beyond it would leave no ink at the margin's edge to tell of it."""
+    renderer = fig.canvas.get_renderer()
+    w, h = fig.get_size_inches()
+    reach = MARGIN_INCHES * fig.dpi
+    for artist in [*fig.texts, *fig.legends, *fig.axes]:
+        if not artist.get_visible():
+            continue
+        box = artist.get_window_extent(renderer)
+        if (
+            box.x0 < -reach
+            or box.y0 < -reach
+            or box.x1 > w * fig.dpi + reach
+            or box.y1 > h * fig.dpi + reach
+        ):
+            return False
+    return True
+
+
+def _write_png(pixels: np.ndarray, path: Path, dpi: int) -> None:
+    import matplotlib
+    from PIL import Image
+    from PIL.PngImagePlugin import PngInfo
+
+    info = PngInfo()
+    info.add_text(
+        "Software", f"Matplotlib version{matplotlib.__version__}, https://matplotlib.org/"
+    )
+    Image.fromarray(np.ascontiguousarray(pixels), "RGBA").save(
+        path, format="png", dpi=(dpi, dpi), pnginfo=info
     )
 
 

@@ -1,0 +1,130 @@
+"""PNG figures are drawn once and cut to their contents: the same crop as matplotlib's
+``bbox_inches="tight"`` (labels past the figure's edge kept), and the measured path where the
+background cannot tell where the contents end. Figure jobs go to two helper processes."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import paraeval.pipeline.figures as figures
+import paraeval.pipeline.plots as plots
+from paraeval.pipeline.evaluation import _draw_alpha_curve, _draw_compare, _draw_scatters
+
+
+def _figure(note_y: float | None = None, transparent: bool = False) -> Any:
+    plt = plots._plt()
+    fig, axes = plt.subplots(2, 2, figsize=(6, 4))
+    for k, ax in enumerate(axes.flat):
+        ax.plot(np.arange(10), np.arange(10) ** (1 + k / 4))
+        ax.set_yticks([0, 20, 40], ["a long system name", "b", "c"], fontsize=7)
+        ax.set_title(f"panel {k}\n(higher is better)", fontsize=8)
+    if note_y is not None:
+        fig.text(0.01, note_y, "a note that hangs below the figure", fontsize=7, va="top")
+    if transparent:
+        fig.patch.set_alpha(0.0)
+    return fig
+
+
+def _tight(fig: Any, path: Path) -> Image.Image:
+    fig.savefig(path, dpi=plots.PNG_DPI, bbox_inches="tight", pad_inches=plots.PAD_INCHES)
+    return Image.open(path)
+
+
+def _ink_box(image: Image.Image) -> tuple[int, int]:
+    """Width and height of the non-white pixels."""
+    rgba = np.asarray(image.convert("RGBA"))
+    ink = (rgba[..., :3] < 250).any(axis=2)
+    rows, cols = np.flatnonzero(ink.any(axis=1)), np.flatnonzero(ink.any(axis=0))
+    return int(cols[-1] - cols[0] + 1), int(rows[-1] - rows[0] + 1)
+
+
+@pytest.mark.parametrize("note_y", [None, 0.0, -0.1])
+def test_png_is_cut_like_matplotlibs_tight_crop(tmp_path: Path, note_y: float | None) -> None:
+    calls: list[object] = []
+    fig = _figure(note_y)
+    real = fig.savefig
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs.get("bbox_inches"))
+        return real(*args, **kwargs)
+
+    fig.savefig = counting
+    ours = tmp_path / "ours.png"
+    plots.save_figure(fig, ours)
+    assert len(calls) == 1 and calls[0] != "tight"  # one drawing, no measuring pass
+    fig.savefig = real
+    reference = _tight(fig, tmp_path / "tight.png")
+    mine = Image.open(ours)
+    assert mine.info.get("dpi") is not None and round(mine.info["dpi"][0]) == plots.PNG_DPI
+    # the same contents: the inked area agrees to a pixel or two (antialiasing at the edges)
+    assert np.allclose(_ink_box(mine), _ink_box(reference), atol=3)
+    # and the same padding around them, within a few pixels
+    assert np.allclose(mine.size, reference.size, atol=2 * round(plots.PAD_INCHES * 200))
+    if note_y is not None:  # the note below the figure's edge is in the file
+        plain = tmp_path / "plain.png"
+        plots.save_figure(_figure(None), plain)
+        assert mine.size[1] > Image.open(plain).size[1] + 10
+
+
+@pytest.mark.parametrize(
+    ("note_y", "transparent"), [(-1.0, False), (None, True)], ids=["far-outside", "transparent"]
+)
+def test_png_falls_back_to_the_measured_crop(
+    tmp_path: Path, note_y: float | None, transparent: bool
+) -> None:
+    calls: list[object] = []
+    fig = _figure(note_y, transparent)
+    real = fig.savefig
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs.get("bbox_inches"))
+        return real(*args, **kwargs)
+
+    fig.savefig = counting
+    ours = tmp_path / "ours.png"
+    plots.save_figure(fig, ours)
+    assert calls[-1] == "tight"  # the contents reach past the margin, or nothing tells them
+    fig.savefig = real
+    reference = _tight(fig, tmp_path / "tight.png")
+    assert Image.open(ours).size == reference.size
+
+
+def test_figure_jobs_go_to_their_lanes(tmp_path: Path) -> None:
+    assert figures.lane_of(functools.partial(_draw_compare, None)) == 1 % figures.lanes()
+    assert figures.lane_of(functools.partial(_draw_scatters, None)) == 0
+    assert figures.lane_of(_draw_alpha_curve) == 0
+
+
+def _pid(path: Path) -> None:
+    import os
+
+    path.write_text(str(os.getpid()))
+
+
+def _lane1(path: Path) -> None:
+    _pid(path)
+
+
+_lane1.lane = 1  # type: ignore[attr-defined]
+
+
+def test_two_lanes_are_two_helper_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(figures, "lanes", lambda: 2)
+    drawn = figures.Figures(background=True)
+    drawn.submit(_pid, tmp_path / "a")
+    drawn.submit(_lane1, tmp_path / "b")
+    drawn.submit(_pid, tmp_path / "c")
+    drawn.wait()
+    pids = [int((tmp_path / n).read_text()) for n in "abc"]
+    assert pids[0] == pids[2] != pids[1]  # a lane is one process, kept for the next job
+    import os
+
+    assert os.getpid() not in pids
