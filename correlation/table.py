@@ -282,10 +282,17 @@ def _williams_inputs(
     coefficient: Coefficient,
     sys_a: np.ndarray | None,
     sys_b: np.ndarray | None,
+    keys: tuple[str, str, str] | None = None,
 ) -> tuple[float, float, float, int]:
-    """(r_a, r_b, r_ab, n) on the cells (or systems) where all three scores exist."""
+    """(r_a, r_b, r_ab, n) on the cells (or systems) where all three scores exist. ``keys``:
+    the digests of a, b and h, for the memo of single correlations."""
     if level == "segment":
         ok = np.isfinite(a) & np.isfinite(b) & np.isfinite(h)
+        if keys is not None and ok.all():
+            # nothing masked: r_a and r_b are those of the whole matrices, shared by every pair
+            ra = _memo_correlate(a, h, (keys[0], keys[2]), level, coefficient)
+            rb = _memo_correlate(b, h, (keys[1], keys[2]), level, coefficient)
+            return ra, rb, correlate(a, b, level, coefficient).value, int(ok.sum())
         a, b, h = (np.where(ok, v, np.nan) for v in (a, b, h))
         ra = correlate(a, h, level, coefficient).value
         rb = correlate(b, h, level, coefficient).value
@@ -307,6 +314,30 @@ def _williams_inputs(
 _WILLIAMS: Memo[tuple[str, str, str, str, Coefficient], tuple[float, float, float, int]] = Memo(
     "correlation.williams", max_entries=50_000
 )
+
+
+# single correlations by the content of their two matrices, with the same reuse across jobs
+_SINGLE: Memo[tuple[str, str, str, Coefficient, str], float] = Memo(
+    "correlation.single", max_entries=50_000
+)
+
+
+def _memo_correlate(
+    x: np.ndarray,
+    y: np.ndarray,
+    keys: tuple[str, str],
+    level: str,
+    coefficient: Coefficient,
+    system_metric: np.ndarray | None = None,
+    item_nan: str | None = None,
+) -> float:
+    key = (*keys, level, coefficient, "" if item_nan is None else item_nan)
+    found = _SINGLE.get(key)
+    if found is None:
+        extra: dict[str, Any] = {} if item_nan is None else {"item_nan": item_nan}
+        result = correlate(x, y, level, coefficient, system_metric=system_metric, **extra)
+        found = _SINGLE.put(key, result.value)
+    return found
 
 
 def _digest(matrix: np.ndarray, system_metric: np.ndarray | None) -> str:
@@ -375,7 +406,9 @@ def significance_table(
         h = check_matrices(human, human)[0]
         h_digest = _digest(h, None)
         values = {
-            n: correlate(metrics[n], h, level, coef, system_metric=sm[n], item_nan=item_nan).value
+            n: _memo_correlate(
+                metrics[n], h, (digests[n], h_digest), level, coef, sm[n], item_nan=item_nan
+            )
             for n in names
         }
         pair_rows: list[dict[str, Any]] = []
@@ -390,7 +423,10 @@ def significance_table(
                 found = _WILLIAMS.get(key)
                 if found is None:
                     found = _WILLIAMS.put(
-                        key, _williams_inputs(ma, mb, h, level, coef, sm[a], sm[b])
+                        key,
+                        _williams_inputs(
+                            ma, mb, h, level, coef, sm[a], sm[b], (digests[a], digests[b], h_digest)
+                        ),
                     )
                 ra, rb, rab, n = found
                 p = williams_test(ra, rb, rab, n)

@@ -36,8 +36,27 @@ CORRELATION_COLUMNS = list(_CORRELATION_COLUMNS)
 def to_matrix(
     segments: pd.DataFrame, column: str, systems: Sequence[str], items: Sequence[str]
 ) -> np.ndarray:
-    table = segments.pivot(index="system", columns="item_id", values=column)
-    return table.reindex(index=list(systems), columns=list(items)).to_numpy(dtype=float)
+    """The column as a systems x items matrix (NaN where a system has no row for an item)."""
+    return to_matrices(segments, [column], systems, items)[column]
+
+
+def to_matrices(
+    segments: pd.DataFrame, columns: Sequence[str], systems: Sequence[str], items: Sequence[str]
+) -> dict[str, np.ndarray]:
+    """:func:`to_matrix` of several columns: each row's cell is found once for all of them."""
+    rows = pd.Index(list(systems)).get_indexer(segments["system"])
+    cols = pd.Index(list(items)).get_indexer(segments["item_id"])
+    keep = (rows >= 0) & (cols >= 0)
+    cells = rows[keep] * len(items) + cols[keep]
+    if np.unique(cells).size != cells.size:
+        # two rows for one (system, item): pandas' own error names the duplicate
+        segments.pivot(index="system", columns="item_id", values=columns[0])
+    out = {}
+    for column in columns:
+        flat = np.full(len(systems) * len(items), np.nan)
+        flat[cells] = segments[column].to_numpy(dtype=float, na_value=np.nan)[keep]
+        out[column] = flat.reshape(len(systems), len(items))
+    return out
 
 
 def _resampling_fns(
@@ -404,8 +423,9 @@ def correlate(
     systems = list(agg.systems.index)
     items = list(dict.fromkeys(seg["item_id"]))
     cols = correlated_columns(agg)
-    metrics = {c: to_matrix(seg, c, systems, items) for c in cols}
-    humans = {a: to_matrix(seg, a, systems, items) for a in aspects}
+    matrices = to_matrices(seg, [*cols, *aspects], systems, items)
+    metrics = {c: matrices[c] for c in cols}
+    humans = {a: matrices[a] for a in aspects}
     system_metrics = {
         c: agg.systems[c].reindex(systems).to_numpy(dtype=float)
         for c in cols
@@ -479,8 +499,9 @@ def significance(agg: Aggregated, cfg: Mapping[str, Any], rng: np.random.Generat
     systems = list(agg.systems.index)
     items = list(dict.fromkeys(seg["item_id"]))
     cols = correlated_columns(agg)
-    metrics = {c: to_matrix(seg, c, systems, items) for c in cols}
-    humans = {a: to_matrix(seg, a, systems, items) for a in aspects}
+    matrices = to_matrices(seg, [*cols, *aspects], systems, items)
+    metrics = {c: matrices[c] for c in cols}
+    humans = {a: matrices[a] for a in aspects}
     system_metrics = {
         c: agg.systems[c].reindex(systems).to_numpy(dtype=float)
         for c in cols
