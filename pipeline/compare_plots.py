@@ -140,7 +140,10 @@ def ranking_plot(
     n_sys = t["system"].nunique()
     panel_h = 0.9 + 0.22 * n_sys
     plt = _plt()
-    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, panel_h * rows + 0.9), squeeze=False)
+    from matplotlib.ticker import MaxNLocator
+
+    height = panel_h * rows + 1.1  # the panels, then the title and the legend above them
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, height), squeeze=False)
     fig.subplots_adjust(wspace=0.55, hspace=0.55 if n_sys < 12 else 0.3)
     cmap = plt.get_cmap("tab10")
     clusters = sorted({int(c) for c in t["cluster"] if math.isfinite(c)})
@@ -171,6 +174,8 @@ def ranking_plot(
         hib = bool(sub["higher_is_better"].iloc[0])
         ax.set_title(f"{style.label(metric)}\n({style.direction(metric, hib)})", fontsize=8)
         ax.tick_params(axis="x", labelsize=7)
+        # four or five values say where the intervals lie; every further tick is drawn per panel
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
         ax.grid(axis="x", alpha=0.3)
     for ax in list(axes.flat)[len(chosen) :]:
         ax.set_visible(False)
@@ -192,12 +197,13 @@ def ranking_plot(
             label=f"baseline ({result.baseline})",
         )
     )
-    top = 1 - 0.75 / (panel_h * rows + 0.9)
+    top = 1 - 0.95 / height
     fig.subplots_adjust(top=top)
+    # the legend's row sits between the panels' titles and the figure's title, apart from both
     fig.legend(
         handles=handles,
         loc="lower center",
-        bbox_to_anchor=(0.5, top + 0.35 / (panel_h * rows + 0.9)),
+        bbox_to_anchor=(0.5, top + 0.3 / height),
         ncol=min(len(handles), 6),
         fontsize=7,
         frameon=False,
@@ -206,7 +212,8 @@ def ranking_plot(
         f"System ranking: {result.config.confidence:.0%} bootstrap intervals; systems in the same "
         f"cluster do not differ significantly (paired bootstrap, alpha {result.config.alpha:g})",
         fontsize=9,
-        y=top + 0.6 / (panel_h * rows + 0.9),
+        y=top + 0.62 / height,
+        va="bottom",
     )
     save_figure(fig, path)
     plt.close(fig)
