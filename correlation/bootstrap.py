@@ -23,7 +23,7 @@ Resampled values that are undefined (a constant resample) are NaN and left out o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
@@ -52,6 +52,11 @@ SystemMetricFn = Callable[[np.ndarray], np.ndarray]
 
 # Largest number of float64 elements one temporary array may hold; bounds memory (~16 MB).
 _CHUNK_ELEMENTS = 2_000_000
+# Rows of item multiplicities (resamples x items, float64) made at once: ~32 MB however many
+# resamples and items there are. Every consumer treats resamples independently of each other,
+# so block boundaries change no number (at 40,000 items the whole matrix would be 320 MB, per
+# worker thread and per coefficient).
+_WEIGHT_BLOCK_ELEMENTS = 4_000_000
 
 
 @dataclass(frozen=True)
@@ -71,8 +76,14 @@ def draw_resamples(
         raise ValueError(f"unknown resampling unit {unit!r}; valid units: {', '.join(UNITS)}")
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be at least 1, got {n_resamples}")
+    # int32 where the indices fit: numpy draws item indices below 2**32 as bounded 32-bit
+    # numbers whichever the integer type, so these are the int64 draws (and the generator ends
+    # in the same state) in half the memory
+    dtype = np.int32 if n_items <= np.iinfo(np.int32).max else np.int64
     item_idx = (
-        rng.integers(0, n_items, size=(n_resamples, n_items)) if unit in ("items", "both") else None
+        rng.integers(0, n_items, size=(n_resamples, n_items), dtype=dtype)
+        if unit in ("items", "both")
+        else None
     )
     sys_idx = (
         rng.integers(0, n_systems, size=(n_resamples, n_systems))
@@ -85,8 +96,23 @@ def draw_resamples(
 def counts(idx: np.ndarray, k: int) -> np.ndarray:
     """Multiplicity of each of ``k`` units in each resample row of ``idx``: shape (B, k), float."""
     b = idx.shape[0]
-    flat = (idx + k * np.arange(b)[:, None]).ravel()
-    return np.bincount(flat, minlength=b * k).reshape(b, k).astype(float)
+    out = np.empty((b, k))
+    # a few rows at a time: the int64 offsets and bincount's int64 result of all rows at once
+    # would be twice the output's size again
+    step = max(1, _CHUNK_ELEMENTS // max(k, 1))
+    for start in range(0, b, step):
+        part = idx[start : start + step]
+        rows = part.shape[0]
+        flat = (part + k * np.arange(rows)[:, None]).ravel()
+        out[start : start + rows] = np.bincount(flat, minlength=rows * k).reshape(rows, k)
+    return out
+
+
+def iter_weight_blocks(idx: np.ndarray, k: int) -> Iterator[tuple[slice, np.ndarray]]:
+    """``counts(idx, k)`` block by block of whole resample rows: ``(rows, weights)`` pairs,
+    each block made when it is reached, so that only one exists at a time."""
+    for sl in _chunks(idx.shape[0], k, _WEIGHT_BLOCK_ELEMENTS):
+        yield sl, counts(idx[sl], k)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -189,13 +215,19 @@ class FixedPairs:
 
     Weights come as an (n, B) array: one column per resample, one row per pair. The sorted
     layouts each statistic needs are built on first use, so a coefficient pays only for its own.
+    ``n_resamples``: how many weightings the caller asks for in all when it asks block by block
+    (a choice of method that pays off with many resamples is then made on all of them, the same
+    for every block).
     """
 
-    def __init__(self, x: np.ndarray, y: np.ndarray) -> None:
+    def __init__(self, x: np.ndarray, y: np.ndarray, n_resamples: int | None = None) -> None:
         self.x = np.asarray(x, dtype=float)
         self.y = np.asarray(y, dtype=float)
         self.n = self.x.size
+        self.n_resamples = n_resamples
         self._kendall: tuple[np.ndarray, np.ndarray, _InversionPlan] | None = None
+        # (item array, n_items, pair matrices) of the last kendall_b_by_items call
+        self._item_mats: tuple[np.ndarray, int, np.ndarray] | None = None
 
     @cached_property
     def gx(self) -> _Groups:
@@ -292,11 +324,17 @@ class FixedPairs:
         """Kendall's tau-b under item resampling as a quadratic form in the item multiplicities
         (:mod:`correlation._pairs`), or None where that does not beat the merge sort."""
         cells = np.bincount(item, minlength=n_items)
-        if not _item_pairs_pay_off(cells, item_w.shape[0]):
+        if not _item_pairs_pay_off(cells, self.n_resamples or item_w.shape[0]):
             return None
         from paraeval.correlation._pairs import item_pair_matrices, kendall_b_from_item_weights
 
-        mats = item_pair_matrices(self.x, self.y, item, n_items)
+        known = self._item_mats
+        if known is not None and known[0] is item and known[1] == n_items:
+            mats = known[2]
+        else:
+            # once for all blocks of resamples: the pass over the cell pairs is the costly part
+            mats = item_pair_matrices(self.x, self.y, item, n_items)
+            self._item_mats = (item, n_items, mats)
         return kendall_b_from_item_weights(mats, cells.astype(np.float64), item_w)
 
     def statistic(self, coefficient: CoefficientLike, wt: np.ndarray) -> np.ndarray:
@@ -376,16 +414,21 @@ def _chunks(n_resamples: int, per_resample: int, elements: int = _CHUNK_ELEMENTS
     return [slice(i, min(i + size, n_resamples)) for i in range(0, n_resamples, size)]
 
 
+def _block_weights(res: Resamples, sl: slice, n_items: int) -> np.ndarray | None:
+    """Item multiplicities of resamples ``sl`` only (None: items are not resampled)."""
+    return counts(res.item_idx[sl], n_items) if res.item_idx is not None else None
+
+
 def _cell_weights(
-    item_w: np.ndarray | None, sys_w: np.ndarray | None, sl: slice, ci: np.ndarray, cs: np.ndarray
+    item_w: np.ndarray | None, sys_w: np.ndarray | None, k: int, ci: np.ndarray, cs: np.ndarray
 ) -> np.ndarray:
-    """Multiplicity of every pooled cell in resamples ``sl``, laid out (n_cells, k)."""
-    k = sl.stop - sl.start
+    """Multiplicity of every pooled cell in ``k`` resamples, laid out (n_cells, k), from those
+    resamples' item and system multiplicities (rows of ``item_w``, ``sys_w``)."""
     wt = np.ones((ci.size, k), dtype=np.int32)
     if item_w is not None:
-        wt = item_w[sl].T.astype(np.int32)[ci]
+        wt = item_w.T.astype(np.int32)[ci]
     if sys_w is not None:
-        wt = wt * sys_w[sl].T.astype(np.int32)[cs]
+        wt = wt * sys_w.T.astype(np.int32)[cs]
     return wt
 
 
@@ -413,18 +456,26 @@ def _segment_values(m: np.ndarray, h: np.ndarray, coef: Coefficient, res: Resamp
     if coef.pooled is None or not coef.vector:
         return _explicit_values(m, h, "segment", coef, res)
 
-    item_w = counts(res.item_idx, n_items) if res.item_idx is not None else None
     sys_w = counts(res.sys_idx, n_sys) if res.sys_idx is not None else None
     cs, ci = np.nonzero(ok)
-    fixed = FixedPairs(m[ok], h[ok])
-    if sys_w is None and item_w is not None and coef.pooled_by_items is not None:
-        values = coef.pooled_by_items(fixed, ci, n_items, item_w)
-        if values is not None:
+    fixed = FixedPairs(m[ok], h[ok], n_resamples=b)
+    if sys_w is None and res.item_idx is not None and coef.pooled_by_items is not None:
+        values = np.full(b, np.nan)
+        for sl, item_w in iter_weight_blocks(res.item_idx, n_items):
+            part = coef.pooled_by_items(fixed, ci, n_items, item_w)
+            if part is None:
+                break
+            values[sl] = part
+        else:
             return values
     out = np.full(b, np.nan)
     # small column blocks keep the (cells, resamples) working set in cache
     for sl in _chunks(b, cs.size, 600_000):
-        out[sl] = coef.pooled(fixed, _cell_weights(item_w, sys_w, sl, ci, cs))
+        sys_part = sys_w[sl] if sys_w is not None else None
+        weights = _cell_weights(
+            _block_weights(res, sl, n_items), sys_part, sl.stop - sl.start, ci, cs
+        )
+        out[sl] = coef.pooled(fixed, weights)
     return out
 
 
@@ -435,7 +486,6 @@ def kendall_like_segment_values(
     are taken once (or per system resample) and weighted by the item multiplicities."""
     n_sys, n_items = m.shape
     b = res.n_resamples
-    item_w = counts(res.item_idx, n_items) if res.item_idx is not None else None
     sys_w = counts(res.sys_idx, n_sys) if res.sys_idx is not None else None
     ok = np.isfinite(m) & np.isfinite(h)
     out = np.full(b, np.nan)
@@ -445,7 +495,8 @@ def kendall_like_segment_values(
     c0, d0 = kendall_like_counts(m, h, **settings)
     for sl in _chunks(b, n_sys * n_sys * n_items):
         k = sl.stop - sl.start
-        cw = _cell_weights(item_w, sys_w, sl, ci, cs)
+        item_w = _block_weights(res, sl, n_items)
+        cw = _cell_weights(item_w, sys_w[sl] if sys_w is not None else None, k, ci, cs)
         const = (gm.present(cw) < 2) | (gh.present(cw) < 2)
         if sys_w is None:
             c = np.broadcast_to(c0, (k, n_items))
@@ -453,7 +504,7 @@ def kendall_like_segment_values(
         else:
             w = sys_w[sl][:, None, :] * ok.T[None]
             c, d = pair_kendall_like_counts(m.T[None], h.T[None], w, **settings)
-        iw = item_w[sl] if item_w is not None else np.ones((k, n_items))
+        iw = item_w if item_w is not None else np.ones((k, n_items))
         cc, dd = (iw * c).sum(1), (iw * d).sum(1)
         with np.errstate(invalid="ignore", divide="ignore"):
             out[sl] = np.where(const | (cc + dd == 0), np.nan, (cc - dd) / (cc + dd))
@@ -495,13 +546,21 @@ def _item_values(
             xs = mt[:, idx].transpose(1, 0, 2)  # (k, items, systems)
             ys = ht[:, idx].transpose(1, 0, 2)
             v[sl] = pair_statistic(coefficient, xs, ys, np.ones(xs.shape))
-    iw = counts(res.item_idx, n_items) if res.item_idx is not None else np.ones((b, n_items))
-    defined = np.isfinite(v)
-    num = (iw * np.where(defined, v, 0.0)).sum(1)
-    # "zero": undefined items stay in the denominator with value 0
-    den = iw.sum(1) if item_nan == "zero" else (iw * defined).sum(1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(den > 0, num / den, np.nan)
+    out = np.empty(b)
+    # a block of resamples at a time: every row is summed on its own, so the blocks change no
+    # number, and the (resamples x items) temporaries stay small
+    for sl in _chunks(b, n_items, _WEIGHT_BLOCK_ELEMENTS):
+        vb = v[sl]
+        iw = _block_weights(res, sl, n_items)
+        if iw is None:
+            iw = np.ones(vb.shape)
+        defined = np.isfinite(vb)
+        num = (iw * np.where(defined, vb, 0.0)).sum(1)
+        # "zero": undefined items stay in the denominator with value 0
+        den = iw.sum(1) if item_nan == "zero" else (iw * defined).sum(1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[sl] = np.where(den > 0, num / den, np.nan)
+    return out
 
 
 def _resampled_means(a: np.ndarray, item_w: np.ndarray) -> np.ndarray:
@@ -523,27 +582,37 @@ def system_resampled_scores(
 
     They do not depend on the coefficient, so a caller that needs several coefficients of one
     resample set computes them once. A ``system_metric_fn`` with a ``batch`` attribute
-    (``batch(item_idx) -> (B, n_systems)``) recomputes all resamples in one call.
+    (``batch(item_idx) -> (B, n_systems)``) recomputes many resamples in one call; it is given
+    blocks of rows of the indices, and a row's scores must not depend on the other rows.
     """
     n_sys, n_items = m.shape
     b = res.n_resamples
     if res.item_idx is not None:
-        item_w = counts(res.item_idx, n_items)
-        if system_metric_fn is not None:
-            batch = getattr(system_metric_fn, "batch", None)
+        batch = getattr(system_metric_fn, "batch", None)
+        if (
+            system_metric_fn is None
+            and system_metric is not None
+            and not is_segment_mean(m, system_metric)
+        ):
+            raise ValueError(
+                "the system-level metric scores are not the mean of the segment scores, so "
+                "resampling items cannot recompute them: pass system_metric_fn (corpus scores "
+                "of an item subset, e.g. from sufficient statistics) or use unit='systems'"
+            )
+        x = np.empty((b, n_sys))
+        y = np.empty((b, n_sys))
+        # a block of resamples at a time (rows are computed independently of each other, so
+        # the same numbers): the item multiplicities of all resamples at once are 320 MB at
+        # 40,000 items
+        for sl, item_w in iter_weight_blocks(res.item_idx, n_items):
+            idx = res.item_idx[sl]
             if batch is not None:
-                x = np.asarray(batch(res.item_idx), dtype=float).reshape(b, n_sys)
+                x[sl] = np.asarray(batch(idx), dtype=float).reshape(-1, n_sys)
+            elif system_metric_fn is not None:
+                x[sl] = np.stack([np.asarray(system_metric_fn(ix), dtype=float) for ix in idx])
             else:
-                x = np.stack([np.asarray(system_metric_fn(ix), dtype=float) for ix in res.item_idx])
-        else:
-            if system_metric is not None and not is_segment_mean(m, system_metric):
-                raise ValueError(
-                    "the system-level metric scores are not the mean of the segment scores, so "
-                    "resampling items cannot recompute them: pass system_metric_fn (corpus scores "
-                    "of an item subset, e.g. from sufficient statistics) or use unit='systems'"
-                )
-            x = _resampled_means(m, item_w)
-        y = _resampled_means(h, item_w)
+                x[sl] = _resampled_means(m, item_w)
+            y[sl] = _resampled_means(h, item_w)
     else:
         if system_metric is not None:
             base = np.asarray(system_metric, dtype=float)

@@ -35,6 +35,12 @@ def bootstrap_indices(n_items: int, n_samples: int, seed: int | None) -> np.ndar
     """The resamples of ``sacrebleu.significance._paired_bs_test``: one Generator call, so a run
     with seed s draws exactly the indices sacrebleu draws with ``SACREBLEU_SEED=s``."""
     rng = np.random.default_rng(seed)
+    if n_items <= np.iinfo(np.int32).max:
+        # sacrebleu's ``rng.choice(n, size, replace=True)`` is ``rng.integers(0, n, size)``,
+        # which draws indices below 2**32 as bounded 32-bit numbers whatever the integer type:
+        # the same indices (and generator state) in int32, without the int64 array (320 MB at
+        # 40,000 items)
+        return rng.integers(0, n_items, size=(n_samples, n_items), dtype=np.int32)
     return rng.choice(n_items, size=(n_samples, n_items), replace=True)
 
 
@@ -42,6 +48,24 @@ def ar_masks(n_items: int, n_trials: int, seed: int | None) -> np.ndarray:
     """The swap masks of ``sacrebleu.significance._paired_ar_test`` (True = keep)."""
     rng = np.random.default_rng(seed)
     return rng.integers(2, size=(n_trials, n_items), dtype=bool)
+
+
+# rows of masks drawn at once by ar_mask_bits: a multiple of 32 (see there)
+_MASK_BLOCK_ROWS = 32 * 64
+
+
+def ar_mask_bits(n_items: int, n_trials: int, seed: int | None) -> np.ndarray:
+    """``np.packbits(ar_masks(n_items, n_trials, seed), axis=1)`` without the (trials x items)
+    booleans (400 MB at 40,000 items and 10,000 trials): drawn and packed a block of rows at a
+    time. numpy makes 32 booleans of each 32-bit draw and starts every call on a fresh draw, so
+    blocks of a multiple of 32 rows (hence of 32 cells) continue the one call's stream exactly."""
+    rng = np.random.default_rng(seed)
+    bits = np.empty((n_trials, (n_items + 7) // 8), dtype=np.uint8)
+    for start in range(0, n_trials, _MASK_BLOCK_ROWS):
+        rows = min(_MASK_BLOCK_ROWS, n_trials - start)
+        block = rng.integers(2, size=(rows, n_items), dtype=bool)
+        bits[start : start + rows] = np.packbits(block, axis=1)
+    return bits
 
 
 class ArMasks:
@@ -53,10 +77,21 @@ class ArMasks:
 
     def __init__(self, keep: np.ndarray) -> None:
         # kept as bits: the (trials x items) booleans are 400 MB at 40,000 items, the bits 50
-        self.shape = keep.shape
-        self._bits = np.packbits(np.asarray(keep, dtype=bool), axis=1)
+        keep = np.asarray(keep, dtype=bool)
+        self._setup(np.packbits(keep, axis=1), keep.shape)
+
+    @classmethod
+    def draw(cls, n_items: int, n_trials: int, seed: int | None) -> ArMasks:
+        """The masks of :func:`ar_masks`, never held as booleans (:func:`ar_mask_bits`)."""
+        masks = cls.__new__(cls)
+        masks._setup(ar_mask_bits(n_items, n_trials, seed), (n_trials, n_items))
+        return masks
+
+    def _setup(self, bits: np.ndarray, shape: tuple[int, int]) -> None:
+        self.shape = shape
+        self._bits = bits
         self._keep_t: np.ndarray | None = None
-        rows, n = keep.shape
+        rows, n = shape
         per_block = max(256, self.MAX_BYTES // (16 * max(1, n)))
         self.bounds = [
             (int(b[0]), int(b[-1]) + 1)

@@ -57,7 +57,6 @@ from paraeval.correlation.paired import (
     MeanScores,
     PairedScores,
     StatsScores,
-    ar_masks,
     bootstrap_indices,
     paired_bs_clusters,
     paired_bs_p,
@@ -363,16 +362,17 @@ def compare(scores: Scores, agg: Aggregated, cfg: CompareConfig) -> Comparison:
     if n == 0:
         log.warning("no item is shared by all systems: no intervals or paired tests")
     else:
-        # no name holds the boolean masks: ArMasks keeps them as bits. Drawn first, so that
-        # the booleans are gone before the bootstrap arrays exist (each plan has its own
-        # generator: the order changes no draw)
-        masks = ArMasks(
-            ar_masks(n, cfg.n_ar, cfg.seed) if len(systems) > 1 else np.zeros((0, n), bool)
+        # the masks are drawn straight into bits (ArMasks.draw: never the trials x items
+        # booleans), before the bootstrap arrays exist (each plan has its own generator: the
+        # order changes no draw)
+        masks = (
+            ArMasks.draw(n, cfg.n_ar, cfg.seed)
+            if len(systems) > 1
+            else ArMasks(np.zeros((0, n), bool))
         )
+        # int32 indices where they fit (bootstrap_indices): half the memory of int64
         idx = bootstrap_indices(n, cfg.n_bootstrap, cfg.seed)
         counts = resample_counts(idx)
-        if n < 2**31:  # the same draws in half the memory (hundreds of MB at 40,000 items)
-            idx = idx.astype(np.int32)
         lo_q, hi_q = (1 - cfg.confidence) / 2, 1 - (1 - cfg.confidence) / 2
         for col in _build_columns(scores, agg, systems, positions):
             key = _column_key(col, systems, baseline, signature, n)
