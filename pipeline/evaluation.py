@@ -9,9 +9,11 @@ the config tree (that is :mod:`paraeval.pipeline.settings`) or talks to MLflow.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import logging
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -257,11 +259,36 @@ def compute(
     for stage in STAGES:
         with status.stage(stage.__name__.removesuffix("_stage").replace("_", " ")):
             jobs = stage(ev)
+            release_free_memory()
         for job in jobs:
             ev.figures.append(job)
             if on_figure is not None:
                 on_figure(job)
     return ev
+
+
+def release_free_memory() -> None:
+    """Gives the C heap's free pages back to the system between stages (glibc's
+    ``malloc_trim``; nothing where there is none). The correlation's worker threads leave their
+    freed working arrays in per-thread heaps (~300 MB at 400,000 rows) that the large arrays of
+    the next stage, mapped on their own, cannot reuse: without this the peak of a run is the
+    sum of its stages' leftovers rather than its largest stage."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None).malloc_trim  # the running process's C library
+    except (OSError, AttributeError):  # another C library (musl) has none
+        return None
+    fn.argtypes = [ctypes.c_size_t]
+    fn.restype = ctypes.c_int
+    return fn  # type: ignore[no-any-return]
 
 
 # --------------------------------------------------------------------------- figures
