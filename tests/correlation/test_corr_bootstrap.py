@@ -415,3 +415,31 @@ def test_a_constant_metric_gives_nan_for_every_resample(coefficient: str) -> Non
     res = draw_resamples(np.random.default_rng(2), 6, 20, 40, "items")
     assert np.isnan(resampled_values(metric, human, "segment", coefficient, res)).all()
     assert np.isnan(resampled_values(human, metric, "segment", coefficient, res)).all()
+
+
+@pytest.mark.parametrize("n_items", [37, 40_000, 65_536, 70_000])
+def test_narrow_item_indices_are_the_int64_draws(n_items: int) -> None:
+    """Indices stored in uint16 (or int32), drawn in blocks of rows: numpy's own int64 draws
+    of one call, and the generator left where that call leaves it (the system indices drawn
+    next are the same too)."""
+    twin = np.random.default_rng(11)
+    want = twin.integers(0, n_items, size=(60, n_items))
+    want_sys = twin.integers(0, 5, size=(60, 5))
+    rng = np.random.default_rng(11)
+    res = draw_resamples(rng, 5, n_items, 60, "both")
+    assert res.item_idx is not None and res.sys_idx is not None
+    assert res.item_idx.dtype == (np.uint16 if n_items <= 65_536 else np.int32)
+    np.testing.assert_array_equal(res.item_idx, want)
+    np.testing.assert_array_equal(res.sys_idx, want_sys)
+    assert rng.integers(0, 2**62) == twin.integers(0, 2**62)
+
+
+def test_counts_in_row_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    import paraeval.correlation.bootstrap as bootstrap
+
+    idx = np.random.default_rng(2).integers(0, 50, size=(23, 50)).astype(np.uint16)
+    want = np.stack([np.bincount(row, minlength=50) for row in idx]).astype(float)
+    monkeypatch.setattr(bootstrap, "_CHUNK_ELEMENTS", 4 * 50)  # blocks of 4 rows, last of 3
+    got = counts(idx, 50)
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, want)

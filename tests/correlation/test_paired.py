@@ -18,6 +18,7 @@ from paraeval.correlation import (
     ArMasks,
     MeanScores,
     StatsScores,
+    ar_mask_bits,
     ar_masks,
     bootstrap_indices,
     p_value,
@@ -180,3 +181,22 @@ def test_nist_summed_rows_equal_its_corpus_function_per_resample() -> None:
     totals[:, 2:] = np.round(totals[:, 2:])
     for row, value in zip(totals, nist.corpus_from_sums(totals), strict=True):
         assert value == corpus(row[None, :])
+
+
+def test_bootstrap_indices_at_40000_items_are_sacrebleus_draws() -> None:
+    # int32 storage: the int64 indices of sacrebleu's rng.choice, value for value
+    idx = bootstrap_indices(40_000, 30, SEED)
+    assert idx.dtype == np.int32
+    want = np.random.default_rng(SEED).choice(40_000, size=(30, 40_000), replace=True)
+    np.testing.assert_array_equal(idx, want)
+
+
+@pytest.mark.parametrize("n_items", [37, 40_000])
+def test_ar_mask_bits_are_the_packed_masks(n_items: int) -> None:
+    # more trials than one block (2048 rows), items not a multiple of 8 or 32
+    trials = 2100 if n_items < 1000 else 2050
+    keep = ar_masks(n_items, trials, SEED)
+    np.testing.assert_array_equal(ar_mask_bits(n_items, trials, SEED), np.packbits(keep, axis=1))
+    drawn = ArMasks.draw(n_items, trials, SEED)
+    assert drawn.shape == keep.shape
+    np.testing.assert_array_equal(drawn.keep, keep)
