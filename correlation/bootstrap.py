@@ -52,10 +52,10 @@ SystemMetricFn = Callable[[np.ndarray], np.ndarray]
 
 # Largest number of float64 elements one temporary array may hold; bounds memory (~16 MB).
 _CHUNK_ELEMENTS = 2_000_000
-# Rows of item multiplicities (resamples x items, float64) made at once: ~32 MB however many
-# resamples and items there are. Every consumer treats resamples independently of each other,
-# so block boundaries change no number (at 40,000 items the whole matrix would be 320 MB, per
-# worker thread and per coefficient).
+# Elements of item multiplicities (resamples x items, float64) made at once, in whole rows:
+# ~32 MB however many resamples and items there are. Every consumer treats resamples
+# independently of each other, so block boundaries change no number (at 40,000 items the whole
+# matrix would be 320 MB, per worker thread and per coefficient).
 _WEIGHT_BLOCK_ELEMENTS = 4_000_000
 
 

@@ -169,8 +169,9 @@ def system_metric_fns(
 def _batched(
     rows: list[np.ndarray], stats: list[np.ndarray], fast: Any, n_items: int
 ) -> Callable[[np.ndarray], np.ndarray]:
-    """All resamples at once: multiplicities (B, items) times each system's statistics gives
-    the summed statistics of every (resample, system), scored in one vectorised call."""
+    """A block of resamples at once (the bootstrap passes blocks of rows of the indices):
+    multiplicities (B, items) times each system's statistics gives the summed statistics of
+    every (resample, system), scored in one vectorised call; each row on its own."""
 
     # every system's statistics on one item axis (zeros where a system lacks the item), so that
     # all systems are summed in one product: one wide product is several times faster than one
