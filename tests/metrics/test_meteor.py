@@ -75,6 +75,26 @@ def test_fast_reader_reads_what_nltk_reads(wordnet: Any) -> None:
     np.testing.assert_allclose(got, want, rtol=0, atol=TOL)
 
 
+def test_systems_sharing_candidates_equal_nltk(wordnet: object) -> None:
+    # one metric scores three systems in turn; later ones meet pairs of earlier ones (in another
+    # order, twice in one call) next to new ones
+    tok = WordTokenizer("13a")
+    metric = METEOR()
+    for rows in (
+        [*range(0, 50)],
+        [7, 7, *range(49, 20, -1), *range(50, 70)],
+        [3, *range(90, 70, -1)],
+    ):
+        cands = [CANDS[i] for i in rows]
+        refs = [REFS[i] for i in rows]
+        want = [
+            meteor_score([list(tok(r)) for r in rs], list(tok(c)), wordnet=wordnet)
+            for c, rs in zip(cands, refs, strict=True)
+        ]
+        got = metric.score(cands, refs, [SOURCES[i] for i in rows]).segment["meteor"]
+        np.testing.assert_allclose(got, want, rtol=0, atol=TOL)
+
+
 @pytest.mark.parametrize(("alpha", "beta", "gamma"), [(0.5, 1.0, 0.3), (0.85, 2.0, 0.6)])
 def test_parameters_equal_nltk(wordnet: object, alpha: float, beta: float, gamma: float) -> None:
     tok = WordTokenizer("13a")
