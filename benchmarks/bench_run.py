@@ -86,7 +86,7 @@ STAGES = {
 
 def paraeval_child(out: Path, work: Path, n_systems: int | None) -> None:
     """One default run in this process with timers around the stages; writes the timings."""
-    t_start = time.perf_counter()
+    t_start, c_start = time.perf_counter(), time.process_time()
     from hydra import compose, initialize_config_dir
 
     import paraeval.pipeline.app as app
@@ -95,14 +95,16 @@ def paraeval_child(out: Path, work: Path, n_systems: int | None) -> None:
     import paraeval.pipeline.tracking as tracking
 
     timings: dict[str, float] = {}
+    cpu: dict[str, float] = {}  # CPU seconds of the process (every thread) in each stage
 
     def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def inner(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
+            start, c0 = time.perf_counter(), time.process_time()
             try:
                 return fn(*args, **kwargs)
             finally:
                 timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
+                cpu[name] = cpu.get(name, 0.0) + time.process_time() - c0
 
         return inner
 
@@ -117,9 +119,10 @@ def paraeval_child(out: Path, work: Path, n_systems: int | None) -> None:
     build = evaluation.build_metrics
 
     def build_timed(*args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
+        start, c0 = time.perf_counter(), time.process_time()
         metrics = build(*args, **kwargs)
         timings["build metrics"] = time.perf_counter() - start
+        cpu["build metrics"] = time.process_time() - c0
         for metric_id, metric in metrics.items():
             # the encoder pass happens in the first semantic metric's prepare
             metric.prepare = timed(f"metric {metric_id} (encoder pass)", metric.prepare)
@@ -128,6 +131,7 @@ def paraeval_child(out: Path, work: Path, n_systems: int | None) -> None:
 
     evaluation.build_metrics = build_timed  # type: ignore[assignment]
     timings["import and start"] = time.perf_counter() - t_start
+    cpu["import and start"] = time.process_time() - c_start
     overrides = [
         "data=parabank",
         "report.print_tables=false",
@@ -136,26 +140,31 @@ def paraeval_child(out: Path, work: Path, n_systems: int | None) -> None:
     ]
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=overrides)
-    start = time.perf_counter()
+    start, c0 = time.perf_counter(), time.process_time()
     ev = app.run(cfg, work / "out", overrides)
-    total = time.perf_counter() - start
-    timings["other (scoring loop, score cache, stage glue)"] = total - sum(
-        v for k, v in timings.items() if k != "import and start"
+    total, total_cpu = time.perf_counter() - start, time.process_time() - c0
+    other = "other (scoring loop, score cache, stage glue)"
+    timings[other] = total - sum(v for k, v in timings.items() if k != "import and start")
+    cpu[other] = total_cpu - sum(v for k, v in cpu.items() if k != "import and start")
+    out.write_text(
+        json.dumps({"timings": timings, "stage_cpu": cpu, "rows": len(ev.segments)}),
+        encoding="utf-8",
     )
-    out.write_text(json.dumps({"timings": timings, "rows": len(ev.segments)}), encoding="utf-8")
 
 
 # --------------------------------------------------------------------------- the plain script
 def plain_script(out: Path, n_systems: int | None) -> None:
     """What a user would write: each library called per system, then scipy's correlations."""
-    t_start = time.perf_counter()
+    t_start, c_start = time.perf_counter(), time.process_time()
     timings: dict[str, float] = {}
+    cpu: dict[str, float] = {}
 
     @contextlib.contextmanager
     def timer(name: str) -> Any:
-        start = time.perf_counter()
+        start, c0 = time.perf_counter(), time.process_time()
         yield
         timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
+        cpu[name] = cpu.get(name, 0.0) + time.process_time() - c0
 
     with timer("import and start"):
         import bert_score
@@ -177,6 +186,7 @@ def plain_script(out: Path, n_systems: int | None) -> None:
         from paraeval.metrics.wordnet import find_wordnet
         from paraeval.pipeline.load import load_parabank
     timings["import and start"] = time.perf_counter() - t_start
+    cpu["import and start"] = time.process_time() - c_start
 
     with timer("load"):
         data = os.environ.get("PARAEVAL_SHARED_DATA", str(REPO.parent / "shared" / "data"))
@@ -318,10 +328,9 @@ def plain_script(out: Path, n_systems: int | None) -> None:
                         value = fn(systems[metric], human_means.loc[systems.index, aspect])[0]
                         records.append((metric, aspect, "system", name, value))
     timings["total"] = time.perf_counter() - t_start
-    out.write_text(
-        json.dumps({"timings": timings, "rows": len(segments), "correlations": len(records)}),
-        encoding="utf-8",
-    )
+    cpu["total"] = time.process_time() - c_start
+    result = {"timings": timings, "stage_cpu": cpu, "rows": len(segments)}
+    out.write_text(json.dumps({**result, "correlations": len(records)}), encoding="utf-8")
 
 
 # --------------------------------------------------------------------------- parent
@@ -358,16 +367,20 @@ def _child(role: str, work: Path, data: Path, n_systems: int | None) -> tuple[fl
     return wall, result
 
 
-def _table(title: str, wall: float, timings: dict[str, float]) -> None:
-    print(f"\n{title}: {wall:.1f} s wall (process start to end)")
+def _table(title: str, wall: float, result: dict[str, Any]) -> None:
+    """Per stage: wall seconds, share of the wall time, CPU seconds of the process (all its
+    threads; the helpers' CPU is in the summary's total only)."""
+    timings, cpu = result["timings"], result.get("stage_cpu", {})
+    print(f"\n{title}: {wall:.1f} s wall (process start to end), {result['cpu']:.1f} s CPU")
+    print(f"  {'stage':62s} {'wall':>8s}  {'share':>6s}  {'CPU':>8s}")
     shown = {k: v for k, v in timings.items() if k != "total"}
-    shown["outside the timers (process start and exit, config compose)"] = wall - timings.get(
-        "total", sum(shown.values())
-    )
+    outside = "outside the timers (process start and exit, config compose)"
+    shown[outside] = wall - timings.get("total", sum(shown.values()))
     for name, seconds in sorted(shown.items(), key=lambda kv: -kv[1]):
         if seconds < 0.05:  # e.g. the prepare step of metrics that need none
             continue
-        print(f"  {name:50s} {seconds:8.1f} s  {100 * seconds / wall:5.1f} %")
+        used = f"{cpu[name]:8.1f}" if name in cpu else f"{'':8s}"
+        print(f"  {name:62s} {seconds:8.1f}  {100 * seconds / wall:5.1f}%  {used}")
 
 
 def main() -> None:
@@ -401,14 +414,14 @@ def main() -> None:
     ours, result = _child("paraeval", work, data, args.systems)
     # the run's own total: its timers plus the rest of app.run, start-up outside them
     result["timings"]["total"] = sum(result["timings"].values())
-    _table(f"paraeval ({result['rows']} rows)", ours, result["timings"])
+    _table(f"paraeval ({result['rows']} rows)", ours, result)
     script = plain = None
     if not args.skip_script:
         script, plain = _child("script", work, data, args.systems)
         _table(
             f"plain script ({plain['rows']} rows, {plain['correlations']} point correlations)",
             script,
-            plain["timings"],
+            plain,
         )
     # the verdict last, where it is read
     full = not args.systems
