@@ -31,9 +31,10 @@ Scores = TypeVar("Scores", float, np.ndarray)
 # (kind, settings, hypotheses, references) -> per-segment statistics. Bounded so that a long
 # sweep in one process does not grow without limit.
 _STATS: Memo[str, np.ndarray] = Memo("sacre.stats", max_entries=256)
-# (kind, settings) -> (hypothesis, references) -> that segment's statistics, across calls
-_PAIR_STATS: dict[str, dict[tuple[str, tuple[str, ...]], np.ndarray]] = {}
-_PAIR_STATS_MAX = 500_000  # pairs per setting kept; past that the table starts afresh
+# (kind and settings, hypothesis, references) -> that one segment's statistics, across calls
+_PAIR_STATS: Memo[tuple[str, str, tuple[str, ...]], np.ndarray] = Memo(
+    "sacre.pair_stats", max_entries=1_000_000
+)
 
 
 def _digest(*parts: object) -> str:
@@ -67,24 +68,28 @@ def segment_statistics(
     # a segment's statistics depend on its own hypothesis and references only: a pair met in
     # an earlier call (the same candidate from another system, against the same item) is not
     # extracted again
-    pairs = [(h, tuple(r)) for h, r in zip(hyps, references, strict=True)]
-    table = _PAIR_STATS.setdefault(key, {})
-    todo = list(dict.fromkeys(p for p in pairs if p not in table))
+    pairs = [(key, h, tuple(r)) for h, r in zip(hyps, references, strict=True)]
+    rows: dict[tuple[str, str, tuple[str, ...]], np.ndarray] = {}
+    todo = []
+    for pair in dict.fromkeys(pairs):
+        hit = _PAIR_STATS.get(pair)
+        if hit is None:
+            todo.append(pair)
+        else:
+            rows[pair] = hit
     if todo:
-        if len(table) + len(todo) > _PAIR_STATS_MAX:
-            table.clear()
-            todo = list(dict.fromkeys(pairs))
         # sacrebleu skips None references (its variable-reference case) though its hints say str
-        streams: Any = _ref_streams([list(r) for _, r in todo])
-        todo_hyps = [h for h, _ in todo]
+        streams: Any = _ref_streams([list(r) for _, _, r in todo])
+        todo_hyps = [h for _, h, _ in todo]
         if extract is None:
             stats = metric._extract_corpus_statistics(todo_hyps, streams)
         else:
             stats = extract(metric, todo_hyps, streams)
-        table.update(zip(todo, np.asarray(stats, dtype=float), strict=True))
+        for pair, row in zip(todo, np.asarray(stats, dtype=float), strict=True):
+            rows[pair] = _PAIR_STATS.put(pair, row)
     if not pairs:
         return _STATS.put(memo_key, np.zeros((0, 0)))
-    return _STATS.put(memo_key, np.stack([table[p] for p in pairs]))
+    return _STATS.put(memo_key, np.stack([rows[p] for p in pairs]))
 
 
 def _as_stats(row: np.ndarray, integer: bool) -> list[Any]:
