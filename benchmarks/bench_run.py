@@ -7,17 +7,21 @@ Both run in fresh processes one after the other in this run, on the same rows:
   the start of the process to its end, with a per-stage table (import and start, load, each
   metric's encoder pass and scoring, aggregation, correlation, significance, comparison, α curve,
   tables, figures, MLflow).
-- the plain script (:func:`plain_script`): per system, sacrebleu (BLEU, iBLEU from sentence and
-  corpus BLEU against the references and the source, self-BLEU, chrF, TER), nltk (NIST,
-  METEOR), rouge-score (ROUGE-1/2/L/Lsum), rouge-metric (ROUGE-W/S/SU, which rouge-score lacks),
-  pycocoevalcap (CIDEr), ``bert_score.score``, sentence-transformers (cosine), gensim's
-  ``wmdistance`` on the model's word-piece input embeddings (WMD), then scipy's Pearson,
-  Spearman and Kendall at the segment, item and system level. It computes point correlations
-  only: no bootstrap intervals, significance tests, system comparison, α curve, figures or MLflow
-  logging, all of which the paraeval run does besides; the ratio understates paraeval's lead.
+- the plain script (:func:`plain_script`): per system, sacrebleu (BLEU and self-BLEU, sentence and
+  corpus, against the references and the source, iBLEU combined from the two, chrF, TER), nltk
+  (NIST, METEOR), rouge-score (ROUGE-1/2/L/Lsum), rouge-metric (ROUGE-W/S/SU, which rouge-score
+  lacks), pycocoevalcap (CIDEr), ``bert_score.score``, sentence-transformers (cosine), gensim's
+  ``wmdistance`` on the model's word-piece input embeddings (WMD), then scipy's Pearson, Spearman
+  and Kendall at the segment, item and system level. It computes point correlations only: no
+  bootstrap intervals, significance tests, system comparison, α curve, figures or MLflow logging,
+  all of which the paraeval run does besides; the ratio understates paraeval's lead.
 
 Targets: the paraeval run at most 100 s on this machine, and at least 3x faster than the script.
-``--systems N`` keeps the first N systems (sorted by name) for a quicker look.
+``--systems N`` keeps the first N systems (sorted by name) for a quicker look. The summary at the
+end gives both totals, the ratio and the verdict on each target, with the load average at the
+start and the end (the machine may be shared: wall times are only as good as the load allows)
+and the CPU time of each side (its process and the helpers it waited for), which load changes
+less.
 
     .venv/bin/python benchmarks/bench_run.py                  # all 36 systems, 14,323 rows
     .venv/bin/python benchmarks/bench_run.py --systems 4      # a subset
@@ -30,6 +34,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -81,7 +86,7 @@ STAGES = {
 
 def paraeval_child(out: Path, work: Path, n_systems: int | None) -> None:
     """One default run in this process with timers around the stages; writes the timings."""
-    t_start = time.perf_counter()
+    t_start, c_start = time.perf_counter(), time.process_time()
     from hydra import compose, initialize_config_dir
 
     import paraeval.pipeline.app as app
@@ -90,14 +95,16 @@ def paraeval_child(out: Path, work: Path, n_systems: int | None) -> None:
     import paraeval.pipeline.tracking as tracking
 
     timings: dict[str, float] = {}
+    cpu: dict[str, float] = {}  # CPU seconds of the process (every thread) in each stage
 
     def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def inner(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
+            start, c0 = time.perf_counter(), time.process_time()
             try:
                 return fn(*args, **kwargs)
             finally:
                 timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
+                cpu[name] = cpu.get(name, 0.0) + time.process_time() - c0
 
         return inner
 
@@ -112,9 +119,10 @@ def paraeval_child(out: Path, work: Path, n_systems: int | None) -> None:
     build = evaluation.build_metrics
 
     def build_timed(*args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
+        start, c0 = time.perf_counter(), time.process_time()
         metrics = build(*args, **kwargs)
         timings["build metrics"] = time.perf_counter() - start
+        cpu["build metrics"] = time.process_time() - c0
         for metric_id, metric in metrics.items():
             # the encoder pass happens in the first semantic metric's prepare
             metric.prepare = timed(f"metric {metric_id} (encoder pass)", metric.prepare)
@@ -123,6 +131,7 @@ def paraeval_child(out: Path, work: Path, n_systems: int | None) -> None:
 
     evaluation.build_metrics = build_timed  # type: ignore[assignment]
     timings["import and start"] = time.perf_counter() - t_start
+    cpu["import and start"] = time.process_time() - c_start
     overrides = [
         "data=parabank",
         "report.print_tables=false",
@@ -131,26 +140,31 @@ def paraeval_child(out: Path, work: Path, n_systems: int | None) -> None:
     ]
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=overrides)
-    start = time.perf_counter()
+    start, c0 = time.perf_counter(), time.process_time()
     ev = app.run(cfg, work / "out", overrides)
-    total = time.perf_counter() - start
-    timings["other (scoring loop, score cache, stage glue)"] = total - sum(
-        v for k, v in timings.items() if k != "import and start"
+    total, total_cpu = time.perf_counter() - start, time.process_time() - c0
+    other = "other (scoring loop, score cache, stage glue)"
+    timings[other] = total - sum(v for k, v in timings.items() if k != "import and start")
+    cpu[other] = total_cpu - sum(v for k, v in cpu.items() if k != "import and start")
+    out.write_text(
+        json.dumps({"timings": timings, "stage_cpu": cpu, "rows": len(ev.segments)}),
+        encoding="utf-8",
     )
-    out.write_text(json.dumps({"timings": timings, "rows": len(ev.segments)}), encoding="utf-8")
 
 
 # --------------------------------------------------------------------------- the plain script
 def plain_script(out: Path, n_systems: int | None) -> None:
     """What a user would write: each library called per system, then scipy's correlations."""
-    t_start = time.perf_counter()
+    t_start, c_start = time.perf_counter(), time.process_time()
     timings: dict[str, float] = {}
+    cpu: dict[str, float] = {}
 
     @contextlib.contextmanager
     def timer(name: str) -> Any:
-        start = time.perf_counter()
+        start, c0 = time.perf_counter(), time.process_time()
         yield
         timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
+        cpu[name] = cpu.get(name, 0.0) + time.process_time() - c0
 
     with timer("import and start"):
         import bert_score
@@ -172,6 +186,7 @@ def plain_script(out: Path, n_systems: int | None) -> None:
         from paraeval.metrics.wordnet import find_wordnet
         from paraeval.pipeline.load import load_parabank
     timings["import and start"] = time.perf_counter() - t_start
+    cpu["import and start"] = time.process_time() - c_start
 
     with timer("load"):
         data = os.environ.get("PARAEVAL_SHARED_DATA", str(REPO.parent / "shared" / "data"))
@@ -211,19 +226,16 @@ def plain_script(out: Path, n_systems: int | None) -> None:
         with timer("metric bleu"):
             seg["bleu"] = [sacrebleu.sentence_bleu(c, r).score for c, r in pairs]
             corpus["bleu"] = sacrebleu.corpus_bleu(cands, streams).score
-        with timer("metric ibleu"):
-            to_ref = [sacrebleu.sentence_bleu(c, r).score for c, r in pairs]
-            to_src = [sacrebleu.sentence_bleu(c, [s]).score for c, s in src_pairs]
-            seg["ibleu"] = [
-                alpha * a - (1 - alpha) * b for a, b in zip(to_ref, to_src, strict=True)
-            ]
-            corpus["ibleu"] = (
-                alpha * sacrebleu.corpus_bleu(cands, streams).score
-                - (1 - alpha) * sacrebleu.corpus_bleu(cands, [srcs]).score
-            )
         with timer("metric self_bleu"):
             seg["self_bleu"] = [sacrebleu.sentence_bleu(c, [s]).score for c, s in src_pairs]
             corpus["self_bleu"] = sacrebleu.corpus_bleu(cands, [srcs]).score
+        with timer("metric ibleu"):
+            # from the BLEU and self-BLEU just computed, as a user would combine them
+            seg["ibleu"] = [
+                alpha * a - (1 - alpha) * b
+                for a, b in zip(seg["bleu"], seg["self_bleu"], strict=True)
+            ]
+            corpus["ibleu"] = alpha * corpus["bleu"] - (1 - alpha) * corpus["self_bleu"]
         with timer("metric chrf"):
             seg["chrf"] = [sacrebleu.sentence_chrf(c, r).score for c, r in pairs]
             corpus["chrf"] = sacrebleu.corpus_chrf(cands, streams).score
@@ -316,38 +328,59 @@ def plain_script(out: Path, n_systems: int | None) -> None:
                         value = fn(systems[metric], human_means.loc[systems.index, aspect])[0]
                         records.append((metric, aspect, "system", name, value))
     timings["total"] = time.perf_counter() - t_start
-    out.write_text(
-        json.dumps({"timings": timings, "rows": len(segments), "correlations": len(records)}),
-        encoding="utf-8",
-    )
+    cpu["total"] = time.process_time() - c_start
+    result = {"timings": timings, "stage_cpu": cpu, "rows": len(segments)}
+    out.write_text(json.dumps({**result, "correlations": len(records)}), encoding="utf-8")
 
 
 # --------------------------------------------------------------------------- parent
+def _load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f} on {os.cpu_count()} CPUs"
+
+
+def _cpu_children() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _child(role: str, work: Path, data: Path, n_systems: int | None) -> tuple[float, dict]:
+    """Runs one side in a fresh process; returns its wall time and its JSON, with the CPU
+    time of the process and of its helpers (figure drawing) under ``cpu``."""
     out = work / f"{role}.json"
     args = [sys.executable, __file__, "--child", role, "--work", str(work)]
     if n_systems:
         args += ["--systems", str(n_systems)]
+    print(f"  {role} starts: {_load()}", flush=True)
+    cpu = _cpu_children()
     start = time.perf_counter()
     proc = subprocess.run(
         args, env=_env(work, data), cwd=work, capture_output=True, text=True, check=False
     )
     wall = time.perf_counter() - start
+    cpu = _cpu_children() - cpu
+    print(f"  {role} ends:   {_load()}", flush=True)
     if proc.returncode != 0:
         sys.exit(f"{role} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-    return wall, json.loads(out.read_text(encoding="utf-8"))
+    result = json.loads(out.read_text(encoding="utf-8"))
+    result["cpu"] = cpu
+    return wall, result
 
 
-def _table(title: str, wall: float, timings: dict[str, float]) -> None:
-    print(f"\n{title}: {wall:.1f} s wall (process start to end)")
+def _table(title: str, wall: float, result: dict[str, Any]) -> None:
+    """Per stage: wall seconds, share of the wall time, CPU seconds of the process (all its
+    threads; the helpers' CPU is in the summary's total only)."""
+    timings, cpu = result["timings"], result.get("stage_cpu", {})
+    print(f"\n{title}: {wall:.1f} s wall (process start to end), {result['cpu']:.1f} s CPU")
+    print(f"  {'stage':62s} {'wall':>8s}  {'share':>6s}  {'CPU':>8s}")
     shown = {k: v for k, v in timings.items() if k != "total"}
-    shown["outside the timers (process start and exit, config compose)"] = wall - timings.get(
-        "total", sum(shown.values())
-    )
+    outside = "outside the timers (process start and exit, config compose)"
+    shown[outside] = wall - timings.get("total", sum(shown.values()))
     for name, seconds in sorted(shown.items(), key=lambda kv: -kv[1]):
         if seconds < 0.05:  # e.g. the prepare step of metrics that need none
             continue
-        print(f"  {name:50s} {seconds:8.1f} s  {100 * seconds / wall:5.1f} %")
+        used = f"{cpu[name]:8.1f}" if name in cpu else f"{'':8s}"
+        print(f"  {name:62s} {seconds:8.1f}  {100 * seconds / wall:5.1f}%  {used}")
 
 
 def main() -> None:
@@ -376,25 +409,39 @@ def main() -> None:
     subset = f"the first {args.systems} systems" if args.systems else "all systems"
     print(f"ParaBank-Eval, {subset}, default run, cold (empty cache, new MLflow store)")
 
+    start_load = _load()
+    print(f"start: {start_load}")
     ours, result = _child("paraeval", work, data, args.systems)
     # the run's own total: its timers plus the rest of app.run, start-up outside them
     result["timings"]["total"] = sum(result["timings"].values())
-    _table(f"paraeval ({result['rows']} rows)", ours, result["timings"])
-    verdict = "OK" if ours <= TARGET_SECONDS else "OVER TARGET"
-    print(f"paraeval wall: {ours:.1f} s (target <= {TARGET_SECONDS:g} s on all systems) {verdict}")
-    if args.skip_script:
-        return
-    script, plain = _child("script", work, data, args.systems)
-    _table(
-        f"plain script ({plain['rows']} rows, {plain['correlations']} point correlations)",
-        script,
-        plain["timings"],
-    )
-    ratio = script / ours
-    print(
-        f"\nplain script {script:.1f} s / paraeval {ours:.1f} s = {ratio:.2f}x "
-        f"(target >= {TARGET_RATIO:g}x) {'OK' if ratio >= TARGET_RATIO else 'UNDER TARGET'}"
-    )
+    _table(f"paraeval ({result['rows']} rows)", ours, result)
+    script = plain = None
+    if not args.skip_script:
+        script, plain = _child("script", work, data, args.systems)
+        _table(
+            f"plain script ({plain['rows']} rows, {plain['correlations']} point correlations)",
+            script,
+            plain,
+        )
+    # the verdict last, where it is read
+    full = not args.systems
+    print("\nsummary")
+    print(f"  start: {start_load}")
+    print(f"  end:   {_load()}")
+    print(f"  paraeval total: {ours:7.1f} s wall, {result['cpu']:7.1f} s CPU (with its helpers)")
+    if script is not None and plain is not None:
+        print(f"  script total:   {script:7.1f} s wall, {plain['cpu']:7.1f} s CPU")
+        ratio = script / ours
+        cpu_ratio = plain["cpu"] / result["cpu"] if result["cpu"] else float("nan")
+        print(f"  ratio:          {ratio:7.2f}x wall, {cpu_ratio:7.2f}x CPU")
+    scope = "" if full else f" (measured on {args.systems} systems; the targets are for all)"
+    verdict = "MET" if ours <= TARGET_SECONDS else "NOT MET"
+    print(f"  target paraeval <= {TARGET_SECONDS:g} s: {verdict} ({ours:.1f} s){scope}")
+    if script is not None:
+        verdict = "MET" if ratio >= TARGET_RATIO else "NOT MET"
+        print(f"  target ratio >= {TARGET_RATIO:g}x:     {verdict} ({ratio:.2f}x){scope}")
+    else:
+        print(f"  target ratio >= {TARGET_RATIO:g}x:     not measured (--skip-script)")
     print(f"scratch folder: {work}")
 
 

@@ -57,10 +57,34 @@ from paraeval.metrics.base import (
 )
 from paraeval.metrics.encoder import DEFAULT_MODEL_NAME, Encoder, get_encoder
 
-try:
-    from bert_score import __version__ as BERT_SCORE_VERSION
-except ImportError:  # pragma: no cover - bert-score is a runtime dependency
-    BERT_SCORE_VERSION = "none"
+
+def _bert_score_version() -> str:
+    """bert-score's ``__version__``, read from its ``__init__.py`` without importing it: the
+    package imports matplotlib's pyplot and its scorer on import, which a run that only needs
+    the version string would pay for at start-up. (The string is the module's, which may differ
+    from the distribution's metadata: bert-score 0.3.13 says 0.3.12.)"""
+    import importlib.util
+    import re
+
+    try:
+        spec = importlib.util.find_spec("bert_score")
+    except (ImportError, ValueError):  # pragma: no cover - bert-score is a runtime dependency
+        spec = None
+    if spec is None or spec.origin is None:  # pragma: no cover
+        return "none"
+    try:
+        text = Path(spec.origin).read_text(encoding="utf-8")
+    except OSError:  # pragma: no cover
+        text = ""
+    found = re.search(r"""^__version__\s*=\s*["']([^"']+)["']""", text, re.MULTILINE)
+    if found is None:  # pragma: no cover - another layout: import it after all
+        from bert_score import __version__
+
+        return str(__version__)
+    return found.group(1)
+
+
+BERT_SCORE_VERSION = _bert_score_version()
 
 DEFAULT_LAYERS = {DEFAULT_MODEL_NAME: 6}
 SHIPPED_BASELINES = {DEFAULT_MODEL_NAME: "bertscore_baseline_all-MiniLM-L6-v2.csv"}
@@ -247,9 +271,11 @@ class BERTScore(Metric):
 
     def _pick_layer(self, model: str, layer: int | None) -> int:
         if layer is None:
-            from bert_score.utils import model2layers
+            known = DEFAULT_LAYERS.get(self.encoder.model_name)
+            if known is None:
+                from bert_score.utils import model2layers
 
-            known = DEFAULT_LAYERS.get(self.encoder.model_name, model2layers.get(model))
+                known = model2layers.get(model)
             if known is None:
                 raise MetricConfigError(
                     f"metric 'bertscore': no default layer for model '{model}'; set `layer` "

@@ -39,6 +39,9 @@ def precook(words: Sequence[str], n: int) -> dict[Gram, int]:
     return counts
 
 
+_CORPORA_KEPT = 8  # sets of reference lists whose segment scores are kept
+
+
 class CIDEr(Metric):
     """CIDEr-D with corpus document frequencies (pycocoevalcap's ``Cider``)."""
 
@@ -70,6 +73,9 @@ class CIDEr(Metric):
         self.lowercase = bool(lowercase)
         self.tokenizer = WordTokenizer(tokenize, lowercase)
         self._cooked: dict[Toks, dict[Gram, int]] = {}
+        # per set of reference lists (the document frequencies): (candidate, references) -> score
+        self._by_corpus: dict[tuple[tuple[str, ...], ...], dict[tuple[str, tuple[str, ...]], float]]
+        self._by_corpus = {}
 
     def signature(self) -> str:
         return make_signature(
@@ -157,8 +163,23 @@ class CIDEr(Metric):
         weight = {gram: ref_len - log_df[d] for gram, d in df.items()}
         # a reference shared by several items is vectorised once
         ref_vecs: dict[int, tuple[list[dict[Gram, float]], list[float], int]] = {}
+        # the document frequencies depend on the call's reference lists only: calls with the
+        # same lists (systems that paraphrase the same items) share segment scores, so a
+        # candidate several of them produced is scored once
+        corpus_key = tuple(sorted(tuple(refs) for refs in references))
+        done = self._by_corpus.pop(corpus_key, None)
+        if done is None:
+            done = {}
+            while len(self._by_corpus) >= _CORPORA_KEPT:
+                self._by_corpus.pop(next(iter(self._by_corpus)))
+        self._by_corpus[corpus_key] = done  # most recently used last
         seg = np.zeros(n_items, dtype=float)
         for i, (hyp, refs) in enumerate(zip(hyps, refss, strict=True)):
+            pair = (candidates[i], tuple(references[i]))
+            hit = done.get(pair)
+            if hit is not None:
+                seg[i] = hit
+                continue
             vh = self._vec(hyp, weight, ref_len)
             score = np.zeros(self.max_order)
             for ref in refs:
@@ -170,6 +191,6 @@ class CIDEr(Metric):
             avg = np.mean(score)
             avg /= len(refs)
             avg *= 10.0
-            seg[i] = avg
+            seg[i] = done[pair] = float(avg)
         corpus = float(np.mean(seg)) if n_items else float("nan")
         return MetricResult({self.name: seg}, {self.name: corpus}, self.signature())

@@ -31,6 +31,7 @@ from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_
 from paraeval.metrics.wordnet import find_wordnet, load_wordnet, wordnet_version
 
 Enum = list[tuple[int, str]]
+_PAIRS_MAX = 1_000_000  # (candidate, reference) scores kept per metric; then starts afresh
 
 
 def _match(hyp: Enum, ref: Enum) -> tuple[list[tuple[int, int]], Enum, Enum]:
@@ -107,6 +108,7 @@ class METEOR(Metric):
         self.stemmer = PorterStemmer()
         self._stems: dict[str, str] = {}
         self._syns: dict[str, frozenset[str]] = {}
+        self._pairs: dict[tuple[str, str], float] = {}
 
     # ------------------------------------------------------------------ resources
     @property
@@ -199,11 +201,28 @@ class METEOR(Metric):
         references: list[list[str]],
         sources: Sequence[str] | None,
     ) -> MetricResult:
-        hyps = self.tokenizer.many(candidates)
+        # a pair's score depends on its two texts only: pairs met in an earlier call (the same
+        # candidate from another system, against the same item) are not aligned again
+        memo = self._pairs
+        if len(memo) > _PAIRS_MAX:
+            memo.clear()
+        todo = list(
+            dict.fromkeys(
+                (c, r)
+                for c, refs in zip(candidates, references, strict=True)
+                for r in refs
+                if (c, r) not in memo
+            )
+        )
+        if todo:
+            texts = list(dict.fromkeys(t for pair in todo for t in pair))
+            words = dict(zip(texts, self.tokenizer.many(texts), strict=True))
+            for c, r in todo:
+                memo[(c, r)] = self.single(words[c], words[r])
         seg = np.array(
             [
-                max(self.single(h, r) for r in self.tokenizer.many(refs))
-                for h, refs in zip(hyps, references, strict=True)
+                max(memo[(c, r)] for r in refs)
+                for c, refs in zip(candidates, references, strict=True)
             ],
             dtype=float,
         )

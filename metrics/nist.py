@@ -32,6 +32,7 @@ from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_
 
 Toks = tuple[str, ...]
 Gram = tuple[str, ...]
+_PAIRS_MAX = 500_000  # overlaps and sentence scores kept per metric; then they start afresh
 
 
 def nist_length_penalty(ref_len: int, hyp_len: int) -> float:
@@ -94,6 +95,8 @@ class NIST(Metric):
         self.tokenize = tokenize
         self.lowercase = bool(lowercase)
         self._counts: dict[Toks, list[Counter[Gram]]] = {}
+        self._overlaps: dict[tuple[Toks, Toks], list[Counter[Gram]]] = {}
+        self._sentence: dict[tuple[Toks, tuple[Toks, ...]], float] = {}
 
     def signature(self) -> str:
         return make_signature(
@@ -118,6 +121,13 @@ class NIST(Metric):
             if len(self._counts) > 200_000:
                 self._counts.clear()
             self._counts[toks] = hit
+        return hit
+
+    def _overlap(self, hyp: Toks, ref: Toks) -> list[Counter[Gram]]:
+        hit = self._overlaps.get((hyp, ref))
+        if hit is None:
+            hit = [h & r for h, r in zip(self._orders(hyp), self._orders(ref), strict=True)]
+            self._overlaps[(hyp, ref)] = hit
         return hit
 
     def _ref_table(self, refs: Sequence[Toks], freq: Counter[Gram]) -> int:
@@ -174,15 +184,15 @@ class NIST(Metric):
         sources: Sequence[str] | None,
     ) -> MetricResult:
         hyps = self.tokenizer.many(candidates)
-        refss = [self.tokenizer.many(refs) for refs in references]
+        refss = [tuple(self.tokenizer.many(refs)) for refs in references]
         n_seg = len(hyps)
-        # clipped n-gram overlaps do not depend on the weights: count them once per (segment, ref)
+        if len(self._overlaps) > _PAIRS_MAX or len(self._sentence) > _PAIRS_MAX:
+            self._overlaps.clear()
+            self._sentence.clear()
+        # clipped n-gram overlaps do not depend on the weights: counted once per (hypothesis,
+        # reference), across calls too (a candidate several systems share)
         overlaps = [
-            [
-                [h & r for h, r in zip(self._orders(hyp), self._orders(ref), strict=True)]
-                for ref in refs
-            ]
-            for hyp, refs in zip(hyps, refss, strict=True)
+            [self._overlap(hyp, ref) for ref in refs] for hyp, refs in zip(hyps, refss, strict=True)
         ]
         seg = np.zeros(n_seg, dtype=float)
         global_freq: Counter[Gram] = Counter()
@@ -192,10 +202,15 @@ class NIST(Metric):
             total = self._ref_table(refs, freq)
             global_freq.update(freq)
             global_total += total
-            nums, dens, l_ref, l_sys = self._segment_stats(
-                hyp, refs, overlaps[k], _Weights(freq, total)
-            )
-            seg[k] = self._score_from(nums, dens, l_ref, l_sys)
+            # the sentence score depends on the segment's own texts only (its weights come
+            # from its own references)
+            value = self._sentence.get((hyp, refs))
+            if value is None:
+                nums, dens, l_ref, l_sys = self._segment_stats(
+                    hyp, refs, overlaps[k], _Weights(freq, total)
+                )
+                value = self._sentence[(hyp, refs)] = self._score_from(nums, dens, l_ref, l_sys)
+            seg[k] = value
         corpus = float("nan")
         # per-segment statistics under the corpus-level information weights: a resample of
         # segments recomputes the corpus score from them (the weights stay those of the system's

@@ -31,6 +31,10 @@ Scores = TypeVar("Scores", float, np.ndarray)
 # (kind, settings, hypotheses, references) -> per-segment statistics. Bounded so that a long
 # sweep in one process does not grow without limit.
 _STATS: Memo[str, np.ndarray] = Memo("sacre.stats", max_entries=256)
+# (kind and settings, hypothesis, references) -> that one segment's statistics, across calls
+_PAIR_STATS: Memo[tuple[str, str, tuple[str, ...]], np.ndarray] = Memo(
+    "sacre.pair_stats", max_entries=1_000_000
+)
 
 
 def _digest(*parts: object) -> str:
@@ -61,16 +65,31 @@ def segment_statistics(
     hit = _STATS.get(memo_key)
     if hit is not None:
         return hit
-    # sacrebleu skips None references (its variable-reference case) though its hints say str
-    streams: Any = _ref_streams(references)
-    if extract is None:
-        stats = metric._extract_corpus_statistics(list(hyps), streams)
-    else:
-        stats = extract(metric, list(hyps), streams)
-    arr = np.asarray(stats, dtype=float)
-    if arr.ndim == 1:  # zero segments
-        arr = arr.reshape(0, 0)
-    return _STATS.put(memo_key, arr)
+    # a segment's statistics depend on its own hypothesis and references only: a pair met in
+    # an earlier call (the same candidate from another system, against the same item) is not
+    # extracted again
+    pairs = [(key, h, tuple(r)) for h, r in zip(hyps, references, strict=True)]
+    rows: dict[tuple[str, str, tuple[str, ...]], np.ndarray] = {}
+    todo = []
+    for pair in dict.fromkeys(pairs):
+        hit = _PAIR_STATS.get(pair)
+        if hit is None:
+            todo.append(pair)
+        else:
+            rows[pair] = hit
+    if todo:
+        # sacrebleu skips None references (its variable-reference case) though its hints say str
+        streams: Any = _ref_streams([list(r) for _, _, r in todo])
+        todo_hyps = [h for _, h, _ in todo]
+        if extract is None:
+            stats = metric._extract_corpus_statistics(todo_hyps, streams)
+        else:
+            stats = extract(metric, todo_hyps, streams)
+        for pair, row in zip(todo, np.asarray(stats, dtype=float), strict=True):
+            rows[pair] = _PAIR_STATS.put(pair, row)
+    if not pairs:
+        return _STATS.put(memo_key, np.zeros((0, 0)))
+    return _STATS.put(memo_key, np.stack([rows[p] for p in pairs]))
 
 
 def _as_stats(row: np.ndarray, integer: bool) -> list[Any]:
@@ -102,13 +121,18 @@ class _SacreBase(Metric):
 
     def _segment_scores(self, stats: np.ndarray) -> np.ndarray:
         m = self._segment_metric()
-        return np.array(
+        if len(stats) == 0:
+            return np.zeros(0, dtype=float)
+        # equal rows (a candidate several systems share) have equal scores: each scored once
+        unique, inverse = np.unique(stats, axis=0, return_inverse=True)
+        scores = np.array(
             [
                 m._compute_score_from_stats(_as_stats(row, self.integer_stats)).score
-                for row in stats
+                for row in unique
             ],
             dtype=float,
         )
+        return scores[inverse.reshape(-1)]
 
     def _corpus_score(self, stats: np.ndarray) -> float:
         if len(stats) == 0:

@@ -40,6 +40,7 @@ from paraeval.metrics.encoder import Encoder, get_encoder
 
 _WORD = re.compile(r"\w+(?:['’-]\w+)*", re.UNICODE)
 EMBEDDINGS = ("static", "contextual")
+_PAIRS_MAX = 1_000_000  # (candidate, reference) distances kept per metric; then starts afresh
 
 
 def load_word_vectors(path: str | Path) -> tuple[dict[str, int], np.ndarray]:
@@ -144,6 +145,7 @@ class WMD(Metric):
         self.lowercase = bool(lowercase)
         self.normalize = bool(normalize)
         self.encoder: Encoder | None = None
+        self._pairs: dict[tuple[str, str], float] = {}
         self._vocab: dict[str, int] = {}
         self._matrix: np.ndarray | None = None
         self.layer: int | None = None
@@ -226,10 +228,20 @@ class WMD(Metric):
         references: list[list[str]],
         sources: Sequence[str] | None,
     ) -> MetricResult:
-        uniq = list(dict.fromkeys(candidates + [r for refs in references for r in refs]))
+        # a pair's distance depends on its two texts only: pairs met in an earlier call (the
+        # same candidate from another system, against the same item) are not solved again
+        memo = self._pairs
+        if len(memo) > _PAIRS_MAX:
+            memo.clear()
+        todo = [
+            (cand, ref)
+            for cand, refs in zip(candidates, references, strict=True)
+            for ref in refs
+            if (cand, ref) not in memo
+        ]
+        uniq = list(dict.fromkeys(t for pair in todo for t in pair))
         doc = dict(zip(uniq, self._docs(uniq), strict=True))
         seg = np.full(len(candidates), np.nan)
-        memo: dict[tuple[str, str], float] = {}
         for i, (cand, refs) in enumerate(zip(candidates, references, strict=True)):
             dists = []
             for ref in refs:

@@ -127,6 +127,14 @@ def test_signature_pins_settings() -> None:
         assert part in sig
 
 
+def test_signature_names_bert_scores_own_version_string() -> None:
+    # read from bert-score's __init__.py without importing it; the imported module's string
+    from paraeval.metrics.bertscore import BERT_SCORE_VERSION
+
+    assert bert_score.__version__ == BERT_SCORE_VERSION
+    assert f"impl:paraeval~bert_score-{bert_score.__version__}|" in BERTScore().signature()
+
+
 def test_empty_candidate_scores_zero() -> None:
     # bert-score 0.3.13 cannot encode "" under transformers 5; its rule (P = R = F = 0 for a
     # sentence of only [CLS] [SEP]) is applied by hand here

@@ -49,6 +49,29 @@ def test_equals_cider_wrapper_and_subsets() -> None:
         assert abs(got.corpus["cider"] - float(want_corpus)) <= TOL
 
 
+def test_systems_sharing_candidates_equal_pycocoevalcap() -> None:
+    # one metric scores systems in turn: the second has the first's items in another order with
+    # some candidates swapped (the same document frequencies, some pairs met before), the third
+    # other items (other frequencies, where a pair met before scores differently)
+    tok = WordTokenizer("13a", True)
+    metric = CIDEr()
+    first = list(range(0, 40))
+    second = first[::-1]
+    third = [*range(20, 70)]
+    for rows, swap in ((first, False), (second, True), (third, False), (first, False)):
+        cands = [CANDS[i] for i in rows]
+        if swap:  # half the candidates from other items: new pairs under the same frequencies
+            cands = [CANDS[i + 100] if k % 2 else CANDS[i] for k, i in enumerate(rows)]
+        refs = [REFS[i] for i in rows]
+        want_corpus, want = _coco(cands, refs, tok)
+        got = metric.score(cands, refs)
+        np.testing.assert_allclose(got.segment["cider"], want, rtol=0, atol=TOL)
+        assert abs(got.corpus["cider"] - want_corpus) <= TOL
+        # and bit for bit what a metric that never saw the earlier systems gives
+        fresh = CIDEr().score(cands, refs)
+        assert got.segment["cider"].tolist() == fresh.segment["cider"].tolist()
+
+
 def test_sigma_setting() -> None:
     # pycocoevalcap always cooks 1..4-grams (its n is not passed on), so only sigma is compared;
     # other orders are covered by the hand-worked examples below

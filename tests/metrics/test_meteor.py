@@ -49,6 +49,52 @@ def test_equals_nltk(wordnet: object, tokenize: str, lowercase: bool) -> None:
     assert any(0 < w < 1 for w in want)
 
 
+def test_fast_reader_reads_what_nltk_reads(wordnet: Any) -> None:
+    # the reference side is NLTK's own reader, built from the same files without paraeval's code
+    from nltk.corpus.reader.wordnet import WordNetCorpusReader
+
+    with pytest.warns(UserWarning):  # NLTK: no multilingual WordNet given
+        plain = WordNetCorpusReader(find_wordnet(), None)
+    assert wordnet._lemma_pos_offset_map == plain._lemma_pos_offset_map
+    assert wordnet._exception_map == plain._exception_map
+    assert wordnet._lexnames == plain._lexnames
+    assert wordnet.satellite_offsets == plain.satellite_offsets
+    assert len(wordnet.satellite_offsets) > 10_000  # WordNet 3.0 has 10,693
+    words = [*sorted(plain._lemma_pos_offset_map)[::97], "geese", "went", "better", "running"]
+
+    def synsets(reader: Any, word: str) -> list[tuple[str, list[str]]]:
+        return [(s.name(), [lemma.name() for lemma in s.lemmas()]) for s in reader.synsets(word)]
+
+    assert all(synsets(wordnet, w) == synsets(plain, w) for w in words)
+    tok = WordTokenizer("13a")
+    want = [
+        meteor_score([list(tok(r)) for r in refs], list(tok(c)), wordnet=plain)
+        for c, refs in zip(CANDS, REFS, strict=True)
+    ]
+    got = METEOR().score(CANDS, REFS, SOURCES).segment["meteor"]
+    np.testing.assert_allclose(got, want, rtol=0, atol=TOL)
+
+
+def test_systems_sharing_candidates_equal_nltk(wordnet: object) -> None:
+    # one metric scores three systems in turn; later ones meet pairs of earlier ones (in another
+    # order, twice in one call) next to new ones
+    tok = WordTokenizer("13a")
+    metric = METEOR()
+    for rows in (
+        [*range(0, 50)],
+        [7, 7, *range(49, 20, -1), *range(50, 70)],
+        [3, *range(90, 70, -1)],
+    ):
+        cands = [CANDS[i] for i in rows]
+        refs = [REFS[i] for i in rows]
+        want = [
+            meteor_score([list(tok(r)) for r in rs], list(tok(c)), wordnet=wordnet)
+            for c, rs in zip(cands, refs, strict=True)
+        ]
+        got = metric.score(cands, refs, [SOURCES[i] for i in rows]).segment["meteor"]
+        np.testing.assert_allclose(got, want, rtol=0, atol=TOL)
+
+
 @pytest.mark.parametrize(("alpha", "beta", "gamma"), [(0.5, 1.0, 0.3), (0.85, 2.0, 0.6)])
 def test_parameters_equal_nltk(wordnet: object, alpha: float, beta: float, gamma: float) -> None:
     tok = WordTokenizer("13a")

@@ -49,6 +49,32 @@ def test_equals_nltk(tokenize: str, lowercase: bool, order: int) -> None:
     assert f"tok:{tokenize}" in result.signature and f"n:{order}" in result.signature
 
 
+def test_systems_sharing_candidates_equal_nltk() -> None:
+    # one metric scores three systems in turn; later ones meet pairs of earlier ones (in another
+    # order, twice in one call) next to new ones: sentence and corpus scores stay NLTK's
+    tok = WordTokenizer("13a")
+    metric = NIST()
+    for rows in (
+        [*range(0, 60)],
+        [9, 9, *range(59, 20, -1), *range(60, 90)],
+        [2, *range(120, 95, -1)],
+    ):
+        cands = [CANDS[i] for i in rows]
+        refs = [REFS[i] for i in rows]
+        hyps = [tok(c) for c in cands]
+        refss = [[tok(r) for r in rs] for rs in refs]
+        result = metric.score(cands, refs)
+        compared = 0
+        for k, (hyp, rs) in enumerate(zip(hyps, refss, strict=True)):
+            want = _nltk_sentence(rs, hyp, 5)
+            if want is not None:
+                assert abs(result.segment["nist"][k] - want) <= TOL
+                compared += 1
+        assert compared >= len(rows) // 2
+        want_corpus = corpus_nist([[list(r) for r in rs] for rs in refss], [list(h) for h in hyps])
+        assert abs(result.corpus["nist"] - want_corpus) <= TOL
+
+
 def test_corpus_uses_information_weights_of_all_references() -> None:
     """The corpus score is not the mean of segment scores (weights pooled over the corpus)."""
     result = NIST().score(CANDS[:50], REFS[:50])

@@ -201,3 +201,30 @@ def test_ibleu_parts_and_their_combination_are_the_formula_on_sacrebleus_bleus(
     assert batched[0] == want
     assert batched[1] == alpha * sub_r - (1.0 - alpha) * sub_s
     assert metric.corpus_from_stats(result.stats[:7]) == {"ibleu": batched[1]}
+
+
+@pytest.mark.parametrize("metric_cls", [BLEU, CHRF, TER])
+def test_pairs_shared_between_calls_give_sacrebleus_statistics(metric_cls: type) -> None:
+    # systems that share candidates: the second and third calls meet pairs of the first in
+    # another order, twice within one call, and next to new ones; the statistics (and the
+    # scores) of every call are those sacrebleu extracts from that call alone
+    metric = metric_cls()
+    first = list(range(0, 60))
+    second = [5, 5, *range(59, 30, -1), *range(60, 90)]
+    third = [*range(120, 90, -1), 0, 7, 7]
+    for rows in (first, second, third):
+        cands = [CANDS[i] for i in rows]
+        refs = [REFS[i] for i in rows]
+        got = metric._stats(cands, refs)
+        sacre = metric._corpus_metric()
+        want = sacre._extract_corpus_statistics(cands, _streams(refs))
+        assert got.tolist() == [[float(x) for x in row] for row in want]
+        seg = metric.score(cands, refs, None).segment[metric.name]
+        for c, r, value in zip(cands, refs, seg, strict=True):
+            if metric_cls is BLEU:
+                expect = sacrebleu.sentence_bleu(c, r).score
+            elif metric_cls is CHRF:
+                expect = sacrebleu.sentence_chrf(c, r).score
+            else:
+                expect = sacrebleu.sentence_ter(c, r).score
+            _close(value, expect)

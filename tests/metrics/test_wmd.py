@@ -95,6 +95,25 @@ def test_equals_gensim_wmdistance(vectors: tuple[Path, np.ndarray], normalize: b
     assert res.corpus["wmd"] == pytest.approx(float(np.nanmean(expected)))
 
 
+def test_second_system_sharing_candidates_equals_gensim(vectors: tuple[Path, np.ndarray]) -> None:
+    # one metric scores two systems in turn, the second sharing some (candidate, reference)
+    # pairs with the first, repeating one, and bringing new ones: both equal gensim
+    gensim_models = pytest.importorskip("gensim.models")
+    path, _ = vectors
+    kv = gensim_models.KeyedVectors.load_word2vec_format(str(path))
+    metric = WMD(vectors=str(path))
+    order = [[0, 1, 2, 3], [4, 1, 1, 0, 5, 2]]
+    for rows in order:
+        cands = [CANDS[i] for i in rows]
+        refs = [REFS[i] for i in rows]
+        got = metric.score(cands, refs).segment["wmd"]
+        want = [
+            min(kv.wmdistance(c.split(), r.split()) for r in rs)
+            for c, rs in zip(cands, refs, strict=True)
+        ]
+        np.testing.assert_allclose(got, [np.nan if np.isinf(d) else d for d in want], atol=1e-9)
+
+
 def test_binary_and_keyedvectors_files_load_the_same(
     vectors: tuple[Path, np.ndarray], tmp_path: Path
 ) -> None:
