@@ -134,7 +134,10 @@ def _cropped_pixels(fig: Any, dpi: int) -> np.ndarray | None:
 def _within_margin(fig: Any) -> bool:
     """Whether the figure's own texts, legends and axes lie within the margin drawn around it:
     what lies wholly beyond it would leave no ink at the margin's edge to tell of it."""
-    renderer = fig.canvas.get_renderer()
+    get_renderer = getattr(fig.canvas, "get_renderer", None)
+    if get_renderer is None:  # a figure on no drawing backend: the measured crop
+        return False
+    renderer = get_renderer()
     w, h = fig.get_size_inches()
     reach = MARGIN_INCHES * fig.dpi
     for artist in [*fig.texts, *fig.legends, *fig.axes]:

@@ -587,17 +587,15 @@ def log_output_dir(
         start, end = record.started_ms or None, record.ended_ms or None
         # the directory's run id is tagged first: a logging that is interrupted can be found
         # and closed by the next one (paraeval-log) instead of being duplicated
-        parent = client.create_run(
-            exp_id,
-            run_name=record.run_name,
-            start_time=start,
-            tags={RUN_UID_TAG: record.run_uid, "paraeval.output_dir": str(out_dir.resolve())},
-        )
-        parent_id = parent.info.run_id
         if leftovers:
             tags[REPLACES_TAG] = ",".join(leftovers)
-        child_id: str | None = None
         try:
+            parent_id = client.create_run(
+                exp_id,
+                run_name=record.run_name,
+                start_time=start,
+                tags={RUN_UID_TAG: record.run_uid, "paraeval.output_dir": str(out_dir.resolve())},
+            ).info.run_id
             _log_batch(client, parent_id, metrics=metrics, params=record.params)
             # MLflow infers the schema value by value: once per input and process, not once per
             # sweep job
@@ -630,7 +628,6 @@ def log_output_dir(
                 ).info.run_id
                 _log_batch(client, child_id, metrics=values, params={"system": system})
                 client.set_terminated(child_id, end_time=end)
-                child_id = None
             # the full tables as MLflow tables (artifacts the UI shows as tables)
             if not correlations.empty:
                 client.log_table(parent_id, data=correlations, artifact_file=CORRELATION_TABLE)
@@ -646,12 +643,26 @@ def log_output_dir(
         except BaseException as exc:
             # never left RUNNING: KILLED for an interrupt (Ctrl-C, SIGTERM), FAILED otherwise
             status = "FAILED" if isinstance(exc, Exception) else "KILLED"
-            for run_id in (child_id, parent_id):
-                if run_id is not None:
-                    with suppress(Exception):
-                        client.set_terminated(run_id, status=status)
+            with suppress(Exception):
+                end_unfinished(client, exp_id, record.run_uid, status)
             raise
     return Logged(parent_id, uri, False)
+
+
+def end_unfinished(client: Any, exp_id: str, run_uid: str, status: str) -> None:
+    """Ends every run of this logging that is still RUNNING, the invocation's and its systems',
+    found in the store by the directory's ``run_uid``: an interrupt can come after the store
+    created a run and before its id came back to the caller."""
+    parents = client.search_runs([exp_id], filter_string=f"tags.`{RUN_UID_TAG}` = '{run_uid}'")
+    for parent in parents:
+        children = client.search_runs(
+            [exp_id],
+            filter_string=f"tags.`mlflow.parentRunId` = '{parent.info.run_id}' and "
+            "attributes.status = 'RUNNING'",
+        )
+        for run in [*children, parent]:
+            if run.info.status == "RUNNING":
+                client.set_terminated(run.info.run_id, status=status)
 
 
 RUN_UID_TAG = "paraeval.run_uid"

@@ -721,25 +721,38 @@ def test_failed_write_keeps_the_previous_file_and_no_temporary(tmp_path: Path) -
     assert [p.name for p in tmp_path.iterdir()] == [target.name]
 
 
-def test_plots_are_written_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("pyplot", [False, True], ids=["bare-figure", "pyplot-figure"])
+def test_plots_are_written_atomically(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pyplot: bool
+) -> None:
+    """A writer that dies half-way leaves the earlier file whole: matplotlib's own writer (a
+    figure on no backend takes the measured crop) and the cut-to-contents PNG writer."""
     from matplotlib.figure import Figure
 
-    from paraeval.pipeline.plots import save_figure
+    import paraeval.pipeline.plots as plots
 
-    fig = Figure()
+    fig = plots._plt().figure() if pyplot else Figure()
     fig.add_subplot().plot([0, 1], [1, 0])
     path = tmp_path / "plots" / "p.png"
-    save_figure(fig, path, dpi=50)
+    plots.save_figure(fig, path, dpi=50)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     before = path.read_bytes()
+    real = Figure.savefig
 
     def broken(self: Figure, fname: object, **kw: object) -> None:
-        Path(str(fname)).write_bytes(before[:100])
+        if not isinstance(fname, str | Path):  # the in-memory drawing of the PNG writer
+            return real(self, fname, **kw)
+        Path(fname).write_bytes(before[:100])
         raise RuntimeError("renderer died")
 
+    def broken_png(pixels: object, target: Path, dpi: int) -> None:
+        target.write_bytes(before[:100])
+        raise RuntimeError("encoder died")
+
     monkeypatch.setattr(Figure, "savefig", broken)
-    with pytest.raises(RuntimeError):
-        save_figure(fig, path, dpi=50)
+    monkeypatch.setattr(plots, "_write_png", broken_png)
+    with pytest.raises(RuntimeError, match="encoder died" if pyplot else "renderer died"):
+        plots.save_figure(fig, path, dpi=50)
     assert path.read_bytes() == before
     assert sorted(p.name for p in path.parent.iterdir()) == ["p.png"]
 
