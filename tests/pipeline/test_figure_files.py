@@ -44,10 +44,9 @@ def _ink_box(image: Image.Image) -> tuple[int, int]:
     return int(cols[-1] - cols[0] + 1), int(rows[-1] - rows[0] + 1)
 
 
-@pytest.mark.parametrize("note_y", [None, 0.0, -0.1])
-def test_png_is_cut_like_matplotlibs_tight_crop(tmp_path: Path, note_y: float | None) -> None:
+def _save_counting(fig: Any, path: Path) -> list[object]:
+    """``save_figure(fig, path)``; returns the ``bbox_inches`` of each ``savefig`` it made."""
     calls: list[object] = []
-    fig = _figure(note_y)
     real = fig.savefig
 
     def counting(*args: Any, **kwargs: Any) -> Any:
@@ -55,10 +54,19 @@ def test_png_is_cut_like_matplotlibs_tight_crop(tmp_path: Path, note_y: float | 
         return real(*args, **kwargs)
 
     fig.savefig = counting
+    try:
+        plots.save_figure(fig, path)
+    finally:
+        fig.savefig = real
+    return calls
+
+
+@pytest.mark.parametrize("note_y", [None, 0.0, -0.1])
+def test_png_is_cut_like_matplotlibs_tight_crop(tmp_path: Path, note_y: float | None) -> None:
+    fig = _figure(note_y)
     ours = tmp_path / "ours.png"
-    plots.save_figure(fig, ours)
+    calls = _save_counting(fig, ours)
     assert len(calls) == 1 and calls[0] != "tight"  # one drawing, no measuring pass
-    fig.savefig = real
     reference = _tight(fig, tmp_path / "tight.png")
     mine = Image.open(ours)
     assert mine.info.get("dpi") is not None and round(mine.info["dpi"][0]) == plots.PNG_DPI
@@ -78,19 +86,10 @@ def test_png_is_cut_like_matplotlibs_tight_crop(tmp_path: Path, note_y: float | 
 def test_png_falls_back_to_the_measured_crop(
     tmp_path: Path, note_y: float | None, transparent: bool
 ) -> None:
-    calls: list[object] = []
     fig = _figure(note_y, transparent)
-    real = fig.savefig
-
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        calls.append(kwargs.get("bbox_inches"))
-        return real(*args, **kwargs)
-
-    fig.savefig = counting
     ours = tmp_path / "ours.png"
-    plots.save_figure(fig, ours)
+    calls = _save_counting(fig, ours)
     assert calls[-1] == "tight"  # the contents reach past the margin, or nothing tells them
-    fig.savefig = real
     reference = _tight(fig, tmp_path / "tight.png")
     assert Image.open(ours).size == reference.size
 
