@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import struct
 import warnings
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,17 +157,43 @@ def _within_margin(fig: Any) -> bool:
 
 
 def _write_png(pixels: np.ndarray, path: Path, dpi: int) -> None:
+    """A PNG of the pixels: RGB where every pixel is opaque, else RGBA; each row filtered as its
+    difference from the row above ("Up") and deflated at level 3. A figure is mostly flat areas
+    and horizontal strokes, which that filter turns into long zero runs: a few percent larger
+    than a per-row adaptive filter at level 6, at a fifth of the time."""
     import matplotlib
-    from PIL import Image
-    from PIL.PngImagePlugin import PngInfo
 
-    info = PngInfo()
-    info.add_text(
-        "Software", f"Matplotlib version{matplotlib.__version__}, https://matplotlib.org/"
-    )
-    Image.fromarray(np.ascontiguousarray(pixels), "RGBA").save(
-        path, format="png", dpi=(dpi, dpi), pnginfo=info
-    )
+    opaque = bool((pixels[..., 3] == 255).all())
+    channels = 3 if opaque else 4
+    rows = np.ascontiguousarray(pixels[..., :channels]).reshape(pixels.shape[0], -1)
+    # uint8 arithmetic wraps modulo 256, as the filter is defined
+    filtered = np.empty((rows.shape[0], rows.shape[1] + 1), dtype=np.uint8)
+    filtered[:, 0] = 2  # "Up"
+    filtered[:, 1:] = rows
+    if rows.shape[0] > 1:
+        np.subtract(rows[1:], rows[:-1], out=filtered[1:, 1:])
+    filtered[0, 0] = 0  # the first row has no row above it: unfiltered
+    ppm = round(dpi / 0.0254)
+    software = f"Matplotlib version{matplotlib.__version__}, https://matplotlib.org/"
+    chunks = [
+        _png_chunk(
+            b"IHDR",
+            struct.pack(
+                ">IIBBBBB", pixels.shape[1], pixels.shape[0], 8, 2 if opaque else 6, 0, 0, 0
+            ),
+        ),
+        _png_chunk(b"pHYs", struct.pack(">IIB", ppm, ppm, 1)),
+        _png_chunk(b"tEXt", b"Software\0" + software.encode("latin-1")),
+        _png_chunk(b"IDAT", zlib.compress(filtered.tobytes(), 3)),
+        _png_chunk(b"IEND", b""),
+    ]
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n")
+        f.writelines(chunks)
+
+
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
 
 # Figure files this process has drawn, by a digest of the drawing function, the plotting code,

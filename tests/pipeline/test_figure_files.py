@@ -127,3 +127,26 @@ def test_two_lanes_are_two_helper_processes(
     import os
 
     assert os.getpid() not in pids
+
+
+@pytest.mark.parametrize("opaque", [True, False])
+@pytest.mark.parametrize("shape", [(1, 1), (2, 3), (57, 131)])
+def test_png_writer_round_trips_through_pillow(
+    tmp_path: Path, opaque: bool, shape: tuple[int, int]
+) -> None:
+    """The PNG written by hand reads back in Pillow (which checks every chunk's CRC and the
+    deflate stream) as exactly the pixels given, with the dpi and the Software text."""
+    rng = np.random.default_rng(sum(shape) + opaque)
+    pixels = rng.integers(0, 256, size=(*shape, 4), dtype=np.uint8)
+    pixels[: shape[0] // 2, : shape[1] // 2] = 255  # flat areas, as in a figure
+    if opaque:
+        pixels[..., 3] = 255
+    path = tmp_path / "x.png"
+    plots._write_png(pixels, path, dpi=plots.PNG_DPI)
+    with Image.open(path) as image:
+        image.load()
+        assert image.mode == ("RGB" if opaque else "RGBA")
+        assert round(image.info["dpi"][0]) == round(image.info["dpi"][1]) == plots.PNG_DPI
+        assert image.info["Software"].startswith("Matplotlib version")
+        got = np.asarray(image.convert("RGBA"))
+    np.testing.assert_array_equal(got, pixels)
