@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from paraeval.pipeline.panels import Panel, PanelGrid, save_panels
 from paraeval.pipeline.plots import FigureStyle, _plt, render, save_figure
 
 if TYPE_CHECKING:
@@ -128,10 +130,22 @@ def ranking_plot(
     """One figure, a panel per column: systems sorted best first, the bootstrap interval as a
     bar, the significance cluster as the colour (legend at the top), the baseline in bold and
     marked with a square, each panel's direction in its title."""
+    parts = ranking_panels(result, style, columns)
+    if parts is None:
+        return False
+    save_panels(path, *parts)
+    return True
+
+
+def ranking_panels(
+    result: Comparison, style: FigureStyle | None = None, columns: int = 3
+) -> tuple[PanelGrid, list[Panel], Panel] | None:
+    """The ranking figure's frame, its panels (one per column) and its header (the title and
+    the clusters' legend); None where there is nothing to rank."""
     style = style or FigureStyle()
     t = result.table
     if t.empty:
-        return False
+        return None
     metrics = list(dict.fromkeys(t["metric"]))
     first = [m for m in ("syntactic", "semantic") if m in metrics]
     chosen = first + [m for m in metrics if m not in first]
@@ -139,66 +153,94 @@ def ranking_plot(
     rows = math.ceil(len(chosen) / cols)
     n_sys = t["system"].nunique()
     panel_h = 0.9 + 0.22 * n_sys
-    plt = _plt()
+    height = panel_h * rows + 1.1  # the panels, then the title and the legend above them
+    top = 1 - 0.95 / height
+    grid = PanelGrid(
+        size=(4.6 * cols, height),
+        rows=rows,
+        cols=cols,
+        spacing=(("wspace", 0.55), ("hspace", 0.55 if n_sys < 12 else 0.3), ("top", top)),
+    )
+    kept = ["system", "score", "ci_low", "ci_high", "rank", "cluster", "higher_is_better"]
+    panels = []
+    for metric in chosen:
+        sub = t.loc[t["metric"] == metric, kept].sort_values("rank", na_position="last")
+        sub = sub.reset_index(drop=True)
+        hib = bool(sub["higher_is_better"].iloc[0])
+        title = f"{style.label(metric)}\n({style.direction(metric, hib)})"
+        panels.append(
+            Panel(
+                functools.partial(_ranking_panel, sub=sub, baseline=result.baseline, title=title),
+                (sub, result.baseline, title),
+            )
+        )
+    clusters = sorted({int(c) for c in t["cluster"] if math.isfinite(c)})
+    caption = (
+        f"System ranking: {result.config.confidence:.0%} bootstrap intervals; systems in the same "
+        f"cluster do not differ significantly (paired bootstrap, alpha {result.config.alpha:g})"
+    )
+    header = Panel(
+        functools.partial(
+            _ranking_header,
+            clusters=clusters,
+            baseline=result.baseline,
+            caption=caption,
+            height=height,
+            top=top,
+        ),
+        (clusters, result.baseline, caption, height, top),
+    )
+    return grid, panels, header
+
+
+def _ranking_panel(ax: Any, sub: pd.DataFrame, baseline: str, title: str) -> None:
     from matplotlib.ticker import MaxNLocator
 
-    height = panel_h * rows + 1.1  # the panels, then the title and the legend above them
-    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, height), squeeze=False)
-    fig.subplots_adjust(wspace=0.55, hspace=0.55 if n_sys < 12 else 0.3)
-    cmap = plt.get_cmap("tab10")
-    clusters = sorted({int(c) for c in t["cluster"] if math.isfinite(c)})
-    for ax, metric in zip(axes.flat, chosen, strict=False):
-        sub = t[t["metric"] == metric].sort_values("rank", na_position="last")
-        y = np.arange(len(sub))[::-1]
-        cluster = sub["cluster"].to_numpy(dtype=float)
-        k = np.where(np.isfinite(cluster), np.nan_to_num(cluster) - 1, 9).astype(int)
-        colors = [cmap(c % 10) for c in k]
-        ax.hlines(y, sub["ci_low"], sub["ci_high"], colors=colors, lw=2)
-        base = (sub["system"] == result.baseline).to_numpy()
-        ax.scatter(sub["score"][~base], y[~base], c=np.array(colors)[~base], zorder=3, s=22)
-        if base.any():
-            ax.scatter(
-                sub["score"][base],
-                y[base],
-                c=np.array(colors)[base],
-                marker="s",
-                edgecolors="black",
-                zorder=3,
-                s=34,
-            )
-        ax.set_yticks(y, [str(s) for s in sub["system"]], fontsize=7)
-        ax.set_ylim(-0.7, len(sub) - 0.3)
-        for label in ax.get_yticklabels():
-            if label.get_text() == result.baseline:
-                label.set_fontweight("bold")
-        hib = bool(sub["higher_is_better"].iloc[0])
-        ax.set_title(f"{style.label(metric)}\n({style.direction(metric, hib)})", fontsize=8)
-        ax.tick_params(axis="x", labelsize=7)
-        # four or five values say where the intervals lie; every further tick is drawn per panel
-        ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
-        ax.grid(axis="x", alpha=0.3)
-    for ax in list(axes.flat)[len(chosen) :]:
-        ax.set_visible(False)
+    cmap = _plt().get_cmap("tab10")
+    y = np.arange(len(sub))[::-1]
+    cluster = sub["cluster"].to_numpy(dtype=float)
+    k = np.where(np.isfinite(cluster), np.nan_to_num(cluster) - 1, 9).astype(int)
+    colors = [cmap(c % 10) for c in k]
+    ax.hlines(y, sub["ci_low"], sub["ci_high"], colors=colors, lw=2)
+    base = (sub["system"] == baseline).to_numpy()
+    ax.scatter(sub["score"][~base], y[~base], c=np.array(colors)[~base], zorder=3, s=22)
+    if base.any():
+        ax.scatter(
+            sub["score"][base],
+            y[base],
+            c=np.array(colors)[base],
+            marker="s",
+            edgecolors="black",
+            zorder=3,
+            s=34,
+        )
+    ax.set_yticks(y, [str(s) for s in sub["system"]], fontsize=7)
+    ax.set_ylim(-0.7, len(sub) - 0.3)
+    for label in ax.get_yticklabels():
+        if label.get_text() == baseline:
+            label.set_fontweight("bold")
+    ax.set_title(title, fontsize=8)
+    ax.tick_params(axis="x", labelsize=7)
+    # four or five values say where the intervals lie; every further tick is drawn per panel
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
+    ax.grid(axis="x", alpha=0.3)
+
+
+def _ranking_header(
+    fig: Any, clusters: list[int], baseline: str, caption: str, height: float, top: float
+) -> None:
     from matplotlib.lines import Line2D
 
+    cmap = _plt().get_cmap("tab10")
     handles = [
         Line2D([], [], color=cmap((c - 1) % 10), lw=2, marker="o", ms=4, label=f"cluster {c}")
         for c in clusters
     ]
     handles.append(
         Line2D(
-            [],
-            [],
-            color="0.4",
-            lw=0,
-            marker="s",
-            mec="black",
-            ms=5,
-            label=f"baseline ({result.baseline})",
+            [], [], color="0.4", lw=0, marker="s", mec="black", ms=5, label=f"baseline ({baseline})"
         )
     )
-    top = 1 - 0.95 / height
-    fig.subplots_adjust(top=top)
     # the legend's row sits between the panels' titles and the figure's title, apart from both
     fig.legend(
         handles=handles,
@@ -208,16 +250,7 @@ def ranking_plot(
         fontsize=7,
         frameon=False,
     )
-    fig.suptitle(
-        f"System ranking: {result.config.confidence:.0%} bootstrap intervals; systems in the same "
-        f"cluster do not differ significantly (paired bootstrap, alpha {result.config.alpha:g})",
-        fontsize=9,
-        y=top + 0.62 / height,
-        va="bottom",
-    )
-    save_figure(fig, path)
-    plt.close(fig)
-    return True
+    fig.suptitle(caption, fontsize=9, y=top + 0.62 / height, va="bottom")
 
 
 def write_compare_plots(

@@ -102,6 +102,15 @@ def _cropped_pixels(fig: Any, dpi: int) -> np.ndarray | None:
     render); the background colour tells where the contents end just as well. None where that
     cannot be told (a transparent background, ink reaching the margin's edge): then the caller
     measures."""
+    drawn = margin_pixels(fig, dpi)
+    return None if drawn is None else crop_pixels(drawn, dpi)
+
+
+def margin_pixels(fig: Any, dpi: int) -> np.ndarray | None:
+    """RGBA pixels of the figure drawn at ``dpi`` with ``MARGIN_INCHES`` around it on every side
+    (display point ``(x, y)`` lands at column ``x + MARGIN_INCHES * dpi`` from the left and row
+    ``y + MARGIN_INCHES * dpi`` from the bottom); None for a background that is not opaque or
+    artists beyond the margin."""
     import io
 
     from matplotlib.colors import to_rgba
@@ -118,13 +127,24 @@ def _cropped_pixels(fig: Any, dpi: int) -> np.ndarray | None:
     width = int(box.width * dpi)
     if width == 0 or len(raw) % (4 * width):
         return None
-    rgba = np.frombuffer(raw, dtype=np.uint8).reshape(-1, width, 4)
-    background = np.array([round(c * 255) for c in face], dtype=np.uint8).view(np.uint32)[0]
-    ink = rgba.view(np.uint32)[..., 0] != background
-    rows, cols = np.flatnonzero(ink.any(axis=1)), np.flatnonzero(ink.any(axis=0))
+    return np.frombuffer(raw, dtype=np.uint8).reshape(-1, width, 4)
+
+
+def ink(rgba: np.ndarray) -> np.ndarray:
+    """Where the pixels differ from the background (the colour of the top-left corner, which
+    the margin leaves blank)."""
+    flat = rgba.view(np.uint32)[..., 0]
+    return flat != flat[0, 0]
+
+
+def crop_pixels(rgba: np.ndarray, dpi: int) -> np.ndarray | None:
+    """``rgba`` cut to its inked pixels plus ``PAD_INCHES``; None where the ink reaches the edge
+    (something may lie beyond it) or there is none."""
+    inked = ink(rgba)
+    rows, cols = np.flatnonzero(inked.any(axis=1)), np.flatnonzero(inked.any(axis=0))
     if rows.size == 0:
         return None
-    height = rgba.shape[0]
+    height, width = inked.shape
     if rows[0] == 0 or cols[0] == 0 or rows[-1] == height - 1 or cols[-1] == width - 1:
         return None
     pad = round(PAD_INCHES * dpi)
@@ -209,7 +229,7 @@ def _code_digest() -> str:
         import matplotlib
 
         h = hashlib.blake2b(matplotlib.__version__.encode(), digest_size=16)
-        for name in ("plots.py", "compare_plots.py", "sweep.py"):
+        for name in ("plots.py", "panels.py", "compare_plots.py", "sweep.py"):
             h.update((Path(__file__).parent / name).read_bytes())
         _CODE = h.hexdigest()
     return _CODE

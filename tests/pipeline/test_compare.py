@@ -549,26 +549,23 @@ def test_approximate_randomization_of_all_systems_at_once_equals_one_at_a_time()
     assert np.isnan(mean.ar(base, others[0], masks))
 
 
-def test_ranking_title_legend_and_panels_do_not_overlap(
-    demo: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_ranking_title_legend_and_panels_do_not_overlap(demo: Any) -> None:
     import paraeval.pipeline.compare_plots as compare_plots
+    from paraeval.pipeline.panels import whole_figure
 
     scores, agg = demo
     result = compare(scores, agg, CompareConfig(baseline="medium", seed=2, **FAST))
-    boxes: dict[str, Any] = {}
-
-    def measure(fig: Any, path: Path, dpi: int = 200) -> None:
-        renderer = fig.canvas.get_renderer()
-        fig.canvas.draw()
-        boxes["title"] = fig._suptitle.get_window_extent(renderer)
-        boxes["legend"] = fig.legends[0].get_window_extent(renderer)
-        boxes["panels"] = [
-            ax.title.get_window_extent(renderer) for ax in fig.axes if ax.get_visible()
-        ]
-
-    monkeypatch.setattr(compare_plots, "save_figure", measure)
-    assert compare_plots.ranking_plot(result, tmp_path / "ranking.png")
+    parts = compare_plots.ranking_panels(result)
+    assert parts is not None
+    fig = whole_figure(*parts)
+    renderer = fig.canvas.get_renderer()
+    fig.canvas.draw()
+    boxes: dict[str, Any] = {
+        "title": fig._suptitle.get_window_extent(renderer),
+        "legend": fig.legends[0].get_window_extent(renderer),
+        "panels": [ax.title.get_window_extent(renderer) for ax in fig.axes if ax.get_visible()],
+    }
+    assert len(boxes["panels"]) == result.table["metric"].nunique()
     title, legend = boxes["title"], boxes["legend"]
     assert legend.y1 <= title.y0  # the legend's row below the figure's title
     assert all(legend.y0 >= panel.y1 for panel in boxes["panels"])  # and above every panel
