@@ -116,9 +116,10 @@ def _draw(
 
 
 def _boxes(fig: Any, drawn: dict[int, Any], shape: tuple[int, ...], dpi: int) -> dict[int, Box]:
-    """Each drawn part's ink box in the pixels of ``plots.margin_pixels``: an axes with all its
-    artists and labels; the header as the figure's own texts and legends."""
-    renderer = fig.canvas.get_renderer()
+    """Each drawn part's ink box in the pixels of ``plots.margin_pixels`` (measured with its
+    renderer): an axes with all its artists and labels; the header as the figure's own texts
+    and legends."""
+    renderer = fig.canvas.renderer
     margin = plots.MARGIN_INCHES * dpi
     height, width = shape[0], shape[1]
     boxes: dict[int, Box] = {}

@@ -308,6 +308,8 @@ def plot_alpha_curve(result: AlphaCurve, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from paraeval.pipeline.plots import plain_y, save_figure
+
     levels = list(dict.fromkeys(result.curve["level"]))
     if not levels:
         return
@@ -343,11 +345,11 @@ def plot_alpha_curve(result: AlphaCurve, path: Path) -> None:
         if configured is not None:
             ax.axvline(float(configured), color="0.6", linestyle=":", linewidth=1)
         coefficient = sub["coefficient"].iloc[0] if len(sub) else ""
-        ax.set_title(f"iBLEU vs humans, {level} level")
+        plain_y(ax)
+        ax.set_title(f"iBLEU vs humans, {level} level", y=1.0)
         ax.set_xlabel("α (dot: chosen on dev, shown on test)")
         ax.set_ylabel(coefficient)
         ax.legend(fontsize=7)
-    from paraeval.pipeline.plots import save_figure
 
     save_figure(fig, path)
     plt.close(fig)

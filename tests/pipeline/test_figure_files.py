@@ -14,7 +14,12 @@ from PIL import Image
 
 import paraeval.pipeline.figures as figures
 import paraeval.pipeline.plots as plots
-from paraeval.pipeline.evaluation import _draw_alpha_curve, _draw_compare, _draw_scatters
+from paraeval.pipeline.evaluation import (
+    _draw_alpha_curve,
+    _draw_compare,
+    _draw_heatmap,
+    _draw_scatters,
+)
 
 
 def _figure(note_y: float | None = None, transparent: bool = False) -> Any:
@@ -96,6 +101,7 @@ def test_png_falls_back_to_the_measured_crop(
 
 def test_figure_jobs_go_to_their_lanes(tmp_path: Path) -> None:
     assert figures.lane_of(functools.partial(_draw_compare, None)) == 1 % figures.lanes()
+    assert figures.lane_of(functools.partial(_draw_heatmap, None)) == 1 % figures.lanes()
     assert figures.lane_of(functools.partial(_draw_scatters, None)) == 0
     assert figures.lane_of(_draw_alpha_curve) == 0
 
@@ -150,3 +156,25 @@ def test_png_writer_round_trips_through_pillow(
         assert image.info["Software"].startswith("Matplotlib version")
         got = np.asarray(image.convert("RGBA"))
     np.testing.assert_array_equal(got, pixels)
+
+
+def test_a_given_title_height_is_where_matplotlib_would_put_it() -> None:
+    """Titles are placed at ``y=1.0`` (sparing matplotlib's measuring of the axis): that is its
+    own placement where no offset or power of ten sits above the y axis, which ``plain_y``
+    rules out even for values that would get one."""
+    plt = plots._plt()
+    values = [1000.0011, 1000.0013, 1000.0017]  # an offset ("+1e3") by default
+    fig, (auto, given) = plt.subplots(1, 2)
+    for ax in (auto, given):
+        ax.plot([0, 1, 2], values)
+        plots.plain_y(ax)
+    auto.set_title("segments: r = +0.5")
+    given.set_title("segments: r = +0.5", y=1.0)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in (auto, given):
+        assert ax.yaxis.offsetText.get_text() == ""
+    assert auto.title.get_position()[1] == given.title.get_position()[1] == 1.0
+    a, b = (ax.title.get_window_extent(renderer) for ax in (auto, given))
+    assert a.y0 == b.y0 and a.height == b.height
+    plt.close(fig)
