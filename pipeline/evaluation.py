@@ -322,15 +322,18 @@ def _draw_compare(result: Comparison, style: FigureStyle, out: Path) -> None:
     write_compare_plots(out / "plots", result, style)
 
 
-# two helpers draw (pipeline.figures): the scatter plots, submitted first, and the α curve in
-# one; the heatmap and the system ranking, which follow the correlations and the comparison, in
-# the other, so that the two take about the same time per job
+# two helpers draw (pipeline.figures): the scatter plots, submitted first, in one; the heatmap,
+# the system ranking and the α curve, which follow the correlations and the comparison, in the
+# other, so that the two take about the same time per job of an α sweep
 _draw_heatmap.lane = 1  # type: ignore[attr-defined]
 _draw_compare.lane = 1  # type: ignore[attr-defined]
 
 
 def _draw_alpha_curve(result: AlphaCurve, style: FigureStyle, out: Path) -> None:
     plot_alpha_curve(result, style.path(out / "plots", "alpha_curve"))
+
+
+_draw_alpha_curve.lane = 1  # type: ignore[attr-defined]
 
 
 # --------------------------------------------------------------------------- files

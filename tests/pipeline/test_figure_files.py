@@ -103,7 +103,7 @@ def test_figure_jobs_go_to_their_lanes(tmp_path: Path) -> None:
     assert figures.lane_of(functools.partial(_draw_compare, None)) == 1 % figures.lanes()
     assert figures.lane_of(functools.partial(_draw_heatmap, None)) == 1 % figures.lanes()
     assert figures.lane_of(functools.partial(_draw_scatters, None)) == 0
-    assert figures.lane_of(_draw_alpha_curve) == 0
+    assert figures.lane_of(_draw_alpha_curve) == 1 % figures.lanes()
 
 
 def _pid(path: Path) -> None:
