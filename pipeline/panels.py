@@ -72,7 +72,7 @@ class _Canvas:
 class _Frames:
     canvases: Memo[str, _Canvas] = field(
         default_factory=lambda: Memo(
-            "panels.canvases", max_entries=4, max_bytes=400 << 20, size=lambda c: c.pixels.nbytes
+            "panels.canvases", max_entries=4, max_bytes=256 << 20, size=lambda c: c.pixels.nbytes
         )
     )
     seen: set[str] = field(default_factory=set)
@@ -239,6 +239,8 @@ def save_panels(
             kept = [b for b in listed if b is not None]
             if _separate(listed) and not _ink_outside(pixels, kept):
                 _FRAMES.canvases.put(frame, _Canvas(pixels.copy(), keys, listed))
+        if len(_FRAMES.seen) >= 256:  # a long-lived process that drew many frames
+            _FRAMES.seen.clear()
         _FRAMES.seen.add(frame)
         if pixels is None or (cropped := plots.crop_pixels(pixels, dpi)) is None:
             plots.save_figure(fig, path, dpi)
