@@ -28,7 +28,7 @@ from paraeval.pipeline.cache import ScoreCache, correlate_cached
 from paraeval.pipeline.compare import COMPARISON_COLUMNS, SYSTEM_COLUMNS, Comparison, compare
 from paraeval.pipeline.compare_plots import write_compare_plots
 from paraeval.pipeline.correlate import correlate, significance
-from paraeval.pipeline.figures import Figures
+from paraeval.pipeline.figures import ANY_LANE, Figures
 from paraeval.pipeline.files import write_csv, write_parquet
 from paraeval.pipeline.humans import human_report
 from paraeval.pipeline.load import HUMAN_PREFIX
@@ -322,9 +322,8 @@ def _draw_compare(result: Comparison, style: FigureStyle, out: Path) -> None:
     write_compare_plots(out / "plots", result, style)
 
 
-# two helpers draw (pipeline.figures): the scatter plots, submitted first, in one; the heatmap,
-# the system ranking and the α curve, which follow the correlations and the comparison, in the
-# other, so that the two take about the same time per job of an α sweep
+# two helpers draw (pipeline.figures): the scatter plots, submitted first, in one; the heatmap
+# and the system ranking, which follow the correlations and the comparison, in the other
 _draw_heatmap.lane = 1  # type: ignore[attr-defined]
 _draw_compare.lane = 1  # type: ignore[attr-defined]
 
@@ -333,7 +332,8 @@ def _draw_alpha_curve(result: AlphaCurve, style: FigureStyle, out: Path) -> None
     plot_alpha_curve(result, style.path(out / "plots", "alpha_curve"))
 
 
-_draw_alpha_curve.lane = 1  # type: ignore[attr-defined]
+# its configured-α line moves every job of a sweep: whichever helper is freer draws it
+_draw_alpha_curve.lane = ANY_LANE  # type: ignore[attr-defined]
 
 
 # --------------------------------------------------------------------------- files

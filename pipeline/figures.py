@@ -5,9 +5,10 @@ comparison's tables, MLflow logging): a second process lets both proceed at once
 with two cores or more. The helper is started once per process and kept for the next job of a
 Hydra multirun, so its memo of drawn figures (:func:`pipeline.plots.render`) serves later jobs.
 
-With two cores or more there are two helpers ("lanes"): the system ranking, the largest figure,
-is drawn in one while the scatter plots, the heatmap and the α curve are drawn in the other, and
-a figure job always goes to the same lane, so each lane's memo keeps serving its own figures.
+With two cores or more there are two helpers ("lanes"): the scatter plots are drawn in one, the
+heatmap and the system ranking in the other, and such a figure job always goes to the same lane,
+so each lane's memo keeps serving its own figures. A job that no memo serves (the α curve, whose
+configured-α line moves every job) goes to the lane with the fewest drawings pending.
 
 The run waits for its figures before the output directory is hashed and uploaded, so what is on
 disk and in MLflow is complete. A figure that fails is a warning, never a failed run; if the
@@ -37,11 +38,19 @@ def lanes() -> int:
     return 2 if (os.cpu_count() or 1) >= 2 else 1
 
 
-def lane_of(fn: Callable[..., Any]) -> int:
+# the ``lane`` of a figure job whose drawing no memo serves (its data change every job): it goes
+# to the helper with the fewest drawings pending
+ANY_LANE = "any"
+
+
+def lane_of(fn: Callable[..., Any]) -> int | None:
     """The helper a figure job goes to: the job's own ``lane`` attribute (a function or a
-    ``functools.partial`` of one), folded onto the lanes there are."""
+    ``functools.partial`` of one), folded onto the lanes there are; None for ``ANY_LANE``."""
     target = getattr(fn, "func", fn)
-    return int(getattr(target, "lane", 0)) % lanes()
+    lane = getattr(target, "lane", 0)
+    if lane == ANY_LANE:
+        return None
+    return int(lane) % lanes()
 
 
 def _pool(lane: int = 0) -> ProcessPoolExecutor:
@@ -131,6 +140,8 @@ class Figures:
     def submit(self, fn: Callable[..., Any], *args: Any) -> None:
         if self.background:
             lane = lane_of(fn)
+            if lane is None:
+                lane = self._least_busy()
             try:
                 with _plain_main():
                     self._pending.append((lane, _pool(lane).submit(_draw, fn, args)))
@@ -143,6 +154,13 @@ class Figures:
             fn(*args)
         except Exception as exc:  # a figure must never cost the numbers
             log.warning("plotting failed (%s); the tables are written", exc)
+
+    def _least_busy(self) -> int:
+        busy = [0] * lanes()
+        for lane, future in self._pending:
+            if not future.done() and lane < len(busy):
+                busy[lane] += 1
+        return busy.index(min(busy))
 
     def cancel(self) -> None:
         """Forget the pending figures without waiting for them."""

@@ -103,7 +103,24 @@ def test_figure_jobs_go_to_their_lanes(tmp_path: Path) -> None:
     assert figures.lane_of(functools.partial(_draw_compare, None)) == 1 % figures.lanes()
     assert figures.lane_of(functools.partial(_draw_heatmap, None)) == 1 % figures.lanes()
     assert figures.lane_of(functools.partial(_draw_scatters, None)) == 0
-    assert figures.lane_of(_draw_alpha_curve) == 1 % figures.lanes()
+    assert figures.lane_of(_draw_alpha_curve) is None  # the least busy lane
+
+
+def test_a_job_for_any_lane_goes_to_the_least_busy(monkeypatch: pytest.MonkeyPatch) -> None:
+    from concurrent.futures import Future
+
+    monkeypatch.setattr(figures, "lanes", lambda: 2)
+    drawn = figures.Figures(background=True)
+    done: Future[list[str]] = Future()
+    done.set_result([])
+    pending: Future[list[str]] = Future()
+    drawn._pending = [(0, pending), (1, pending), (1, pending)]
+    assert drawn._least_busy() == 0  # one pending drawing against two
+    drawn._pending = [(0, pending), (1, done), (1, done)]
+    assert drawn._least_busy() == 1  # drawings done do not count
+    drawn._pending = [(0, done), (1, done)]
+    assert drawn._least_busy() == 0
+    drawn._pending = []
 
 
 def _pid(path: Path) -> None:
