@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from paraeval.pipeline.panels import Panel, PanelGrid, save_panels
-from paraeval.pipeline.plots import FigureStyle, _plt, render, save_figure
+from paraeval.pipeline.plots import FigureStyle, _plt, render, save_figure, set_title
 
 if TYPE_CHECKING:
     from paraeval.pipeline.compare import Comparison
@@ -219,9 +219,7 @@ def _ranking_panel(ax: Any, sub: pd.DataFrame, baseline: str, title: str) -> Non
     for label in ax.get_yticklabels():
         if label.get_text() == baseline:
             label.set_fontweight("bold")
-    # y given: matplotlib then skips measuring the axis for a title position it would not
-    # change (nothing of this axes lies above it), a tenth of the panel's cost
-    ax.set_title(title, fontsize=8, y=1.0)
+    set_title(ax, title, fontsize=8)  # fixed tick labels
     ax.tick_params(axis="x", labelsize=7)
     # four or five values say where the intervals lie; every further tick is drawn per panel
     ax.xaxis.set_major_locator(MaxNLocator(nbins=4))

@@ -216,21 +216,19 @@ def save_panels(
 ) -> None:
     """The figure of ``panels`` on ``grid`` under ``header`` to ``path`` (as ``save_figure``
     writes it). A PNG of a frame this process drew before redraws only the changed panels."""
-    plt = plots._plt()
-    if path.suffix != ".png":
-        fig = whole_figure(grid, panels, header, dpi)
-        plots.save_figure(fig, path, dpi)
-        plt.close(fig)
-        return
+    png = path.suffix == ".png"
     frame = _digest(plots._code_digest(), grid, dpi, len(panels))
     keys = [_digest(p.inputs) for p in [*panels, header]]
-    canvas = _FRAMES.canvases.get(frame)
-    pixels = None if canvas is None else _update(canvas, grid, panels, header, keys, dpi)
-    if pixels is None:
+    if png:
+        canvas = _FRAMES.canvases.get(frame)
+        pixels = None if canvas is None else _update(canvas, grid, panels, header, keys, dpi)
+        if pixels is not None and plots.write_pixels(pixels, path, dpi):
+            return
         _FRAMES.canvases.discard(frame)
-        fig = grid.figure(dpi)
+    fig = grid.figure(dpi)
+    try:
         drawn = _draw(fig, grid, panels, header, range(len(panels) + 1))
-        pixels = plots.margin_pixels(fig, dpi)
+        pixels = plots.margin_pixels(fig, dpi) if png else None
         # measuring every panel costs a tenth of the drawing: done from a frame's second
         # drawing on, when a sweep has shown that the frame comes back
         if pixels is not None and frame in _FRAMES.seen:
@@ -239,22 +237,10 @@ def save_panels(
             kept = [b for b in listed if b is not None]
             if _separate(listed) and not _ink_outside(pixels, kept):
                 _FRAMES.canvases.put(frame, _Canvas(pixels.copy(), keys, listed))
-        if len(_FRAMES.seen) >= 256:  # a long-lived process that drew many frames
-            _FRAMES.seen.clear()
-        _FRAMES.seen.add(frame)
-        if pixels is None or (cropped := plots.crop_pixels(pixels, dpi)) is None:
-            plots.save_figure(fig, path, dpi)
-            plt.close(fig)
-            return
-        plt.close(fig)
-    else:
-        cropped = plots.crop_pixels(pixels, dpi)
-        if cropped is None:  # cannot happen for pixels that cropped before; draw it whole
-            _FRAMES.canvases.discard(frame)
-            fig = whole_figure(grid, panels, header, dpi)
-            plots.save_figure(fig, path, dpi)
-            plt.close(fig)
-            return
-    from paraeval.pipeline.files import atomic_write
-
-    atomic_write(path, lambda p: plots._write_png(cropped, p, dpi))
+        if png:
+            if len(_FRAMES.seen) >= 256:  # a long-lived process that drew many frames
+                _FRAMES.seen.clear()
+            _FRAMES.seen.add(frame)
+        plots.save_drawn(fig, path, pixels, dpi)
+    finally:
+        plots._plt().close(fig)

@@ -308,7 +308,7 @@ def plot_alpha_curve(result: AlphaCurve, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from paraeval.pipeline.plots import plain_y, save_figure
+    from paraeval.pipeline.plots import plain_y, save_figure, set_title
 
     levels = list(dict.fromkeys(result.curve["level"]))
     if not levels:
@@ -346,7 +346,7 @@ def plot_alpha_curve(result: AlphaCurve, path: Path) -> None:
             ax.axvline(float(configured), color="0.6", linestyle=":", linewidth=1)
         coefficient = sub["coefficient"].iloc[0] if len(sub) else ""
         plain_y(ax)
-        ax.set_title(f"iBLEU vs humans, {level} level", y=1.0)
+        set_title(ax, f"iBLEU vs humans, {level} level")
         ax.set_xlabel("α (dot: chosen on dev, shown on test)")
         ax.set_ylabel(coefficient)
         ax.legend(fontsize=7)

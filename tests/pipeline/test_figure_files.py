@@ -186,7 +186,7 @@ def test_a_given_title_height_is_where_matplotlib_would_put_it() -> None:
         ax.plot([0, 1, 2], values)
         plots.plain_y(ax)
     auto.set_title("segments: r = +0.5")
-    given.set_title("segments: r = +0.5", y=1.0)
+    plots.set_title(given, "segments: r = +0.5")
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     for ax in (auto, given):

@@ -100,7 +100,9 @@ def test_an_alpha_step_redraws_the_changed_panels_to_the_same_pixels(
     assert old.shape != whole.shape or (old != whole).any()
 
 
-def test_a_header_change_redraws_the_header(tmp_path: Path) -> None:
+def test_a_baseline_change_redraws_every_panel_and_the_header_to_the_same_pixels(
+    tmp_path: Path,
+) -> None:
     first, second = _comparison(0.8, "medium"), _comparison(0.8, "strong")
     for k in range(2):
         assert compare_plots.ranking_plot(first, tmp_path / f"first{k}.png")
