@@ -255,3 +255,35 @@ def test_no_tracker_directory_logged_later(tmp_path: Path, monkeypatch: pytest.M
     run = MlflowClient(uri).get_run(run_id)
     assert run.data.params["seed"] == "1234"
     assert relog(out, store_dir=str(tmp_path / "later"))[:2] == (run_id, True)
+
+
+def test_tables_are_logged_as_mlflow_log_table_logs_them(tmp_path: Path) -> None:
+    """The correlation and comparison tables: the same artifact bytes and the same
+    ``mlflow.loggedArtifacts`` tag as ``MlflowClient.log_table`` gives a run of its own."""
+    store = tmp_path / "store"
+    out = _output_dir(tmp_path / "out")
+    correlations = pd.read_csv(out / "correlations.csv")
+    correlations.loc[1, "value"] = float("nan")  # a null in the JSON
+    write_csv(correlations, out / "correlations.csv")
+    comparison = pd.DataFrame(
+        {"system": ["a", "b"], "metric": ["bleu", "bleu"], "p_ar": [None, 0.03], "cluster": [1, 2]}
+    )
+    write_csv(comparison, out / "system_comparison.csv")
+    tracker = tracker_from_config(_node("sqlite", [f"tracking.store_dir={store}"]))
+    logged = tracker.log(out, _record(tracker))
+    assert isinstance(logged, Logged)
+    client = MlflowClient(logged.uri)
+    run = client.get_run(logged.run_id)
+    reference = client.create_run(run.info.experiment_id).info.run_id
+    for name, csv in (
+        ("tables/correlations.json", "correlations.csv"),
+        ("tables/system_comparison.json", "system_comparison.csv"),
+    ):
+        frame = pd.read_csv(out / csv, keep_default_na=False, na_values=[""])
+        client.log_table(reference, data=frame, artifact_file=name)
+        ours = Path(client.download_artifacts(logged.run_id, name, str(tmp_path / "ours")))
+        theirs = Path(client.download_artifacts(reference, name, str(tmp_path / "theirs")))
+        assert ours.read_bytes() == theirs.read_bytes()
+        assert b"null" in ours.read_bytes()
+    tag = "mlflow.loggedArtifacts"
+    assert json.loads(run.data.tags[tag]) == json.loads(client.get_run(reference).data.tags[tag])
