@@ -122,9 +122,18 @@ def margin_pixels(fig: Any, dpi: int) -> np.ndarray | None:
     artists beyond the margin. The pixels are the drawing's own buffer, not a copy: the figure
     keeps its renderer (``fig.canvas.renderer``) for measuring, and is not drawn again."""
     from matplotlib.colors import to_rgba
+
+    if to_rgba(fig.get_facecolor())[3] != 1.0:
+        return None
+    return drawn_with_margin(fig, dpi)
+
+
+def drawn_with_margin(fig: Any, dpi: int) -> np.ndarray | None:
+    """``margin_pixels`` for any background, transparent included (``layers`` draws an overlay
+    on one)."""
     from matplotlib.transforms import Bbox
 
-    if to_rgba(fig.get_facecolor())[3] != 1.0 or getattr(fig.canvas, "get_renderer", None) is None:
+    if getattr(fig.canvas, "get_renderer", None) is None:
         return None
     # at the drawing's dpi, the renderer it leaves behind measures in the figure's own units
     fig.set_dpi(dpi)
@@ -249,7 +258,7 @@ def _code_digest() -> str:
         import matplotlib
 
         h = hashlib.blake2b(matplotlib.__version__.encode(), digest_size=16)
-        for name in ("plots.py", "panels.py", "compare_plots.py", "sweep.py"):
+        for name in ("plots.py", "panels.py", "layers.py", "compare_plots.py", "sweep.py"):
             h.update((Path(__file__).parent / name).read_bytes())
         _CODE = h.hexdigest()
     return _CODE

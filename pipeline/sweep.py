@@ -303,16 +303,39 @@ def curve_metrics(result: AlphaCurve) -> dict[str, float]:
 
 
 def plot_alpha_curve(result: AlphaCurve, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from paraeval.pipeline.plots import plain_y, save_figure, set_title
+    """Each level's curve per aspect and split, the α chosen on dev as a dot on the test curve,
+    and the configured α as a dotted line: the one thing that moves from job to job of an α
+    sweep, drawn as an overlay (``pipeline.layers``) over the rest, which is kept."""
+    from paraeval.pipeline.layers import OVERLAY_ZORDER, save_layered
 
     levels = list(dict.fromkeys(result.curve["level"]))
     if not levels:
         return
+    configured = result.choice["configured_alpha"].iloc[0] if len(result.choice) else None
+    # what the base shows of the choice: the configured α and the test value there move with α
+    choice = result.choice.reindex(columns=["level", "aspect", "chosen_alpha", "test"])
+
+    def overlay(axes: Sequence[Any]) -> None:
+        if configured is None:
+            return
+        for ax in axes:
+            ax.axvline(
+                float(configured), color="0.6", linestyle=":", linewidth=1, zorder=OVERLAY_ZORDER
+            )
+
+    save_layered(
+        path,
+        "alpha_curve",
+        lambda: _alpha_curve_base(result.curve, choice, levels),
+        (result.curve, choice),
+        overlay,
+    )
+
+
+def _alpha_curve_base(curve: pd.DataFrame, choice: pd.DataFrame, levels: list[str]) -> Any:
+    from paraeval.pipeline.plots import _plt, plain_y, set_title
+
+    plt = _plt()
     fig, axes = plt.subplots(1, len(levels), figsize=(4.6 * len(levels), 3.6), squeeze=False)
     # fixed margins: cheaper than a layout engine, and the panels are all alike
     fig.subplots_adjust(
@@ -320,7 +343,7 @@ def plot_alpha_curve(result: AlphaCurve, path: Path) -> None:
     )
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, level in zip(axes[0], levels, strict=True):
-        sub = result.curve[result.curve.level == level]
+        sub = curve[curve.level == level]
         for k, aspect in enumerate(dict.fromkeys(sub["aspect"])):
             color = colors[k % len(colors)]
             for split, style in (("dev", "-"), ("test", "--")):
@@ -332,7 +355,7 @@ def plot_alpha_curve(result: AlphaCurve, path: Path) -> None:
                     color=color,
                     label=f"{aspect.removeprefix('human_')} ({split})",
                 )
-            pick = result.choice[(result.choice.level == level) & (result.choice.aspect == aspect)]
+            pick = choice[(choice.level == level) & (choice.aspect == aspect)]
             if len(pick) and np.isfinite(pick["chosen_alpha"].iloc[0]):
                 ax.plot(
                     [pick["chosen_alpha"].iloc[0]],
@@ -341,18 +364,13 @@ def plot_alpha_curve(result: AlphaCurve, path: Path) -> None:
                     color=color,
                     markersize=6,
                 )
-        configured = result.choice["configured_alpha"].iloc[0] if len(result.choice) else None
-        if configured is not None:
-            ax.axvline(float(configured), color="0.6", linestyle=":", linewidth=1)
         coefficient = sub["coefficient"].iloc[0] if len(sub) else ""
         plain_y(ax)
         set_title(ax, f"iBLEU vs humans, {level} level")
         ax.set_xlabel("α (dot: chosen on dev, shown on test)")
         ax.set_ylabel(coefficient)
         ax.legend(fontsize=7)
-
-    save_figure(fig, path)
-    plt.close(fig)
+    return fig
 
 
 def compute_alpha_curve(
