@@ -168,15 +168,22 @@ def aggregate_stage(ev: Evaluation) -> list[FigureJob]:
     assert ev.scores is not None
     agg = ev.aggregated = aggregate(ev.scores, ev.settings.normalizer)
     ev.humans = human_report(agg.segments)
-    # the scatter plots need the scores only: drawn while the correlations are computed
-    aspects = ev.aspects
+    # the scatter plots need the scores only: drawn while the correlations are computed, each
+    # rating's in a helper of its own (a sweep job redraws as many in each)
     shown = scatter_columns(agg.segments, list(agg.columns))
-    segments = agg.segments[["system", *shown, *aspects]]
-    return [
-        functools.partial(
-            _draw_scatters, segments, agg.systems.copy(), shown, aspects, figure_style(ev)
+    jobs = []
+    for k, aspect in enumerate(ev.aspects):
+        job = functools.partial(
+            _draw_scatters,
+            agg.segments[["system", *shown, aspect]],
+            agg.systems.copy(),
+            shown,
+            [aspect],
+            figure_style(ev),
         )
-    ]
+        job.lane = k  # type: ignore[attr-defined]
+        jobs.append(job)
+    return jobs
 
 
 def correlate_stage(ev: Evaluation) -> list[FigureJob]:
@@ -322,9 +329,10 @@ def _draw_compare(result: Comparison, style: FigureStyle, out: Path) -> None:
     write_compare_plots(out / "plots", result, style)
 
 
-# two helpers draw (pipeline.figures): the scatter plots, submitted first, in one; the heatmap
-# and the system ranking, which follow the correlations and the comparison, in the other
-_draw_heatmap.lane = 1  # type: ignore[attr-defined]
+# two helpers draw (pipeline.figures): the scatter plots, submitted first, one rating's in
+# each; then the heatmap in one and the system ranking, which follows the comparison, in the
+# other. Each stays in its helper, where the figures it drew last are kept.
+_draw_heatmap.lane = 0  # type: ignore[attr-defined]
 _draw_compare.lane = 1  # type: ignore[attr-defined]
 
 

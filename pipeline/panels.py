@@ -34,6 +34,9 @@ from paraeval.pipeline import plots
 SLACK = 2
 
 Box = tuple[int, int, int, int]  # top, bottom, left, right: rows and columns, half-open
+# where a part's ink lies: one box for a panel; one per text, legend and axes for the header,
+# whose pieces (a title above, a colour bar aside) may flank the panels
+Ink = tuple[Box, ...]
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,7 @@ class Panel:
 class _Canvas:
     pixels: np.ndarray  # the whole figure with its margin (plots.margin_pixels)
     keys: list[str]  # the panels' digests, then the header's
-    boxes: list[Box | None]  # where each one's ink lies (None: none)
+    boxes: list[Ink]  # where each one's ink lies
 
 
 @dataclass
@@ -115,43 +118,38 @@ def _draw(
     return drawn
 
 
-def _boxes(fig: Any, drawn: dict[int, Any], shape: tuple[int, ...], dpi: int) -> dict[int, Box]:
-    """Each drawn part's ink box in the pixels of ``plots.margin_pixels`` (measured with its
-    renderer): an axes with all its artists and labels; the header as the figure's own texts
-    and legends."""
+def _boxes(fig: Any, drawn: dict[int, Any], shape: tuple[int, ...], dpi: int) -> dict[int, Ink]:
+    """Each drawn part's ink boxes in the pixels of ``plots.margin_pixels`` (measured with its
+    renderer): an axes with all its artists and labels; the header as the figure's own texts,
+    legends and the axes it adds (a colour bar), a box each."""
     renderer = fig.canvas.renderer
     margin = plots.MARGIN_INCHES * dpi
     height, width = shape[0], shape[1]
-    boxes: dict[int, Box] = {}
+    panel_axes = [part for part in drawn.values() if part is not fig]
+    boxes: dict[int, Ink] = {}
     for i, part in drawn.items():
         if part is fig:
             extents = [a.get_window_extent(renderer) for a in [*fig.texts, *fig.legends]]
+            extents += [
+                a.get_tightbbox(renderer) for a in fig.axes if all(a is not p for p in panel_axes)
+            ]
         else:
             extents = [part.get_tightbbox(renderer)]
-        extents = [e for e in extents if e is not None and e.width > 0 and e.height > 0]
-        if not extents:
-            continue
-        x0 = min(e.x0 for e in extents) + margin
-        x1 = max(e.x1 for e in extents) + margin
-        y0 = min(e.y0 for e in extents) + margin
-        y1 = max(e.y1 for e in extents) + margin
-        boxes[i] = (
-            max(int(np.floor(height - y1)) - SLACK, 0),
-            min(int(np.ceil(height - y0)) + SLACK, height),
-            max(int(np.floor(x0)) - SLACK, 0),
-            min(int(np.ceil(x1)) + SLACK, width),
+        boxes[i] = tuple(
+            (
+                max(int(np.floor(height - (e.y1 + margin))) - SLACK, 0),
+                min(int(np.ceil(height - (e.y0 + margin))) + SLACK, height),
+                max(int(np.floor(e.x0 + margin)) - SLACK, 0),
+                min(int(np.ceil(e.x1 + margin)) + SLACK, width),
+            )
+            for e in extents
+            if e is not None and e.width > 0 and e.height > 0
         )
     return boxes
 
 
 def _meet(a: Box, b: Box) -> bool:
     return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
-
-
-def _union(a: Box | None, b: Box | None) -> Box | None:
-    if a is None or b is None:
-        return a or b
-    return min(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), max(a[3], b[3])
 
 
 def _ink_outside(rgba: np.ndarray, boxes: Sequence[Box]) -> bool:
@@ -161,9 +159,12 @@ def _ink_outside(rgba: np.ndarray, boxes: Sequence[Box]) -> bool:
     return bool(inked.any())
 
 
-def _separate(boxes: Sequence[Box | None]) -> bool:
-    kept = [b for b in boxes if b is not None]
-    return not any(_meet(a, b) for k, a in enumerate(kept) for b in kept[k + 1 :])
+def _apart(a: Ink, b: Ink) -> bool:
+    return not any(_meet(x, y) for x in a for y in b)
+
+
+def _separate(parts: Sequence[Ink]) -> bool:
+    return all(_apart(a, b) for k, a in enumerate(parts) for b in parts[k + 1 :])
 
 
 def _update(
@@ -187,18 +188,18 @@ def _update(
         new_boxes = _boxes(fig, drawn, fresh.shape, dpi)
     finally:
         plots._plt().close(fig)
-    if _ink_outside(fresh, list(new_boxes.values())):
+    if _ink_outside(fresh, [b for ink in new_boxes.values() for b in ink]):
         return None
     boxes = list(canvas.boxes)
     for i in changed:
-        boxes[i] = new_boxes.get(i)
+        boxes[i] = new_boxes.get(i, ())
     if not _separate(boxes):
         return None
     # the old ink of a changed part goes too: its old and new boxes are replaced, and neither
     # may hold any of an unchanged part's ink
-    regions = [r for i in changed if (r := _union(canvas.boxes[i], boxes[i])) is not None]
-    still = [b for i, b in enumerate(boxes) if i not in changed and b is not None]
-    if any(_meet(r, b) for r in regions for b in still):
+    regions = tuple(b for i in changed for b in (*canvas.boxes[i], *boxes[i]))
+    still = tuple(b for i, ink in enumerate(boxes) if i not in changed for b in ink)
+    if not _apart(regions, still):
         return None
     pixels = canvas.pixels.copy()
     for top, bottom, left, right in regions:
@@ -233,9 +234,8 @@ def save_panels(
         # drawing on, when a sweep has shown that the frame comes back
         if pixels is not None and frame in _FRAMES.seen:
             boxes = _boxes(fig, drawn, pixels.shape, dpi)
-            listed = [boxes.get(i) for i in range(len(panels) + 1)]
-            kept = [b for b in listed if b is not None]
-            if _separate(listed) and not _ink_outside(pixels, kept):
+            listed = [boxes.get(i, ()) for i in range(len(panels) + 1)]
+            if _separate(listed) and not _ink_outside(pixels, [b for ink in listed for b in ink]):
                 _FRAMES.canvases.put(frame, _Canvas(pixels.copy(), keys, listed))
         if png:
             if len(_FRAMES.seen) >= 256:  # a long-lived process that drew many frames

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import struct
@@ -141,7 +142,8 @@ def drawn_with_margin(fig: Any, dpi: int) -> np.ndarray | None:
     box = Bbox.from_extents(-MARGIN_INCHES, -MARGIN_INCHES, w + MARGIN_INCHES, h + MARGIN_INCHES)
     grab = _Grab()
     fig.savefig(grab, format="rgba", dpi=dpi, bbox_inches=box)
-    width = int(box.width * dpi)
+    # the drawing's own width: box.width * dpi may fall a hair short of a whole number
+    width = int(fig.canvas.renderer.width)
     if grab.data is None or width == 0 or grab.data.nbytes % (4 * width):
         return None
     if not _within_margin(fig, fig.canvas.renderer):
@@ -305,7 +307,10 @@ def correlation_heatmap(
     corr: pd.DataFrame, path: Path, coefficient: str | None = None, style: FigureStyle | None = None
 ) -> None:
     """Metrics x (aspect, level) for one coefficient; NaN cells are left blank; a column's
-    header gives its ``n`` when every cell of it has the same."""
+    header gives its ``n`` when every cell of it has the same. Each metric's row is a panel of
+    its own (``pipeline.panels``): an α sweep's job redraws only the rows that moved."""
+    from paraeval.pipeline.panels import Panel, PanelGrid, save_panels
+
     if corr.empty:
         return
     style = style or FigureStyle()
@@ -325,35 +330,101 @@ def correlation_heatmap(
                 head += f"\nn = {int(ns.pop())}"
         headers.append(head)
     rows = [style.label(str(m)) for m in table.index]
-    plt = _plt()
-    width = 1.6 + 0.09 * max((len(r) for r in rows), default=4) + 1.0 * table.shape[1] + 1.0
-    height = 1.6 + 0.32 * table.shape[0]
-    fig, ax = plt.subplots(figsize=(width, height))
     data = table.to_numpy(dtype=float)
-    im = ax.imshow(np.ma.masked_invalid(data), cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto")
-    ax.set_xticks(range(table.shape[1]), headers, fontsize=8)
-    ax.set_yticks(range(table.shape[0]), rows, fontsize=8)
-    ax.tick_params(length=0)
-    for i in range(data.shape[0]):
-        for j in range(data.shape[1]):
-            if np.isfinite(data[i, j]):
-                ax.text(
-                    j,
-                    i,
-                    f"{data[i, j]:.2f}",
-                    ha="center",
-                    va="center",
-                    fontsize=7,
-                    color="white" if abs(data[i, j]) > 0.6 else "black",
-                )
+    n_rows, n_cols = data.shape
+    label_in = 0.5 + 0.075 * max((len(r) for r in rows), default=4)
+    width = label_in + 1.0 * n_cols + 1.1
+    height = HEATMAP_TOP_IN + HEATMAP_ROW_IN * n_rows + HEATMAP_BOTTOM_IN
+    grid = PanelGrid(
+        size=(width, height),
+        rows=n_rows,
+        cols=1,
+        spacing=(
+            ("left", label_in / width),
+            ("right", 1 - 1.1 / width),
+            ("top", 1 - HEATMAP_TOP_IN / height),
+            ("bottom", HEATMAP_BOTTOM_IN / height),
+            # a white rule between rows: each row's ink stays apart from the next one's
+            ("hspace", HEATMAP_GAP),
+        ),
+    )
+    panels = [
+        Panel(
+            functools.partial(
+                _heatmap_row,
+                values=data[i],
+                label=rows[i],
+                headers=headers if i == n_rows - 1 else None,
+            ),
+            (data[i], rows[i], headers if i == n_rows - 1 else None),
+        )
+        for i in range(n_rows)
+    ]
     name = COEFFICIENT_NAMES.get(coefficient, coefficient)
-    set_title(ax, f"{name}: metric vs human ratings", fontsize=10)
-    bar = fig.colorbar(im, ax=ax, shrink=0.8, pad=0.02)
+    marked = style.marked(list(table.index))
+    header = Panel(
+        functools.partial(_heatmap_header, name=name, marked=marked, grid=grid),
+        (name, marked, grid),
+    )
+    save_panels(path, grid, panels, header)
+
+
+# the heatmap's frame, in inches: the title above the rows, each row, the column headers below
+HEATMAP_TOP_IN = 0.45
+HEATMAP_ROW_IN = 0.32
+HEATMAP_BOTTOM_IN = 0.7
+# the space between two rows, as a fraction of a row's height: 0.03 in, 6 pixels at 200 dpi,
+# more than the few pixels of antialiasing and slack around each row's ink
+HEATMAP_GAP = 0.1
+
+
+def _heatmap_row(ax: Any, values: np.ndarray, label: str, headers: list[str] | None) -> None:
+    ax.imshow(np.ma.masked_invalid(values[None, :]), cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto")
+    ax.set_yticks([0], [label], fontsize=8)
+    if headers is None:
+        ax.set_xticks([])
+    else:
+        ax.set_xticks(range(len(values)), headers, fontsize=8)
+    ax.tick_params(length=0)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    for j, v in enumerate(values):
+        if np.isfinite(v):
+            ax.text(
+                j,
+                0,
+                f"{v:.2f}",
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="white" if abs(v) > 0.6 else "black",
+            )
+
+
+def _heatmap_header(fig: Any, name: str, marked: bool, grid: Any) -> None:
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+
+    spacing = dict(grid.spacing)
+    left, right, top, bottom = (spacing[k] for k in ("left", "right", "top", "bottom"))
+    fig.text(
+        (left + right) / 2,
+        top + 0.12 / grid.size[1],
+        f"{name}: metric vs human ratings",
+        ha="center",
+        va="bottom",
+        fontsize=10,
+    )
+    # the colour bar right of the rows, four fifths of their height, as fig.colorbar's shrink
+    span = top - bottom
+    cax = fig.add_axes(
+        (right + 0.15 / grid.size[0], bottom + 0.1 * span, 0.18 / grid.size[0], 0.8 * span)
+    )
+    bar = fig.colorbar(ScalarMappable(Normalize(-1, 1), cmap="RdBu_r"), cax=cax)
     bar.set_label(name, fontsize=8)
-    if style.marked(list(table.index)):
+    bar.ax.tick_params(labelsize=8)
+    if marked:
         fig.text(0.01, 0.0, MARKS_NOTE, fontsize=7, ha="left", va="top")
-    save_figure(fig, path)
-    plt.close(fig)
 
 
 def plain_y(ax: Any) -> None:

@@ -101,8 +101,12 @@ def test_png_falls_back_to_the_measured_crop(
 
 def test_figure_jobs_go_to_their_lanes(tmp_path: Path) -> None:
     assert figures.lane_of(functools.partial(_draw_compare, None)) == 1 % figures.lanes()
-    assert figures.lane_of(functools.partial(_draw_heatmap, None)) == 1 % figures.lanes()
+    assert figures.lane_of(functools.partial(_draw_heatmap, None)) == 0
     assert figures.lane_of(functools.partial(_draw_scatters, None)) == 0
+    # a job's own lane (the scatter plots of the second rating) comes before its function's
+    second = functools.partial(_draw_scatters, None)
+    second.lane = 1  # type: ignore[attr-defined]
+    assert figures.lane_of(second) == 1 % figures.lanes()
     assert figures.lane_of(_draw_alpha_curve) is None  # the least busy lane
 
 
@@ -195,3 +199,19 @@ def test_a_given_title_height_is_where_matplotlib_would_put_it() -> None:
     a, b = (ax.title.get_window_extent(renderer) for ax in (auto, given))
     assert a.y0 == b.y0 and a.height == b.height
     plt.close(fig)
+
+
+@pytest.mark.parametrize("size", [(6.2, 3.71), (4.6, 3.6), (10.0, 4.2)])
+def test_the_margin_drawing_takes_sizes_that_are_no_whole_pixel_count_in_floats(
+    size: tuple[float, float],
+) -> None:
+    # (6.2 + 2) * 200 is 1639.9999999999998 in floating point: the drawing is 1640 wide
+    plt = plots._plt()
+    fig = plt.figure(figsize=size)
+    fig.add_subplot().plot([0, 1], [1, 0])
+    pixels = plots.margin_pixels(fig, plots.PNG_DPI)
+    plt.close(fig)
+    assert pixels is not None
+    margin = 2 * plots.MARGIN_INCHES
+    want = (round((size[1] + margin) * 200), round((size[0] + margin) * 200), 4)
+    assert pixels.shape == want

@@ -88,9 +88,10 @@ def test_helper_does_not_rerun_an_unguarded_script(tmp_path: Path) -> None:
 
 
 def test_scatter_plots_are_handed_over_before_the_correlations(tmp_path: Path) -> None:
-    """The scatter plots need the scores only: their job is handed to the figure helper when
-    aggregation ends, before the correlation stage runs; the heatmap follows the correlations.
-    Together they draw what ``write_plots`` draws from the finished evaluation."""
+    """The scatter plots need the scores only: their jobs (one per rating, each for a helper of
+    its own) are handed over when aggregation ends, before the correlation stage runs; the
+    heatmap follows the correlations. Together they draw what ``write_plots`` draws from the
+    finished evaluation."""
     import paraeval.pipeline.evaluation as evaluation
     from paraeval.pipeline.api import compose_config
     from paraeval.pipeline.plots import scatter_columns
@@ -102,6 +103,7 @@ def test_scatter_plots_are_handed_over_before_the_correlations(tmp_path: Path) -
         )
     )
     events: list[str] = []
+    lanes: list[int | None] = []
     real_correlate = evaluation.correlate
 
     def correlate(*args: object, **kwargs: object) -> pd.DataFrame:
@@ -113,11 +115,16 @@ def test_scatter_plots_are_handed_over_before_the_correlations(tmp_path: Path) -
         ev = evaluation.compute(
             settings.data.load(),
             settings,
-            on_figure=lambda job: events.append(job.func.__name__),  # type: ignore[attr-defined]
+            on_figure=lambda job: (
+                events.append(job.func.__name__),  # type: ignore[attr-defined]
+                lanes.append(getattr(job, "lane", None)),
+            ),
         )
     finally:
         evaluation.correlate = real_correlate  # type: ignore[assignment]
-    assert events[:3] == ["_draw_scatters", "correlate", "_draw_heatmap"]
+    assert events[:4] == ["_draw_scatters", "_draw_scatters", "correlate", "_draw_heatmap"]
+    assert lanes[:2] == [0, 1]
+    assert [job.args[3] for job in ev.figures[:2]] == [["human_meaning"], ["human_fluency"]]
     for job in ev.figures:
         job(tmp_path / "jobs")
     agg = ev.aggregated

@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 from PIL import Image
 
 import paraeval.pipeline.compare_plots as compare_plots
 import paraeval.pipeline.panels as panels
+import paraeval.pipeline.plots as plots
 from paraeval.pipeline.aggregate import aggregate
 from paraeval.pipeline.compare import CompareConfig, compare
 from paraeval.pipeline.load import load_demo
@@ -157,3 +159,42 @@ def test_other_formats_draw_the_whole_figure(tmp_path: Path) -> None:
     text = (tmp_path / "r1.svg").read_text(encoding="utf-8")
     assert "ibleu" in text and "System ranking" in text
     assert len(panels._FRAMES.canvases._entries) == 0
+
+
+def _correlations(values: dict[str, list[float]]) -> pd.DataFrame:
+    cells = [(a, lv) for a in ("human_meaning", "human_fluency") for lv in ("segment", "system")]
+    return pd.DataFrame(
+        [
+            {"metric": m, "aspect": a, "level": lv, "coefficient": "kendall_b", "value": v, "n": 9}
+            for m, row in values.items()
+            for (a, lv), v in zip(cells, row, strict=True)
+        ]
+    )
+
+
+def test_a_heatmap_redraws_the_rows_that_moved_to_the_same_pixels(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(4)
+    before = {f"metric_{k}": list(rng.uniform(-1, 1, 4)) for k in range(8)}
+    before["metric_3"][2] = float("nan")  # a blank cell
+    after = dict(before, metric_2=[0.9, -0.95, 0.1, float("nan")], metric_7=[0.5, 0.4, 0.3, 0.2])
+    drawn: list[str] = []
+    real = plots._heatmap_row
+
+    def counted(ax: Any, **kwargs: Any) -> None:
+        drawn.append(kwargs["label"])
+        real(ax, **kwargs)
+
+    monkeypatch.setattr(plots, "_heatmap_row", counted)
+    for k in range(2):  # a frame is measured on its second drawing
+        plots.correlation_heatmap(_correlations(before), tmp_path / f"before{k}.png")
+    assert len(panels._FRAMES.canvases._entries) == 1
+    drawn.clear()
+    plots.correlation_heatmap(_correlations(after), tmp_path / "after.png")
+    assert drawn == ["metric_2", "metric_7"]  # metric_7 also carries the column headers
+    panels._FRAMES.canvases.clear()
+    panels._FRAMES.seen.clear()
+    plots.correlation_heatmap(_correlations(after), tmp_path / "whole.png")
+    np.testing.assert_array_equal(_pixels(tmp_path / "after.png"), _pixels(tmp_path / "whole.png"))
+    assert (_pixels(tmp_path / "before1.png") != _pixels(tmp_path / "whole.png")).any()
