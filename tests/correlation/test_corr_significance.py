@@ -29,6 +29,19 @@ def test_williams_steiger_worked_example() -> None:
     assert 0.18 < p < 0.19  # one-sided; two-sided about .375
 
 
+def test_williams_p_is_exactly_scipys_t_survival_function() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        r12, r13, r23 = rng.uniform(-0.95, 0.95, 3)
+        n = int(rng.integers(4, 20_000))
+        k = 1 - r12**2 - r13**2 - r23**2 + 2 * r12 * r13 * r23
+        denom = 2 * k * (n - 1) / (n - 3) + ((r12 + r13) ** 2 / 4) * (1 - r23) ** 3
+        if denom <= 0:
+            continue
+        t = (r12 - r13) * math.sqrt((n - 1) * (1 + r23)) / math.sqrt(denom)
+        assert williams_test(r12, r13, r23, n) == float(stats.t.sf(t, n - 3))
+
+
 def test_williams_direction_and_degenerate_cases() -> None:
     p_better = williams_test(0.6, 0.3, 0.5, 200)
     p_worse = williams_test(0.3, 0.6, 0.5, 200)
