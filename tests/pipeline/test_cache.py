@@ -3,7 +3,7 @@ iBLEU for a new α from cached BLEU statistics, atomic writes, no pickle."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -12,9 +12,19 @@ import pandas as pd
 import pytest
 
 import paraeval.metrics.sacre as sacre
+import paraeval.pipeline.cache as cache_module
 from paraeval.metrics.base import Metric, MetricResult, make_signature
 from paraeval.pipeline.cache import ScoreCache, cache_key
 from paraeval.pipeline.score import score
+
+
+@pytest.fixture(autouse=True)
+def _new_process_rows() -> Iterator[None]:
+    """Each test starts as a new process would: no correlation rows kept in memory."""
+    cache_module._ROWS.clear()
+    yield
+    cache_module._ROWS.clear()
+
 
 CANDS = ["the cat sat on the mat", "a dog barked loudly at night", "it is raining today"]
 REFS = [
@@ -346,8 +356,15 @@ def test_correlation_rows_are_served_only_for_their_own_key(tmp_path: Path) -> N
     # every file now holds the rows of the first column
     for f in files[1:]:
         f.write_bytes(files[0].read_bytes())
+    want = correlate(agg, cfg, np.random.default_rng(5), scores)  # type: ignore[arg-type]
+    # this process keeps the rows it computed, by key: the files are not read again
     cache.correlation.hits = cache.correlation.misses = 0
     got = correlate_cached(agg, cfg, np.random.default_rng(5), scores, cache)  # type: ignore[arg-type]
-    want = correlate(agg, cfg, np.random.default_rng(5), scores)  # type: ignore[arg-type]
+    pd.testing.assert_frame_equal(got, want)
+    assert (cache.correlation.hits, cache.correlation.misses) == (4, 0)
+    # a new process reads the files, and serves only the one whose key is its own
+    cache_module._ROWS.clear()
+    cache.correlation.hits = cache.correlation.misses = 0
+    got = correlate_cached(agg, cfg, np.random.default_rng(5), scores, cache)  # type: ignore[arg-type]
     pd.testing.assert_frame_equal(got, want)
     assert (cache.correlation.hits, cache.correlation.misses) == (1, 3)
