@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from paraeval.pipeline.figure_files import _plt, render, save_figure
 from paraeval.pipeline.panels import Panel, PanelGrid, save_panels
-from paraeval.pipeline.plots import FigureStyle, _plt, render, save_figure, set_title
+from paraeval.pipeline.plots import FigureStyle, set_title
 
 if TYPE_CHECKING:
     from paraeval.pipeline.compare import Comparison

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from paraeval.memo import Memo
-from paraeval.pipeline import plots
+from paraeval.pipeline import figure_files
 
 # above every artist of the base (a legend is drawn at 5)
 OVERLAY_ZORDER = 10
@@ -38,7 +38,7 @@ AxesFrame = tuple[
 
 @dataclass(frozen=True)
 class _Base:
-    pixels: np.ndarray  # the base drawn with its margin (plots.margin_pixels)
+    pixels: np.ndarray  # the base drawn with its margin (figure_files.margin_pixels)
     size: tuple[float, float]  # inches
     axes: tuple[AxesFrame, ...]
 
@@ -67,7 +67,7 @@ def _overlay_pixels(
     base: _Base, overlay: Callable[[Sequence[Any]], None], dpi: int
 ) -> np.ndarray | None:
     """The overlay alone, drawn on a transparent figure of the base's frame."""
-    plt = plots._plt()
+    plt = figure_files._plt()
     fig = plt.figure(figsize=base.size, dpi=dpi)
     try:
         fig.patch.set_alpha(0.0)
@@ -81,7 +81,7 @@ def _overlay_pixels(
             ax.set_axis_off()
             axes.append(ax)
         overlay(axes)
-        return plots.drawn_with_margin(fig, dpi)
+        return figure_files.drawn_with_margin(fig, dpi)
     finally:
         plt.close(fig)
 
@@ -107,9 +107,9 @@ def _whole(
     fig = base()
     try:
         overlay(list(fig.axes))
-        plots.save_figure(fig, path, dpi)
+        figure_files.save_figure(fig, path, dpi)
     finally:
-        plots._plt().close(fig)
+        figure_files._plt().close(fig)
 
 
 def save_layered(
@@ -118,7 +118,7 @@ def save_layered(
     base: Callable[[], Any],
     base_inputs: tuple[Any, ...],
     overlay: Callable[[Sequence[Any]], None],
-    dpi: int = plots.PNG_DPI,
+    dpi: int = figure_files.PNG_DPI,
 ) -> None:
     """The figure ``base()`` returns with ``overlay(axes)`` drawn on top of it (into the base's
     axes, in their order) to ``path``, as ``save_figure`` writes it. ``base_inputs`` is
@@ -129,15 +129,15 @@ def save_layered(
         _whole(path, base, overlay, dpi)
         return
     h = hashlib.blake2b(digest_size=20)
-    for part in (plots._code_digest(), kind, dpi, base_inputs):
-        plots._feed(h, part)
+    for part in (figure_files._code_digest(), kind, dpi, base_inputs):
+        figure_files._feed(h, part)
     key = h.hexdigest()
     kept = _BASES.get(key)
     if kept is None:
-        plt = plots._plt()
+        plt = figure_files._plt()
         fig = base()
         try:
-            pixels = plots.margin_pixels(fig, dpi)
+            pixels = figure_files.margin_pixels(fig, dpi)
             size, axes = _frame(fig)
         finally:
             plt.close(fig)
@@ -150,5 +150,5 @@ def save_layered(
     if top is None or top.shape != kept.pixels.shape:
         _whole(path, base, overlay, dpi)
         return
-    if not plots.write_pixels(lay_over(kept.pixels, top), path, dpi):
+    if not figure_files.write_pixels(lay_over(kept.pixels, top), path, dpi):
         _whole(path, base, overlay, dpi)

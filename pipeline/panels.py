@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from paraeval.memo import Memo
-from paraeval.pipeline import plots
+from paraeval.pipeline import figure_files
 
 # pixels added around each measured box: antialiased edges of glyphs and lines reach past the
 # extents matplotlib reports by a pixel or two
@@ -49,7 +49,7 @@ class PanelGrid:
     spacing: tuple[tuple[str, float], ...] = ()
 
     def figure(self, dpi: int) -> Any:
-        plt = plots._plt()
+        plt = figure_files._plt()
         fig = plt.figure(figsize=self.size, dpi=dpi)
         fig.subplots_adjust(**dict(self.spacing))
         return fig
@@ -66,7 +66,7 @@ class Panel:
 
 @dataclass
 class _Canvas:
-    pixels: np.ndarray  # the whole figure with its margin (plots.margin_pixels)
+    pixels: np.ndarray  # the whole figure with its margin (figure_files.margin_pixels)
     keys: list[str]  # the panels' digests, then the header's
     boxes: list[Ink]  # where each one's ink lies
 
@@ -87,12 +87,12 @@ _FRAMES = _Frames()
 def _digest(*parts: Any) -> str:
     h = hashlib.blake2b(digest_size=20)
     for part in parts:
-        plots._feed(h, part)
+        figure_files._feed(h, part)
     return h.hexdigest()
 
 
 def whole_figure(
-    grid: PanelGrid, panels: Sequence[Panel], header: Panel, dpi: int = plots.PNG_DPI
+    grid: PanelGrid, panels: Sequence[Panel], header: Panel, dpi: int = figure_files.PNG_DPI
 ) -> Any:
     """The figure with every panel and the header drawn."""
     fig = grid.figure(dpi)
@@ -119,11 +119,11 @@ def _draw(
 
 
 def _boxes(fig: Any, drawn: dict[int, Any], shape: tuple[int, ...], dpi: int) -> dict[int, Ink]:
-    """Each drawn part's ink boxes in the pixels of ``plots.margin_pixels`` (measured with its
-    renderer): an axes with all its artists and labels; the header as the figure's own texts,
-    legends and the axes it adds (a colour bar), a box each."""
+    """Each drawn part's ink boxes in the pixels of ``figure_files.margin_pixels`` (measured with
+    its renderer): an axes with all its artists and labels; the header as the figure's own
+    texts, legends and the axes it adds (a colour bar), a box each."""
     renderer = fig.canvas.renderer
-    margin = plots.MARGIN_INCHES * dpi
+    margin = figure_files.MARGIN_INCHES * dpi
     height, width = shape[0], shape[1]
     panel_axes = [part for part in drawn.values() if part is not fig]
     boxes: dict[int, Ink] = {}
@@ -153,7 +153,7 @@ def _meet(a: Box, b: Box) -> bool:
 
 
 def _ink_outside(rgba: np.ndarray, boxes: Sequence[Box]) -> bool:
-    inked = plots.ink(rgba)
+    inked = figure_files.ink(rgba)
     for top, bottom, left, right in boxes:
         inked[top:bottom, left:right] = False
     return bool(inked.any())
@@ -182,12 +182,12 @@ def _update(
     fig = grid.figure(dpi)
     try:
         drawn = _draw(fig, grid, panels, header, changed)
-        fresh = plots.margin_pixels(fig, dpi)
+        fresh = figure_files.margin_pixels(fig, dpi)
         if fresh is None or fresh.shape != canvas.pixels.shape:
             return None
         new_boxes = _boxes(fig, drawn, fresh.shape, dpi)
     finally:
-        plots._plt().close(fig)
+        figure_files._plt().close(fig)
     if _ink_outside(fresh, [b for ink in new_boxes.values() for b in ink]):
         return None
     boxes = list(canvas.boxes)
@@ -201,11 +201,12 @@ def _update(
     still = tuple(b for i, ink in enumerate(boxes) if i not in changed for b in ink)
     if not _apart(regions, still):
         return None
-    pixels = canvas.pixels.copy()
+    # the kept pixels are updated in place: a copy of a large figure's costs more than drawing
+    # a panel
     for top, bottom, left, right in regions:
-        pixels[top:bottom, left:right] = fresh[top:bottom, left:right]
-    canvas.pixels, canvas.keys, canvas.boxes = pixels, keys, boxes
-    return pixels
+        canvas.pixels[top:bottom, left:right] = fresh[top:bottom, left:right]
+    canvas.keys, canvas.boxes = keys, boxes
+    return canvas.pixels
 
 
 def save_panels(
@@ -213,23 +214,23 @@ def save_panels(
     grid: PanelGrid,
     panels: Sequence[Panel],
     header: Panel,
-    dpi: int = plots.PNG_DPI,
+    dpi: int = figure_files.PNG_DPI,
 ) -> None:
     """The figure of ``panels`` on ``grid`` under ``header`` to ``path`` (as ``save_figure``
     writes it). A PNG of a frame this process drew before redraws only the changed panels."""
     png = path.suffix == ".png"
-    frame = _digest(plots._code_digest(), grid, dpi, len(panels))
+    frame = _digest(figure_files._code_digest(), grid, dpi, len(panels))
     keys = [_digest(p.inputs) for p in [*panels, header]]
     if png:
         canvas = _FRAMES.canvases.get(frame)
         pixels = None if canvas is None else _update(canvas, grid, panels, header, keys, dpi)
-        if pixels is not None and plots.write_pixels(pixels, path, dpi):
+        if pixels is not None and figure_files.write_pixels(pixels, path, dpi):
             return
         _FRAMES.canvases.discard(frame)
     fig = grid.figure(dpi)
     try:
         drawn = _draw(fig, grid, panels, header, range(len(panels) + 1))
-        pixels = plots.margin_pixels(fig, dpi) if png else None
+        pixels = figure_files.margin_pixels(fig, dpi) if png else None
         # measuring every panel costs a tenth of the drawing: done from a frame's second
         # drawing on, when a sweep has shown that the frame comes back
         if pixels is not None and frame in _FRAMES.seen:
@@ -241,6 +242,6 @@ def save_panels(
             if len(_FRAMES.seen) >= 256:  # a long-lived process that drew many frames
                 _FRAMES.seen.clear()
             _FRAMES.seen.add(frame)
-        plots.save_drawn(fig, path, pixels, dpi)
+        figure_files.save_drawn(fig, path, pixels, dpi)
     finally:
-        plots._plt().close(fig)
+        figure_files._plt().close(fig)

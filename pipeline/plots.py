@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
-import struct
 import warnings
-import zlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,23 +12,28 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from paraeval.memo import Memo
+from paraeval.pipeline.figure_files import (  # noqa: F401  (the drawing modules' and tests' names)
+    MARGIN_INCHES,
+    PAD_INCHES,
+    PNG_DPI,
+    _code_digest,
+    _feed,
+    _plt,
+    _write_png,
+    drawn_with_margin,
+    ink,
+    margin_pixels,
+    render,
+    save_drawn,
+    save_figure,
+    write_pixels,
+)
 from paraeval.pipeline.names import slug
 
 log = logging.getLogger(__name__)
 
 
-def _plt():  # type: ignore[no-untyped-def]
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 FORMATS = ("png", "pdf", "svg")
-PNG_DPI = 200
 LOWER_MARK = "↓"
 SOURCE_MARK = "◇"
 MARKS_NOTE = (
@@ -72,235 +73,6 @@ class FigureStyle:
 
     def path(self, folder: Path, stem: str) -> Path:
         return folder / f"{stem}.{self.fmt}"
-
-
-PAD_INCHES = 0.08
-# room drawn around a PNG figure's own area, so that labels reaching past its edge are kept
-MARGIN_INCHES = 1.0
-
-
-def save_figure(fig: Any, path: Path, dpi: int = PNG_DPI) -> None:
-    """The figure in the format of ``path``'s suffix, cropped to its contents (no label is cut
-    off), through a temporary file and a rename, so a crash never leaves a truncated file under
-    the final name. A PNG is drawn once with a margin and cut to its inked pixels plus the
-    padding: ``bbox_inches="tight"`` draws twice (once to measure every artist, once to render),
-    and the background colour tells where the contents end just as well."""
-    png = (path.suffix.lstrip(".") or "png") == "png"
-    save_drawn(fig, path, margin_pixels(fig, dpi) if png else None, dpi)
-
-
-def save_drawn(fig: Any, path: Path, drawn: np.ndarray | None, dpi: int = PNG_DPI) -> None:
-    """``save_figure`` for a figure already drawn with its margin (``margin_pixels``, None where
-    it could not be): those pixels are cut and written; where they cannot tell the contents'
-    extent (ink reaching the margin's edge), or there are none, matplotlib measures and draws."""
-    from paraeval.pipeline.files import atomic_write
-
-    if drawn is not None and write_pixels(drawn, path, dpi):
-        return
-    fmt = path.suffix.lstrip(".") or "png"
-    atomic_write(
-        path,
-        lambda p: fig.savefig(p, dpi=dpi, format=fmt, bbox_inches="tight", pad_inches=PAD_INCHES),
-    )
-
-
-def write_pixels(drawn: np.ndarray, path: Path, dpi: int = PNG_DPI) -> bool:
-    """``drawn`` (``margin_pixels``) cut to its contents and written as a PNG; False, writing
-    nothing, where the cut cannot be told."""
-    from paraeval.pipeline.files import atomic_write
-
-    cropped = crop_pixels(drawn, dpi)
-    if cropped is None:
-        return False
-    atomic_write(path, lambda p: _write_png(cropped, p, dpi))
-    return True
-
-
-def margin_pixels(fig: Any, dpi: int) -> np.ndarray | None:
-    """RGBA pixels of the figure drawn at ``dpi`` with ``MARGIN_INCHES`` around it on every side
-    (display point ``(x, y)`` lands at column ``x + MARGIN_INCHES * dpi`` from the left and row
-    ``y + MARGIN_INCHES * dpi`` from the bottom); None for a background that is not opaque or
-    artists beyond the margin. The pixels are the drawing's own buffer, not a copy: the figure
-    keeps its renderer (``fig.canvas.renderer``) for measuring, and is not drawn again."""
-    from matplotlib.colors import to_rgba
-
-    if to_rgba(fig.get_facecolor())[3] != 1.0:
-        return None
-    return drawn_with_margin(fig, dpi)
-
-
-def drawn_with_margin(fig: Any, dpi: int) -> np.ndarray | None:
-    """``margin_pixels`` for any background, transparent included (``layers`` draws an overlay
-    on one)."""
-    from matplotlib.transforms import Bbox
-
-    if getattr(fig.canvas, "get_renderer", None) is None:
-        return None
-    # at the drawing's dpi, the renderer it leaves behind measures in the figure's own units
-    fig.set_dpi(dpi)
-    w, h = fig.get_size_inches()
-    box = Bbox.from_extents(-MARGIN_INCHES, -MARGIN_INCHES, w + MARGIN_INCHES, h + MARGIN_INCHES)
-    grab = _Grab()
-    fig.savefig(grab, format="rgba", dpi=dpi, bbox_inches=box)
-    # the drawing's own width: box.width * dpi may fall a hair short of a whole number
-    width = int(fig.canvas.renderer.width)
-    if grab.data is None or width == 0 or grab.data.nbytes % (4 * width):
-        return None
-    if not _within_margin(fig, fig.canvas.renderer):
-        return None
-    return np.frombuffer(grab.data, dtype=np.uint8).reshape(-1, width, 4)
-
-
-class _Grab:
-    """A file for ``savefig(format="rgba")`` that keeps the renderer's buffer it is given
-    instead of copying it."""
-
-    data: memoryview | None = None
-
-    def write(self, data: Any) -> int:
-        self.data = memoryview(data)
-        return self.data.nbytes
-
-    def seek(self, offset: int, whence: int = 0) -> int:  # what tells matplotlib it is a file
-        return 0
-
-
-def ink(rgba: np.ndarray) -> np.ndarray:
-    """Where the pixels differ from the background (the colour of the top-left corner, which
-    the margin leaves blank)."""
-    flat = rgba.view(np.uint32)[..., 0]
-    return flat != flat[0, 0]
-
-
-def crop_pixels(rgba: np.ndarray, dpi: int) -> np.ndarray | None:
-    """``rgba`` cut to its inked pixels plus ``PAD_INCHES``; None where the ink reaches the edge
-    (something may lie beyond it) or there is none."""
-    inked = ink(rgba)
-    rows, cols = np.flatnonzero(inked.any(axis=1)), np.flatnonzero(inked.any(axis=0))
-    if rows.size == 0:
-        return None
-    height, width = inked.shape
-    if rows[0] == 0 or cols[0] == 0 or rows[-1] == height - 1 or cols[-1] == width - 1:
-        return None
-    pad = round(PAD_INCHES * dpi)
-    top, bottom = max(rows[0] - pad, 0), min(rows[-1] + pad + 1, height)
-    left, right = max(cols[0] - pad, 0), min(cols[-1] + pad + 1, width)
-    return rgba[top:bottom, left:right]
-
-
-def _within_margin(fig: Any, renderer: Any) -> bool:
-    """Whether the figure's own texts, legends and axes lie within the margin drawn around it:
-    what lies wholly beyond it would leave no ink at the margin's edge to tell of it."""
-    w, h = fig.get_size_inches()
-    reach = MARGIN_INCHES * fig.dpi
-    for artist in [*fig.texts, *fig.legends, *fig.axes]:
-        if not artist.get_visible():
-            continue
-        box = artist.get_window_extent(renderer)
-        if (
-            box.x0 < -reach
-            or box.y0 < -reach
-            or box.x1 > w * fig.dpi + reach
-            or box.y1 > h * fig.dpi + reach
-        ):
-            return False
-    return True
-
-
-def _write_png(pixels: np.ndarray, path: Path, dpi: int) -> None:
-    """A PNG of the pixels: RGB where every pixel is opaque, else RGBA; each row filtered as its
-    difference from the row above ("Up") and deflated at level 3. A figure is mostly flat areas
-    and horizontal strokes, which that filter turns into long zero runs: a few percent larger
-    than a per-row adaptive filter at level 6, at a fifth of the time."""
-    import matplotlib
-
-    opaque = bool((pixels[..., 3] == 255).all())
-    channels = 3 if opaque else 4
-    rows = np.ascontiguousarray(pixels[..., :channels]).reshape(pixels.shape[0], -1)
-    # uint8 arithmetic wraps modulo 256, as the filter is defined
-    filtered = np.empty((rows.shape[0], rows.shape[1] + 1), dtype=np.uint8)
-    filtered[:, 0] = 2  # "Up"
-    filtered[:, 1:] = rows
-    if rows.shape[0] > 1:
-        np.subtract(rows[1:], rows[:-1], out=filtered[1:, 1:])
-    filtered[0, 0] = 0  # the first row has no row above it: unfiltered
-    ppm = round(dpi / 0.0254)
-    software = f"Matplotlib version{matplotlib.__version__}, https://matplotlib.org/"
-    chunks = [
-        _png_chunk(
-            b"IHDR",
-            struct.pack(
-                ">IIBBBBB", pixels.shape[1], pixels.shape[0], 8, 2 if opaque else 6, 0, 0, 0
-            ),
-        ),
-        _png_chunk(b"pHYs", struct.pack(">IIB", ppm, ppm, 1)),
-        _png_chunk(b"tEXt", b"Software\0" + software.encode("latin-1")),
-        _png_chunk(b"IDAT", zlib.compress(filtered, 3)),
-        _png_chunk(b"IEND", b""),
-    ]
-    with open(path, "wb") as f:
-        f.write(b"\x89PNG\r\n\x1a\n")
-        f.writelines(chunks)
-
-
-def _png_chunk(kind: bytes, data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-
-# Figure files this process has drawn, by a digest of the drawing function, the plotting code,
-# the format and the plotted data. A Hydra multirun runs its jobs in one process, and most figures
-# of an α sweep's jobs show data that did not change: those are written again, not drawn again.
-_FILES: Memo[str, bytes] = Memo("plots.files", max_entries=128)
-_CODE: str | None = None
-
-
-def _code_digest() -> str:
-    global _CODE
-    if _CODE is None:
-        import matplotlib
-
-        h = hashlib.blake2b(matplotlib.__version__.encode(), digest_size=16)
-        for name in ("plots.py", "panels.py", "layers.py", "compare_plots.py", "sweep.py"):
-            h.update((Path(__file__).parent / name).read_bytes())
-        _CODE = h.hexdigest()
-    return _CODE
-
-
-def _feed(h: Any, part: Any) -> None:
-    if isinstance(part, pd.DataFrame | pd.Series):
-        frame = part.to_frame() if isinstance(part, pd.Series) else part
-        h.update(repr([list(map(str, frame.columns)), list(map(str, frame.dtypes))]).encode())
-        h.update(pd.util.hash_pandas_object(frame, index=True).to_numpy().tobytes())
-    elif isinstance(part, np.ndarray):
-        h.update(repr((part.shape, part.dtype.str)).encode() + part.tobytes())
-    elif isinstance(part, list | tuple):
-        h.update(b"[")
-        for p in part:
-            _feed(h, p)
-        h.update(b"]")
-    else:
-        h.update(repr(part).encode())
-    h.update(b"\x1f")
-
-
-def render(path: Path, kind: str, draw: Callable[[Path], object], *inputs: Any) -> None:
-    """``draw(path)``, unless this process already drew a ``kind`` figure from the same
-    ``inputs`` (everything the figure depends on): then those bytes are written."""
-    h = hashlib.blake2b(digest_size=32)
-    h.update(f"{_code_digest()}|{kind}|{path.suffix}".encode())
-    for part in inputs:
-        _feed(h, part)
-    key = h.hexdigest()
-    drawn = _FILES.get(key)
-    if drawn is not None:
-        from paraeval.pipeline.files import atomic_write
-
-        atomic_write(path, lambda p: p.write_bytes(drawn))
-        return
-    draw(path)
-    if not path.exists():  # nothing to draw
-        return
-    _FILES.put(key, path.read_bytes())
 
 
 def correlation_heatmap(

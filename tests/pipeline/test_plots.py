@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import paraeval.pipeline.figure_files as figure_files
 import paraeval.pipeline.plots as plots
 
 
@@ -37,7 +38,7 @@ def test_same_inputs_are_drawn_once_and_changed_inputs_again(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(plots, "metric_vs_human", counting)
-    plots._FILES.clear()
+    figure_files._FILES.clear()
     seg, systems = _segments()
     corr = pd.DataFrame(
         {

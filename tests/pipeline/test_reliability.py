@@ -729,6 +729,7 @@ def test_plots_are_written_atomically(
     figure on no backend takes the measured crop) and the cut-to-contents PNG writer."""
     from matplotlib.figure import Figure
 
+    import paraeval.pipeline.figure_files as figure_files
     import paraeval.pipeline.plots as plots
 
     fig = plots._plt().figure() if pyplot else Figure()
@@ -750,7 +751,7 @@ def test_plots_are_written_atomically(
         raise RuntimeError("encoder died")
 
     monkeypatch.setattr(Figure, "savefig", broken)
-    monkeypatch.setattr(plots, "_write_png", broken_png)
+    monkeypatch.setattr(figure_files, "_write_png", broken_png)
     with pytest.raises(RuntimeError, match="encoder died" if pyplot else "renderer died"):
         plots.save_figure(fig, path, dpi=50)
     assert path.read_bytes() == before
