@@ -617,7 +617,9 @@ def log_output_dir(
                 start_time=start,
                 tags={RUN_UID_TAG: record.run_uid, "paraeval.output_dir": str(out_dir.resolve())},
             ).info.run_id
-            _log_batch(client, parent_id, metrics=metrics, params=record.params)
+            # MLflow takes 100 params per request: the rest go with the last request's tags
+            params = list(record.params.items())
+            _log_batch(client, parent_id, metrics=metrics, params=dict(params[:100]))
             # MLflow infers the schema value by value: once per input and process, not once per
             # sweep job
             entity = _DATASETS.get_or_compute(
@@ -656,7 +658,7 @@ def log_output_dir(
             tables = {CORRELATION_TABLE: correlations, COMPARISON_TABLE: comparison}
             tags.update(_log_tables(client, parent_id, tables))
             # the content tag goes last: a run interrupted before here is not taken as logged
-            _log_batch(client, parent_id, tags=tags)
+            _log_batch(client, parent_id, params=dict(params[100:]), tags=tags)
             client.set_terminated(parent_id, end_time=end)
         except BaseException as exc:
             # never left RUNNING: KILLED for an interrupt (Ctrl-C, SIGTERM), FAILED otherwise
