@@ -3,12 +3,13 @@
 Drawing is single-threaded Python (matplotlib), and so are the stages that follow it (the system
 comparison's tables, MLflow logging): a second process lets both proceed at once on a machine
 with two cores or more. The helper is started once per process and kept for the next job of a
-Hydra multirun, so its memo of drawn figures (:func:`pipeline.plots.render`) serves later jobs.
+Hydra multirun, so what it keeps of the figures it drew (:func:`pipeline.figure_files.render`'s
+files, the panels of ``pipeline.panels``, the bases of ``pipeline.layers``) serves later jobs.
 
-With two cores or more there are two helpers ("lanes"): the scatter plots are drawn in one, the
-heatmap and the system ranking in the other, and such a figure job always goes to the same lane,
-so each lane's memo keeps serving its own figures. A job that no memo serves (the α curve, whose
-configured-α line moves every job) goes to the lane with the fewest drawings pending.
+With two cores or more there are two helpers ("lanes"). Each rating's scatter plots go to a lane
+of their own, the heatmap to the first and the system ranking to the second; such a job always
+goes to the same lane, so each lane keeps serving its own figures. The α curve (a kept base per
+lane and a line drawn anew every job) goes to the lane with the fewest drawings pending.
 
 The run waits for its figures before the output directory is hashed and uploaded, so what is on
 disk and in MLflow is complete. A figure that fails is a warning, never a failed run; if the
@@ -39,8 +40,8 @@ def lanes() -> int:
     return 2 if (os.cpu_count() or 1) >= 2 else 1
 
 
-# the ``lane`` of a figure job whose drawing no memo serves (its data change every job): it goes
-# to the helper with the fewest drawings pending
+# the ``lane`` of a figure job that either helper serves as well as the other: it goes to the
+# helper with the fewest drawings pending
 ANY_LANE = "any"
 
 

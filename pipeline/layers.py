@@ -134,18 +134,16 @@ def save_layered(
     key = h.hexdigest()
     kept = _BASES.get(key)
     if kept is None:
-        plt = figure_files._plt()
         fig = base()
         try:
             pixels = figure_files.margin_pixels(fig, dpi)
-            size, axes = _frame(fig)
+            if pixels is None:  # no kept base without its pixels: this figure is drawn whole
+                overlay(list(fig.axes))
+                figure_files.save_figure(fig, path, dpi)
+                return
+            kept = _BASES.put(key, _Base(pixels.copy(), *_frame(fig)))
         finally:
-            plt.close(fig)
-        if pixels is None:
-            _whole(path, base, overlay, dpi)
-            return
-        kept = _Base(pixels.copy(), size, axes)
-        _BASES.put(key, kept)
+            figure_files._plt().close(fig)
     top = _overlay_pixels(kept, overlay, dpi)
     if top is None or top.shape != kept.pixels.shape:
         _whole(path, base, overlay, dpi)

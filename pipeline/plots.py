@@ -12,22 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from paraeval.pipeline.figure_files import (  # noqa: F401  (the drawing modules' and tests' names)
-    MARGIN_INCHES,
-    PAD_INCHES,
-    PNG_DPI,
-    _code_digest,
-    _feed,
-    _plt,
-    _write_png,
-    drawn_with_margin,
-    ink,
-    margin_pixels,
-    render,
-    save_drawn,
-    save_figure,
-    write_pixels,
-)
+from paraeval.pipeline.figure_files import _plt, render, save_figure
 from paraeval.pipeline.names import slug
 
 log = logging.getLogger(__name__)

@@ -501,6 +501,12 @@ def _batches(items: list[Any], size: int) -> Iterator[list[Any]]:
         yield items[start : start + size]
 
 
+# what MLflow takes in one ``log_batch`` request (metrics count towards the entries only)
+PARAMS_PER_REQUEST = 100
+TAGS_PER_REQUEST = 100
+ENTRIES_PER_REQUEST = 1000
+
+
 def _log_batch(
     client: Any,
     run_id: str,
@@ -514,12 +520,12 @@ def _log_batch(
     ms = [Metric(_key(k), float(v), now, 0) for k, v in (metrics or {}).items() if _finite(v)]
     ps = [Param(_key(k), str(v)[:PARAM_MAX]) for k, v in (params or {}).items()]
     ts = [RunTag(_key(k), str(v)[:PARAM_MAX]) for k, v in (tags or {}).items()]
-    # one request per run where possible (each is a round trip, or a SQLite transaction); MLflow
-    # takes at most 1000 metrics, 100 params, 100 tags and 1000 entries in all per request
+    # one request per run where possible (each is a round trip, or a SQLite transaction)
     while ms or ps or ts:
-        p_part, ps = ps[:100], ps[100:]
-        t_part, ts = ts[:100], ts[100:]
-        m_part, ms = ms[: 1000 - len(p_part) - len(t_part)], ms[1000 - len(p_part) - len(t_part) :]
+        p_part, ps = ps[:PARAMS_PER_REQUEST], ps[PARAMS_PER_REQUEST:]
+        t_part, ts = ts[:TAGS_PER_REQUEST], ts[TAGS_PER_REQUEST:]
+        room = ENTRIES_PER_REQUEST - len(p_part) - len(t_part)
+        m_part, ms = ms[:room], ms[room:]
         client.log_batch(run_id, metrics=m_part, params=p_part, tags=t_part)
 
 
@@ -617,9 +623,10 @@ def log_output_dir(
                 start_time=start,
                 tags={RUN_UID_TAG: record.run_uid, "paraeval.output_dir": str(out_dir.resolve())},
             ).info.run_id
-            # MLflow takes 100 params per request: the rest go with the last request's tags
+            # the params one request takes; the rest go with the last request's tags
             params = list(record.params.items())
-            _log_batch(client, parent_id, metrics=metrics, params=dict(params[:100]))
+            first = dict(params[:PARAMS_PER_REQUEST])
+            _log_batch(client, parent_id, metrics=metrics, params=first)
             # MLflow infers the schema value by value: once per input and process, not once per
             # sweep job
             entity = _DATASETS.get_or_compute(
@@ -658,7 +665,7 @@ def log_output_dir(
             tables = {CORRELATION_TABLE: correlations, COMPARISON_TABLE: comparison}
             tags.update(_log_tables(client, parent_id, tables))
             # the content tag goes last: a run interrupted before here is not taken as logged
-            _log_batch(client, parent_id, params=dict(params[100:]), tags=tags)
+            _log_batch(client, parent_id, params=dict(params[PARAMS_PER_REQUEST:]), tags=tags)
             client.set_terminated(parent_id, end_time=end)
         except BaseException as exc:
             # never left RUNNING: KILLED for an interrupt (Ctrl-C, SIGTERM), FAILED otherwise

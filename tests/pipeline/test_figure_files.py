@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+import paraeval.pipeline.figure_files as figure_files
 import paraeval.pipeline.figures as figures
 import paraeval.pipeline.plots as plots
 from paraeval.pipeline.evaluation import (
@@ -23,7 +24,7 @@ from paraeval.pipeline.evaluation import (
 
 
 def _figure(note_y: float | None = None, transparent: bool = False) -> Any:
-    plt = plots._plt()
+    plt = figure_files._plt()
     fig, axes = plt.subplots(2, 2, figsize=(6, 4))
     for k, ax in enumerate(axes.flat):
         ax.plot(np.arange(10), np.arange(10) ** (1 + k / 4))
@@ -37,7 +38,9 @@ def _figure(note_y: float | None = None, transparent: bool = False) -> Any:
 
 
 def _tight(fig: Any, path: Path) -> Image.Image:
-    fig.savefig(path, dpi=plots.PNG_DPI, bbox_inches="tight", pad_inches=plots.PAD_INCHES)
+    fig.savefig(
+        path, dpi=figure_files.PNG_DPI, bbox_inches="tight", pad_inches=figure_files.PAD_INCHES
+    )
     return Image.open(path)
 
 
@@ -60,7 +63,7 @@ def _save_counting(fig: Any, path: Path) -> list[object]:
 
     fig.savefig = counting
     try:
-        plots.save_figure(fig, path)
+        figure_files.save_figure(fig, path)
     finally:
         fig.savefig = real
     return calls
@@ -74,14 +77,14 @@ def test_png_is_cut_like_matplotlibs_tight_crop(tmp_path: Path, note_y: float | 
     assert len(calls) == 1 and calls[0] != "tight"  # one drawing, no measuring pass
     reference = _tight(fig, tmp_path / "tight.png")
     mine = Image.open(ours)
-    assert mine.info.get("dpi") is not None and round(mine.info["dpi"][0]) == plots.PNG_DPI
+    assert mine.info.get("dpi") is not None and round(mine.info["dpi"][0]) == figure_files.PNG_DPI
     # the same contents: the inked area agrees to a pixel or two (antialiasing at the edges)
     assert np.allclose(_ink_box(mine), _ink_box(reference), atol=3)
     # and the same padding around them, within a few pixels
-    assert np.allclose(mine.size, reference.size, atol=2 * round(plots.PAD_INCHES * 200))
+    assert np.allclose(mine.size, reference.size, atol=2 * round(figure_files.PAD_INCHES * 200))
     if note_y is not None:  # the note below the figure's edge is in the file
         plain = tmp_path / "plain.png"
-        plots.save_figure(_figure(None), plain)
+        figure_files.save_figure(_figure(None), plain)
         assert mine.size[1] > Image.open(plain).size[1] + 10
 
 
@@ -169,11 +172,11 @@ def test_png_writer_round_trips_through_pillow(
     if opaque:
         pixels[..., 3] = 255
     path = tmp_path / "x.png"
-    plots._write_png(pixels, path, dpi=plots.PNG_DPI)
+    figure_files._write_png(pixels, path, dpi=figure_files.PNG_DPI)
     with Image.open(path) as image:
         image.load()
         assert image.mode == ("RGB" if opaque else "RGBA")
-        assert round(image.info["dpi"][0]) == round(image.info["dpi"][1]) == plots.PNG_DPI
+        assert round(image.info["dpi"][0]) == round(image.info["dpi"][1]) == figure_files.PNG_DPI
         assert image.info["Software"].startswith("Matplotlib version")
         got = np.asarray(image.convert("RGBA"))
     np.testing.assert_array_equal(got, pixels)
@@ -183,7 +186,7 @@ def test_a_given_title_height_is_where_matplotlib_would_put_it() -> None:
     """Titles are placed at ``y=1.0`` (sparing matplotlib's measuring of the axis): that is its
     own placement where no offset or power of ten sits above the y axis, which ``plain_y``
     rules out even for values that would get one."""
-    plt = plots._plt()
+    plt = figure_files._plt()
     values = [1000.0011, 1000.0013, 1000.0017]  # an offset ("+1e3") by default
     fig, (auto, given) = plt.subplots(1, 2)
     for ax in (auto, given):
@@ -206,12 +209,12 @@ def test_the_margin_drawing_takes_sizes_that_are_no_whole_pixel_count_in_floats(
     size: tuple[float, float],
 ) -> None:
     # (6.2 + 2) * 200 is 1639.9999999999998 in floating point: the drawing is 1640 wide
-    plt = plots._plt()
+    plt = figure_files._plt()
     fig = plt.figure(figsize=size)
     fig.add_subplot().plot([0, 1], [1, 0])
-    pixels = plots.margin_pixels(fig, plots.PNG_DPI)
+    pixels = figure_files.margin_pixels(fig, figure_files.PNG_DPI)
     plt.close(fig)
     assert pixels is not None
-    margin = 2 * plots.MARGIN_INCHES
+    margin = 2 * figure_files.MARGIN_INCHES
     want = (round((size[1] + margin) * 200), round((size[0] + margin) * 200), 4)
     assert pixels.shape == want

@@ -14,9 +14,10 @@ from PIL import Image
 
 import paraeval.pipeline.layers as layers
 from paraeval.metrics import sacre
-from paraeval.pipeline import plots
+from paraeval.pipeline import figure_files
 from paraeval.pipeline.load import load_demo
 from paraeval.pipeline.sweep import AlphaCurve, AlphaCurveSettings, alpha_curve, plot_alpha_curve
+from tests.pipeline.test_sweep import ibleu_stats
 
 
 @pytest.fixture(autouse=True)
@@ -30,13 +31,7 @@ def _no_kept_bases() -> Iterator[None]:
 def curves() -> dict[float, AlphaCurve]:
     df = load_demo()
     df["human_meaning"] = df["human_meaning"].astype(float)
-    st: dict[tuple[str, str], np.ndarray] = {}
-    first = sacre.IBLEU(alpha=0.8)
-    for system in dict.fromkeys(df["system"]):
-        sub = df[df.system == system]
-        res = first.score(sub.candidate.tolist(), sub.references.tolist(), sub.source.tolist())
-        assert res.stats is not None
-        st[("ibleu", str(system))] = res.stats
+    st = ibleu_stats(df, sacre.IBLEU(alpha=0.8))
     settings = AlphaCurveSettings(grid=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0], seed=5)
     return {
         alpha: alpha_curve(
@@ -59,8 +54,8 @@ def _whole(result: AlphaCurve, path: Path) -> np.ndarray:
     fig = layers_base(result, choice, levels)
     for ax in fig.axes:
         ax.axvline(configured, color="0.6", linestyle=":", linewidth=1, zorder=10)
-    plots.save_figure(fig, path)
-    plots._plt().close(fig)
+    figure_files.save_figure(fig, path)
+    figure_files._plt().close(fig)
     return _pixels(path)
 
 
@@ -107,7 +102,7 @@ def test_other_formats_are_drawn_whole(tmp_path: Path, curves: dict[float, Alpha
     choice = result.choice[["level", "aspect", "chosen_alpha", "test"]]
     fig = layers_base(result, choice, list(dict.fromkeys(result.curve["level"])))
     fig.savefig(tmp_path / "base.svg")
-    plots._plt().close(fig)
+    figure_files._plt().close(fig)
     dashed = [
         (tmp_path / f).read_text().count("stroke-dasharray") for f in ("curve.svg", "base.svg")
     ]

@@ -730,12 +730,11 @@ def test_plots_are_written_atomically(
     from matplotlib.figure import Figure
 
     import paraeval.pipeline.figure_files as figure_files
-    import paraeval.pipeline.plots as plots
 
-    fig = plots._plt().figure() if pyplot else Figure()
+    fig = figure_files._plt().figure() if pyplot else Figure()
     fig.add_subplot().plot([0, 1], [1, 0])
     path = tmp_path / "plots" / "p.png"
-    plots.save_figure(fig, path, dpi=50)
+    figure_files.save_figure(fig, path, dpi=50)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     before = path.read_bytes()
     real = Figure.savefig
@@ -753,7 +752,7 @@ def test_plots_are_written_atomically(
     monkeypatch.setattr(Figure, "savefig", broken)
     monkeypatch.setattr(figure_files, "_write_png", broken_png)
     with pytest.raises(RuntimeError, match="encoder died" if pyplot else "renderer died"):
-        plots.save_figure(fig, path, dpi=50)
+        figure_files.save_figure(fig, path, dpi=50)
     assert path.read_bytes() == before
     assert sorted(p.name for p in path.parent.iterdir()) == ["p.png"]
 

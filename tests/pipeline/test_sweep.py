@@ -25,6 +25,17 @@ from tests.pipeline.helpers import run_cli
 SMALL = "metrics=[bleu,ibleu,self_bleu,chrf]"
 
 
+def ibleu_stats(df: pd.DataFrame, metric: sacre.IBLEU) -> dict[tuple[str, str], np.ndarray]:
+    """iBLEU's sufficient statistics per system, keyed as the score stage keys them."""
+    st: dict[tuple[str, str], np.ndarray] = {}
+    for system in dict.fromkeys(df["system"]):
+        sub = df[df.system == system]
+        res = metric.score(sub.candidate.tolist(), sub.references.tolist(), sub.source.tolist())
+        assert res.stats is not None
+        st[("ibleu", str(system))] = res.stats
+    return st
+
+
 def test_split_is_seeded_disjoint_and_complete() -> None:
     items = [f"i{k}" for k in range(40)]
     dev, test = split_items(items, 0.25, seed=7)
@@ -54,12 +65,7 @@ def test_curve_equals_rescoring_every_alpha_on_each_split() -> None:
     df["human_meaning"] = df["human_meaning"].astype(float)
     systems = list(dict.fromkeys(df["system"]))
     ibleu = sacre.IBLEU(alpha=0.8)
-    st: dict[tuple[str, str], np.ndarray] = {}
-    for system in systems:
-        sub = df[df.system == system]
-        res = ibleu.score(sub.candidate.tolist(), sub.references.tolist(), sub.source.tolist())
-        assert res.stats is not None
-        st[("ibleu", str(system))] = res.stats
+    st = ibleu_stats(df, ibleu)
     settings = AlphaCurveSettings(grid=[0.0, 0.6, 1.0], levels=["segment", "system"], seed=3)
     got = alpha_curve(df, st, ibleu, "ibleu", ["human_meaning"], settings)
 
@@ -220,13 +226,8 @@ def test_curve_is_reused_for_another_configured_alpha(monkeypatch: pytest.Monkey
     """The curve does not depend on the configured α; a second job in the same process (Hydra's
     default launcher) reuses it and only redoes the choice."""
     df = load_demo()
-    st: dict[tuple[str, str], np.ndarray] = {}
     first = sacre.IBLEU(alpha=0.8)
-    for system in dict.fromkeys(df["system"]):
-        sub = df[df.system == system]
-        res = first.score(sub.candidate.tolist(), sub.references.tolist(), sub.source.tolist())
-        assert res.stats is not None
-        st[("ibleu", str(system))] = res.stats
+    st = ibleu_stats(df, first)
     settings = AlphaCurveSettings(grid=[0.0, 0.4, 0.8], seed=11)
     a = alpha_curve(df, st, first, "ibleu", ["human_meaning"], settings)
 
