@@ -176,10 +176,9 @@ def _write_png(pixels: np.ndarray, path: Path, dpi: int) -> None:
     # uint8 arithmetic wraps modulo 256, as the filter is defined
     filtered = np.empty((rows.shape[0], rows.shape[1] + 1), dtype=np.uint8)
     filtered[:, 0] = 2  # "Up"
-    filtered[:, 1:] = rows
-    if rows.shape[0] > 1:
-        np.subtract(rows[1:], rows[:-1], out=filtered[1:, 1:])
     filtered[0, 0] = 0  # the first row has no row above it: unfiltered
+    filtered[0, 1:] = rows[0]
+    np.subtract(rows[1:], rows[:-1], out=filtered[1:, 1:])
     ppm = round(dpi / 0.0254)
     software = f"Matplotlib version{matplotlib.__version__}, https://matplotlib.org/"
     chunks = [

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from paraeval.memo import Memo
 from paraeval.pipeline.figure_files import _plt, render, save_figure
 from paraeval.pipeline.names import slug
 
@@ -219,62 +220,194 @@ def metric_vs_human(
     style: FigureStyle | None = None,
 ) -> None:
     """Segment-level points coloured by system, system means as large markers; Pearson r,
-    Kendall τ and n in each panel."""
+    Kendall τ and n in each panel.
+
+    A PNG whose figure this process drew before from the same frame (everything but the
+    values: columns, systems and their rows, style) is drawn by moving that figure's points
+    instead of building it again (:class:`_Scatter`)."""
     style = style or FigureStyle()
-    plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
-    fig.subplots_adjust(wspace=0.25)
-    order = list(dict.fromkeys(segments["system"]))
-    if len(order) <= 12:
-        for system, sub in segments.groupby("system", sort=False):
-            axes[0].scatter(sub[metric], sub[aspect], s=10, alpha=0.6, label=str(system))
-    else:
-        # without a legend one collection draws the same colours as one call per system
-        # (cycled through the default colour cycle in order of appearance), much faster
-        cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-        code = segments["system"].map({s: i for i, s in enumerate(order)}).to_numpy()
-        x = segments[metric].to_numpy(dtype=float)
-        y = segments[aspect].to_numpy(dtype=float)
-        # one marker line per colour: Agg stamps a cached marker, far faster than a scatter
-        # collection with a colour per point (same size, s=10 points^2)
-        for k, color in enumerate(cycle):
-            pick = code % len(cycle) == k
-            if pick.any():
+    frame = _Scatter.frame(segments, systems, metric, aspect, style, path)
+    kept = _SCATTERS.get(frame) if frame is not None else None
+    if kept is not None:
+        kept.refill(segments, systems)
+        save_figure(kept.fig, path)
+        return
+    scatter = _Scatter.build(segments, systems, metric, aspect, style)
+    save_figure(scatter.fig, path)
+    if frame is not None:
+        _SCATTERS.put(frame, scatter)
+
+
+@dataclass
+class _Scatter:
+    """A drawn ``metric_vs_human`` figure, kept so that the next figure of the same frame moves
+    its points rather than building and laying out two axes, their ticks and texts again (the
+    jobs of an α sweep draw the same scatter plots with new x values).
+
+    Exact, not an approximation: what the values decide is set as the plotting calls set it (a
+    collection's offsets, a line's data, the annotations' anchors, the titles) and the data
+    limits are gathered again as ``Axes.add_collection`` and ``Axes.add_line`` gather them, so
+    the next drawing autoscales from the same limits. Values that are not all finite, which
+    those calls mask, are drawn on a new figure."""
+
+    fig: Any
+    axes: Any
+    metric: str
+    aspect: str
+    legend: bool  # one collection per system (with a legend) rather than a line per colour
+
+    @staticmethod
+    def frame(
+        segments: pd.DataFrame,
+        systems: pd.DataFrame,
+        metric: str,
+        aspect: str,
+        style: FigureStyle,
+        path: Path,
+    ) -> tuple[Any, ...] | None:
+        """What a figure is built from besides the values; None where it is not kept."""
+        if path.suffix != ".png" or not _finite(segments, systems, metric, aspect):
+            return None
+        names = segments["system"].astype(str)
+        return (
+            metric,
+            aspect,
+            style,
+            hash_rows(names),
+            tuple(map(str, systems.index)),
+            metric in systems and aspect in systems,
+        )
+
+    @classmethod
+    def build(
+        cls,
+        segments: pd.DataFrame,
+        systems: pd.DataFrame,
+        metric: str,
+        aspect: str,
+        style: FigureStyle,
+    ) -> _Scatter:
+        fig = _agg_figure((10, 4.2))
+        axes = fig.subplots(1, 2)
+        fig.subplots_adjust(wspace=0.25)
+        order = list(dict.fromkeys(segments["system"]))
+        legend = len(order) <= 12
+        if legend:
+            for system, sub in segments.groupby("system", sort=False):
+                axes[0].scatter(sub[metric], sub[aspect], s=10, alpha=0.6, label=str(system))
+        else:
+            # without a legend one collection draws the same colours as one call per system
+            # (cycled through the default colour cycle in order of appearance), much faster
+            x, y = _xy(segments, metric, aspect)
+            # one marker line per colour: Agg stamps a cached marker, far faster than a
+            # scatter collection with a colour per point (same size, s=10 points^2)
+            for pick, color in _colour_picks(segments, order):
                 axes[0].plot(x[pick], y[pick], "o", ms=10**0.5, mew=0, alpha=0.6, color=color)
-    human = aspect.removeprefix("human_")
-    for ax in axes:
-        plain_y(ax)
-    axes[0].set_xlabel(style.label(metric))
-    axes[0].set_ylabel(f"human {human}")
-    # the agreement in the title: a box inside the axes would hide points
-    seg_stats = _agreement(
-        segments[metric].to_numpy(dtype=float), segments[aspect].to_numpy(dtype=float)
-    )
-    set_title(axes[0], f"segments: {seg_stats}", fontsize=9)
-    if len(order) <= 12:
-        axes[0].legend(
-            fontsize=7, markerscale=1.5, title="system", title_fontsize=7, loc="lower right"
-        )
-    if metric in systems and aspect in systems:
-        axes[1].scatter(systems[metric], systems[aspect], s=40)
-        for name, row in systems.iterrows():
-            axes[1].annotate(
-                str(name),
-                (row[metric], row[aspect]),
-                fontsize=7,
-                xytext=(3, 3),
-                textcoords="offset points",
+        human = aspect.removeprefix("human_")
+        for ax in axes:
+            plain_y(ax)
+        axes[0].set_xlabel(style.label(metric))
+        axes[0].set_ylabel(f"human {human}")
+        # the agreement in the title: a box inside the axes would hide points
+        set_title(axes[0], f"segments: {_agreement(*_xy(segments, metric, aspect))}", fontsize=9)
+        if legend:
+            axes[0].legend(
+                fontsize=7, markerscale=1.5, title="system", title_fontsize=7, loc="lower right"
             )
-        sys_stats = _agreement(
-            systems[metric].to_numpy(dtype=float), systems[aspect].to_numpy(dtype=float)
-        )
-        set_title(axes[1], f"systems: {sys_stats}", fontsize=9)
-    axes[1].set_xlabel(f"{style.label(metric)} (corpus level)")
-    axes[1].set_ylabel(f"mean human {human}")
-    if style.marked([metric]):
-        fig.text(0.01, 0.0, MARKS_NOTE, fontsize=7, ha="left", va="top")
-    save_figure(fig, path)
-    plt.close(fig)
+        if metric in systems and aspect in systems:
+            axes[1].scatter(systems[metric], systems[aspect], s=40)
+            for name, row in systems.iterrows():
+                axes[1].annotate(
+                    str(name),
+                    (row[metric], row[aspect]),
+                    fontsize=7,
+                    xytext=(3, 3),
+                    textcoords="offset points",
+                )
+            set_title(axes[1], f"systems: {_agreement(*_xy(systems, metric, aspect))}", fontsize=9)
+        axes[1].set_xlabel(f"{style.label(metric)} (corpus level)")
+        axes[1].set_ylabel(f"mean human {human}")
+        if style.marked([metric]):
+            fig.text(0.01, 0.0, MARKS_NOTE, fontsize=7, ha="left", va="top")
+        return cls(fig, axes, metric, aspect, legend)
+
+    def refill(self, segments: pd.DataFrame, systems: pd.DataFrame) -> None:
+        """The figure showing these values (of the frame it was built for)."""
+        metric, aspect = self.metric, self.aspect
+        seg_ax, sys_ax = self.axes
+        if self.legend:
+            groups = segments.groupby("system", sort=False)
+            for coll, (_, sub) in zip(seg_ax.collections, groups, strict=True):
+                coll.set_offsets(np.column_stack(_xy(sub, metric, aspect)))
+        else:
+            x, y = _xy(segments, metric, aspect)
+            order = list(dict.fromkeys(segments["system"]))
+            picks = [pick for pick, _ in _colour_picks(segments, order)]
+            for line, pick in zip(seg_ax.lines, picks, strict=True):
+                line.set_data(x[pick], y[pick])
+        seg_ax.title.set_text(f"segments: {_agreement(*_xy(segments, metric, aspect))}")
+        if sys_ax.collections:
+            sys_ax.collections[0].set_offsets(np.column_stack(_xy(systems, metric, aspect)))
+            for note, (_, row) in zip(sys_ax.texts, systems.iterrows(), strict=True):
+                note.xy = (row[metric], row[aspect])
+            sys_ax.title.set_text(f"systems: {_agreement(*_xy(systems, metric, aspect))}")
+        for ax in self.axes:
+            _gather_limits(ax)
+            ax.autoscale_view()
+
+
+def _agg_figure(size: tuple[float, float]) -> Any:
+    """A figure outside pyplot (nothing to close; dropped, it is freed) on an Agg canvas of its
+    own, which keeps its renderer from one drawing to the next."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=size)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _xy(frame: pd.DataFrame, metric: str, aspect: str) -> tuple[np.ndarray, np.ndarray]:
+    return frame[metric].to_numpy(dtype=float), frame[aspect].to_numpy(dtype=float)
+
+
+def _finite(segments: pd.DataFrame, systems: pd.DataFrame, metric: str, aspect: str) -> bool:
+    parts = [*_xy(segments, metric, aspect)]
+    if metric in systems and aspect in systems:
+        parts += _xy(systems, metric, aspect)
+    return all(np.isfinite(p).all() for p in parts)
+
+
+def _colour_picks(segments: pd.DataFrame, order: list[Any]) -> list[tuple[np.ndarray, str]]:
+    """The rows of each colour of the default cycle (systems coloured in order of appearance),
+    for the colours that have rows."""
+    cycle = _plt().rcParams["axes.prop_cycle"].by_key()["color"]
+    code = segments["system"].map({s: i for i, s in enumerate(order)}).to_numpy()
+    picks = [(code % len(cycle) == k, color) for k, color in enumerate(cycle)]
+    return [(pick, color) for pick, color in picks if pick.any()]
+
+
+def _gather_limits(ax: Any) -> None:
+    """The axes' data limits gathered again from its lines and collections, as ``add_line``
+    and ``add_collection`` gather them when an artist is added."""
+    # relim resets the limits and takes the lines again; older matplotlib leaves collections
+    # out of it, and a collection taken twice changes nothing
+    ax.relim()
+    for coll in ax.collections:
+        box = coll.get_datalim(ax.transData)
+        points = box.get_points()
+        if not np.isinf(box.minpos).all():
+            points = np.concatenate([points, [box.minpos]])
+        ax.update_datalim(points)
+
+
+def hash_rows(values: pd.Series) -> bytes:
+    return pd.util.hash_pandas_object(values, index=False).to_numpy().tobytes()
+
+
+# the scatter figures this process keeps for their frame's next drawing: those of an α
+# sweep's job (at most eight, about 12 MB of pixels each)
+_SCATTERS: Memo[tuple[Any, ...], _Scatter] = Memo("plots.scatters", max_entries=8)
 
 
 def scatter_columns(

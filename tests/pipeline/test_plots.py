@@ -60,3 +60,66 @@ def test_same_inputs_are_drawn_once_and_changed_inputs_again(
     assert calls == ["bleu", "bleu"]
     scatter = next(p for p in third if p.name.startswith("scatter_"))
     assert scatter.read_bytes() != (tmp_path / "a" / "plots" / scatter.name).read_bytes()
+
+
+def _pixels(path: Path) -> np.ndarray:
+    from PIL import Image
+
+    with Image.open(path) as image:
+        return np.asarray(image.convert("RGBA"))
+
+
+def _moved(seg: pd.DataFrame, factor: float, humans: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
+    seg = seg.copy()
+    seg["bleu"] = seg["bleu"] * factor - 0.1
+    if humans:
+        seg["human_meaning"] = seg["human_meaning"].to_numpy()[::-1]
+    return seg, seg.groupby("system", sort=False)[["bleu", "human_meaning"]].mean()
+
+
+@pytest.mark.parametrize("n_systems", [4, 15])  # a collection per system, a line per colour
+def test_a_kept_scatter_moved_to_new_values_draws_what_a_new_figure_draws(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n_systems: int
+) -> None:
+    seg, _ = _segments()
+    seg = seg[seg["system"].isin([f"s{i}" for i in range(n_systems)])]
+    builds: list[int] = []
+    real = plots._Scatter.build
+
+    def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
+        builds.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(plots._Scatter, "build", counting)
+    plots._SCATTERS.clear()
+    steps = [(1.0, False), (3.0, False), (0.5, True), (-2.0, False)]
+    kept = []
+    for k, (factor, humans) in enumerate(steps):
+        path = tmp_path / f"kept{k}.png"
+        plots.metric_vs_human(*_moved(seg, factor, humans), "bleu", "human_meaning", path)
+        kept.append(path)
+    assert len(builds) == 1  # one figure, moved three times
+    for k, (factor, humans) in enumerate(steps):
+        plots._SCATTERS.clear()
+        path = tmp_path / f"new{k}.png"
+        plots.metric_vs_human(*_moved(seg, factor, humans), "bleu", "human_meaning", path)
+        assert np.array_equal(_pixels(kept[k]), _pixels(path)), k
+    assert len(builds) == 1 + len(steps)
+    assert not np.array_equal(_pixels(kept[0]), _pixels(kept[1]))
+
+
+def test_a_scatter_with_values_that_are_not_finite_is_drawn_on_a_new_figure(
+    tmp_path: Path,
+) -> None:
+    seg, systems = _segments()
+    plots._SCATTERS.clear()
+    plots.metric_vs_human(seg, systems, "bleu", "human_meaning", tmp_path / "a.png")
+    assert len(plots._SCATTERS) == 1
+    holed = seg.copy()
+    holed.loc[3, "bleu"] = np.nan
+    plots.metric_vs_human(holed, systems, "bleu", "human_meaning", tmp_path / "b.png")
+    assert len(plots._SCATTERS) == 1  # not kept: the next one is built again as well
+    # what the kept figure would have shown is not what was drawn: the hole is there
+    assert not np.array_equal(_pixels(tmp_path / "a.png"), _pixels(tmp_path / "b.png"))
+    plots.metric_vs_human(seg, systems, "bleu", "human_meaning", tmp_path / "c.png")
+    assert np.array_equal(_pixels(tmp_path / "a.png"), _pixels(tmp_path / "c.png"))
