@@ -15,7 +15,7 @@ from paraeval.pipeline import report
 from paraeval.pipeline.evaluation import Evaluation, compute, run_record, write_tables
 from paraeval.pipeline.figures import Figures
 from paraeval.pipeline.files import check_writable
-from paraeval.pipeline.html_report import write_html
+from paraeval.pipeline.html_report import page_around_figures, write_html
 from paraeval.pipeline.settings import Settings, check_table
 
 log = logging.getLogger("paraeval")
@@ -47,10 +47,13 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
     run_id = uri = None
     page: list[Path] = []
 
+    # the page around the figures is rendered while they are drawn
+    around = page_around_figures(ev)
+
     def figures_and_page() -> None:
         figures.wait()
         if not page:
-            page.append(write_html(ev, out))
+            page.append(write_html(ev, out, around))
 
     try:
         # run_info.json is written first, so `paraeval-log` can log this directory later; the

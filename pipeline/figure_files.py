@@ -171,8 +171,7 @@ def _write_png(pixels: np.ndarray, path: Path, dpi: int) -> None:
     import matplotlib
 
     opaque = bool((pixels[..., 3] == 255).all())
-    channels = 3 if opaque else 4
-    rows = np.ascontiguousarray(pixels[..., :channels]).reshape(pixels.shape[0], -1)
+    rows = (_rgb(pixels) if opaque else np.ascontiguousarray(pixels)).reshape(pixels.shape[0], -1)
     # uint8 arithmetic wraps modulo 256, as the filter is defined
     filtered = np.empty((rows.shape[0], rows.shape[1] + 1), dtype=np.uint8)
     filtered[:, 0] = 2  # "Up"
@@ -196,6 +195,19 @@ def _write_png(pixels: np.ndarray, path: Path, dpi: int) -> None:
     with open(path, "wb") as f:
         f.write(b"\x89PNG\r\n\x1a\n")
         f.writelines(chunks)
+
+
+# a pixel as its three colour bytes and its alpha byte
+_RGB_A = np.dtype([("rgb", "V3"), ("a", "u1")])
+
+
+def _rgb(pixels: np.ndarray) -> np.ndarray:
+    """The colour bytes of RGBA pixels, contiguous: copied as one 3-byte item per pixel, about
+    twice as fast as numpy's copy of the three channels of a strided view."""
+    if pixels.strides[-2:] != (4, 1):  # a pixel's bytes apart: the view needs them together
+        pixels = np.ascontiguousarray(pixels)
+    colours = pixels.view(_RGB_A)[..., 0]["rgb"]
+    return np.ascontiguousarray(colours).view(np.uint8).reshape(*pixels.shape[:-1], 3)
 
 
 def _png_chunk(kind: bytes, data: bytes) -> bytes:

@@ -148,6 +148,13 @@ def _figures(out: Path) -> str:
 
 
 def render_html(ev: Evaluation, out: Path) -> str:
+    head, tail = page_around_figures(ev)
+    return head + _figures(out) + tail
+
+
+def page_around_figures(ev: Evaluation) -> tuple[str, str]:
+    """The page before its figures and after them: a run renders them while its figures are
+    still being drawn, and puts the figures between them once they are there."""
     from paraeval import __version__
 
     t = ev.table
@@ -178,7 +185,7 @@ def render_html(ev: Evaluation, out: Path) -> str:
         if not comparison.empty
         else "<p>No comparison was computed.</p>",
         "<h2>Figures</h2>",
-        _figures(out),
+        _FIGURES,
         "<h2>Signatures</h2>",
         '<div class="scroll"><table><thead><tr><th>column</th><th>group</th>'
         "<th>higher is better</th><th>signature</th></tr></thead><tbody>"
@@ -191,18 +198,26 @@ def render_html(ev: Evaluation, out: Path) -> str:
         "<h2>Configuration</h2>",
         f"<pre>{_e(config)}</pre>",
     ]
-    return (
+    page = (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>paraeval report: {_e(data.name)}</title>"
         f"<style>{_STYLE}</style><script>{_SCRIPT}</script></head><body>"
         + "\n".join(sections)
         + "</body></html>\n"
     )
+    head, _, tail = page.partition(_FIGURES)
+    return head, tail
 
 
-def write_html(ev: Evaluation, out: Path) -> Path:
-    """``report.html`` in ``out``, with the figures that are there now."""
+# where the figures go: a tag, which no escaped text of the page can hold
+_FIGURES = "<paraeval-figures/>"
+
+
+def write_html(ev: Evaluation, out: Path, around: tuple[str, str] | None = None) -> Path:
+    """``report.html`` in ``out``, with the figures that are there now; ``around`` is the page
+    without them (``page_around_figures``), where it was rendered before."""
     path = out / REPORT_NAME
-    text = render_html(ev, out)
+    head, tail = around or page_around_figures(ev)
+    text = head + _figures(out) + tail
     atomic_write(path, lambda p: p.write_text(text, encoding="utf-8"))
     return path

@@ -159,18 +159,22 @@ def test_two_lanes_are_two_helper_processes(
     assert os.getpid() not in pids
 
 
+@pytest.mark.parametrize("cut", [False, True])  # a whole array, or a crop of a larger one
 @pytest.mark.parametrize("opaque", [True, False])
 @pytest.mark.parametrize("shape", [(1, 1), (2, 3), (57, 131)])
 def test_png_writer_round_trips_through_pillow(
-    tmp_path: Path, opaque: bool, shape: tuple[int, int]
+    tmp_path: Path, opaque: bool, shape: tuple[int, int], cut: bool
 ) -> None:
     """The PNG written by hand reads back in Pillow (which checks every chunk's CRC and the
     deflate stream) as exactly the pixels given, with the dpi and the Software text."""
     rng = np.random.default_rng(sum(shape) + opaque)
-    pixels = rng.integers(0, 256, size=(*shape, 4), dtype=np.uint8)
-    pixels[: shape[0] // 2, : shape[1] // 2] = 255  # flat areas, as in a figure
+    whole = rng.integers(0, 256, size=(shape[0] + 3, shape[1] + 5, 4), dtype=np.uint8)
+    whole[: shape[0] // 2, : shape[1] // 2] = 255  # flat areas, as in a figure
     if opaque:
-        pixels[..., 3] = 255
+        whole[..., 3] = 255
+    pixels = (
+        whole[1 : shape[0] + 1, 2 : shape[1] + 2] if cut else whole[: shape[0], : shape[1]].copy()
+    )
     path = tmp_path / "x.png"
     figure_files._write_png(pixels, path, dpi=figure_files.PNG_DPI)
     with Image.open(path) as image:
