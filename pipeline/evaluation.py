@@ -240,11 +240,13 @@ def alpha_curve_stage(ev: Evaluation) -> list[FigureJob]:
 
 
 Stage = Callable[[Evaluation], list[FigureJob]]
+# the comparison before the correlations: its figure (the ranking, a panel per column) is the
+# longest a sweep's job draws, and is started sooner so
 STAGES: tuple[Stage, ...] = (
     score_stage,
     aggregate_stage,
-    correlate_stage,
     compare_stage,
+    correlate_stage,
     alpha_curve_stage,
 )
 

@@ -89,9 +89,10 @@ def test_helper_does_not_rerun_an_unguarded_script(tmp_path: Path) -> None:
 
 def test_scatter_plots_are_handed_over_before_the_correlations(tmp_path: Path) -> None:
     """The scatter plots need the scores only: their jobs (one per rating, each for a helper of
-    its own) are handed over when aggregation ends, before the correlation stage runs; the
-    heatmap follows the correlations. Together they draw what ``write_plots`` draws from the
-    finished evaluation."""
+    its own) are handed over when aggregation ends; the ranking (the comparison's figure)
+    follows, before the correlation stage runs; the heatmap follows the correlations. Together
+    the scatter plots and the heatmap draw what ``write_plots`` draws from the finished
+    evaluation."""
     import paraeval.pipeline.evaluation as evaluation
     from paraeval.pipeline.api import compose_config
     from paraeval.pipeline.plots import scatter_columns
@@ -122,7 +123,13 @@ def test_scatter_plots_are_handed_over_before_the_correlations(tmp_path: Path) -
         )
     finally:
         evaluation.correlate = real_correlate  # type: ignore[assignment]
-    assert events[:4] == ["_draw_scatters", "_draw_scatters", "correlate", "_draw_heatmap"]
+    assert events[:5] == [
+        "_draw_scatters",
+        "_draw_scatters",
+        "_draw_compare",
+        "correlate",
+        "_draw_heatmap",
+    ]
     assert lanes[:2] == [0, 1]
     assert [job.args[3] for job in ev.figures[:2]] == [["human_meaning"], ["human_fluency"]]
     for job in ev.figures:
