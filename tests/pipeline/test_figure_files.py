@@ -5,6 +5,7 @@ background cannot tell where the contents end. Figure jobs go to two helper proc
 from __future__ import annotations
 
 import functools
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -222,3 +223,52 @@ def test_the_margin_drawing_takes_sizes_that_are_no_whole_pixel_count_in_floats(
     margin = 2 * figure_files.MARGIN_INCHES
     want = (round((size[1] + margin) * 200), round((size[0] + margin) * 200), 4)
     assert pixels.shape == want
+
+
+def test_a_redrawn_png_deflates_only_its_changed_bands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A figure written again with a few rows changed takes its other bands from the last
+    writing: the file is byte for byte the one written from scratch, and reads back as its
+    pixels."""
+    rng = np.random.default_rng(7)
+    band = figure_files.BAND_ROWS
+    first = np.full((5 * band + 9, 37, 4), 255, dtype=np.uint8)
+    first[10:40, 3:30, :3] = rng.integers(0, 256, size=(30, 27, 3), dtype=np.uint8)
+    second = first.copy()
+    # the last row of the second band, which the third band's first row is filtered against
+    second[2 * band - 1, 5:9, :3] = 0
+    second[4 * band + 3, 1, 0] = 7
+    compressors: list[int] = []
+    real = zlib.compressobj
+
+    def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
+        compressors.append(1)
+        return real(*args, **kwargs)
+
+    figure_files._BANDS.clear()
+    figure_files._write_png(first, tmp_path / "a.png", 200, key="fig.png")
+    monkeypatch.setattr(zlib, "compressobj", counting)
+    figure_files._write_png(second, tmp_path / "b.png", 200, key="fig.png")
+    assert len(compressors) == 3  # of six bands
+    figure_files._BANDS.clear()
+    figure_files._write_png(second, tmp_path / "c.png", 200, key="fig.png")
+    assert len(compressors) == 3 + 6
+    assert (tmp_path / "b.png").read_bytes() == (tmp_path / "c.png").read_bytes()
+    for name, pixels in (("a.png", first), ("b.png", second)):
+        with Image.open(tmp_path / name) as image:
+            np.testing.assert_array_equal(np.asarray(image.convert("RGBA")), pixels)
+    # a kept image of another shape or transparency is not used
+    transparent = second.copy()
+    transparent[0, 0, 3] = 0
+    figure_files._write_png(transparent, tmp_path / "d.png", 200, key="fig.png")
+    assert len(compressors) == 3 + 6 + 6
+    with Image.open(tmp_path / "d.png") as image:
+        np.testing.assert_array_equal(np.asarray(image.convert("RGBA")), transparent)
+
+
+def test_adler32_of_two_parts_is_that_of_the_whole() -> None:
+    rng = np.random.default_rng(3)
+    for a, b in [(b"", b"x"), (b"abc", b""), (rng.bytes(100_003), rng.bytes(70_001))]:
+        combined = figure_files._adler32_combine(zlib.adler32(a), zlib.adler32(b), len(b))
+        assert combined == zlib.adler32(a + b)
