@@ -78,7 +78,6 @@ class _Frames:
             "panels.canvases", max_entries=4, max_bytes=256 << 20, size=lambda c: c.pixels.nbytes
         )
     )
-    seen: set[str] = field(default_factory=set)
 
 
 _FRAMES = _Frames()
@@ -231,17 +230,13 @@ def save_panels(
     try:
         drawn = _draw(fig, grid, panels, header, range(len(panels) + 1))
         pixels = figure_files.margin_pixels(fig, dpi) if png else None
-        # measuring every panel costs a tenth of the drawing: done from a frame's second
-        # drawing on, when a sweep has shown that the frame comes back
-        if pixels is not None and frame in _FRAMES.seen:
+        # measuring every panel costs a tenth of the drawing, in a helper beside the run's
+        # own work: a sweep's second job then redraws its changed panels only
+        if pixels is not None:
             boxes = _boxes(fig, drawn, pixels.shape, dpi)
             listed = [boxes.get(i, ()) for i in range(len(panels) + 1)]
             if _separate(listed) and not _ink_outside(pixels, [b for ink in listed for b in ink]):
                 _FRAMES.canvases.put(frame, _Canvas(pixels.copy(), keys, listed))
-        if png:
-            if len(_FRAMES.seen) >= 256:  # a long-lived process that drew many frames
-                _FRAMES.seen.clear()
-            _FRAMES.seen.add(frame)
         figure_files.save_drawn(fig, path, pixels, dpi)
     finally:
         figure_files._plt().close(fig)

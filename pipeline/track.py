@@ -658,12 +658,14 @@ def log_output_dir(
                 ).info.run_id
                 _log_batch(client, child_id, metrics=values, params={"system": system})
                 client.set_terminated(child_id, end_time=end)
+            # the tables for MLflow's UI come from the frames read above: sent while the
+            # figures are still being drawn
+            tables = {CORRELATION_TABLE: correlations, COMPARISON_TABLE: comparison}
+            tags.update(_log_tables(client, parent_id, tables))
             if before_artifacts is not None:
                 before_artifacts()
                 tags[CONTENT_HASH_TAG] = output_digest(out_dir, record.run_uid)
             client.log_artifacts(parent_id, str(out_dir))
-            tables = {CORRELATION_TABLE: correlations, COMPARISON_TABLE: comparison}
-            tags.update(_log_tables(client, parent_id, tables))
             # the content tag goes last: a run interrupted before here is not taken as logged
             _log_batch(client, parent_id, params=dict(params[PARAMS_PER_REQUEST:]), tags=tags)
             client.set_terminated(parent_id, end_time=end)
