@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 
 from paraeval.pipeline.files import atomic_write
@@ -65,9 +66,11 @@ def _cell(value: object) -> str:
 def _table(frame: pd.DataFrame, index: bool = True) -> str:
     head = ([_e(frame.index.name or "")] if index else []) + [_e(c) for c in frame.columns]
     rows = []
-    for key, row in frame.iterrows():
+    # each row's values as iterrows gives them (one dtype for the whole frame), without a
+    # Series per row
+    for key, values in zip(frame.index, frame.to_numpy().tolist(), strict=True):
         cells = ([f"<td>{_e(key)}</td>"] if index else []) + [
-            f"<td>{_cell(v)}</td>" for v in row.tolist()
+            f"<td>{_cell(v)}</td>" for v in values
         ]
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return (
@@ -90,6 +93,22 @@ def _marked(ev: Evaluation, column: str) -> str:
     return column
 
 
+def _first_cells(sub: pd.DataFrame) -> pd.DataFrame:
+    """``cell`` by metric (rows) and (aspect, level) (columns), both in order of appearance,
+    the first of each; what ``pivot_table(aggfunc="first", sort=False)`` gives, in a tenth of
+    its time."""
+    cells: dict[tuple[str, str, str], str] = {}
+    for key in zip(sub["metric"], sub["aspect"], sub["level"], sub["cell"], strict=True):
+        cells.setdefault(key[:3], key[3])
+    metrics = list(dict.fromkeys(m for m, _, _ in cells))
+    columns = list(dict.fromkeys((a, lv) for _, a, lv in cells))
+    return pd.DataFrame(
+        [[cells.get((m, a, lv), np.nan) for a, lv in columns] for m in metrics],
+        index=pd.Index(metrics, name="metric"),
+        columns=pd.MultiIndex.from_tuples(columns, names=["aspect", "level"]),
+    )
+
+
 def _correlations(ev: Evaluation) -> str:
     corr = ev.correlations
     if corr.empty:
@@ -109,13 +128,7 @@ def _correlations(ev: Evaluation) -> str:
                 strict=True,
             )
         ]
-        wide = sub.pivot_table(
-            index="metric",
-            columns=["aspect", "level"],
-            values="cell",
-            aggfunc="first",
-            sort=False,
-        )
+        wide = _first_cells(sub)
         ns = sub.groupby(["aspect", "level"], sort=False)["n"].max() if "n" in sub else None
         wide.columns = [
             f"{a.removeprefix('human_')} / {lv}"
