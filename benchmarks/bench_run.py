@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import resource
@@ -140,6 +141,9 @@ def paraeval_child(out: Path, work: Path, n_systems: int | None) -> None:
     ]
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=overrides)
+    # as the CLI does before a job: what is alive now (modules, models) is never rescanned by
+    # the garbage collector
+    gc.freeze()
     start, c0 = time.perf_counter(), time.process_time()
     ev = app.run(cfg, work / "out", overrides)
     total, total_cpu = time.perf_counter() - start, time.process_time() - c0

@@ -229,8 +229,12 @@ def metric_vs_human(
     frame = _Scatter.frame(segments, systems, metric, aspect, style, path)
     kept = _SCATTERS.get(frame) if frame is not None else None
     if kept is not None:
-        kept.refill(segments, systems)
-        save_figure(kept.fig, path)
+        try:
+            kept.refill(segments, systems)
+            save_figure(kept.fig, path)
+        except BaseException:
+            _SCATTERS.discard(frame)  # half moved: the next one is built anew
+            raise
         return
     scatter = _Scatter.build(segments, systems, metric, aspect, style)
     save_figure(scatter.fig, path)
@@ -273,7 +277,7 @@ class _Scatter:
             metric,
             aspect,
             style,
-            hash_rows(names),
+            _hash_rows(names),
             tuple(map(str, systems.index)),
             metric in systems and aspect in systems,
         )
@@ -401,7 +405,7 @@ def _gather_limits(ax: Any) -> None:
         ax.update_datalim(points)
 
 
-def hash_rows(values: pd.Series) -> bytes:
+def _hash_rows(values: pd.Series) -> bytes:
     return pd.util.hash_pandas_object(values, index=False).to_numpy().tobytes()
 
 
