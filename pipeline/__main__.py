@@ -28,7 +28,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from paraeval.pipeline.errors import Interrupted
+from paraeval.pipeline.errors import DEFERRED_SIGNALS, Interrupted, raise_deferred
 from paraeval.pipeline.names import escape_log_output, escape_warnings
 
 EXIT_USER_ERROR = 2
@@ -258,7 +258,7 @@ _OUTPUT_DIR: list[Path] = []
 # soon as the main thread is back in code that unwinds cleanly.
 _UNSAFE_MODULES = ("sqlalchemy", "alembic", "mlflow.store")
 _RETRY_S = 0.02
-_PENDING: list[int] = []
+_PENDING = DEFERRED_SIGNALS
 
 
 def _in_unsafe_code(frame: FrameType | None) -> bool:
@@ -282,10 +282,12 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
 
 
 def _raise_pending(_alarm: int, frame: FrameType | None) -> None:
+    if not _PENDING:  # raised already, at a checkpoint of the tracker
+        return
     if _in_unsafe_code(frame):
         signal.setitimer(signal.ITIMER_REAL, _RETRY_S)
         return
-    raise Interrupted(_PENDING[0])
+    raise_deferred()
 
 
 def _interrupted(exc: BaseException) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from paraeval.pipeline import report
+from paraeval.pipeline.errors import raise_deferred
 from paraeval.pipeline.evaluation import Evaluation, compute, run_record, write_tables
 from paraeval.pipeline.figures import Figures
 from paraeval.pipeline.files import check_writable
@@ -64,6 +65,8 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
             )
         if logged is not None:
             run_id, uri = logged.run_id, logged.uri
+        # an interrupt deferred while the store was writing, if no checkpoint took it
+        raise_deferred()
     except BaseException:
         figures.cancel()  # interrupted or failed: nothing waits for drawings any more
         raise

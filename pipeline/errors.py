@@ -76,3 +76,22 @@ class Interrupted(BaseException):
         self.name = signal.Signals(signum).name
         self.status = 128 + signum  # the shell's convention: 130 for SIGINT, 143 for SIGTERM
         super().__init__(self.name)
+
+
+# Signals the CLI's handler deferred because they landed in code that an exception must not cut
+# (the MLflow store's session): a retry timer raises them once that code is left, and so does
+# every call of :func:`raise_deferred`, which the tracker makes between store calls. Most of
+# logging's time is spent inside the store, and the timer may only ever fire there until the run
+# ends: a run must not finish as if nobody had pressed Ctrl-C.
+DEFERRED_SIGNALS: list[int] = []
+
+
+def raise_deferred() -> None:
+    """Raise a deferred interrupt now, once: the retry timer is stopped and the signal taken."""
+    if DEFERRED_SIGNALS:
+        import signal
+
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signum = DEFERRED_SIGNALS.pop(0)
+        DEFERRED_SIGNALS.clear()
+        raise Interrupted(signum)

@@ -46,7 +46,7 @@ from typing import Any
 import pandas as pd
 
 from paraeval.memo import Memo
-from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.errors import ConfigError, raise_deferred
 from paraeval.pipeline.files import RUN_INFO, atomic_write, output_digest
 from paraeval.pipeline.names import show, slug
 
@@ -644,6 +644,7 @@ def log_output_dir(
             )
             shared = {k: v for k, v in tags.items() if k.startswith(("paraeval.sweep", "version."))}
             for system, values in per_system.items():
+                raise_deferred()  # an interrupt that landed inside the store: here at the latest
                 # nested under the invocation in the UI: the system's name says it all
                 child_id = client.create_run(
                     exp_id,
@@ -662,11 +663,14 @@ def log_output_dir(
             # figures are still being drawn
             tables = {CORRELATION_TABLE: correlations, COMPARISON_TABLE: comparison}
             tags.update(_log_tables(client, parent_id, tables))
+            raise_deferred()
             if before_artifacts is not None:
                 before_artifacts()
                 tags[CONTENT_HASH_TAG] = output_digest(out_dir, record.run_uid)
+            raise_deferred()
             client.log_artifacts(parent_id, str(out_dir))
             # the content tag goes last: a run interrupted before here is not taken as logged
+            raise_deferred()
             _log_batch(client, parent_id, params=dict(params[PARAMS_PER_REQUEST:]), tags=tags)
             client.set_terminated(parent_id, end_time=end)
         except BaseException as exc:

@@ -745,7 +745,7 @@ def test_plots_are_written_atomically(
         Path(fname).write_bytes(before[:100])
         raise RuntimeError("renderer died")
 
-    def broken_png(pixels: object, target: Path, dpi: int) -> None:
+    def broken_png(pixels: object, target: Path, dpi: int, key: str | None = None) -> None:
         target.write_bytes(before[:100])
         raise RuntimeError("encoder died")
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from paraeval.pipeline import __main__ as cli
-from paraeval.pipeline.errors import Interrupted
+from paraeval.pipeline.errors import Interrupted, raise_deferred
 
 # a function whose frames look like SQLAlchemy's to the handler
 _STORE_CODE = """
@@ -83,3 +83,18 @@ def test_real_signal_during_store_work_is_deferred(handlers: None) -> None:
         time.sleep(2)
     assert results == ["committed"]
     assert time.monotonic() - start < 1.5
+
+
+def test_a_deferred_signal_is_raised_at_the_next_checkpoint_once(handlers: None) -> None:
+    """The tracker's checkpoints between store calls raise a deferred interrupt even where the
+    retry timer only ever fires inside the store; once: the timer is stopped with it."""
+    flush = _store_flush()
+    assert flush(0.0, cli._on_signal, signal.SIGTERM) == "flushed"  # type: ignore[operator]
+    assert cli._PENDING == [signal.SIGTERM]
+    with pytest.raises(Interrupted) as caught:
+        raise_deferred()
+    assert caught.value.signum == signal.SIGTERM
+    assert not cli._PENDING
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    raise_deferred()  # nothing left to raise
+    cli._raise_pending(signal.SIGALRM, sys._getframe())  # a late alarm raises nothing either
