@@ -257,13 +257,20 @@ _OUTPUT_DIR: list[Path] = []
 # the cleanup that marks the runs KILLED. A signal that lands there is raised a moment later, as
 # soon as the main thread is back in code that unwinds cleanly.
 _UNSAFE_MODULES = ("sqlalchemy", "alembic", "mlflow.store")
+# Code an exception cannot leave: Python prints it as "ignored" and goes on (a weakref callback,
+# such as WeakValueDictionary's, run by the collector; a __del__), so the run would end with
+# exit status 0. A signal that lands there is deferred too.
+_SWALLOWING_MODULES = ("weakref",)
 _RETRY_S = 0.02
 _PENDING = DEFERRED_SIGNALS
 
 
 def _in_unsafe_code(frame: FrameType | None) -> bool:
     while frame is not None:
-        if str(frame.f_globals.get("__name__", "")).startswith(_UNSAFE_MODULES):
+        module = str(frame.f_globals.get("__name__", ""))
+        if module.startswith(_UNSAFE_MODULES) or module in _SWALLOWING_MODULES:
+            return True
+        if frame.f_code.co_name == "__del__":
             return True
         frame = frame.f_back
     return False

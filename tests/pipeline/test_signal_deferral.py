@@ -98,3 +98,27 @@ def test_a_deferred_signal_is_raised_at_the_next_checkpoint_once(handlers: None)
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
     raise_deferred()  # nothing left to raise
     cli._raise_pending(signal.SIGALRM, sys._getframe())  # a late alarm raises nothing either
+
+
+@pytest.mark.parametrize("where", ["weakref", "__del__"])
+def test_a_signal_where_an_exception_would_be_ignored_is_deferred(
+    handlers: None, where: str
+) -> None:
+    """Python prints an exception raised in a weakref callback (WeakValueDictionary's, run by
+    the collector) or a ``__del__`` as "ignored" and goes on: raised there, the interrupt would
+    be lost and the run would end with status 0. It is deferred to the next checkpoint."""
+    if where == "weakref":
+        scope: dict[str, object] = {"__name__": "weakref", "sys": sys, "cli": cli, "signal": signal}
+        exec("def remove(wr):\n    cli._on_signal(signal.SIGINT, sys._getframe())\n", scope)
+        scope["remove"](None)  # type: ignore[operator]
+    else:
+
+        class Held:
+            def __del__(self) -> None:
+                cli._on_signal(signal.SIGINT, sys._getframe())
+
+        held = Held()
+        del held
+    assert cli._PENDING == [signal.SIGINT]  # deferred, not raised into the void
+    with pytest.raises(Interrupted):
+        raise_deferred()
