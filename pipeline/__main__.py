@@ -262,7 +262,6 @@ _UNSAFE_MODULES = ("sqlalchemy", "alembic", "mlflow.store")
 # exit status 0. A signal that lands there is deferred too.
 _SWALLOWING_MODULES = ("weakref",)
 _RETRY_S = 0.02
-_PENDING = DEFERRED_SIGNALS
 
 
 def _in_unsafe_code(frame: FrameType | None) -> bool:
@@ -281,7 +280,7 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if _in_unsafe_code(frame):
-        _PENDING.append(signum)
+        DEFERRED_SIGNALS.append(signum)
         signal.signal(signal.SIGALRM, _raise_pending)
         signal.setitimer(signal.ITIMER_REAL, _RETRY_S)
         return
@@ -289,7 +288,7 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
 
 
 def _raise_pending(_alarm: int, frame: FrameType | None) -> None:
-    if not _PENDING:  # raised already, at a checkpoint of the tracker
+    if not DEFERRED_SIGNALS:  # raised already, at a checkpoint of the tracker
         return
     if _in_unsafe_code(frame):
         signal.setitimer(signal.ITIMER_REAL, _RETRY_S)

@@ -92,6 +92,6 @@ def raise_deferred() -> None:
         import signal
 
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signum = DEFERRED_SIGNALS.pop(0)
+        signum = DEFERRED_SIGNALS[0]
         DEFERRED_SIGNALS.clear()
         raise Interrupted(signum)

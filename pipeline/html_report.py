@@ -160,11 +160,6 @@ def _figures(out: Path) -> str:
     return "".join(parts)
 
 
-def render_html(ev: Evaluation, out: Path) -> str:
-    head, tail = page_around_figures(ev)
-    return head + _figures(out) + tail
-
-
 def page_around_figures(ev: Evaluation) -> tuple[str, str]:
     """The page before its figures and after them: a run renders them while its figures are
     still being drawn, and puts the figures between them once they are there."""

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from paraeval.pipeline import __main__ as cli
-from paraeval.pipeline.errors import Interrupted, raise_deferred
+from paraeval.pipeline.errors import DEFERRED_SIGNALS, Interrupted, raise_deferred
 
 # a function whose frames look like SQLAlchemy's to the handler
 _STORE_CODE = """
@@ -31,7 +31,7 @@ def handlers() -> Iterator[None]:
     signal.setitimer(signal.ITIMER_REAL, 0)
     for s, h in saved.items():
         signal.signal(s, h)
-    cli._PENDING.clear()
+    DEFERRED_SIGNALS.clear()
 
 
 def _store_flush() -> object:
@@ -59,7 +59,7 @@ def test_signal_in_plain_code_is_raised_at_once(handlers: None) -> None:
     with pytest.raises(Interrupted) as caught:
         cli._on_signal(signal.SIGTERM, sys._getframe())
     assert caught.value.name == "SIGTERM"
-    assert not cli._PENDING
+    assert not DEFERRED_SIGNALS
 
 
 def test_real_signal_during_store_work_is_deferred(handlers: None) -> None:
@@ -90,11 +90,11 @@ def test_a_deferred_signal_is_raised_at_the_next_checkpoint_once(handlers: None)
     retry timer only ever fires inside the store; once: the timer is stopped with it."""
     flush = _store_flush()
     assert flush(0.0, cli._on_signal, signal.SIGTERM) == "flushed"  # type: ignore[operator]
-    assert cli._PENDING == [signal.SIGTERM]
+    assert DEFERRED_SIGNALS == [signal.SIGTERM]
     with pytest.raises(Interrupted) as caught:
         raise_deferred()
     assert caught.value.signum == signal.SIGTERM
-    assert not cli._PENDING
+    assert not DEFERRED_SIGNALS
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
     raise_deferred()  # nothing left to raise
     cli._raise_pending(signal.SIGALRM, sys._getframe())  # a late alarm raises nothing either
@@ -119,6 +119,6 @@ def test_a_signal_where_an_exception_would_be_ignored_is_deferred(
 
         held = Held()
         del held
-    assert cli._PENDING == [signal.SIGINT]  # deferred, not raised into the void
+    assert DEFERRED_SIGNALS == [signal.SIGINT]  # deferred, not raised into the void
     with pytest.raises(Interrupted):
         raise_deferred()
