@@ -30,6 +30,7 @@ from omegaconf import DictConfig
 
 from paraeval.pipeline.errors import DEFERRED_SIGNALS, Interrupted, raise_deferred
 from paraeval.pipeline.names import escape_log_output, escape_warnings
+from paraeval.pipeline.sweep_compose import compose_each_sweep_job_once
 
 EXIT_USER_ERROR = 2
 # the outputs are written but could not be logged (tracking server down or failing, store
@@ -215,37 +216,6 @@ def _hydra_main(cfg: DictConfig) -> float | None:
         _fail(str(exc))
     gc.freeze()
     return None
-
-
-def compose_each_sweep_job_once() -> None:
-    """Hydra's basic sweeper composes the config of every job of a batch to validate it, and its
-    launcher then composes each again to run it (the same function of the same master config and
-    overrides): about a quarter of a second each, the largest fixed cost of a cache-served job
-    of an α sweep. The config composed for validation is kept and handed to the launcher once
-    (it sets the job number on it, so it is never handed out twice)."""
-    try:
-        from hydra._internal.config_loader_impl import ConfigLoaderImpl
-    except ImportError:  # another Hydra layout: both composes happen, as Hydra does them
-        return
-    original = ConfigLoaderImpl.load_sweep_config
-    if getattr(original, "_paraeval_composed_once", False):
-        return
-    composed: dict[tuple[int, int, tuple[str, ...]], DictConfig] = {}
-
-    def load_sweep_config(
-        self: ConfigLoaderImpl, master_config: DictConfig, sweep_overrides: list[str]
-    ) -> DictConfig:
-        key = (id(self), id(master_config), tuple(sweep_overrides))
-        kept = composed.pop(key, None)
-        if kept is not None:
-            return kept
-        cfg = original(self, master_config, sweep_overrides)
-        if len(composed) < 10_000:  # launchers in other processes never take them back
-            composed[key] = cfg  # the validating sweeper only reads it
-        return cfg
-
-    load_sweep_config._paraeval_composed_once = True  # type: ignore[attr-defined]
-    ConfigLoaderImpl.load_sweep_config = load_sweep_config  # type: ignore[method-assign]
 
 
 # the output folder of the job in progress, for the line an interrupt prints

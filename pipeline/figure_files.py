@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from paraeval.memo import Memo
+from paraeval.pipeline import glyphs
 
 
 def _plt():  # type: ignore[no-untyped-def]
@@ -27,6 +28,7 @@ def _plt():  # type: ignore[no-untyped-def]
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    glyphs.install()
     return plt
 
 
@@ -93,6 +95,7 @@ def drawn_with_margin(fig: Any, dpi: int) -> np.ndarray | None:
 
     if getattr(fig.canvas, "get_renderer", None) is None:
         return None
+    glyphs.install()
     # at the drawing's dpi, the renderer it leaves behind measures in the figure's own units
     fig.set_dpi(dpi)
     w, h = fig.get_size_inches()
