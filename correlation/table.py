@@ -292,21 +292,31 @@ def _williams_inputs(
             # nothing masked: r_a and r_b are those of the whole matrices, shared by every pair
             ra = _memo_correlate(a, h, (keys[0], keys[2]), level, coefficient)
             rb = _memo_correlate(b, h, (keys[1], keys[2]), level, coefficient)
-            return ra, rb, correlate(a, b, level, coefficient).value, int(ok.sum())
+            return ra, rb, _segment_value(a, b, coefficient), int(ok.sum())
         a, b, h = (np.where(ok, v, np.nan) for v in (a, b, h))
-        ra = correlate(a, h, level, coefficient).value
-        rb = correlate(b, h, level, coefficient).value
-        rab = correlate(a, b, level, coefficient).value
+        ra = _segment_value(a, h, coefficient)
+        rb = _segment_value(b, h, coefficient)
+        rab = _segment_value(a, b, coefficient)
         return ra, rb, rab, int(ok.sum())
     xa, y = system_scores(a, h, sys_a)
     xb, _ = system_scores(b, h, sys_b)
     ok = np.isfinite(xa) & np.isfinite(xb) & np.isfinite(y)
     xa, xb, y = xa[ok][:, None], xb[ok][:, None], y[ok][:, None]
     # one item column: the system level is then the segment level of the per-system scores
-    ra = correlate(xa, y, "segment", coefficient).value
-    rb = correlate(xb, y, "segment", coefficient).value
-    rab = correlate(xa, xb, "segment", coefficient).value
+    ra = _segment_value(xa, y, coefficient)
+    rb = _segment_value(xb, y, coefficient)
+    rab = _segment_value(xa, xb, coefficient)
     return ra, rb, rab, int(ok.sum())
+
+
+def _segment_value(x: np.ndarray, y: np.ndarray, coefficient: Coefficient) -> float:
+    """``correlate(x, y, "segment", coefficient).value``, from the coefficient's value-only
+    form where it has one."""
+    if coefficient.statistic is None or not coefficient.vector:
+        return correlate(x, y, "segment", coefficient).value
+    m, h = check_matrices(x, y)
+    ok = np.isfinite(m) & np.isfinite(h)
+    return float(coefficient.statistic(m[ok], h[ok]))
 
 
 # Williams inputs by the content of the three score matrices: the pairs of a sweep job whose two

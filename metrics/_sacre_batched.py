@@ -10,6 +10,7 @@ for the p-values to be equal. numpy and numba only; the metric classes in
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
@@ -17,6 +18,8 @@ from typing import TYPE_CHECKING, cast
 import numba
 import numpy as np
 from numba import njit
+
+from paraeval.memo import Memo
 
 if TYPE_CHECKING:
     from sacrebleu.metrics.bleu import BLEU as SacreBLEU
@@ -68,9 +71,34 @@ def _with_python_zeros(scores: np.ndarray, python_rows: np.ndarray) -> np.ndarra
     return scores
 
 
+# Scores by the content of their statistics and the BLEU settings read below. The jobs of an α
+# sweep test iBLEU's systems on the same shuffled and resampled statistics of its two BLEUs (the
+# statistics and the seeded draws do not depend on α): the BLEUs are computed once per process.
+_BLEU_SCORES: Memo[tuple[str, int, str, str, bool], np.ndarray] = Memo(
+    "sacre.bleu_scores", max_entries=256, max_bytes=64 << 20, size=lambda a: a.nbytes
+)
+
+
 def bleu_scores(stats: np.ndarray, bleu: SacreBLEU) -> np.ndarray:
     """``sacrebleu.BLEU._compute_score_from_stats(row).score`` for every row of ``stats``."""
     stats = np.atleast_2d(stats)
+    digest = hashlib.blake2b(digest_size=20)
+    digest.update(repr((stats.dtype.str, stats.shape)).encode())
+    digest.update(np.ascontiguousarray(stats).tobytes())
+    key = (
+        digest.hexdigest(),
+        int(bleu.max_ngram_order),
+        str(bleu.smooth_method),
+        repr(bleu.smooth_value),  # its type too: an int and a float add alike, kept apart
+        bool(bleu.effective_order),
+    )
+    found = _BLEU_SCORES.get(key)
+    if found is None:
+        found = _BLEU_SCORES.put(key, _bleu_scores(stats, bleu))
+    return found.copy()
+
+
+def _bleu_scores(stats: np.ndarray, bleu: SacreBLEU) -> np.ndarray:
     dtype = stats.dtype if stats.dtype == np.float32 else np.dtype(np.float64)
     s = stats.astype(dtype, copy=True)
     order = int(bleu.max_ngram_order)

@@ -15,6 +15,7 @@ from paraeval.correlation.coefficients import (
     kendall_like_counts,
     pairwise_accuracy,
     pearson,
+    pearson_statistic,
     spearman,
 )
 
@@ -160,3 +161,27 @@ def test_pairwise_accuracy_hand_worked() -> None:
     assert skip[0] == pytest.approx(3 / 5)
     # a NaN system is dropped: without system 3, pairs (0,1) (0,2) (1,2) all agree
     assert pairwise_accuracy(metric, np.array([1.0, 3.0, 2.0, np.nan]))[0] == pytest.approx(1.0)
+
+
+def test_pearson_statistic_is_pearsons_value_bit_for_bit() -> None:
+    """The value-only form (Williams' metric-metric correlations) equals scipy.stats.pearsonr's
+    statistic exactly: sizes from 3 to 2,000, scales from 1e-6 to 1e6, ties, NaN, constants."""
+    rng = np.random.default_rng(11)
+    checked = 0
+    for k in range(600):
+        n = int(rng.integers(2, 2000)) if k % 10 else int(rng.integers(2, 6))
+        x = rng.normal(size=n) * 10 ** rng.uniform(-6, 6) + rng.normal() * 100
+        y = x * rng.uniform(-3, 3) + rng.normal(size=n) * 10 ** rng.uniform(-6, 6)
+        if k % 4 == 1:
+            y = np.round(y, 1)  # ties, and sometimes a constant
+        if k % 4 == 2:
+            x[rng.random(n) < 0.2] = np.nan
+        if k % 50 == 3:
+            y[:] = 7.0
+        got, expected = pearson_statistic(x, y), pearson(x, y)[0]
+        assert got == expected or (math.isnan(got) and math.isnan(expected)), k
+        xs = np.isfinite(x) & np.isfinite(y)
+        if xs.sum() >= 3 and np.ptp(x[xs]) > 0 and np.ptp(y[xs]) > 0:
+            assert got == float(stats.pearsonr(x[xs], y[xs]).statistic)
+            checked += 1
+    assert checked > 400

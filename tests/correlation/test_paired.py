@@ -200,3 +200,27 @@ def test_ar_mask_bits_are_the_packed_masks(n_items: int) -> None:
     drawn = ArMasks.draw(n_items, trials, SEED)
     assert drawn.shape == keep.shape
     np.testing.assert_array_equal(drawn.keep, keep)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_kept_bleu_scores_are_sacrebleus_for_each_setting(dtype: type) -> None:
+    """Scores of the same statistics are kept between calls (an α sweep's jobs test iBLEU on
+    the same shuffled statistics of its BLEUs); another smoothing or order is another score."""
+    refs, base, _ = _texts(30, seed=5)
+    stats = np.asarray(SacreBLEU()._extract_corpus_statistics(base, [refs]), dtype=dtype)
+    # single segments (some without a 4-gram match: smoothing shows) and sums of the first rows
+    rows = np.vstack([stats, np.cumsum(stats, axis=0)[::3]])
+    settings = [
+        SacreBLEU(),
+        SacreBLEU(smooth_method="floor", smooth_value=0.2),
+        SacreBLEU(smooth_method="add-k"),
+        SacreBLEU(smooth_method="add-k", smooth_value=1.0),
+        SacreBLEU(smooth_method="none", effective_order=True),
+    ]
+    for _ in range(2):  # computed, then kept
+        for metric in settings:
+            got = bleu_scores(rows, metric)
+            expected = [metric._compute_score_from_stats(list(row)).score for row in rows]
+            np.testing.assert_array_equal(got, np.asarray(expected, dtype=np.float64))
+            got[:] = -1.0  # the caller's copy: what is kept stays
+    assert len({tuple(bleu_scores(rows, m)) for m in settings[:3]}) == 3
