@@ -97,8 +97,8 @@ def stage_breakdown(
 ) -> tuple[float, dict[str, float]]:
     """One job in-process with timers around the stages that ``app.run`` calls. The ``warmup``
     jobs run first in the same process, as in a multirun, and only the last job is timed: two
-    of them, for the steady state of a sweep (a figure of many panels is kept for redrawing
-    panel by panel from its second drawing on, ``pipeline/panels.py``)."""
+    of them, for the steady state of a sweep (what earlier jobs keep in the process serves the
+    next: figures, panels, glyphs, memos of unchanged columns)."""
     from hydra import compose, initialize_config_dir
 
     import paraeval.pipeline.app as app

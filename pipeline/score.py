@@ -96,30 +96,34 @@ def build_metrics(
     }
 
 
-def _check_inputs(df: pd.DataFrame, metric_id: str, metric: Metric) -> None:
-    if metric.needs_references:
-        no_ref = df["references"].map(len) == 0
-        if no_ref.any():
-            row = df.loc[no_ref].iloc[0]
-            file, _, line = str(row.origin).rpartition(":")
-            raise DataError(
-                f"item '{row.item_id}' has no reference but metric '{metric_id}' needs one; "
-                f"give references for every item or remove '{metric_id}' from metrics",
-                file=file or None,
-                row=int(line) if line.isdigit() else None,
-                column="references",
-            )
-    if metric.needs_sources or metric.against_source:
-        no_src = df["source"].str.strip() == ""
-        if no_src.any():
-            row = df.loc[no_src].iloc[0]
-            file, _, line = str(row.origin).rpartition(":")
-            raise DataError(
-                f"item '{row.item_id}' has no source but metric '{metric_id}' needs one",
-                file=file or None,
-                row=int(line) if line.isdigit() else None,
-                column="source",
-            )
+def _check_inputs(df: pd.DataFrame, metrics: Mapping[str, Metric]) -> None:
+    """Each item has what every metric needs: references, a source. The first metric that lacks
+    one names the first such row."""
+    no_ref = no_src = None  # computed once, for the first metric that needs them
+    for metric_id, metric in metrics.items():
+        if metric.needs_references:
+            no_ref = df["references"].map(len) == 0 if no_ref is None else no_ref
+            if no_ref.any():
+                row = df.loc[no_ref].iloc[0]
+                file, _, line = str(row.origin).rpartition(":")
+                raise DataError(
+                    f"item '{row.item_id}' has no reference but metric '{metric_id}' needs one; "
+                    f"give references for every item or remove '{metric_id}' from metrics",
+                    file=file or None,
+                    row=int(line) if line.isdigit() else None,
+                    column="references",
+                )
+        if metric.needs_sources or metric.against_source:
+            no_src = df["source"].str.strip() == "" if no_src is None else no_src
+            if no_src.any():
+                row = df.loc[no_src].iloc[0]
+                file, _, line = str(row.origin).rpartition(":")
+                raise DataError(
+                    f"item '{row.item_id}' has no source but metric '{metric_id}' needs one",
+                    file=file or None,
+                    row=int(line) if line.isdigit() else None,
+                    column="source",
+                )
 
 
 def run_texts(df: pd.DataFrame) -> list[str]:
@@ -139,8 +143,7 @@ def score(
     cache: ScoreCache | None = None,
 ) -> Scores:
     systems = list(dict.fromkeys(df["system"]))
-    for metric_id, metric in metrics.items():
-        _check_inputs(df, metric_id, metric)
+    _check_inputs(df, metrics)
     corpus_rows: dict[str, dict[str, float]] = {s: {} for s in systems}
     columns: dict[str, ColumnInfo] = {}
     stats: dict[tuple[str, str], np.ndarray] = {}

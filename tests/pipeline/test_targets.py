@@ -102,3 +102,24 @@ def test_pickle_on_the_command_line_never_runs(tmp_path: Path) -> None:
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("paraeval: error:")]
     assert len(lines) == 1 and "is not allowed" in lines[0], proc.stderr[-2000:]
     assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["data=table"], r"^data\.path is required, e\.g\. data\.path=<value>$"),
+        (["data=text"], r"^data\.source is required"),  # the first of two, in key order
+        # a required value reached through an interpolation names the value, not the reference
+        (["data=table", "+report.title=${data.path}"], r"^data\.path is required"),
+        (
+            ["data=table", "data.path=${oc.env:PARAEVAL_TEST_UNSET_VARIABLE}"],
+            r"^the configuration does not resolve: .*PARAEVAL_TEST_UNSET_VARIABLE",
+        ),
+    ],
+)
+def test_a_required_or_unresolvable_value_is_one_line(
+    overrides: list[str], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PARAEVAL_TEST_UNSET_VARIABLE", raising=False)
+    with pytest.raises(ConfigError, match=message):
+        Settings.from_config(_compose(["tracking=none", *overrides]))
