@@ -81,11 +81,11 @@ def _matrix(angle: float, slant: float, extend: float) -> tuple[np.ndarray, tupl
 def _draw_text_glyphs_and_boxes(
     self: Any, gc: Any, x: float, y: float, angle: float, glyphs: Any, boxes: Any
 ) -> None:
-    # matplotlib 3.11's RendererAgg._draw_text_glyphs_and_boxes, with the glyph bitmaps kept
-    import matplotlib as mpl
+    # matplotlib 3.11's RendererAgg._draw_text_glyphs_and_boxes, with the glyph bitmaps kept.
+    # A font is left with another glyph's size and transform than after matplotlib's loop: every
+    # user of a font sets its size first, which sets its transform anew.
     from matplotlib.backends.backend_agg import get_hinting_flag
     from matplotlib.ft2font import RenderMode
-    from matplotlib.path import Path
 
     # y is downwards.
     cos = math.cos(math.radians(angle))
@@ -95,8 +95,6 @@ def _draw_text_glyphs_and_boxes(
     mode = RenderMode.NORMAL if antialiased else RenderMode.MONO
     height = self.height
     dpi = self.dpi
-    # what the renderer leaves set on each font: the size and transform of its last glyph
-    last: dict[Any, tuple[float, np.ndarray, list[int]]] = {}
     for font, size, glyph_index, slant, extend, dx, dy in glyphs:  # dy is upwards.
         matrix, matrix_key = _matrix(angle, slant, extend)
         delta = [
@@ -127,9 +125,6 @@ def _draw_text_glyphs_and_boxes(
             if len(_GLYPHS) >= _MAX_GLYPHS:
                 _GLYPHS.clear()
             _GLYPHS[key] = found
-            last.pop(font, None)  # the font's state is this glyph's already
-        else:
-            last[font] = (size, matrix, delta)
         buffer, left, top = found
         # draw_text_image's y is downwards & the bitmap bottom side.
         self._renderer.draw_text_image(
@@ -139,32 +134,5 @@ def _draw_text_glyphs_and_boxes(
             0,
             gc,
         )
-    for font, (size, matrix, delta) in last.items():
-        font.set_size(size, dpi)
-        font._set_transform(matrix, delta)
-
-    rgba = gc.get_rgb()
-    if len(rgba) == 3 or gc.get_forced_alpha():
-        rgba = (*rgba[:3], gc.get_alpha())
-    gc1 = self.new_gc()
-    gc1.set_linewidth(0)
-    gc1.set_snap(gc.get_snap())
-    for dx, dy, w, h in boxes:  # dy is upwards.
-        if gc1.get_snap() in [None, True]:
-            # Prevent thin bars from disappearing by growing symmetrically.
-            if w < 1:
-                dx -= (1 - w) / 2
-                w = 1
-            if h < 1:
-                dy -= (1 - h) / 2
-                h = 1
-        path = Path._create_closed(  # type: ignore[attr-defined]
-            [(dx, dy), (dx + w, dy), (dx + w, dy + h), (dx, dy + h)]
-        )
-        self._renderer.draw_path(
-            gc1,
-            path,
-            mpl.transforms.Affine2D().rotate_deg(angle).translate(x, height - y),
-            rgba,
-        )
-    gc1.restore()
+    if boxes:  # mathtext's rules: matplotlib's own method draws them, with no glyph left to draw
+        _INSTALLED[0](self, gc, x, y, angle, (), boxes)
