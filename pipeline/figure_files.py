@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import xxhash
 
 from paraeval.memo import Memo
 from paraeval.pipeline import glyphs
@@ -333,7 +334,7 @@ def _feed(h: Any, part: Any) -> None:
 def render(path: Path, kind: str, draw: Callable[[Path], object], *inputs: Any) -> None:
     """``draw(path)``, unless this process already drew a ``kind`` figure from the same
     ``inputs`` (everything the figure depends on): then those bytes are written."""
-    h = hashlib.blake2b(digest_size=32)
+    h = xxhash.xxh3_128()  # an in-process key
     h.update(f"{_code_digest()}|{kind}|{path.suffix}".encode())
     for part in inputs:
         _feed(h, part)

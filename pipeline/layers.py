@@ -15,13 +15,13 @@ the overlay on top.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import xxhash
 
 from paraeval.memo import Memo
 from paraeval.pipeline import figure_files
@@ -128,7 +128,7 @@ def save_layered(
     if path.suffix != ".png":
         _whole(path, base, overlay, dpi)
         return
-    h = hashlib.blake2b(digest_size=20)
+    h = xxhash.xxh3_128()  # an in-process key
     for part in (figure_files._code_digest(), kind, dpi, base_inputs):
         figure_files._feed(h, part)
     key = h.hexdigest()

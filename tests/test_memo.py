@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
+import pyarrow as pa
 import pytest
 
-from paraeval.memo import Memo, clear_all, memo_sizes
+from paraeval.memo import Memo, arrow_key, clear_all, memo_sizes
 
 
 def test_entry_bound_drops_least_recently_used() -> None:
@@ -51,3 +54,39 @@ def test_clear_all_and_sizes() -> None:
 def test_byte_bound_needs_a_size() -> None:
     with pytest.raises(ValueError, match="size function"):
         Memo("test.bad", max_entries=1, max_bytes=5)
+
+
+def test_arrow_key_follows_content_not_layout_or_object() -> None:
+    texts = ["a copy", "b", None, "dé jà", ""]
+    base = pa.array(texts, type=pa.string())
+    same = pa.array(list(texts), type=pa.string())
+    assert arrow_key(base) == arrow_key(same)
+    # a pandas column backed by Arrow is read without a copy, as its Arrow array
+    series = pd.Series(texts, dtype=pd.ArrowDtype(pa.string()))
+    assert arrow_key(series) == arrow_key(pa.chunked_array([base]))
+    # any change of a value, a null, the type, the order or the columns' order is another key
+    keys = {
+        arrow_key(base),
+        arrow_key(pa.array(["a copy", "b", None, "dé jà", " "], type=pa.string())),
+        arrow_key(pa.array(["a copy", "b", "", "dé jà", ""], type=pa.string())),
+        arrow_key(pa.array(texts, type=pa.large_string())),
+        arrow_key(pa.array(texts[::-1], type=pa.string())),
+        arrow_key(base, same[:4]),
+        arrow_key(same[:4], base),
+    }
+    assert len(keys) == 7
+    # a slice is told by its offset and length, not only by the buffers it shares
+    assert arrow_key(base[1:3]) != arrow_key(base[2:4])
+    assert arrow_key(base[1:3]) == arrow_key(base[1:3])
+    # nested columns (references: lists of strings) include their children's buffers
+    refs = pa.array([["x", "y"], ["z"]])
+    assert arrow_key(refs) != arrow_key(pa.array([["x"], ["y", "z"]]))
+    table = pa.table({"candidate": base, "n": pa.array(np.arange(5))})
+    assert arrow_key(table) != arrow_key(table.rename_columns(["source", "n"]))
+
+
+def test_arrow_key_refuses_what_is_not_arrow() -> None:
+    with pytest.raises(TypeError, match="not Arrow data"):
+        arrow_key(np.arange(3))
+    with pytest.raises(TypeError, match="not Arrow data"):
+        arrow_key(pd.Series(["a", "b"], dtype=object))

@@ -102,3 +102,38 @@ def clear_all() -> None:
 def memo_sizes() -> dict[str, tuple[int, int]]:
     """Entries and bytes held by each memo, by name."""
     return {name: (len(m), m.nbytes) for name, m in _REGISTRY.items()}
+
+
+def arrow_key(*columns: object) -> str:
+    """An in-process key of Arrow data by content: each column's type, its chunks' offsets and
+    lengths, and every byte of their buffers (validity, offsets, values, children's), read where
+    they lie. Equal keys mean equal contents; equal contents laid out differently (chunked or
+    sliced otherwise) only miss. A pandas column backed by Arrow (pandas' ``str`` dtype) is read
+    through ``__arrow_array__``, without a copy; a ``pyarrow.Table`` is its schema and columns."""
+    import pyarrow as pa
+    import xxhash
+
+    h = xxhash.xxh3_128()
+    for column in columns:
+        if isinstance(column, pa.Table):
+            h.update(repr(column.schema).encode())
+            parts: list[object] = list(column.columns)
+        else:
+            parts = [column]
+        for part in parts:
+            arrow = getattr(getattr(part, "array", None), "__arrow_array__", None)
+            data = arrow() if arrow is not None else part
+            if isinstance(data, pa.Array):
+                data = pa.chunked_array([data])
+            if not isinstance(data, pa.ChunkedArray):
+                raise TypeError(f"not Arrow data: {type(part).__name__}")
+            layout = [(chunk.offset, len(chunk)) for chunk in data.chunks]
+            h.update(repr((str(data.type), layout)).encode())
+            for chunk in data.chunks:
+                for buf in chunk.buffers():
+                    if buf is None:
+                        h.update(b"\x00none")
+                        continue
+                    h.update(len(buf).to_bytes(8, "little"))
+                    h.update(memoryview(buf))
+    return h.hexdigest()

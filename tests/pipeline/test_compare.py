@@ -334,6 +334,31 @@ def test_copy_rate_normalizes_whitespace_and_case() -> None:
     assert rates["b"] == 1.0
 
 
+@pytest.mark.parametrize("dtype", ["str", "object"])
+def test_copy_rates_kept_by_content_follow_every_text(dtype: str) -> None:
+    """A sweep's jobs ask again for the same texts' copy rates (kept, by the texts' content where
+    Arrow holds them); any changed text gives its own answer, never the kept one."""
+    seg = pd.DataFrame(
+        {
+            "system": ["a", "a", "b", "b"],
+            "source": ["The cat sat.", "A dog", "x y", "z"],
+            "candidate": ["the cat sat.", "A dog ran", "x y", "w"],
+        }
+    ).astype({"source": dtype, "candidate": dtype})
+    first = copy_rates(seg)
+    assert first.to_dict() == {"a": 0.5, "b": 0.5}
+    assert copy_rates(seg.copy()).to_dict() == first.to_dict()
+    for row, column, text, want in [
+        (1, "candidate", "a  DOG", {"a": 1.0, "b": 0.5}),
+        (3, "source", "w", {"a": 0.5, "b": 1.0}),
+        (0, "source", "The cat sat", {"a": 0.0, "b": 0.5}),
+    ]:
+        changed = seg.copy()
+        changed.loc[row, column] = text
+        assert copy_rates(changed).to_dict() == want
+        assert copy_rates(seg).to_dict() == first.to_dict()
+
+
 def test_clusters_on_a_hand_built_example() -> None:
     """a and b differ by noise, c is far behind, d ties a exactly: {a, b, d} then {c}."""
     from paraeval.pipeline.score import ColumnInfo, Scores

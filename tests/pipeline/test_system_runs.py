@@ -180,3 +180,25 @@ def test_a_deleted_experiment_is_refused_as_mlflow_refuses_it(
         track.log_system_runs(client, exp_id, runs, None, None)
     with pytest.raises(MlflowException, match="active"):
         client.create_run(exp_id)
+
+
+def test_dataset_digest_is_kept_by_content(finished_dir: Path, tmp_path: Path) -> None:
+    """The dataset logged with each run (its table and digest) is kept for the next logging of
+    the same input; another input, even one text apart, gets its own."""
+    seg = finished_dir / "segment_scores.parquet"
+
+    def fresh(path: Path) -> str:
+        import pyarrow.parquet as pq
+
+        columns = track._dataset_columns(pq.read_schema(path).names)
+        return track.frame_digest(track.dataset_frame(pd.read_parquet(path, columns=columns)))
+
+    frame, digest = track._dataset(seg)
+    assert digest == fresh(seg) and len(frame) == 192
+    changed = pd.read_parquet(seg)
+    changed.loc[5, "candidate"] = str(changed.loc[5, "candidate"]) + "!"
+    other = tmp_path / "segment_scores.parquet"
+    changed.to_parquet(other, index=False)
+    _, other_digest = track._dataset(other)
+    assert other_digest == fresh(other) != digest
+    assert track._dataset(seg)[1] == digest
