@@ -535,11 +535,9 @@ def _log_batch(
     params: Mapping[str, str] | None = None,
     tags: Mapping[str, str] | None = None,
 ) -> None:
-    from mlflow.entities import Metric, Param, RunTag
+    from mlflow.entities import RunTag
 
-    now = int(time.time() * 1000)
-    ms = [Metric(_key(k), float(v), now, 0) for k, v in (metrics or {}).items() if _finite(v)]
-    ps = [Param(_key(k), str(v)[:PARAM_MAX]) for k, v in (params or {}).items()]
+    ms, ps = _batch_entities(metrics or {}, params or {}, int(time.time() * 1000))
     ts = [RunTag(_key(k), str(v)[:PARAM_MAX]) for k, v in (tags or {}).items()]
     # one request per run where possible (each is a round trip, or a SQLite transaction)
     while ms or ps or ts:
@@ -611,14 +609,26 @@ def _sql_store(client: Any) -> Any | None:
     return store if type(store) is SqlAlchemyStore else None
 
 
+def _batch_entities(
+    metrics: Mapping[str, float], params: Mapping[str, str], now: int
+) -> tuple[list[Any], list[Any]]:
+    """The finite metrics (logged at ``now``, step 0) and the params (cut to MLflow's limit) as
+    MLflow entities, under :func:`_key` names."""
+    from mlflow.entities import Metric, Param
+
+    ms = [Metric(_key(k), float(v), now, 0) for k, v in metrics.items() if _finite(v)]
+    ps = [Param(_key(k), str(v)[:PARAM_MAX]) for k, v in params.items()]
+    return ms, ps
+
+
 def _entities(run: SystemRun, now: int) -> tuple[list[Any], list[Any], list[Any]]:
-    """Metrics, params and tags as :func:`_log_batch` sends them, checked by MLflow's own
-    validation of a batch (names, values, lengths)."""
-    from mlflow.entities import Metric, Param, RunTag
+    """A child's metrics and params as :func:`_log_batch` sends them and its tags as
+    ``create_run`` takes them, checked by MLflow's own validation of a batch (names, values,
+    lengths)."""
+    from mlflow.entities import RunTag
     from mlflow.utils.validation import _validate_batch_log_data
 
-    ms = [Metric(_key(k), float(v), now, 0) for k, v in run.metrics.items() if _finite(v)]
-    ps = [Param(_key(k), str(v)[:PARAM_MAX]) for k, v in run.params.items()]
+    ms, ps = _batch_entities(run.metrics, run.params, now)
     ts = [RunTag(k, v) for k, v in run.tags.items()]
     ms, ps, ts = _validate_batch_log_data(ms, ps, ts)
     return ms, ps, ts
