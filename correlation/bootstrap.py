@@ -47,6 +47,7 @@ from paraeval.correlation.levels import (
     item_values,
     row_nanmean,
 )
+from paraeval.memo import Memo, array_key, frozen
 
 SystemMetricFn = Callable[[np.ndarray], np.ndarray]
 
@@ -579,6 +580,13 @@ def _item_values(
     return out
 
 
+# The human side of the system level is the same for every metric column of a table and for
+# every job of a sweep that keeps the resamples' seed: its resampled means are kept by content.
+_HUMAN_MEANS: Memo[str, np.ndarray] = Memo(
+    "bootstrap.human_means", max_entries=256, max_bytes=2**26, size=lambda a: int(a.nbytes)
+)
+
+
 def _resampled_means(a: np.ndarray, item_w: np.ndarray) -> np.ndarray:
     ok = np.isfinite(a)
     num = np.einsum("bi,si->bs", item_w, np.where(ok, a, 0.0))
@@ -628,7 +636,11 @@ def system_resampled_scores(
                 x[sl] = np.stack([np.asarray(system_metric_fn(ix), dtype=float) for ix in idx])
             else:
                 x[sl] = _resampled_means(m, item_w)
-            y[sl] = _resampled_means(h, item_w)
+            key = array_key(h, idx)
+            means = _HUMAN_MEANS.get(key)
+            if means is None:
+                means = _HUMAN_MEANS.put(key, frozen(_resampled_means(h, item_w)))
+            y[sl] = means
     else:
         if system_metric is not None:
             base = np.asarray(system_metric, dtype=float)

@@ -16,6 +16,7 @@ import pandas as pd
 
 from paraeval.correlation import CORRELATION_COLUMNS as _CORRELATION_COLUMNS
 from paraeval.correlation.bootstrap import is_segment_mean
+from paraeval.memo import Memo, array_key, frozen
 from paraeval.metrics.base import batched_corpus_fn
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.load import HUMAN_PREFIX
@@ -166,6 +167,13 @@ def system_metric_fns(
     return out
 
 
+# summed statistics of every (resample, system): they do not depend on how the corpus score is
+# made of them, so the jobs of an α sweep (iBLEU's statistics do not hold α) share them
+_SUMMED: Memo[str, np.ndarray] = Memo(
+    "correlate.summed", max_entries=64, max_bytes=2**26, size=lambda a: int(a.nbytes)
+)
+
+
 def _batched(
     rows: list[np.ndarray], stats: list[np.ndarray], fast: Any, n_items: int
 ) -> Callable[[np.ndarray], np.ndarray]:
@@ -182,14 +190,18 @@ def _batched(
         ok = pos >= 0
         aligned[ok, s] = st[pos[ok]]
     aligned = aligned.reshape(n_items, len(stats) * width)
+    aligned_key = array_key(aligned)
 
     def batch(item_idx: np.ndarray) -> np.ndarray:
         from paraeval.correlation.bootstrap import counts
 
-        weights = counts(np.asarray(item_idx), n_items)
-        # einsum, not BLAS: see FixedPairs.statistic on threads and oversubscription. The
-        # statistics and multiplicities are integers, so the sums are exact in any order.
-        summed = np.einsum("bi,ik->bk", weights, aligned)
+        key = f"{aligned_key}|{array_key(item_idx)}"
+        summed = _SUMMED.get(key)
+        if summed is None:
+            weights = counts(np.asarray(item_idx), n_items)
+            # einsum, not BLAS: see FixedPairs.statistic on threads and oversubscription. The
+            # statistics and multiplicities are integers, so the sums are exact in any order.
+            summed = _SUMMED.put(key, frozen(np.einsum("bi,ik->bk", weights, aligned)))
         b = summed.shape[0]
         flat = summed.reshape(b * len(stats), width)
         return np.asarray(fast(flat), dtype=float).reshape(b, len(stats))

@@ -19,6 +19,7 @@ from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
+T = TypeVar("T")
 
 _REGISTRY: dict[str, Memo[object, object]] = {}  # type: ignore[type-var]
 
@@ -102,6 +103,26 @@ def clear_all() -> None:
 def memo_sizes() -> dict[str, tuple[int, int]]:
     """Entries and bytes held by each memo, by name."""
     return {name: (len(m), m.nbytes) for name, m in _REGISTRY.items()}
+
+
+def array_key(*arrays: object) -> str:
+    """An in-process key of numpy arrays by content: each one's dtype, shape and every byte
+    (xxh3 reads them where they lie, at memory speed)."""
+    import numpy as np
+    import xxhash
+
+    h = xxhash.xxh3_128()
+    for a in arrays:
+        c = np.ascontiguousarray(a)
+        h.update(f"{c.dtype.str}{c.shape}|".encode())
+        h.update(c.data)
+    return h.hexdigest()
+
+
+def frozen(a: T) -> T:
+    """``a`` (a numpy array) made read-only: a memo's value is shared by every later caller."""
+    a.setflags(write=False)  # type: ignore[attr-defined]
+    return a
 
 
 def arrow_key(*columns: object) -> str:

@@ -443,3 +443,28 @@ def test_counts_in_row_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     got = counts(idx, 50)
     assert got.dtype == np.float64
     np.testing.assert_array_equal(got, want)
+
+
+def test_kept_human_means_serve_other_metrics_with_the_explicit_values() -> None:
+    """The system level keeps the human side's resampled means by content: a second metric on
+    the same ratings and resamples is served them and still equals the explicit resampling."""
+    from paraeval.correlation import bootstrap as bootstrap_module
+
+    metric, human = _small_data()
+    res = draw_resamples(np.random.default_rng(8), metric.shape[0], metric.shape[1], 30, "items")
+    bootstrap_module._HUMAN_MEANS.clear()
+    first = resampled_values(metric, human, "system", "pearson", res)
+    kept = len(bootstrap_module._HUMAN_MEANS)
+    assert kept >= 1
+    other = metric[::-1] * 2.0 + 1.0  # another metric, the same ratings
+    served = resampled_values(other, human, "system", "pearson", res)
+    assert len(bootstrap_module._HUMAN_MEANS) == kept  # served, nothing new kept
+    np.testing.assert_array_equal(first, resampled_values(metric, human, "system", "pearson", res))
+    np.testing.assert_allclose(
+        served, _explicit(other, human, "system", "pearson", res), rtol=1e-12, atol=1e-12
+    )
+    # a changed rating is another key
+    changed = human.copy()
+    changed[0, 0] += 1.0
+    resampled_values(metric, changed, "system", "pearson", res)
+    assert len(bootstrap_module._HUMAN_MEANS) == kept + 1

@@ -594,3 +594,36 @@ def test_ranking_title_legend_and_panels_do_not_overlap(demo: Any) -> None:
     title, legend = boxes["title"], boxes["legend"]
     assert legend.y1 <= title.y0  # the legend's row below the figure's title
     assert all(legend.y0 >= panel.y1 for panel in boxes["panels"])  # and above every panel
+
+
+def test_a_sweep_job_reuses_the_alignment_draws_and_sums(
+    demo: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The item alignment, the seeded draws and the resampled sums of statistics are kept by
+    content between comparisons in one process: a second comparison (rows not kept) is served
+    them, gives the table of a comparison that recomputes everything, and logs the same
+    dropped-items warning."""
+    from paraeval.memo import clear_all
+    from paraeval.pipeline import compare as compare_module
+
+    scores, agg = demo
+    # one system lacks an item: the alignment drops it, with a warning
+    seg = agg.segments
+    last = seg.index[(seg["system"] == "strong") & (seg["item_id"] == seg["item_id"].iloc[-1])]
+    gappy = dataclasses.replace(agg, segments=seg.drop(index=last))
+    cfg = CompareConfig(seed=3, **FAST)
+    clear_all()
+    with caplog.at_level("WARNING", logger="paraeval.pipeline.compare"):
+        first = compare(scores, gappy, cfg).table
+        assert len(compare_module._ALIGNED) == 1 and len(compare_module._DRAWS) == 1
+        compare_module._ROWS_MEMO.clear()
+        served = compare(scores, gappy, cfg).table
+    warnings = [r for r in caplog.records if "items they all have" in r.getMessage()]
+    assert len(warnings) == 2 and warnings[0].getMessage() == warnings[1].getMessage()
+    clear_all()
+    fresh = compare(scores, gappy, cfg).table
+    pd.testing.assert_frame_equal(served, fresh)
+    pd.testing.assert_frame_equal(first, fresh)
+    # unseeded draws are never kept
+    compare(scores, gappy, CompareConfig(seed=None, **FAST))
+    assert len(compare_module._DRAWS) == 1

@@ -124,3 +124,26 @@ def test_system_level_intervals_contain_the_estimate(demo_scores, tmp_path: Path
         finite["value"] <= finite["ci_high"] + 1e-9
     )
     assert inside.all(), finite.loc[~inside, ["metric", "aspect", "value", "ci_low", "ci_high"]]
+
+
+def test_summed_statistics_are_kept_for_the_next_call(demo_scores) -> None:  # type: ignore[no-untyped-def]
+    """The resampled statistic sums of the system level are kept by content (an α sweep's jobs
+    share iBLEU's): a repeated call is served them with the same scores as a fresh one."""
+    from paraeval.memo import clear_all
+    from paraeval.pipeline import correlate as correlate_module
+
+    scores, agg = demo_scores
+    systems = list(agg.systems.index)
+    items = list(dict.fromkeys(agg.segments["item_id"]))
+    idx = np.random.default_rng(13).integers(0, len(items), size=(30, len(items)))
+    clear_all()
+    fns = system_metric_fns(scores, systems, items)
+    fresh = fns["bleu"].batch(idx)
+    assert len(correlate_module._SUMMED) == 1
+    again = system_metric_fns(scores, systems, items)["bleu"].batch(idx)
+    assert len(correlate_module._SUMMED) == 1
+    np.testing.assert_array_equal(again, fresh)
+    per_call = np.stack([fns["bleu"](row) for row in idx])
+    np.testing.assert_allclose(again, per_call, rtol=1e-12, atol=1e-12)
+    fns["chrf"].batch(idx)  # other statistics: a key of their own
+    assert len(correlate_module._SUMMED) == 2
