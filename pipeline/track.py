@@ -708,7 +708,9 @@ def _insert_system_runs(
             (SqlLatestMetric, metric_rows),
         ):
             if rows:
-                session.execute(insert(model), rows)
+                # the table's Core insert: one executemany of plain rows, without the ORM's
+                # per-row bookkeeping of a bulk insert (the same rows, column defaults included)
+                session.execute(insert(model.__table__), rows)
 
 
 @dataclass

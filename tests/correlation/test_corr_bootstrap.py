@@ -367,12 +367,18 @@ def test_item_pair_matrices_equal_merge_sort_and_explicit_kendall(
     np.testing.assert_allclose(fast, want, rtol=0, atol=1e-9)
 
 
+@pytest.mark.parametrize("path", ["sweep", "direct"])
+@pytest.mark.parametrize("data", ["both tied", "x continuous", "y continuous", "signed zeros"])
 @pytest.mark.parametrize("sizes", ["even", "uneven"])
-def test_item_pair_counts_equal_a_brute_force_count(sizes: str) -> None:
-    """The (item, slot) pass counts every ordered pair of cells once, with ties in x, in y and
-    in both, for items of equal and of very different sizes."""
+def test_item_pair_counts_equal_a_brute_force_count(
+    sizes: str, data: str, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both ways of counting (the sweep over the ranks of the variable with fewer distinct
+    values, and the direct (item, slot) pass) count every ordered pair of cells once, with ties
+    in x, in y and in both, for items of equal and of very different sizes."""
     from paraeval.correlation import _pairs
 
+    monkeypatch.setattr(_pairs, "_sweep_pays_off", lambda *_: path == "sweep")
     rng = np.random.default_rng(31)
     n_items = 9
     cells = (
@@ -384,6 +390,12 @@ def test_item_pair_counts_equal_a_brute_force_count(sizes: str) -> None:
     rng.shuffle(item)
     x = np.round(rng.normal(size=item.size) * 2)
     y = np.round(x / 2 + rng.normal(size=item.size))
+    if data == "x continuous":
+        x = x + rng.normal(size=item.size)
+    elif data == "y continuous":
+        y = y + rng.normal(size=item.size)
+    elif data == "signed zeros":  # -0.0 and 0.0 are one value
+        x = np.where(x == 0, np.where(rng.random(item.size) < 0.5, -0.0, 0.0), x)
     got = _pairs.item_pair_matrices(x, y, item, n_items)
     want = np.zeros((4, n_items, n_items))
     for c in range(item.size):
@@ -468,3 +480,12 @@ def test_kept_human_means_serve_other_metrics_with_the_explicit_values() -> None
     changed[0, 0] += 1.0
     resampled_values(metric, changed, "system", "pearson", res)
     assert len(bootstrap_module._HUMAN_MEANS) == kept + 1
+
+
+def test_the_sweep_is_chosen_for_rating_scales_and_not_for_two_continuous_variables() -> None:
+    from paraeval.correlation import _pairs
+
+    # ParaBank-Eval's shape: 14,323 cells over 400 items, 1,061 distinct mean ratings
+    assert _pairs._sweep_pays_off(14_323, 1_061, 400)
+    assert not _pairs._sweep_pays_off(14_323, 10_000, 400)  # both nearly continuous
+    assert not _pairs._sweep_pays_off(2_000_000, 20_000, 400)  # a table of 32 MB
