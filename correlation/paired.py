@@ -123,6 +123,12 @@ class ArMasks:
         )
 
     @property
+    def nbytes(self) -> int:
+        """Bytes held: the packed masks and their float copies where those are kept."""
+        kept = sum(k.nbytes + w.nbytes for k, w in self._cached or [])
+        return int(self._bits.nbytes) + kept
+
+    @property
     def key(self) -> str:
         """An in-process key of the masks by content."""
         if self._key is None:

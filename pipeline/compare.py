@@ -392,9 +392,15 @@ def _system_view(items: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------------- the stage
 # (items, trials, resamples, seed) -> the drawn masks, bootstrap indices and their counts: a
 # seeded draw is the same in every job of a sweep (a fifth of a second at 323 items and 10,000
-# trials, mostly the masks' float copies)
+# trials, mostly the masks' float copies). Bounded in bytes: at 40,000 items the draws are
+# half a gigabyte, which a run would then hold until it ends.
+def _draws_nbytes(draws: tuple[ArMasks, np.ndarray, np.ndarray]) -> int:
+    masks, idx, counts = draws
+    return masks.nbytes + idx.nbytes + counts.nbytes
+
+
 _DRAWS: Memo[tuple[int, int, int, int | None], tuple[ArMasks, np.ndarray, np.ndarray]] = Memo(
-    "compare.draws", max_entries=2
+    "compare.draws", max_entries=2, max_bytes=2**27, size=_draws_nbytes
 )
 
 

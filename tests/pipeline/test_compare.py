@@ -627,3 +627,23 @@ def test_a_sweep_job_reuses_the_alignment_draws_and_sums(
     # unseeded draws are never kept
     compare(scores, gappy, CompareConfig(seed=None, **FAST))
     assert len(compare_module._DRAWS) == 1
+
+
+def test_draws_larger_than_their_budget_are_not_kept(
+    demo: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from paraeval.pipeline import compare as compare_module
+
+    scores, agg = demo
+    compare_module._DRAWS.clear()
+    compare(scores, agg, CompareConfig(seed=4, **FAST))
+    (kept,) = (v for v, _ in compare_module._DRAWS._entries.values())
+    masks, idx, counts = kept
+    # the masks' bits, their float copies (one block here), the indices and counts
+    assert compare_module._DRAWS.nbytes == masks.nbytes + idx.nbytes + counts.nbytes
+    assert masks.nbytes > masks.shape[0] * masks.shape[1] * 16
+    needed = compare_module._DRAWS.nbytes
+    compare_module._DRAWS.clear()
+    monkeypatch.setattr(compare_module._DRAWS, "max_bytes", needed - 1)
+    compare(scores, agg, CompareConfig(seed=4, **FAST))
+    assert len(compare_module._DRAWS) == 0
