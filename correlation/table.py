@@ -37,7 +37,7 @@ from paraeval.correlation.levels import (
     valid_combination,
 )
 from paraeval.correlation.significance import permutation_test, significance_clusters, williams_test
-from paraeval.memo import Memo
+from paraeval.memo import Memo, array_key
 
 CORRELATION_COLUMNS: tuple[str, ...] = (
     "metric",
@@ -294,8 +294,15 @@ def _williams_inputs(
             rb = _memo_correlate(b, h, (keys[1], keys[2]), level, coefficient)
             return ra, rb, _segment_value(a, b, coefficient), int(ok.sum())
         a, b, h = (np.where(ok, v, np.nan) for v in (a, b, h))
-        ra = _segment_value(a, h, coefficient)
-        rb = _segment_value(b, h, coefficient)
+        if keys is not None:
+            # the cells left out are mostly the human's missing ratings, the same for every
+            # pair: r_a and r_b recur across pairs, kept by the content of the matrices and mask
+            mask = array_key(ok)
+            ra = _memo_segment_value(a, h, (keys[0], keys[2], mask), coefficient)
+            rb = _memo_segment_value(b, h, (keys[1], keys[2], mask), coefficient)
+        else:
+            ra = _segment_value(a, h, coefficient)
+            rb = _segment_value(b, h, coefficient)
         rab = _segment_value(a, b, coefficient)
         return ra, rb, rab, int(ok.sum())
     xa, y = system_scores(a, h, sys_a)
@@ -317,6 +324,18 @@ def _segment_value(x: np.ndarray, y: np.ndarray, coefficient: Coefficient) -> fl
     m, h = check_matrices(x, y)
     ok = np.isfinite(m) & np.isfinite(h)
     return float(coefficient.statistic(m[ok], h[ok]))
+
+
+def _memo_segment_value(
+    x: np.ndarray, y: np.ndarray, keys: tuple[str, str, str], coefficient: Coefficient
+) -> float:
+    """:func:`_segment_value` of ``x`` and ``y`` masked by ``keys[2]``'s mask, kept by the
+    digests of the unmasked matrices and of the mask."""
+    key = (keys[0], keys[1], f"segment|mask:{keys[2]}", coefficient, "")
+    found = _SINGLE.get(key)
+    if found is None:
+        found = _SINGLE.put(key, _segment_value(x, y, coefficient))
+    return found
 
 
 # Williams inputs by the content of the three score matrices: the pairs of a sweep job whose two

@@ -65,6 +65,7 @@ from paraeval.correlation.paired import (
 from paraeval.memo import Memo, arrow_key
 from paraeval.metrics.base import Metric, batched_corpus_fn, has_corpus_from_stats
 from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.load import in_order
 
 if TYPE_CHECKING:
     from paraeval.pipeline.aggregate import Aggregated
@@ -429,7 +430,7 @@ def _draws(
 def compare(scores: Scores, agg: Aggregated, cfg: CompareConfig) -> Comparison:
     """Scores with intervals, paired tests against the baseline, clusters, diversity/adequacy."""
     seg = agg.segments
-    systems = list(dict.fromkeys(seg["system"]))
+    systems = in_order(seg["system"])
     baseline = cfg.baseline if cfg.baseline is not None else systems[0]
     if baseline not in systems:
         raise ConfigError(f"compare.baseline '{baseline}' is not a system; choose from {systems}")

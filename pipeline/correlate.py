@@ -19,7 +19,7 @@ from paraeval.correlation.bootstrap import is_segment_mean
 from paraeval.memo import Memo, array_key, frozen
 from paraeval.metrics.base import batched_corpus_fn
 from paraeval.pipeline.errors import ConfigError
-from paraeval.pipeline.load import HUMAN_PREFIX
+from paraeval.pipeline.load import HUMAN_PREFIX, in_order
 
 if TYPE_CHECKING:
     from paraeval.correlation import Coefficient
@@ -434,7 +434,7 @@ def correlate(
     if not aspects:
         return pd.DataFrame(columns=CORRELATION_COLUMNS)
     systems = list(agg.systems.index)
-    items = list(dict.fromkeys(seg["item_id"]))
+    items = in_order(seg["item_id"])
     cols = correlated_columns(agg)
     matrices = to_matrices(seg, [*cols, *aspects], systems, items)
     metrics = {c: matrices[c] for c in cols}
@@ -510,7 +510,7 @@ def significance(agg: Aggregated, cfg: Mapping[str, Any], rng: np.random.Generat
     if not aspects:
         return pd.DataFrame()
     systems = list(agg.systems.index)
-    items = list(dict.fromkeys(seg["item_id"]))
+    items = in_order(seg["item_id"])
     cols = correlated_columns(agg)
     matrices = to_matrices(seg, [*cols, *aspects], systems, items)
     metrics = {c: matrices[c] for c in cols}

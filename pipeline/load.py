@@ -38,6 +38,13 @@ AGGREGATIONS = ("mean", "median", "zscore")
 _FILES_READ: list[Path] | None = None
 
 
+def in_order(values: pd.Series) -> list[Any]:
+    """The distinct values of a column in order of first appearance, as Python objects:
+    ``list(dict.fromkeys(values))`` without a Python step per row (iterating an Arrow-backed
+    column costs a microsecond a row, a fiftieth of a second per pass at ParaBank-Eval's size)."""
+    return list(pd.unique(values).tolist())
+
+
 def _note_read(path: Path) -> None:
     if _FILES_READ is not None:
         _FILES_READ.append(path)

@@ -14,6 +14,7 @@ import pandas as pd
 
 from paraeval.memo import Memo
 from paraeval.pipeline.figure_files import _plt, render, save_figure
+from paraeval.pipeline.load import in_order
 from paraeval.pipeline.names import slug
 
 log = logging.getLogger(__name__)
@@ -294,7 +295,7 @@ class _Scatter:
         fig = _agg_figure((10, 4.2))
         axes = fig.subplots(1, 2)
         fig.subplots_adjust(wspace=0.25)
-        order = list(dict.fromkeys(segments["system"]))
+        order = in_order(segments["system"])
         legend = len(order) <= 12
         if legend:
             for system, sub in segments.groupby("system", sort=False):
@@ -345,7 +346,7 @@ class _Scatter:
                 coll.set_offsets(np.column_stack(_xy(sub, metric, aspect)))
         else:
             x, y = _xy(segments, metric, aspect)
-            order = list(dict.fromkeys(segments["system"]))
+            order = in_order(segments["system"])
             picks = [pick for pick, _ in _colour_picks(segments, order)]
             for line, pick in zip(seg_ax.lines, picks, strict=True):
                 line.set_data(x[pick], y[pick])

@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 from paraeval.metrics.base import Metric, MetricConfigError, MissingResourceError
 from paraeval.pipeline.cache import ScoreCache, texts_digest
 from paraeval.pipeline.errors import ConfigError, DataError
+from paraeval.pipeline.load import in_order
 from paraeval.pipeline.names import show
 from paraeval.pipeline.targets import metric_class
 
@@ -142,7 +143,7 @@ def score(
     progress: bool = True,
     cache: ScoreCache | None = None,
 ) -> Scores:
-    systems = list(dict.fromkeys(df["system"]))
+    systems = in_order(df["system"])
     _check_inputs(df, metrics)
     corpus_rows: dict[str, dict[str, float]] = {s: {} for s in systems}
     columns: dict[str, ColumnInfo] = {}

@@ -27,6 +27,7 @@ from paraeval.memo import Memo
 from paraeval.metrics.base import Metric
 from paraeval.metrics.sacre import BLEU, IBLEU
 from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.load import in_order
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +136,7 @@ def alpha_curve(
     curve = _CURVE_MEMO.get_or_compute(
         key, lambda: _curve(segments, stats, metric, metric_id, aspects, settings)
     )
-    items = [str(i) for i in dict.fromkeys(segments["item_id"])]
+    items = [str(i) for i in in_order(segments["item_id"])]
     dev, test = split_items(items, float(settings.dev_fraction), int(settings.seed))
     return AlphaCurve(curve.copy(), _choose(curve, metric, settings, len(dev), len(test)))
 
@@ -159,7 +160,7 @@ def _curve_key(
     h.update(repr(int(settings.seed)).encode())
     keys = ["item_id", "system", *aspects]
     h.update(pd.util.hash_pandas_object(segments[keys], index=False).to_numpy().tobytes())
-    for system in dict.fromkeys(segments["system"]):
+    for system in in_order(segments["system"]):
         st = np.ascontiguousarray(stats[(metric_id, system)], dtype=float)
         h.update(repr((str(system), st.shape)).encode())
         h.update(st.tobytes())
@@ -176,8 +177,8 @@ def _curve(
 ) -> pd.DataFrame:
     from paraeval.correlation.levels import correlate
 
-    systems = list(dict.fromkeys(segments["system"]))
-    items = [str(i) for i in dict.fromkeys(segments["item_id"])]
+    systems = in_order(segments["system"])
+    items = [str(i) for i in in_order(segments["item_id"])]
     item_pos = {item: j for j, item in enumerate(items)}
     n_rows = len(segments)
     row_sys = np.empty(n_rows, dtype=int)

@@ -205,3 +205,45 @@ def test_significance_rows_reused_across_tables_equal_fresh_ones() -> None:
     assert len(table._WILLIAMS) == 9
     assert reused == fresh_changed
     assert any(r["metric_a"] == "m1" or r["metric_b"] == "m1" for r in reused)
+
+
+def test_williams_with_missing_ratings_serves_each_metrics_own_correlation_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With ratings missing (cells left out of every pair), a metric's correlation with the
+    human on the pair's cells is computed once for all its pairs, and the rows equal those of
+    a computation without the memo."""
+    import paraeval.correlation.table as table
+
+    rng = np.random.default_rng(6)
+    h = rng.normal(size=(5, 40))
+    h[0, 3] = h[2, 7] = np.nan
+    metrics = {f"m{k}": h + rng.normal(scale=0.5 + k, size=h.shape) for k in range(4)}
+    metrics = {k: np.where(np.isfinite(v), v, 0.3) for k, v in metrics.items()}
+
+    def run() -> list[dict[str, Any]]:
+        return significance_table(
+            metrics,
+            {"human": h},
+            level="segment",
+            coefficient="pearson",
+            rng=np.random.default_rng(0),
+        )
+
+    calls: list[int] = []
+    plain = table._segment_value
+
+    def counted(*args: Any) -> float:
+        calls.append(1)
+        return plain(*args)
+
+    monkeypatch.setattr(table, "_segment_value", counted)
+    table._WILLIAMS.clear()
+    table._SINGLE.clear()
+    served = run()
+    # 6 pairs: one r_ab each, and one r with the human per metric (4), not two per pair (12)
+    assert len(calls) == 6 + 4
+    table._WILLIAMS.clear()
+    table._SINGLE.clear()
+    monkeypatch.setattr(table, "_memo_segment_value", lambda x, y, keys, c: plain(x, y, c))
+    assert run() == served
