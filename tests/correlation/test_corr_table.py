@@ -177,6 +177,14 @@ def test_rows_do_not_depend_on_the_number_of_workers() -> None:
     assert [tuple(r.values()) for r in one] == [tuple(r.values()) for r in three]
 
 
+def _segment_pearson_significance(
+    metrics: dict[str, np.ndarray], h: np.ndarray
+) -> list[dict[str, Any]]:
+    return significance_table(
+        metrics, {"human": h}, level="segment", coefficient="pearson", rng=np.random.default_rng(0)
+    )
+
+
 def test_significance_rows_reused_across_tables_equal_fresh_ones() -> None:
     """Pairs whose matrices an earlier table already saw come from memory; the rows are those of
     a computation from scratch, and a changed matrix is recomputed."""
@@ -188,13 +196,7 @@ def test_significance_rows_reused_across_tables_equal_fresh_ones() -> None:
     changed = dict(base, m1=h + rng.normal(scale=0.2, size=h.shape))
 
     def run(metrics: dict[str, np.ndarray]) -> list[dict[str, Any]]:
-        return significance_table(
-            metrics,
-            {"human": h},
-            level="segment",
-            coefficient="pearson",
-            rng=np.random.default_rng(0),
-        )
+        return _segment_pearson_significance(metrics, h)
 
     table._WILLIAMS.clear()
     fresh_changed = run(changed)
@@ -222,13 +224,7 @@ def test_williams_with_missing_ratings_serves_each_metrics_own_correlation_once(
     metrics = {k: np.where(np.isfinite(v), v, 0.3) for k, v in metrics.items()}
 
     def run() -> list[dict[str, Any]]:
-        return significance_table(
-            metrics,
-            {"human": h},
-            level="segment",
-            coefficient="pearson",
-            rng=np.random.default_rng(0),
-        )
+        return _segment_pearson_significance(metrics, h)
 
     calls: list[int] = []
     plain = table._segment_value
