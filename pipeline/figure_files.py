@@ -179,8 +179,8 @@ def _write_png(pixels: np.ndarray, path: Path, dpi: int, key: str | None = None)
     ``key`` names the figure (its file name) whose last bands this process keeps."""
     import matplotlib
 
-    opaque = bool((pixels[..., 3] == 255).all())
     ppm = round(dpi / 0.0254)
+    idat, opaque = _deflated(pixels, key)
     software = f"Matplotlib version{matplotlib.__version__}, https://matplotlib.org/"
     chunks = [
         _png_chunk(
@@ -191,7 +191,7 @@ def _write_png(pixels: np.ndarray, path: Path, dpi: int, key: str | None = None)
         ),
         _png_chunk(b"pHYs", struct.pack(">IIB", ppm, ppm, 1)),
         _png_chunk(b"tEXt", b"Software\0" + software.encode("latin-1")),
-        _png_chunk(b"IDAT", _deflated(pixels, opaque, key)),
+        _png_chunk(b"IDAT", idat),
         _png_chunk(b"IEND", b""),
     ]
     with open(path, "wb") as f:
@@ -219,24 +219,43 @@ _BANDS: Memo[str, _Bands] = Memo(
 )
 
 
-def _deflated(pixels: np.ndarray, opaque: bool, key: str | None) -> bytes:
-    """The zlib stream of the filtered rows, deflated band by band: each band a raw deflate
-    stream of its own (a fresh compressor, ended by a full flush, the last one finished), so
-    that a band's bytes depend on its rows and the row above them only. A band of the image
-    ``key`` last wrote with the same rows is taken from it; the stream is the same either way."""
+def _deflated(pixels: np.ndarray, key: str | None) -> tuple[bytes, bool]:
+    """The zlib stream of the filtered rows, deflated band by band, and whether every pixel is
+    opaque (RGB rows then, else RGBA). Each band is a raw deflate stream of its own (a fresh
+    compressor, ended by a full flush, the last one finished), so that a band's bytes depend on
+    its rows and the row above them only. A band of the image ``key`` last wrote with the same
+    rows is taken from it; the stream is the same either way. Only the bands that changed are
+    read for their transparency and copied into the kept image."""
     height = pixels.shape[0]
+    starts = range(0, height, BAND_ROWS)
     kept = _BANDS.get(key) if key is not None else None
-    if kept is not None and (kept.pixels.shape != pixels.shape or kept.opaque != opaque):
+    if kept is not None and kept.pixels.shape != pixels.shape:
         kept = None
+    same = [False] * len(starts)
+    if kept is not None:
+        for band, start in enumerate(starts):
+            stop = min(start + BAND_ROWS, height)
+            # the "Up" filter of a band's first row reads the row above
+            above = max(start - 1, 0)
+            same[band] = np.array_equal(
+                kept.pixels[above:stop].view(np.uint32), pixels[above:stop].view(np.uint32)
+            )
+    changed = [start for band, start in enumerate(starts) if not same[band]]
+    if kept is not None and kept.opaque:
+        # the unchanged rows are the kept image's, all opaque: only the changed ones are read
+        opaque = all(bool((pixels[a : a + BAND_ROWS, :, 3] == 255).all()) for a in changed)
+    else:
+        opaque = bool((pixels[..., 3] == 255).all())
+    if kept is not None and kept.opaque != opaque:
+        kept, same = None, [False] * len(starts)
     parts: list[tuple[bytes, int, int]] = []
-    for band, start in enumerate(range(0, height, BAND_ROWS)):
-        stop = min(start + BAND_ROWS, height)
-        above = max(start - 1, 0)  # the "Up" filter of a band's first row reads the row above
-        if kept is not None and np.array_equal(
-            kept.pixels[above:stop].view(np.uint32), pixels[above:stop].view(np.uint32)
-        ):
+    for band, start in enumerate(starts):
+        if same[band]:
+            assert kept is not None
             parts.append(kept.parts[band])
             continue
+        stop = min(start + BAND_ROWS, height)
+        above = max(start - 1, 0)
         block = _rgb(pixels[above:stop]) if opaque else np.ascontiguousarray(pixels[above:stop])
         rows = block.reshape(stop - above, -1)
         # uint8 arithmetic wraps modulo 256, as the filter is defined
@@ -254,11 +273,19 @@ def _deflated(pixels: np.ndarray, opaque: bool, key: str | None) -> bytes:
             (deflate.compress(filtered) + deflate.flush(end), zlib.adler32(filtered), filtered.size)
         )
     if key is not None:
-        _BANDS.put(key, _Bands(np.array(pixels), opaque, parts))
+        if kept is None:
+            _BANDS.put(key, _Bands(np.array(pixels), opaque, parts))
+        else:
+            # the kept copy takes the changed rows only (after every band was compared: a band
+            # is compared with the row above it as it was)
+            for start in changed:
+                kept.pixels[start : start + BAND_ROWS] = pixels[start : start + BAND_ROWS]
+            kept.parts = parts
     adler = 1
     for _, part, length in parts:
         adler = _adler32_combine(adler, part, length)
-    return b"".join([_ZLIB_HEADER, *(part for part, _, _ in parts), struct.pack(">I", adler)])
+    stream = b"".join([_ZLIB_HEADER, *(part for part, _, _ in parts), struct.pack(">I", adler)])
+    return stream, opaque
 
 
 def _adler32_combine(first: int, second: int, second_length: int) -> int:

@@ -69,6 +69,24 @@ class _Canvas:
     pixels: np.ndarray  # the whole figure with its margin (figure_files.margin_pixels)
     keys: list[str]  # the panels' digests, then the header's
     boxes: list[Ink]  # where each one's ink lies
+    # the Agg renderer of the last drawing and its size key, lent to the next drawing of this
+    # frame: a new renderer of a tall figure maps its buffer afresh (a fifth of a gigabyte for
+    # ParaBank-Eval's ranking, 70 ms of page faults a job), a kept one is only cleared
+    renderer: Any = None
+    renderer_key: Any = None
+
+
+def _lend_renderer(fig: Any, canvas: _Canvas) -> None:
+    """Gives ``fig``'s Agg canvas the kept renderer; matplotlib uses it where the drawing's
+    size and dpi are those it was made for (its own reuse test), else makes a new one."""
+    if canvas.renderer is not None and hasattr(fig.canvas, "_lastKey"):
+        fig.canvas.renderer = canvas.renderer
+        fig.canvas._lastKey = canvas.renderer_key
+
+
+def _keep_renderer(fig: Any, canvas: _Canvas) -> None:
+    canvas.renderer = getattr(fig.canvas, "renderer", None)
+    canvas.renderer_key = getattr(fig.canvas, "_lastKey", None)
 
 
 @dataclass
@@ -179,9 +197,11 @@ def _update(
     if not changed:
         return canvas.pixels
     fig = grid.figure(dpi)
+    _lend_renderer(fig, canvas)
     try:
         drawn = _draw(fig, grid, panels, header, changed)
         fresh = figure_files.margin_pixels(fig, dpi)
+        _keep_renderer(fig, canvas)
         if fresh is None or fresh.shape != canvas.pixels.shape:
             return None
         new_boxes = _boxes(fig, drawn, fresh.shape, dpi)
@@ -236,7 +256,9 @@ def save_panels(
             boxes = _boxes(fig, drawn, pixels.shape, dpi)
             listed = [boxes.get(i, ()) for i in range(len(panels) + 1)]
             if _separate(listed) and not _ink_outside(pixels, [b for ink in listed for b in ink]):
-                _FRAMES.canvases.put(frame, _Canvas(pixels.copy(), keys, listed))
+                kept = _Canvas(pixels.copy(), keys, listed)
+                _keep_renderer(fig, kept)
+                _FRAMES.canvases.put(frame, kept)
         figure_files.save_drawn(fig, path, pixels, dpi)
     finally:
         figure_files._plt().close(fig)

@@ -272,3 +272,31 @@ def test_adler32_of_two_parts_is_that_of_the_whole() -> None:
     for a, b in [(b"", b"x"), (b"abc", b""), (rng.bytes(100_003), rng.bytes(70_001))]:
         combined = figure_files._adler32_combine(zlib.adler32(a), zlib.adler32(b), len(b))
         assert combined == zlib.adler32(a + b)
+
+
+def test_redrawn_pngs_equal_fresh_ones_as_transparency_comes_and_goes(tmp_path: Path) -> None:
+    """A sequence of images written under one name, each changing some rows and with them
+    whether every pixel is opaque: every file is byte for byte the one written from scratch."""
+    rng = np.random.default_rng(11)
+    band = figure_files.BAND_ROWS
+    image = np.full((4 * band + 5, 23, 4), 255, dtype=np.uint8)
+    steps = []
+    for k in range(6):
+        image = image.copy()
+        row = int(rng.integers(0, image.shape[0]))
+        image[row, 2:9, :3] = rng.integers(0, 256, size=(7, 3), dtype=np.uint8)
+        # transparent in steps 2 and 3, in another band each time; opaque again after
+        image[:, :, 3] = 255
+        if k in (2, 3):
+            image[(k - 1) * band + 3, 4, 3] = 17
+        steps.append(image)
+    figure_files._BANDS.clear()
+    for k, pixels in enumerate(steps):
+        figure_files._write_png(pixels, tmp_path / f"kept{k}.png", 200, key="seq.png")
+    for k, pixels in enumerate(steps):
+        figure_files._BANDS.clear()
+        figure_files._write_png(pixels, tmp_path / f"fresh{k}.png", 200, key="seq.png")
+        kept = (tmp_path / f"kept{k}.png").read_bytes()
+        assert kept == (tmp_path / f"fresh{k}.png").read_bytes(), k
+        with Image.open(tmp_path / f"kept{k}.png") as read:
+            np.testing.assert_array_equal(np.asarray(read.convert("RGBA")), pixels)

@@ -193,3 +193,20 @@ def test_a_heatmap_redraws_the_rows_that_moved_to_the_same_pixels(
     plots.correlation_heatmap(_correlations(after), tmp_path / "whole.png")
     np.testing.assert_array_equal(_pixels(tmp_path / "after.png"), _pixels(tmp_path / "whole.png"))
     assert (_pixels(tmp_path / "before1.png") != _pixels(tmp_path / "whole.png")).any()
+
+
+def test_redraws_of_a_frame_reuse_its_renderer_to_the_same_pixels(tmp_path: Path) -> None:
+    """The changed panels of a kept frame are drawn on the renderer of the frame's last
+    drawing (cleared, not made anew), and give the pixels of a drawing from scratch."""
+    results = [_comparison(a) for a in (0.8, 0.7, 0.6)]
+    whole = [_fresh(result, tmp_path / f"w{k}.png") for k, result in enumerate(results)]
+    panels._FRAMES.canvases.clear()
+    assert compare_plots.ranking_plot(results[0], tmp_path / "r0.png")
+    ((canvas, _),) = panels._FRAMES.canvases._entries.values()
+    first = canvas.renderer
+    assert first is not None
+    for k, result in enumerate(results[1:], start=1):
+        assert compare_plots.ranking_plot(result, tmp_path / f"r{k}.png")
+        ((now, _),) = panels._FRAMES.canvases._entries.values()
+        assert now is canvas and now.renderer is first
+        np.testing.assert_array_equal(_pixels(tmp_path / f"r{k}.png"), whole[k])
