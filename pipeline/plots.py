@@ -243,6 +243,10 @@ def metric_vs_human(
         _SCATTERS.put(frame, scatter)
 
 
+# systems up to which the segments are drawn one collection per system, with a legend
+_LEGEND_MAX_SYSTEMS = 12
+
+
 @dataclass
 class _Scatter:
     """A drawn ``metric_vs_human`` figure, kept so that the next figure of the same frame moves
@@ -296,7 +300,7 @@ class _Scatter:
         axes = fig.subplots(1, 2)
         fig.subplots_adjust(wspace=0.25)
         order = in_order(segments["system"])
-        legend = len(order) <= 12
+        legend = len(order) <= _LEGEND_MAX_SYSTEMS
         if legend:
             for system, sub in segments.groupby("system", sort=False):
                 axes[0].scatter(sub[metric], sub[aspect], s=10, alpha=0.6, label=str(system))
@@ -377,7 +381,14 @@ def _xy(frame: pd.DataFrame, metric: str, aspect: str) -> tuple[np.ndarray, np.n
 
 
 def _finite(segments: pd.DataFrame, systems: pd.DataFrame, metric: str, aspect: str) -> bool:
-    parts = [*_xy(segments, metric, aspect)]
+    """Whether a kept figure can show these values: the collections (the system means, and the
+    segments where each system has a collection of its own) must be finite, as ``scatter``
+    masks what is not and a moved collection would not. The segments' marker lines (one per
+    colour, without a legend) may hold missing ratings: a line's data keeps them and both the
+    drawing and the data limits skip them, whether it is built or moved."""
+    parts: list[np.ndarray] = []
+    if segments["system"].nunique() <= _LEGEND_MAX_SYSTEMS:
+        parts += _xy(segments, metric, aspect)
     if metric in systems and aspect in systems:
         parts += _xy(systems, metric, aspect)
     return all(np.isfinite(p).all() for p in parts)

@@ -108,18 +108,41 @@ def test_a_kept_scatter_moved_to_new_values_draws_what_a_new_figure_draws(
     assert not np.array_equal(_pixels(kept[0]), _pixels(kept[1]))
 
 
-def test_a_scatter_with_values_that_are_not_finite_is_drawn_on_a_new_figure(
-    tmp_path: Path,
+@pytest.mark.parametrize("n_systems", [4, 15])  # a collection per system, a line per colour
+def test_segments_with_missing_values_in_a_kept_scatter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n_systems: int
 ) -> None:
-    seg, systems = _segments()
+    """A missing segment score or rating: with a collection per system the figure is built
+    anew (``scatter`` masks it, a moved collection would not); with marker lines the kept
+    figure is moved, and draws what a new figure draws."""
+    seg, _ = _segments()
+    seg = seg[seg["system"].isin([f"s{i}" for i in range(n_systems)])].reset_index(drop=True)
+    builds: list[int] = []
+    real = plots._Scatter.build
+
+    def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
+        builds.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(plots._Scatter, "build", counting)
+
+    def holed(factor: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+        moved, _ = _moved(seg, factor, False)
+        moved.loc[3, "bleu"] = np.nan
+        moved.loc[11, "human_meaning"] = np.nan
+        # the means skip them, as the pipeline's do: the system level stays finite
+        return moved, moved.groupby("system", sort=False)[["bleu", "human_meaning"]].mean()
+
     plots._SCATTERS.clear()
-    plots.metric_vs_human(seg, systems, "bleu", "human_meaning", tmp_path / "a.png")
-    assert len(plots._SCATTERS) == 1
-    holed = seg.copy()
-    holed.loc[3, "bleu"] = np.nan
-    plots.metric_vs_human(holed, systems, "bleu", "human_meaning", tmp_path / "b.png")
-    assert len(plots._SCATTERS) == 1  # not kept: the next one is built again as well
-    # what the kept figure would have shown is not what was drawn: the hole is there
-    assert not np.array_equal(_pixels(tmp_path / "a.png"), _pixels(tmp_path / "b.png"))
-    plots.metric_vs_human(seg, systems, "bleu", "human_meaning", tmp_path / "c.png")
-    assert np.array_equal(_pixels(tmp_path / "a.png"), _pixels(tmp_path / "c.png"))
+    plots.metric_vs_human(*_moved(seg, 1.0, False), "bleu", "human_meaning", tmp_path / "a.png")
+    for k, factor in enumerate((2.0, 0.5)):
+        plots.metric_vs_human(*holed(factor), "bleu", "human_meaning", tmp_path / f"h{k}.png")
+    assert len(builds) == (1 if n_systems > 12 else 3)
+    for k, factor in enumerate((2.0, 0.5)):
+        plots._SCATTERS.clear()
+        plots.metric_vs_human(*holed(factor), "bleu", "human_meaning", tmp_path / f"n{k}.png")
+        assert np.array_equal(_pixels(tmp_path / f"h{k}.png"), _pixels(tmp_path / f"n{k}.png"))
+    # the holes show: not the figure of the complete values
+    plots._SCATTERS.clear()
+    plots.metric_vs_human(*_moved(seg, 2.0, False), "bleu", "human_meaning", tmp_path / "c.png")
+    assert not np.array_equal(_pixels(tmp_path / "c.png"), _pixels(tmp_path / "h0.png"))
