@@ -77,12 +77,8 @@ def _moved(seg: pd.DataFrame, factor: float, humans: bool) -> tuple[pd.DataFrame
     return seg, seg.groupby("system", sort=False)[["bleu", "human_meaning"]].mean()
 
 
-@pytest.mark.parametrize("n_systems", [4, 15])  # a collection per system, a line per colour
-def test_a_kept_scatter_moved_to_new_values_draws_what_a_new_figure_draws(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n_systems: int
-) -> None:
-    seg, _ = _segments()
-    seg = seg[seg["system"].isin([f"s{i}" for i in range(n_systems)])]
+def _count_builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that gets an entry for every scatter figure built anew."""
     builds: list[int] = []
     real = plots._Scatter.build
 
@@ -91,6 +87,16 @@ def test_a_kept_scatter_moved_to_new_values_draws_what_a_new_figure_draws(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(plots._Scatter, "build", counting)
+    return builds
+
+
+@pytest.mark.parametrize("n_systems", [4, 15])  # a collection per system, a line per colour
+def test_a_kept_scatter_moved_to_new_values_draws_what_a_new_figure_draws(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n_systems: int
+) -> None:
+    seg, _ = _segments()
+    seg = seg[seg["system"].isin([f"s{i}" for i in range(n_systems)])]
+    builds = _count_builds(monkeypatch)
     plots._SCATTERS.clear()
     steps = [(1.0, False), (3.0, False), (0.5, True), (-2.0, False)]
     kept = []
@@ -117,14 +123,7 @@ def test_segments_with_missing_values_in_a_kept_scatter(
     figure is moved, and draws what a new figure draws."""
     seg, _ = _segments()
     seg = seg[seg["system"].isin([f"s{i}" for i in range(n_systems)])].reset_index(drop=True)
-    builds: list[int] = []
-    real = plots._Scatter.build
-
-    def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
-        builds.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(plots._Scatter, "build", counting)
+    builds = _count_builds(monkeypatch)
 
     def holed(factor: float) -> tuple[pd.DataFrame, pd.DataFrame]:
         moved, _ = _moved(seg, factor, False)
