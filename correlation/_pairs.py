@@ -212,6 +212,11 @@ def kendall_b_from_item_weights(mats: np.ndarray, cells: np.ndarray, k: np.ndarr
     return np.where(const | (total < 2), np.nan, np.clip(tau, -1.0, 1.0))
 
 
+# resamples taken together by _spearman_sums: its inner loops run over them (vectorised), and
+# the mid-ranks of a block of resamples (groups x block) stay in cache
+_SPEARMAN_BLOCK = 64
+
+
 @njit(cache=True, nogil=True)
 def _spearman_sums(
     x_items: np.ndarray,
@@ -226,34 +231,55 @@ def _spearman_sums(
     """Per resample (rows of item multiplicities ``k``): total weight, the weighted cross sum of
     mid-ranks, the weighted sums of squared mid-ranks in x and y, and how many tie groups of x
     and of y carry weight. ``x_items`` are the cells' items in x order, ``x_starts`` the first
-    position of every group of tied x values (plus the end), ``x_group`` each cell's group."""
+    position of every group of tied x values (plus the end), ``x_group`` each cell's group.
+
+    A block of resamples at a time, the resamples innermost: every resample's sums are taken
+    in the same order, with the same operations, as one resample at a time would take them
+    (so the same numbers), while each step is one vector operation over the block."""
     n_res = k.shape[0]
     out = np.zeros((6, n_res))
-    mid_x = np.empty(x_starts.size - 1)
-    mid_y = np.empty(y_starts.size - 1)
-    for b in range(n_res):
-        kb = k[b]
+    kt = np.ascontiguousarray(k.T)  # (items, resamples): a cell's weights side by side
+    width = _SPEARMAN_BLOCK
+    mid_x = np.empty((x_starts.size - 1, width))
+    mid_y = np.empty((y_starts.size - 1, width))
+    gw = np.empty(width)
+    below = np.empty(width)
+    squares = np.empty(width)
+    present = np.empty(width)
+    cross = np.empty(width)
+    for b0 in range(0, n_res, width):
+        nb = min(width, n_res - b0)
         for side in range(2):
             items = x_items if side == 0 else y_items
             starts = x_starts if side == 0 else y_starts
             mid = mid_x if side == 0 else mid_y
-            below = 0.0
-            squares = 0.0
-            present = 0
+            below[:] = 0.0
+            squares[:] = 0.0
+            present[:] = 0.0
             for g in range(starts.size - 1):
-                gw = 0.0
+                gw[:] = 0.0
                 for p in range(starts[g], starts[g + 1]):
-                    gw += kb[items[p]]
-                m = below + (gw + 1.0) / 2.0
-                mid[g] = m
-                squares += m * m * gw
-                present += gw > 0.0
-                below += gw
-            out[0, b] = below
-            out[2 + side, b] = squares
-            out[4 + side, b] = present
-        cross = 0.0
+                    row = kt[items[p]]
+                    for j in range(nb):
+                        gw[j] += row[b0 + j]
+                mg = mid[g]
+                for j in range(nb):
+                    m = below[j] + (gw[j] + 1.0) / 2.0
+                    mg[j] = m
+                    squares[j] += m * m * gw[j]
+                    present[j] += gw[j] > 0.0
+                    below[j] += gw[j]
+            for j in range(nb):
+                out[0, b0 + j] = below[j]
+                out[2 + side, b0 + j] = squares[j]
+                out[4 + side, b0 + j] = present[j]
+        cross[:] = 0.0
         for c in range(item.size):
-            cross += kb[item[c]] * (mid_x[x_group[c]] * mid_y[y_group[c]])
-        out[1, b] = cross
+            row = kt[item[c]]
+            mx = mid_x[x_group[c]]
+            my = mid_y[y_group[c]]
+            for j in range(nb):
+                cross[j] += row[b0 + j] * (mx[j] * my[j])
+        for j in range(nb):
+            out[1, b0 + j] = cross[j]
     return out

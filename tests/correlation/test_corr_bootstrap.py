@@ -131,7 +131,8 @@ def test_larger_tied_segment_pool(coefficient: str) -> None:
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-9)
 
 
-def test_spearman_by_items_equals_the_cell_weight_path() -> None:
+@pytest.mark.parametrize("n_resamples", [50, 130])  # within one block of resamples, across three
+def test_spearman_by_items_equals_the_cell_weight_path(n_resamples: int) -> None:
     """Under item resampling Spearman takes a compiled pass over tie groups; its sums are exact,
     so it gives the very numbers of the (cells, resamples) path, and scipy's within rounding."""
     from paraeval.correlation.bootstrap import FixedPairs, _cell_weights
@@ -141,14 +142,14 @@ def test_spearman_by_items_equals_the_cell_weight_path() -> None:
     human = np.round(metric / 3 + rng.normal(size=(12, 40)))
     metric[rng.random((12, 40)) < 0.05] = np.nan
     human[:, 3] = 1.0
-    res = draw_resamples(np.random.default_rng(4), 12, 40, 50, "items")
+    res = draw_resamples(np.random.default_rng(4), 12, 40, n_resamples, "items")
     assert res.item_idx is not None
     ok = np.isfinite(metric) & np.isfinite(human)
     cs, ci = np.nonzero(ok)
     fixed = FixedPairs(metric[ok], human[ok])
     item_w = counts(res.item_idx, 40)
     fast = fixed.spearman_by_items(ci, item_w)
-    slow = fixed.statistic("spearman", _cell_weights(item_w, None, 50, ci, cs))
+    slow = fixed.statistic("spearman", _cell_weights(item_w, None, n_resamples, ci, cs))
     np.testing.assert_array_equal(fast, slow)
     want = _explicit(metric, human, "segment", "spearman", res)
     np.testing.assert_allclose(
