@@ -202,3 +202,28 @@ def test_dataset_digest_is_kept_by_content(finished_dir: Path, tmp_path: Path) -
     _, other_digest = track._dataset(other)
     assert other_digest == fresh(other) != digest
     assert track._dataset(seg)[1] == digest
+
+
+def test_metric_names_mlflow_checked_once_are_not_checked_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import mlflow.utils.validation as validation
+
+    checked: list[str] = []
+    real = validation._validate_metric
+
+    def counting(key, *args, **kwargs):  # type: ignore[no-untyped-def]
+        checked.append(key)
+        return real(key, *args, **kwargs)
+
+    monkeypatch.setattr(validation, "_validate_metric", counting)
+    monkeypatch.setattr(track, "_CHECKED_METRIC_NAMES", set())
+    run = track.SystemRun("sys1", {"mlflow.runName": "sys1"}, {"bleu": 1.5, "chrf": 2.0}, {})
+    first = track._entities(run, 7)
+    assert sorted(checked) == ["bleu", "chrf"]
+    other = track.SystemRun("sys2", {}, {"bleu": 3.0, "ter": 0.5}, {"p": "1"})
+    second = track._entities(other, 7)
+    assert sorted(checked) == ["bleu", "chrf", "ter"]  # only the new name
+    assert [(m.key, m.value) for m in first[0]] == [("bleu", 1.5), ("chrf", 2.0)]
+    assert [(m.key, m.value) for m in second[0]] == [("bleu", 3.0), ("ter", 0.5)]
+    assert [(p.key, p.value) for p in second[1]] == [("p", "1")]
