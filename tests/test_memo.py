@@ -90,3 +90,39 @@ def test_arrow_key_refuses_what_is_not_arrow() -> None:
         arrow_key(np.arange(3))
     with pytest.raises(TypeError, match="not Arrow data"):
         arrow_key(pd.Series(["a", "b"], dtype=object))
+
+
+def test_threads_share_a_memo_without_losing_its_bounds() -> None:
+    """The correlation's worker threads read and fill memos at once: under concurrent gets,
+    puts and evictions nothing raises, and the bounds and byte count stay exact."""
+    import sys
+    import threading
+
+    memo: Memo[int, bytes] = Memo("test.threads", max_entries=8, max_bytes=64, size=len)
+    errors: list[BaseException] = []
+
+    def work(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        try:
+            for _ in range(20000):
+                key = int(rng.integers(0, 40))
+                if memo.get(key) is None:
+                    memo.put(key, b"x" * int(rng.integers(1, 12)))
+                if rng.random() < 0.05:
+                    memo.discard(int(rng.integers(0, 40)))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns between almost every bytecode
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == []
+    assert len(memo) <= 8
+    assert memo.nbytes == sum(len(v) for v, _ in memo._entries.values()) <= 64

@@ -13,6 +13,7 @@ back) and :func:`memo_sizes` tells what they hold.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
@@ -28,7 +29,8 @@ class Memo(Generic[K, V]):
     """Least-recently-used memo with a bound on entries and (optionally) on bytes.
 
     ``size`` gives an entry's size in bytes when ``max_bytes`` is set; an entry larger than the
-    whole budget is not kept.
+    whole budget is not kept. Safe to share between threads (the correlation's workers read and
+    fill memos at once): each operation holds the memo's lock, a computation does not.
     """
 
     def __init__(
@@ -47,27 +49,30 @@ class Memo(Generic[K, V]):
         self._size = size
         self._entries: OrderedDict[K, tuple[V, int]] = OrderedDict()
         self._bytes = 0
+        self._lock = threading.Lock()
         _REGISTRY[name] = self  # type: ignore[assignment]
 
     def get(self, key: K) -> V | None:
-        hit = self._entries.get(key)
-        if hit is None:
-            return None
-        self._entries.move_to_end(key)
-        return hit[0]
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is None:
+                return None
+            self._entries.move_to_end(key)
+            return hit[0]
 
     def put(self, key: K, value: V) -> V:
-        self.discard(key)
         nbytes = self._size(value) if self._size is not None else 0
-        if self.max_bytes is not None and nbytes > self.max_bytes:
-            return value
-        self._entries[key] = (value, nbytes)
-        self._bytes += nbytes
-        while len(self._entries) > self.max_entries or (
-            self.max_bytes is not None and self._bytes > self.max_bytes
-        ):
-            _, (_, old) = self._entries.popitem(last=False)
-            self._bytes -= old
+        with self._lock:
+            self._discard(key)
+            if self.max_bytes is not None and nbytes > self.max_bytes:
+                return value
+            self._entries[key] = (value, nbytes)
+            self._bytes += nbytes
+            while len(self._entries) > self.max_entries or (
+                self.max_bytes is not None and self._bytes > self.max_bytes
+            ):
+                _, (_, old) = self._entries.popitem(last=False)
+                self._bytes -= old
         return value
 
     def get_or_compute(self, key: K, compute: Callable[[], V]) -> V:
@@ -75,13 +80,18 @@ class Memo(Generic[K, V]):
         return hit if hit is not None else self.put(key, compute())
 
     def discard(self, key: K) -> None:
+        with self._lock:
+            self._discard(key)
+
+    def _discard(self, key: K) -> None:
         old = self._entries.pop(key, None)
         if old is not None:
             self._bytes -= old[1]
 
     def clear(self) -> None:
-        self._entries.clear()
-        self._bytes = 0
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
 
     def __len__(self) -> int:
         return len(self._entries)
