@@ -213,8 +213,16 @@ def kendall_b_from_item_weights(mats: np.ndarray, cells: np.ndarray, k: np.ndarr
 
 
 # resamples taken together by _spearman_sums: its inner loops run over them (vectorised), and
-# the mid-ranks of a block of resamples (groups x block) stay in cache
+# the mid-ranks of a block of resamples (groups x block) stay in cache; fewer where the groups
+# are many (the block's mid-ranks stay within _SPEARMAN_BLOCK_BYTES)
 _SPEARMAN_BLOCK = 64
+_SPEARMAN_BLOCK_BYTES = 2**23
+
+
+def spearman_block(n_groups_x: int, n_groups_y: int) -> int:
+    """Resamples per block of :func:`_spearman_sums` for these numbers of tie groups."""
+    fit = _SPEARMAN_BLOCK_BYTES // (8 * max(n_groups_x + n_groups_y, 1))
+    return int(min(_SPEARMAN_BLOCK, max(1, fit)))
 
 
 @njit(cache=True, nogil=True)
@@ -227,6 +235,10 @@ def _spearman_sums(
     y_group: np.ndarray,
     item: np.ndarray,
     k: np.ndarray,
+    width: int,
+    y_mid: np.ndarray,
+    y_sums: np.ndarray,
+    y_ready: bool,
 ) -> np.ndarray:
     """Per resample (rows of item multiplicities ``k``): total weight, the weighted cross sum of
     mid-ranks, the weighted sums of squared mid-ranks in x and y, and how many tie groups of x
@@ -235,21 +247,36 @@ def _spearman_sums(
 
     A block of resamples at a time, the resamples innermost: every resample's sums are taken
     in the same order, with the same operations, as one resample at a time would take them
-    (so the same numbers), while each step is one vector operation over the block."""
-    n_res = k.shape[0]
+    (so the same numbers), while each step is one vector operation over the block.
+
+    ``width`` resamples make a block (:func:`spearman_block`). The y side does not depend on x:
+    ``y_mid`` (blocks, y groups, width) and ``y_sums`` (total weight, squared mid-ranks, groups
+    with weight; per resample) hold it. With ``y_ready`` they are read, else filled: a caller
+    keeps them for the next x with the same y, items and multiplicities. A ``y_mid`` of one
+    block is a buffer that every block reuses (nothing to keep)."""
+    n_res, n_items = k.shape
     out = np.zeros((6, n_res))
-    kt = np.ascontiguousarray(k.T)  # (items, resamples): a cell's weights side by side
-    width = _SPEARMAN_BLOCK
+    # the block's weights as (items, resamples): a cell's weights side by side
+    kt = np.empty((n_items, width))
     mid_x = np.empty((x_starts.size - 1, width))
-    mid_y = np.empty((y_starts.size - 1, width))
     gw = np.empty(width)
     below = np.empty(width)
     squares = np.empty(width)
     present = np.empty(width)
     cross = np.empty(width)
-    for b0 in range(0, n_res, width):
+    for block, b0 in enumerate(range(0, n_res, width)):
         nb = min(width, n_res - b0)
+        for i in range(n_items):
+            for j in range(nb):
+                kt[i, j] = k[b0 + j, i]
+        mid_y = y_mid[block if y_mid.shape[0] > 1 else 0]
         for side in range(2):
+            if side == 1 and y_ready:
+                for j in range(nb):
+                    out[0, b0 + j] = y_sums[0, b0 + j]
+                    out[3, b0 + j] = y_sums[1, b0 + j]
+                    out[5, b0 + j] = y_sums[2, b0 + j]
+                continue
             items = x_items if side == 0 else y_items
             starts = x_starts if side == 0 else y_starts
             mid = mid_x if side == 0 else mid_y
@@ -261,7 +288,7 @@ def _spearman_sums(
                 for p in range(starts[g], starts[g + 1]):
                     row = kt[items[p]]
                     for j in range(nb):
-                        gw[j] += row[b0 + j]
+                        gw[j] += row[j]
                 mg = mid[g]
                 for j in range(nb):
                     m = below[j] + (gw[j] + 1.0) / 2.0
@@ -273,13 +300,26 @@ def _spearman_sums(
                 out[0, b0 + j] = below[j]
                 out[2 + side, b0 + j] = squares[j]
                 out[4 + side, b0 + j] = present[j]
+                if side == 1:
+                    y_sums[0, b0 + j] = below[j]
+                    y_sums[1, b0 + j] = squares[j]
+                    y_sums[2, b0 + j] = present[j]
         cross[:] = 0.0
         for c in range(item.size):
             row = kt[item[c]]
             mx = mid_x[x_group[c]]
             my = mid_y[y_group[c]]
             for j in range(nb):
-                cross[j] += row[b0 + j] * (mx[j] * my[j])
+                cross[j] += row[j] * (mx[j] * my[j])
         for j in range(nb):
             out[1, b0 + j] = cross[j]
     return out
+
+
+def spearman_y_buffers(
+    n_groups_y: int, n_resamples: int, width: int, keep: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Empty ``y_mid`` and ``y_sums`` for :func:`_spearman_sums`: every block's mid-ranks where
+    they are to be kept, else one block's."""
+    blocks = -(-n_resamples // width) if keep else 1
+    return np.empty((blocks, n_groups_y, width)), np.empty((3, n_resamples))

@@ -125,11 +125,27 @@ def counts(idx: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
+# multiplicities of a block of resamples, by the content of its indices: every metric column of
+# a table and every job of a sweep with the same seed resamples alike. Read-only when kept.
+_COUNTS: Memo[str, np.ndarray] = Memo(
+    "bootstrap.counts", max_entries=64, max_bytes=2**24, size=lambda a: int(a.nbytes)
+)
+
+
+def kept_counts(idx: np.ndarray, k: int) -> np.ndarray:
+    """``counts(idx, k)``, read-only, kept by the content of ``idx`` (and ``k``)."""
+    key = f"{k}|{array_key(idx)}"
+    found = _COUNTS.get(key)
+    if found is None:
+        found = _COUNTS.put(key, frozen(counts(idx, k)))
+    return found
+
+
 def iter_weight_blocks(idx: np.ndarray, k: int) -> Iterator[tuple[slice, np.ndarray]]:
     """``counts(idx, k)`` block by block of whole resample rows: ``(rows, weights)`` pairs,
-    each block made when it is reached, so that only one exists at a time."""
+    each block made when it is reached (or kept from an earlier call), read-only."""
     for sl in _chunks(idx.shape[0], k, _WEIGHT_BLOCK_ELEMENTS):
-        yield sl, counts(idx[sl], k)
+        yield sl, kept_counts(idx[sl], k)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -227,6 +243,17 @@ class _InversionPlan:
         return total
 
 
+# the y side of Spearman's sums under item resampling (see _pairs._spearman_sums), by the
+# content of y, the cells' items and the multiplicities; written once, then only read
+_SPEARMAN_Y_MAX_ENTRY = 2**24
+_SPEARMAN_Y: Memo[str, tuple[np.ndarray, np.ndarray]] = Memo(
+    "bootstrap.spearman_y",
+    max_entries=64,
+    max_bytes=2**26,
+    size=lambda kept: int(kept[0].nbytes + kept[1].nbytes),
+)
+
+
 class FixedPairs:
     """Vectorised coefficients of one fixed pair of vectors under many weightings.
 
@@ -314,19 +341,38 @@ class FixedPairs:
         one compiled pass per resample over the tie groups instead of (cells, resamples) arrays.
         Same sums as :meth:`statistic`, and they are exact (half-integer ranks), so the same
         numbers."""
-        from paraeval.correlation._pairs import _spearman_sums
+        from paraeval.correlation._pairs import _spearman_sums, spearman_block, spearman_y_buffers
 
         item = np.asarray(item, dtype=np.int64)
+        k = np.ascontiguousarray(item_w, dtype=np.float64)
+        y_items = item[self.gy.order]
+        y_starts = np.append(self.gy.starts, self.n).astype(np.int64)
+        y_group = self.gy.group.astype(np.int64)
+        width = spearman_block(self.gx.n_groups, self.gy.n_groups)
+        # the human side is the same for every metric column and every job of a sweep: kept
+        # where its mid-ranks of every resample are small
+        keep = len(k) * self.gy.n_groups * 8 <= _SPEARMAN_Y_MAX_ENTRY
+        key = array_key(self.y, item, k, np.asarray(width)) if keep else ""
+        kept = _SPEARMAN_Y.get(key) if keep else None
+        y_mid, y_sums = (
+            kept if kept is not None else spearman_y_buffers(self.gy.n_groups, len(k), width, keep)
+        )
         sums = _spearman_sums(
             item[self.gx.order],
             np.append(self.gx.starts, self.n).astype(np.int64),
             self.gx.group.astype(np.int64),
-            item[self.gy.order],
-            np.append(self.gy.starts, self.n).astype(np.int64),
-            self.gy.group.astype(np.int64),
+            y_items,
+            y_starts,
+            y_group,
             item,
-            np.ascontiguousarray(item_w, dtype=np.float64),
+            k,
+            width,
+            y_mid,
+            y_sums,
+            kept is not None,
         )
+        if keep and kept is None:
+            _SPEARMAN_Y.put(key, (y_mid, y_sums))
         total, cross, sq_x, sq_y, kx, ky = sums
         centre = total * ((total + 1.0) / 2.0) ** 2
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -433,7 +479,7 @@ def _chunks(n_resamples: int, per_resample: int, elements: int = _CHUNK_ELEMENTS
 
 def _block_weights(res: Resamples, sl: slice, n_items: int) -> np.ndarray | None:
     """Item multiplicities of resamples ``sl`` only (None: items are not resampled)."""
-    return counts(res.item_idx[sl], n_items) if res.item_idx is not None else None
+    return kept_counts(res.item_idx[sl], n_items) if res.item_idx is not None else None
 
 
 def _cell_weights(

@@ -490,3 +490,53 @@ def test_the_sweep_is_chosen_for_rating_scales_and_not_for_two_continuous_variab
     assert _pairs._sweep_pays_off(14_323, 1_061, 400)
     assert not _pairs._sweep_pays_off(14_323, 10_000, 400)  # both nearly continuous
     assert not _pairs._sweep_pays_off(2_000_000, 20_000, 400)  # a table of 32 MB
+
+
+@pytest.mark.parametrize("block_bytes", [2**23, 64])  # blocks of 64 resamples; of one
+def test_spearman_keeps_the_human_side_for_the_next_metric(
+    block_bytes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The y side of the Spearman sums (the human's mid-ranks under each resample) is kept for
+    the next metric with the same ratings and resamples; every metric still gets the numbers of
+    the (cells, resamples) path, whatever the block of resamples."""
+    from paraeval.correlation import _pairs
+    from paraeval.correlation import bootstrap as bootstrap_module
+    from paraeval.correlation.bootstrap import FixedPairs, _cell_weights
+
+    monkeypatch.setattr(_pairs, "_SPEARMAN_BLOCK_BYTES", block_bytes)
+    rng = np.random.default_rng(22)
+    human = np.round(rng.normal(size=(10, 30)), 1)
+    res = draw_resamples(np.random.default_rng(5), 10, 30, 70, "items")
+    assert res.item_idx is not None
+    item_w = counts(res.item_idx, 30)
+    _, ci = np.nonzero(np.ones((10, 30), dtype=bool))
+    cs = np.repeat(np.arange(10), 30)
+    bootstrap_module._SPEARMAN_Y.clear()
+    for k in range(3):
+        metric = np.round(human + rng.normal(scale=1.0 + k, size=human.shape), 1)
+        fixed = FixedPairs(metric.ravel(), human.ravel())
+        fast = fixed.spearman_by_items(ci, item_w)
+        assert len(bootstrap_module._SPEARMAN_Y) == 1  # filled once, then served
+        slow = fixed.statistic("spearman", _cell_weights(item_w, None, 70, ci, cs))
+        np.testing.assert_array_equal(fast, slow)
+
+
+def test_spearman_blocks_narrow_where_the_tie_groups_are_many() -> None:
+    from paraeval.correlation import _pairs
+
+    assert _pairs.spearman_block(3000, 1000) == 64  # ParaBank-Eval's scale: 64 resamples
+    assert 1 < _pairs.spearman_block(40_000, 10_000) < 64
+    assert _pairs.spearman_block(10**6, 10**6) == 1  # mid-ranks of one resample: 16 MB
+
+
+def test_kept_counts_are_served_read_only() -> None:
+    from paraeval.correlation import bootstrap as bootstrap_module
+
+    idx = np.random.default_rng(3).integers(0, 20, size=(15, 20))
+    bootstrap_module._COUNTS.clear()
+    first = bootstrap_module.kept_counts(idx, 20)
+    again = bootstrap_module.kept_counts(idx.copy(), 20)
+    assert again is first and len(bootstrap_module._COUNTS) == 1
+    np.testing.assert_array_equal(first, counts(idx, 20))
+    with pytest.raises(ValueError, match="read-only"):
+        first[0, 0] = 5.0
