@@ -47,7 +47,7 @@ from paraeval.correlation.levels import (
     item_values,
     row_nanmean,
 )
-from paraeval.memo import Memo, array_key, frozen
+from paraeval.memo import Memo, array_key, frozen, nbytes_of
 
 SystemMetricFn = Callable[[np.ndarray], np.ndarray]
 
@@ -128,7 +128,7 @@ def counts(idx: np.ndarray, k: int) -> np.ndarray:
 # multiplicities of a block of resamples, by the content of its indices: every metric column of
 # a table and every job of a sweep with the same seed resamples alike. Read-only when kept.
 _COUNTS: Memo[str, np.ndarray] = Memo(
-    "bootstrap.counts", max_entries=64, max_bytes=2**24, size=lambda a: int(a.nbytes)
+    "bootstrap.counts", max_entries=64, max_bytes=2**24, size=nbytes_of
 )
 
 
@@ -250,7 +250,7 @@ _SPEARMAN_Y: Memo[str, tuple[np.ndarray, np.ndarray]] = Memo(
     "bootstrap.spearman_y",
     max_entries=64,
     max_bytes=2**26,
-    size=lambda kept: int(kept[0].nbytes + kept[1].nbytes),
+    size=nbytes_of,
 )
 
 
@@ -629,7 +629,7 @@ def _item_values(
 # The human side of the system level is the same for every metric column of a table and for
 # every job of a sweep that keeps the resamples' seed: its resampled means are kept by content.
 _HUMAN_MEANS: Memo[str, np.ndarray] = Memo(
-    "bootstrap.human_means", max_entries=256, max_bytes=2**26, size=lambda a: int(a.nbytes)
+    "bootstrap.human_means", max_entries=256, max_bytes=2**26, size=nbytes_of
 )
 
 

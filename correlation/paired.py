@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 from numba import njit
 
-from paraeval.memo import Memo, array_key, frozen
+from paraeval.memo import Memo, array_key, frozen, nbytes_of
 
 # corpus scores of many summed-statistics rows at once, shape (rows, k) -> (rows,)
 BatchedCorpusFn = Callable[[np.ndarray], np.ndarray]
@@ -70,19 +70,15 @@ def ar_mask_bits(n_items: int, n_trials: int, seed: int | None) -> np.ndarray:
     return bits
 
 
-def _nbytes(a: np.ndarray) -> int:
-    return int(a.nbytes)
-
-
 # Sums of sufficient statistics over resamples and randomization trials do not depend on how a
 # corpus score is made of them: an iBLEU α sweep in one process changes only the score function
 # (α) of the same statistics, resamples and masks, so these sums are kept by content (bounded
 # in bytes, least recently used out).
 _GATHERED: Memo[str, np.ndarray] = Memo(
-    "paired.gathered", max_entries=4096, max_bytes=2**26, size=_nbytes
+    "paired.gathered", max_entries=4096, max_bytes=2**26, size=nbytes_of
 )
 _AR_PRODUCTS: Memo[str, np.ndarray] = Memo(
-    "paired.ar_products", max_entries=16, max_bytes=2**27, size=_nbytes
+    "paired.ar_products", max_entries=16, max_bytes=2**27, size=nbytes_of
 )
 
 

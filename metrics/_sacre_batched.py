@@ -19,7 +19,7 @@ import numpy as np
 import xxhash
 from numba import njit
 
-from paraeval.memo import Memo
+from paraeval.memo import Memo, nbytes_of
 
 if TYPE_CHECKING:
     from sacrebleu.metrics.bleu import BLEU as SacreBLEU
@@ -75,7 +75,7 @@ def _with_python_zeros(scores: np.ndarray, python_rows: np.ndarray) -> np.ndarra
 # sweep test iBLEU's systems on the same shuffled and resampled statistics of its two BLEUs (the
 # statistics and the seeded draws do not depend on α): the BLEUs are computed once per process.
 _BLEU_SCORES: Memo[tuple[str, int, str, str, bool], np.ndarray] = Memo(
-    "sacre.bleu_scores", max_entries=256, max_bytes=64 << 20, size=lambda a: a.nbytes
+    "sacre.bleu_scores", max_entries=256, max_bytes=64 << 20, size=nbytes_of
 )
 
 

@@ -62,7 +62,7 @@ from paraeval.correlation.paired import (
     paired_bs_p,
     resample_counts,
 )
-from paraeval.memo import Memo, arrow_key
+from paraeval.memo import Memo, arrow_key, nbytes_of
 from paraeval.metrics.base import Metric, batched_corpus_fn, has_corpus_from_stats
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.load import in_order
@@ -395,13 +395,8 @@ def _system_view(items: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
 # seeded draw is the same in every job of a sweep (a fifth of a second at 323 items and 10,000
 # trials, mostly the masks' float copies). Bounded in bytes: at 40,000 items the draws are
 # half a gigabyte, which a run would then hold until it ends.
-def _draws_nbytes(draws: tuple[ArMasks, np.ndarray, np.ndarray]) -> int:
-    masks, idx, counts = draws
-    return masks.nbytes + idx.nbytes + counts.nbytes
-
-
 _DRAWS: Memo[tuple[int, int, int, int | None], tuple[ArMasks, np.ndarray, np.ndarray]] = Memo(
-    "compare.draws", max_entries=2, max_bytes=2**27, size=_draws_nbytes
+    "compare.draws", max_entries=2, max_bytes=2**27, size=nbytes_of
 )
 
 

@@ -16,7 +16,7 @@ import pandas as pd
 
 from paraeval.correlation import CORRELATION_COLUMNS as _CORRELATION_COLUMNS
 from paraeval.correlation.bootstrap import is_segment_mean
-from paraeval.memo import Memo, array_key, frozen
+from paraeval.memo import Memo, array_key, frozen, nbytes_of
 from paraeval.metrics.base import batched_corpus_fn
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.load import HUMAN_PREFIX, in_order
@@ -170,7 +170,7 @@ def system_metric_fns(
 # summed statistics of every (resample, system): they do not depend on how the corpus score is
 # made of them, so the jobs of an α sweep (iBLEU's statistics do not hold α) share them
 _SUMMED: Memo[str, np.ndarray] = Memo(
-    "correlate.summed", max_entries=64, max_bytes=2**26, size=lambda a: int(a.nbytes)
+    "correlate.summed", max_entries=64, max_bytes=2**26, size=nbytes_of
 )
 
 

@@ -126,3 +126,18 @@ def test_threads_share_a_memo_without_losing_its_bounds() -> None:
     assert errors == []
     assert len(memo) <= 8
     assert memo.nbytes == sum(len(v) for v, _ in memo._entries.values()) <= 64
+
+
+def test_an_entrys_size_is_the_bytes_of_its_arrays() -> None:
+    from paraeval.memo import nbytes_of
+
+    a, b = np.zeros((3, 5)), np.zeros(7, dtype=np.int32)
+    assert nbytes_of(a) == 120
+    assert nbytes_of((a, b)) == 120 + 28
+    memo: Memo[str, tuple[np.ndarray, np.ndarray]] = Memo(
+        "test.nbytes", max_entries=4, max_bytes=200, size=nbytes_of
+    )
+    memo.put("x", (a, b))
+    assert memo.nbytes == 148
+    memo.put("y", (a, b))  # 296 bytes in all: x leaves
+    assert "x" not in memo and memo.nbytes == 148

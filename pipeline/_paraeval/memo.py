@@ -129,6 +129,13 @@ def array_key(*arrays: object) -> str:
     return h.hexdigest()
 
 
+def nbytes_of(value: object) -> int:
+    """A memo entry's size: the ``nbytes`` of an array (or of anything that tells it), or the
+    sum over a tuple of such parts."""
+    parts = value if isinstance(value, tuple) else (value,)
+    return sum(int(part.nbytes) for part in parts)  # type: ignore[attr-defined]
+
+
 def frozen(a: T) -> T:
     """``a`` (a numpy array) made read-only: a memo's value is shared by every later caller."""
     a.setflags(write=False)  # type: ignore[attr-defined]
