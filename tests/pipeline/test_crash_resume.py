@@ -356,14 +356,48 @@ def _many_systems(path: Path, n_systems: int = 80, n_items: int = 8) -> Path:
     return path
 
 
+# the CLI run after ``before`` (Python code) in the same process: a test that must interrupt a
+# short stretch of the run makes that stretch long
+LAUNCH = textwrap.dedent(
+    """
+    import runpy, sys
+    {before}
+    sys.argv = ["paraeval", *sys.argv[1:]]
+    runpy.run_module("paraeval", run_name="__main__", alter_sys=True)
+    """
+)
+
+# MLflow's upload of the output folder (the last step of logging, after the per-system runs)
+# held for a minute: the interrupt lands while the run is being logged, however fast the steps
+# before it are
+SLOW_UPLOAD = textwrap.dedent(
+    """
+    import time
+    from mlflow.tracking import MlflowClient
+    _upload = MlflowClient.log_artifacts
+    def _slow_upload(self, *args, **kwargs):
+        time.sleep(60)
+        return _upload(self, *args, **kwargs)
+    MlflowClient.log_artifacts = _slow_upload
+    """
+)
+
+
 def _interrupt(
-    args: list[str], cwd: Path, when: object, signum: int, whole_group: bool
+    args: list[str],
+    cwd: Path,
+    when: object,
+    signum: int,
+    whole_group: bool,
+    before: str | None = None,
 ) -> tuple[subprocess.Popen[str], str, list[int]]:
-    """Start the CLI, wait until ``when()`` is true, send ``signum`` (to the process group, as a
-    terminal's Ctrl-C does, or to the process, as ``kill`` does); returns the finished process,
-    its stderr and the processes it had started."""
+    """Start the CLI (after the code ``before``, if given), wait until ``when()`` is true, send
+    ``signum`` (to the process group, as a terminal's Ctrl-C does, or to the process, as
+    ``kill`` does); returns the finished process, its stderr and the processes it had
+    started."""
+    start = ["-m", "paraeval"] if before is None else ["-c", LAUNCH.format(before=before)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "paraeval", *args],
+        [sys.executable, *start, *args],
         cwd=cwd,
         env=cli_env(),
         stdout=subprocess.DEVNULL,
@@ -445,9 +479,10 @@ def test_interrupt_while_logging_closes_the_runs_and_relog_replaces_them(
         "compare.enabled=false",
         "alpha_curve.enabled=false",
     ]
-    # a parent run and at least three of its per-system runs exist: logging is under way
+    # a parent run and at least three of its per-system runs exist: logging is under way (and
+    # stays so until the interrupt: the upload that follows is held)
     proc, stderr, helpers = _interrupt(
-        args, tmp_path, lambda: len(_store_runs(db)) >= 4, signum, whole_group
+        args, tmp_path, lambda: len(_store_runs(db)) >= 4, signum, whole_group, SLOW_UPLOAD
     )
     line = _one_interrupt_line(proc, stderr, signum, out)
     assert f"log them later with: paraeval-log {out}" in line
