@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from paraeval.blas import on_one_blas_thread
 from paraeval.correlation.coefficients import (
     LEVELS,
     NAN_RESULT,
@@ -129,6 +130,7 @@ def item_values(metric: np.ndarray, human: np.ndarray, coefficient: CoefficientL
     return out
 
 
+@on_one_blas_thread
 def correlate(
     metric: np.ndarray,
     human: np.ndarray,

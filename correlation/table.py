@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import xxhash
 
+from paraeval.blas import on_one_blas_thread
 from paraeval.correlation.bootstrap import (
     Resamples,
     SystemMetricFn,
@@ -150,6 +151,7 @@ def draw_table_resamples(
     return out
 
 
+@on_one_blas_thread
 def correlation_table(
     metrics: Mapping[str, np.ndarray],
     humans: Mapping[str, np.ndarray],
@@ -380,6 +382,7 @@ def _digest(matrix: np.ndarray, system_metric: np.ndarray | None) -> str:
     return h.hexdigest()
 
 
+@on_one_blas_thread
 def significance_table(
     metrics: Mapping[str, np.ndarray],
     humans: Mapping[str, np.ndarray],

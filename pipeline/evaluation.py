@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from paraeval.blas import on_one_blas_thread
 from paraeval.metrics.base import Metric
 from paraeval.pipeline.aggregate import Aggregated, aggregate
 from paraeval.pipeline.cache import ScoreCache, correlate_cached
@@ -251,6 +252,7 @@ STAGES: tuple[Stage, ...] = (
 )
 
 
+@on_one_blas_thread
 def compute(
     table: pd.DataFrame,
     settings: Settings,
