@@ -629,13 +629,20 @@ def _weighted_kendall(
     x: np.ndarray, y: np.ndarray, w: np.ndarray, variant: Literal["b", "c"]
 ) -> np.ndarray:
     total, const = _weighted_setup(x, w, y)
-    ww = w[..., :, None] * w[..., None, :]
-    sx = np.sign(x[..., :, None] - x[..., None, :])
-    sy = np.sign(y[..., :, None] - y[..., None, :])
-    s = (ww * sx * sy).sum(axis=(-2, -1)) / 2.0
+    sums = _integer_pair_sums(x, y, w) if variant == "b" else None
+    if sums is not None:
+        s, tied_x, tied_y = sums
+    else:
+        ww = w[..., :, None] * w[..., None, :]
+        sx = np.sign(x[..., :, None] - x[..., None, :])
+        sy = np.sign(y[..., :, None] - y[..., None, :])
+        s = (ww * sx * sy).sum(axis=(-2, -1))
+        tied_x = (ww * (sx == 0)).sum(axis=(-2, -1))
+        tied_y = (ww * (sy == 0)).sum(axis=(-2, -1))
+    s = s / 2.0
     n0 = (total * total - total) / 2.0
-    n1 = ((ww * (sx == 0)).sum(axis=(-2, -1)) - total) / 2.0
-    n2 = ((ww * (sy == 0)).sum(axis=(-2, -1)) - total) / 2.0
+    n1 = (tied_x - total) / 2.0
+    n2 = (tied_y - total) / 2.0
     with np.errstate(invalid="ignore", divide="ignore"):
         if variant == "b":
             tau = s / np.sqrt((n0 - n1) * (n0 - n2))
@@ -649,6 +656,37 @@ def _weighted_kendall(
             m = np.rint(np.minimum(kx, ky))
             tau = 2.0 * s / (total * total * (m - 1.0) / m)
     return np.where(const | (total < 2), np.nan, np.clip(tau, -1.0, 1.0))
+
+
+# weights whose pair sums stay exact in float64 (the sum of w_i w_j below 2**53)
+_EXACT_WEIGHT_SUM = 2.0**26
+
+
+def _integer_pair_sums(
+    x: np.ndarray, y: np.ndarray, w: np.ndarray | float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Kendall's pair sums by the compiled pass (:func:`_pairs.kendall_pair_sums`) where they are
+    sums of exact integers (finite values, integer weights): the same numbers as the sums of
+    the broadcast (rows, n, n) products, without them. None otherwise."""
+    from paraeval.correlation._pairs import kendall_pair_sums
+
+    xb, yb, wb = np.broadcast_arrays(
+        np.asarray(x, float), np.asarray(y, float), np.asarray(w, float)
+    )
+    if xb.ndim == 0 or xb.shape[-1] == 0:
+        return None
+    shape = xb.shape[:-1]
+    n = xb.shape[-1]
+    xs, ys, ws = (np.ascontiguousarray(a).reshape(-1, n) for a in (xb, yb, wb))
+    if not (
+        np.isfinite(xs).all()
+        and np.isfinite(ys).all()
+        and (ws == np.rint(ws)).all()
+        and (np.abs(ws).sum(axis=1) < _EXACT_WEIGHT_SUM).all()
+    ):
+        return None
+    s, tied_x, tied_y = kendall_pair_sums(xs, ys, ws)
+    return s.reshape(shape), tied_x.reshape(shape), tied_y.reshape(shape)
 
 
 def _weighted_kendall_b(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:

@@ -40,8 +40,9 @@ def install() -> bool:
     original = getattr(renderer, "_draw_text_glyphs_and_boxes", None)
     if original is None or not matplotlib.__version__.startswith(_VERSIONS):
         return False
-    _INSTALLED.append(original)
+    _INSTALLED.extend((original, renderer.draw_text))
     renderer._draw_text_glyphs_and_boxes = _draw_text_glyphs_and_boxes  # type: ignore[method-assign]
+    renderer.draw_text = _draw_text  # type: ignore[method-assign]
     return True
 
 
@@ -50,14 +51,21 @@ def uninstall() -> None:
     from matplotlib.backends import backend_agg
 
     if _INSTALLED:
-        backend_agg.RendererAgg._draw_text_glyphs_and_boxes = _INSTALLED.pop()  # type: ignore[method-assign]
+        renderer = backend_agg.RendererAgg
+        renderer._draw_text_glyphs_and_boxes, renderer.draw_text = _INSTALLED  # type: ignore[method-assign]
+        _INSTALLED.clear()
     _GLYPHS.clear()
+    _LAYOUTS.clear()
 
 
 # (font, size, dpi, glyph, transform, x and y phase in 1/64 pixel, load flags, render mode) ->
 # (bitmap, its left and top edge less the whole pixels of the glyph's place)
 _GLYPHS: dict[tuple[Any, ...], tuple[np.ndarray, int, int]] = {}
 _MATRICES: dict[tuple[float, float, float], tuple[np.ndarray, tuple[int, ...]]] = {}
+# (font, size, dpi, string, load flags, font features, language) -> (the font, its glyphs as
+# (font object, glyph index, x, y)); the font is kept to tell a reused id from the same font
+_LAYOUTS: dict[tuple[Any, ...], tuple[Any, tuple[tuple[Any, int, float, float], ...]]] = {}
+_MAX_LAYOUTS = 20_000
 
 
 def _matrix(angle: float, slant: float, extend: float) -> tuple[np.ndarray, tuple[int, ...]]:
@@ -136,3 +144,47 @@ def _draw_text_glyphs_and_boxes(
         )
     if boxes:  # mathtext's rules: matplotlib's own method draws them, with no glyph left to draw
         _INSTALLED[0](self, gc, x, y, angle, (), boxes)
+
+
+def _draw_text(
+    self: Any,
+    gc: Any,
+    x: float,
+    y: float,
+    s: str,
+    prop: Any,
+    angle: float,
+    ismath: Any = False,
+    mtext: Any = None,
+) -> None:
+    # matplotlib 3.11's RendererAgg.draw_text, with the string's layout kept: FreeType's layout
+    # of a string (glyphs, kerning, their offsets) depends only on the font, its size, the
+    # resolution, the load flags, the font features and the language, and took a quarter of a
+    # millisecond a text, every tick label of every drawing
+    from matplotlib.backends.backend_agg import get_hinting_flag
+
+    if ismath:
+        return self.draw_mathtext(gc, x, y, s, prop, angle)  # type: ignore[no-any-return]
+    font = self._prepare_font(prop)
+    flags = get_hinting_flag()
+    features = mtext.get_fontfeatures() if mtext is not None else None
+    language = mtext.get_language() if mtext is not None else None
+    size = prop.get_size_in_points()
+    key: tuple[Any, ...] | None = (id(font), size, self.dpi, s, flags, features, language)
+    try:
+        found = _LAYOUTS.get(key)  # type: ignore[arg-type]
+    except TypeError:  # features or language given as a list: not kept
+        found, key = None, None
+    if found is None or found[0] is not font:
+        items = font._layout(s, flags=flags, features=features, language=language)
+        laid = tuple((item.ft_object, item.glyph_index, item.x, item.y) for item in items)
+        if key is not None:
+            if len(_LAYOUTS) >= _MAX_LAYOUTS:
+                _LAYOUTS.clear()
+            _LAYOUTS[key] = (font, laid)
+    else:
+        laid = found[1]
+    self._draw_text_glyphs_and_boxes(
+        gc, x, y, angle, ((ft, size, index, 0, 1, gx, gy) for ft, index, gx, gy in laid), []
+    )
+    return None

@@ -76,6 +76,8 @@ def test_kept_glyphs_give_matplotlibs_own_pixels(own_text: None) -> None:
     kept = len(glyphs._GLYPHS)
     again = [text_figure(seed) for seed in range(4)]  # the same glyphs from the kept bitmaps
     assert kept > 300 and len(glyphs._GLYPHS) == kept
+    laid = len(glyphs._LAYOUTS)  # the strings' layouts were kept too, and served the third
+    assert laid > 20 and len(glyphs._LAYOUTS) == laid
     for a, b, c in zip(expected, first, again, strict=True):
         assert np.array_equal(a, b)
         assert np.array_equal(a, c)
