@@ -375,3 +375,25 @@ def kendall_pair_sums(
         tx[r] = acc_x
         ty[r] = acc_y
     return s, tx, ty
+
+
+@njit(cache=True, nogil=True)
+def midrank_sums(x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For every position s of each row: the weight of the positions t with x_t < x_s, and of
+    those with x_t = x_s (s itself included). With integer weights these are exact integer sums,
+    the same in any order as the (rows, n, n) products they replace."""
+    rows, n = x.shape
+    below = np.zeros((rows, n))
+    tied = np.zeros((rows, n))
+    for r in range(rows):
+        for s in range(n):
+            xs = x[r, s]
+            acc_b = 0.0
+            acc_t = 0.0
+            for t in range(n):
+                xt = x[r, t]
+                acc_b += w[r, t] * (xt < xs)
+                acc_t += w[r, t] * (xt == xs)
+            below[r, s] = acc_b
+            tied[r, s] = acc_t
+    return below, tied

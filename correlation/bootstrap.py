@@ -636,7 +636,8 @@ _HUMAN_MEANS: Memo[str, np.ndarray] = Memo(
 def _resampled_means(a: np.ndarray, item_w: np.ndarray) -> np.ndarray:
     ok = np.isfinite(a)
     num = np.einsum("bi,si->bs", item_w, np.where(ok, a, 0.0))
-    den = np.einsum("bi,si->bs", item_w, ok.astype(float))
+    # counts of integers: exact in any order, so the matrix product gives einsum's numbers
+    den = item_w @ ok.T.astype(float)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(den > 0, num / np.maximum(den, 1e-300), np.nan)
 

@@ -542,6 +542,10 @@ def _weighted_pearson(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray
 
 def _pair_midranks(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Mid-ranks of the expanded sample (value s repeated w_s times), for every position."""
+    sums = _integer_midrank_sums(x, w)
+    if sums is not None:
+        below, tied = sums
+        return below + (tied + 1.0) / 2.0
     less = (x[..., None, :] < x[..., :, None]).astype(float)
     equal = (x[..., None, :] == x[..., :, None]).astype(float)
     below = np.einsum("...st,...t->...s", less, w)
@@ -687,6 +691,28 @@ def _integer_pair_sums(
         return None
     s, tied_x, tied_y = kendall_pair_sums(xs, ys, ws)
     return s.reshape(shape), tied_x.reshape(shape), tied_y.reshape(shape)
+
+
+def _integer_midrank_sums(
+    x: np.ndarray, w: np.ndarray | float
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`_pair_midranks`' two sums by the compiled pass (:func:`_pairs.midrank_sums`) where
+    the weights are integers (exact sums, the same numbers); None otherwise."""
+    from paraeval.correlation._pairs import midrank_sums
+
+    xb, wb = np.broadcast_arrays(np.asarray(x, float), np.asarray(w, float))
+    if xb.ndim == 0 or xb.shape[-1] == 0:
+        return None
+    n = xb.shape[-1]
+    xs, ws = (np.ascontiguousarray(a).reshape(-1, n) for a in (xb, wb))
+    if not (
+        np.isfinite(ws).all()
+        and (ws == np.rint(ws)).all()
+        and (np.abs(ws).sum(axis=1) < _EXACT_WEIGHT_SUM).all()
+    ):
+        return None
+    below, tied = midrank_sums(xs, ws)
+    return below.reshape(xb.shape), tied.reshape(xb.shape)
 
 
 def _weighted_kendall_b(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:

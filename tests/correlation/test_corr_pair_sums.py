@@ -79,3 +79,36 @@ def test_float32_only_below_its_exact_range() -> None:
     assert _exact_in_float32(k, np.full((4, 4, 4), 1000.0))
     assert not _exact_in_float32(k, np.full((4, 4, 4), 2.0**23))  # 4 * 2**23 = 2**25
     assert not _exact_in_float32(k * 0.5, np.ones((4, 4, 4)))
+
+
+def _broadcast_midranks(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    less = (x[..., None, :] < x[..., :, None]).astype(float)
+    equal = (x[..., None, :] == x[..., :, None]).astype(float)
+    below = np.einsum("...st,...t->...s", less, w)
+    tied = np.einsum("...st,...t->...s", equal, w)
+    return below + (tied + 1.0) / 2.0
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_midranks_equal_the_broadcast_products(seed: int) -> None:
+    from paraeval.correlation.coefficients import _pair_midranks
+
+    rng = np.random.default_rng(seed)
+    rows, n = int(rng.integers(1, 30)), int(rng.integers(1, 40))
+    x = rng.integers(0, 5, (rows, n)).astype(float) if seed % 2 else rng.normal(size=(rows, n))
+    if seed % 5 == 0:
+        x[0, 0] = np.nan  # compares false both ways, as in the broadcast form
+    w = rng.integers(0, 4, (rows, n)).astype(float) if seed % 3 else np.ones((rows, n))
+    assert np.array_equal(_pair_midranks(x, w), _broadcast_midranks(x, w), equal_nan=True)
+
+
+def test_midranks_of_unit_weights_are_scipys() -> None:
+    from paraeval.correlation.coefficients import _pair_midranks
+
+    rng = np.random.default_rng(7)
+    x = rng.integers(0, 6, (4, 25)).astype(float)
+    want = np.stack([stats.rankdata(row) for row in x])
+    assert np.array_equal(_pair_midranks(x, np.ones_like(x)), want)
+    # fractional weights keep the broadcast form
+    w = np.full(x.shape, 0.5)
+    assert np.array_equal(_pair_midranks(x, w), _broadcast_midranks(x, w))
