@@ -713,7 +713,6 @@ def _insert_system_runs(
     except TypeError:  # MLflow before read replicas: every session may write
         session_scope = store.ManagedSessionMaker()
     with session_scope as session:
-        connection = session.connection()
         for model, rows in (
             (SqlRun, run_rows),
             (SqlTag, tag_rows),
@@ -721,32 +720,10 @@ def _insert_system_runs(
             (SqlMetric, metric_rows),
             (SqlLatestMetric, metric_rows),
         ):
-            if not rows:
-                continue
-            statement = insert(model.__table__)
-            if connection.dialect.name == "sqlite" and _plain_rows(model.__table__, rows):
-                # every column given, of types the driver takes as they are: SQLite's own
-                # executemany of tuples, without SQLAlchemy's processing of each row's
-                # parameters (10,000 metric rows a job)
-                compiled = statement.compile(dialect=connection.dialect, column_keys=list(rows[0]))
-                order = compiled.positiontup or []
-                connection.exec_driver_sql(
-                    str(compiled), [tuple(row[k] for k in order) for row in rows]
-                )
-            else:
+            if rows:
                 # the table's Core insert: one executemany of plain rows, without the ORM's
                 # per-row bookkeeping of a bulk insert (the same rows, column defaults included)
-                session.execute(statement, rows)
-
-
-def _plain_rows(table: Any, rows: list[dict[str, Any]]) -> bool:
-    """Whether ``rows`` give every column of ``table`` (no default left to fill) with values
-    that SQLite's driver stores as SQLAlchemy's Core insert would (str, int, float, bool, None;
-    the rows are built here, each column of one type: the first row's tell)."""
-    keys = rows[0].keys()
-    if keys != {c.name for c in table.columns} or any(row.keys() != keys for row in rows):
-        return False
-    return all(type(v) in (str, int, float, bool) or v is None for v in rows[0].values())
+                session.execute(insert(model.__table__), rows)
 
 
 @dataclass
