@@ -666,6 +666,29 @@ def _weighted_kendall(
 _EXACT_WEIGHT_SUM = 2.0**26
 
 
+def _integer_rows(
+    values: tuple[np.ndarray, ...], w: np.ndarray | float, finite: bool
+) -> tuple[tuple[int, ...], list[np.ndarray], np.ndarray] | None:
+    """``values`` and the weights broadcast together and laid out as contiguous (rows, n), with
+    the broadcast shape, where the compiled passes of :mod:`_pairs` give exact integer sums:
+    integer weights whose sums stay below :data:`_EXACT_WEIGHT_SUM` (and, with ``finite``,
+    finite values). None otherwise."""
+    arrays = np.broadcast_arrays(*(np.asarray(v, float) for v in values), np.asarray(w, float))
+    shape = arrays[0].shape
+    if not shape or shape[-1] == 0:
+        return None
+    n = shape[-1]
+    *xs, ws = (np.ascontiguousarray(a).reshape(-1, n) for a in arrays)
+    exact = (
+        np.isfinite(ws).all()
+        and (ws == np.rint(ws)).all()
+        and (np.abs(ws).sum(axis=1) < _EXACT_WEIGHT_SUM).all()
+    )
+    if not exact or (finite and not all(np.isfinite(x).all() for x in xs)):
+        return None
+    return shape, xs, ws
+
+
 def _integer_pair_sums(
     x: np.ndarray, y: np.ndarray, w: np.ndarray | float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -674,45 +697,28 @@ def _integer_pair_sums(
     the broadcast (rows, n, n) products, without them. None otherwise."""
     from paraeval.correlation._pairs import kendall_pair_sums
 
-    xb, yb, wb = np.broadcast_arrays(
-        np.asarray(x, float), np.asarray(y, float), np.asarray(w, float)
-    )
-    if xb.ndim == 0 or xb.shape[-1] == 0:
+    laid = _integer_rows((x, y), w, finite=True)
+    if laid is None:
         return None
-    shape = xb.shape[:-1]
-    n = xb.shape[-1]
-    xs, ys, ws = (np.ascontiguousarray(a).reshape(-1, n) for a in (xb, yb, wb))
-    if not (
-        np.isfinite(xs).all()
-        and np.isfinite(ys).all()
-        and (ws == np.rint(ws)).all()
-        and (np.abs(ws).sum(axis=1) < _EXACT_WEIGHT_SUM).all()
-    ):
-        return None
+    shape, (xs, ys), ws = laid
     s, tied_x, tied_y = kendall_pair_sums(xs, ys, ws)
-    return s.reshape(shape), tied_x.reshape(shape), tied_y.reshape(shape)
+    return s.reshape(shape[:-1]), tied_x.reshape(shape[:-1]), tied_y.reshape(shape[:-1])
 
 
 def _integer_midrank_sums(
     x: np.ndarray, w: np.ndarray | float
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """:func:`_pair_midranks`' two sums by the compiled pass (:func:`_pairs.midrank_sums`) where
-    the weights are integers (exact sums, the same numbers); None otherwise."""
+    the weights are integers (exact sums, the same numbers; comparisons with NaN are false in
+    both forms); None otherwise."""
     from paraeval.correlation._pairs import midrank_sums
 
-    xb, wb = np.broadcast_arrays(np.asarray(x, float), np.asarray(w, float))
-    if xb.ndim == 0 or xb.shape[-1] == 0:
+    laid = _integer_rows((x,), w, finite=False)
+    if laid is None:
         return None
-    n = xb.shape[-1]
-    xs, ws = (np.ascontiguousarray(a).reshape(-1, n) for a in (xb, wb))
-    if not (
-        np.isfinite(ws).all()
-        and (ws == np.rint(ws)).all()
-        and (np.abs(ws).sum(axis=1) < _EXACT_WEIGHT_SUM).all()
-    ):
-        return None
+    shape, (xs,), ws = laid
     below, tied = midrank_sums(xs, ws)
-    return below.reshape(xb.shape), tied.reshape(xb.shape)
+    return below.reshape(shape), tied.reshape(shape)
 
 
 def _weighted_kendall_b(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:

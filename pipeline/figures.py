@@ -74,15 +74,12 @@ def _ignore_interrupts() -> None:
     # Ctrl-C reaches every process of the terminal's group: the run decides and stops the
     # helper (stop_helper), which must not print a traceback of its own
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    from threadpoolctl import threadpool_limits
-
+    from paraeval.blas import one_blas_thread_for_good
     from paraeval.pipeline.names import escape_warnings
 
     # drawing calls BLAS on small arrays only, and OpenBLAS's idle threads spin on the cores
-    # that the run's own process needs: one thread for the libraries loaded later (read when
-    # they load) and for any loaded already
-    os.environ["OPENBLAS_NUM_THREADS"] = "1"
-    threadpool_limits(limits=1, user_api="blas")
+    # that the run's own process needs
+    one_blas_thread_for_good()
 
     escape_warnings()
 

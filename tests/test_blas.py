@@ -84,3 +84,24 @@ def test_the_check_above_can_fail() -> None:
     rng = np.random.default_rng(0)
     pairs = [(rng.normal(size=24_000), rng.normal(size=24_000)) for _ in range(20)]
     assert any(_dot_differs_between_thread_counts(x, y) for x, y in pairs)
+
+
+def test_a_helper_process_keeps_one_thread() -> None:
+    import subprocess
+    import sys
+
+    # the figure helpers' initializer, in a fresh process: the libraries loaded before the call
+    # and those loaded after it both run on one thread
+    code = (
+        "import numpy\n"
+        "from paraeval.blas import one_blas_thread_for_good\n"
+        "one_blas_thread_for_good()\n"
+        "import scipy.linalg\n"
+        "from threadpoolctl import threadpool_info\n"
+        "print(sorted({i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas'}),"
+        " len([i for i in threadpool_info() if i['user_api'] == 'blas']))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out[0] == "[1]" and int(out[1]) >= 2  # numpy's and scipy's OpenBLAS

@@ -12,6 +12,7 @@ torch's own thread pool (the encoder) is not touched.
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -56,3 +57,11 @@ def on_one_blas_thread(fn: Callable[_P, _R]) -> Callable[_P, _R]:
             return fn(*args, **kwargs)
 
     return inner
+
+
+def one_blas_thread_for_good() -> None:
+    """numpy's and scipy's BLAS on one thread for the rest of this process, for the libraries
+    loaded already and those loaded later (OpenBLAS reads ``OPENBLAS_NUM_THREADS`` when it
+    loads): for a helper process that only draws."""
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    threadpool_limits(limits=1, user_api="blas")
