@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.evaluation import Evaluation, compute
-from paraeval.pipeline.load import load_frame
+from paraeval.pipeline.load import load_frame, take_load_token
 from paraeval.pipeline.settings import Settings, check_table
 
 # config groups: a string value for one of these names picks a file of that group
@@ -82,10 +82,12 @@ def evaluate(
     if isinstance(data, pd.DataFrame):
         options = {k: v for k, v in resolved.data.options.items() if k != "name"}
         table = load_frame(data, name=resolved.data.name, **options)  # type: ignore[arg-type]
+        token = None
     else:
         table = resolved.data.load()
+        token = take_load_token(table)
     check_table(resolved, table)
-    return compute(table, resolved)
+    return compute(table, resolved, table_token=token)
 
 
 def _plain(value: object) -> object:

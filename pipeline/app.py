@@ -17,6 +17,7 @@ from paraeval.pipeline.evaluation import Evaluation, compute, run_record, write_
 from paraeval.pipeline.figures import Figures
 from paraeval.pipeline.files import check_writable
 from paraeval.pipeline.html_report import page_around_figures, write_html
+from paraeval.pipeline.load import take_load_token
 from paraeval.pipeline.settings import Settings, check_table
 
 log = logging.getLogger("paraeval")
@@ -31,6 +32,7 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
     status = report.Status(enabled=settings.report.progress)
     with status.stage("load"):
         table = settings.data.load()
+        token = take_load_token(table)
     check_table(settings, table)
     log.info(
         "loaded %d rows: %d items x %d systems",
@@ -41,7 +43,12 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
     # figures are drawn in a helper process while the later stages and MLflow logging go on
     figures = Figures(background=settings.report.plot_process)
     ev = compute(
-        table, settings, lambda job: figures.submit(job, out), status=status, started_at=started
+        table,
+        settings,
+        lambda job: figures.submit(job, out),
+        status=status,
+        started_at=started,
+        table_token=token,
     )
     with status.stage("write tables"):
         write_tables(ev, out)

@@ -98,6 +98,12 @@ def texts_digest(
     return hashlib.blake2b(payload.encode("utf-8", "surrogatepass"), digest_size=32).hexdigest()
 
 
+def key_of(signature: str, digest: str) -> str:
+    """:func:`cache_key` from the metric's :func:`cache_signature` and the texts' digest."""
+    payload = json.dumps([FORMAT, signature, digest], ensure_ascii=False)
+    return hashlib.blake2b(payload.encode("utf-8", "surrogatepass"), digest_size=32).hexdigest()
+
+
 def cache_key(
     metric: Metric,
     candidates: Sequence[str],
@@ -107,9 +113,7 @@ def cache_key(
 ) -> str:
     """Key of one entry: the metric's cache signature and the texts' digest (``digest`` when the
     caller already has :func:`texts_digest` of these texts)."""
-    texts = digest or texts_digest(candidates, references, sources)
-    payload = json.dumps([FORMAT, cache_signature(metric), texts], ensure_ascii=False)
-    return hashlib.blake2b(payload.encode("utf-8", "surrogatepass"), digest_size=32).hexdigest()
+    return key_of(cache_signature(metric), digest or texts_digest(candidates, references, sources))
 
 
 # --------------------------------------------------------------------------- entry <-> arrays
@@ -217,7 +221,11 @@ class ScoreCache:
     ) -> MetricResult | None:
         """The cached result or None (a miss); every call counts as one hit or one miss."""
         key = cache_key(metric, candidates, references, sources, digest)
-        entry = self._read(self.path(key), len(candidates), key)
+        return self.get_by_key(name, metric, key, len(candidates))
+
+    def get_by_key(self, name: str, metric: Metric, key: str, n: int) -> MetricResult | None:
+        """:meth:`get` by the entry's :func:`cache_key` and the number of segments."""
+        entry = self._read(self.path(key), n, key)
         if entry is None:
             self._count(name).misses += 1
             return None

@@ -73,6 +73,9 @@ class Evaluation:
     alpha_curve: AlphaCurve | None = None
     run_metrics: dict[str, float] = field(default_factory=dict)  # logged besides correlations
     started_at: float = field(default_factory=time.time)  # when the run started (epoch seconds)
+    # what the table was read from (load.take_load_token), where known: keys the score stage's
+    # memo of the texts' digests
+    table_token: str | None = None
     figures: list[FigureJob] = field(default_factory=list)
 
     # ------------------------------------------------------------------ what the files hold
@@ -158,7 +161,9 @@ def score_stage(ev: Evaluation) -> list[FigureJob]:
     s = ev.settings
     ev.metrics = build_metrics(s.metrics, s.allow_external_metrics)
     ev.cache = ScoreCache.from_config(s.cache)
-    ev.scores = score(ev.table, ev.metrics, progress=s.report.progress, cache=ev.cache)
+    ev.scores = score(
+        ev.table, ev.metrics, progress=s.report.progress, cache=ev.cache, texts_key=ev.table_token
+    )
     if ev.cache is not None:
         ev.cache.log_summary()
         ev.run_metrics.update(ev.cache.metrics())
@@ -259,11 +264,13 @@ def compute(
     on_figure: Callable[[FigureJob], None] | None = None,
     status: Status | None = None,
     started_at: float | None = None,
+    table_token: str | None = None,
 ) -> Evaluation:
     """Every stage on a loaded table; ``on_figure`` gets each figure as soon as its data exists;
     ``status`` tells the terminal which stage runs; ``started_at`` is when the run began (its
-    loading included), for the tracker."""
-    ev = Evaluation(settings, table)
+    loading included), for the tracker; ``table_token`` is
+    :func:`paraeval.pipeline.load.take_load_token` of the table, where it has one."""
+    ev = Evaluation(settings, table, table_token=table_token)
     if started_at is not None:
         ev.started_at = started_at
     status = status if status is not None else Status(enabled=False)

@@ -136,16 +136,18 @@ def ink(rgba: np.ndarray) -> np.ndarray:
 def crop_pixels(rgba: np.ndarray, dpi: int) -> np.ndarray | None:
     """``rgba`` cut to its inked pixels plus ``PAD_INCHES``; None where the ink reaches the edge
     (something may lie beyond it) or there is none."""
-    inked = ink(rgba)
-    rows, cols = np.flatnonzero(inked.any(axis=1)), np.flatnonzero(inked.any(axis=0))
-    if rows.size == 0:
+    from paraeval.pipeline.pixel_scan import ink_extent
+
+    flat = rgba.view(np.uint32)[..., 0]
+    first_row, last_row, first_col, last_col = ink_extent(flat, flat[0, 0])
+    if first_row < 0:
         return None
-    height, width = inked.shape
-    if rows[0] == 0 or cols[0] == 0 or rows[-1] == height - 1 or cols[-1] == width - 1:
+    height, width = flat.shape
+    if first_row == 0 or first_col == 0 or last_row == height - 1 or last_col == width - 1:
         return None
     pad = round(PAD_INCHES * dpi)
-    top, bottom = max(rows[0] - pad, 0), min(rows[-1] + pad + 1, height)
-    left, right = max(cols[0] - pad, 0), min(cols[-1] + pad + 1, width)
+    top, bottom = max(first_row - pad, 0), min(last_row + pad + 1, height)
+    left, right = max(first_col - pad, 0), min(last_col + pad + 1, width)
     return rgba[top:bottom, left:right]
 
 
@@ -233,13 +235,12 @@ def _deflated(pixels: np.ndarray, key: str | None) -> tuple[bytes, bool]:
         kept = None
     same = [False] * len(starts)
     if kept is not None:
-        for band, start in enumerate(starts):
-            stop = min(start + BAND_ROWS, height)
-            # the "Up" filter of a band's first row reads the row above
-            above = max(start - 1, 0)
-            same[band] = np.array_equal(
-                kept.pixels[above:stop].view(np.uint32), pixels[above:stop].view(np.uint32)
-            )
+        from paraeval.pipeline.pixel_scan import equal_bands
+
+        # a band with the row above it: the "Up" filter of its first row reads that row
+        same = equal_bands(
+            kept.pixels.view(np.uint32)[..., 0], pixels.view(np.uint32)[..., 0], BAND_ROWS
+        ).tolist()
     changed = [start for band, start in enumerate(starts) if not same[band]]
     if kept is not None and kept.opaque:
         # the unchanged rows are the kept image's, all opaque: only the changed ones are read

@@ -10,10 +10,12 @@ Validation happens here, once; every message names the file, the row and the col
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import logging
 import math
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -729,7 +731,7 @@ def memoized_load(fn: Callable[..., pd.DataFrame], settings: Mapping[str, Any]) 
     if hit is not None and hit[0] and all(_stat(p) == (m, n) for p, m, n in hit[0]):
         for record in hit[2]:
             logging.getLogger(record.name).handle(record)
-        return _copy_table(hit[1])
+        return _with_token(_copy_table(hit[1]), key, hit[0])
     capture = _Capture()
     log.addHandler(capture)
     _FILES_READ = []
@@ -743,7 +745,37 @@ def memoized_load(fn: Callable[..., pd.DataFrame], settings: Mapping[str, Any]) 
     if all(st is not None for _, st in stats):
         files = [(p, st[0], st[1]) for p, st in stats if st is not None]
         _LOADS.put(key, (files, _copy_table(df), capture.records))
+        if files:
+            _with_token(df, key, files)
     return df
+
+
+# The tables memoized_load returned, by identity, with a digest of what they were read from
+# (the loader, its settings, and each file read with its mtime and size): equal digests, equal
+# tables. Taken once, by the run that loaded the table (take_load_token), before anything else
+# can change it; a table never taken is dropped with the oldest.
+_TOKENS: dict[int, tuple[weakref.ref[pd.DataFrame], str]] = {}
+_MAX_TOKENS = 8
+
+
+def _with_token(df: pd.DataFrame, key: str, files: list[tuple[Path, int, int]]) -> pd.DataFrame:
+    payload = json.dumps([key, [(str(p), m, n) for p, m, n in files]])
+    while len(_TOKENS) >= _MAX_TOKENS:
+        _TOKENS.pop(next(iter(_TOKENS)))
+    token = hashlib.blake2b(payload.encode(), digest_size=16).hexdigest()
+    _TOKENS[id(df)] = (weakref.ref(df), token)
+    return df
+
+
+def take_load_token(df: pd.DataFrame) -> str | None:
+    """The digest of what ``df`` was read from, if it is a table :func:`memoized_load` has just
+    returned (the first call for it); None for any other table. A run takes it right after
+    loading, so that later stages can key their per-process memos by it (the jobs of a sweep
+    load the same data) without hashing the table's texts again."""
+    hit = _TOKENS.pop(id(df), None)
+    if hit is None or hit[0]() is not df:
+        return None
+    return hit[1]
 
 
 def load_data(target: str, options: Mapping[str, Any]) -> pd.DataFrame:

@@ -170,10 +170,11 @@ def _meet(a: Box, b: Box) -> bool:
 
 
 def _ink_outside(rgba: np.ndarray, boxes: Sequence[Box]) -> bool:
-    inked = figure_files.ink(rgba)
-    for top, bottom, left, right in boxes:
-        inked[top:bottom, left:right] = False
-    return bool(inked.any())
+    from paraeval.pipeline.pixel_scan import ink_outside
+
+    flat = rgba.view(np.uint32)[..., 0]
+    table = np.array(boxes, dtype=np.int64).reshape(-1, 4)
+    return bool(ink_outside(flat, flat[0, 0], table))
 
 
 def _apart(a: Ink, b: Ink) -> bool:

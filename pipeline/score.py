@@ -17,8 +17,9 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from paraeval.memo import Memo
 from paraeval.metrics.base import Metric, MetricConfigError, MissingResourceError
-from paraeval.pipeline.cache import ScoreCache, texts_digest
+from paraeval.pipeline.cache import ScoreCache, cache_signature, key_of, texts_digest
 from paraeval.pipeline.errors import ConfigError, DataError
 from paraeval.pipeline.load import in_order
 from paraeval.pipeline.names import show
@@ -127,6 +128,16 @@ def _check_inputs(df: pd.DataFrame, metrics: Mapping[str, Metric]) -> None:
                 )
 
 
+def _positions(column: pd.Series, systems: list[Any]) -> dict[Any, np.ndarray]:
+    """Each system's row positions, ascending: one factorisation of the column rather than a
+    comparison of every row per system."""
+    codes, uniques = pd.factorize(column)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(uniques) + 1))
+    found = {u: order[bounds[k] : bounds[k + 1]] for k, u in enumerate(uniques.tolist())}
+    return {s: found[s] for s in systems}
+
+
 def run_texts(df: pd.DataFrame) -> list[str]:
     """Every text of the run, each once, in a stable order."""
     texts: dict[str, None] = {}
@@ -137,12 +148,21 @@ def run_texts(df: pd.DataFrame) -> list[str]:
     return list(texts)
 
 
+# The texts' digest of every (system, against-source) call of a table, by the table's load
+# token: the jobs of a sweep score the same loaded data, and hashing its texts is most of a
+# cache-served score stage
+_DIGESTS: Memo[str, dict[tuple[str, bool], str]] = Memo("score.digests", max_entries=4)
+
+
 def score(
     df: pd.DataFrame,
     metrics: Mapping[str, Metric],
     progress: bool = True,
     cache: ScoreCache | None = None,
+    texts_key: str | None = None,
 ) -> Scores:
+    """Every metric on every system. ``texts_key`` (:func:`paraeval.pipeline.load.take_load_token`
+    of ``df``) keys this process's memo of the texts' digests, which the cache looks up by."""
     systems = in_order(df["system"])
     _check_inputs(df, metrics)
     corpus_rows: dict[str, dict[str, float]] = {s: {} for s in systems}
@@ -151,19 +171,31 @@ def score(
     # every text of the run, gathered only when a metric has something to compute (a tenth of a
     # second at ParaBank's 14,000 rows, for nothing in a cache-served sweep job)
     texts: list[str] | None = None
-    # row positions and texts of each system, taken once: every metric sees the same texts
-    positions = {s: np.flatnonzero((df["system"] == s).to_numpy()) for s in systems}
-    calls: dict[tuple[str, bool], tuple[list[str], list[list[str]], list[str], str | None]] = {}
+    positions = _positions(df["system"], systems)
     jobs = [(mid, m, False) for mid, m in metrics.items()]
     jobs += [(mid, m, True) for mid, m in metrics.items() if m.against_source]
-    for system in systems:
-        sub = df.iloc[positions[system]]
-        cands = sub["candidate"].tolist()
-        srcs = sub["source"].tolist()
-        for vs_source in sorted({v for _, _, v in jobs}):
+    # each system's texts, taken when first needed: every metric sees the same texts
+    calls: dict[tuple[str, bool], tuple[list[str], list[list[str]], list[str]]] = {}
+
+    def texts_of(system: str, vs_source: bool) -> tuple[list[str], list[list[str]], list[str]]:
+        call = calls.get((system, vs_source))
+        if call is None:
+            sub = df.iloc[positions[system]]
+            srcs = sub["source"].tolist()
             refs = [[x] for x in srcs] if vs_source else sub["references"].tolist()
-            digest = texts_digest(cands, refs, srcs) if cache is not None else None
-            calls[(system, vs_source)] = (cands, refs, srcs, digest)
+            call = calls[(system, vs_source)] = (sub["candidate"].tolist(), refs, srcs)
+        return call
+
+    digests: dict[tuple[str, bool], str] = {}
+    if cache is not None:
+        kept = (_DIGESTS.get(texts_key) if texts_key is not None else None) or {}
+        for system in systems:
+            for vs_source in sorted({v for _, _, v in jobs}):
+                digest = kept.get((system, vs_source))
+                digests[(system, vs_source)] = digest or texts_digest(*texts_of(system, vs_source))
+        if texts_key is not None and digests.keys() - kept.keys():
+            _DIGESTS.put(texts_key, {**kept, **digests})
+    signatures = {mid: cache_signature(m) for mid, m in metrics.items()} if cache else {}
     seg_values: dict[str, np.ndarray] = {}
     # no bar when stderr is not a terminal (a log file would collect every redraw)
     bar = tqdm(
@@ -178,11 +210,13 @@ def score(
         suffix = "_src" if vs_source else ""
         for system in systems:
             bar.set_postfix_str(show(f"{metric_id}{suffix} / {system}"))
-            cands, refs, srcs, digest = calls[(system, vs_source)]
-            result = (
-                cache.get(metric_id + suffix, metric, cands, refs, srcs, digest) if cache else None
-            )
+            result = None
+            if cache is not None:
+                key = key_of(signatures[metric_id], digests[(system, vs_source)])
+                n = len(positions[system])
+                result = cache.get_by_key(metric_id + suffix, metric, key, n)
             if result is None:
+                cands, refs, srcs = texts_of(system, vs_source)
                 # encoders batch every text of the run once, and only when something is computed
                 if metric_id not in prepared:
                     if texts is None:
@@ -191,7 +225,7 @@ def score(
                     prepared.add(metric_id)
                 result = metric.score(cands, refs, srcs)
                 if cache is not None:
-                    cache.put(metric, cands, refs, srcs, result, digest)
+                    cache.put(metric, cands, refs, srcs, result, digests[(system, vs_source)])
             for col, values in result.segment.items():
                 name = f"{col}{suffix}"
                 column = seg_values.setdefault(name, np.full(len(df), np.nan))

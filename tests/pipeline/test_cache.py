@@ -368,3 +368,33 @@ def test_correlation_rows_are_served_only_for_their_own_key(tmp_path: Path) -> N
     got = correlate_cached(agg, cfg, np.random.default_rng(5), scores, cache)  # type: ignore[arg-type]
     pd.testing.assert_frame_equal(got, want)
     assert (cache.correlation.hits, cache.correlation.misses) == (1, 3)
+
+
+def test_texts_digests_are_kept_by_the_tables_load_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import paraeval.pipeline.score as score_module
+
+    df = _table()
+    metrics = {"bleu": sacre.BLEU(), "chrf": sacre.CHRF(against_source=True)}
+    score_module._DIGESTS.clear()
+    first = score(df, metrics, progress=False, cache=ScoreCache(tmp_path), texts_key="t1")
+    hashed: list[int] = []
+    real = score_module.texts_digest
+
+    def counting(*args: object) -> str:
+        hashed.append(1)
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(score_module, "texts_digest", counting)
+    again = ScoreCache(tmp_path)
+    second = score(df, metrics, progress=False, cache=again, texts_key="t1")
+    assert hashed == []  # every digest came from the memo
+    assert all(c == {"hits": 2, "misses": 0} for c in again.summary().values())
+    pd.testing.assert_frame_equal(second.segments, first.segments)
+    pd.testing.assert_frame_equal(second.corpus, first.corpus)
+    # without the key (or with another one) the texts are hashed, to the same entries
+    third_cache = ScoreCache(tmp_path)
+    score(df, metrics, progress=False, cache=third_cache, texts_key="t2")
+    assert len(hashed) == 4  # two systems, against the references and against the source
+    assert all(c == {"hits": 2, "misses": 0} for c in third_cache.summary().values())

@@ -239,3 +239,29 @@ def test_memoized_load_reuses_an_unchanged_file_and_rereads_a_changed_one(
     fourth = load.memoized_load(loader, settings)
     assert len(calls) == 2
     assert fourth["candidate"].tolist() == ["c0", "c9"]
+
+
+def test_load_token_is_taken_once_and_follows_the_files(tmp_path: Path) -> None:
+    import os
+
+    import paraeval.pipeline.load as load
+
+    path = tmp_path / "t.csv"
+    path.write_text(
+        "item_id,system,source,reference,candidate,human_meaning\ni0,a,s0,r0,c0,1\n",
+        encoding="utf-8",
+    )
+    load._LOADS.clear()
+    settings = {"path": str(path)}
+    first = load.memoized_load(load.load_table, settings)
+    token = load.take_load_token(first)
+    assert token is not None
+    assert load.take_load_token(first) is None  # taken once
+    assert load.take_load_token(first.copy()) is None  # any other table has none
+    second = load.memoized_load(load.load_table, settings)  # served by the memo
+    assert load.take_load_token(second) == token
+    path.write_text(path.read_text(encoding="utf-8").replace("c0", "c9"), encoding="utf-8")
+    os.utime(path, ns=(1, 1))
+    third = load.memoized_load(load.load_table, settings)
+    assert third["candidate"].tolist() == ["c9"]
+    assert load.take_load_token(third) not in (None, token)
