@@ -11,7 +11,7 @@ import logging
 import numpy as np
 import pandas as pd
 
-from paraeval.pipeline.load import HUMAN_PREFIX
+from paraeval.pipeline.load import HUMAN_PREFIX, row_groups
 
 log = logging.getLogger(__name__)
 
@@ -31,19 +31,27 @@ REPORT_COLUMNS = [
 def human_report(segments: pd.DataFrame) -> pd.DataFrame:
     aspects = [c for c in segments.columns if c.startswith(HUMAN_PREFIX)]
     rows = []
+    # every row, then each system's rows in their order (those of groupby, without its cost)
+    groups = [("(all)", slice(None)), *row_groups(segments["system"])]
     for aspect in aspects:
         counts = f"n_{aspect}"
-        for system, sub in [("(all)", segments), *segments.groupby("system", sort=False)]:
-            values = sub[aspect].to_numpy(dtype=float)
+        column = segments[aspect].to_numpy(dtype=float)
+        ones = (
+            (segments[counts] == 1).fillna(False).to_numpy(dtype=bool)
+            if counts in segments
+            else None
+        )
+        for system, at in groups:
+            values = column[at]
             rated = values[np.isfinite(values)]
-            single = int((sub[counts] == 1).sum()) if counts in sub else 0
+            single = int(ones[at].sum()) if ones is not None else 0
             rows.append(
                 {
                     "aspect": aspect,
                     "system": str(system),
-                    "n_items": len(sub),
+                    "n_items": len(values),
                     "n_rated": len(rated),
-                    "coverage": len(rated) / len(sub) if len(sub) else float("nan"),
+                    "coverage": len(rated) / len(values) if len(values) else float("nan"),
                     "n_single_rating": single,
                     "mean": float(rated.mean()) if len(rated) else float("nan"),
                     "sd": float(rated.std(ddof=0)) if len(rated) else float("nan"),

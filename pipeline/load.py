@@ -47,6 +47,16 @@ def in_order(values: pd.Series) -> list[Any]:
     return list(pd.unique(values).tolist())
 
 
+def row_groups(values: pd.Series) -> list[tuple[Any, np.ndarray]]:
+    """Each distinct value of a column (missing ones left out) in order of first appearance,
+    with its row positions, ascending: the groups of ``groupby(sort=False)``, from one
+    factorisation rather than a comparison of every row per value."""
+    codes, uniques = pd.factorize(values)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(uniques) + 1))
+    return [(u, order[bounds[k] : bounds[k + 1]]) for k, u in enumerate(uniques.tolist())]
+
+
 def _note_read(path: Path) -> None:
     if _FILES_READ is not None:
         _FILES_READ.append(path)

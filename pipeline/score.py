@@ -21,7 +21,7 @@ from paraeval.memo import Memo
 from paraeval.metrics.base import Metric, MetricConfigError, MissingResourceError
 from paraeval.pipeline.cache import ScoreCache, cache_signature, key_of, texts_digest
 from paraeval.pipeline.errors import ConfigError, DataError
-from paraeval.pipeline.load import in_order
+from paraeval.pipeline.load import in_order, row_groups
 from paraeval.pipeline.names import show
 from paraeval.pipeline.targets import metric_class
 
@@ -129,12 +129,8 @@ def _check_inputs(df: pd.DataFrame, metrics: Mapping[str, Metric]) -> None:
 
 
 def _positions(column: pd.Series, systems: list[Any]) -> dict[Any, np.ndarray]:
-    """Each system's row positions, ascending: one factorisation of the column rather than a
-    comparison of every row per system."""
-    codes, uniques = pd.factorize(column)
-    order = np.argsort(codes, kind="stable")
-    bounds = np.searchsorted(codes[order], np.arange(len(uniques) + 1))
-    found = {u: order[bounds[k] : bounds[k + 1]] for k, u in enumerate(uniques.tolist())}
+    """Each system's row positions, ascending."""
+    found = dict(row_groups(column))
     return {s: found[s] for s in systems}
 
 
