@@ -141,3 +141,69 @@ def test_scatter_plots_are_handed_over_before_the_correlations(tmp_path: Path) -
     expected = {p.name for p in (tmp_path / "all" / "plots").glob("*.png")}
     assert "correlation_heatmap.png" in expected and len(expected) > 4
     assert expected <= {p.name for p in (tmp_path / "jobs" / "plots").glob("*.png")}
+
+
+GATE_SCRIPT = """
+import functools, json, sys, time
+from pathlib import Path
+sys.path.insert(0, {folder!r})
+from paraeval.pipeline import figures
+from drawing import draw
+
+out = Path({folder!r})
+
+def job(k, lanes_cpu, run_cpu):
+    f = figures.Figures()
+    start = time.process_time()
+    for lane in (0, 1):
+        fn = functools.partial(draw, lanes_cpu, f"{{k}}-{{lane}}")
+        fn.lane = lane
+        f.submit(fn, out)
+    while time.process_time() - start < run_cpu:  # the run's own work
+        pass
+    f.wait()
+    return figures._THROTTLED
+
+states = [job(0, 0.1, 0.0), job(1, 0.2, 1.2), job(2, 0.2, 0.0), job(3, 0.6, 0.0), job(4, 0.2, 0.0)]
+print(json.dumps(states))
+"""
+
+DRAWING = """
+import json, time
+from pathlib import Path
+
+def draw(seconds, name, out):
+    start = time.monotonic()
+    spent = time.process_time()
+    while time.process_time() - spent < seconds:
+        pass
+    Path(out, name + ".json").write_text(json.dumps([start, time.monotonic()]))
+"""
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one helper where there is one core")
+def test_lanes_take_turns_when_the_figures_weigh_less_than_the_run(tmp_path: Path) -> None:
+    """Job 0 is not counted; after job 1 (figures 0.4 s of processor time against the run's
+    1.2 s) the two helpers take turns, so job 2's drawings do not overlap; job 2's figures
+    (0.4 s against a run that only waits) weigh more than 1.25 times the run: both draw at
+    once again from job 3 on."""
+    import json
+
+    (tmp_path / "drawing.py").write_text(DRAWING, encoding="utf-8")
+    script = tmp_path / "gate.py"
+    script.write_text(GATE_SCRIPT.format(folder=str(tmp_path)), encoding="utf-8")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [False, True, False, False, False]
+
+    def overlap(k: int) -> float:
+        (a0, a1), (b0, b1) = (
+            json.loads((tmp_path / f"{k}-{lane}.json").read_text()) for lane in (0, 1)
+        )
+        return min(a1, b1) - max(a0, b0)
+
+    assert overlap(2) <= 0  # one after the other
+    assert overlap(3) > 0.2  # at once (0.6 s each)
