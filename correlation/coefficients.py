@@ -25,6 +25,9 @@ tables and the pipeline's config check all look coefficients up here. The entry 
   (``vector=False``, e.g. :func:`kendall_like`), on two ``(n_systems, n_items)`` matrices;
 - ``levels``: the levels of :mod:`correlation.levels` where it is defined (a matrix coefficient
   cannot be defined at the system level, which has one score per system);
+- ``ordinal``: True where, on segments and items, the row depends on the metric's scores only
+  through their order (ties included), so that a column with an order already correlated shares
+  its rows; declared with a test that shows it bit for bit;
 - optional vectorised forms, each only a speed-up with the same numbers as the generic path used
   without it (the tests compare both with ``fn`` on explicitly resampled data):
 
@@ -110,6 +113,11 @@ class Coefficient:
     statistic: StatisticFn | None = None
     # the settings this entry was built with (see :func:`configure`), for signatures and reports
     options: tuple[tuple[str, Any], ...] = ()
+    # on segments and items, every number of a table row (value, p-value, n, interval) depends on
+    # the metric's scores only through their order (ties included): a metric column with the same
+    # order as one already correlated shares its rows (an α sweep's iBLEU, a rescaled column).
+    # Declared only where tests/correlation/test_corr_table.py shows it bit for bit.
+    ordinal: bool = False
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
@@ -842,6 +850,7 @@ register_coefficient(
         weighted=_weighted_spearman_statistic,
         pooled=_pooled_spearman,
         pooled_by_items=_spearman_by_items,
+        ordinal=True,
     )
 )
 register_coefficient(
@@ -851,6 +860,7 @@ register_coefficient(
         weighted=_weighted_kendall_b,
         pooled=_pooled_kendall_b,
         pooled_by_items=_kendall_b_by_items,
+        ordinal=True,
     )
 )
 register_coefficient(
@@ -859,6 +869,7 @@ register_coefficient(
         kendall_c,
         weighted=_weighted_kendall_c,
         pooled=_pooled_kendall_c,
+        ordinal=True,
     )
 )
 
@@ -888,6 +899,7 @@ def kendall_like_coefficient(
         segment_batch=partial(_kendall_like_batch, **settings),
         williams=False,
         options=tuple(sorted(settings.items())),
+        ordinal=True,
     )
 
 

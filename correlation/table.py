@@ -201,6 +201,11 @@ def correlation_table(
 
     if workers is None:
         workers = min(4, os.cpu_count() or 1)
+    # order-only rows on segments and items, kept by the order of the metric's scores
+    ordinal_levels = [lv for lv in levels if lv in _ORDINAL_LEVELS]
+    ordinal = bool(ordinal_levels) and any(get_coefficient(c).ordinal for c in coefficients)
+    order_keys = {name: order_key(m) for name, m in metrics.items()} if ordinal else {}
+    human_keys = {a: array_key(h) for a, h in humans.items()} if ordinal else {}
 
     def metric_rows(
         name: str,
@@ -221,6 +226,22 @@ def correlation_table(
             else None
         )
         for coefficient in combos:
+            key: tuple[Any, ...] | None = None
+            if ordinal and coefficient.ordinal and level in _ORDINAL_LEVELS:
+                key = (
+                    order_keys[name],
+                    human_keys[aspect],
+                    _resamples_key(res),
+                    level,
+                    coefficient,
+                    item_nan,
+                    confidence,
+                    fisher,
+                )
+                kept = _ORDINAL.get(key)
+                if kept is not None:
+                    out.append({"metric": name, "aspect": aspect, **kept})
+                    continue
             corr = correlate(metric, human, level, coefficient, system_metric=sm, item_nan=item_nan)
             lo = hi = float("nan")
             if fisher:
@@ -258,6 +279,9 @@ def correlation_table(
                     "n_dropped": corr.n_dropped,
                 }
             )
+            if key is not None:
+                row = out[-1]
+                _ORDINAL.put(key, {k: v for k, v in row.items() if k not in ("metric", "aspect")})
         return out
 
     jobs: list[tuple[str, str, np.ndarray, str, list[Coefficient], Resamples | None]] = []
@@ -274,6 +298,35 @@ def correlation_table(
         with ThreadPoolExecutor(max_workers=workers) as pool:
             parts = list(pool.map(lambda job: metric_rows(*job), jobs))
     return [row for part in parts for row in part]
+
+
+# Rows of an ordinal coefficient (``Coefficient.ordinal``) by the order of the metric's scores,
+# the human scores, the resamples and the settings: the jobs of an α sweep, whose iBLEU column and
+# group average change values but rarely order, and a column that orders like another (iBLEU is
+# (2α - 1) x BLEU where the references are the sources) compute these rows once per order.
+_ORDINAL_LEVELS = ("segment", "item")
+_ORDINAL: Memo[tuple[Any, ...], dict[str, Any]] = Memo(
+    "correlation.ordinal_rows", max_entries=50_000
+)
+
+
+def order_key(matrix: np.ndarray) -> str:
+    """An in-process key of the order of ``matrix``'s scores: where its NaN and infinite cells
+    lie and the dense rank of every other cell. Two matrices share it exactly when one is a
+    strictly increasing function of the other."""
+    a = np.asarray(matrix, dtype=float)
+    finite = np.isfinite(a)
+    ranks = np.where(np.isnan(a), -1, np.where(a > 0, -2, -3)).astype(np.int64)
+    ranks[finite] = np.unique(a[finite], return_inverse=True)[1]
+    return array_key(ranks)
+
+
+def _resamples_key(res: Resamples | None) -> tuple[Any, ...]:
+    if res is None:
+        return ()
+    item = "" if res.item_idx is None else array_key(res.item_idx)
+    system = "" if res.sys_idx is None else array_key(res.sys_idx)
+    return (item, system, res.n_resamples)
 
 
 def _williams_inputs(

@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from paraeval.correlation import table
+from paraeval.correlation.coefficients import COEFFICIENTS, get_coefficient
 from paraeval.correlation.levels import correlate
 from paraeval.correlation.significance import williams_test
 from paraeval.correlation.table import (
@@ -243,3 +245,160 @@ def test_williams_with_missing_ratings_serves_each_metrics_own_correlation_once(
     table._SINGLE.clear()
     monkeypatch.setattr(table, "_memo_segment_value", lambda x, y, keys, c: plain(x, y, c))
     assert run() == served
+
+
+# ------------------------------------------------------------------ rows of ordinal coefficients
+ORDINAL = [c for c in COEFFICIENTS.values() if c.ordinal]
+
+# strictly increasing in floating point on the scores below (checked by order_key in the test)
+TRANSFORMS = {
+    "affine": lambda x: 3.0 * x - 0.7,
+    "exp": np.exp,
+    "cube": lambda x: x**3 + x,
+    "negated twice": lambda x: -(-2.5 * x),
+    "dense ranks": None,
+}
+
+
+def _ordinal_inputs(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Scores with ties (a coarse scale), missing cells and a human with tied ratings."""
+    rng = np.random.default_rng(seed)
+    n_sys, n_items = int(rng.integers(3, 9)), int(rng.integers(8, 40))
+    human = rng.integers(1, 6, size=(n_sys, n_items)).astype(float)
+    metric = np.round(human + rng.normal(scale=1.5, size=human.shape), int(rng.integers(0, 3)))
+    metric[rng.random(metric.shape) < 0.08] = np.nan
+    human[rng.random(human.shape) < 0.05] = np.nan
+    return metric, human
+
+
+def _dense_ranks(x: np.ndarray) -> np.ndarray:
+    out = np.full(x.shape, np.nan)
+    ok = np.isfinite(x)
+    out[ok] = np.unique(x[ok], return_inverse=True)[1].reshape(-1)
+    return out
+
+
+def _rows(metric: np.ndarray, human: np.ndarray, **kwargs: Any) -> list[dict[str, Any]]:
+    table._ORDINAL.clear()  # computed, not served from an earlier call
+    rows = correlation_table(
+        {"m": metric},
+        {"human_overall": human},
+        levels=("segment", "item"),
+        coefficients=tuple(ORDINAL),
+        rng=np.random.default_rng(7),
+        **kwargs,
+    )
+    table._ORDINAL.clear()
+    return rows
+
+
+def _same(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
+    """Every field equal, bit for bit (NaN equal to NaN)."""
+    return len(a) == len(b) and all(
+        x.keys() == y.keys()
+        and all(
+            x[k] == y[k] or (isinstance(x[k], float) and math.isnan(x[k]) and math.isnan(y[k]))
+            for k in x
+        )
+        for x, y in zip(a, b, strict=True)
+    )
+
+
+@pytest.mark.parametrize("transform", sorted(TRANSFORMS))
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"n_resamples": 120},
+        {"n_resamples": 60, "unit": "systems", "item_nan": "zero"},
+        {"n_resamples": 60, "unit": "both"},
+        {"interval": "fisher"},
+        {"ci": False},
+    ],
+    ids=["items", "systems-zero", "both", "fisher", "no-ci"],
+)
+@pytest.mark.parametrize("seed", range(4))
+def test_an_ordinal_coefficients_rows_depend_on_the_metrics_order_only(
+    seed: int, settings: dict[str, Any], transform: str
+) -> None:
+    """``Coefficient.ordinal`` lets a column that orders like one already correlated share its
+    rows: true only if every number of the row (value, p-value, n, interval) is the same, bit for
+    bit, when the metric is replaced by a strictly increasing function of it."""
+    assert {c.name for c in ORDINAL} >= {"spearman", "kendall_b", "kendall_c", "kendall_like"}
+    metric, human = _ordinal_inputs(seed)
+    moved = (TRANSFORMS[transform] or _dense_ranks)(metric)
+    assert table.order_key(moved) == table.order_key(metric)
+    assert not np.array_equal(moved, metric, equal_nan=True)
+    assert _same(_rows(moved, human, **settings), _rows(metric, human, **settings))
+
+
+def test_pearson_is_not_ordinal_and_its_rows_show_why() -> None:
+    """The same comparison for Pearson's r, which reads the values: its rows change."""
+    metric, human = _ordinal_inputs(0)
+    assert not get_coefficient("pearson").ordinal
+    rows = [
+        correlation_table(
+            {"m": m},
+            {"human_overall": human},
+            levels=("segment", "item"),
+            coefficients=("pearson",),
+            n_resamples=50,
+            rng=np.random.default_rng(7),
+        )
+        for m in (metric, np.exp(metric))
+    ]
+    assert not _same(rows[0], rows[1])
+
+
+def test_order_key_tells_orders_apart() -> None:
+    x = np.array([[0.1, 0.5, np.nan], [0.5, 0.3, np.inf]])
+    assert table.order_key(x) == table.order_key(np.exp(x))
+    assert table.order_key(x) != table.order_key(-x)  # reversed order
+    y = x.copy()
+    y[0, 1] = 0.50000001  # a tie broken
+    assert table.order_key(x) != table.order_key(y)
+    z = x.copy()
+    z[0, 0] = np.nan  # a cell dropped
+    assert table.order_key(x) != table.order_key(z)
+    assert table.order_key(x) != table.order_key(np.where(np.isinf(x), -np.inf, x))
+
+
+def test_a_column_ordered_like_another_is_served_its_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In one table, the ordinal rows of a rescaled column are those of the original column, not
+    computed again; its Pearson rows and its system level are computed."""
+    metrics, humans = _inputs()
+    good = metrics["good"]
+    calls: list[tuple[str, str]] = []
+    real = table.correlate
+
+    def counting(metric: np.ndarray, human: np.ndarray, level: str, coefficient: Any, **kw: Any):
+        calls.append((level, get_coefficient(coefficient).name))
+        return real(metric, human, level, coefficient, **kw)
+
+    monkeypatch.setattr(table, "correlate", counting)
+    table._ORDINAL.clear()
+    kwargs: dict[str, Any] = {
+        "levels": ("segment", "item", "system"),
+        "coefficients": ("pearson", "spearman", "kendall_b"),
+        "n_resamples": 80,
+        "workers": 1,
+    }
+    alone = correlation_table({"good": good}, humans, rng=np.random.default_rng(3), **kwargs)
+    first = len(calls)
+    both = correlation_table(
+        {"good": good, "scaled": 0.25 * good + 1.0},
+        humans,
+        rng=np.random.default_rng(3),
+        **kwargs,
+    )
+    # the second table computes only what reads values: Pearson everywhere, the system level
+    second = calls[first:]
+    assert sorted(second) == sorted(
+        [(lv, "pearson") for lv in ("segment", "item", "system")] * 2 * len(humans)
+        + [("system", c) for c in ("spearman", "kendall_b")] * 2 * len(humans)
+    )
+    assert _same([r for r in both if r["metric"] == "good"], alone)
+    scaled = [r for r in both if r["metric"] == "scaled"]
+    for r, g in zip(scaled, [r for r in both if r["metric"] == "good"], strict=True):
+        if r["coefficient"] != "pearson" and r["level"] != "system":
+            assert _same([{**r, "metric": "good"}], [g])
+    table._ORDINAL.clear()
