@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import html
 import math
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -141,23 +142,23 @@ def _correlations(ev: Evaluation) -> str:
     return "".join(parts)
 
 
-def _figures(out: Path) -> str:
+def _figures(out: Path) -> Iterator[bytes]:
+    """The figures' part of the page, piece by piece: an image is encoded into the file being
+    written, never joined into one text with the page (several megabytes of a tall ranking
+    figure, copied twice and widened to the page's character width)."""
     plots = out / "plots"
     files = sorted(p for p in plots.glob("*") if p.is_file()) if plots.is_dir() else []
     if not files:
-        return "<p>No figures were drawn.</p>"
-    parts = []
+        yield b"<p>No figures were drawn.</p>"
+        return
     for p in files:
         mime = _MIME.get(p.suffix)
         if mime is None:  # PDF: browsers do not show it inline everywhere; link it
-            parts.append(f'<p><a href="plots/{_e(p.name)}">{_e(p.name)}</a> (PDF)</p>')
+            yield f'<p><a href="plots/{_e(p.name)}">{_e(p.name)}</a> (PDF)</p>'.encode()
             continue
-        data = base64.b64encode(p.read_bytes()).decode("ascii")
-        parts.append(
-            f'<figure><img alt="{_e(p.stem)}" src="data:{mime};base64,{data}">'
-            f"<figcaption>{_e(p.name)}</figcaption></figure>"
-        )
-    return "".join(parts)
+        yield f'<figure><img alt="{_e(p.stem)}" src="data:{mime};base64,'.encode()
+        yield base64.b64encode(p.read_bytes())
+        yield f'"><figcaption>{_e(p.name)}</figcaption></figure>'.encode()
 
 
 def page_around_figures(ev: Evaluation) -> tuple[str, str]:
@@ -226,6 +227,13 @@ def write_html(ev: Evaluation, out: Path, around: tuple[str, str] | None = None)
     without them (``page_around_figures``), where it was rendered before."""
     path = out / REPORT_NAME
     head, tail = around or page_around_figures(ev)
-    text = head + _figures(out) + tail
-    atomic_write(path, lambda p: p.write_text(text, encoding="utf-8"))
+
+    def write(p: Path) -> None:
+        with p.open("wb") as f:
+            f.write(head.encode("utf-8"))
+            for piece in _figures(out):
+                f.write(piece)
+            f.write(tail.encode("utf-8"))
+
+    atomic_write(path, write)
     return path
