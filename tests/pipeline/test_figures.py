@@ -164,7 +164,7 @@ def job(k, lanes_cpu, run_cpu):
     f.wait()
     return figures._THROTTLED
 
-states = [job(0, 0.1, 0.0), job(1, 0.2, 1.2), job(2, 0.2, 0.0), job(3, 0.6, 0.0), job(4, 0.2, 0.0)]
+states = [job(0, 0.1, 0.0), job(1, 0.2, 1.2), job(2, 0.2, 0.6), job(3, 0.6, 0.0), job(4, 0.2, 0.0)]
 print(json.dumps(states))
 """
 
@@ -184,9 +184,11 @@ def draw(seconds, name, out):
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one helper where there is one core")
 def test_lanes_take_turns_when_the_figures_weigh_less_than_the_run(tmp_path: Path) -> None:
     """Job 0 is not counted; after job 1 (figures 0.4 s of processor time against the run's
-    1.2 s) the two helpers take turns, so job 2's drawings do not overlap; job 2's figures
-    (0.4 s against a run that only waits) weigh more than 1.25 times the run: both draw at
-    once again from job 3 on."""
+    1.2 s) the two helpers take turns while the run works, so job 2's drawings do not overlap
+    (0.4 s against the run's 0.6 s: still taking turns after it). Job 3's run only waits for
+    its figures, and a run that waits lends its permit: they are drawn at once although the
+    lanes take turns; their 1.2 s weigh more than 1.25 times the run, so both draw at once
+    from job 4 on."""
     import json
 
     (tmp_path / "drawing.py").write_text(DRAWING, encoding="utf-8")
@@ -197,7 +199,7 @@ def test_lanes_take_turns_when_the_figures_weigh_less_than_the_run(tmp_path: Pat
         [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [False, True, False, False, False]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [False, True, True, False, False]
 
     def overlap(k: int) -> float:
         (a0, a1), (b0, b1) = (
@@ -206,4 +208,5 @@ def test_lanes_take_turns_when_the_figures_weigh_less_than_the_run(tmp_path: Pat
         return min(a1, b1) - max(a0, b0)
 
     assert overlap(2) <= 0  # one after the other
-    assert overlap(3) > 0.2  # at once (0.6 s each)
+    assert overlap(3) > 0.2  # at once (0.6 s each): the waiting run lent its permit
+    assert overlap(4) > 0.05  # at once, not taking turns any more
