@@ -128,14 +128,20 @@ def _lend_permit(drawing: bool) -> Iterator[None]:
         _GATE.release()
     try:
         yield
-    finally:
-        # every drawing is over (or failed): the permit is free again
-        if lent and not _GATE.acquire(timeout=GATE_TIMEOUT_S):
+    except BaseException:
+        # interrupted while waiting: the run stops at once, without waiting for a drawing to
+        # give the permit back, and holds none from now on
+        if lent:
             _no_permit()
+        raise
+    # every drawing is over (or failed): the permit is free again
+    if lent and not _GATE.acquire(timeout=GATE_TIMEOUT_S):
+        _no_permit()
 
 
 def _no_permit() -> None:
-    """A helper died holding a permit: the run no longer throttles the lanes."""
+    """The run holds no permit (interrupted while lending it, or a helper died holding one):
+    the lanes are not throttled any more."""
     global _THROTTLED
     _THROTTLED = False
 

@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -210,3 +212,96 @@ def test_lanes_take_turns_when_the_figures_weigh_less_than_the_run(tmp_path: Pat
     assert overlap(2) <= 0  # one after the other
     assert overlap(3) > 0.2  # at once (0.6 s each): the waiting run lent its permit
     assert overlap(4) > 0.05  # at once, not taking turns any more
+
+
+class _Pending:
+    """A drawing's future for the plumbing tests: done or not, its result or what it raises."""
+
+    def __init__(self, outcome: object, done: bool = False) -> None:
+        self.outcome, self._done = outcome, done
+
+    def done(self) -> bool:
+        return self._done
+
+    def result(self) -> object:
+        if isinstance(self.outcome, BaseException):
+            raise self.outcome
+        return self.outcome
+
+    def cancel(self) -> bool:
+        return False
+
+
+def _throttled_run(monkeypatch: pytest.MonkeyPatch) -> threading.Semaphore:
+    """Permits as the CLI has them after a throttled job: two, one held by the run."""
+    from paraeval.pipeline import figures
+
+    gate = threading.Semaphore(2)
+    gate.acquire()
+    monkeypatch.setattr(figures, "_GATE", gate)
+    monkeypatch.setattr(figures, "_THROTTLED", True)
+    monkeypatch.setattr(figures, "_JOBS_SEEN", 0)  # this wait is the first job: not balanced
+    return gate
+
+
+def test_a_waiting_run_lends_its_permit_and_takes_it_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    from paraeval.pipeline import figures
+
+    gate = _throttled_run(monkeypatch)
+    seen: list[bool] = []
+
+    class Drawing(_Pending):
+        def result(self) -> object:
+            # while the run waits, a helper can take a second permit (the run's)
+            seen.append(gate.acquire(blocking=False))
+            gate.release()
+            return super().result()
+
+    f = Figures()
+    f._pending = [(0, Drawing(([], 0.1)))]
+    f.wait()
+    assert seen == [True]
+    assert figures._THROTTLED is True
+    # the run holds its permit again: one is left for the helpers
+    assert gate.acquire(blocking=False) and not gate.acquire(blocking=False)
+
+
+def test_figures_already_drawn_need_no_lending(monkeypatch: pytest.MonkeyPatch) -> None:
+    gate = _throttled_run(monkeypatch)
+    seen: list[bool] = []
+
+    class Drawn(_Pending):
+        def result(self) -> object:
+            seen.append(gate.acquire(blocking=False))
+            seen.append(gate.acquire(blocking=False))
+            gate.release()
+            return super().result()
+
+    f = Figures()
+    f._pending = [(0, Drawn(([], 0.1), done=True))]
+    f.wait()
+    assert seen == [True, False]  # the run kept its permit
+
+
+def test_an_interrupt_while_lending_does_not_wait_for_a_permit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Both permits are with the helpers (drawing) when the interrupt lands: the run must not
+    wait for one of them to finish before it stops."""
+    from paraeval.pipeline import figures
+
+    gate = _throttled_run(monkeypatch)
+    monkeypatch.setattr(figures, "GATE_TIMEOUT_S", 30.0)
+
+    class Interrupted(_Pending):
+        def result(self) -> object:
+            assert gate.acquire(blocking=False) and gate.acquire(blocking=False)
+            raise KeyboardInterrupt
+
+    f = Figures()
+    f._pending = [(0, Interrupted(None))]
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        f.wait()
+    assert time.monotonic() - start < 5
+    assert figures._THROTTLED is False
