@@ -25,6 +25,7 @@ import gc
 import itertools
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -58,8 +59,19 @@ def _env(cache: Path, data: Path) -> dict[str, str]:
     return env
 
 
+# processor seconds of the last _cli call: the command's and its helper processes' (they are
+# waited for by the command, so their time is counted in its children's)
+LAST_CPU: list[float] = [0.0]
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _cli(args: list[str], env: dict[str, str], cwd: Path) -> float:
     start = time.perf_counter()
+    cpu = _children_cpu()
     proc = subprocess.run(
         [sys.executable, "-m", "paraeval", *args],
         cwd=cwd,
@@ -69,6 +81,7 @@ def _cli(args: list[str], env: dict[str, str], cwd: Path) -> float:
         check=False,
     )
     elapsed = time.perf_counter() - start
+    LAST_CPU[0] = _children_cpu() - cpu
     if proc.returncode != 0:
         sys.exit(f"paraeval failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     return elapsed
@@ -205,7 +218,8 @@ def main() -> None:
         _env(one_dir / "cache", data),
         work,
     )
-    print(f"one run (cold cache):            {one:8.1f} s")
+    one_cpu = LAST_CPU[0]
+    print(f"one run (cold cache):            {one:8.1f} s  ({one_cpu:.1f} CPU-s)")
 
     sweep_dir = work / "sweep"
     sweep = _cli(
@@ -219,8 +233,9 @@ def main() -> None:
         _env(sweep_dir / "cache", data),
         work,
     )
+    sweep_cpu = LAST_CPU[0]
     ratio = sweep / one
-    print(f"{len(alphas)}-value alpha sweep (cold cache): {sweep:8.1f} s")
+    print(f"{len(alphas)}-value alpha sweep (cold cache): {sweep:8.1f} s  ({sweep_cpu:.1f} CPU-s)")
     print(
         f"ratio sweep / one run:            {ratio:8.2f}  (target <= {target_ratio}; naive "
         f"{len(alphas)}x)  {'OK' if ratio <= target_ratio else 'OVER TARGET'}"
@@ -236,9 +251,12 @@ def main() -> None:
         f"({'no metric recomputed' if misses == 0 else 'METRICS RECOMPUTED'})"
     )
     per_job = (sweep - one) / max(len(alphas) - 1, 1)
+    per_job_cpu = (sweep_cpu - one_cpu) / max(len(alphas) - 1, 1)
+    # processor time varies less than wall time on a shared machine: a change to the per-job
+    # work shows in it where the wall-clock figures of two sweeps overlap
     print(
         f"marginal cost per cache-served job, (sweep - one run) / {len(alphas) - 1}: "
-        f"{per_job:6.2f} s"
+        f"{per_job:6.2f} s, {per_job_cpu:6.2f} CPU-s (every process of the command)"
     )
     starts = [_job_start(sweep_dir / "runs" / str(j) / "paraeval.log") for j in range(len(alphas))]
     # job j's cost: from its start to job j+1's start (its own work and Hydra's between jobs)
