@@ -28,27 +28,39 @@ def _differs(row: np.ndarray, lo: int, hi: int, background: np.uint32) -> bool:
 @njit(cache=True, nogil=True)
 def ink_extent(flat: np.ndarray, background: np.uint32) -> tuple[int, int, int, int]:
     """(first row, last row, first column, last column) of the pixels that differ from
-    ``background``; (-1, -1, -1, -1) where none does."""
+    ``background``; (-1, -1, -1, -1) where none does.
+
+    The first and last inked rows are looked for from either end; between them a row is read
+    only left of the leftmost ink found so far and right of the rightmost, which is all that
+    can widen the extent: in a figure whose ink spans most of its width, the margins."""
     height, width = flat.shape
-    top = bottom = right = -1
-    left = width
+    top = -1
     for i in range(height):
-        row = flat[i]
-        if not _differs(row, 0, width, background):
-            continue
-        if top < 0:
+        if _differs(flat[i], 0, width, background):
             top = i
-        bottom = i
-        for j in range(min(left, width)):
-            if row[j] != background:
-                left = j
-                break
-        for j in range(width - 1, right, -1):
-            if row[j] != background:
-                right = j
-                break
+            break
     if top < 0:
         return -1, -1, -1, -1
+    bottom = top
+    for i in range(height - 1, top, -1):
+        if _differs(flat[i], 0, width, background):
+            bottom = i
+            break
+    left = width
+    right = -1
+    for i in range(top, bottom + 1):
+        row = flat[i]
+        if left > 0 and _differs(row, 0, left, background):
+            for j in range(left):
+                if row[j] != background:
+                    left = j
+                    break
+        start = right + 1
+        if start < width and _differs(row, start, width, background):
+            for j in range(width - 1, right, -1):
+                if row[j] != background:
+                    right = j
+                    break
     return top, bottom, left, right
 
 

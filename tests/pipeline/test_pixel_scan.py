@@ -80,3 +80,32 @@ def test_equal_bands_is_numpys(seed: int) -> None:
     spans = [slice(max(start - 1, 0), start + band_rows) for start in range(0, height, band_rows)]
     expected = [np.array_equal(old[span], new[span]) for span in spans]
     assert equal_bands(_words(old), _words(new), band_rows).tolist() == expected
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_ink_extent_on_dense_and_edge_ink(seed: int) -> None:
+    """Many blots, and single pixels at the first and last columns of middle rows: what the
+    scan of the margins left and right of the extent found so far must catch."""
+    rng = np.random.default_rng(300 + seed)
+    height, width = int(rng.integers(1, 60)), int(rng.integers(1, 80))
+    rgba = _image(rng, height, width, int(rng.integers(0, 40)))
+    for _ in range(int(rng.integers(0, 4))):
+        i, j = int(rng.integers(0, height)), int(rng.choice([0, width - 1, width // 2]))
+        rgba[i, j, int(rng.integers(0, 4))] ^= 0xFF
+    flat = _words(rgba)
+    background = np.uint32(flat[int(rng.integers(0, height)), int(rng.integers(0, width))])
+    inked = flat != background
+    rows, cols = np.flatnonzero(inked.any(axis=1)), np.flatnonzero(inked.any(axis=0))
+    expected = (-1, -1, -1, -1) if rows.size == 0 else (rows[0], rows[-1], cols[0], cols[-1])
+    assert ink_extent(flat, background) == tuple(int(v) for v in expected)
+
+
+def test_ink_extent_of_a_single_pixel() -> None:
+    rgba = np.full((9, 7, 4), 255, dtype=np.uint8)
+    rgba[4, 3, 2] = 0
+    flat = _words(rgba)
+    assert ink_extent(flat, flat[0, 0]) == (4, 4, 3, 3)
+    rgba[6, 6, 0] = 0  # a second one, below and right of it
+    assert ink_extent(flat, flat[0, 0]) == (4, 6, 3, 6)
+    rgba[5, 0, 1] = 0  # and one at the first column between them
+    assert ink_extent(flat, flat[0, 0]) == (4, 6, 0, 6)
