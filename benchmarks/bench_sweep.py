@@ -59,17 +59,14 @@ def _env(cache: Path, data: Path) -> dict[str, str]:
     return env
 
 
-# processor seconds of the last _cli call: the command's and its helper processes' (they are
-# waited for by the command, so their time is counted in its children's)
-LAST_CPU: list[float] = [0.0]
-
-
 def _children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
 
 
-def _cli(args: list[str], env: dict[str, str], cwd: Path) -> float:
+def _cli(args: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
+    """Wall seconds and processor seconds of the command, its helper processes included (the
+    command waits for them, so their time is counted in its children's)."""
     start = time.perf_counter()
     cpu = _children_cpu()
     proc = subprocess.run(
@@ -81,10 +78,10 @@ def _cli(args: list[str], env: dict[str, str], cwd: Path) -> float:
         check=False,
     )
     elapsed = time.perf_counter() - start
-    LAST_CPU[0] = _children_cpu() - cpu
+    cpu = _children_cpu() - cpu
     if proc.returncode != 0:
         sys.exit(f"paraeval failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-    return elapsed
+    return elapsed, cpu
 
 
 def _cache_counts(log_file: Path) -> tuple[int, int]:
@@ -196,7 +193,7 @@ def main() -> None:
     # first: on a fresh clone the one run would pay the compilation (about 12 s of a 59 s
     # ParaBank-Eval run) and the sweep would not. A demo run first, untimed, fills it for both.
     warm_dir = work / "warmup"
-    warm = _cli(
+    warm, _ = _cli(
         [
             "data=demo",
             "report.print_tables=false",
@@ -209,7 +206,7 @@ def main() -> None:
     print(f"warm-up on the demo (compiled code cached, untimed): {warm:.1f} s")
 
     one_dir = work / "one"
-    one = _cli(
+    one, one_cpu = _cli(
         [
             *common,
             f"tracking.store_dir={one_dir / 'store'}",
@@ -218,11 +215,10 @@ def main() -> None:
         _env(one_dir / "cache", data),
         work,
     )
-    one_cpu = LAST_CPU[0]
     print(f"one run (cold cache):            {one:8.1f} s  ({one_cpu:.1f} CPU-s)")
 
     sweep_dir = work / "sweep"
-    sweep = _cli(
+    sweep, sweep_cpu = _cli(
         [
             "-m",
             *common,
@@ -233,7 +229,6 @@ def main() -> None:
         _env(sweep_dir / "cache", data),
         work,
     )
-    sweep_cpu = LAST_CPU[0]
     ratio = sweep / one
     print(f"{len(alphas)}-value alpha sweep (cold cache): {sweep:8.1f} s  ({sweep_cpu:.1f} CPU-s)")
     print(
