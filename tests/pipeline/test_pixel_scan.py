@@ -25,6 +25,15 @@ def _words(rgba: np.ndarray) -> np.ndarray:
     return rgba.view(np.uint32)[..., 0]
 
 
+def _numpy_extent(flat: np.ndarray, background: np.uint32) -> tuple[int, int, int, int]:
+    """The first and last inked rows and columns, from numpy's reductions of the ink mask."""
+    inked = flat != background
+    rows, cols = np.flatnonzero(inked.any(axis=1)), np.flatnonzero(inked.any(axis=0))
+    if rows.size == 0:
+        return -1, -1, -1, -1
+    return int(rows[0]), int(rows[-1]), int(cols[0]), int(cols[-1])
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_ink_extent_is_numpys(seed: int) -> None:
     rng = np.random.default_rng(seed)
@@ -33,10 +42,7 @@ def test_ink_extent_is_numpys(seed: int) -> None:
     if seed % 2 and min(rgba.shape[:2]) > 4:
         rgba = rgba[1:-1, 2:-1]
     flat = _words(rgba)
-    inked = flat != flat[0, 0]
-    rows, cols = np.flatnonzero(inked.any(axis=1)), np.flatnonzero(inked.any(axis=0))
-    expected = (-1, -1, -1, -1) if rows.size == 0 else (rows[0], rows[-1], cols[0], cols[-1])
-    assert ink_extent(flat, flat[0, 0]) == tuple(int(v) for v in expected)
+    assert ink_extent(flat, flat[0, 0]) == _numpy_extent(flat, flat[0, 0])
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -94,10 +100,7 @@ def test_ink_extent_on_dense_and_edge_ink(seed: int) -> None:
         rgba[i, j, int(rng.integers(0, 4))] ^= 0xFF
     flat = _words(rgba)
     background = np.uint32(flat[int(rng.integers(0, height)), int(rng.integers(0, width))])
-    inked = flat != background
-    rows, cols = np.flatnonzero(inked.any(axis=1)), np.flatnonzero(inked.any(axis=0))
-    expected = (-1, -1, -1, -1) if rows.size == 0 else (rows[0], rows[-1], cols[0], cols[-1])
-    assert ink_extent(flat, background) == tuple(int(v) for v in expected)
+    assert ink_extent(flat, background) == _numpy_extent(flat, background)
 
 
 def test_ink_extent_of_a_single_pixel() -> None:
