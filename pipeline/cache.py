@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+import xxhash
 
 from paraeval.memo import Memo
 from paraeval.metrics.base import Metric, MetricResult
@@ -395,7 +396,10 @@ def correlate_cached(
     cols = correlated_columns(agg)
     if not aspects or not cols:
         return correlate(agg, cfg, rng, scores)
-    shared = hashlib.blake2b(digest_size=32)
+    # xxh3-128, not blake2b: the key hashes every column's scores and statistics in every job of
+    # a sweep (20 MB on ParaBank-Eval), and a local cache needs no protection against made
+    # collisions; the entry's own key is checked when it is read
+    shared = xxhash.xxh3_128()
     shared.update(json.dumps([FORMAT, "correlation", _code_digest()]).encode())
     shared.update(json.dumps(dict(cfg), sort_keys=True, default=str).encode())
     shared.update(json.dumps(rng.bit_generator.state, sort_keys=True, default=str).encode())

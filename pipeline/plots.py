@@ -264,6 +264,9 @@ class _Scatter:
     metric: str
     aspect: str
     legend: bool  # one collection per system (with a legend) rather than a line per colour
+    # without a legend: the rows of each marker line's colour, which the frame (its rows'
+    # systems) decides
+    picks: list[np.ndarray]
 
     @staticmethod
     def frame(
@@ -301,6 +304,7 @@ class _Scatter:
         fig.subplots_adjust(wspace=0.25)
         order = in_order(segments["system"])
         legend = len(order) <= _LEGEND_MAX_SYSTEMS
+        picks: list[np.ndarray] = []
         if legend:
             for system, sub in segments.groupby("system", sort=False):
                 axes[0].scatter(sub[metric], sub[aspect], s=10, alpha=0.6, label=str(system))
@@ -312,6 +316,7 @@ class _Scatter:
             # scatter collection with a colour per point (same size, s=10 points^2)
             for pick, color in _colour_picks(segments, order):
                 axes[0].plot(x[pick], y[pick], "o", ms=10**0.5, mew=0, alpha=0.6, color=color)
+                picks.append(pick)
         human = aspect.removeprefix("human_")
         for ax in axes:
             plain_y(ax)
@@ -326,19 +331,24 @@ class _Scatter:
         if metric in systems and aspect in systems:
             axes[1].scatter(systems[metric], systems[aspect], s=40)
             for name, row in systems.iterrows():
+                xy = (row[metric], row[aspect])
                 axes[1].annotate(
                     str(name),
-                    (row[metric], row[aspect]),
+                    xy,
                     fontsize=7,
                     xytext=(3, 3),
                     textcoords="offset points",
+                    # a finite point lies inside the axes, which are scaled to hold every point
+                    # with a margin: matplotlib's test of each label's point, at every drawing,
+                    # would pass anyway (a tenth of a kept scatter plot's redrawing)
+                    annotation_clip=False if np.isfinite(xy).all() else None,
                 )
             set_title(axes[1], f"systems: {_agreement(*_xy(systems, metric, aspect))}", fontsize=9)
         axes[1].set_xlabel(f"{style.label(metric)} (corpus level)")
         axes[1].set_ylabel(f"mean human {human}")
         if style.marked([metric]):
             fig.text(0.01, 0.0, MARKS_NOTE, fontsize=7, ha="left", va="top")
-        return cls(fig, axes, metric, aspect, legend)
+        return cls(fig, axes, metric, aspect, legend, picks)
 
     def refill(self, segments: pd.DataFrame, systems: pd.DataFrame) -> None:
         """The figure showing these values (of the frame it was built for)."""
@@ -350,9 +360,7 @@ class _Scatter:
                 coll.set_offsets(np.column_stack(_xy(sub, metric, aspect)))
         else:
             x, y = _xy(segments, metric, aspect)
-            order = in_order(segments["system"])
-            picks = [pick for pick, _ in _colour_picks(segments, order)]
-            for line, pick in zip(seg_ax.lines, picks, strict=True):
+            for line, pick in zip(seg_ax.lines, self.picks, strict=True):
                 line.set_data(x[pick], y[pick])
         seg_ax.title.set_text(f"segments: {_agreement(*_xy(segments, metric, aspect))}")
         if sys_ax.collections:
