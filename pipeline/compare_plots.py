@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from paraeval.pipeline.figure_files import _plt, render, save_figure
-from paraeval.pipeline.panels import Panel, PanelGrid, save_panels
+from paraeval.pipeline.cells import Cell, CellGrid, Header, save_cells
+from paraeval.pipeline.figure_files import PNG_DPI, _plt, render, save_figure
 from paraeval.pipeline.plots import FigureStyle, set_title
 
 if TYPE_CHECKING:
@@ -134,15 +134,29 @@ def ranking_plot(
     parts = ranking_panels(result, style, columns)
     if parts is None:
         return False
-    save_panels(path, *parts)
+    save_cells(path, *parts)
     return True
+
+
+# the ranking's frame, in inches: a panel's cell is RANKING_CELL_IN wide and RANKING_ROW_IN
+# high per system plus RANKING_CELL_BASE_IN; in it, the axes leave room for the system names on
+# the left, the x tick labels below and the two-line title above; the header strip above the
+# cells holds the figure's title and the clusters' legend
+RANKING_CELL_IN = 4.3
+RANKING_ROW_IN = 0.22
+RANKING_CELL_BASE_IN = 1.0
+RANKING_AXES_IN = (1.45, 0.3, 2.55)  # left, bottom, width; the height is what is left
+RANKING_TITLE_IN = 0.45  # above the axes: the panel's title
+RANKING_HEADER_IN = 0.55  # and RANKING_LEGEND_ROW_IN per row of the legend
+RANKING_LEGEND_ROW_IN = 0.2
+RANKING_LEGEND_COLUMNS = 6
 
 
 def ranking_panels(
     result: Comparison, style: FigureStyle | None = None, columns: int = 3
-) -> tuple[PanelGrid, list[Panel], Panel] | None:
-    """The ranking figure's frame, its panels (one per column) and its header (the title and
-    the clusters' legend); None where there is nothing to rank."""
+) -> tuple[CellGrid, list[Cell], Header] | None:
+    """The ranking figure's frame, its panels (one cell per column) and its header (the title
+    and the clusters' legend); None where there is nothing to rank."""
     style = style or FigureStyle()
     t = result.table
     if t.empty:
@@ -153,46 +167,47 @@ def ranking_panels(
     cols = min(columns, len(chosen))
     rows = math.ceil(len(chosen) / cols)
     n_sys = t["system"].nunique()
-    panel_h = 0.9 + 0.22 * n_sys
-    height = panel_h * rows + 1.1  # the panels, then the title and the legend above them
-    top = 1 - 0.95 / height
-    grid = PanelGrid(
-        size=(4.6 * cols, height),
+    clusters = sorted({int(c) for c in t["cluster"] if math.isfinite(c)})
+    # the clusters and the baseline's entry
+    legend_rows = math.ceil((len(clusters) + 1) / RANKING_LEGEND_COLUMNS)
+
+    def px(inches: float) -> int:
+        return round(inches * PNG_DPI)
+
+    cell_h = px(RANKING_CELL_BASE_IN + RANKING_ROW_IN * n_sys)
+    left, bottom, width = (px(v) for v in RANKING_AXES_IN)
+    grid = CellGrid(
+        cell=(px(RANKING_CELL_IN), cell_h),
         rows=rows,
         cols=cols,
-        spacing=(("wspace", 0.55), ("hspace", 0.55 if n_sys < 12 else 0.3), ("top", top)),
+        header=px(RANKING_HEADER_IN + RANKING_LEGEND_ROW_IN * legend_rows),
+        axes=(left, bottom, width, max(cell_h - bottom - px(RANKING_TITLE_IN), 1)),
     )
     kept = ["system", "score", "ci_low", "ci_high", "rank", "cluster", "higher_is_better"]
     # one grouping, not a mask per metric: a fifth of the time on a sweep's every job
     by_metric = dict(list(t[kept].groupby(t["metric"], sort=False)))
-    panels = []
+    cells = []
     for metric in chosen:
         sub = by_metric[metric].sort_values("rank", na_position="last").reset_index(drop=True)
         hib = bool(sub["higher_is_better"].iloc[0])
         title = f"{style.label(metric)}\n({style.direction(metric, hib)})"
-        panels.append(
-            Panel(
+        cells.append(
+            Cell(
                 functools.partial(_ranking_panel, sub=sub, baseline=result.baseline, title=title),
                 (sub, result.baseline, title),
             )
         )
-    clusters = sorted({int(c) for c in t["cluster"] if math.isfinite(c)})
     caption = (
         f"System ranking: {result.config.confidence:.0%} bootstrap intervals; systems in the same "
         f"cluster do not differ significantly (paired bootstrap, alpha {result.config.alpha:g})"
     )
-    header = Panel(
+    header = Header(
         functools.partial(
-            _ranking_header,
-            clusters=clusters,
-            baseline=result.baseline,
-            caption=caption,
-            height=height,
-            top=top,
+            _ranking_header, clusters=clusters, baseline=result.baseline, caption=caption
         ),
-        (clusters, result.baseline, caption, height, top),
+        (clusters, result.baseline, caption),
     )
-    return grid, panels, header
+    return grid, cells, header
 
 
 def _ranking_panel(ax: Any, sub: pd.DataFrame, baseline: str, title: str) -> None:
@@ -216,11 +231,22 @@ def _ranking_panel(ax: Any, sub: pd.DataFrame, baseline: str, title: str) -> Non
             zorder=3,
             s=34,
         )
-    ax.set_yticks(y, [str(s) for s in sub["system"]], fontsize=7)
+    # the systems' names where y tick labels go, as plain texts: a tick is five artists (its
+    # marks and labels), and a panel of 36 systems spent most of its building time making them
+    ax.set_yticks([])
     ax.set_ylim(-0.7, len(sub) - 0.3)
-    for label in ax.get_yticklabels():
-        if label.get_text() == baseline:
-            label.set_fontweight("bold")
+    place, va, ha = ax.get_yaxis_text1_transform(_plt().rcParams["ytick.major.pad"] + 3.5)
+    for row, system in zip(y, sub["system"], strict=True):
+        ax.text(
+            0,
+            row,
+            str(system),
+            transform=place,
+            va=va,
+            ha=ha,
+            fontsize=7,
+            fontweight="bold" if system == baseline else "normal",
+        )
     set_title(ax, title, fontsize=8)  # fixed tick labels
     ax.tick_params(axis="x", labelsize=7)
     # four or five values say where the intervals lie; every further tick is drawn per panel
@@ -229,8 +255,10 @@ def _ranking_panel(ax: Any, sub: pd.DataFrame, baseline: str, title: str) -> Non
 
 
 def _ranking_header(
-    fig: Any, clusters: list[int], baseline: str, caption: str, height: float, top: float
+    fig: Any, bottom: float, inch: float, clusters: list[int], baseline: str, caption: str
 ) -> None:
+    """The title and the clusters' legend in the header strip that starts at ``bottom`` of the
+    figure's height (``inch``: an inch as a fraction of it)."""
     from matplotlib.lines import Line2D
 
     cmap = _plt().get_cmap("tab10")
@@ -243,16 +271,18 @@ def _ranking_header(
             [], [], color="0.4", lw=0, marker="s", mec="black", ms=5, label=f"baseline ({baseline})"
         )
     )
-    # the legend's row sits between the panels' titles and the figure's title, apart from both
-    fig.legend(
+    # the legend's row below the figure's title, both above the panels' titles
+    legend = fig.legend(
         handles=handles,
         loc="lower center",
-        bbox_to_anchor=(0.5, top + 0.3 / height),
-        ncol=min(len(handles), 6),
+        bbox_to_anchor=(0.5, bottom + 0.1 * inch),
+        ncol=RANKING_LEGEND_COLUMNS,
         fontsize=7,
         frameon=False,
     )
-    fig.suptitle(caption, fontsize=9, y=top + 0.62 / height, va="bottom")
+    # the title clear of the legend's top, however many rows the clusters take
+    top = legend.get_window_extent(fig.canvas.get_renderer()).y1 / fig.bbox.height
+    fig.suptitle(caption, fontsize=9, y=top + 0.06 * inch, va="bottom")
 
 
 def write_compare_plots(

@@ -333,6 +333,7 @@ def _code_digest() -> str:
             "figure_files.py",
             "plots.py",
             "panels.py",
+            "cells.py",
             "layers.py",
             "compare_plots.py",
             "sweep.py",
@@ -346,7 +347,9 @@ def _feed(h: Any, part: Any) -> None:
     if isinstance(part, pd.DataFrame | pd.Series):
         frame = part.to_frame() if isinstance(part, pd.Series) else part
         h.update(repr([list(map(str, frame.columns)), list(map(str, frame.dtypes))]).encode())
-        h.update(pd.util.hash_pandas_object(frame, index=True).to_numpy().tobytes())
+        _feed_values(h, frame.index)
+        for k in range(frame.shape[1]):
+            _feed_values(h, frame.iloc[:, k])
     elif isinstance(part, np.ndarray):
         h.update(repr((part.shape, part.dtype.str)).encode() + part.tobytes())
     elif isinstance(part, list | tuple):
@@ -357,6 +360,21 @@ def _feed(h: Any, part: Any) -> None:
     else:
         h.update(repr(part).encode())
     h.update(b"\x1f")
+
+
+def _feed_values(h: Any, values: pd.Index | pd.Series) -> None:
+    """A column's (or an index's) values: numbers by their bytes, anything else by its repr.
+    pandas' row hashing costs a millisecond a frame whatever its size, and a sweep's job keys
+    the thirty small tables of its ranking's panels."""
+    if isinstance(values, pd.RangeIndex):
+        h.update(repr(("range", values.start, values.stop, values.step)).encode())
+        return
+    array = values.to_numpy()
+    if array.dtype.kind in "biufcmM":
+        h.update(array.dtype.str.encode() + np.ascontiguousarray(array).tobytes())
+    else:
+        h.update(repr(array.tolist()).encode("utf-8", "surrogatepass"))
+    h.update(b"\x1e")
 
 
 def render(path: Path, kind: str, draw: Callable[[Path], object], *inputs: Any) -> None:

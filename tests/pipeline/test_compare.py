@@ -574,12 +574,17 @@ def test_approximate_randomization_of_all_systems_at_once_equals_one_at_a_time()
     assert np.isnan(mean.ar(base, others[0], masks))
 
 
-def test_ranking_title_legend_and_panels_do_not_overlap(demo: Any) -> None:
+@pytest.mark.parametrize("n_clusters", [None, 13])  # as compared; a legend of three rows
+def test_ranking_title_legend_and_panels_do_not_overlap(demo: Any, n_clusters: int | None) -> None:
     import paraeval.pipeline.compare_plots as compare_plots
-    from paraeval.pipeline.panels import whole_figure
+    from paraeval.pipeline.cells import whole_figure
 
     scores, agg = demo
     result = compare(scores, agg, CompareConfig(baseline="medium", seed=2, **FAST))
+    if n_clusters is not None:
+        table = result.table.copy()
+        table["cluster"] = np.arange(len(table)) % n_clusters + 1.0
+        result = dataclasses.replace(result, table=table)
     parts = compare_plots.ranking_panels(result)
     assert parts is not None
     fig = whole_figure(*parts)
