@@ -89,15 +89,17 @@ def _overlay_pixels(
 def lay_over(base: np.ndarray, top: np.ndarray) -> np.ndarray:
     """``top`` (RGBA, straight alpha, as Agg leaves it) blended over the opaque ``base``."""
     out = base.copy()
-    alpha = top[..., 3]
-    rows, cols = np.flatnonzero(alpha.any(axis=1)), np.flatnonzero(alpha.any(axis=0))
-    if rows.size == 0:
+    # only the pixels the overlay covers (a thin line's, a label's): where its alpha is 0 the
+    # blend gives the base's own value back
+    hit = np.flatnonzero(np.ascontiguousarray(top[..., 3]).reshape(-1))
+    if hit.size == 0:
         return out
-    region = np.s_[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1]
-    a = alpha[region][..., None].astype(np.uint32)
-    over = top[region][..., :3].astype(np.uint32)
-    under = base[region][..., :3].astype(np.uint32)
-    out[region][..., :3] = ((over * a + under * (255 - a) + 127) // 255).astype(np.uint8)
+    flat = out.reshape(-1, 4)
+    over_px = np.ascontiguousarray(top).reshape(-1, 4)[hit]
+    a = over_px[:, 3:].astype(np.uint32)
+    over = over_px[:, :3].astype(np.uint32)
+    under = flat[hit, :3].astype(np.uint32)
+    flat[hit, :3] = ((over * a + under * (255 - a) + 127) // 255).astype(np.uint8)
     return out
 
 
