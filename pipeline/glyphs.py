@@ -43,6 +43,8 @@ def install() -> bool:
     _INSTALLED.extend((original, renderer.draw_text))
     renderer._draw_text_glyphs_and_boxes = _draw_text_glyphs_and_boxes  # type: ignore[method-assign]
     renderer.draw_text = _draw_text  # type: ignore[method-assign]
+    if not hasattr(renderer, "_get_font_height_metrics"):
+        renderer._get_font_height_metrics = _font_height_metrics  # type: ignore[attr-defined]
     return True
 
 
@@ -53,9 +55,59 @@ def uninstall() -> None:
     if _INSTALLED:
         renderer = backend_agg.RendererAgg
         renderer._draw_text_glyphs_and_boxes, renderer.draw_text = _INSTALLED  # type: ignore[method-assign]
+        if getattr(renderer, "_get_font_height_metrics", None) is _font_height_metrics:
+            del renderer._get_font_height_metrics
         _INSTALLED.clear()
     _GLYPHS.clear()
     _LAYOUTS.clear()
+    _HEIGHTS.clear()
+
+
+# (font properties, the font families of rcParams, size, dpi) -> a text's line metrics
+_HEIGHTS: dict[tuple[Any, ...], tuple[float | None, float | None, float | None]] = {}
+_FAMILIES = ("font.family", "font.sans-serif", "font.serif", "font.monospace", "font.cursive")
+
+
+def _font_height_metrics(self: Any, prop: Any) -> tuple[float | None, float | None, float | None]:
+    """matplotlib 3.11's ``Text._get_layout`` asks a renderer that has this method for the
+    font's ascent, descent and line gap, and otherwise finds the font and reads its tables for
+    every text it lays out (a tenth of a scatter plot's redrawing). The same computation at
+    the renderer's resolution, kept per font; None for the metrics that Text measures itself
+    (a font without these tables)."""
+    from matplotlib import rcParams
+    from matplotlib.font_manager import fontManager, get_font
+
+    # what FontProperties hashes, as values (a properties object may change after it is used)
+    key = (
+        tuple(prop.get_family()),
+        prop.get_style(),
+        prop.get_variant(),
+        prop.get_weight(),
+        prop.get_stretch(),
+        prop.get_file(),
+        prop.get_math_fontfamily(),
+        *(tuple(rcParams[k]) for k in _FAMILIES),
+        prop.get_size_in_points(),
+        self.dpi,
+    )
+    found = _HEIGHTS.get(key)
+    if found is None:
+        found = (None, None, None)
+        font = get_font(fontManager._find_fonts_by_props(prop))
+        for table_name, gap_key, ascent_key, descent_key in (
+            ("OS/2", "sTypoLineGap", "sTypoAscender", "sTypoDescender"),
+            ("hhea", "lineGap", "ascent", "descent"),
+        ):
+            table = font.get_sfnt_table(table_name)
+            if table is None:
+                continue
+            scale = 1 / font.get_sfnt_table("head")["unitsPerEm"] * key[-2] * self.dpi / 72
+            found = (table[ascent_key] * scale, -table[descent_key] * scale, table[gap_key] * scale)
+            break
+        if len(_HEIGHTS) > 1000:
+            _HEIGHTS.clear()
+        _HEIGHTS[key] = found
+    return found
 
 
 # (font, size, dpi, glyph, transform, x and y phase in 1/64 pixel, load flags, render mode) ->

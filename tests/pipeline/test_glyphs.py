@@ -57,6 +57,8 @@ def text_figure(seed: int) -> np.ndarray:
     ax2.text(0.1, 0.5, "rotated Text", rotation=rng.uniform(0, 360), fontsize=11)
     ax2.text(0.2, 0.2, "no antialias", fontsize=9, antialiased=False)
     ax2.text(0.3, 0.8, r"$\sum_i x_i^2 \sqrt{y}$", fontsize=12)
+    # lines spaced by the font's own metrics, in another family and weight
+    ax2.text(0.5, 0.3, "two\nlines", fontsize=8, family="serif", weight="bold", va="top")
     for k in range(64):  # a 64th of a pixel apart: every phase FreeType places a glyph at
         ax2.text(
             0.01 + k / 64 / 300 * 137 / 100,
@@ -78,6 +80,9 @@ def test_kept_glyphs_give_matplotlibs_own_pixels(own_text: None) -> None:
     assert kept > 300 and len(glyphs._GLYPHS) == kept
     laid = len(glyphs._LAYOUTS)  # the strings' layouts were kept too, and served the third
     assert laid > 20 and len(glyphs._LAYOUTS) == laid
+    # and each font's line metrics: sizes 6 to 12, two families
+    heights = len(glyphs._HEIGHTS)
+    assert heights >= 5 and len(glyphs._HEIGHTS) == heights
     for a, b, c in zip(expected, first, again, strict=True):
         assert np.array_equal(a, b)
         assert np.array_equal(a, c)
@@ -146,3 +151,4 @@ def test_another_matplotlib_is_left_alone(monkeypatch: pytest.MonkeyPatch, own_t
     monkeypatch.setattr(matplotlib, "__version__", "9.0.0")
     assert not glyphs.install()
     assert backend_agg.RendererAgg._draw_text_glyphs_and_boxes is own
+    assert not hasattr(backend_agg.RendererAgg, "_get_font_height_metrics")
