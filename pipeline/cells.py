@@ -142,14 +142,15 @@ def _header_pixels(grid: CellGrid, header: Header) -> np.ndarray | None:
     return _inside(figure_files.margin_pixels(fig, grid.dpi), grid.header, grid.width)
 
 
-# background around the cells of the picture: the crop (figure_files.crop_pixels) needs a blank
-# edge beyond its padding
-_EDGE = round(figure_files.PAD_INCHES * figure_files.PNG_DPI) + 2
+def _edge(dpi: int) -> int:
+    """Background around the cells of the picture: the crop (figure_files.crop_pixels) needs a
+    blank edge beyond its padding."""
+    return round(figure_files.PAD_INCHES * dpi) + 2
 
 
 @dataclass
 class _Picture:
-    pixels: np.ndarray  # the whole figure with _EDGE pixels of background around it
+    pixels: np.ndarray  # the whole figure with _edge(dpi) pixels of background around it
     keys: list[str]  # the cells' digests, then the header's
 
 
@@ -167,7 +168,8 @@ def _digest(*parts: Any) -> str:
 
 def _paint(picture: _Picture, grid: CellGrid, index: int, pixels: np.ndarray) -> None:
     top, left = grid.origin(index) if index >= 0 else (0, 0)
-    top, left = top + _EDGE, left + _EDGE
+    edge = _edge(grid.dpi)
+    top, left = top + edge, left + edge
     picture.pixels[top : top + pixels.shape[0], left : left + pixels.shape[1]] = pixels
 
 
@@ -181,23 +183,27 @@ def _picture(
         todo = list(range(len(cells) + 1))
     else:
         todo = [i for i, (old, new) in enumerate(zip(kept.keys, keys, strict=True)) if old != new]
-    drawn: dict[int, np.ndarray] = {}
+    picture = kept
     for i in todo:
-        pixels = _header_pixels(grid, header) if i == len(cells) else _cell_pixels(grid, cells[i])
+        header_part = i == len(cells)
+        pixels = _header_pixels(grid, header) if header_part else _cell_pixels(grid, cells[i])
         if pixels is None:
-            _PICTURES.discard(frame)
+            _PICTURES.discard(frame)  # a kept picture may be part redrawn
             return None
-        drawn[i] = pixels
+        if picture is None:
+            # the background is the colour of a drawn part's corner: the figure's face colour
+            edge = _edge(grid.dpi)
+            full = np.empty((grid.height + 2 * edge, grid.width + 2 * edge, 4), dtype=np.uint8)
+            full[...] = pixels[0, 0]
+            picture = _Picture(full, list(keys))
+        # laid in at once: each part's pixels are its own drawing's buffer, a cell's figure
+        # with its margin, and a first drawing has thirty of them
+        _paint(picture, grid, -1 if header_part else i, pixels)
+    assert picture is not None  # kept, or made by the first of all the parts drawn
+    picture.keys = list(keys)
     if kept is None:
-        # the background is the colour of a drawn part's corner: the figure's face colour
-        corner = next(iter(drawn.values()))[0, 0]
-        full = np.empty((grid.height + 2 * _EDGE, grid.width + 2 * _EDGE, 4), dtype=np.uint8)
-        full[...] = corner
-        kept = _PICTURES.put(frame, _Picture(full, list(keys)))
-    for i, pixels in drawn.items():
-        _paint(kept, grid, -1 if i == len(cells) else i, pixels)
-    kept.keys = list(keys)
-    return kept
+        _PICTURES.put(frame, picture)
+    return picture
 
 
 def save_cells(path: Path, grid: CellGrid, cells: Sequence[Cell], header: Header) -> None:
