@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import xxhash
 
 from paraeval.memo import Memo
 from paraeval.pipeline import figure_files
@@ -159,13 +158,6 @@ _PICTURES: Memo[str, _Picture] = Memo(
 )
 
 
-def _digest(*parts: Any) -> str:
-    h = xxhash.xxh3_128()  # an in-process key
-    for part in parts:
-        figure_files._feed(h, part)
-    return h.hexdigest()
-
-
 def _paint(picture: _Picture, grid: CellGrid, index: int, pixels: np.ndarray) -> None:
     top, left = grid.origin(index) if index >= 0 else (0, 0)
     edge = _edge(grid.dpi)
@@ -212,8 +204,8 @@ def save_cells(path: Path, grid: CellGrid, cells: Sequence[Cell], header: Header
     drew before: the changed cells only); other formats, and a PNG whose cell ink overflows,
     are drawn whole."""
     if path.suffix == ".png":
-        frame = _digest(figure_files._code_digest(), grid, len(cells))
-        keys = [_digest(part.inputs) for part in [*cells, header]]
+        frame = figure_files.content_key(figure_files._code_digest(), grid, len(cells))
+        keys = [figure_files.content_key(part.inputs) for part in [*cells, header]]
         picture = _picture(grid, cells, header, keys, frame)
         if picture is not None and figure_files.write_pixels(picture.pixels, path, grid.dpi):
             return

@@ -377,14 +377,19 @@ def _feed_values(h: Any, values: pd.Index | pd.Series) -> None:
     h.update(b"\x1e")
 
 
+def content_key(*parts: Any) -> str:
+    """An in-process key of ``parts`` (tables, arrays, nested lists and tuples, anything with a
+    repr): what a kept drawing was drawn from."""
+    h = xxhash.xxh3_128()
+    for part in parts:
+        _feed(h, part)
+    return h.hexdigest()
+
+
 def render(path: Path, kind: str, draw: Callable[[Path], object], *inputs: Any) -> None:
     """``draw(path)``, unless this process already drew a ``kind`` figure from the same
     ``inputs`` (everything the figure depends on): then those bytes are written."""
-    h = xxhash.xxh3_128()  # an in-process key
-    h.update(f"{_code_digest()}|{kind}|{path.suffix}".encode())
-    for part in inputs:
-        _feed(h, part)
-    key = h.hexdigest()
+    key = content_key(f"{_code_digest()}|{kind}|{path.suffix}", *inputs)
     drawn = _FILES.get(key)
     if drawn is not None:
         from paraeval.pipeline.files import atomic_write

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import xxhash
 
 from paraeval.memo import Memo
 from paraeval.pipeline import figure_files
@@ -130,10 +129,7 @@ def save_layered(
     if path.suffix != ".png":
         _whole(path, base, overlay, dpi)
         return
-    h = xxhash.xxh3_128()  # an in-process key
-    for part in (figure_files._code_digest(), kind, dpi, base_inputs):
-        figure_files._feed(h, part)
-    key = h.hexdigest()
+    key = figure_files.content_key(figure_files._code_digest(), kind, dpi, base_inputs)
     kept = _BASES.get(key)
     if kept is None:
         fig = base()

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import xxhash
 
 from paraeval.memo import Memo
 from paraeval.pipeline import figure_files
@@ -99,22 +98,6 @@ class _Frames:
 
 
 _FRAMES = _Frames()
-
-
-def _digest(*parts: Any) -> str:
-    h = xxhash.xxh3_128()  # an in-process key
-    for part in parts:
-        figure_files._feed(h, part)
-    return h.hexdigest()
-
-
-def whole_figure(
-    grid: PanelGrid, panels: Sequence[Panel], header: Panel, dpi: int = figure_files.PNG_DPI
-) -> Any:
-    """The figure with every panel and the header drawn."""
-    fig = grid.figure(dpi)
-    _draw(fig, grid, panels, header, range(len(panels) + 1))
-    return fig
 
 
 def _draw(
@@ -239,8 +222,8 @@ def save_panels(
     """The figure of ``panels`` on ``grid`` under ``header`` to ``path`` (as ``save_figure``
     writes it). A PNG of a frame this process drew before redraws only the changed panels."""
     png = path.suffix == ".png"
-    frame = _digest(figure_files._code_digest(), grid, dpi, len(panels))
-    keys = [_digest(p.inputs) for p in [*panels, header]]
+    frame = figure_files.content_key(figure_files._code_digest(), grid, dpi, len(panels))
+    keys = [figure_files.content_key(p.inputs) for p in [*panels, header]]
     if png:
         canvas = _FRAMES.canvases.get(frame)
         pixels = None if canvas is None else _update(canvas, grid, panels, header, keys, dpi)
