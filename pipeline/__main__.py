@@ -36,6 +36,8 @@ EXIT_USER_ERROR = 2
 # the outputs are written but could not be logged (tracking server down or failing, store
 # broken): the warning line says how to log them later with paraeval-log
 EXIT_NOT_LOGGED = 3
+# how long an interrupted multirun waits for the MLflow logging of its last finished job
+INTERRUPTED_LOGGING_WAIT_S = 30.0
 GROUPS = ("data", "metrics", "normalize", "correlation", "tracking", "experiment", "compare")
 
 
@@ -196,11 +198,16 @@ def _probe(folder: Path, shown: str, key: str) -> None:
 
 @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="config")
 def _hydra_main(cfg: DictConfig) -> float | None:
+    from hydra.types import RunMode
+
     from paraeval.metrics.base import MetricConfigError, MissingResourceError
+    from paraeval.pipeline import cache
     from paraeval.pipeline.app import run
     from paraeval.pipeline.errors import UserError
 
     hc = HydraConfig.get()
+    # the later jobs of a multirun read the score cache entries its first job writes
+    cache.KEEP_WRITTEN = hc.mode == RunMode.MULTIRUN
     # names and cells from data reach the console and the log file escaped
     escape_log_output()
     escape_warnings()
@@ -270,11 +277,15 @@ def _interrupted(exc: BaseException) -> None:
     """One line and the shell's exit status for the signal (130 SIGINT, 143 SIGTERM). The
     helper process is stopped; output files are written atomically, so what is there is whole;
     an MLflow run being logged was ended as KILLED on the way out."""
+    from paraeval.pipeline import tracking_lane
     from paraeval.pipeline.figures import stop_helper
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     stop_helper()
+    # a finished job's MLflow logging in flight is completed (tracking_lane), or given up
+    if not tracking_lane.wait(timeout=INTERRUPTED_LOGGING_WAIT_S):
+        tracking_lane.abandon()
     name, status = (
         (exc.name, exc.status) if isinstance(exc, Interrupted) else ("SIGINT", 128 + signal.SIGINT)
     )
@@ -315,9 +326,24 @@ def _main(argv: list[str]) -> None:
         check_group_overrides(argv, config_dir())
         check_override_keys(argv, config_dir())
         check_output_dir_overrides(argv)
+    from paraeval.pipeline import tracking_lane
+
     if any(a in ("-m", "--multirun") for a in argv):
         compose_each_sweep_job_once()
-    _hydra_main()
+        # jobs run in this process (Hydra's basic launcher) hand their MLflow logging over;
+        # a launcher's worker processes (joblib) log their own
+        tracking_lane.ENABLED = True
+    try:
+        _hydra_main()
+    except (KeyboardInterrupt, Interrupted):
+        raise  # _interrupted waits for the logging in flight, for a while
+    except BaseException:
+        # a job's error line: the jobs before it are logged all the same
+        tracking_lane.wait()
+        tracking_lane.stop()
+        raise
+    tracking_lane.wait()
+    tracking_lane.stop()
     from paraeval.pipeline.tracking import NOT_LOGGED
 
     if NOT_LOGGED:

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from omegaconf import DictConfig
 
-from paraeval.pipeline import report
+from paraeval.pipeline import report, tracking_lane
 from paraeval.pipeline.errors import raise_deferred
 from paraeval.pipeline.evaluation import Evaluation, compute, run_record, write_tables
 from paraeval.pipeline.figures import Figures
@@ -19,6 +20,8 @@ from paraeval.pipeline.files import check_writable
 from paraeval.pipeline.html_report import page_around_figures, write_html
 from paraeval.pipeline.load import take_load_token
 from paraeval.pipeline.settings import Settings, check_table
+from paraeval.pipeline.track import Logged, write_run_info
+from paraeval.pipeline.tracking import MLflowTracker
 
 log = logging.getLogger("paraeval")
 
@@ -29,6 +32,9 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
     out = Path(out_dir)
     check_writable(out)
     settings = Settings.from_config(cfg)
+    hand_over = _hands_over(settings)
+    if hand_over:
+        tracking_lane.prepare(settings.tracker.settings)
     status = report.Status(enabled=settings.report.progress)
     with status.stage("load"):
         table = settings.data.load()
@@ -63,6 +69,9 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
         if not page:
             page.append(write_html(ev, out, around))
 
+    if hand_over:
+        _hand_over(ev, out, overrides or [], figures_and_page, figures)
+        return ev
     try:
         # run_info.json is written first, so `paraeval-log` can log this directory later; the
         # figures and report.html are awaited after the per-system runs, before the upload
@@ -81,3 +90,44 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
         figures_and_page()
     report.print_summary(ev, out, run_id, uri)
     return ev
+
+
+def _hands_over(settings: Settings) -> bool:
+    """Whether this job's MLflow logging goes to :mod:`paraeval.pipeline.tracking_lane`: in a
+    multirun of this process, to an MLflow store, where helper processes are allowed."""
+    return (
+        tracking_lane.ENABLED
+        and settings.report.plot_process
+        and type(settings.tracker) is MLflowTracker
+    )
+
+
+def _hand_over(
+    ev: Evaluation,
+    out: Path,
+    overrides: list[str],
+    figures_and_page: Callable[[], None],
+    figures: Figures,
+) -> None:
+    """The job's files completed here (``run_info.json`` first, so that ``paraeval-log`` can
+    log the directory whatever happens next), then its logging handed over; the summary is
+    printed when it is done."""
+    settings = ev.settings
+    record = run_record(ev, out, overrides)
+    write_run_info(out, record)
+    try:
+        figures_and_page()
+    except BaseException:
+        figures.cancel()
+        raise
+
+    def reported(logged: Logged | None, handlers: Sequence[logging.Handler]) -> None:
+        if logged is not None:
+            tracking_lane.emit(
+                handlers, logging.INFO, "MLflow run %s in %s", logged.run_id, logged.uri
+            )
+        report.print_summary(
+            ev, out, logged.run_id if logged else None, logged.uri if logged else None
+        )
+
+    tracking_lane.hand_over(out, record, settings.tracker.settings, reported)

@@ -175,6 +175,22 @@ _MEMO: Memo[str, _Entry] = Memo(
 )
 
 
+# Whether the entries this process writes go into _MEMO as well, as if read back: set for a Hydra
+# multirun, whose later jobs read what its first job wrote (the second job of a ParaBank-Eval
+# sweep read its 648 entries back from disk: half a second). A single run keeps nothing it
+# writes, so its peak memory does not grow by the entries.
+KEEP_WRITTEN = False
+
+
+def _keep_written(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
+    """The arrays of the entry just written to ``path`` in _MEMO, as :func:`_load_arrays` would
+    read them: each array as ``np.savez`` stores it (``np.asanyarray``), copied, so that the
+    result they came from may change without changing the entry."""
+    st = os.stat(path)
+    kept = {k: np.array(np.asanyarray(v), copy=True) for k, v in arrays.items()}
+    _MEMO.put(str(path), (st.st_mtime_ns, st.st_size, kept))
+
+
 def _load_arrays(path: Path) -> dict[str, np.ndarray]:
     st = os.stat(path)
     key = str(path)
@@ -255,7 +271,10 @@ class ScoreCache:
         path = self.path(key)
         try:
             # the entry carries its key: a file that is valid but not this key's is never served
-            self._write(path, {**_to_arrays(result, len(candidates)), KEY_FIELD: np.asarray(key)})
+            arrays = {**_to_arrays(result, len(candidates)), KEY_FIELD: np.asarray(key)}
+            self._write(path, arrays)
+            if KEEP_WRITTEN:
+                _keep_written(path, arrays)
         except OSError as exc:
             self._write_failed = True
             log.warning("score cache: cannot write to %s (%s); continuing without it", path, exc)

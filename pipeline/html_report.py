@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+import xxhash
 
+from paraeval.memo import Memo
 from paraeval.pipeline.files import atomic_write
 from paraeval.pipeline.plots import LOWER_MARK, MARKS_NOTE, SOURCE_MARK
 
@@ -66,14 +68,14 @@ def _cell(value: object) -> str:
 
 def _table(frame: pd.DataFrame, index: bool = True) -> str:
     head = ([_e(frame.index.name or "")] if index else []) + [_e(c) for c in frame.columns]
-    rows = []
     # each row's values as iterrows gives them (one dtype for the whole frame), without a
-    # Series per row
-    for key, values in zip(frame.index, frame.to_numpy().tolist(), strict=True):
-        cells = ([f"<td>{_e(key)}</td>"] if index else []) + [
-            f"<td>{_cell(v)}</td>" for v in values
-        ]
-        rows.append("<tr>" + "".join(cells) + "</tr>")
+    # Series per row; the cells column by column, most of them kept from the job before
+    values = frame.to_numpy()
+    columns = [_cells(values[:, j]) for j in range(values.shape[1])]
+    keys = [f"<td>{_e(key)}</td>" for key in frame.index] if index else [""] * len(frame)
+    rows = [
+        "<tr>" + key + "".join(cells) + "</tr>" for key, *cells in zip(keys, *columns, strict=True)
+    ]
     return (
         '<div class="scroll"><table><thead><tr>'
         + "".join(f"<th>{h}</th>" for h in head)
@@ -81,6 +83,24 @@ def _table(frame: pd.DataFrame, index: bool = True) -> str:
         + "".join(rows)
         + "</tbody></table></div>"
     )
+
+
+def _cells(column: np.ndarray) -> list[str]:
+    """A column's ``<td>`` cells; kept by the column's content, as most columns of a sweep's
+    tables are the same from one job to the next (11,000 cells a ParaBank-Eval job)."""
+    values = column.tolist()
+    if column.dtype.kind in "biuf":
+        key = column.dtype.str + xxhash.xxh3_128_hexdigest(np.ascontiguousarray(column))
+    else:
+        key = "o" + xxhash.xxh3_128_hexdigest(repr([(type(v), v) for v in values]).encode())
+    found = _CELLS.get(key)
+    if found is None:
+        found = _CELLS.put(key, [f"<td>{_cell(v)}</td>" for v in values])
+    return found
+
+
+# the cells of the columns of the last pages' tables, by content
+_CELLS: Memo[str, list[str]] = Memo("html_report.cells", max_entries=512)
 
 
 def _marked(ev: Evaluation, column: str) -> str:

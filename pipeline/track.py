@@ -893,6 +893,22 @@ def log_output_dir(
     return Logged(parent_id, uri, False)
 
 
+def warm_store(tracking: Mapping[str, Any]) -> None:
+    """What a process's first logging to a SQLite store does before it logs: the store created
+    (or migrated) and opened, the experiment looked up (created if new). A server is left
+    alone."""
+    from mlflow.tracking import MlflowClient
+
+    uri, artifact_location = resolve_tracking_uri(dict(tracking))
+    if not uri.startswith("sqlite:"):
+        return
+    with store_lock(uri):
+        mlflow_client = MlflowClient(uri)
+        _experiment_id(
+            mlflow_client, str(tracking.get("experiment") or "paraeval"), artifact_location
+        )
+
+
 def end_unfinished(client: Any, exp_id: str, run_uid: str, status: str) -> None:
     """Ends every run of this logging that is still RUNNING, the invocation's and its systems',
     found in the store by the directory's ``run_uid``: an interrupt can come after the store

@@ -166,28 +166,30 @@ class MLflowTracker(_StoreSettings):
     ) -> Logged | None:
         try:
             logged = self.log_output_dir(out_dir, record, before_artifacts)
-        except TrackingUnavailable as exc:
-            NOT_LOGGED.append(Path(out_dir))
-            log.warning(
-                "%s; outputs kept in %s; log them later with: paraeval-log %s",
-                exc,
-                out_dir,
-                out_dir,
-            )
-            return None
         except Exception as exc:
             NOT_LOGGED.append(Path(out_dir))
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            log.warning(
-                "MLflow logging failed (%s); outputs kept in %s; log them later with: "
-                "paraeval-log %s",
-                reason[:300],
-                out_dir,
-                out_dir,
-            )
+            log.warning(*not_logged_warning(out_dir, exc))
             return None
         log.info("MLflow run %s in %s", logged.run_id, logged.uri)
         return logged
+
+
+def not_logged_warning(out_dir: Path, exc: BaseException) -> tuple[str, ...]:
+    """The warning (format and arguments) for a directory whose logging failed with ``exc``."""
+    if isinstance(exc, TrackingUnavailable):
+        return (
+            "%s; outputs kept in %s; log them later with: paraeval-log %s",
+            str(exc),
+            str(out_dir),
+            str(out_dir),
+        )
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return (
+        "MLflow logging failed (%s); outputs kept in %s; log them later with: paraeval-log %s",
+        reason[:300],
+        str(out_dir),
+        str(out_dir),
+    )
 
 
 class NoTracker(_StoreSettings):

@@ -35,3 +35,16 @@ def run_cli(
         timeout=timeout,
         check=False,
     )
+
+
+def relog(out: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``paraeval-log`` of ``out``, as a user would run it."""
+    return subprocess.run(
+        [sys.executable, "-m", "paraeval.pipeline.relog", str(out)],
+        cwd=cwd,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )

@@ -3,6 +3,7 @@ iBLEU for a new α from cached BLEU statistics, atomic writes, no pickle."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import ClassVar
@@ -310,6 +311,46 @@ def test_in_process_memo_serves_copies_and_sees_a_replaced_file(tmp_path: Path) 
     assert third is not None
     assert third.signature == other.signature
     assert cache.counts["bleu"].hits == 3
+
+
+@pytest.mark.parametrize("metric", [sacre.BLEU(), sacre.IBLEU(alpha=0.3)], ids=repr)
+def test_a_multirun_keeps_what_it_writes(
+    tmp_path: Path, metric: Metric, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a multirun, an entry just written is served from memory, equal to the entry read back
+    from its file; the result it was written from may change afterwards. A single run keeps
+    nothing it writes."""
+    import paraeval.pipeline.cache as cache_mod
+
+    key = cache_key(metric, CANDS, REFS, SRCS)
+    path = str(ScoreCache(tmp_path).path(key))
+    result = _fresh(metric)
+    cache_mod._MEMO.discard(path)
+    monkeypatch.setattr(cache_mod, "KEEP_WRITTEN", False)
+    ScoreCache(tmp_path).put(metric, CANDS, REFS, SRCS, result)
+    assert path not in cache_mod._MEMO
+    read_back = ScoreCache(tmp_path).get("x", metric, CANDS, REFS, SRCS)  # from the file
+    assert read_back is not None
+    from_file = cache_mod._MEMO.get(path)
+    assert from_file is not None
+
+    cache_mod._MEMO.discard(path)
+    monkeypatch.setattr(cache_mod, "KEEP_WRITTEN", True)
+    ScoreCache(tmp_path).put(metric, CANDS, REFS, SRCS, result)
+    kept = cache_mod._MEMO.get(path)
+    assert kept is not None
+    st = os.stat(path)
+    assert kept[:2] == (st.st_mtime_ns, st.st_size)  # what the lookup checks against the file
+    assert sorted(kept[2]) == sorted(from_file[2])
+    for name, array in from_file[2].items():
+        assert kept[2][name].dtype == array.dtype, name
+        np.testing.assert_array_equal(kept[2][name], array)
+    for values in result.segment.values():
+        values[:] = -1.0  # the caller's arrays change: the kept entry does not
+    monkeypatch.setattr(np, "load", lambda *a, **k: pytest.fail("read from disk"))
+    served = ScoreCache(tmp_path).get("x", metric, CANDS, REFS, SRCS)
+    assert served is not None
+    _same(served, read_back)
 
 
 def test_an_entry_is_served_only_for_its_own_key(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.pipeline.helpers import REPO, cli_env, run_cli
+from tests.pipeline.helpers import REPO, cli_env, relog, run_cli
 
 N_ITEMS = 3000
 SYSTEMS = ("a", "b", "c")
@@ -495,16 +495,8 @@ def test_interrupt_while_logging_closes_the_runs_and_relog_replaces_them(
     for name in ("segment_scores.parquet", "system_scores.csv", "run_info.json"):
         assert (out / name).is_file(), name
 
-    relog = subprocess.run(
-        [sys.executable, "-m", "paraeval.pipeline.relog", str(out)],
-        cwd=tmp_path,
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert relog.returncode == 0, relog.stderr[-3000:]
+    logged = relog(out, tmp_path)
+    assert logged.returncode == 0, logged.stderr[-3000:]
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(f"sqlite:///{db}")
