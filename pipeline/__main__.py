@@ -283,9 +283,10 @@ def _interrupted(exc: BaseException) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     stop_helper()
-    # a finished job's MLflow logging in flight is completed (tracking_lane), or given up
-    if not tracking_lane.wait(timeout=INTERRUPTED_LOGGING_WAIT_S):
-        tracking_lane.abandon()
+    # a finished job's MLflow logging in flight is completed (tracking_lane), or given up; the
+    # helper is stopped either way, so that nothing is left for the exit to wait on
+    tracking_lane.wait(timeout=INTERRUPTED_LOGGING_WAIT_S)
+    tracking_lane.abandon()
     name, status = (
         (exc.name, exc.status) if isinstance(exc, Interrupted) else ("SIGINT", 128 + signal.SIGINT)
     )

@@ -32,9 +32,7 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
     out = Path(out_dir)
     check_writable(out)
     settings = Settings.from_config(cfg)
-    hand_over = _hands_over(settings)
-    if hand_over:
-        tracking_lane.prepare(settings.tracker.settings)
+    hand_over = _hands_over(settings)  # and the helper process started, at a multirun's first
     status = report.Status(enabled=settings.report.progress)
     with status.stage("load"):
         table = settings.data.load()
@@ -60,7 +58,6 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
         write_tables(ev, out)
     run_id = uri = None
     page: list[Path] = []
-
     # the page around the figures is rendered while they are drawn
     around = page_around_figures(ev)
 
@@ -70,8 +67,7 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
             page.append(write_html(ev, out, around))
 
     if hand_over:
-        _hand_over(ev, out, overrides or [], figures_and_page, figures)
-        return ev
+        return _hand_over(ev, out, overrides or [], figures_and_page, figures)
     try:
         # run_info.json is written first, so `paraeval-log` can log this directory later; the
         # figures and report.html are awaited after the per-system runs, before the upload
@@ -94,12 +90,16 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
 
 def _hands_over(settings: Settings) -> bool:
     """Whether this job's MLflow logging goes to :mod:`paraeval.pipeline.tracking_lane`: in a
-    multirun of this process, to an MLflow store, where helper processes are allowed."""
-    return (
+    multirun of this process, to an MLflow store, where helper processes are allowed. The
+    helper is started at the first such job, so that its imports overlap that job."""
+    hands_over = (
         tracking_lane.ENABLED
         and settings.report.plot_process
         and type(settings.tracker) is MLflowTracker
     )
+    if hands_over:
+        tracking_lane.prepare(settings.tracker.settings)
+    return hands_over
 
 
 def _hand_over(
@@ -108,7 +108,7 @@ def _hand_over(
     overrides: list[str],
     figures_and_page: Callable[[], None],
     figures: Figures,
-) -> None:
+) -> Evaluation:
     """The job's files completed here (``run_info.json`` first, so that ``paraeval-log`` can
     log the directory whatever happens next), then its logging handed over; the summary is
     printed when it is done."""
@@ -131,3 +131,4 @@ def _hand_over(
         )
 
     tracking_lane.hand_over(out, record, settings.tracker.settings, reported)
+    return ev

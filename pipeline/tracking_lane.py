@@ -157,8 +157,8 @@ def close_replaced(handlers: Sequence[logging.Handler]) -> None:
 
 
 def abandon() -> None:
-    """Kill the lane (an interrupted command that waited long enough): the logging in flight
-    is reported as failed, with how to log its directory later."""
+    """Kill the lane (an interrupted command, after its wait): a logging still in flight is
+    reported as failed, with how to log its directory later."""
     global _POOL
     pool, _POOL = _POOL, None
     if pool is None:

@@ -368,6 +368,34 @@ def test_item_pair_matrices_equal_merge_sort_and_explicit_kendall(
     np.testing.assert_allclose(fast, want, rtol=0, atol=1e-9)
 
 
+@pytest.mark.parametrize("weights", ["counts", "fractions"])
+def test_kept_pairs_tied_in_y_give_the_same_bits(weights: str) -> None:
+    """Kendall's tau-b from item weights with the human side's form kept from an earlier column
+    (integer counts: exact sums) equals the full product bit for bit, for a second metric
+    column against the same human scores; weights that are not integer counts keep nothing."""
+    from paraeval.correlation import _pairs
+
+    rng = np.random.default_rng(5)
+    n_items = 12
+    item = np.repeat(np.arange(n_items), 7)
+    human = np.round(rng.normal(size=item.size))
+    k = rng.multinomial(n_items, np.full(n_items, 1 / n_items), size=50).astype(float)
+    if weights == "fractions":
+        k = k * 0.5
+    cells = np.bincount(item, minlength=n_items).astype(float)
+    _pairs._TIED_IN_Y.clear()
+    taus = []
+    for metric in (rng.normal(size=item.size), np.round(rng.normal(size=item.size) * 2)):
+        mats = _pairs.item_pair_matrices(metric, human, item, n_items)
+        kept = _pairs.kendall_b_from_item_weights(mats, cells, k)
+        _pairs._TIED_IN_Y.clear()
+        fresh = _pairs.kendall_b_from_item_weights(mats, cells, k)
+        np.testing.assert_array_equal(kept, fresh)
+        taus.append(fresh)
+    assert len(_pairs._TIED_IN_Y) == (1 if weights == "counts" else 0)
+    assert not np.array_equal(taus[0], taus[1])
+
+
 @pytest.mark.parametrize("path", ["sweep", "direct"])
 @pytest.mark.parametrize("data", ["both tied", "x continuous", "y continuous", "signed zeros"])
 @pytest.mark.parametrize("sizes", ["even", "uneven"])
