@@ -37,10 +37,10 @@ def run_cli(
     )
 
 
-def relog(out: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``paraeval-log`` of ``out``, as a user would run it."""
+def relog(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``paraeval-log ARGS`` (directories, options), as a user would run it."""
     return subprocess.run(
-        [sys.executable, "-m", "paraeval.pipeline.relog", str(out)],
+        [sys.executable, "-m", "paraeval.pipeline.relog", *args],
         cwd=cwd,
         env=cli_env(),
         capture_output=True,

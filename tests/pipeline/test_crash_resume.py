@@ -495,7 +495,7 @@ def test_interrupt_while_logging_closes_the_runs_and_relog_replaces_them(
     for name in ("segment_scores.parquet", "system_scores.csv", "run_info.json"):
         assert (out / name).is_file(), name
 
-    logged = relog(out, tmp_path)
+    logged = relog(str(out), cwd=tmp_path)
     assert logged.returncode == 0, logged.stderr[-3000:]
     from mlflow.tracking import MlflowClient
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.pipeline.helpers import cli_env, run_cli
+from tests.pipeline.helpers import cli_env, relog, run_cli
 
 STARTUP_TIMEOUT_S = 120.0
 
@@ -130,15 +130,7 @@ def test_pipeline_logs_to_a_server_over_http(server: str, tmp_path: Path) -> Non
     assert Path(local).read_bytes() == (out / "system_scores.csv").read_bytes()
 
     # logging the same directory again through the server creates nothing new
-    again = subprocess.run(
-        [sys.executable, "-m", "paraeval.pipeline.relog", str(out)],
-        cwd=tmp_path,
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    again = relog(str(out), cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-2000:]
     assert f"already logged as run {parent.info.run_id}" in again.stdout
     assert len(client.search_runs([exp.experiment_id])) == len(runs)

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.pipeline.helpers import cli_env, run_cli
+from tests.pipeline.helpers import cli_env, relog, run_cli
 
 SYSTEMS = {"copy", "strong", "medium", "weak"}
 
@@ -24,18 +24,6 @@ def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def relog(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "paraeval.pipeline.relog", *args],
-        cwd=cwd,
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
 
 
 @pytest.fixture(scope="module")

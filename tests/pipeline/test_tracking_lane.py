@@ -235,7 +235,7 @@ def test_an_interrupt_gives_up_a_logging_that_does_not_finish(tmp_path: Path) ->
     flat = " ".join(stderr.split())
     assert f"outputs kept in {first}; log them later with: paraeval-log {first}" in flat
     assert RUN_LINE.findall((first / "paraeval.log").read_text()) == []
-    logged = relog(first, tmp_path)
+    logged = relog(str(first), cwd=tmp_path)
     assert logged.returncode == 0, logged.stderr[-3000:]
     client = _client(store)
     exp = client.get_experiment_by_name("paraeval")
