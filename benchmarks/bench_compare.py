@@ -37,10 +37,10 @@ def main() -> int:
     parser.add_argument("--cache-dir", default=None, help="score cache (with --all-metrics)")
     args = parser.parse_args()
 
-    from paraeval.pipeline.aggregate import aggregate
-    from paraeval.pipeline.compare import CompareConfig, compare
-    from paraeval.pipeline.load import load_parabank
-    from paraeval.pipeline.score import build_metrics, score
+    from paraeval.pipeline.stages.aggregate import aggregate
+    from paraeval.pipeline.stages.compare import CompareConfig, compare
+    from paraeval.pipeline.data.load import load_parabank
+    from paraeval.pipeline.stages.score import build_metrics, score
 
     data = Path(
         os.environ.get("PARAEVAL_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared/data")
@@ -62,8 +62,8 @@ def main() -> int:
     cache = None
     if args.all_metrics:
         from paraeval.pipeline.api import compose_config
-        from paraeval.pipeline.cache import ScoreCache
-        from paraeval.pipeline.settings import Settings
+        from paraeval.pipeline.stages.cache import ScoreCache
+        from paraeval.pipeline.config.settings import Settings
 
         settings = Settings.from_config(compose_config(["data=parabank", "tracking=none"]))
         metrics = build_metrics(settings.metrics, settings.allow_external_metrics)

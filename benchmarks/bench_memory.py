@@ -96,8 +96,8 @@ def run_stages(path: Path, trace: bool) -> None:
     import tracemalloc
 
     from paraeval.pipeline.api import compose_config
-    from paraeval.pipeline.evaluation import STAGES, Evaluation, release_free_memory
-    from paraeval.pipeline.settings import Settings
+    from paraeval.pipeline.stages.evaluation import STAGES, Evaluation, release_free_memory
+    from paraeval.pipeline.config.settings import Settings
 
     def peak_rss() -> float:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10

@@ -90,10 +90,10 @@ def paraeval_child(out: Path, work: Path, n_systems: int | None) -> None:
     t_start, c_start = time.perf_counter(), time.process_time()
     from hydra import compose, initialize_config_dir
 
-    import paraeval.pipeline.app as app
-    import paraeval.pipeline.evaluation as evaluation
-    import paraeval.pipeline.settings as settings
-    import paraeval.pipeline.tracking as tracking
+    import paraeval.pipeline.cli.app as app
+    import paraeval.pipeline.stages.evaluation as evaluation
+    import paraeval.pipeline.config.settings as settings
+    import paraeval.pipeline.tracking.trackers as tracking
 
     timings: dict[str, float] = {}
     cpu: dict[str, float] = {}  # CPU seconds of the process (every thread) in each stage
@@ -188,7 +188,7 @@ def plain_script(out: Path, n_systems: int | None) -> None:
 
         from paraeval.metrics.encoder import resolve_model_path
         from paraeval.metrics.wordnet import find_wordnet
-        from paraeval.pipeline.load import load_parabank
+        from paraeval.pipeline.data.load import load_parabank
     timings["import and start"] = time.perf_counter() - t_start
     cpu["import and start"] = time.process_time() - c_start
 

@@ -112,10 +112,10 @@ def stage_breakdown(
     next: figures, panels, glyphs, memos of unchanged columns)."""
     from hydra import compose, initialize_config_dir
 
-    import paraeval.pipeline.app as app
-    import paraeval.pipeline.evaluation as evaluation
-    import paraeval.pipeline.settings as settings
-    import paraeval.pipeline.tracking as tracking
+    import paraeval.pipeline.cli.app as app
+    import paraeval.pipeline.stages.evaluation as evaluation
+    import paraeval.pipeline.config.settings as settings
+    import paraeval.pipeline.tracking.trackers as tracking
 
     timings: dict[str, float] = {}
 

@@ -14,9 +14,9 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from paraeval.pipeline.errors import ConfigError
-from paraeval.pipeline.evaluation import Evaluation, compute
-from paraeval.pipeline.load import load_frame, take_load_token
-from paraeval.pipeline.settings import Settings, check_table
+from paraeval.pipeline.stages.evaluation import Evaluation, compute
+from paraeval.pipeline.data.load import load_frame, take_load_token
+from paraeval.pipeline.config.settings import Settings, check_table
 
 # config groups: a string value for one of these names picks a file of that group
 GROUPS = ("data", "normalize", "correlation", "compare", "tracking", "experiment")
@@ -28,7 +28,7 @@ def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from paraeval.pipeline.__main__ import config_dir
+    from paraeval.pipeline.cli.main import config_dir
 
     if GlobalHydra.instance().is_initialized():  # e.g. called from inside a Hydra app
         GlobalHydra.instance().clear()
@@ -74,7 +74,7 @@ def evaluate(
             # a DataFrame needs no loader; the data node only names it in signatures and MLflow
             options = {k: cfg.data[k] for k in ("columns", "human", "annotator", "aggregate")}
             cfg.data = {
-                "_target_": "paraeval.pipeline.load.load_frame",
+                "_target_": "paraeval.pipeline.data.load.load_frame",
                 "name": "dataframe",
                 **options,
             }

@@ -183,7 +183,7 @@ def test_wheel_installs_next_to_the_generic_distributions_and_runs_outside_the_r
             "from paraeval.metrics import BLEU\n"
             "result = BLEU().score(['the cat sat on the mat'], [['the cat sat on the mat']])\n"
             "assert abs(result.corpus['bleu'] - 100.0) < 1e-9, result.corpus\n"
-            "from paraeval.pipeline.load import demo_path\n"
+            "from paraeval.pipeline.data.load import demo_path\n"
             "ev = paraeval.evaluate(demo_path(), ['bleu', 'ibleu'], cache={'enabled': False},\n"
             "    correlation={'n_resamples': 50}, compare={'n_bootstrap': 50, 'n_ar': 100})\n"
             "assert ev.systems.loc['copy', 'ibleu'] < 0 < ev.systems.loc['strong', 'ibleu']\n"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from paraeval.pipeline.load import demo_path
+from paraeval.pipeline.data.load import demo_path
 from tests.pipeline.helpers import run_cli
 from tests.pipeline.test_mlflow_server import server  # noqa: F401  (the fixture)
 

@@ -1,6 +1,6 @@
 """``python -m paraeval [overrides]``: the ``paraeval`` command."""
 
-from paraeval.pipeline.__main__ import main
+from paraeval.pipeline.cli.main import main
 
 if __name__ == "__main__":
     main()

@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from paraeval.correlation import COEFFICIENTS, coefficient_settings
-from paraeval.pipeline.correlate import check_correlation_config, configured_coefficients
+from paraeval.pipeline.stages.correlate import check_correlation_config, configured_coefficients
 from paraeval.pipeline.errors import ConfigError
-from paraeval.pipeline.report import correlations_block
+from paraeval.pipeline.report.summary import correlations_block
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "correlation"
 PRESETS = sorted(p.stem for p in CONF.glob("*.yaml"))
@@ -149,7 +149,7 @@ def _agg_for(human: np.ndarray, metric: np.ndarray):  # type: ignore[no-untyped-
 
 
 def test_wmt23_preset_through_the_correlate_stage(caplog: pytest.LogCaptureFixture) -> None:
-    from paraeval.pipeline import correlate as stage
+    from paraeval.pipeline.stages import correlate as stage
 
     rng = np.random.default_rng(0)
     human = rng.normal(size=(4, 12)) + np.arange(4)[:, None]
@@ -179,7 +179,7 @@ def test_wmt23_preset_through_the_correlate_stage(caplog: pytest.LogCaptureFixtu
 
 def test_wmt23_preset_end_to_end_on_the_demo() -> None:
     import paraeval
-    from paraeval.pipeline.load import demo_path, read_table
+    from paraeval.pipeline.data.load import demo_path, read_table
 
     ev = paraeval.evaluate(
         read_table(demo_path()),

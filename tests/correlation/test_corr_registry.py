@@ -26,7 +26,7 @@ from paraeval.correlation import (
 )
 from paraeval.correlation.coefficients import paired_finite, pearson
 from paraeval.correlation.levels import UNITS, valid_combination
-from paraeval.pipeline.correlate import check_correlation_config
+from paraeval.pipeline.stages.correlate import check_correlation_config
 from paraeval.pipeline.errors import ConfigError
 
 

@@ -40,7 +40,7 @@ def run_cli(
 def relog(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """``paraeval-log ARGS`` (directories, options), as a user would run it."""
     return subprocess.run(
-        [sys.executable, "-m", "paraeval.pipeline.relog", *args],
+        [sys.executable, "-m", "paraeval.pipeline.cli.relog", *args],
         cwd=cwd,
         env=cli_env(),
         capture_output=True,

@@ -11,7 +11,7 @@ from mlflow.tracking import MlflowClient
 
 import paraeval
 from paraeval.pipeline.errors import ConfigError, DataError
-from paraeval.pipeline.load import demo_path, read_table
+from paraeval.pipeline.data.load import demo_path, read_table
 
 from .helpers import run_cli
 

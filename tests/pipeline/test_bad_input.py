@@ -233,14 +233,14 @@ def test_user_config_dir_adds_data_metric_and_tracking_options(tmp_path: Path) -
         (mine / group).mkdir(parents=True)
     path = _table(tmp_path / "t.jsonl", _rows())
     (mine / "data" / "mydata.yaml").write_text(
-        f"_target_: paraeval.pipeline.load.load_table\nname: mydata\npath: {path}\n",
+        f"_target_: paraeval.pipeline.data.load.load_table\nname: mydata\npath: {path}\n",
         encoding="utf-8",
     )
     (mine / "metrics" / "chrf_pp.yaml").write_text(
         "chrf:\n  _target_: paraeval.metrics.sacre.CHRF\n  word_order: 2\n", encoding="utf-8"
     )
     (mine / "tracking" / "mystore.yaml").write_text(
-        "_target_: paraeval.pipeline.tracking.NoTracker\nenabled: false\nuri: null\n"
+        "_target_: paraeval.pipeline.tracking.trackers.NoTracker\nenabled: false\nuri: null\n"
         f"store_dir: {tmp_path / 'store'}\nexperiment: mine\nrun_name: null\n",
         encoding="utf-8",
     )
@@ -352,7 +352,7 @@ def test_hostile_names_never_reach_paths_keys_or_the_terminal_raw(tmp_path: Path
 # --------------------------------------------------------------------------- silently wrong input
 def _load_error(path: Path, **options: object) -> str:
     from paraeval.pipeline.errors import DataError
-    from paraeval.pipeline.load import load_table
+    from paraeval.pipeline.data.load import load_table
 
     with pytest.raises(DataError) as info:
         load_table(str(path), **options)  # type: ignore[arg-type]
@@ -408,7 +408,7 @@ def test_jsonl_line_without_the_candidate_key(tmp_path: Path) -> None:
     )
     # an empty candidate is still a candidate (scored, with a warning)
     rows[4]["candidate"] = ""
-    from paraeval.pipeline.load import load_table
+    from paraeval.pipeline.data.load import load_table
 
     assert len(load_table(str(_table(tmp_path / "ok.jsonl", rows)))) == len(rows)
 

@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 
 import paraeval.metrics.sacre as sacre
-import paraeval.pipeline.cache as cache_module
+import paraeval.pipeline.stages.cache as cache_module
 from paraeval.metrics.base import Metric, MetricResult, make_signature
-from paraeval.pipeline.cache import ScoreCache, cache_key
-from paraeval.pipeline.score import score
+from paraeval.pipeline.stages.cache import ScoreCache, cache_key
+from paraeval.pipeline.stages.score import score
 
 
 @pytest.fixture(autouse=True)
@@ -250,8 +250,8 @@ def test_from_config() -> None:
 
 
 def _demo_agg(alpha: float, cache: ScoreCache | None = None) -> tuple[object, object]:
-    from paraeval.pipeline.aggregate import aggregate
-    from paraeval.pipeline.load import load_demo
+    from paraeval.pipeline.stages.aggregate import aggregate
+    from paraeval.pipeline.data.load import load_demo
 
     df = load_demo()
     metrics = {"bleu": sacre.BLEU(), "ibleu": sacre.IBLEU(alpha=alpha), "chrf": sacre.CHRF()}
@@ -260,8 +260,8 @@ def _demo_agg(alpha: float, cache: ScoreCache | None = None) -> tuple[object, ob
 
 
 def test_correlation_rows_cached_per_column_equal_a_full_computation(tmp_path: Path) -> None:
-    from paraeval.pipeline.cache import correlate_cached
-    from paraeval.pipeline.correlate import correlate
+    from paraeval.pipeline.stages.cache import correlate_cached
+    from paraeval.pipeline.stages.correlate import correlate
 
     cfg = {
         "levels": ["segment", "system"],
@@ -288,7 +288,7 @@ def test_correlation_rows_cached_per_column_equal_a_full_computation(tmp_path: P
 def test_in_process_memo_serves_copies_and_sees_a_replaced_file(tmp_path: Path) -> None:
     """A second read of an entry comes from memory; the caller's result is its own copy, and a
     file rewritten on disk is read again."""
-    import paraeval.pipeline.cache as cache_mod
+    import paraeval.pipeline.stages.cache as cache_mod
 
     cache = ScoreCache(tmp_path)
     metric = sacre.BLEU()
@@ -320,7 +320,7 @@ def test_a_multirun_keeps_what_it_writes(
     """In a multirun, an entry just written is served from memory, equal to the entry read back
     from its file; the result it was written from may change afterwards. A single run keeps
     nothing it writes."""
-    import paraeval.pipeline.cache as cache_mod
+    import paraeval.pipeline.stages.cache as cache_mod
 
     key = cache_key(metric, CANDS, REFS, SRCS)
     path = str(ScoreCache(tmp_path).path(key))
@@ -375,7 +375,7 @@ def test_an_entry_is_served_only_for_its_own_key(tmp_path: Path) -> None:
 
 
 def test_entries_without_a_key_are_misses(tmp_path: Path) -> None:
-    import paraeval.pipeline.cache as cache_mod
+    import paraeval.pipeline.stages.cache as cache_mod
 
     cache = ScoreCache(tmp_path)
     metric = sacre.BLEU()
@@ -385,8 +385,8 @@ def test_entries_without_a_key_are_misses(tmp_path: Path) -> None:
 
 
 def test_correlation_rows_are_served_only_for_their_own_key(tmp_path: Path) -> None:
-    from paraeval.pipeline.cache import correlate_cached
-    from paraeval.pipeline.correlate import correlate
+    from paraeval.pipeline.stages.cache import correlate_cached
+    from paraeval.pipeline.stages.correlate import correlate
 
     cfg = {"levels": ["segment"], "coefficients": ["pearson"], "ci": False, "unit": "items"}
     cache = ScoreCache(tmp_path)
@@ -414,7 +414,7 @@ def test_correlation_rows_are_served_only_for_their_own_key(tmp_path: Path) -> N
 def test_texts_digests_are_kept_by_the_tables_load_token(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import paraeval.pipeline.score as score_module
+    import paraeval.pipeline.stages.score as score_module
 
     df = _table()
     metrics = {"bleu": sacre.BLEU(), "chrf": sacre.CHRF(against_source=True)}

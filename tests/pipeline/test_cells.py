@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-import paraeval.pipeline.cells as cells
-import paraeval.pipeline.compare_plots as compare_plots
-from paraeval.pipeline.aggregate import aggregate
-from paraeval.pipeline.compare import CompareConfig, compare
-from paraeval.pipeline.figure_files import save_figure
-from paraeval.pipeline.load import load_demo
-from paraeval.pipeline.score import build_metrics, score
+import paraeval.pipeline.report.cells as cells
+import paraeval.pipeline.report.compare_plots as compare_plots
+from paraeval.pipeline.stages.aggregate import aggregate
+from paraeval.pipeline.stages.compare import CompareConfig, compare
+from paraeval.pipeline.report.figure_files import save_figure
+from paraeval.pipeline.data.load import load_demo
+from paraeval.pipeline.stages.score import build_metrics, score
 
 
 @pytest.fixture(autouse=True)

@@ -20,9 +20,9 @@ from sacrebleu.metrics.ter import TER as SacreTER
 
 from paraeval.metrics._sacre_batched import bleu_scores, chrf_scores, ter_scores
 from paraeval.metrics.base import Metric, MetricResult
-from paraeval.pipeline.aggregate import aggregate
+from paraeval.pipeline.stages.aggregate import aggregate
 from paraeval.pipeline.api import compose_config
-from paraeval.pipeline.compare import (
+from paraeval.pipeline.stages.compare import (
     COMPARISON_COLUMNS,
     CompareConfig,
     compare,
@@ -30,10 +30,10 @@ from paraeval.pipeline.compare import (
     summary_table,
 )
 from paraeval.pipeline.errors import ConfigError
-from paraeval.pipeline.evaluation import Evaluation, compare_stage
-from paraeval.pipeline.load import load_demo, load_text
-from paraeval.pipeline.score import build_metrics, score
-from paraeval.pipeline.settings import Settings
+from paraeval.pipeline.stages.evaluation import Evaluation, compare_stage
+from paraeval.pipeline.data.load import load_demo, load_text
+from paraeval.pipeline.stages.score import build_metrics, score
+from paraeval.pipeline.config.settings import Settings
 
 SACREBLEU = Path(sys.executable).with_name("sacrebleu")
 SEED = 1234
@@ -242,7 +242,7 @@ def _demo_scores(metric_names: tuple[str, ...] = ("bleu", "chrf", "self_bleu", "
 @pytest.fixture(autouse=True)
 def _fresh_rows_memo() -> None:
     # every test computes its comparison; reuse across calls has its own test
-    from paraeval.pipeline import compare as compare_module
+    from paraeval.pipeline.stages import compare as compare_module
 
     compare_module._ROWS_MEMO.clear()
 
@@ -361,7 +361,7 @@ def test_copy_rates_kept_by_content_follow_every_text(dtype: str) -> None:
 
 def test_clusters_on_a_hand_built_example() -> None:
     """a and b differ by noise, c is far behind, d ties a exactly: {a, b, d} then {c}."""
-    from paraeval.pipeline.score import ColumnInfo, Scores
+    from paraeval.pipeline.stages.score import ColumnInfo, Scores
 
     rng = np.random.default_rng(0)
     n = 60
@@ -491,7 +491,7 @@ def test_a_single_system_has_intervals_but_no_tests() -> None:
 def test_rows_of_unchanged_columns_are_reused_and_changed_columns_recomputed(demo: Any) -> None:
     import copy
 
-    from paraeval.pipeline import compare as compare_module
+    from paraeval.pipeline.stages import compare as compare_module
 
     scores, agg = demo
     compare_module._ROWS_MEMO.clear()
@@ -546,7 +546,7 @@ def test_approximate_randomization_of_all_systems_at_once_equals_one_at_a_time()
     integer statistics (BLEU, chrF) the sums are exact, so the p-values are identical; mean
     columns may differ only by rounding of the sums, so by at most one count."""
     from paraeval.correlation.paired import ArMasks, MeanScores, ar_masks
-    from paraeval.pipeline.compare import _align, _build_columns
+    from paraeval.pipeline.stages.compare import _align, _build_columns
 
     scores, agg = _demo_scores(("bleu", "chrf", "ibleu", "ter"))
     seg = agg.segments
@@ -576,8 +576,8 @@ def test_approximate_randomization_of_all_systems_at_once_equals_one_at_a_time()
 
 @pytest.mark.parametrize("n_clusters", [None, 13])  # as compared; a legend of three rows
 def test_ranking_title_legend_and_panels_do_not_overlap(demo: Any, n_clusters: int | None) -> None:
-    import paraeval.pipeline.compare_plots as compare_plots
-    from paraeval.pipeline.cells import whole_figure
+    import paraeval.pipeline.report.compare_plots as compare_plots
+    from paraeval.pipeline.report.cells import whole_figure
 
     scores, agg = demo
     result = compare(scores, agg, CompareConfig(baseline="medium", seed=2, **FAST))
@@ -609,7 +609,7 @@ def test_a_sweep_job_reuses_the_alignment_draws_and_sums(
     them, gives the table of a comparison that recomputes everything, and logs the same
     dropped-items warning."""
     from paraeval.memo import clear_all
-    from paraeval.pipeline import compare as compare_module
+    from paraeval.pipeline.stages import compare as compare_module
 
     scores, agg = demo
     # one system lacks an item: the alignment drops it, with a warning
@@ -618,7 +618,7 @@ def test_a_sweep_job_reuses_the_alignment_draws_and_sums(
     gappy = dataclasses.replace(agg, segments=seg.drop(index=last))
     cfg = CompareConfig(seed=3, **FAST)
     clear_all()
-    with caplog.at_level("WARNING", logger="paraeval.pipeline.compare"):
+    with caplog.at_level("WARNING", logger="paraeval.pipeline.stages.compare"):
         first = compare(scores, gappy, cfg).table
         assert len(compare_module._ALIGNED) == 1 and len(compare_module._DRAWS) == 1
         compare_module._ROWS_MEMO.clear()
@@ -637,7 +637,7 @@ def test_a_sweep_job_reuses_the_alignment_draws_and_sums(
 def test_draws_larger_than_their_budget_are_not_kept(
     demo: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from paraeval.pipeline import compare as compare_module
+    from paraeval.pipeline.stages import compare as compare_module
 
     scores, agg = demo
     compare_module._DRAWS.clear()

@@ -9,10 +9,10 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
-from paraeval.pipeline.__main__ import config_dir
-from paraeval.pipeline.aggregate import Normalizer
-from paraeval.pipeline.score import build_metric
-from paraeval.pipeline.settings import DataSettings
+from paraeval.pipeline.cli.main import config_dir
+from paraeval.pipeline.stages.aggregate import Normalizer
+from paraeval.pipeline.stages.score import build_metric
+from paraeval.pipeline.config.settings import DataSettings
 
 CONF = config_dir()
 
@@ -81,7 +81,7 @@ def test_every_normalize_option(option: str) -> None:
     cfg = _compose([f"normalize={option}"])
     node = OmegaConf.to_container(cfg.normalize, resolve=True)
     assert isinstance(node, dict)
-    assert node.pop("_target_") == "paraeval.pipeline.aggregate.Normalizer"
+    assert node.pop("_target_") == "paraeval.pipeline.stages.aggregate.Normalizer"
     Normalizer(**node)
 
 
@@ -139,7 +139,7 @@ def test_every_experiment_option(option: str) -> None:
 
 
 def test_quick_experiment_drops_cosine() -> None:
-    from paraeval.pipeline.score import build_metrics
+    from paraeval.pipeline.stages.score import build_metrics
 
     cfg = _compose(["experiment=quick"])
     built = build_metrics(OmegaConf.to_container(cfg.metrics, resolve=True))  # type: ignore[arg-type]
@@ -149,7 +149,7 @@ def test_quick_experiment_drops_cosine() -> None:
 
 @pytest.mark.parametrize("option", options("compare"))
 def test_every_compare_option(option: str) -> None:
-    from paraeval.pipeline.compare import CompareConfig
+    from paraeval.pipeline.stages.compare import CompareConfig
 
     cfg = _compose([f"compare={option}"])
     node = OmegaConf.to_container(cfg.compare, resolve=True)

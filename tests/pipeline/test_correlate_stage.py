@@ -9,11 +9,11 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-from paraeval.pipeline.__main__ import config_dir
-from paraeval.pipeline.aggregate import aggregate
-from paraeval.pipeline.correlate import system_metric_fns
-from paraeval.pipeline.score import build_metrics, score
-from paraeval.pipeline.settings import DataSettings
+from paraeval.pipeline.cli.main import config_dir
+from paraeval.pipeline.stages.aggregate import aggregate
+from paraeval.pipeline.stages.correlate import system_metric_fns
+from paraeval.pipeline.stages.score import build_metrics, score
+from paraeval.pipeline.config.settings import DataSettings
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +68,7 @@ def test_batched_resampling_equals_one_call_per_resample(demo_scores) -> None:  
     """The all-resamples path gives the same corpus scores as calling the function per resample,
     and the correlation table is the same with and without it."""
     from paraeval.correlation import correlation_table
-    from paraeval.pipeline.correlate import to_matrix
+    from paraeval.pipeline.stages.correlate import to_matrix
 
     scores, agg = demo_scores
     systems = list(agg.systems.index)
@@ -113,7 +113,7 @@ def test_batched_resampling_equals_one_call_per_resample(demo_scores) -> None:  
 
 
 def test_system_level_intervals_contain_the_estimate(demo_scores, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from paraeval.pipeline.correlate import correlate
+    from paraeval.pipeline.stages.correlate import correlate
 
     scores, agg = demo_scores
     cfg = {"levels": ["system"], "coefficients": ["pearson"], "ci": True, "n_resamples": 300}
@@ -130,7 +130,7 @@ def test_summed_statistics_are_kept_for_the_next_call(demo_scores) -> None:  # t
     """The resampled statistic sums of the system level are kept by content (an α sweep's jobs
     share iBLEU's): a repeated call is served them with the same scores as a fresh one."""
     from paraeval.memo import clear_all
-    from paraeval.pipeline import correlate as correlate_module
+    from paraeval.pipeline.stages import correlate as correlate_module
 
     scores, agg = demo_scores
     systems = list(agg.systems.index)

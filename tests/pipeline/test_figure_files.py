@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-import paraeval.pipeline.figure_files as figure_files
-import paraeval.pipeline.figures as figures
-import paraeval.pipeline.plots as plots
-from paraeval.pipeline.evaluation import (
+import paraeval.pipeline.report.figure_files as figure_files
+import paraeval.pipeline.report.figures as figures
+import paraeval.pipeline.report.plots as plots
+from paraeval.pipeline.stages.evaluation import (
     _draw_alpha_curve,
     _draw_compare,
     _draw_heatmap,

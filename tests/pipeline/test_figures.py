@@ -15,8 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from paraeval.pipeline.figures import Figures
-from paraeval.pipeline.plots import write_plots
+from paraeval.pipeline.report.figures import Figures
+from paraeval.pipeline.report.plots import write_plots
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -68,8 +68,8 @@ def test_helper_does_not_rerun_an_unguarded_script(tmp_path: Path) -> None:
             f"""
             from pathlib import Path
             import pandas as pd
-            from paraeval.pipeline.figures import Figures
-            from paraeval.pipeline.plots import write_plots
+            from paraeval.pipeline.report.figures import Figures
+            from paraeval.pipeline.report.plots import write_plots
             print("script ran", flush=True)
             seg = pd.DataFrame({{"system": ["a", "b"], "bleu": [1.0, 2.0], "human_x": [2.0, 1.0]}})
             f = Figures()
@@ -95,10 +95,10 @@ def test_scatter_plots_are_handed_over_before_the_correlations(tmp_path: Path) -
     follows, before the correlation stage runs; the heatmap follows the correlations. Together
     the scatter plots and the heatmap draw what ``write_plots`` draws from the finished
     evaluation."""
-    import paraeval.pipeline.evaluation as evaluation
+    import paraeval.pipeline.stages.evaluation as evaluation
     from paraeval.pipeline.api import compose_config
-    from paraeval.pipeline.plots import scatter_columns
-    from paraeval.pipeline.settings import Settings
+    from paraeval.pipeline.report.plots import scatter_columns
+    from paraeval.pipeline.config.settings import Settings
 
     settings = Settings.from_config(
         compose_config(
@@ -149,7 +149,7 @@ GATE_SCRIPT = """
 import functools, json, sys, time
 from pathlib import Path
 sys.path.insert(0, {folder!r})
-from paraeval.pipeline import figures
+from paraeval.pipeline.report import figures
 from drawing import draw
 
 out = Path({folder!r})
@@ -234,7 +234,7 @@ class _Pending:
 
 def _throttled_run(monkeypatch: pytest.MonkeyPatch) -> threading.Semaphore:
     """Permits as the CLI has them after a throttled job: two, one held by the run."""
-    from paraeval.pipeline import figures
+    from paraeval.pipeline.report import figures
 
     gate = threading.Semaphore(2)
     gate.acquire()
@@ -245,7 +245,7 @@ def _throttled_run(monkeypatch: pytest.MonkeyPatch) -> threading.Semaphore:
 
 
 def test_a_waiting_run_lends_its_permit_and_takes_it_back(monkeypatch: pytest.MonkeyPatch) -> None:
-    from paraeval.pipeline import figures
+    from paraeval.pipeline.report import figures
 
     gate = _throttled_run(monkeypatch)
     seen: list[bool] = []
@@ -288,7 +288,7 @@ def test_an_interrupt_while_lending_does_not_wait_for_a_permit(
 ) -> None:
     """Both permits are with the helpers (drawing) when the interrupt lands: the run must not
     wait for one of them to finish before it stops."""
-    from paraeval.pipeline import figures
+    from paraeval.pipeline.report import figures
 
     gate = _throttled_run(monkeypatch)
     monkeypatch.setattr(figures, "GATE_TIMEOUT_S", 30.0)

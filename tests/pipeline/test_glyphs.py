@@ -13,9 +13,9 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-import paraeval.pipeline.figure_files as figure_files
-import paraeval.pipeline.glyphs as glyphs
-import paraeval.pipeline.plots as plots
+import paraeval.pipeline.report.figure_files as figure_files
+import paraeval.pipeline.report.glyphs as glyphs
+import paraeval.pipeline.report.plots as plots
 
 pytestmark = pytest.mark.skipif(
     not matplotlib.__version__.startswith(glyphs._VERSIONS),

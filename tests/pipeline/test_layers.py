@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-import paraeval.pipeline.layers as layers
+import paraeval.pipeline.report.layers as layers
 from paraeval.metrics import sacre
-from paraeval.pipeline import figure_files
-from paraeval.pipeline.load import load_demo
-from paraeval.pipeline.sweep import AlphaCurve, AlphaCurveSettings, alpha_curve, plot_alpha_curve
+from paraeval.pipeline.report import figure_files
+from paraeval.pipeline.data.load import load_demo
+from paraeval.pipeline.stages.alpha import AlphaCurve, AlphaCurveSettings, alpha_curve, plot_alpha_curve
 from tests.pipeline.test_sweep import ibleu_stats
 
 
@@ -60,7 +60,7 @@ def _whole(result: AlphaCurve, path: Path) -> np.ndarray:
 
 
 def layers_base(result: AlphaCurve, choice: Any, levels: list[str]) -> Any:
-    from paraeval.pipeline.sweep import _alpha_curve_base
+    from paraeval.pipeline.stages.alpha import _alpha_curve_base
 
     return _alpha_curve_base(result.curve, choice, levels)
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from paraeval.pipeline.errors import DataError
-from paraeval.pipeline.load import load_demo, load_table, load_text
+from paraeval.pipeline.data.load import load_demo, load_table, load_text
 
 ROWS = [
     {
@@ -178,7 +178,7 @@ def test_demo_shape() -> None:
 
 
 def test_real_parabank(shared_data: Path) -> None:
-    from paraeval.pipeline.load import load_parabank
+    from paraeval.pipeline.data.load import load_parabank
 
     df = load_parabank(str(shared_data / "parabank_eval"))
     assert df["item_id"].nunique() == 400
@@ -191,7 +191,7 @@ def test_real_parabank(shared_data: Path) -> None:
 
 
 def test_real_stsb(shared_data: Path) -> None:
-    from paraeval.pipeline.load import load_stsb
+    from paraeval.pipeline.data.load import load_stsb
 
     df = load_stsb(str(shared_data / "stsbenchmark"), split="dev")
     assert len(df) == 1500
@@ -204,7 +204,7 @@ def test_memoized_load_reuses_an_unchanged_file_and_rereads_a_changed_one(
     import logging
     import os
 
-    import paraeval.pipeline.load as load
+    import paraeval.pipeline.data.load as load
 
     path = tmp_path / "t.csv"
     path.write_text(
@@ -220,7 +220,7 @@ def test_memoized_load_reuses_an_unchanged_file_and_rereads_a_changed_one(
 
     load._LOADS.clear()
     settings = {"path": str(path)}
-    with caplog.at_level(logging.WARNING, logger="paraeval.pipeline.load"):
+    with caplog.at_level(logging.WARNING, logger="paraeval.pipeline.data.load"):
         first = load.memoized_load(loader, settings)
         warned = [r.getMessage() for r in caplog.records if "NaN" in r.getMessage()]
         caplog.clear()
@@ -244,7 +244,7 @@ def test_memoized_load_reuses_an_unchanged_file_and_rereads_a_changed_one(
 def test_load_token_is_taken_once_and_follows_the_files(tmp_path: Path) -> None:
     import os
 
-    import paraeval.pipeline.load as load
+    import paraeval.pipeline.data.load as load
 
     path = tmp_path / "t.csv"
     path.write_text(

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-import paraeval.pipeline.panels as panels
-import paraeval.pipeline.plots as plots
+import paraeval.pipeline.report.panels as panels
+import paraeval.pipeline.report.plots as plots
 
 
 @pytest.fixture(autouse=True)

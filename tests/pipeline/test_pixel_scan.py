@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from paraeval.pipeline.pixel_scan import equal_bands, ink_extent, ink_outside
+from paraeval.pipeline.report.pixel_scan import equal_bands, ink_extent, ink_outside
 
 
 def _image(rng: np.random.Generator, height: int, width: int, blots: int) -> np.ndarray:

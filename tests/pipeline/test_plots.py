@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import paraeval.pipeline.figure_files as figure_files
-import paraeval.pipeline.plots as plots
+import paraeval.pipeline.report.figure_files as figure_files
+import paraeval.pipeline.report.plots as plots
 
 
 def _segments(shift: float = 0.0) -> tuple[pd.DataFrame, pd.DataFrame]:

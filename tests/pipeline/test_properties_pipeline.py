@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 
 from paraeval.metrics.base import Metric, MissingResourceError
 from paraeval.pipeline.errors import DataError
-from paraeval.pipeline.load import load_table
-from paraeval.pipeline.score import build_metric, score
+from paraeval.pipeline.data.load import load_table
+from paraeval.pipeline.stages.score import build_metric, score
 from tests.pipeline.helpers import REPO
 
 CHEAP = [

@@ -9,8 +9,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-from paraeval.pipeline.__main__ import config_dir
-from paraeval.pipeline.app import run
+from paraeval.pipeline.cli.main import config_dir
+from paraeval.pipeline.cli.app import run
 
 pytestmark = pytest.mark.realdata
 

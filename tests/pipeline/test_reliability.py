@@ -590,7 +590,7 @@ def test_seed_not_an_integer(runs: dict[str, Run]) -> None:
     ],
 )
 def test_correlation_settings_checked_before_scoring(setting: dict, fragment: str) -> None:
-    from paraeval.pipeline.correlate import check_correlation_config
+    from paraeval.pipeline.stages.correlate import check_correlation_config
     from paraeval.pipeline.errors import ConfigError
 
     with pytest.raises(ConfigError) as info:
@@ -602,7 +602,7 @@ def test_correlation_settings_checked_before_scoring(setting: dict, fragment: st
 def test_correlation_settings_defaults_pass() -> None:
     import yaml
 
-    from paraeval.pipeline.correlate import check_correlation_config
+    from paraeval.pipeline.stages.correlate import check_correlation_config
 
     for name in ("default", "full", "wmt"):
         node = yaml.safe_load((REPO / "conf" / "correlation" / f"{name}.yaml").read_text())
@@ -729,7 +729,7 @@ def test_plots_are_written_atomically(
     figure on no backend takes the measured crop) and the cut-to-contents PNG writer."""
     from matplotlib.figure import Figure
 
-    import paraeval.pipeline.figure_files as figure_files
+    import paraeval.pipeline.report.figure_files as figure_files
 
     fig = figure_files._plt().figure() if pyplot else Figure()
     fig.add_subplot().plot([0, 1], [1, 0])

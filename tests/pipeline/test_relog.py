@@ -120,7 +120,7 @@ def test_dataset_of_a_second_logging_in_one_process_is_the_same(
     of the same input, here into another store, records the very dataset the first did."""
     import mlflow.data.pandas_dataset as pandas_dataset
 
-    from paraeval.pipeline import track
+    from paraeval.pipeline.tracking import mlflow_store as track
 
     built = []
     real = pandas_dataset.from_pandas
@@ -174,7 +174,7 @@ def test_concurrent_loggers_share_a_fresh_sqlite_store(
     store = tmp_path / "store"
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "paraeval.pipeline.relog", str(d), "--store-dir", str(store)],
+            [sys.executable, "-m", "paraeval.pipeline.cli.relog", str(d), "--store-dir", str(store)],
             cwd=tmp_path,
             env=cli_env(),
             stdout=subprocess.PIPE,

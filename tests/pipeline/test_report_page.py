@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 import paraeval
-from paraeval.pipeline.load import demo_path, read_table
-from paraeval.pipeline.plots import LOWER_MARK, SOURCE_MARK
+from paraeval.pipeline.data.load import demo_path, read_table
+from paraeval.pipeline.report.plots import LOWER_MARK, SOURCE_MARK
 
 CHEAP = {
     "correlation": {"n_resamples": 100, "significance": {"n_resamples": 100}},
@@ -149,7 +149,7 @@ def test_table_cells_kept_between_pages_are_those_of_the_values() -> None:
     """A table's HTML, hand-written for a small frame (one dtype per row, as ``iterrows``
     gives it: the integers of a numeric frame are floats); a column changed since the last
     page is rendered anew while the others come from memory, and equals a fresh rendering."""
-    from paraeval.pipeline import html_report
+    from paraeval.pipeline.report import html as html_report
 
     frame = pd.DataFrame(
         {"n": [3, 40], "score": [0.12345, float("nan")]}, index=pd.Index(["a<b", "c"], name="sys")

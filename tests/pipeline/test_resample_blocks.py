@@ -12,13 +12,13 @@ import pytest
 
 import paraeval.correlation.bootstrap as bootstrap
 import paraeval.correlation.paired as paired
-import paraeval.pipeline.compare as compare_module
-from paraeval.pipeline.aggregate import aggregate
+import paraeval.pipeline.stages.compare as compare_module
+from paraeval.pipeline.stages.aggregate import aggregate
 from paraeval.pipeline.api import compose_config
-from paraeval.pipeline.compare import CompareConfig, compare
-from paraeval.pipeline.correlate import correlate
-from paraeval.pipeline.load import load_parabank
-from paraeval.pipeline.score import Scores, build_metrics, score
+from paraeval.pipeline.stages.compare import CompareConfig, compare
+from paraeval.pipeline.stages.correlate import correlate
+from paraeval.pipeline.data.load import load_parabank
+from paraeval.pipeline.stages.score import Scores, build_metrics, score
 
 pytestmark = pytest.mark.realdata
 

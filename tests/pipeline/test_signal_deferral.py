@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from paraeval.pipeline import __main__ as cli
+from paraeval.pipeline.cli import main as cli
 from paraeval.pipeline.errors import DEFERRED_SIGNALS, Interrupted, raise_deferred
 
 # a function whose frames look like SQLAlchemy's to the handler

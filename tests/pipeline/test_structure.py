@@ -7,7 +7,9 @@ import inspect
 import typing
 from pathlib import Path
 
-from paraeval.pipeline import app, evaluation
+from paraeval.pipeline.cli import app
+
+from paraeval.pipeline.stages import evaluation
 
 PIPELINE = Path(__file__).resolve().parents[2] / "pipeline"
 PREFIX = "paraeval.pipeline."

@@ -16,10 +16,10 @@ from mlflow.tracking import MlflowClient
 from scipy import stats
 
 import paraeval.metrics.sacre as sacre
-from paraeval.pipeline.__main__ import config_dir
+from paraeval.pipeline.cli.main import config_dir
 from paraeval.pipeline.errors import ConfigError
-from paraeval.pipeline.load import load_demo
-from paraeval.pipeline.sweep import AlphaCurveSettings, alpha_curve, split_items
+from paraeval.pipeline.data.load import load_demo
+from paraeval.pipeline.stages.alpha import AlphaCurveSettings, alpha_curve, split_items
 from tests.pipeline.helpers import run_cli
 
 SMALL = "metrics=[bleu,ibleu,self_bleu,chrf]"

@@ -12,8 +12,8 @@ from hydra._internal.utils import create_config_search_path
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from paraeval.pipeline.__main__ import config_dir
-from paraeval.pipeline.sweep_compose import compose_each_sweep_job_once
+from paraeval.pipeline.cli.main import config_dir
+from paraeval.pipeline.cli.sweep_compose import compose_each_sweep_job_once
 
 # Hydra's own load_sweep_config, taken before any test installs the shortcuts
 HYDRA_LOAD_SWEEP_CONFIG = ConfigLoaderImpl.load_sweep_config

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from paraeval.pipeline import track
+from paraeval.pipeline.tracking import mlflow_store as track
 from tests.pipeline.helpers import run_cli
 
 SYSTEMS = {"copy", "strong", "medium", "weak"}

@@ -9,9 +9,9 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
-from paraeval.pipeline.__main__ import config_dir
+from paraeval.pipeline.cli.main import config_dir
 from paraeval.pipeline.errors import ConfigError
-from paraeval.pipeline.settings import Settings
+from paraeval.pipeline.config.settings import Settings
 from tests.pipeline.helpers import run_cli
 
 CONF = config_dir()
@@ -19,11 +19,11 @@ CONF = config_dir()
 # names that start like an allowed one but reach other code: the modules' own imports (pandas,
 # os, importlib as seen from inside paraeval), a private helper, a parent package
 HOSTILE = [
-    "paraeval.pipeline.load.pd.read_pickle",
-    "paraeval.pipeline.load.json.loads",
-    "paraeval.pipeline.load.Path.unlink",
-    "paraeval.pipeline.load.memoized_load",
-    "paraeval.pipeline.load",
+    "paraeval.pipeline.data.load.pd.read_pickle",
+    "paraeval.pipeline.data.load.json.loads",
+    "paraeval.pipeline.data.load.Path.unlink",
+    "paraeval.pipeline.data.load.memoized_load",
+    "paraeval.pipeline.data.load",
     "pandas.read_pickle",
     "os.system",
     "builtins.eval",
@@ -54,7 +54,7 @@ def test_hostile_targets_refused_in_every_group(group: str, target: str) -> None
     ],
 )
 def test_metric_targets_inside_the_package_are_exact_names(target: str) -> None:
-    from paraeval.pipeline.score import build_metric
+    from paraeval.pipeline.stages.score import build_metric
 
     with pytest.raises(ConfigError, match="is not allowed"):
         build_metric("evil", {"_target_": target})
@@ -68,7 +68,7 @@ def test_every_shipped_option_is_on_the_list() -> None:
                 continue  # a required path: composed with one below
             Settings.from_config(_compose(overrides))
     Settings.from_config(_compose(["data=table", "data.path=x.jsonl"]))
-    from paraeval.pipeline.score import build_metric
+    from paraeval.pipeline.stages.score import build_metric
 
     cfg = _compose([])
     for metric_id in ("bleu", "ibleu", "chrf", "ter"):
@@ -78,7 +78,7 @@ def test_every_shipped_option_is_on_the_list() -> None:
 
 
 def test_near_miss_names_the_nearest_allowed_target() -> None:
-    cfg = _compose(["data._target_=paraeval.pipeline.load.load_tabel"])
+    cfg = _compose(["data._target_=paraeval.pipeline.data.load.load_tabel"])
     with pytest.raises(ConfigError, match=r"did you mean 'paraeval\.pipeline\.load\.load_table'"):
         Settings.from_config(cfg)
 
@@ -90,7 +90,7 @@ def test_pickle_on_the_command_line_never_runs(tmp_path: Path) -> None:
     payload.write_bytes(b"cos\nsystem\n(S'touch " + str(marker).encode() + b"'\ntR.")
     proc = run_cli(
         [
-            "data._target_=paraeval.pipeline.load.pd.read_pickle",
+            "data._target_=paraeval.pipeline.data.load.pd.read_pickle",
             f"+data.filepath_or_buffer={payload}",
             "tracking=none",
             f"hydra.run.dir={tmp_path / 'out'}",

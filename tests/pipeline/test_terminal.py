@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 import paraeval
-from paraeval.pipeline import terminal
-from paraeval.pipeline.report import render_summary
+from paraeval.pipeline.report import terminal
+from paraeval.pipeline.report.summary import render_summary
 
 CHEAP = {
     "correlation": {"n_resamples": 50, "significance": {"n_resamples": 50}},

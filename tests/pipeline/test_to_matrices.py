@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from paraeval.pipeline.correlate import to_matrices, to_matrix
+from paraeval.pipeline.stages.correlate import to_matrices, to_matrix
 
 
 def _pivot(seg: pd.DataFrame, column: str, systems: list[str], items: list[str]) -> np.ndarray:

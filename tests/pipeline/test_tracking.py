@@ -15,12 +15,12 @@ import pytest
 from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 
-from paraeval.pipeline import tracking as tracking_mod
+from paraeval.pipeline.tracking import trackers as tracking_mod
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.files import write_csv, write_parquet
-from paraeval.pipeline.relog import relog
-from paraeval.pipeline.track import Logged, RunRecord, flatten, read_run_info, resolved_tracking
-from paraeval.pipeline.tracking import (
+from paraeval.pipeline.cli.relog import relog
+from paraeval.pipeline.tracking.mlflow_store import Logged, RunRecord, flatten, read_run_info, resolved_tracking
+from paraeval.pipeline.tracking.trackers import (
     TRACKERS,
     MLflowTracker,
     NoTracker,
@@ -112,7 +112,7 @@ def test_every_tracking_option_instantiates_and_logs(
 
     out = _output_dir(tmp_path / "out")
     record = _record(tracker)
-    with caplog.at_level(logging.INFO, logger="paraeval.pipeline.track"):
+    with caplog.at_level(logging.INFO, logger="paraeval.pipeline.tracking.mlflow_store"):
         logged = tracker.log(out, record)
     assert read_run_info(out) == record
 
@@ -167,8 +167,8 @@ def test_node_without_target_is_mlflow(tmp_path: Path) -> None:
     [
         "os.system",
         "subprocess.Popen",
-        "paraeval.pipeline.track.RunRecord",
-        "paraeval.pipeline.tracking.Tracker",
+        "paraeval.pipeline.tracking.mlflow_store.RunRecord",
+        "paraeval.pipeline.tracking.trackers.Tracker",
         "paraeval.pipeline.nonexistent.Tracker",
         "tests.pipeline.test_tracking.Recording",
     ],
@@ -176,14 +176,14 @@ def test_node_without_target_is_mlflow(tmp_path: Path) -> None:
 def test_only_paraeval_trackers_can_be_targets(target: str) -> None:
     with pytest.raises(ConfigError, match="is not a paraeval tracker") as info:
         tracker_from_config({"_target_": target, "enabled": True})
-    assert "paraeval.pipeline.tracking.MLflowTracker" in str(info.value)
+    assert "paraeval.pipeline.tracking.trackers.MLflowTracker" in str(info.value)
     assert "\n" not in str(info.value)
 
 
 def test_unknown_setting_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match=r"tracking \(MLflowTracker\).*'colour'"):
         tracker_from_config(
-            {"_target_": "paraeval.pipeline.tracking.MLflowTracker", "colour": "blue"}
+            {"_target_": "paraeval.pipeline.tracking.trackers.MLflowTracker", "colour": "blue"}
         )
 
 
@@ -230,10 +230,10 @@ def test_a_new_backend_is_one_class_and_one_config_node(
 
 
 def test_paraeval_subclasses_register_themselves() -> None:
-    assert TRACKERS["paraeval.pipeline.tracking.MLflowTracker"] is MLflowTracker
-    assert TRACKERS["paraeval.pipeline.tracking.NoTracker"] is NoTracker
+    assert TRACKERS["paraeval.pipeline.tracking.trackers.MLflowTracker"] is MLflowTracker
+    assert TRACKERS["paraeval.pipeline.tracking.trackers.NoTracker"] is NoTracker
     assert not any(name.rsplit(".", 1)[-1].startswith("_") for name in TRACKERS)
-    assert tracking_mod.tracker_class("paraeval.pipeline.tracking.NoTracker") is NoTracker
+    assert tracking_mod.tracker_class("paraeval.pipeline.tracking.trackers.NoTracker") is NoTracker
 
 
 def test_target_is_not_a_run_param() -> None:

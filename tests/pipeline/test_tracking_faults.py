@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from paraeval.pipeline.track import TrackingUnavailable, check_reachable
-from paraeval.pipeline.tracking import MLflowTracker
+from paraeval.pipeline.tracking.mlflow_store import TrackingUnavailable, check_reachable
+from paraeval.pipeline.tracking.trackers import MLflowTracker
 from tests.pipeline.test_tracking import _output_dir, _record
 
 
@@ -109,7 +109,7 @@ def test_server_whose_api_fails_gives_up_within_seconds(
 @pytest.fixture(scope="module")
 def template_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One store created the way every run creates it; tests copy it (creating one is slow)."""
-    from paraeval.pipeline.track import store_lock
+    from paraeval.pipeline.tracking.mlflow_store import store_lock
 
     db = tmp_path_factory.mktemp("template") / "mlflow.db"
     with store_lock(f"sqlite:///{db}"):
@@ -140,7 +140,7 @@ def _sql(db: Path, *statements: str) -> None:
 
 
 def test_new_store_is_whole_and_leaves_no_temporary(template_store: Path) -> None:
-    from paraeval.pipeline.track import _store_state
+    from paraeval.pipeline.tracking.mlflow_store import _store_state
 
     assert _store_state(template_store) == "ready"
     assert not list(template_store.parent.glob(".mlflow.db.creating-*"))
@@ -155,12 +155,12 @@ def test_store_killed_while_being_created_is_not_left_half_created(
     import subprocess
     import sys
 
-    from paraeval.pipeline.track import _store_state
+    from paraeval.pipeline.tracking.mlflow_store import _store_state
 
     db = tmp_path / "store" / "mlflow.db"
     code = (
         "import sys, pathlib\n"
-        "from paraeval.pipeline.track import prepare_sqlite_store\n"
+        "from paraeval.pipeline.tracking.mlflow_store import prepare_sqlite_store\n"
         "print('creating', flush=True)\n"
         "prepare_sqlite_store(pathlib.Path(sys.argv[1]))\n"
     )
@@ -201,7 +201,7 @@ def test_half_created_store_without_runs_is_recreated(
 def test_half_created_store_with_runs_says_what_to_do(
     tmp_path: Path, template_store: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from paraeval.pipeline.tracking import NOT_LOGGED
+    from paraeval.pipeline.tracking.trackers import NOT_LOGGED
 
     db = _copy_store(template_store, tmp_path / "store" / "mlflow.db")
     first = _output_dir(tmp_path / "first")

@@ -16,8 +16,10 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from mlflow.tracking import MlflowClient
 
-from paraeval.pipeline import app, tracking_lane
-from paraeval.pipeline.__main__ import EXIT_NOT_LOGGED, config_dir
+from paraeval.pipeline.cli import app
+
+from paraeval.pipeline.tracking import lane as tracking_lane
+from paraeval.pipeline.cli.main import EXIT_NOT_LOGGED, config_dir
 from tests.pipeline.helpers import relog, run_cli
 from tests.pipeline.test_tracking_faults import _serve
 
@@ -223,7 +225,7 @@ def test_an_interrupt_gives_up_a_logging_that_does_not_finish(tmp_path: Path) ->
     args = _three_jobs(store, sweep, tmp_path / "cache")
     lock = FileLock(str(store / "mlflow.db") + ".lock", thread_local=False)
 
-    shorter = "import paraeval.pipeline.__main__ as m; m.INTERRUPTED_LOGGING_WAIT_S = 1.0"
+    shorter = "import paraeval.pipeline.cli.main as m; m.INTERRUPTED_LOGGING_WAIT_S = 1.0"
     with lock:
         proc, stderr, helpers = _interrupt(
             args, tmp_path, lambda: _second_job_started(sweep), signal.SIGINT, True, shorter

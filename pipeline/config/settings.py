@@ -17,16 +17,16 @@ from typing import Any, cast
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from paraeval.pipeline import targets
-from paraeval.pipeline.aggregate import Normalizer
-from paraeval.pipeline.compare import CompareConfig
-from paraeval.pipeline.correlate import check_correlation_config
+from paraeval.pipeline.config import targets
+from paraeval.pipeline.stages.aggregate import Normalizer
+from paraeval.pipeline.stages.compare import CompareConfig
+from paraeval.pipeline.stages.correlate import check_correlation_config
 from paraeval.pipeline.errors import ConfigError
-from paraeval.pipeline.load import load_data
-from paraeval.pipeline.score import metric_settings
-from paraeval.pipeline.sweep import AlphaCurveSettings
-from paraeval.pipeline.track import flatten
-from paraeval.pipeline.tracking import Tracker, tracker_from_config
+from paraeval.pipeline.data.load import load_data
+from paraeval.pipeline.stages.score import metric_settings
+from paraeval.pipeline.stages.alpha import AlphaCurveSettings
+from paraeval.pipeline.tracking.mlflow_store import flatten
+from paraeval.pipeline.tracking.trackers import Tracker, tracker_from_config
 
 Node = dict[str, object]
 
@@ -228,7 +228,7 @@ def _report(node: Node) -> ReportSettings:
 
 
 def _figure_format(value: object) -> str:
-    from paraeval.pipeline.plots import FORMATS
+    from paraeval.pipeline.report.plots import FORMATS
 
     if value not in FORMATS:
         raise ConfigError(f"report.format must be one of {list(FORMATS)}, got '{value}'")

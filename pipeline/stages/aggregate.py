@@ -21,8 +21,8 @@ import pandas as pd
 
 from paraeval.metrics.base import AVERAGED_GROUPS
 from paraeval.pipeline.errors import ConfigError
-from paraeval.pipeline.load import HUMAN_PREFIX
-from paraeval.pipeline.score import ColumnInfo, Scores
+from paraeval.pipeline.data.load import HUMAN_PREFIX
+from paraeval.pipeline.stages.score import ColumnInfo, Scores
 
 METHODS = ("minmax", "zscore", "rank", "bounds")
 

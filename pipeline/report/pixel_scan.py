@@ -5,7 +5,7 @@ A panel figure of ParaBank-Eval's ranking is 2,652 x 13,187 pixels (140 MB of RG
 numpy's forms of these passes build a boolean image first and then reduce it, three to four
 passes over memory and 35 MB of fresh pages each. Here each is one pass that keeps nothing and
 stops where the answer is known. Pixels are compared as whole 32-bit words, as
-:func:`paraeval.pipeline.figure_files.ink` compares them.
+:func:`paraeval.pipeline.report.figure_files.ink` compares them.
 """
 
 from __future__ import annotations

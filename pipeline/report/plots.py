@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 from paraeval.memo import Memo
-from paraeval.pipeline.figure_files import _plt, render, save_figure
-from paraeval.pipeline.load import in_order
+from paraeval.pipeline.report.figure_files import _plt, render, save_figure
+from paraeval.pipeline.data.load import in_order
 from paraeval.pipeline.names import slug
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ def correlation_heatmap(
     """Metrics x (aspect, level) for one coefficient; NaN cells are left blank; a column's
     header gives its ``n`` when every cell of it has the same. Each metric's row is a panel of
     its own (``pipeline.panels``): an α sweep's job redraws only the rows that moved."""
-    from paraeval.pipeline.panels import Panel, PanelGrid, save_panels
+    from paraeval.pipeline.report.panels import Panel, PanelGrid, save_panels
 
     if corr.empty:
         return

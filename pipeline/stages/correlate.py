@@ -19,14 +19,14 @@ from paraeval.correlation.bootstrap import is_segment_mean
 from paraeval.memo import Memo, array_key, frozen, nbytes_of
 from paraeval.metrics.base import batched_corpus_fn
 from paraeval.pipeline.errors import ConfigError
-from paraeval.pipeline.load import HUMAN_PREFIX, in_order
+from paraeval.pipeline.data.load import HUMAN_PREFIX, in_order
 
 if TYPE_CHECKING:
     from paraeval.correlation import Coefficient
 
     # types only: the score stage imports the cache, which imports this module
-    from paraeval.pipeline.aggregate import Aggregated
-    from paraeval.pipeline.score import Scores
+    from paraeval.pipeline.stages.aggregate import Aggregated
+    from paraeval.pipeline.stages.score import Scores
 
 log = logging.getLogger(__name__)
 

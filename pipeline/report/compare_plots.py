@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from paraeval.pipeline.cells import Cell, CellGrid, Header, save_cells
-from paraeval.pipeline.figure_files import PNG_DPI, _plt, render, save_figure
-from paraeval.pipeline.plots import FigureStyle, set_title
+from paraeval.pipeline.report.cells import Cell, CellGrid, Header, save_cells
+from paraeval.pipeline.report.figure_files import PNG_DPI, _plt, render, save_figure
+from paraeval.pipeline.report.plots import FigureStyle, set_title
 
 if TYPE_CHECKING:
-    from paraeval.pipeline.compare import Comparison
+    from paraeval.pipeline.stages.compare import Comparison
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from paraeval.memo import Memo
-from paraeval.pipeline import figure_files
+from paraeval.pipeline.report import figure_files
 
 # above every artist of the base (a legend is drawn at 5)
 OVERLAY_ZORDER = 10

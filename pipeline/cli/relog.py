@@ -25,8 +25,8 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 
 from paraeval.pipeline.errors import UserError
 from paraeval.pipeline.names import show
-from paraeval.pipeline.track import TrackingUnavailable, read_run_info, resolve_tracking_uri
-from paraeval.pipeline.tracking import MLflowTracker
+from paraeval.pipeline.tracking.mlflow_store import TrackingUnavailable, read_run_info, resolve_tracking_uri
+from paraeval.pipeline.tracking.trackers import MLflowTracker
 
 PROG = "paraeval-log"
 

@@ -19,11 +19,11 @@ from tqdm.auto import tqdm
 
 from paraeval.memo import Memo
 from paraeval.metrics.base import Metric, MetricConfigError, MissingResourceError
-from paraeval.pipeline.cache import ScoreCache, cache_signature, key_of, texts_digest
+from paraeval.pipeline.stages.cache import ScoreCache, cache_signature, key_of, texts_digest
 from paraeval.pipeline.errors import ConfigError, DataError
-from paraeval.pipeline.load import in_order, row_groups
+from paraeval.pipeline.data.load import in_order, row_groups
 from paraeval.pipeline.names import show
-from paraeval.pipeline.targets import metric_class
+from paraeval.pipeline.config.targets import metric_class
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +157,7 @@ def score(
     cache: ScoreCache | None = None,
     texts_key: str | None = None,
 ) -> Scores:
-    """Every metric on every system. ``texts_key`` (:func:`paraeval.pipeline.load.take_load_token`
+    """Every metric on every system. ``texts_key`` (:func:`paraeval.pipeline.data.load.take_load_token`
     of ``df``) keys this process's memo of the texts' digests, which the cache looks up by."""
     systems = in_order(df["system"])
     _check_inputs(df, metrics)

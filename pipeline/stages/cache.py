@@ -52,11 +52,11 @@ import xxhash
 from paraeval.memo import Memo
 from paraeval.metrics.base import Metric, MetricResult
 from paraeval.metrics.sacre import IBLEU
-from paraeval.pipeline.correlate import advance_like_correlate, correlate, correlated_columns
+from paraeval.pipeline.stages.correlate import advance_like_correlate, correlate, correlated_columns
 
 if TYPE_CHECKING:  # score imports this module: the types only, for checking
-    from paraeval.pipeline.aggregate import Aggregated
-    from paraeval.pipeline.score import Scores
+    from paraeval.pipeline.stages.aggregate import Aggregated
+    from paraeval.pipeline.stages.score import Scores
 
 log = logging.getLogger(__name__)
 
@@ -369,10 +369,10 @@ def _code_digest() -> str:
     statistic invalidates every cached row."""
     global _CODE_DIGEST
     if _CODE_DIGEST is None:
-        root = Path(__file__).resolve().parents[1]
+        root = Path(__file__).resolve().parents[2]
         files = [
             *sorted((root / "correlation").glob("*.py")),
-            root / "pipeline" / "correlate.py",
+            root / "pipeline" / "stages" / "correlate.py",
             root / "metrics" / "base.py",
             root / "metrics" / "sacre.py",
             root / "metrics" / "_sacre_batched.py",

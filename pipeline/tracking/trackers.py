@@ -7,7 +7,7 @@ directory is recorded in :data:`NOT_LOGGED` (the CLI then exits 3).
 
 - :class:`MLflowTracker`: an MLflow store (``conf/tracking/sqlite.yaml``: embedded SQLite;
   ``server.yaml``: a remote ``mlflow server``); the layout is described in
-  :mod:`paraeval.pipeline.track`.
+  :mod:`paraeval.pipeline.tracking.mlflow_store`.
 - :class:`NoTracker`: ``run_info.json`` only (``conf/tracking/none.yaml``).
 
 Adding a backend: a :class:`Tracker` subclass in a ``paraeval`` module (its keyword arguments are
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from paraeval.pipeline.errors import ConfigError, not_allowed
-from paraeval.pipeline.track import (
+from paraeval.pipeline.tracking.mlflow_store import (
     Logged,
     RunRecord,
     TrackingUnavailable,
@@ -38,7 +38,7 @@ from paraeval.pipeline.track import (
 )
 
 # the name the tracking warnings always had, so that log filters and the run's log keep matching
-log = logging.getLogger("paraeval.pipeline.track")
+log = logging.getLogger("paraeval.pipeline.tracking.mlflow_store")
 
 NOT_LOGGED: list[Path] = []
 """Output directories of this process whose logging failed (the CLI's exit status says so)."""

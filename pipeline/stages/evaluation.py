@@ -4,7 +4,7 @@
 curve; each stage reads the :class:`Evaluation` and fills in its own part. Figures are jobs
 (a picklable callable given the output folder): the CLI draws them in a helper process while the
 later stages run; :meth:`Evaluation.write` draws whatever was not drawn yet. Nothing here reads
-the config tree (that is :mod:`paraeval.pipeline.settings`) or talks to MLflow.
+the config tree (that is :mod:`paraeval.pipeline.config.settings`) or talks to MLflow.
 """
 
 from __future__ import annotations
@@ -24,27 +24,27 @@ import pandas as pd
 
 from paraeval.blas import on_one_blas_thread
 from paraeval.metrics.base import Metric
-from paraeval.pipeline.aggregate import Aggregated, aggregate
-from paraeval.pipeline.cache import ScoreCache, correlate_cached
-from paraeval.pipeline.compare import COMPARISON_COLUMNS, SYSTEM_COLUMNS, Comparison, compare
-from paraeval.pipeline.compare_plots import write_compare_plots
-from paraeval.pipeline.correlate import correlate, significance
-from paraeval.pipeline.figures import ANY_LANE, Figures
+from paraeval.pipeline.stages.aggregate import Aggregated, aggregate
+from paraeval.pipeline.stages.cache import ScoreCache, correlate_cached
+from paraeval.pipeline.stages.compare import COMPARISON_COLUMNS, SYSTEM_COLUMNS, Comparison, compare
+from paraeval.pipeline.report.compare_plots import write_compare_plots
+from paraeval.pipeline.stages.correlate import correlate, significance
+from paraeval.pipeline.report.figures import ANY_LANE, Figures
 from paraeval.pipeline.files import write_csv, write_parquet
-from paraeval.pipeline.humans import human_report
-from paraeval.pipeline.load import HUMAN_PREFIX
-from paraeval.pipeline.plots import FigureStyle, scatter_columns, write_plots
-from paraeval.pipeline.score import Scores, build_metrics, score
-from paraeval.pipeline.settings import Settings
-from paraeval.pipeline.sweep import AlphaCurve, compute_alpha_curve, curve_metrics, plot_alpha_curve
-from paraeval.pipeline.terminal import Status
-from paraeval.pipeline.track import (
+from paraeval.pipeline.data.humans import human_report
+from paraeval.pipeline.data.load import HUMAN_PREFIX
+from paraeval.pipeline.report.plots import FigureStyle, scatter_columns, write_plots
+from paraeval.pipeline.stages.score import Scores, build_metrics, score
+from paraeval.pipeline.config.settings import Settings
+from paraeval.pipeline.stages.alpha import AlphaCurve, compute_alpha_curve, curve_metrics, plot_alpha_curve
+from paraeval.pipeline.report.terminal import Status
+from paraeval.pipeline.tracking.mlflow_store import (
     RunRecord,
     hydra_tags,
     library_versions,
     sweep_run_name,
 )
-from paraeval.pipeline.tracking import Tracker, tracker_from_config
+from paraeval.pipeline.tracking.trackers import Tracker, tracker_from_config
 
 log = logging.getLogger("paraeval")
 
@@ -135,7 +135,7 @@ class Evaluation:
         drawn = Figures(background=False)
         for job in self.figures:
             drawn.submit(job, out)
-        from paraeval.pipeline.html_report import write_html
+        from paraeval.pipeline.report.html import write_html
 
         write_html(self, out)
         return out
@@ -269,7 +269,7 @@ def compute(
     """Every stage on a loaded table; ``on_figure`` gets each figure as soon as its data exists;
     ``status`` tells the terminal which stage runs; ``started_at`` is when the run began (its
     loading included), for the tracker; ``table_token`` is
-    :func:`paraeval.pipeline.load.take_load_token` of the table, where it has one."""
+    :func:`paraeval.pipeline.data.load.take_load_token` of the table, where it has one."""
     ev = Evaluation(settings, table, table_token=table_token)
     if started_at is not None:
         ev.started_at = started_at

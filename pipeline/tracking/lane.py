@@ -6,7 +6,7 @@ begins with the run's own process alone as well (loading, scores from the cache)
 multirun a job's logging therefore goes to a helper process of its own (the "lane") once the
 job's files are complete (figures and ``report.html`` included, ``run_info.json`` written), and
 the next job starts at once. The lane logs what a job hands over exactly as the job would have
-(:func:`paraeval.pipeline.track.log_output_dir`); it runs at a lower priority, in the time the
+(:func:`paraeval.pipeline.tracking.mlflow_store.log_output_dir`); it runs at a lower priority, in the time the
 jobs leave idle.
 
 At most one logging is in flight: a job waits for the one before it before it hands over its
@@ -30,7 +30,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-from paraeval.pipeline.track import Logged, RunRecord, log_output_dir
+from paraeval.pipeline.tracking.mlflow_store import Logged, RunRecord, log_output_dir
 
 ENABLED = False
 """Whether jobs hand their logging over: set for a Hydra multirun by ``pipeline.__main__``."""
@@ -58,7 +58,7 @@ def _start_lane() -> None:
 def _lane() -> ProcessPoolExecutor:
     global _POOL
     if _POOL is None:
-        from paraeval.pipeline.figures import _plain_main
+        from paraeval.pipeline.report.figures import _plain_main
 
         # spawn, not fork, as the figure helpers: the run's process holds threads
         context = multiprocessing.get_context("spawn")
@@ -78,7 +78,7 @@ def prepare(settings: dict[str, Any]) -> None:
 
 
 def _warm(settings: dict[str, Any]) -> None:
-    from paraeval.pipeline.track import warm_store
+    from paraeval.pipeline.tracking.mlflow_store import warm_store
 
     with suppress(Exception):  # a store that fails here fails the job's logging, which says so
         warm_store(settings)
@@ -131,7 +131,7 @@ def wait(timeout: float | None = None) -> bool:
 
 
 def report_failure(out_dir: Path, exc: BaseException, handlers: Sequence[logging.Handler]) -> None:
-    from paraeval.pipeline.tracking import NOT_LOGGED, not_logged_warning
+    from paraeval.pipeline.tracking.trackers import NOT_LOGGED, not_logged_warning
 
     NOT_LOGGED.append(Path(out_dir))
     emit(handlers, logging.WARNING, *not_logged_warning(out_dir, exc))
@@ -139,7 +139,7 @@ def report_failure(out_dir: Path, exc: BaseException, handlers: Sequence[logging
 
 def emit(handlers: Sequence[logging.Handler], level: int, msg: str, *args: Any) -> None:
     """A record of the tracking logger, to ``handlers`` (a job's, which may have ended)."""
-    from paraeval.pipeline.tracking import log
+    from paraeval.pipeline.tracking.trackers import log
 
     record = log.makeRecord(log.name, level, __file__, 0, msg, args, None)
     for handler in handlers:

@@ -65,11 +65,11 @@ from paraeval.correlation.paired import (
 from paraeval.memo import Memo, arrow_key, nbytes_of
 from paraeval.metrics.base import Metric, batched_corpus_fn, has_corpus_from_stats
 from paraeval.pipeline.errors import ConfigError
-from paraeval.pipeline.load import in_order
+from paraeval.pipeline.data.load import in_order
 
 if TYPE_CHECKING:
-    from paraeval.pipeline.aggregate import Aggregated
-    from paraeval.pipeline.score import Scores
+    from paraeval.pipeline.stages.aggregate import Aggregated
+    from paraeval.pipeline.stages.score import Scores
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
 """The run record (``run_info.json``) and the MLflow backend behind
-:class:`paraeval.pipeline.tracking.MLflowTracker`.
+:class:`paraeval.pipeline.tracking.trackers.MLflowTracker`.
 
 The output files are written first (atomically, :mod:`paraeval.pipeline.files`); a tracker then
-logs the finished directory (:mod:`paraeval.pipeline.tracking` chooses the backend).
+logs the finished directory (:mod:`paraeval.pipeline.tracking.trackers` chooses the backend).
 
 MLflow layout: one parent run per invocation, named ``<input file>: <overrides>``, with its real
 start and end times, and one child run per system (named after it) with its corpus-level scores and,

@@ -1,6 +1,6 @@
 """The whole run as a plain function of a composed config: settings -> load -> the stages of
-:mod:`paraeval.pipeline.evaluation` -> output files -> tracking -> terminal summary.
-``paraeval.pipeline.__main__`` is a thin Hydra wrapper around :func:`run`; tests call it directly.
+:mod:`paraeval.pipeline.stages.evaluation` -> output files -> tracking -> terminal summary.
+``paraeval.pipeline.cli.main`` is a thin Hydra wrapper around :func:`run`; tests call it directly.
 """
 
 from __future__ import annotations
@@ -12,16 +12,18 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from paraeval.pipeline import report, tracking_lane
+from paraeval.pipeline.report import summary as report
+
+from paraeval.pipeline.tracking import lane as tracking_lane
 from paraeval.pipeline.errors import raise_deferred
-from paraeval.pipeline.evaluation import Evaluation, compute, run_record, write_tables
-from paraeval.pipeline.figures import Figures
+from paraeval.pipeline.stages.evaluation import Evaluation, compute, run_record, write_tables
+from paraeval.pipeline.report.figures import Figures
 from paraeval.pipeline.files import check_writable
-from paraeval.pipeline.html_report import page_around_figures, write_html
-from paraeval.pipeline.load import take_load_token
-from paraeval.pipeline.settings import Settings, check_table
-from paraeval.pipeline.track import Logged, write_run_info
-from paraeval.pipeline.tracking import MLflowTracker
+from paraeval.pipeline.report.html import page_around_figures, write_html
+from paraeval.pipeline.data.load import take_load_token
+from paraeval.pipeline.config.settings import Settings, check_table
+from paraeval.pipeline.tracking.mlflow_store import Logged, write_run_info
+from paraeval.pipeline.tracking.trackers import MLflowTracker
 
 log = logging.getLogger("paraeval")
 
@@ -89,7 +91,7 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
 
 
 def _hands_over(settings: Settings) -> bool:
-    """Whether this job's MLflow logging goes to :mod:`paraeval.pipeline.tracking_lane`: in a
+    """Whether this job's MLflow logging goes to :mod:`paraeval.pipeline.tracking.lane`: in a
     multirun of this process, to an MLflow store, where helper processes are allowed. The
     helper is started at the first such job, so that its imports overlap that job."""
     hands_over = (

@@ -18,10 +18,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from paraeval.pipeline.terminal import Status, printable
+from paraeval.pipeline.report.terminal import Status, printable
 
 if TYPE_CHECKING:
-    from paraeval.pipeline.evaluation import Evaluation
+    from paraeval.pipeline.stages.evaluation import Evaluation
 
 __all__ = ["Status", "print_summary", "render_summary"]
 

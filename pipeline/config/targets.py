@@ -1,16 +1,16 @@
 """The one allow-list of what a config's ``_target_`` may name.
 
 A config (a YAML file in a shared folder, an override on the command line) must never make a run
-import or call arbitrary code: ``paraeval.pipeline.load.pd.read_pickle`` starts with the loader
+import or call arbitrary code: ``paraeval.pipeline.data.load.pd.read_pickle`` starts with the loader
 module's name, yet is pandas' pickle reader. Every ``_target_`` is therefore looked up by its exact
 dotted name in one table per config group, built from paraeval's own registries:
 
-- ``data``: the loaders of :data:`paraeval.pipeline.load.LOADERS`;
+- ``data``: the loaders of :data:`paraeval.pipeline.data.load.LOADERS`;
 - ``metrics``: the metric classes of :data:`paraeval.metrics.METRICS`, by their defining module
   (``paraeval.metrics.sacre.BLEU``) or the package (``paraeval.metrics.BLEU``); a class from
   elsewhere only with ``allow_external_metrics=true``, and it must still be a metric class;
-- ``normalize``: :class:`paraeval.pipeline.aggregate.Normalizer`;
-- ``tracking``: the trackers of :data:`paraeval.pipeline.tracking.TRACKERS`.
+- ``normalize``: :class:`paraeval.pipeline.stages.aggregate.Normalizer`;
+- ``tracking``: the trackers of :data:`paraeval.pipeline.tracking.trackers.TRACKERS`.
 
 A name that is not in its table is a :class:`ConfigError` before anything is imported.
 """
@@ -28,7 +28,7 @@ KINDS = {
     "normalize": "normalizer",
     "tracking": "tracker",
 }
-NORMALIZER = "paraeval.pipeline.aggregate.Normalizer"
+NORMALIZER = "paraeval.pipeline.stages.aggregate.Normalizer"
 
 
 def metric_targets() -> dict[str, tuple[str, str]]:
@@ -46,7 +46,7 @@ def metric_targets() -> dict[str, tuple[str, str]]:
 def allowed(group: str) -> list[str]:
     """The exact names ``<group>._target_`` may take."""
     if group == "data":
-        from paraeval.pipeline.load import LOADERS
+        from paraeval.pipeline.data.load import LOADERS
 
         return sorted(LOADERS)
     if group == "metrics":
@@ -54,7 +54,7 @@ def allowed(group: str) -> list[str]:
     if group == "normalize":
         return [NORMALIZER]
     if group == "tracking":
-        from paraeval.pipeline.tracking import TRACKERS
+        from paraeval.pipeline.tracking.trackers import TRACKERS
 
         return sorted(TRACKERS)
     raise ValueError(f"no _target_ allow-list for group '{group}'")

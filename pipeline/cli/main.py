@@ -30,7 +30,7 @@ from omegaconf import DictConfig
 
 from paraeval.pipeline.errors import DEFERRED_SIGNALS, Interrupted, raise_deferred
 from paraeval.pipeline.names import escape_log_output, escape_warnings
-from paraeval.pipeline.sweep_compose import compose_each_sweep_job_once
+from paraeval.pipeline.cli.sweep_compose import compose_each_sweep_job_once
 
 EXIT_USER_ERROR = 2
 # the outputs are written but could not be logged (tracking server down or failing, store
@@ -43,8 +43,9 @@ GROUPS = ("data", "metrics", "normalize", "correlation", "tracking", "experiment
 
 def config_dir() -> Path:
     """conf/ at the top of a source checkout, or paraeval/conf inside an installed wheel."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "conf", here.parent / "conf"):
+    # pipeline/cli/ in a checkout (conf/ beside pipeline/) or paraeval/pipeline/cli/ in a wheel
+    top = Path(__file__).resolve().parents[2]
+    for candidate in (top / "conf",):
         if (candidate / "config.yaml").is_file():
             return candidate
     raise SystemExit("paraeval: error: configuration folder not found (broken installation)")
@@ -201,8 +202,8 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     from hydra.types import RunMode
 
     from paraeval.metrics.base import MetricConfigError, MissingResourceError
-    from paraeval.pipeline import cache
-    from paraeval.pipeline.app import run
+    from paraeval.pipeline.stages import cache
+    from paraeval.pipeline.cli.app import run
     from paraeval.pipeline.errors import UserError
 
     hc = HydraConfig.get()
@@ -277,8 +278,8 @@ def _interrupted(exc: BaseException) -> None:
     """One line and the shell's exit status for the signal (130 SIGINT, 143 SIGTERM). The
     helper process is stopped; output files are written atomically, so what is there is whole;
     an MLflow run being logged was ended as KILLED on the way out."""
-    from paraeval.pipeline import tracking_lane
-    from paraeval.pipeline.figures import stop_helper
+    from paraeval.pipeline.tracking import lane as tracking_lane
+    from paraeval.pipeline.report.figures import stop_helper
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -327,7 +328,7 @@ def _main(argv: list[str]) -> None:
         check_group_overrides(argv, config_dir())
         check_override_keys(argv, config_dir())
         check_output_dir_overrides(argv)
-    from paraeval.pipeline import tracking_lane
+    from paraeval.pipeline.tracking import lane as tracking_lane
 
     if any(a in ("-m", "--multirun") for a in argv):
         compose_each_sweep_job_once()
@@ -345,7 +346,7 @@ def _main(argv: list[str]) -> None:
         raise
     tracking_lane.wait()
     tracking_lane.stop()
-    from paraeval.pipeline.tracking import NOT_LOGGED
+    from paraeval.pipeline.tracking.trackers import NOT_LOGGED
 
     if NOT_LOGGED:
         sys.exit(EXIT_NOT_LOGGED)

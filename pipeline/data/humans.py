@@ -11,7 +11,7 @@ import logging
 import numpy as np
 import pandas as pd
 
-from paraeval.pipeline.load import HUMAN_PREFIX, row_groups
+from paraeval.pipeline.data.load import HUMAN_PREFIX, row_groups
 
 log = logging.getLogger(__name__)
 

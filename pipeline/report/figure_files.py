@@ -20,7 +20,7 @@ import pandas as pd
 import xxhash
 
 from paraeval.memo import Memo
-from paraeval.pipeline import glyphs
+from paraeval.pipeline.report import glyphs
 
 
 def _plt():  # type: ignore[no-untyped-def]
@@ -136,7 +136,7 @@ def ink(rgba: np.ndarray) -> np.ndarray:
 def crop_pixels(rgba: np.ndarray, dpi: int) -> np.ndarray | None:
     """``rgba`` cut to its inked pixels plus ``PAD_INCHES``; None where the ink reaches the edge
     (something may lie beyond it) or there is none."""
-    from paraeval.pipeline.pixel_scan import ink_extent
+    from paraeval.pipeline.report.pixel_scan import ink_extent
 
     flat = rgba.view(np.uint32)[..., 0]
     first_row, last_row, first_col, last_col = ink_extent(flat, flat[0, 0])
@@ -235,7 +235,7 @@ def _deflated(pixels: np.ndarray, key: str | None) -> tuple[bytes, bool]:
         kept = None
     same = [False] * len(starts)
     if kept is not None:
-        from paraeval.pipeline.pixel_scan import equal_bands
+        from paraeval.pipeline.report.pixel_scan import equal_bands
 
         # a band with the row above it: the "Up" filter of its first row reads that row
         same = equal_bands(

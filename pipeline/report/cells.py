@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from paraeval.memo import Memo
-from paraeval.pipeline import figure_files
+from paraeval.pipeline.report import figure_files
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ def whole_figure(grid: CellGrid, cells: Sequence[Cell], header: Header) -> Any:
 def _inside(pixels: np.ndarray | None, height: int, width: int) -> np.ndarray | None:
     """The figure's own area of ``margin_pixels``, where all of its ink lies there (none in
     the margin around it); None otherwise."""
-    from paraeval.pipeline.pixel_scan import ink_extent
+    from paraeval.pipeline.report.pixel_scan import ink_extent
 
     if pixels is None:
         return None

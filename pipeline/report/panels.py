@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from paraeval.memo import Memo
-from paraeval.pipeline import figure_files
+from paraeval.pipeline.report import figure_files
 
 # pixels added around each measured box: antialiased edges of glyphs and lines reach past the
 # extents matplotlib reports by a pixel or two
@@ -153,7 +153,7 @@ def _meet(a: Box, b: Box) -> bool:
 
 
 def _ink_outside(rgba: np.ndarray, boxes: Sequence[Box]) -> bool:
-    from paraeval.pipeline.pixel_scan import ink_outside
+    from paraeval.pipeline.report.pixel_scan import ink_outside
 
     flat = rgba.view(np.uint32)[..., 0]
     table = np.array(boxes, dtype=np.int64).reshape(-1, 4)

@@ -17,10 +17,10 @@ import xxhash
 
 from paraeval.memo import Memo
 from paraeval.pipeline.files import atomic_write
-from paraeval.pipeline.plots import LOWER_MARK, MARKS_NOTE, SOURCE_MARK
+from paraeval.pipeline.report.plots import LOWER_MARK, MARKS_NOTE, SOURCE_MARK
 
 if TYPE_CHECKING:
-    from paraeval.pipeline.evaluation import Evaluation
+    from paraeval.pipeline.stages.evaluation import Evaluation
 
 REPORT_NAME = "report.html"
 _MIME = {".png": "image/png", ".svg": "image/svg+xml"}

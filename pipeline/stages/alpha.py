@@ -27,7 +27,7 @@ from paraeval.memo import Memo
 from paraeval.metrics.base import Metric
 from paraeval.metrics.sacre import BLEU, IBLEU
 from paraeval.pipeline.errors import ConfigError
-from paraeval.pipeline.load import in_order
+from paraeval.pipeline.data.load import in_order
 
 log = logging.getLogger(__name__)
 
@@ -307,7 +307,7 @@ def plot_alpha_curve(result: AlphaCurve, path: Path) -> None:
     """Each level's curve per aspect and split, the α chosen on dev as a dot on the test curve,
     and the configured α as a dotted line: the one thing that moves from job to job of an α
     sweep, drawn as an overlay (``pipeline.layers``) over the rest, which is kept."""
-    from paraeval.pipeline.layers import OVERLAY_ZORDER, save_layered
+    from paraeval.pipeline.report.layers import OVERLAY_ZORDER, save_layered
 
     levels = list(dict.fromkeys(result.curve["level"]))
     if not levels:
@@ -334,7 +334,7 @@ def plot_alpha_curve(result: AlphaCurve, path: Path) -> None:
 
 
 def _alpha_curve_base(curve: pd.DataFrame, choice: pd.DataFrame, levels: list[str]) -> Any:
-    from paraeval.pipeline.plots import _plt, plain_y, set_title
+    from paraeval.pipeline.report.plots import _plt, plain_y, set_title
 
     plt = _plt()
     fig, axes = plt.subplots(1, len(levels), figsize=(4.6 * len(levels), 3.6), squeeze=False)
