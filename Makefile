@@ -62,9 +62,16 @@ lint: setup-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy metrics correlation
 
-# each script prints ratios against its reference implementation, measured in the same run
+# each script times paraeval against its anchor measured in the same run, prints the ratios and
+# writes its figures to .cache/bench/<script>.json; docs/performance.md's table is made from them.
+# bench_semantic runs on the CPU (its --device cuda needs a GPU)
+BENCH_FIGURES := .cache/bench
 bench: setup-dev
-	for script in benchmarks/bench_*.py; do $(PY) $$script || exit 1; done
+	rm -rf $(BENCH_FIGURES) && mkdir -p $(BENCH_FIGURES)
+	for script in benchmarks/bench_*.py; do \
+	  $(PY) $$script --json $(BENCH_FIGURES)/$$(basename $$script .py).json || exit 1; \
+	done
+	$(PY) benchmarks/performance_table.py $(BENCH_FIGURES) docs/performance.md
 
 demo-data: $(VENV)/.runtime
 	$(PY) scripts/make_demo.py

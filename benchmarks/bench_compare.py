@@ -1,29 +1,30 @@
 """Benchmark the compare stage on ParaBank-Eval against sacrebleu's own paired tests.
 
     .venv/bin/python benchmarks/bench_compare.py [--systems 36] [--bs 1000] [--ar 10000]
-        [--all-metrics] [--cache-dir DIR]
+        [--all-metrics] [--cache-dir DIR] [--json PATH]
 
 Scores BLEU, chrF and TER against the source (ParaBank has no separate references) plus self-BLEU
-(``--all-metrics``: the whole default metric set, as ``paraeval data=parabank`` scores it, through
-the score cache in ``--cache-dir``, so that a second run does not encode again), times the
-comparison stage, :func:`pipeline.compare.compare` (intervals, both paired tests, clusters for
-every column),
-then runs ``sacrebleu.significance.PairedTest`` (the anchor) for BLEU/chrF/TER on the same items
-and systems with ``SACREBLEU_SEED`` = the same seed, checks that every p-value is equal and
-reports both timings and their ratio. Needs ../shared/data (or PARAEVAL_SHARED_DATA).
+with ``paraeval.evaluate`` (``--all-metrics``: the whole default metric set, as ``paraeval
+data=parabank`` scores it, through the score cache (``--cache-dir``, else the default one), so
+that a second run does not encode again), times the comparison stage,
+:func:`paraeval.pipeline.stages.compare.compare` (intervals, both paired tests, clusters for every
+column) on the evaluation's scores, then runs ``sacrebleu.significance.PairedTest`` (the anchor)
+for BLEU/chrF/TER on the same items and systems with ``SACREBLEU_SEED`` = the same seed, checks
+that every p-value is equal and reports both timings and their ratio. Needs ../shared/data (or
+PARAEVAL_SHARED_DATA).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from results import row, write_rows
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import paraeval
 
 
 def main() -> int:
@@ -35,18 +36,18 @@ def main() -> int:
     parser.add_argument("--skip-anchor", action="store_true")
     parser.add_argument("--all-metrics", action="store_true", help="the default metric set")
     parser.add_argument("--cache-dir", default=None, help="score cache (with --all-metrics)")
+    parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = parser.parse_args()
 
-    from paraeval.pipeline.stages.aggregate import aggregate
-    from paraeval.pipeline.stages.compare import CompareConfig, compare
     from paraeval.pipeline.data.load import load_parabank
-    from paraeval.pipeline.stages.score import build_metrics, score
+    from paraeval.pipeline.stages.compare import CompareConfig, compare
 
     data = Path(
         os.environ.get("PARAEVAL_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared/data")
     )
     if not (data / "parabank_eval").is_dir():
         print(f"skipped: {data / 'parabank_eval'} is absent (set PARAEVAL_SHARED_DATA)")
+        write_rows(args.json, [])
         return 0
     df = load_parabank(str(data / "parabank_eval"))
     systems = list(dict.fromkeys(df["system"]))[: args.systems]
@@ -59,30 +60,22 @@ def main() -> int:
     df = df[df["system"].isin(systems) & df["item_id"].isin(items)].reset_index(drop=True)
     print(f"ParaBank-Eval: {len(systems)} systems x {len(items)} items shared by all")
 
-    cache = None
-    if args.all_metrics:
-        from paraeval.pipeline.api import compose_config
-        from paraeval.pipeline.stages.cache import ScoreCache
-        from paraeval.pipeline.config.settings import Settings
-
-        settings = Settings.from_config(compose_config(["data=parabank", "tracking=none"]))
-        metrics = build_metrics(settings.metrics, settings.allow_external_metrics)
-        if args.cache_dir:
-            cache = ScoreCache(args.cache_dir)
-        elif settings.cache is not None:
-            cache = ScoreCache.from_config(settings.cache)
-    else:
-        metrics = build_metrics(
-            {
-                "bleu": {"_target_": "paraeval.metrics.sacre.BLEU"},
-                "chrf": {"_target_": "paraeval.metrics.sacre.CHRF"},
-                "ter": {"_target_": "paraeval.metrics.sacre.TER"},
-                "self_bleu": {"_target_": "paraeval.metrics.sacre.SelfBLEU"},
-            }
-        )
+    metrics = None if args.all_metrics else ["bleu", "chrf", "ter", "self_bleu"]
+    cache: dict[str, object] = {"enabled": args.all_metrics}
+    if args.cache_dir:
+        cache["dir"] = str(Path(args.cache_dir).resolve())
     t0 = time.perf_counter()
-    scores = score(scored if args.all_metrics else df, metrics, progress=False, cache=cache)
-    agg = aggregate(scores)
+    # the scores and the system table only: the comparison is timed below, on its own
+    ev = paraeval.evaluate(
+        scored if args.all_metrics else df,
+        metrics,
+        cache=cache,
+        compare={"enabled": False},
+        correlation={"levels": [], "significance": {"enabled": False}},
+        alpha_curve={"enabled": False},
+    )
+    assert ev.scores is not None and ev.aggregated is not None
+    scores, agg = ev.scores, ev.aggregated
     t_score = time.perf_counter() - t0
     cfg = CompareConfig(n_bootstrap=args.bs, n_ar=args.ar, seed=args.seed)
     t0 = time.perf_counter()
@@ -94,7 +87,13 @@ def main() -> int:
         f"paraeval compare: {t_ours:.2f} s for {n_cols} columns x {len(systems)} systems "
         f"(bs {args.bs}, ar {args.ar}, intervals + both tests + clusters)"
     )
+    what = (
+        f"the comparison stage on ParaBank-Eval: intervals, paired bootstrap ({args.bs:,}) and "
+        f"approximate randomization ({args.ar:,}), clusters; {n_cols} columns x "
+        f"{len(systems)} systems"
+    )
     if args.skip_anchor:
+        write_rows(args.json, [row("bench_compare", what, t_ours, "s")])
         return 0
 
     os.environ["SACREBLEU_SEED"] = str(args.seed)
@@ -161,6 +160,8 @@ def main() -> int:
             1:
         ].tolist(),
     )
+    anchor = "sacrebleu's `PairedTest` bs + ar, 3 columns, its statistics extraction left out"
+    write_rows(args.json, [row("bench_compare", what, t_ours, "s", anchor, tests_only)])
     return 1 if mismatches else 0
 
 

@@ -9,7 +9,7 @@ The statistics of mt-metrics-eval (Kendall-like, pairwise accuracy, acc23 with t
 tau_23, soft pairwise accuracy) are timed under the same bootstrap (one metric, their own levels)
 against the explicit loop: every resampled matrix built and passed to ``correlate``.
 
-    .venv/bin/python benchmarks/bench_correlation.py [--resamples 1000] [--metrics 20]
+    .venv/bin/python benchmarks/bench_correlation.py [--resamples 1000] [--metrics 20] [--json PATH]
 """
 
 from __future__ import annotations
@@ -17,8 +17,11 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from pathlib import Path
+from typing import Any
 
 import numpy as np
+from results import row, write_rows
 from scipy import stats
 
 from paraeval.correlation import correlate, correlation_table, draw_resamples, resampled_values
@@ -61,6 +64,7 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=1000)
     parser.add_argument("--scipy-resamples", type=int, default=30)
     parser.add_argument("--workers", type=int, default=None, help="threads (default: up to 4)")
+    parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = parser.parse_args()
 
     metrics, human = make_data(args.systems, args.items, args.metrics, seed=0)
@@ -121,7 +125,15 @@ def main() -> None:
         f"cpu {per_cpu * scale / cpu:.1f}x"
     )
 
-    field_statistics(metrics["m00"], human, res, args.scipy_resamples)
+    workload = f"{args.resamples:,} item resamples x {n_seg:,} segments x {args.metrics} metrics"
+    what = f"`correlation_table`, segment level, Pearson + Kendall tau-b with intervals, {workload}"
+    anchor = f"scipy per resample (extrapolated from {len(sub)})"
+    rows = [
+        row("bench_correlation", f"{what}, wall", wall, "s", anchor, per_wall * scale),
+        row("bench_correlation", f"{what}, CPU", cpu, "CPU-s", anchor, per_cpu * scale),
+    ]
+    rows += field_statistics(metrics["m00"], human, res, args.scipy_resamples)
+    write_rows(args.json, rows)
 
 
 FIELD = (
@@ -135,20 +147,17 @@ FIELD = (
 )
 
 
-def field_statistics(metric: np.ndarray, human: np.ndarray, res, n_explicit: int) -> None:  # type: ignore[no-untyped-def]
+def field_statistics(  # type: ignore[no-untyped-def]
+    metric: np.ndarray, human: np.ndarray, res, n_explicit: int
+) -> list[dict[str, Any]]:
     """The field's statistics under the same resamples: vectorised vs the explicit loop."""
     assert res.item_idx is not None
     print(f"field statistics, one metric, {res.n_resamples} resamples (unit=items):")
-    from paraeval.correlation import spa
-
+    rows = []
     for level, coefficient in FIELD:
-        # both paths start without SPA's shared human p-values (a table shares them across
-        # metrics; one metric alone does not)
-        spa._HUMAN_P.clear()
         t = time.perf_counter()
         resampled_values(metric, human, level, coefficient, res)
         fast = time.perf_counter() - t
-        spa._HUMAN_P.clear()
         t = time.perf_counter()
         for idx in res.item_idx[:n_explicit]:
             correlate(metric[:, idx], human[:, idx], level, coefficient)
@@ -157,6 +166,10 @@ def field_statistics(metric: np.ndarray, human: np.ndarray, res, n_explicit: int
             f"  {level:>7} {coefficient:<22} {fast:7.2f} s  explicit loop {slow:7.1f} s "
             f"(extrapolated from {n_explicit})  speed-up {slow / fast:5.1f}x"
         )
+        what = f"{coefficient} at the {level} level, {res.n_resamples:,} resamples, one metric"
+        anchor = f"`correlate` on each resampled matrix (extrapolated from {n_explicit})"
+        rows.append(row("bench_correlation", what, fast, "s", anchor, slow))
+    return rows
 
 
 if __name__ == "__main__":

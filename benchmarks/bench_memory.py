@@ -6,12 +6,14 @@ temporary folder, then runs ``paraeval data=table data.path=... metrics=[bleu] t
 (the default correlation and comparison, cache off) in a child process and reports its peak
 resident set size (``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss``), the bytes per row, and
 the wall time, and whether the peak meets the target: at most ``--target-gb`` (2.5 GB, GB =
-10**9 bytes) at the default 400,000 rows (the target is set for that size only). ``--stages`` runs
+10**9 bytes) at the default 400,000 rows (the target is set for that size only). The anchor,
+measured in the same run: the peak RSS of a child process that only reads the same table with
+pandas (``pd.read_parquet``), what holding the data costs. ``--stages`` runs
 the stages in-process instead (as ``compute`` does, freed heap memory returned between them)
 and prints the peak RSS after each (``--tracemalloc``: also the Python allocations they hold);
 that process also holds the generator's rows, so its figures are a little higher.
 
-Usage: ``python benchmarks/bench_memory.py [--items 40000] [--systems 10] [--stages]``
+Usage: ``python benchmarks/bench_memory.py [--items 40000] [--systems 10] [--stages] [--json PATH]``
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from results import row, write_rows
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -71,23 +75,32 @@ def overrides(path: Path, out: Path) -> list[str]:
         "cache.enabled=false",
         "report.progress=false",
         "report.print_tables=false",
-        "report.plot_process=false",
         f"hydra.run.dir={out}",
     ]
 
 
-def run_child(path: Path, out: Path) -> tuple[float, int]:
-    env = dict(os.environ)
+def peak_of(args: list[str]) -> tuple[float, int]:
+    """Wall seconds and peak RSS in bytes of one child process (the processes it waited for
+    included), from its own resource usage, so that children measured one after the other do
+    not share a peak."""
     t0 = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-m", "paraeval.pipeline", *overrides(path, out)],
-        check=True,
-        env=env,
-        stdout=subprocess.DEVNULL,
-    )
+    proc = subprocess.Popen(args, env=dict(os.environ), stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
-    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return wall, peak_kib * 1024
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise subprocess.CalledProcessError(proc.returncode, args)
+    return wall, usage.ru_maxrss * 1024
+
+
+def run_child(path: Path, out: Path) -> tuple[float, int]:
+    return peak_of([sys.executable, "-m", "paraeval", *overrides(path, out)])
+
+
+def run_anchor(path: Path) -> tuple[float, int]:
+    """The table read by pandas alone, in a child process."""
+    code = "import sys, pandas; pandas.read_parquet(sys.argv[1])"
+    return peak_of([sys.executable, "-c", code, str(path)])
 
 
 def run_stages(path: Path, trace: bool) -> None:
@@ -95,9 +108,9 @@ def run_stages(path: Path, trace: bool) -> None:
     peak is) and, with ``trace``, the Python allocations each leaves held (tracemalloc; slow)."""
     import tracemalloc
 
-    from paraeval.pipeline.api import compose_config
-    from paraeval.pipeline.stages.evaluation import STAGES, Evaluation, release_free_memory
+    from paraeval.pipeline.config.compose import compose_config
     from paraeval.pipeline.config.settings import Settings
+    from paraeval.pipeline.stages.evaluation import STAGES, Evaluation, release_free_memory
 
     def peak_rss() -> float:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
@@ -142,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--target-gb", type=float, default=2.5, help="peak RSS target at 400,000 rows (GB)"
     )
+    parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = parser.parse_args(argv)
     rows = args.items * args.systems
     with tempfile.TemporaryDirectory(prefix="paraeval-mem-") as tmp:
@@ -156,8 +170,18 @@ def main(argv: list[str] | None = None) -> int:
             run_stages(path, args.tracemalloc)
             return 0
         wall, peak = run_child(path, Path(tmp) / "out")
+        anchor_wall, anchor_peak = run_anchor(path)
     print(f"paraeval metrics=[bleu], default correlation and comparison: {wall:.1f} s wall")
     print(f"peak RSS {peak / 1e9:.2f} GB = {peak / rows / 1e3:.2f} KB per row")
+    print(
+        f"anchor, the table read by pandas alone: peak RSS {anchor_peak / 1e9:.2f} GB "
+        f"({anchor_wall:.1f} s); ratio {peak / anchor_peak:.2f}"
+    )
+    what = (
+        f"peak RSS of `paraeval data=table metrics=[bleu] tracking=none`, {rows:,} generated rows"
+    )
+    anchor = "the table read by pandas alone (`pd.read_parquet`)"
+    write_rows(args.json, [row("bench_memory", what, peak / 1e9, "GB", anchor, anchor_peak / 1e9)])
     if rows == DEFAULT_ROWS:
         verdict = "OK" if peak <= args.target_gb * 1e9 else "OVER"
         print(f"target <= {args.target_gb:g} GB at {rows:,} rows: {verdict}")

@@ -1,12 +1,15 @@
-"""The whole default run on ParaBank-Eval, cold, against the plain script a user would write.
+"""The whole default run on ParaBank-Eval, cold and warm, against the plain script a user writes.
 
-Both run in fresh processes one after the other in this run, on the same rows:
+All sides run in fresh processes one after the other in this run, on the same rows:
 
-- paraeval: ``paraeval data=parabank`` with the default metric set, correlation, comparison and
-  α curve, an empty score cache and a new SQLite MLflow store in a temporary folder; timed from
-  the start of the process to its end, with a per-stage table (import and start, load, each
-  metric's encoder pass and scoring, aggregation, correlation, significance, comparison, α curve,
-  tables, figures, MLflow).
+- paraeval, cold: ``paraeval data=parabank`` with the default metric set, correlation, comparison,
+  α curve, figures, report.html and MLflow logging, an empty score cache and a new SQLite MLflow
+  store in a temporary folder; then warm: the same command again on the cache the cold run
+  filled (a rerun after a crash, another run on the same outputs). Each is timed from the start
+  of the process to its end, with the stage times the command prints.
+- with ``--baseline-python PY``: the same two runs by another installation of paraeval (for
+  example the code before a change, installed in another virtual environment), interleaved with
+  this one's (baseline cold, cold, baseline warm, warm), and the ratios.
 - the plain script (:func:`plain_script`): per system, sacrebleu (BLEU and self-BLEU, sentence and
   corpus, against the references and the source, iBLEU combined from the two, chrF, TER), nltk
   (NIST, METEOR), rouge-score (ROUGE-1/2/L/Lsum), rouge-metric (ROUGE-W/S/SU, which rouge-score
@@ -16,33 +19,31 @@ Both run in fresh processes one after the other in this run, on the same rows:
   bootstrap intervals, significance tests, system comparison, α curve, figures or MLflow logging,
   all of which the paraeval run does besides; the ratio understates paraeval's lead.
 
-Targets: the paraeval run at most 100 s on this machine, and at least 3x faster than the script.
-``--systems N`` keeps the first N systems (sorted by name) for a quicker look. The summary at the
-end gives both totals, the ratio and the verdict on each target, with the load average at the
-start and the end (the machine may be shared: wall times are only as good as the load allows)
-and the CPU time of each side (its process and the helpers it waited for), which load changes
-less.
+Targets: the cold paraeval run at most 100 s on this machine, and at least 3x faster than the
+script. The summary gives the load average at the start and the end (the machine may be shared:
+wall times are only as good as the load allows) and the CPU time of each side, which load
+changes less. ``--json PATH`` writes the figures for docs/performance.md.
 
-    .venv/bin/python benchmarks/bench_run.py                  # all 36 systems, 14,323 rows
-    .venv/bin/python benchmarks/bench_run.py --systems 4      # a subset
-    .venv/bin/python benchmarks/bench_run.py --skip-script    # paraeval's stage table only
+    .venv/bin/python benchmarks/bench_run.py
+    .venv/bin/python benchmarks/bench_run.py --skip-script --baseline-python ../old/.venv/bin/python
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from results import row, write_rows
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET_SECONDS = 100.0
@@ -71,89 +72,40 @@ def _keep_systems(table: Any, n: int | None) -> Any:
     return table[table["system"].isin(keep)].reset_index(drop=True)
 
 
-# --------------------------------------------------------------------------- paraeval (child)
-STAGES = {
-    "aggregate": "aggregate",
-    "correlate": "correlate",
-    "correlate_cached": "correlate",
-    "significance": "significance",
-    "human_report": "human report",
-    "compare": "system comparison",
-    "compute_alpha_curve": "alpha curve",
-    "write_tables": "write tables",
-    "log_output_dir": "MLflow logging (figures awaited)",
-}
+# --------------------------------------------------------------------------- paraeval (CLI)
+STAGE_LINE = re.compile(r"^(?P<stage>[a-zA-Z][^:]{0,60}): (?P<seconds>[0-9]+\.[0-9]+) s$")
 
 
-def paraeval_child(out: Path, work: Path, n_systems: int | None) -> None:
-    """One default run in this process with timers around the stages; writes the timings."""
-    t_start, c_start = time.perf_counter(), time.process_time()
-    from hydra import compose, initialize_config_dir
-
-    import paraeval.pipeline.cli.app as app
-    import paraeval.pipeline.stages.evaluation as evaluation
-    import paraeval.pipeline.config.settings as settings
-    import paraeval.pipeline.tracking.trackers as tracking
-
-    timings: dict[str, float] = {}
-    cpu: dict[str, float] = {}  # CPU seconds of the process (every thread) in each stage
-
-    def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        def inner(*args: Any, **kwargs: Any) -> Any:
-            start, c0 = time.perf_counter(), time.process_time()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
-                cpu[name] = cpu.get(name, 0.0) + time.process_time() - c0
-
-        return inner
-
-    for module in (app, evaluation, settings, tracking):
-        for attr, name in STAGES.items():
-            if hasattr(module, attr):
-                setattr(module, attr, timed(name, getattr(module, attr)))
-    load = settings.DataSettings.load
-    settings.DataSettings.load = timed(  # type: ignore[method-assign]
-        "load", lambda self: _keep_systems(load(self), n_systems)
-    )
-    build = evaluation.build_metrics
-
-    def build_timed(*args: Any, **kwargs: Any) -> Any:
-        start, c0 = time.perf_counter(), time.process_time()
-        metrics = build(*args, **kwargs)
-        timings["build metrics"] = time.perf_counter() - start
-        cpu["build metrics"] = time.process_time() - c0
-        for metric_id, metric in metrics.items():
-            # the encoder pass happens in the first semantic metric's prepare
-            metric.prepare = timed(f"metric {metric_id} (encoder pass)", metric.prepare)
-            metric.score = timed(f"metric {metric_id}", metric.score)
-        return metrics
-
-    evaluation.build_metrics = build_timed  # type: ignore[assignment]
-    timings["import and start"] = time.perf_counter() - t_start
-    cpu["import and start"] = time.process_time() - c_start
-    overrides = [
+def paraeval_cli(python: str, work: Path, data: Path, tag: str, cache: Path) -> dict[str, Any]:
+    """One ``paraeval data=parabank`` command in a fresh process: wall and CPU seconds, and the
+    stage times it printed."""
+    out = work / f"out-{tag}"
+    args = [
+        python,
+        "-m",
+        "paraeval",
         "data=parabank",
         "report.print_tables=false",
-        "report.progress=false",
-        f"tracking.store_dir={work / 'mlflow'}",
+        f"tracking.store_dir={work / f'mlflow-{tag}'}",
+        f"hydra.run.dir={out}",
     ]
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=overrides)
-    # as the CLI does before a job: what is alive now (modules, models) is never rescanned by
-    # the garbage collector
-    gc.freeze()
-    start, c0 = time.perf_counter(), time.process_time()
-    ev = app.run(cfg, work / "out", overrides)
-    total, total_cpu = time.perf_counter() - start, time.process_time() - c0
-    other = "other (scoring loop, score cache, stage glue)"
-    timings[other] = total - sum(v for k, v in timings.items() if k != "import and start")
-    cpu[other] = total_cpu - sum(v for k, v in cpu.items() if k != "import and start")
-    out.write_text(
-        json.dumps({"timings": timings, "stage_cpu": cpu, "rows": len(ev.segments)}),
-        encoding="utf-8",
-    )
+    env = _env(work, data)
+    env["PARAEVAL_CACHE_DIR"] = str(cache)
+    print(f"  {tag} starts: {_load()}", flush=True)
+    cpu = _cpu_children()
+    start = time.perf_counter()
+    proc = subprocess.run(args, env=env, cwd=work, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    cpu = _cpu_children() - cpu
+    print(f"  {tag} ends:   {_load()}", flush=True)
+    if proc.returncode != 0:
+        sys.exit(f"{tag} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    stages: dict[str, float] = {}
+    for line in proc.stderr.splitlines():
+        m = STAGE_LINE.match(line.strip())
+        if m:
+            stages[m["stage"]] = stages.get(m["stage"], 0.0) + float(m["seconds"])
+    return {"wall": wall, "cpu": cpu, "stages": stages}
 
 
 # --------------------------------------------------------------------------- the plain script
@@ -183,6 +135,7 @@ def plain_script(out: Path, n_systems: int | None) -> None:
         from rouge_metric import PyRouge
         from rouge_score import tokenizers
         from rouge_score.rouge_scorer import RougeScorer
+        from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
         from scipy import stats
         from sentence_transformers import SentenceTransformer
 
@@ -204,7 +157,7 @@ def plain_script(out: Path, n_systems: int | None) -> None:
         vocab = tokenizer.convert_ids_to_tokens(list(range(weights.shape[0])))
         kv = KeyedVectors(weights.shape[1])
         kv.add_vectors(vocab, weights)
-        tok13a = sacrebleu.metrics.bleu._get_tokenizer("13a")()
+        tok13a = Tokenizer13a()
         rouge_tok = tokenizers.DefaultTokenizer(False)
         scorer = RougeScorer(["rouge1", "rouge2", "rougeL", "rougeLsum"])
         pyrouge = PyRouge(
@@ -349,8 +302,8 @@ def _cpu_children() -> float:
 
 
 def _child(role: str, work: Path, data: Path, n_systems: int | None) -> tuple[float, dict]:
-    """Runs one side in a fresh process; returns its wall time and its JSON, with the CPU
-    time of the process and of its helpers (figure drawing) under ``cpu``."""
+    """Runs the plain script in a fresh process; returns its wall time and its JSON, with the
+    CPU time of the process under ``cpu``."""
     out = work / f"{role}.json"
     args = [sys.executable, __file__, "--child", role, "--work", str(work)]
     if n_systems:
@@ -371,20 +324,48 @@ def _child(role: str, work: Path, data: Path, n_systems: int | None) -> tuple[fl
     return wall, result
 
 
-def _table(title: str, wall: float, result: dict[str, Any]) -> None:
-    """Per stage: wall seconds, share of the wall time, CPU seconds of the process (all its
-    threads; the helpers' CPU is in the summary's total only)."""
+def _stage_table(title: str, run: dict[str, Any]) -> None:
+    print(f"\n{title}: {run['wall']:.1f} s wall (process start to end), {run['cpu']:.1f} s CPU")
+    for name, seconds in sorted(run["stages"].items(), key=lambda kv: -kv[1]):
+        print(f"  {name:48s} {seconds:8.1f} s  {100 * seconds / run['wall']:5.1f}%")
+
+
+def _script_table(title: str, wall: float, result: dict[str, Any]) -> None:
     timings, cpu = result["timings"], result.get("stage_cpu", {})
     print(f"\n{title}: {wall:.1f} s wall (process start to end), {result['cpu']:.1f} s CPU")
-    print(f"  {'stage':62s} {'wall':>8s}  {'share':>6s}  {'CPU':>8s}")
-    shown = {k: v for k, v in timings.items() if k != "total"}
-    outside = "outside the timers (process start and exit, config compose)"
-    shown[outside] = wall - timings.get("total", sum(shown.values()))
-    for name, seconds in sorted(shown.items(), key=lambda kv: -kv[1]):
-        if seconds < 0.05:  # e.g. the prepare step of metrics that need none
+    for name, seconds in sorted(timings.items(), key=lambda kv: -kv[1]):
+        if name == "total" or seconds < 0.05:
             continue
         used = f"{cpu[name]:8.1f}" if name in cpu else f"{'':8s}"
-        print(f"  {name:62s} {seconds:8.1f}  {100 * seconds / wall:5.1f}%  {used}")
+        print(f"  {name:48s} {seconds:8.1f} s  {100 * seconds / wall:5.1f}%  {used}")
+
+
+WHAT = {
+    "cold": "ParaBank-Eval, the whole default run, cold (empty cache, new MLflow store)",
+    "warm": "ParaBank-Eval, the whole default run, warm (the cold run's cache)",
+}
+SCRIPT = "the plain script: the libraries per system, scipy's point correlations"
+BASELINE = "the code before (--baseline-python), interleaved"
+
+
+def table_rows(
+    runs: dict[str, dict[str, Any]], script: float | None, plain: dict[str, Any] | None
+) -> list[dict[str, Any]]:
+    """The figures for docs/performance.md: wall and CPU time of each paraeval run against each
+    anchor this run measured (none: the figures alone)."""
+    rows = []
+    for state in ("cold", "warm"):
+        run = runs[state]
+        anchors: list[tuple[str | None, float | None, float | None]] = []
+        if script is not None and plain is not None:
+            anchors.append((SCRIPT, script, plain["cpu"]))
+        if f"baseline {state}" in runs:
+            old = runs[f"baseline {state}"]
+            anchors.append((BASELINE, old["wall"], old["cpu"]))
+        for name, wall, cpu in anchors or [(None, None, None)]:
+            rows.append(row("bench_run", f"{WHAT[state]}, wall", run["wall"], "s", name, wall))
+            rows.append(row("bench_run", f"{WHAT[state]}, CPU", run["cpu"], "CPU-s", name, cpu))
+    return rows
 
 
 def main() -> None:
@@ -394,14 +375,17 @@ def main() -> None:
         type=Path,
         default=Path(os.environ.get("PARAEVAL_SHARED_DATA", REPO.parent / "shared" / "data")),
     )
-    parser.add_argument("--systems", type=int, default=None, help="keep the first N systems")
     parser.add_argument("--work", type=Path, default=None, help="scratch folder (default: temp)")
     parser.add_argument("--skip-script", action="store_true", help="time paraeval only")
-    parser.add_argument("--child", choices=["paraeval", "script"], help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--baseline-python",
+        default=None,
+        help="a Python whose paraeval is the code to compare against (another virtual environment)",
+    )
+    parser.add_argument("--json", type=Path, default=None, help="write the figures here")
+    parser.add_argument("--child", choices=["script"], help=argparse.SUPPRESS)
+    parser.add_argument("--systems", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child == "paraeval":
-        paraeval_child(args.work / "paraeval.json", args.work, args.systems)
-        return
     if args.child == "script":
         plain_script(args.work / "script.json", args.systems)
         return
@@ -410,42 +394,48 @@ def main() -> None:
     work = (args.work or Path(tempfile.mkdtemp(prefix="bench-run-"))).resolve()
     work.mkdir(parents=True, exist_ok=True)
     data = args.data_dir.resolve()
-    subset = f"the first {args.systems} systems" if args.systems else "all systems"
-    print(f"ParaBank-Eval, {subset}, default run, cold (empty cache, new MLflow store)")
-
+    print("ParaBank-Eval, all systems, default run: cold (empty cache, new MLflow store), warm")
     start_load = _load()
     print(f"start: {start_load}")
-    ours, result = _child("paraeval", work, data, args.systems)
-    # the run's own total: its timers plus the rest of app.run, start-up outside them
-    result["timings"]["total"] = sum(result["timings"].values())
-    _table(f"paraeval ({result['rows']} rows)", ours, result)
+    runs: dict[str, dict[str, Any]] = {}
+    sides = [("", sys.executable)]
+    if args.baseline_python:
+        sides.insert(0, ("baseline ", args.baseline_python))
+    for state in ("cold", "warm"):
+        for label, python in sides:
+            tag = f"{label}{state}".replace(" ", "-")
+            runs[f"{label}{state}"] = paraeval_cli(python, work, data, tag, work / f"cache{label}")
+    for name, run in runs.items():
+        _stage_table(f"paraeval {name}", run)
     script = plain = None
     if not args.skip_script:
-        script, plain = _child("script", work, data, args.systems)
-        _table(
+        script, plain = _child("script", work, data, None)
+        _script_table(
             f"plain script ({plain['rows']} rows, {plain['correlations']} point correlations)",
             script,
             plain,
         )
     # the verdict last, where it is read
-    full = not args.systems
     print("\nsummary")
     print(f"  start: {start_load}")
     print(f"  end:   {_load()}")
-    print(f"  paraeval total: {ours:7.1f} s wall, {result['cpu']:7.1f} s CPU (with its helpers)")
+    for name, run in runs.items():
+        print(f"  paraeval {name:14s} {run['wall']:7.1f} s wall, {run['cpu']:7.1f} s CPU")
+    if args.baseline_python:
+        for state in ("cold", "warm"):
+            new, old = runs[state], runs[f"baseline {state}"]
+            wall, cpu = new["wall"] / old["wall"], new["cpu"] / old["cpu"]
+            print(f"  {state} / baseline {state}: {wall:5.2f}x wall, {cpu:5.2f}x CPU")
+    cold = runs["cold"]["wall"]
+    verdict = "MET" if cold <= TARGET_SECONDS else "NOT MET"
+    print(f"  target paraeval cold <= {TARGET_SECONDS:g} s: {verdict} ({cold:.1f} s)")
     if script is not None and plain is not None:
-        print(f"  script total:   {script:7.1f} s wall, {plain['cpu']:7.1f} s CPU")
-        ratio = script / ours
-        cpu_ratio = plain["cpu"] / result["cpu"] if result["cpu"] else float("nan")
-        print(f"  ratio:          {ratio:7.2f}x wall, {cpu_ratio:7.2f}x CPU")
-    scope = "" if full else f" (measured on {args.systems} systems; the targets are for all)"
-    verdict = "MET" if ours <= TARGET_SECONDS else "NOT MET"
-    print(f"  target paraeval <= {TARGET_SECONDS:g} s: {verdict} ({ours:.1f} s){scope}")
-    if script is not None:
+        ratio = script / cold
+        print(f"  script total: {script:7.1f} s wall, {plain['cpu']:7.1f} s CPU")
         verdict = "MET" if ratio >= TARGET_RATIO else "NOT MET"
-        print(f"  target ratio >= {TARGET_RATIO:g}x:     {verdict} ({ratio:.2f}x){scope}")
-    else:
-        print(f"  target ratio >= {TARGET_RATIO:g}x:     not measured (--skip-script)")
+        print(f"  target script / paraeval cold >= {TARGET_RATIO:g}x: {verdict} ({ratio:.2f}x)")
+    rows = table_rows(runs, script, plain)
+    write_rows(args.json, rows)
     print(f"scratch folder: {work}")
 
 

@@ -4,11 +4,14 @@ Naive (what a script would do): per system, ``bert_score.score(cands, refs, mode
 num_layers=6)`` plus ``SentenceTransformer(<path>).encode`` of the candidates and references and
 their cosine. paraeval: ``prepare`` every text once (one encoder pass over the unique sentences of
 the run, shared by both metrics), then ``score`` per system. A second paraeval run with fresh
-objects reads the warm disk cache. The default model is the packaged all-MiniLM-L6-v2.
+objects reads the warm disk cache. The default model is the packaged all-MiniLM-L6-v2. Each side
+runs in a fresh process of its own (nothing one side loaded serves another), its libraries
+imported and the device started before its clock starts; loading the models is timed.
 
     python benchmarks/bench_semantic.py                      # 5 systems x 2,000 generated items
     python benchmarks/bench_semantic.py --items 500          # smaller
     python benchmarks/bench_semantic.py --parabank ../shared/data/parabank_eval   # real data
+    python benchmarks/bench_semantic.py --json PATH          # the figures for docs/performance.md
 
 The generated data: references are template sentences (10-25 words); each system's candidate is
 a noisy paraphrase of the reference (word drops, swaps, substitutions, now and then an unrelated
@@ -16,30 +19,32 @@ sentence); every fourth item has a second reference. ParaBank-Eval: the five sys
 candidates, each candidate scored against its source sentence.
 
 Then the encoder's throughput against the model's compute floor at the run's sentence lengths:
-the encoder pass over the unique sentences (tokenization, length-sorted batches, forward pass,
-copying out the layers and the pooled vectors; no disk cache) against (a) the model's forward
-pass alone on the same padded batches, prepared beforehand (no Python work of ours), and (b) the
-matrix products of its linear layers alone on the same token counts (the FLOP floor at this
-machine's measured GEMM throughput). Target: the encoder pass within 2x of (b).
+the encoder pass over the unique sentences (tokenization, batching, forward pass, copying out the
+layers and the pooled vectors; no disk cache) against (a) the model's forward pass alone on
+length-sorted padded batches of ``--batch-size`` sentences, prepared beforehand (no Python work
+of ours), and (b) the matrix products of its linear layers alone on the same token counts (the
+FLOP floor at this machine's measured GEMM throughput). Target: the encoder pass within 2x of (b).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from results import row, write_rows
 
 from paraeval.metrics.bertscore import BERTScore
 from paraeval.metrics.cosine import Cosine
-from paraeval.metrics.encoder import reset_encoders, resolve_model_path
+from paraeval.metrics.encoder import Encoder, resolve_model_path
 
 System = tuple[str, list[str], list[list[str]]]
 
@@ -187,7 +192,7 @@ def parabank(folder: Path, n_systems: int) -> list[System]:
     rows = []
     for r in cand.drop_duplicates(["ref_id", "sys_id", "candidate"]).itertuples():
         for sys_id in str(r.sys_id).split():
-            rows.append((sys_id, int(r.ref_id), str(r.candidate)))
+            rows.append((sys_id, int(str(r.ref_id)), str(r.candidate)))
     table = pd.DataFrame(rows, columns=["system", "ref_id", "candidate"]).drop_duplicates(
         ["system", "ref_id"]
     )
@@ -226,7 +231,6 @@ def naive(systems: list[System], path: str, batch_size: int, device: str) -> dic
 def ours(
     systems: list[System], cache_dir: str, batch_size: int, device: str
 ) -> dict[str, np.ndarray]:
-    reset_encoders()
     bert = BERTScore(batch_size=batch_size, cache_dir=cache_dir, device=device)
     cos = Cosine(batch_size=batch_size, cache_dir=cache_dir, device=device)
     every = [t for _, cands, refs in systems for t in cands + [r for g in refs for r in g]]
@@ -239,15 +243,66 @@ def ours(
     return out
 
 
+def _start_device(device: str) -> None:
+    """The libraries both sides use, imported, and the device's context made: not timed."""
+    import bert_score  # noqa: F401
+    import sentence_transformers  # noqa: F401
+    import torch
+
+    if device.startswith("cuda"):
+        torch.zeros(1, device=device)
+        torch.cuda.synchronize()
+
+
+def _sync(device: str) -> None:
+    """CUDA kernels run asynchronously: a timer must wait for them."""
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def child(role: str, args: argparse.Namespace) -> None:
+    """One side, timed in this fresh process; its scores and times go to ``args.out``."""
+    systems = load_systems(args)
+    _start_device(args.device)
+    path, _ = resolve_model_path("default")
+    wall, cpu = time.perf_counter(), time.process_time()
+    if role == "naive":
+        scores = naive(systems, path, args.batch_size, args.device)
+    else:
+        scores = ours(systems, str(args.cache_dir), args.batch_size, args.device)
+    _sync(args.device)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    arrays: dict[str, Any] = {k.replace("/", "__"): v for k, v in scores.items()}
+    np.savez(args.out.with_suffix(".npz"), **arrays)
+    args.out.write_text(json.dumps({"wall": wall, "cpu": cpu}), encoding="utf-8")
+
+
+def run_side(role: str, args: argparse.Namespace, cache: Path, work: Path) -> tuple[dict, dict]:
+    """Runs ``role`` in a child process: (its scores, its wall and CPU seconds)."""
+    out = work / f"{role}.json"
+    command = [sys.executable, __file__, "--child", role, "--out", str(out)]
+    command += ["--systems", str(args.systems), "--items", str(args.items)]
+    command += ["--batch-size", str(args.batch_size), "--device", args.device]
+    command += ["--cache-dir", str(cache)]
+    if args.parabank:
+        command += ["--parabank", str(args.parabank)]
+    subprocess.run(command, check=True)
+    with np.load(out.with_suffix(".npz")) as saved:
+        scores = {k.replace("__", "/"): saved[k] for k in saved.files}
+    return scores, json.loads(out.read_text(encoding="utf-8"))
+
+
+def padded_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
+    """Length-sorted batches of ``batch_size`` sentences, longest first."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    return [order[k : k + batch_size] for k in range(0, len(order), batch_size)]
+
+
 def encoder_floor(texts: list[str], batch_size: int, device: str) -> dict[str, float]:
     """Seconds for the encoder pass over ``texts`` and for the two floors (see the docstring)."""
     import torch
-
-    from paraeval.metrics.encoder import Encoder
-
-    def sync() -> None:  # CUDA kernels run asynchronously: a timer must wait for them
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
 
     unique = list(dict.fromkeys(texts))
     if device.startswith("cuda"):  # the CUDA context and kernel choice are not part of the pass
@@ -257,30 +312,30 @@ def encoder_floor(texts: list[str], batch_size: int, device: str) -> dict[str, f
     enc = Encoder(batch_size=batch_size, cache_dir=None, device=device)
     enc.require_layer(enc.num_layers)  # BERTScore's layer of the default model
     model = enc.model  # loading the weights is not part of the pass
-    sync()
+    _sync(device)
     start = time.perf_counter()
     enc.ensure(unique, progress=False)
-    sync()
+    _sync(device)
     t_pass = time.perf_counter() - start
 
     ids = enc.tokenize(unique)
-    batches = enc._batches([len(x) for x in ids])
+    batches = padded_batches([len(x) for x in ids], batch_size)
     pad = enc.tokenizer.pad_token_id or 0
     inputs = []
     for batch in batches:
         width = max(len(ids[i]) for i in batch)
         x = torch.full((len(batch), width), pad, dtype=torch.long)
         mask = torch.zeros((len(batch), width), dtype=torch.long)
-        for row, i in enumerate(batch):
-            x[row, : len(ids[i])] = torch.from_numpy(ids[i].astype(np.int64))
-            mask[row, : len(ids[i])] = 1
+        for r, i in enumerate(batch):
+            x[r, : len(ids[i])] = torch.from_numpy(ids[i].astype(np.int64))
+            mask[r, : len(ids[i])] = 1
         inputs.append((x.to(device), mask.to(device)))
     with torch.inference_mode():
-        sync()
+        _sync(device)
         start = time.perf_counter()
         for x, mask in inputs:
             model(input_ids=x, attention_mask=mask, output_hidden_states=True)
-        sync()
+        _sync(device)
         t_forward = time.perf_counter() - start
 
         cfg = model.config
@@ -293,7 +348,7 @@ def encoder_floor(texts: list[str], batch_size: int, device: str) -> dict[str, f
         ]
         acts = [torch.randn(x.numel(), hidden, device=device) for x, _ in inputs]
         mids = [torch.randn(x.numel(), inner, device=device) for x, _ in inputs]
-        sync()
+        _sync(device)
         start = time.perf_counter()
         for a, m in zip(acts, mids, strict=True):
             for _ in range(int(cfg.num_hidden_layers)):
@@ -301,7 +356,7 @@ def encoder_floor(texts: list[str], batch_size: int, device: str) -> dict[str, f
                     a @ w
                 a @ weights[4]
                 m @ weights[5]
-        sync()
+        _sync(device)
         t_matmul = time.perf_counter() - start
     padded = sum(x.numel() for x, _ in inputs)
     return {
@@ -315,43 +370,48 @@ def encoder_floor(texts: list[str], batch_size: int, device: str) -> dict[str, f
     }
 
 
+def load_systems(args: argparse.Namespace) -> list[System]:
+    if args.parabank:
+        return parabank(args.parabank, args.systems)
+    return generated(args.systems, args.items)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--systems", type=int, default=5)
     ap.add_argument("--items", type=int, default=2000)
     ap.add_argument("--parabank", type=Path, default=None, help="ParaBank-Eval folder")
     ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--cache-dir", default=None, help="default: a fresh temporary folder")
+    ap.add_argument(
+        "--cache-dir", type=Path, default=None, help="default: a fresh temporary folder"
+    )
     ap.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1; both sides use it")
+    ap.add_argument("--json", type=Path, default=None, help="write the figures here")
+    ap.add_argument("--child", choices=["naive", "ours"], help=argparse.SUPPRESS)
+    ap.add_argument("--out", type=Path, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child:
+        child(args.child, args)
+        return 0
     device = args.device
     if device.startswith("cuda"):
         import torch
 
         print(f"device: {torch.cuda.get_device_name(device)}, torch {torch.__version__}")
 
-    path, _ = resolve_model_path("default")
-    if args.parabank:
-        systems = parabank(args.parabank, args.systems)
-    else:
-        systems = generated(args.systems, args.items)
+    systems = load_systems(args)
     texts = [t for _, c, r in systems for t in c + [x for g in r for x in g]]
     n_items = sum(len(c) for _, c, _ in systems)
-    print(
-        f"{len(systems)} systems, {n_items} candidates, {len(texts)} texts, "
-        f"{len(set(texts))} unique sentences"
-    )
-    cache = Path(args.cache_dir or tempfile.mkdtemp(prefix="paraeval-bench-"))
+    data = f"{len(systems)} systems, {n_items:,} candidates"
+    data += " (ParaBank-Eval)" if args.parabank else " (generated)"
+    print(f"{data}, {len(texts)} texts, {len(set(texts))} unique sentences")
+    work = Path(tempfile.mkdtemp(prefix="paraeval-bench-"))
+    cache = args.cache_dir or work / "cache"
     shutil.rmtree(cache / "embeddings", ignore_errors=True)
 
-    def timed(fn, *a):  # wall clock and this process's CPU time (all threads)
-        w, c = time.perf_counter(), time.process_time()
-        out = fn(*a)
-        return out, time.perf_counter() - w, time.process_time() - c
-
-    reference, t_naive, c_naive = timed(naive, systems, path, args.batch_size, device)
-    cold, t_cold, c_cold = timed(ours, systems, str(cache), args.batch_size, device)
-    warm, t_warm, c_warm = timed(ours, systems, str(cache), args.batch_size, device)
+    reference, t_naive = run_side("naive", args, cache, work)
+    cold, t_cold = run_side("ours", args, cache, work)
+    warm, t_warm = run_side("ours", args, cache, work)
 
     f1_diff = max(float(np.abs(cold[k] - reference[k]).max()) for k in cold if k.endswith("/f1"))
     cos_diff = max(float(np.abs(cold[k] - reference[k]).max()) for k in cold if k.endswith("/cos"))
@@ -360,14 +420,19 @@ def main() -> int:
         f"max |F1 - bert_score| = {f1_diff:.2e}; max |cosine - sentence-transformers| = "
         f"{cos_diff:.2e}; warm vs cold = {warm_diff:.1e}"
     )
-    rows = [
-        ("naive (bert_score.score + sentence-transformers per system)", t_naive, c_naive),
-        ("paraeval, cold cache", t_cold, c_cold),
-        ("paraeval, warm cache", t_warm, c_warm),
+    naive_name = "`bert_score.score` + sentence-transformers per system"
+    sides = [
+        (f"naive ({naive_name})", t_naive),
+        ("paraeval, cold cache", t_cold),
+        ("paraeval, warm cache", t_warm),
     ]
     print(f"{'':62s} {'wall s':>9s} {'speed-up':>9s} {'CPU s':>9s} {'speed-up':>9s}")
-    for label, wall, cpu in rows:
-        print(f"{label:62s} {wall:9.1f} {t_naive / wall:8.2f}x {cpu:9.1f} {c_naive / cpu:8.2f}x")
+    for label, t in sides:
+        wall, cpu = t["wall"], t["cpu"]
+        print(
+            f"{label:62s} {wall:9.1f} {t_naive['wall'] / wall:8.2f}x {cpu:9.1f} "
+            f"{t_naive['cpu'] / cpu:8.2f}x"
+        )
     floor = encoder_floor(texts, args.batch_size, device)
     n = floor["sentences"]
     print(
@@ -376,7 +441,7 @@ def main() -> int:
     )
     for label, seconds in (
         ("encoder pass (tokenize, batch, forward, copy out)", floor["pass"]),
-        ("floor a: the model's forward alone, same padded batches", floor["forward"]),
+        ("floor a: the model's forward alone, padded batches", floor["forward"]),
         ("floor b: its linear layers' matrix products alone", floor["matmul"]),
     ):
         print(f"  {label:58s} {seconds:7.2f} s {n / seconds:8.0f} sentences/s")
@@ -385,8 +450,18 @@ def main() -> int:
         f"  encoder pass / floor a = {floor['pass'] / floor['forward']:.2f}; / floor b = "
         f"{ratio:.2f} (target <= 2) {'OK' if ratio <= 2 else 'OVER TARGET'}"
     )
+    rows = []
+    on = f"{data}, {device}"
+    for state, t in (("cold", t_cold), ("warm", t_warm)):
+        what = f"BERTScore + cosine, {state} embedding cache, {on}"
+        rows.append(row("bench_semantic", what, t["wall"], "s", naive_name, t_naive["wall"]))
+    what = f"the encoder pass, {n:,} unique sentences, {device}"
+    anchor = "its linear layers' matrix products alone (the FLOP floor)"
+    rows.append(row("bench_semantic", what, floor["pass"], "s", anchor, floor["matmul"]))
+    write_rows(args.json, rows)
     if not args.cache_dir:
         shutil.rmtree(cache, ignore_errors=True)
+    shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

@@ -1,27 +1,30 @@
-"""α sweep cost: one run vs a 21-value ``metrics.ibleu.alpha`` multirun, on the embedded demo (192
-rows) or on ParaBank-Eval (14,323 rows).
+"""A cache-served job of an iBLEU α multirun against one warm-cache run of the same config.
 
-Both start from an empty score cache and an empty MLflow store, with the default metric set, and
-run the real CLI in a subprocess, after an untimed demo run that fills numba's on-disk cache of
-compiled code (otherwise the first timed run alone would pay the compilation). The sweep's first
-job computes every metric; the later jobs must recompute none (checked from each job's log). The
-cost of a cache-served job is read from the jobs' logs (the time from one job's start to the next
-one's, Hydra's own work between jobs included); targets: at most 1 s per job and a sweep at most 2x
-one run on the demo, at most 1.3x on ParaBank-Eval. Then two cache-served jobs run in one process,
-as in a multirun, and the second is timed stage by stage (figures drawn in-process there, so that
-they show as a stage) to show where the per-job time goes (load, scoring from the cache,
-aggregation, correlation, comparison, plots, α curve, MLflow).
+For each data set (the embedded demo, ParaBank-Eval), in a scratch folder with an empty score
+cache and a new SQLite MLflow store, the real CLI in subprocesses:
 
-    .venv/bin/python benchmarks/bench_sweep.py                      # the demo
-    .venv/bin/python benchmarks/bench_sweep.py --data parabank      # ../shared/data
-    PARAEVAL_SHARED_DATA=/data .venv/bin/python benchmarks/bench_sweep.py --data parabank
-    .venv/bin/python benchmarks/bench_sweep.py --extra correlation.n_resamples=200
+1. the multirun ``paraeval -m data=X metrics.ibleu.alpha=0,0.05,...,1`` (``--alphas`` values, 21
+   by default, the default metric set): its first job scores every metric and fills the score
+   cache; every later job is served by the cache (checked from each job's log: no miss). The
+   time per job after the first is the time from the second job's start (its "loaded N rows"
+   log line) to the end of the command, over the number of later jobs: each job's own work,
+   its MLflow logging and Hydra's work between jobs.
+2. the anchor: ``paraeval data=X metrics.ibleu.alpha=0.5`` once, on the cache and the MLflow
+   store that the multirun filled: a single warm-cache run of the same config, timed from the
+   start of its process to its end.
+
+Reported, no target: a cache-served job costs what a warm-cache run costs, less the process
+start that the jobs of one multirun share (the α curve of one run gives the whole curve).
+
+    .venv/bin/python benchmarks/bench_sweep.py                        # the demo and ParaBank-Eval
+    .venv/bin/python benchmarks/bench_sweep.py --data demo --alphas 3 # quick
+    .venv/bin/python benchmarks/bench_sweep.py --data parabank --extra data.max_items=40
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
+import datetime as dt
 import itertools
 import os
 import re
@@ -31,15 +34,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from results import row, write_rows
+
 REPO = Path(__file__).resolve().parents[1]
-# data option -> (sweep / one run, seconds per cache-served job or None)
-TARGETS: dict[str, tuple[float, float | None]] = {"demo": (2.0, 1.0), "parabank": (1.3, None)}
+DATA_NAMES = {"demo": "the demo", "parabank": "ParaBank-Eval"}
+ANCHOR_ALPHA = "0.5"
 CACHE_LINE = re.compile(r"score cache .*?: (\d+) hits, (\d+) misses")
-# the first line every job logs: "[2026-01-31 12:00:00,123][paraeval][INFO] - loaded 192 rows"
+# the line every job logs once its data is loaded: "[2026-01-31 12:00:00,123][paraeval][INFO] -
+# loaded 192 rows: ..."
 START_LINE = re.compile(
     r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\]\[paraeval\]\[INFO\] - loaded "
 )
@@ -64,9 +69,9 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _cli(args: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
-    """Wall seconds and processor seconds of the command, its helper processes included (the
-    command waits for them, so their time is counted in its children's)."""
+def _cli(args: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, float]:
+    """Wall seconds, processor seconds (every process of the command) and the time it ended
+    (seconds since the epoch) of ``paraeval ARGS``."""
     start = time.perf_counter()
     cpu = _children_cpu()
     proc = subprocess.run(
@@ -77,25 +82,28 @@ def _cli(args: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]
         text=True,
         check=False,
     )
+    ended = time.time()
     elapsed = time.perf_counter() - start
     cpu = _children_cpu() - cpu
     if proc.returncode != 0:
         sys.exit(f"paraeval failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-    return elapsed, cpu
+    return elapsed, cpu, ended
 
 
-def _cache_counts(log_file: Path) -> tuple[int, int]:
-    match = CACHE_LINE.search(log_file.read_text(encoding="utf-8"))
+def _log(folder: Path) -> str:
+    return (folder / "paraeval.log").read_text(encoding="utf-8")
+
+
+def _cache_counts(text: str) -> tuple[int, int]:
+    match = CACHE_LINE.search(text)
     if not match:
         return -1, -1
     return int(match.group(1)), int(match.group(2))
 
 
-def _job_start(log_file: Path) -> float:
-    """When the job started its own work (its 'loaded N rows' line), in seconds since the epoch."""
-    import datetime as dt
-
-    for line in log_file.read_text(encoding="utf-8").splitlines():
+def _job_start(text: str) -> float:
+    """When the job started its own work (its "loaded N rows" line), seconds since the epoch."""
+    for line in text.splitlines():
         match = START_LINE.match(line)
         if match:
             stamp = dt.datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S")
@@ -103,69 +111,86 @@ def _job_start(log_file: Path) -> float:
     return float("nan")
 
 
-def stage_breakdown(
-    overrides: list[str], out_dir: Path, warmup: Sequence[list[str]] = ()
-) -> tuple[float, dict[str, float]]:
-    """One job in-process with timers around the stages that ``app.run`` calls. The ``warmup``
-    jobs run first in the same process, as in a multirun, and only the last job is timed: two
-    of them, for the steady state of a sweep (what earlier jobs keep in the process serves the
-    next: figures, panels, glyphs, memos of unchanged columns)."""
-    from hydra import compose, initialize_config_dir
-
-    import paraeval.pipeline.cli.app as app
-    import paraeval.pipeline.stages.evaluation as evaluation
-    import paraeval.pipeline.config.settings as settings
-    import paraeval.pipeline.tracking.trackers as tracking
-
-    timings: dict[str, float] = {}
-
-    def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        def inner(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
-
-        return inner
-
-    stages = {
-        "load_data": "load",
-        "build_metrics": "build metrics",
-        "score": "score (cache lookups)",
-        "aggregate": "aggregate",
-        "correlate": "correlate",
-        "correlate_cached": "correlate (per-column cache)",
-        "significance": "significance",
-        "human_report": "human report",
-        "compare": "system comparison",
-        "compute_alpha_curve": "alpha curve",
-        "_draw_scatters": "plots",
-        "_draw_heatmap": "plots",
-        "_draw_compare": "plots",
-        "_draw_alpha_curve": "plots",
-        "write_tables": "write tables",
-        "log_output_dir": "MLflow logging",
+def measure(
+    data_option: str, alphas: list[float], work: Path, data: Path, extra: list[str]
+) -> dict[str, Any]:
+    """The multirun, then the single warm-cache run, on one cache and one MLflow store."""
+    folder = work / data_option
+    env = _env(folder / "cache", data)
+    common = [
+        f"data={data_option}",
+        "report.print_tables=false",
+        f"tracking.store_dir={folder / 'store'}",
+        *extra,
+    ]
+    sweep, sweep_cpu, ended = _cli(
+        [
+            "-m",
+            *common,
+            "metrics.ibleu.alpha=" + ",".join(f"{a:g}" for a in alphas),
+            f"hydra.sweep.dir={folder / 'runs'}",
+        ],
+        env,
+        work,
+    )
+    logs = [_log(folder / "runs" / str(j)) for j in range(len(alphas))]
+    counts = [_cache_counts(text) for text in logs]
+    later_misses = sum(m for _, m in counts[1:])
+    starts = [_job_start(text) for text in logs]
+    later = len(alphas) - 1
+    per_job = (ended - starts[1]) / later
+    # job j's cost, from its start to the next one's: the spread of the jobs
+    spans = [b - a for a, b in itertools.pairwise(starts[1:])]
+    one, one_cpu, one_ended = _cli(
+        [*common, f"metrics.ibleu.alpha={ANCHOR_ALPHA}", f"hydra.run.dir={folder / 'one'}"],
+        env,
+        work,
+    )
+    one_log = _log(folder / "one")
+    one_hits, one_misses = _cache_counts(one_log)
+    return {
+        "jobs": len(alphas),
+        "sweep": sweep,
+        "sweep_cpu": sweep_cpu,
+        "first_job": starts[1] - (ended - sweep),
+        "per_job": per_job,
+        "spans": spans,
+        "first_counts": counts[0],
+        "later_hits": sum(h for h, _ in counts[1:]),
+        "later_misses": later_misses,
+        "one": one,
+        "one_cpu": one_cpu,
+        "one_work": one_ended - _job_start(one_log),
+        "one_counts": (one_hits, one_misses),
     }
-    # the names as the glue (app), the stages, the settings and the tracker call them
-    for module in (app, evaluation, settings, tracking):
-        for attr, name in stages.items():
-            if hasattr(module, attr):
-                setattr(module, attr, timed(name, getattr(module, attr)))
-    for k, before in enumerate(warmup):
-        with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-            first = compose("config", overrides=before)
-        gc.freeze()  # as the CLI does around every job
-        app.run(first, out_dir / f"warmup{k}", before)
-        gc.freeze()
-    timings.clear()
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=overrides)
-    start = time.perf_counter()
-    app.run(cfg, out_dir, overrides)
-    total = time.perf_counter() - start
-    timings["other"] = total - sum(timings.values())
-    return total, timings
+
+
+def report(data_option: str, m: dict[str, Any]) -> None:
+    name = DATA_NAMES[data_option]
+    print(f"\n{name}: {m['jobs']}-value metrics.ibleu.alpha multirun")
+    print(f"  the whole multirun:          {m['sweep']:8.1f} s  ({m['sweep_cpu']:.1f} CPU-s)")
+    print(f"  its first job (process start to the second job's start): {m['first_job']:6.1f} s")
+    hits, misses = m["first_counts"]
+    print(f"  first job's score cache:     {hits} hits, {misses} misses")
+    verdict = "no metric recomputed" if m["later_misses"] == 0 else "METRICS RECOMPUTED"
+    print(
+        f"  later jobs' score cache:     {m['later_hits']} hits, {m['later_misses']} misses "
+        f"({verdict})"
+    )
+    print(f"  a cache-served job (after the first, mean): {m['per_job']:6.2f} s")
+    if m["spans"]:
+        spans = m["spans"]
+        print(
+            f"  job to next job's start:     median {statistics.median(spans):.2f} s, "
+            f"min {min(spans):.2f} s, max {max(spans):.2f} s"
+        )
+    hits, misses = m["one_counts"]
+    print(
+        f"  anchor, one warm-cache run:  {m['one']:8.2f} s  ({m['one_cpu']:.1f} CPU-s; "
+        f"{m['one_work']:.2f} s from its data loaded to its end; cache {hits} hits, "
+        f"{misses} misses)"
+    )
+    print(f"  ratio job / warm run:        {m['per_job'] / m['one']:8.2f}")
 
 
 def main() -> None:
@@ -175,119 +200,37 @@ def main() -> None:
         type=Path,
         default=Path(os.environ.get("PARAEVAL_SHARED_DATA", REPO.parent / "shared" / "data")),
     )
-    parser.add_argument("--data", choices=sorted(TARGETS), default="demo")
-    parser.add_argument("--alphas", type=int, default=21, help="grid size of the sweep")
+    parser.add_argument(
+        "--data", nargs="+", choices=sorted(DATA_NAMES), default=["demo", "parabank"]
+    )
+    parser.add_argument("--alphas", type=int, default=21, help="grid size of the multirun (>= 3)")
     parser.add_argument("--work", type=Path, default=None, help="scratch folder (default: temp)")
     parser.add_argument("--extra", nargs="*", default=[], help="more overrides for every run")
+    parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = parser.parse_args()
-    if args.data == "parabank" and not (args.data_dir / "parabank_eval").is_dir():
-        sys.exit(f"ParaBank-Eval not found under {args.data_dir} (set PARAEVAL_SHARED_DATA)")
+    if args.alphas < 3:
+        parser.error("--alphas: at least 3 (a first job and two cache-served ones)")
     data = args.data_dir.resolve()
-    work = args.work or Path(tempfile.mkdtemp(prefix="bench-sweep-"))
+    if "parabank" in args.data and not (data / "parabank_eval").is_dir():
+        sys.exit(f"ParaBank-Eval not found under {data} (set PARAEVAL_SHARED_DATA)")
+    work = (args.work or Path(tempfile.mkdtemp(prefix="bench-sweep-"))).resolve()
     work.mkdir(parents=True, exist_ok=True)
     alphas = [round(k / (args.alphas - 1), 4) for k in range(args.alphas)]
-    common = [f"data={args.data}", "report.print_tables=false", *args.extra]
-    target_ratio, target_job = TARGETS[args.data]
-
-    # numba keeps what it compiles in the package's __pycache__, filled by whichever run comes
-    # first: on a fresh clone the one run would pay the compilation (about 12 s of a 59 s
-    # ParaBank-Eval run) and the sweep would not. A demo run first, untimed, fills it for both.
-    warm_dir = work / "warmup"
-    warm, _ = _cli(
-        [
-            "data=demo",
-            "report.print_tables=false",
-            f"tracking.store_dir={warm_dir / 'store'}",
-            f"hydra.run.dir={warm_dir / 'out'}",
-        ],
-        _env(warm_dir / "cache", data),
-        work,
-    )
-    print(f"warm-up on the demo (compiled code cached, untimed): {warm:.1f} s")
-
-    one_dir = work / "one"
-    one, one_cpu = _cli(
-        [
-            *common,
-            f"tracking.store_dir={one_dir / 'store'}",
-            f"hydra.run.dir={one_dir / 'out'}",
-        ],
-        _env(one_dir / "cache", data),
-        work,
-    )
-    print(f"one run (cold cache):            {one:8.1f} s  ({one_cpu:.1f} CPU-s)")
-
-    sweep_dir = work / "sweep"
-    sweep, sweep_cpu = _cli(
-        [
-            "-m",
-            *common,
-            "metrics.ibleu.alpha=" + ",".join(f"{a:g}" for a in alphas),
-            f"tracking.store_dir={sweep_dir / 'store'}",
-            f"hydra.sweep.dir={sweep_dir / 'runs'}",
-        ],
-        _env(sweep_dir / "cache", data),
-        work,
-    )
-    ratio = sweep / one
-    print(f"{len(alphas)}-value alpha sweep (cold cache): {sweep:8.1f} s  ({sweep_cpu:.1f} CPU-s)")
-    print(
-        f"ratio sweep / one run:            {ratio:8.2f}  (target <= {target_ratio}; naive "
-        f"{len(alphas)}x)  {'OK' if ratio <= target_ratio else 'OVER TARGET'}"
-    )
-    counts = [
-        _cache_counts(sweep_dir / "runs" / str(j) / "paraeval.log") for j in range(len(alphas))
-    ]
-    print(f"job 0 cache: {counts[0][0]} hits, {counts[0][1]} misses")
-    later = counts[1:]
-    misses = sum(m for _, m in later)
-    print(
-        f"jobs 1-{len(alphas) - 1} cache: {sum(h for h, _ in later)} hits, {misses} misses "
-        f"({'no metric recomputed' if misses == 0 else 'METRICS RECOMPUTED'})"
-    )
-    per_job = (sweep - one) / max(len(alphas) - 1, 1)
-    per_job_cpu = (sweep_cpu - one_cpu) / max(len(alphas) - 1, 1)
-    # processor time varies less than wall time on a shared machine: a change to the per-job
-    # work shows in it where the wall-clock figures of two sweeps overlap
-    print(
-        f"marginal cost per cache-served job, (sweep - one run) / {len(alphas) - 1}: "
-        f"{per_job:6.2f} s, {per_job_cpu:6.2f} CPU-s (every process of the command)"
-    )
-    starts = [_job_start(sweep_dir / "runs" / str(j) / "paraeval.log") for j in range(len(alphas))]
-    # job j's cost: from its start to job j+1's start (its own work and Hydra's between jobs)
-    costs = [b - a for a, b in itertools.pairwise(starts[1:])]
-    if costs:
-        median = statistics.median(costs)
-        verdict = ""
-        if target_job is not None:
-            verdict = f"  (target <= {target_job:g} s) " + (
-                "OK" if median <= target_job else "OVER TARGET"
-            )
-        print(
-            f"cache-served job (jobs 1-{len(alphas) - 2}, from the logs): median {median:.2f} s, "
-            f"min {min(costs):.2f} s, max {max(costs):.2f} s{verdict}"
-        )
-
-    os.environ.update(_env(sweep_dir / "cache", data))
-    job = [
-        *common,
-        "report.progress=false",  # no progress bars in the printed breakdown
-        # figures in this process, so that drawing is timed as a stage of its own
-        "report.plot_process=false",
-        f"tracking.store_dir={sweep_dir / 'store'}",
-    ]
-    total, timings = stage_breakdown(
-        [*job, "metrics.ibleu.alpha=0.34"],
-        work / "breakdown",
-        warmup=[[*job, "metrics.ibleu.alpha=0.32"], [*job, "metrics.ibleu.alpha=0.33"]],
-    )
-    print(
-        f"\na cache-served job after two others in the same process (as in a multirun), figures "
-        f"drawn in-process: {total:.2f} s"
-    )
-    for name, seconds in sorted(timings.items(), key=lambda kv: -kv[1]):
-        print(f"  {name:24s} {seconds:7.2f} s  {100 * seconds / total:5.1f} %")
+    rows = []
+    failed = False
+    for option in args.data:
+        m = measure(option, alphas, work, data, args.extra)
+        report(option, m)
+        failed = failed or m["later_misses"] != 0
+        what = f"{DATA_NAMES[option]}: a cache-served job of a {m['jobs']}-value α multirun"
+        if args.extra:
+            what += f" ({' '.join(args.extra)})"
+        anchor = "one warm-cache run of the same config (process start to end)"
+        rows.append(row("bench_sweep", what, m["per_job"], "s", anchor, m["one"]))
+    write_rows(args.json, rows)
     print(f"\nscratch folder: {work}")
+    if failed:
+        sys.exit("a cache-served job recomputed a metric")
 
 
 if __name__ == "__main__":

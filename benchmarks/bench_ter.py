@@ -4,7 +4,7 @@ Pairs: ParaBank-Eval's distinct (candidate, source) pairs from ``../shared/data`
 the reference), else the synthetic varied sets of the tests. For each TER setting both sides
 compute per-segment statistics, every segment score and the corpus score, tokenization included:
 
-- ours: ``paraeval.metrics.sacre.TER(**setting).score(cands, refs)`` (memoised statistics cleared);
+- ours: ``paraeval.metrics.sacre.TER(**setting).score(cands, refs)``, a fresh object each time;
 - anchor: one ``sacrebleu.metrics.TER(**setting)`` object: ``_extract_corpus_statistics`` once,
   then its ``_compute_score_from_stats`` per segment and on the summed statistics (the least
   work sacrebleu needs for both levels; ``sentence_ter`` + ``corpus_ter`` would do the search
@@ -14,7 +14,8 @@ Each side gets a fresh metric object (sacrebleu memoises tokenization per tokeni
 compiled kernels are loaded once beforehand. Every segment score and the corpus score are checked
 for exact equality. Speed-up = anchor time / ours.
 
-Usage: ``python benchmarks/bench_ter.py [--n 1000] [--repeat 1] [--settings all|default]``
+Usage: ``python benchmarks/bench_ter.py [--n 1000] [--repeat 1] [--settings all|default]
+[--json PATH]``
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-SETTINGS: dict[str, dict[str, bool]] = {
+from results import row, write_rows  # noqa: E402  (found through the path set above)
+
+SETTINGS: dict[str, dict[str, Any]] = {
     "default": {},
     "normalized": {"normalized": True},
     "no_punct": {"no_punct": True},
@@ -43,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=1, help="best of this many runs")
     parser.add_argument("--settings", choices=("all", "default"), default="all")
+    parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = parser.parse_args(argv)
 
     import numpy as np
@@ -67,11 +71,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'setting':<15} {'ours s':>8} {'sacrebleu s':>12} {'speed-up':>9}  equal")
     names = list(SETTINGS) if args.settings == "all" else ["default"]
     worst = float("inf")
+    rows = []
     for name in names:
         opts = SETTINGS[name]
         t_ours = t_ref = float("inf")
         for _ in range(args.repeat):
-            sacre._STATS.clear()
             metric = sacre.TER(**opts)
             t0 = time.perf_counter()
             result = metric.score(cands, refs)
@@ -92,7 +96,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<15} {t_ours:>8.3f} {t_ref:>12.3f} {t_ref / t_ours:>8.1f}x  {equal}")
         if not equal:
             return 1
+        what = f"TER ({name}), segment and corpus scores, {len(cands):,} pairs from {source}"
+        side = "sacrebleu's TER: statistics once, then scores from them"
+        rows.append(row("bench_ter", what, t_ours, "s", side, t_ref))
     print(f"smallest speed-up: {worst:.1f}x")
+    write_rows(args.json, rows)
     return 0
 
 

@@ -41,6 +41,7 @@ from paraeval.correlation.levels import (
     system_scores,
     valid_combination,
 )
+from paraeval.correlation.metric_comparison import SIGNIFICANCE_COLUMNS, significance_table
 from paraeval.correlation.paired import (
     ArMasks,
     MeanScores,
@@ -64,11 +65,9 @@ from paraeval.correlation.spa import soft_pairwise_accuracy_value  # registers S
 from paraeval.correlation.table import (
     CORRELATION_COLUMNS,
     INTERVALS,
-    SIGNIFICANCE_COLUMNS,
     correlation_table,
     draw_table_resamples,
     fisher_interval,
-    significance_table,
 )
 from paraeval.correlation.ties import calibrated_epsilon, item_mean_23, kendall_23  # registers
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from paraeval.memo import Memo, array_key, frozen
-
 
 @njit(cache=True, nogil=True, inline="always")
 def _against(
@@ -205,35 +203,19 @@ def _exact_in_float32(k: np.ndarray, mats: np.ndarray) -> bool:
     return bound < 2.0**24 and bool((k == np.rint(k)).all() and (mats == np.rint(mats)).all())
 
 
-# k' M2 k of every resample (pairs tied in y), by the content of k and M2
-_TIED_IN_Y: Memo[str, np.ndarray] = Memo("correlation.tied_in_y", max_entries=64)
-
-
 def kendall_b_from_item_weights(mats: np.ndarray, cells: np.ndarray, k: np.ndarray) -> np.ndarray:
     """Kendall's tau-b of the pooled sample for every row of item multiplicities ``k`` (B, n)."""
     total = k @ cells
     # k' M k for the four matrices; the products are exact: integer counts far below 2**53
     n = mats.shape[-1]
-    exact = _exact_in_float32(k, mats)
-    # the pairs tied in y (the human scores) are the same for every metric column correlated
-    # with them under the same resamples, in every job of a sweep: kept where every sum is an
-    # exact integer, so that leaving their matrix out of the product changes no other number
-    key = array_key(k, mats[2]) if exact else ""
-    tied_y = _TIED_IN_Y.get(key) if exact else None
-    parts = [0, 1, 3] if tied_y is not None else [0, 1, 2, 3]
-    side = mats[parts].transpose(1, 0, 2).reshape(n, -1)  # [M0 | M1 | ...]: one product for all
+    side = mats.transpose(1, 0, 2).reshape(n, -1)  # [M0 | M1 | M2 | M3]: one product for all
     # exact: every entry of k M is an integer sum below 2**24, exact in float32 in any order:
     # the same numbers at half the cost
-    km = (k.astype(np.float32) @ side.astype(np.float32)).astype(np.float64) if exact else k @ side
-    some = np.einsum("bmi,bi->mb", km.reshape(k.shape[0], len(parts), n), k)
-    if tied_y is None:
-        forms = some
-        if exact:
-            _TIED_IN_Y.put(key, frozen(forms[2].copy()))
+    if _exact_in_float32(k, mats):
+        km = (k.astype(np.float32) @ side.astype(np.float32)).astype(np.float64)
     else:
-        forms = np.empty((4, k.shape[0]))
-        forms[[0, 1, 3]] = some
-        forms[2] = tied_y
+        km = k @ side
+    forms = np.einsum("bmi,bi->mb", km.reshape(k.shape[0], 4, n), k)
     discordant = forms[0] / 2.0
     n0 = (total * total - total) / 2.0
     n1 = (forms[1] - total) / 2.0

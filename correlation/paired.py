@@ -25,8 +25,6 @@ from collections.abc import Callable, Mapping
 import numpy as np
 from numba import njit
 
-from paraeval.memo import Memo, array_key, frozen, nbytes_of
-
 # corpus scores of many summed-statistics rows at once, shape (rows, k) -> (rows,)
 BatchedCorpusFn = Callable[[np.ndarray], np.ndarray]
 # corpus score of one set of per-segment statistic rows
@@ -70,18 +68,6 @@ def ar_mask_bits(n_items: int, n_trials: int, seed: int | None) -> np.ndarray:
     return bits
 
 
-# Sums of sufficient statistics over resamples and randomization trials do not depend on how a
-# corpus score is made of them: an iBLEU α sweep in one process changes only the score function
-# (α) of the same statistics, resamples and masks, so these sums are kept by content (bounded
-# in bytes, least recently used out).
-_GATHERED: Memo[str, np.ndarray] = Memo(
-    "paired.gathered", max_entries=4096, max_bytes=2**26, size=nbytes_of
-)
-_AR_PRODUCTS: Memo[str, np.ndarray] = Memo(
-    "paired.ar_products", max_entries=16, max_bytes=2**27, size=nbytes_of
-)
-
-
 class ArMasks:
     """The randomization masks as float matrices, in row blocks so that memory stays bounded
     rather than one (trials x items) float matrix. Blocks have at least 128 rows, so that
@@ -105,7 +91,6 @@ class ArMasks:
         self.shape = shape
         self._bits = bits
         self._bits.setflags(write=False)
-        self._key: str | None = None
         self._keep_t: np.ndarray | None = None
         rows, n = shape
         per_block = max(256, self.MAX_BYTES // (16 * max(1, n)))
@@ -123,13 +108,6 @@ class ArMasks:
         """Bytes held: the packed masks and their float copies where those are kept."""
         kept = sum(k.nbytes + w.nbytes for k, w in self._cached or [])
         return int(self._bits.nbytes) + kept
-
-    @property
-    def key(self) -> str:
-        """An in-process key of the masks by content."""
-        if self._key is None:
-            self._key = array_key(self._bits, np.asarray(self.shape))
-        return self._key
 
     @property
     def keep(self) -> np.ndarray:
@@ -360,10 +338,7 @@ class StatsScores(PairedScores):
             # every partial float32 sum is an integer below 2**24, hence exact: same numbers.
             # Summed by a compiled loop rather than ``counts @ st``: exact either way, and a
             # small product is slow where BLAS threads compete for the cores
-            sums = _GATHERED.get_or_compute(
-                array_key(st, idx), lambda: frozen(_gathered_sums(st, idx).astype(np.float32))
-            )
-            return self.fn(sums)
+            return self.fn(_gathered_sums(st, idx).astype(np.float32))
         # sacrebleu resamples float32 statistics and sums each resample on its own
         st32 = st.astype(np.float32)
         sums = np.empty((len(idx), st.shape[1]), dtype=np.float32)
@@ -406,10 +381,7 @@ class StatsScores(PairedScores):
         # systems share one product; they are scored one system at a time, a working set that
         # stays in cache
         diffs = np.concatenate([bl - self.stats[s] for s in todo], axis=1)
-        products = _AR_PRODUCTS.get_or_compute(
-            f"{array_key(diffs)}|{masks.key}",
-            lambda: frozen(masks.apply(lambda k, w: k @ diffs)),
-        )
+        products = masks.apply(lambda k, w: k @ diffs)
         for j, s in enumerate(todo):
             sy = self.stats[s]
             shuf_a = products[:, j * width : (j + 1) * width] + sy.sum(axis=0)

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from paraeval.correlation.bootstrap import FixedPairs, pair_kendall_like_counts, pair_statistic
 from paraeval.correlation.coefficients import Coefficient, CoefficientLike
+from paraeval.correlation.fixed_pairs import FixedPairs
 from paraeval.correlation.levels import (
     ITEM_NAN,
     check_level_coefficient,
@@ -27,6 +27,7 @@ from paraeval.correlation.levels import (
     item_values,
     row_nanmean,
 )
+from paraeval.correlation.weighted import pair_kendall_like_counts, pair_statistic
 
 ALTERNATIVES: tuple[str, ...] = ("two-sided", "greater")
 PERMUTATION_UNITS: tuple[str, ...] = ("items", "systems", "both", "cells")
@@ -58,8 +59,8 @@ def williams_test(r12: float, r13: float, r23: float, n: int) -> float:
     if denom <= 0.0:
         return 0.5 if num == 0.0 else float("nan")
     t = num / math.sqrt(denom)
-    # stats.t.sf(t, n - 3) is this function behind ~60 µs of argument checks per call; a
-    # sweep job tests hundreds of pairs
+    # stats.t.sf(t, n - 3) is this function behind ~60 µs of argument checks per call; a run
+    # tests hundreds of pairs
     return float(special.stdtr(n - 3, -t))
 
 

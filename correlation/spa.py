@@ -17,28 +17,22 @@ complete matrices); systems without any score are left out first.
 
 from __future__ import annotations
 
-import hashlib
-import threading
-from collections import OrderedDict
-from functools import lru_cache, partial
+from functools import partial
 
 import numpy as np
 
 from paraeval.correlation.coefficients import Coefficient, register_coefficient, register_settings
 
 
-@lru_cache(maxsize=8)
 def sign_matrix(n_items: int, n_permutations: int = 1000, seed: int = 4) -> np.ndarray:
     """The (n_permutations, n_items) matrix of +1/-1 that mt-metrics-eval's ``pce`` draws.
 
-    It depends only on its arguments, so it is drawn once and shared (read-only) by the human
-    and metric p-values and by every bootstrap resample of the same size."""
+    It depends only on its arguments: one draw serves the human and the metric p-values."""
     rng = np.random.default_rng(seed)
     signs = rng.random(size=(n_permutations, n_items), dtype=np.float32)
     np.rint(signs, out=signs, casting="same_kind")
     signs *= 2.0
     signs -= 1.0
-    signs.flags.writeable = False
     return signs
 
 
@@ -53,31 +47,6 @@ def pairwise_p_values(scores: np.ndarray, signs: np.ndarray) -> np.ndarray:
     i, j = np.triu_indices(n_sys, k=1)
     null = partial_sums[:, i] - partial_sums[:, j]
     p[i, j] = (null >= (totals[i] - totals[j])[None, :]).mean(axis=0)
-    return p
-
-
-# The human p-values of one (resampled) human matrix are the same for every metric of a table:
-# kept by content for the metrics that follow (every bootstrap resample of every aspect fits).
-_HUMAN_P: OrderedDict[bytes, np.ndarray] = OrderedDict()
-_HUMAN_P_MAX = 8192
-_LOCK = threading.Lock()
-
-
-def _human_p_values(h: np.ndarray, n_permutations: int, seed: int) -> np.ndarray:
-    a = np.ascontiguousarray(h, dtype=np.float32)
-    key = hashlib.blake2b(
-        repr((a.shape, n_permutations, seed)).encode() + a.tobytes(), digest_size=20
-    ).digest()
-    with _LOCK:
-        found = _HUMAN_P.get(key)
-        if found is not None:
-            _HUMAN_P.move_to_end(key)
-            return found
-    p = pairwise_p_values(a, sign_matrix(a.shape[1], n_permutations, seed))
-    with _LOCK:
-        _HUMAN_P[key] = p
-        while len(_HUMAN_P) > _HUMAN_P_MAX:
-            _HUMAN_P.popitem(last=False)
     return p
 
 
@@ -99,8 +68,9 @@ def soft_pairwise_accuracy_value(
     if m.shape[0] < 2 or not cols.any():
         return float("nan")
     m, h = m[:, cols], h[:, cols]
-    ph = _human_p_values(h, n_permutations, seed)
-    pm = pairwise_p_values(m, sign_matrix(m.shape[1], n_permutations, seed))
+    signs = sign_matrix(m.shape[1], n_permutations, seed)
+    ph = pairwise_p_values(h, signs)
+    pm = pairwise_p_values(m, signs)
     i, j = np.triu_indices(m.shape[0], k=1)
     return float(1.0 - np.mean(np.abs(ph[i, j] - pm[i, j])))
 

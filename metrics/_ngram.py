@@ -13,22 +13,21 @@ from collections.abc import Callable, Sequence
 
 from paraeval.metrics.base import MetricConfigError
 
-_CACHE_MAX = 500_000
-
 
 def _sacrebleu_tokenizer(name: str) -> Callable[[str], str]:
-    from sacrebleu.metrics.bleu import _TOKENIZERS, _get_tokenizer
+    from sacrebleu.metrics import BLEU
 
-    if name not in _TOKENIZERS:
+    if name not in BLEU.TOKENIZERS:
         raise MetricConfigError(
-            f"unknown tokenize '{name}'; choose one of {sorted([*_TOKENIZERS, 'whitespace'])}"
+            f"unknown tokenize '{name}'; choose one of {sorted([*BLEU.TOKENIZERS, 'whitespace'])}"
         )
-    tok: Callable[[str], str] = _get_tokenizer(name)()
+    # the tokenizer a BLEU object made with this name uses (sacrebleu's public attribute)
+    tok: Callable[[str], str] = BLEU(tokenize=name).tokenizer
     return tok
 
 
 class WordTokenizer:
-    """``text -> tuple of words``, memoised per text (references and sources repeat often)."""
+    """``text -> tuple of words``."""
 
     def __init__(self, name: str = "13a", lowercase: bool = False) -> None:
         self.name = name
@@ -36,23 +35,31 @@ class WordTokenizer:
         self._tok: Callable[[str], str] | None = (
             None if name == "whitespace" else _sacrebleu_tokenizer(name)
         )
-        self._cache: dict[str, tuple[str, ...]] = {}
 
     def __call__(self, text: str) -> tuple[str, ...]:
-        hit = self._cache.get(text)
-        if hit is not None:
-            return hit
         s = text.lower() if self.lowercase else text
         if self._tok is not None:
             s = self._tok(s)
-        words = tuple(s.split())
-        if len(self._cache) >= _CACHE_MAX:
-            self._cache.clear()
-        self._cache[text] = words
-        return words
+        return tuple(s.split())
 
     def many(self, texts: Sequence[str]) -> list[tuple[str, ...]]:
-        return [self(t) for t in texts]
+        """Each text's words; a text that occurs several times (references and sources repeat
+        often) is tokenized once."""
+        words = {t: self(t) for t in dict.fromkeys(texts)}
+        return [words[t] for t in texts]
+
+    def segments(
+        self, candidates: Sequence[str], references: Sequence[Sequence[str]]
+    ) -> tuple[list[tuple[str, ...]], list[list[tuple[str, ...]]]]:
+        """The words of each candidate and of each segment's references, every distinct text of
+        the call tokenized once."""
+        words = self.many([*candidates, *(r for refs in references for r in refs)])
+        out: list[list[tuple[str, ...]]] = []
+        start = len(candidates)
+        for refs in references:
+            out.append(words[start : start + len(refs)])
+            start += len(refs)
+        return words[: len(candidates)], out
 
     @property
     def signature(self) -> str:

@@ -16,10 +16,7 @@ from typing import TYPE_CHECKING, cast
 
 import numba
 import numpy as np
-import xxhash
 from numba import njit
-
-from paraeval.memo import Memo, nbytes_of
 
 if TYPE_CHECKING:
     from sacrebleu.metrics.bleu import BLEU as SacreBLEU
@@ -71,36 +68,9 @@ def _with_python_zeros(scores: np.ndarray, python_rows: np.ndarray) -> np.ndarra
     return scores
 
 
-# Scores by the content of their statistics and the BLEU settings read below. The jobs of an α
-# sweep test iBLEU's systems on the same shuffled and resampled statistics of its two BLEUs (the
-# statistics and the seeded draws do not depend on α): the BLEUs are computed once per process.
-_BLEU_SCORES: Memo[tuple[str, int, str, str, bool], np.ndarray] = Memo(
-    "sacre.bleu_scores", max_entries=256, max_bytes=64 << 20, size=nbytes_of
-)
-
-
 def bleu_scores(stats: np.ndarray, bleu: SacreBLEU) -> np.ndarray:
     """``sacrebleu.BLEU._compute_score_from_stats(row).score`` for every row of ``stats``."""
     stats = np.atleast_2d(stats)
-    # an in-process key: xxh3 reads the array where it lies, at memory speed (blake2b took
-    # 0.18 s of a ParaBank sweep job on the shuffled statistics alone)
-    digest = xxhash.xxh3_128()
-    digest.update(repr((stats.dtype.str, stats.shape)).encode())
-    digest.update(np.ascontiguousarray(stats).data)
-    key = (
-        digest.hexdigest(),
-        int(bleu.max_ngram_order),
-        str(bleu.smooth_method),
-        repr(bleu.smooth_value),  # its type too: an int and a float add alike, kept apart
-        bool(bleu.effective_order),
-    )
-    found = _BLEU_SCORES.get(key)
-    if found is None:
-        found = _BLEU_SCORES.put(key, _bleu_scores(stats, bleu))
-    return found.copy()
-
-
-def _bleu_scores(stats: np.ndarray, bleu: SacreBLEU) -> np.ndarray:
     dtype = stats.dtype if stats.dtype == np.float32 else np.dtype(np.float64)
     s = stats.astype(dtype, copy=True)
     order = int(bleu.max_ngram_order)

@@ -83,6 +83,12 @@ class Metric(ABC):
     supports_multi_ref_rule: ClassVar[bool] = False
     corpus_only: ClassVar[bool] = False
     distance_to_source: ClassVar[bool] = False
+    # Each segment's scores (and statistics) depend on that segment's own candidate, references
+    # and source only, and :meth:`select` gives the result of any subset of a call's segments:
+    # the score stage then scores the segments that several systems share once, in one call for
+    # all systems (pipeline/stages/score.py). False where a segment's number depends on the
+    # others of its call (CIDEr's and NIST's corpus weights, BERTScore's idf and batch padding).
+    segment_local: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -153,6 +159,24 @@ class Metric(ABC):
         """A sacrebleu-style ``key:value|key:value`` string pinning every setting that changes
         the number (implementation and version, tokenizer, casing, multi-reference rule ...)."""
 
+    def select(self, result: MetricResult, rows: np.ndarray) -> MetricResult:
+        """What :meth:`score` returns for the segments at positions ``rows`` (in that order,
+        repeats allowed) of the call that returned ``result``, scored on their own, bit for
+        bit. Only for a :attr:`segment_local` metric."""
+        raise NotImplementedError(f"{self.name} is not segment-local")
+
+    def parts(self) -> tuple[tuple[Metric, bool], ...]:
+        """Metrics whose results on this metric's texts make up its result
+        (:meth:`from_parts`), each with whether it scores the candidates against their sources
+        instead of their references. Empty (the default) where the metric computes its result
+        itself. The score stage computes a part that several metrics share once."""
+        return ()
+
+    def from_parts(self, results: Sequence[MetricResult]) -> MetricResult:
+        """This metric's result from the results of :meth:`parts` on its texts, in that order:
+        equal to :meth:`score`'s."""
+        raise NotImplementedError(f"{self.name} is not made of parts")
+
     def corpus_from_stats(self, stats: np.ndarray) -> dict[str, float]:
         """Corpus score from (a subset or resample of) per-segment sufficient statistics.
         Metrics whose corpus score is the mean of segment scores need not override this."""
@@ -182,6 +206,18 @@ def batched_corpus_fn(metric: Metric | None) -> Callable[[np.ndarray], np.ndarra
     ):
         return None
     return metric.corpus_from_stats_batched
+
+
+def mean_corpus(segment: np.ndarray) -> float:
+    """The corpus score of a metric that reports the mean of its segment scores (NaN for none)."""
+    return float(np.mean(segment)) if len(segment) else float("nan")
+
+
+def select_mean(metric: Metric, result: MetricResult, rows: np.ndarray) -> MetricResult:
+    """:meth:`Metric.select` of a metric with one column whose corpus score is
+    :func:`mean_corpus` of it."""
+    seg = np.asarray(result.segment[metric.name])[rows]
+    return MetricResult({metric.name: seg}, {metric.name: mean_corpus(seg)}, result.signature)
 
 
 def reduce_over_references(per_ref: list[np.ndarray], rule: str) -> np.ndarray:

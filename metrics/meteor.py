@@ -6,8 +6,8 @@ to the first, each taking the latest still-free reference word). Then
 ``Fmean = P·R / (α·P + (1−α)·R)`` (α = 0.9 gives 10PR/(R+9P)), ``penalty = γ·(chunks/matches)^β``
 (γ = 0.5, β = 3) and ``score = (1 − penalty)·Fmean``.
 
-The alignment is NLTK's, step for step; the speed comes from memoising Porter stems and WordNet
-synonym sets per word instead of recomputing them for every sentence pair.
+The alignment is NLTK's, step for step; the speed comes from looking up the Porter stem and WordNet
+synonym set of each word once per call instead of once per sentence pair.
 
 - Multiple references: NLTK's rule, the best (max) single-reference score.
 - Corpus score: the mean of the segment scores (NLTK has no corpus-level METEOR).
@@ -27,11 +27,17 @@ import numpy as np
 from nltk.stem.porter import PorterStemmer
 
 from paraeval.metrics._ngram import WordTokenizer
-from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
+from paraeval.metrics.base import (
+    Metric,
+    MetricConfigError,
+    MetricResult,
+    make_signature,
+    mean_corpus,
+    select_mean,
+)
 from paraeval.metrics.wordnet import find_wordnet, load_wordnet, wordnet_version
 
 Enum = list[tuple[int, str]]
-_PAIRS_MAX = 1_000_000  # (candidate, reference) scores kept per metric; then starts afresh
 
 
 def _match(hyp: Enum, ref: Enum) -> tuple[list[tuple[int, int]], Enum, Enum]:
@@ -69,6 +75,32 @@ def count_chunks(matches: Sequence[tuple[int, int]]) -> int:
     return chunks
 
 
+class _WordForms:
+    """Porter stems and WordNet synonyms of the words of one call, each looked up once."""
+
+    def __init__(self, stemmer: PorterStemmer, wordnet: Any) -> None:
+        self.stemmer = stemmer
+        self.wordnet = wordnet
+        self.stems: dict[str, str] = {}
+        self.syns: dict[str, frozenset[str]] = {}
+
+    def stem(self, word: str) -> str:
+        s = self.stems.get(word)
+        if s is None:
+            s = self.stems[word] = self.stemmer.stem(word)
+        return s
+
+    def synonyms(self, word: str) -> frozenset[str]:
+        syns = self.syns.get(word)
+        if syns is None:
+            names = chain.from_iterable(
+                (lemma.name() for lemma in synset.lemmas() if lemma.name().find("_") < 0)
+                for synset in self.wordnet.synsets(word)
+            )
+            syns = self.syns[word] = frozenset(names) | {word}
+        return syns
+
+
 class METEOR(Metric):
     """METEOR with exact, Porter-stem and WordNet-synonym modules (NLTK's algorithm)."""
 
@@ -76,6 +108,7 @@ class METEOR(Metric):
     default_group = "syntactic"
     higher_is_better = True
     supports_multi_ref_rule = False
+    segment_local = True
     TOKENIZE = "13a"
     ALPHA = 0.9
     BETA = 3.0
@@ -106,9 +139,6 @@ class METEOR(Metric):
         find_wordnet(self.wordnet_dir)  # a missing WordNet fails here, at configuration time
         self._wordnet: Any = None
         self.stemmer = PorterStemmer()
-        self._stems: dict[str, str] = {}
-        self._syns: dict[str, frozenset[str]] = {}
-        self._pairs: dict[tuple[str, str], float] = {}
 
     # ------------------------------------------------------------------ resources
     @property
@@ -132,25 +162,8 @@ class METEOR(Metric):
             gamma=f"{self.gamma:g}",
         )
 
-    def _stem(self, word: str) -> str:
-        s = self._stems.get(word)
-        if s is None:
-            s = self.stemmer.stem(word)
-            self._stems[word] = s
-        return s
-
-    def _synonyms(self, word: str) -> frozenset[str]:
-        syns = self._syns.get(word)
-        if syns is None:
-            names = chain.from_iterable(
-                (lemma.name() for lemma in synset.lemmas() if lemma.name().find("_") < 0)
-                for synset in self.wordnet.synsets(word)
-            )
-            syns = frozenset(names) | {word}
-            self._syns[word] = syns
-        return syns
-
-    def _synonym_match(self, hyp: Enum, ref: Enum) -> list[tuple[int, int]]:
+    @staticmethod
+    def _synonym_match(hyp: Enum, ref: Enum, forms: _WordForms) -> list[tuple[int, int]]:
         """NLTK's ``_enum_wordnetsyn_match``: the latest free reference word among the synonyms."""
         positions: dict[str, list[int]] = {}
         for j, (_, word) in enumerate(ref):
@@ -159,7 +172,7 @@ class METEOR(Metric):
         for i in range(len(hyp) - 1, -1, -1):
             best_j = -1
             best_word: str | None = None
-            for syn in self._synonyms(hyp[i][1]):
+            for syn in forms.synonyms(hyp[i][1]):
                 pos = positions.get(syn)
                 if pos and pos[-1] > best_j:
                     best_j = pos[-1]
@@ -170,8 +183,13 @@ class METEOR(Metric):
         return matches
 
     # -------------------------------------------------------------------- scoring
-    def single(self, hyp_words: Sequence[str], ref_words: Sequence[str]) -> float:
-        """METEOR of one hypothesis against one reference (``single_meteor_score``)."""
+    def single(
+        self, hyp_words: Sequence[str], ref_words: Sequence[str], forms: _WordForms | None = None
+    ) -> float:
+        """METEOR of one hypothesis against one reference (``single_meteor_score``); ``forms``
+        keeps the stems and synonyms of the words seen so far in the caller's call."""
+        if forms is None:
+            forms = _WordForms(self.stemmer, self.wordnet)
         if self.lowercase:
             hyp: Enum = [(i, w.lower()) for i, w in enumerate(hyp_words)]
             ref: Enum = [(j, w.lower()) for j, w in enumerate(ref_words)]
@@ -180,9 +198,9 @@ class METEOR(Metric):
             ref = list(enumerate(ref_words))
         t_len, r_len = len(hyp), len(ref)
         exact, hyp, ref = _match(hyp, ref)
-        stem = self._stem
+        stem = forms.stem
         stem_m, hyp, ref = _match([(i, stem(w)) for i, w in hyp], [(j, stem(w)) for j, w in ref])
-        syn_m = self._synonym_match(hyp, ref) if hyp and ref else []
+        syn_m = self._synonym_match(hyp, ref, forms) if hyp and ref else []
         matches = sorted(exact + stem_m + syn_m, key=lambda pair: pair[0])
         m = len(matches)
         try:
@@ -201,30 +219,25 @@ class METEOR(Metric):
         references: list[list[str]],
         sources: Sequence[str] | None,
     ) -> MetricResult:
-        # a pair's score depends on its two texts only: pairs met in an earlier call (the same
-        # candidate from another system, against the same item) are not aligned again
-        memo = self._pairs
-        if len(memo) > _PAIRS_MAX:
-            memo.clear()
-        todo = list(
+        # a pair's score depends on its two texts only: a pair that occurs several times in
+        # the call (the same candidate from several systems) is aligned once
+        pairs = list(
             dict.fromkeys(
-                (c, r)
-                for c, refs in zip(candidates, references, strict=True)
-                for r in refs
-                if (c, r) not in memo
+                (c, r) for c, refs in zip(candidates, references, strict=True) for r in refs
             )
         )
-        if todo:
-            texts = list(dict.fromkeys(t for pair in todo for t in pair))
-            words = dict(zip(texts, self.tokenizer.many(texts), strict=True))
-            for c, r in todo:
-                memo[(c, r)] = self.single(words[c], words[r])
+        texts = list(dict.fromkeys(t for pair in pairs for t in pair))
+        words = dict(zip(texts, self.tokenizer.many(texts), strict=True))
+        forms = _WordForms(self.stemmer, self.wordnet)
+        score = {(c, r): self.single(words[c], words[r], forms) for c, r in pairs}
         seg = np.array(
             [
-                max(memo[(c, r)] for r in refs)
+                max(score[(c, r)] for r in refs)
                 for c, refs in zip(candidates, references, strict=True)
             ],
             dtype=float,
         )
-        corpus = float(np.mean(seg)) if len(seg) else float("nan")
-        return MetricResult({self.name: seg}, {self.name: corpus}, self.signature())
+        return MetricResult({self.name: seg}, {self.name: mean_corpus(seg)}, self.signature())
+
+    def select(self, result: MetricResult, rows: np.ndarray) -> MetricResult:
+        return select_mean(self, result, rows)

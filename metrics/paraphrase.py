@@ -15,7 +15,7 @@ model, layer, token embeddings and embedding cache as ``bertscore``; numbers equ
   strings have ``d = 0``.
 - ``bert_ibleu`` (Niu et al. 2021): the weighted harmonic mean of BERTScore F1 against the source
   and ``1 − BLEU(source, c)/100``: ``((β / F(source, c) + 1 / (1 − BLEU/100)) / (β + 1))⁻¹``, β = 4.
-  ``BLEU(source, c)`` is ``self_bleu``'s sentence BLEU (sacrebleu, the same memoised statistics). A
+  ``BLEU(source, c)`` is ``self_bleu``'s sentence BLEU (sacrebleu, the same statistics). A
   harmonic mean with a component ≤ 0 is 0: a copy (BLEU = 100) and a candidate with F ≤ 0 score 0.
 
 Corpus scores are the means of the segment scores. Higher is better for all three.
@@ -24,7 +24,6 @@ Corpus scores are the means of the segment scores. Higher is better for all thre
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from functools import lru_cache
 
 import numpy as np
 
@@ -54,7 +53,6 @@ def levenshtein(a: str, b: str) -> int:
     return int(prev[-1])
 
 
-@lru_cache(maxsize=1 << 16)
 def edit_ratio(candidate: str, source: str) -> float:
     """Levenshtein distance / length of the longer string (0 for two empty strings)."""
     longest = max(len(candidate), len(source))
@@ -147,13 +145,10 @@ class _ParaScoreBase(_OnBERTScore):
             raise MetricConfigError(f"metric '{self.name}': gamma must be in (0, 1], got {gamma}")
 
     def diversity(self, candidates: Sequence[str], sources: Sequence[str]) -> np.ndarray:
-        return np.array(
-            [
-                diversity_term(edit_ratio(c, s), self.gamma)
-                for c, s in zip(candidates, sources, strict=True)
-            ],
-            dtype=float,
-        )
+        # a candidate that several segments share with their source is measured once
+        pairs = list(zip(candidates, sources, strict=True))
+        ratio = {pair: edit_ratio(*pair) for pair in dict.fromkeys(pairs)}
+        return np.array([diversity_term(ratio[pair], self.gamma) for pair in pairs], dtype=float)
 
     def signature(self) -> str:
         return make_signature(

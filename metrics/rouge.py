@@ -2,8 +2,9 @@
 
 Tokenization is Google ``rouge-score``'s default tokenizer, reproduced exactly: lowercase, every
 run of characters outside ``[a-z0-9]`` becomes a space, split, optional Porter stemming of words
-longer than 3 characters (NLTK's PorterStemmer, as rouge-score). Tokens and stems are memoised per
-text and per word; LCS-type recurrences run in compiled kernels (``metrics._lcs``).
+longer than 3 characters (NLTK's PorterStemmer, as rouge-score). Within one call each text is
+tokenized once and each word stemmed once; LCS-type recurrences run in compiled kernels
+(``metrics._lcs``).
 
 - ``rouge1``, ``rouge2``, ``rougeL``, ``rougeLsum`` equal ``rouge_score.rouge_scorer.RougeScorer``
   (``rougeLsum``: sentences are the text's lines, summary-level union LCS with ROUGE-1.5.5's
@@ -34,11 +35,17 @@ from typing import ClassVar
 import numpy as np
 
 from paraeval.metrics import _lcs
-from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
+from paraeval.metrics.base import (
+    Metric,
+    MetricConfigError,
+    MetricResult,
+    make_signature,
+    mean_corpus,
+    select_mean,
+)
 
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
 _VALID = re.compile(r"^[a-z0-9]+$")
-_CACHE_MAX = 500_000
 MEASURES = ("fmeasure", "precision", "recall")
 
 try:
@@ -52,7 +59,8 @@ Toks = tuple[str, ...]
 
 
 class RougeTokenizer:
-    """rouge-score's ``tokenize.tokenize(text, stemmer)``, memoised per text and per word."""
+    """rouge-score's ``tokenize.tokenize(text, stemmer)``, each text and word once per
+    tokenizer: a metric makes one for each call."""
 
     def __init__(self, use_stemmer: bool = False) -> None:
         self.use_stemmer = bool(use_stemmer)
@@ -81,10 +89,7 @@ class RougeTokenizer:
         words = _NON_ALNUM.sub(" ", text.lower()).split()
         if self.use_stemmer:
             words = [w for w in map(self._stem, words) if _VALID.match(w)]
-        toks = tuple(words)
-        if len(self._cache) >= _CACHE_MAX:
-            self._cache.clear()
-        self._cache[text] = toks
+        toks = self._cache[text] = tuple(words)
         return toks
 
 
@@ -96,7 +101,7 @@ def fmeasure(p: np.ndarray, r: np.ndarray) -> np.ndarray:
 
 
 class _Encoder:
-    """Token tuples -> int ids laid end to end, for the compiled kernels."""
+    """Token tuples -> int ids laid end to end, for the compiled kernels (one per call)."""
 
     def __init__(self) -> None:
         self.vocab: dict[str, int] = {}
@@ -113,10 +118,7 @@ class _Encoder:
                 if i is None:
                     i = vocab[t] = len(vocab)
                 out.append(i)
-            arr = np.array(out, dtype=np.int64)
-            if len(self._ids) >= _CACHE_MAX:
-                self._ids.clear()
-            self._ids[toks] = arr
+            arr = self._ids[toks] = np.array(out, dtype=np.int64)
         return arr
 
     def pack(self, texts: Sequence[Toks]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -136,6 +138,7 @@ class _Rouge(Metric):
     default_group = "syntactic"
     higher_is_better = True
     supports_multi_ref_rule = True
+    segment_local = True
     impl: ClassVar[str] = f"paraeval=rouge-score-{ROUGE_SCORE_VERSION}"
 
     def __init__(
@@ -153,8 +156,6 @@ class _Rouge(Metric):
             )
         self.use_stemmer = bool(use_stemmer)
         self.measure = measure
-        self.tokenizer = RougeTokenizer(self.use_stemmer)
-        self._encoder = _Encoder()
 
     def _sig_fields(self) -> dict[str, object]:
         return {}
@@ -173,9 +174,10 @@ class _Rouge(Metric):
         )
 
     def _pair_prf(
-        self, cands: list[str], refs: list[str]
+        self, cands: list[str], refs: list[str], call: _Call
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Precision, recall and F of each (candidate, reference) text pair."""
+        """Precision, recall and F of each (candidate, reference) text pair; ``call`` holds the
+        call's tokens and token ids."""
         raise NotImplementedError
 
     def _score(
@@ -187,7 +189,7 @@ class _Rouge(Metric):
         counts = [len(r) for r in references]
         pair_c = [c for c, k in zip(candidates, counts, strict=True) for _ in range(k)]
         pair_r = [r for refs in references for r in refs]
-        p, r, f = self._pair_prf(pair_c, pair_r)
+        p, r, f = self._pair_prf(pair_c, pair_r, _Call(self.use_stemmer))
         chosen = {"precision": p, "recall": r, "fmeasure": f}[self.measure]
         seg = np.zeros(len(candidates), dtype=float)
         start = 0
@@ -199,11 +201,22 @@ class _Rouge(Metric):
             else:
                 seg[i] = float(np.mean(chosen[start : start + k]))
             start += k
-        corpus = float(np.mean(seg)) if len(seg) else float("nan")
-        return MetricResult({self.name: seg}, {self.name: corpus}, self.signature())
+        return MetricResult({self.name: seg}, {self.name: mean_corpus(seg)}, self.signature())
 
-    # helpers for the kernels
-    def _packed_pairs(
+    def select(self, result: MetricResult, rows: np.ndarray) -> MetricResult:
+        return select_mean(self, result, rows)
+
+
+class _Call:
+    """What one call of a ROUGE metric shares between its pairs: each text's tokens, each token
+    tuple's ids (and n-gram counts), made once."""
+
+    def __init__(self, use_stemmer: bool) -> None:
+        self.tokenizer = RougeTokenizer(use_stemmer)
+        self.encoder = _Encoder()
+        self.grams: dict[Toks, Counter[Toks]] = {}
+
+    def packed_pairs(
         self, a: Sequence[Toks], b: Sequence[Toks]
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         index: dict[Toks, int] = {}
@@ -218,7 +231,7 @@ class _Rouge(Metric):
 
         pa = np.fromiter((idx(t) for t in a), dtype=np.int64, count=len(a))
         pb = np.fromiter((idx(t) for t in b), dtype=np.int64, count=len(b))
-        flat, starts, lens = self._encoder.pack(texts)
+        flat, starts, lens = self.encoder.pack(texts)
         return flat, starts, lens, pa, pb
 
 
@@ -236,22 +249,18 @@ class RougeN(_Rouge):
         against_source: bool = False,
     ) -> None:
         super().__init__(use_stemmer, measure, multi_ref, group, against_source)
-        self._grams: dict[Toks, Counter[Toks]] = {}
 
-    def _counter(self, toks: Toks) -> Counter[Toks]:
-        hit = self._grams.get(toks)
+    def _counter(self, toks: Toks, call: _Call) -> Counter[Toks]:
+        hit = call.grams.get(toks)
         if hit is None:
             n = self.order
-            hit = Counter(zip(*(toks[i:] for i in range(n)), strict=False))
-            if len(self._grams) >= _CACHE_MAX:
-                self._grams.clear()
-            self._grams[toks] = hit
+            hit = call.grams[toks] = Counter(zip(*(toks[i:] for i in range(n)), strict=False))
         return hit
 
     def _pair_prf(
-        self, cands: list[str], refs: list[str]
+        self, cands: list[str], refs: list[str], call: _Call
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        tok = self.tokenizer
+        tok = call.tokenizer
         n = self.order
         m = len(cands)
         inter = np.zeros(m)
@@ -259,7 +268,7 @@ class RougeN(_Rouge):
         tc = np.zeros(m)
         for k, (c, r) in enumerate(zip(cands, refs, strict=True)):
             ct, rt = tok(c), tok(r)
-            cc, rc = self._counter(ct), self._counter(rt)
+            cc, rc = self._counter(ct, call), self._counter(rt, call)
             inter[k] = sum((cc & rc).values()) if len(cc) <= len(rc) else sum((rc & cc).values())
             pc[k] = max(len(ct) - n + 1, 0)
             tc[k] = max(len(rt) - n + 1, 0)
@@ -297,11 +306,11 @@ class RougeL(_Rouge):
     name = "rougeL"
 
     def _pair_prf(
-        self, cands: list[str], refs: list[str]
+        self, cands: list[str], refs: list[str], call: _Call
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        a = [self.tokenizer(c) for c in cands]
-        b = [self.tokenizer(r) for r in refs]
-        flat, starts, lens, pa, pb = self._packed_pairs(a, b)
+        a = [call.tokenizer(c) for c in cands]
+        b = [call.tokenizer(r) for r in refs]
+        flat, starts, lens, pa, pb = call.packed_pairs(a, b)
         hits = _lcs.lcs_lengths(flat, starts, lens, pa, pb).astype(float)
         return _lcs_prf(hits, lens[pa].astype(float), lens[pb].astype(float))
 
@@ -342,11 +351,12 @@ class RougeLsum(_Rouge):
     def _sig_fields(self) -> dict[str, object]:
         return {"split": "newline"}
 
-    def _sents(self, text: str) -> list[Toks]:
-        return [self.tokenizer(s) for s in text.split("\n") if len(s)]
+    @staticmethod
+    def _sents(text: str, call: _Call) -> list[Toks]:
+        return [call.tokenizer(s) for s in text.split("\n") if len(s)]
 
     def _pair_prf(
-        self, cands: list[str], refs: list[str]
+        self, cands: list[str], refs: list[str], call: _Call
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         n_pairs = len(cands)
         hits = np.zeros(n_pairs)
@@ -356,7 +366,7 @@ class RougeLsum(_Rouge):
         single_b: list[Toks] = []
         single_k: list[int] = []
         for k, (c, r) in enumerate(zip(cands, refs, strict=True)):
-            cs, rs = self._sents(c), self._sents(r)
+            cs, rs = self._sents(c, call), self._sents(r, call)
             cl[k] = sum(map(len, cs))
             rl[k] = sum(map(len, rs))
             if cl[k] == 0 or rl[k] == 0:
@@ -366,9 +376,9 @@ class RougeLsum(_Rouge):
                 single_b.append(rs[0])
                 single_k.append(k)
             else:
-                hits[k] = summary_lcs_hits(rs, cs, self._encoder)
+                hits[k] = summary_lcs_hits(rs, cs, call.encoder)
         if single_k:
-            flat, starts, lens, pa, pb = self._packed_pairs(single_a, single_b)
+            flat, starts, lens, pa, pb = call.packed_pairs(single_a, single_b)
             hits[np.array(single_k)] = _lcs.lcs_lengths(flat, starts, lens, pa, pb)
         return _lcs_prf(hits, cl, rl)
 
@@ -405,11 +415,11 @@ class RougeW(_Rouge):
         return {"w": f"{self.weight:g}", "formula": self.formula}
 
     def _pair_prf(
-        self, cands: list[str], refs: list[str]
+        self, cands: list[str], refs: list[str], call: _Call
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        a = [self.tokenizer(c) for c in cands]
-        b = [self.tokenizer(r) for r in refs]
-        flat, starts, lens, pa, pb = self._packed_pairs(a, b)
+        a = [call.tokenizer(c) for c in cands]
+        b = [call.tokenizer(r) for r in refs]
+        flat, starts, lens, pa, pb = call.packed_pairs(a, b)
         w = self.weight
         m = lens[pa].astype(float)
         n = lens[pb].astype(float)
@@ -453,13 +463,13 @@ class _RougeSkip(_Rouge):
         return {"skip": skip, "count": "rouge155"}
 
     def _pair_prf(
-        self, cands: list[str], refs: list[str]
+        self, cands: list[str], refs: list[str], call: _Call
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        a = [self.tokenizer(c) for c in cands]
-        b = [self.tokenizer(r) for r in refs]
-        flat, starts, lens, pa, pb = self._packed_pairs(a, b)
+        a = [call.tokenizer(c) for c in cands]
+        b = [call.tokenizer(r) for r in refs]
+        flat, starts, lens, pa, pb = call.packed_pairs(a, b)
         gap = -1 if self.skip_distance is None else self.skip_distance
-        vocab = max(len(self._encoder.vocab), 1)
+        vocab = max(len(call.encoder.vocab), 1)
         stats = _lcs.skip_bigram_stats(flat, starts, lens, pa, pb, vocab, gap, self.unigrams)
         hits = stats[:, 0].astype(float)
         ca = stats[:, 1].astype(float)

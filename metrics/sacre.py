@@ -1,184 +1,46 @@
 """BLEU, iBLEU, self-BLEU, chrF and TER on top of sacrebleu.
 
-All of them work on sacrebleu's per-segment sufficient statistics: a segment score is sacrebleu's
-score of that segment's statistics, the corpus score is sacrebleu's score of the summed statistics
-(never a mean of sentence scores), and a bootstrap resample of segments recomputes corpus scores
-from resampled statistics. The statistics are memoised per (settings, texts), so iBLEU for any
-α reuses the statistics that ``bleu`` and ``self_bleu`` computed.
+All of them work on sacrebleu's per-segment sufficient statistics (:mod:`metrics._sacre_base`).
+iBLEU and self-BLEU are made of BLEUs (:meth:`Metric.parts`): iBLEU for any α recombines the BLEU
+of the candidates against the references and against the sources, the statistics ``bleu`` and
+``self_bleu`` have, and the score stage computes each of those BLEUs once.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Sequence
+from typing import ClassVar, TypeVar
 
 import numpy as np
-import sacrebleu
 from sacrebleu.metrics.base import Metric as SacreMetric
 from sacrebleu.metrics.bleu import BLEU as SacreBLEU
 from sacrebleu.metrics.chrf import CHRF as SacreCHRF
 from sacrebleu.metrics.ter import TER as SacreTER
 
-from paraeval.memo import Memo
+from paraeval.metrics._sacre_base import (
+    SACREBLEU_VERSION,
+    SacreBase,
+    check_bleu_settings,
+    segment_statistics,
+)
 from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
 
-SACREBLEU_VERSION = sacrebleu.__version__
+__all__ = [
+    "BLEU",
+    "CHRF",
+    "IBLEU",
+    "SACREBLEU_VERSION",
+    "TER",
+    "SelfBLEU",
+    "check_bleu_settings",
+    "segment_statistics",
+]
 
 # a score or an array of scores: iBLEU's combination works on both alike
 Scores = TypeVar("Scores", float, np.ndarray)
 
-# (kind, settings, hypotheses, references) -> per-segment statistics. Bounded so that a long
-# sweep in one process does not grow without limit.
-_STATS: Memo[str, np.ndarray] = Memo("sacre.stats", max_entries=256)
-# (kind and settings, hypothesis, references) -> that one segment's statistics, across calls
-_PAIR_STATS: Memo[tuple[str, str, tuple[str, ...]], np.ndarray] = Memo(
-    "sacre.pair_stats", max_entries=1_000_000
-)
 
-
-def _digest(*parts: object) -> str:
-    h = hashlib.blake2b(digest_size=20)
-    for part in parts:
-        h.update(repr(part).encode("utf-8"))
-        h.update(b"\x1f")
-    return h.hexdigest()
-
-
-def _ref_streams(references: Sequence[Sequence[str]]) -> list[list[str | None]]:
-    """Per-segment reference lists -> sacrebleu's reference streams; a ragged count is padded with
-    None, which sacrebleu skips (its ``nrefs:var`` case)."""
-    width = max((len(r) for r in references), default=0)
-    return [[refs[k] if k < len(refs) else None for refs in references] for k in range(width)]
-
-
-def segment_statistics(
-    metric: SacreMetric,
-    key: str,
-    hyps: Sequence[str],
-    references: Sequence[Sequence[str]],
-    extract: Callable[[SacreMetric, list[str], Any], Any] | None = None,
-) -> np.ndarray:
-    """sacrebleu's per-segment statistics, memoised by content. ``extract(metric, hyps, streams)``
-    replaces ``metric._extract_corpus_statistics`` where a compiled equivalent exists."""
-    memo_key = _digest(key, list(hyps), [list(r) for r in references])
-    hit = _STATS.get(memo_key)
-    if hit is not None:
-        return hit
-    # a segment's statistics depend on its own hypothesis and references only: a pair met in
-    # an earlier call (the same candidate from another system, against the same item) is not
-    # extracted again
-    pairs = [(key, h, tuple(r)) for h, r in zip(hyps, references, strict=True)]
-    rows: dict[tuple[str, str, tuple[str, ...]], np.ndarray] = {}
-    todo = []
-    for pair in dict.fromkeys(pairs):
-        hit = _PAIR_STATS.get(pair)
-        if hit is None:
-            todo.append(pair)
-        else:
-            rows[pair] = hit
-    if todo:
-        # sacrebleu skips None references (its variable-reference case) though its hints say str
-        streams: Any = _ref_streams([list(r) for _, _, r in todo])
-        todo_hyps = [h for _, h, _ in todo]
-        if extract is None:
-            stats = metric._extract_corpus_statistics(todo_hyps, streams)
-        else:
-            stats = extract(metric, todo_hyps, streams)
-        for pair, row in zip(todo, np.asarray(stats, dtype=float), strict=True):
-            rows[pair] = _PAIR_STATS.put(pair, row)
-    if not pairs:
-        return _STATS.put(memo_key, np.zeros((0, 0)))
-    return _STATS.put(memo_key, np.stack([rows[p] for p in pairs]))
-
-
-def _as_stats(row: np.ndarray, integer: bool) -> list[Any]:
-    if integer:
-        return [round(x) for x in row]
-    return [float(x) for x in row]
-
-
-class _SacreBase(Metric):
-    """Shared machinery: build a sacrebleu object, extract statistics, score from statistics."""
-
-    integer_stats: ClassVar[bool] = True
-
-    def _corpus_metric(self) -> SacreMetric:
-        raise NotImplementedError
-
-    def _segment_metric(self) -> SacreMetric:
-        return self._corpus_metric()
-
-    def _settings_key(self) -> str:
-        return self.signature()
-
-    def _stats(self, hyps: Sequence[str], refs: Sequence[Sequence[str]]) -> np.ndarray:
-        return segment_statistics(self._corpus_metric(), self._stats_key(), hyps, refs)
-
-    def _stats_key(self) -> str:
-        # statistics do not depend on the score-side options (smoothing, effective order)
-        return self.signature()
-
-    def _segment_scores(self, stats: np.ndarray) -> np.ndarray:
-        m = self._segment_metric()
-        if len(stats) == 0:
-            return np.zeros(0, dtype=float)
-        # equal rows (a candidate several systems share) have equal scores: each scored once
-        unique, inverse = np.unique(stats, axis=0, return_inverse=True)
-        scores = np.array(
-            [
-                m._compute_score_from_stats(_as_stats(row, self.integer_stats)).score
-                for row in unique
-            ],
-            dtype=float,
-        )
-        return scores[inverse.reshape(-1)]
-
-    def _corpus_score(self, stats: np.ndarray) -> float:
-        if len(stats) == 0:
-            return float("nan")
-        total = stats.sum(axis=0)
-        return float(
-            self._corpus_metric()
-            ._compute_score_from_stats(_as_stats(total, self.integer_stats))
-            .score
-        )
-
-    def corpus_from_stats(self, stats: np.ndarray) -> dict[str, float]:
-        return {self.name: self._corpus_score(stats)}
-
-    def _score_pair(
-        self, candidates: list[str], references: list[list[str]]
-    ) -> tuple[np.ndarray, np.ndarray, float]:
-        stats = self._stats(candidates, references)
-        return stats, self._segment_scores(stats), self._corpus_score(stats)
-
-    def _score(
-        self,
-        candidates: list[str],
-        references: list[list[str]],
-        sources: Sequence[str] | None,
-    ) -> MetricResult:
-        stats, seg, corpus = self._score_pair(candidates, references)
-        return MetricResult({self.name: seg}, {self.name: corpus}, self.signature(), stats)
-
-
-def check_bleu_settings(name: str, tokenize: str, smooth_method: str) -> None:
-    """sacrebleu's BLEU settings as one config error naming the metric (sacrebleu's own would
-    be a traceback)."""
-    if tokenize not in SacreBLEU.TOKENIZERS:
-        raise MetricConfigError(
-            f"metric '{name}': unknown tokenize '{tokenize}'; "
-            f"choose one of {sorted(SacreBLEU.TOKENIZERS)}"
-        )
-    if smooth_method not in SacreBLEU.SMOOTH_DEFAULTS:
-        raise MetricConfigError(
-            f"metric '{name}': unknown smooth_method '{smooth_method}'; "
-            f"choose one of {sorted(SacreBLEU.SMOOTH_DEFAULTS)}"
-        )
-
-
-class BLEU(_SacreBase):
+class BLEU(SacreBase):
     """sacrebleu BLEU. Segment scores follow ``sacrebleu.sentence_bleu`` (effective order on by
     default), the corpus score ``sacrebleu.corpus_bleu`` (effective order off)."""
 
@@ -224,8 +86,15 @@ class BLEU(_SacreBase):
     def _segment_metric(self) -> SacreMetric:
         return self._sentence
 
-    def _stats_key(self) -> str:
-        return f"bleu-stats|tok:{self.tokenize}|case:{'lc' if self.lowercase else 'mixed'}"
+    def _plain_bleu(self) -> BLEU:
+        """BLEU with this metric's settings: the part iBLEU and self-BLEU are made of."""
+        return BLEU(
+            tokenize=self.tokenize,
+            lowercase=self.lowercase,
+            smooth_method=self.smooth_method,
+            smooth_value=self.smooth_value,
+            effective_order=self.effective_order,
+        )
 
     def corpus_from_stats_batched(self, stats: np.ndarray) -> np.ndarray:
         # imported here: the batched formulas compile with numba, which a user scoring with
@@ -268,12 +137,24 @@ class SelfBLEU(BLEU):
         stats, seg, corpus = self._score_pair(candidates, [[s] for s in sources])
         return MetricResult({self.name: seg}, {self.name: corpus}, self.signature(), stats)
 
+    def parts(self) -> tuple[tuple[Metric, bool], ...]:
+        return ((self._plain_bleu(), True),)
+
+    def from_parts(self, results: Sequence[MetricResult]) -> MetricResult:
+        (bleu,) = results
+        return MetricResult(
+            {self.name: bleu.segment[BLEU.name]},
+            {self.name: bleu.corpus[BLEU.name]},
+            self.signature(),
+            bleu.stats,
+        )
+
 
 class IBLEU(BLEU):
     """iBLEU (Sun & Zhou 2012): α·BLEU(c, R) − (1−α)·BLEU(c, S).
 
     Segment: from the two sentence BLEUs; corpus: from the two corpus BLEUs. Both come from the same
-    memoised statistics as ``bleu`` and ``self_bleu``, so changing α rescores nothing.
+    statistics as ``bleu`` and ``self_bleu`` (:meth:`parts`), so changing α rescores nothing.
     """
 
     name = "ibleu"
@@ -386,10 +267,43 @@ class IBLEU(BLEU):
         stats_r, seg_r, corp_r = self._score_pair(candidates, references)
         stats_s, seg_s, corp_s = self._score_pair(candidates, [[s] for s in sources])
         stats = np.hstack([stats_r, stats_s]) if len(candidates) else np.zeros((0, 0))
+        return self._combined(seg_r, seg_s, corp_r, corp_s, stats)
+
+    def parts(self) -> tuple[tuple[Metric, bool], ...]:
+        plain = self._plain_bleu()
+        return ((plain, False), (plain, True))
+
+    def from_parts(self, results: Sequence[MetricResult]) -> MetricResult:
+        ref, src = results
+        seg_r, seg_s = ref.segment[BLEU.name], src.segment[BLEU.name]
+        assert ref.stats is not None and src.stats is not None
+        stats = np.hstack([ref.stats, src.stats]) if len(seg_r) else np.zeros((0, 0))
+        return self._combined(seg_r, seg_s, ref.corpus[BLEU.name], src.corpus[BLEU.name], stats)
+
+    def _combined(
+        self,
+        seg_r: np.ndarray,
+        seg_s: np.ndarray,
+        corp_r: float,
+        corp_s: float,
+        stats: np.ndarray,
+    ) -> MetricResult:
         return MetricResult(
             {self.name: self.combine(seg_r, seg_s)},
             {self.name: self.combine(corp_r, corp_s)},
             self.signature(),
+            stats,
+            extra={"bleu_ref": corp_r, "bleu_src": corp_s},
+        )
+
+    def select(self, result: MetricResult, rows: np.ndarray) -> MetricResult:
+        assert result.stats is not None
+        stats = result.stats[rows]
+        corp_r, corp_s = self.corpus_components(stats)
+        return MetricResult(
+            {self.name: np.asarray(result.segment[self.name])[rows]},
+            {self.name: self.combine(corp_r, corp_s)},
+            result.signature,
             stats,
             extra={"bleu_ref": corp_r, "bleu_src": corp_s},
         )
@@ -404,7 +318,7 @@ class IBLEU(BLEU):
         return self.combine(bleu_scores(ref, self._corpus), bleu_scores(src, self._corpus))
 
 
-class CHRF(_SacreBase):
+class CHRF(SacreBase):
     """sacrebleu chrF; ``word_order: 2`` gives chrF++."""
 
     name = "chrf"
@@ -462,7 +376,7 @@ class CHRF(_SacreBase):
         )
 
 
-class TER(_SacreBase):
+class TER(SacreBase):
     """sacrebleu TER (lower is better); its edit-rate search runs compiled
     (:mod:`paraeval.metrics._ter`), with statistics equal to sacrebleu's."""
 
@@ -498,7 +412,7 @@ class TER(_SacreBase):
         # the edit-rate search compiled (numba), imported here like the batched formulas
         from paraeval.metrics._ter import ter_statistics
 
-        return segment_statistics(self._metric, self._stats_key(), hyps, refs, ter_statistics)
+        return segment_statistics(self._metric, hyps, refs, ter_statistics)
 
     def corpus_from_stats_batched(self, stats: np.ndarray) -> np.ndarray:
         from paraeval.metrics._sacre_batched import ter_scores

@@ -40,7 +40,6 @@ from paraeval.metrics.encoder import Encoder, get_encoder
 
 _WORD = re.compile(r"\w+(?:['’-]\w+)*", re.UNICODE)
 EMBEDDINGS = ("static", "contextual")
-_PAIRS_MAX = 1_000_000  # (candidate, reference) distances kept per metric; then starts afresh
 
 
 def load_word_vectors(path: str | Path) -> tuple[dict[str, int], np.ndarray]:
@@ -116,6 +115,7 @@ class WMD(Metric):
     default_group = "semantic"
     higher_is_better = False
     supports_multi_ref_rule = True
+    segment_local = True
     MODEL = "default"
 
     def __init__(
@@ -145,7 +145,6 @@ class WMD(Metric):
         self.lowercase = bool(lowercase)
         self.normalize = bool(normalize)
         self.encoder: Encoder | None = None
-        self._pairs: dict[tuple[str, str], float] = {}
         self._vocab: dict[str, int] = {}
         self._matrix: np.ndarray | None = None
         self.layer: int | None = None
@@ -228,30 +227,32 @@ class WMD(Metric):
         references: list[list[str]],
         sources: Sequence[str] | None,
     ) -> MetricResult:
-        # a pair's distance depends on its two texts only: pairs met in an earlier call (the
-        # same candidate from another system, against the same item) are not solved again
-        memo = self._pairs
-        if len(memo) > _PAIRS_MAX:
-            memo.clear()
-        todo = [
-            (cand, ref)
-            for cand, refs in zip(candidates, references, strict=True)
-            for ref in refs
-            if (cand, ref) not in memo
-        ]
-        uniq = list(dict.fromkeys(t for pair in todo for t in pair))
+        # a pair's distance depends on its two texts only: a pair that occurs several times in
+        # the call (the same candidate from several systems) is solved once
+        pairs = list(
+            dict.fromkeys(
+                (cand, ref)
+                for cand, refs in zip(candidates, references, strict=True)
+                for ref in refs
+            )
+        )
+        uniq = list(dict.fromkeys(t for pair in pairs for t in pair))
         doc = dict(zip(uniq, self._docs(uniq), strict=True))
+        distance = {(c, r): emd_distance(*doc[c], *doc[r]) for c, r in pairs}
         seg = np.full(len(candidates), np.nan)
         for i, (cand, refs) in enumerate(zip(candidates, references, strict=True)):
-            dists = []
-            for ref in refs:
-                key = (cand, ref)
-                if key not in memo:
-                    memo[key] = emd_distance(*doc[cand], *doc[ref])
-                dists.append(memo[key])
+            dists = [distance[(cand, ref)] for ref in refs]
             finite = [d for d in dists if not np.isnan(d)]
             if finite:
                 seg[i] = min(finite) if self.multi_ref == "max" else float(np.mean(finite))
-        ok = seg[~np.isnan(seg)]
-        corpus = float(ok.mean()) if len(ok) else float("nan")
-        return MetricResult({self.name: seg}, {self.name: corpus}, self.signature())
+        return MetricResult({self.name: seg}, {self.name: _corpus(seg)}, self.signature())
+
+    def select(self, result: MetricResult, rows: np.ndarray) -> MetricResult:
+        seg = np.asarray(result.segment[self.name])[rows]
+        return MetricResult({self.name: seg}, {self.name: _corpus(seg)}, result.signature)
+
+
+def _corpus(seg: np.ndarray) -> float:
+    """The mean distance over the segments that have one."""
+    ok = seg[~np.isnan(seg)]
+    return float(ok.mean()) if len(ok) else float("nan")

@@ -8,32 +8,51 @@ the same numbers with the same signatures.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from pathlib import Path
 
 import pandas as pd
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import OmegaConf, open_dict
 
-from paraeval.pipeline.errors import ConfigError
-from paraeval.pipeline.stages.evaluation import Evaluation, compute
-from paraeval.pipeline.data.load import load_frame, take_load_token
+from paraeval.pipeline.config.compose import compose_config
 from paraeval.pipeline.config.settings import Settings, check_table
+from paraeval.pipeline.data.load import load_frame
+from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.outputs import write_outputs
+from paraeval.pipeline.stages import evaluation as stages
 
 # config groups: a string value for one of these names picks a file of that group
 GROUPS = ("data", "normalize", "correlation", "compare", "tracking", "experiment")
 
 
-def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
-    """The config the CLI would run with these Hydra overrides (``metrics=[bleu,chrf]``,
-    ``correlation.n_resamples=200``, ...)."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
+class Evaluation(stages.Evaluation):
+    """Scores, correlations and comparison of one evaluation (what :func:`evaluate` and the
+    ``paraeval`` command compute): the tables of the output files, which :meth:`write` writes
+    and :meth:`log` sends to MLflow."""
 
-    from paraeval.pipeline.cli.main import config_dir
+    @classmethod
+    def of(cls, ev: stages.Evaluation) -> Evaluation:
+        """The same evaluation, with writing and logging."""
+        return cls(**{f.name: getattr(ev, f.name) for f in fields(ev)})
 
-    if GlobalHydra.instance().is_initialized():  # e.g. called from inside a Hydra app
-        GlobalHydra.instance().clear()
-    with initialize_config_dir(str(config_dir()), version_base="1.3", job_name="paraeval"):
-        return compose("config", overrides=list(overrides))
+    def write(self, out_dir: str | Path) -> Path:
+        """Writes every output file, figure and ``report.html`` into ``out_dir``."""
+        return write_outputs(self, out_dir)
+
+    def log(
+        self,
+        out_dir: str | Path,
+        tracking: Mapping[str, object] | None = None,
+        overrides: Sequence[str] = (),
+    ) -> str | None:
+        """Writes the output files into ``out_dir`` and logs them with this evaluation's tracker
+        (``tracking``: keys of ``conf/tracking/*.yaml`` to change, e.g. ``{"uri": ...}``).
+        Returns the MLflow run id, or None when nothing was logged (the files are kept)."""
+        s = self.settings
+        tracker = s.tracker if tracking is None else s.tracker_with(tracking)
+        out = self.write(out_dir)
+        logged = tracker.log_evaluation(self, out, overrides)
+        return None if logged is None else logged.run_id
 
 
 def evaluate(
@@ -82,12 +101,10 @@ def evaluate(
     if isinstance(data, pd.DataFrame):
         options = {k: v for k, v in resolved.data.options.items() if k != "name"}
         table = load_frame(data, name=resolved.data.name, **options)  # type: ignore[arg-type]
-        token = None
     else:
         table = resolved.data.load()
-        token = take_load_token(table)
     check_table(resolved, table)
-    return compute(table, resolved, table_token=token)
+    return Evaluation.of(stages.compute(table, resolved))
 
 
 def _plain(value: object) -> object:

@@ -1,6 +1,6 @@
 """Compare two paraeval output directories: same files, same tables, same values.
 
-Usage: ``python scripts/compare_outputs.py OLD_DIR NEW_DIR [--rtol 0]``
+Usage: ``python scripts/compare_outputs.py OLD_DIR NEW_DIR [--rtol 0] [--allow-new]``
 
 Every table (``*.csv``, ``*.parquet``) must have the same columns in the same order, the same rows
 and the same values (exactly, or within ``--rtol`` for floats); every figure must exist in both.
@@ -38,12 +38,14 @@ def _read(path: Path) -> pd.DataFrame:
     return pd.read_csv(path, keep_default_na=False, na_values=[""])
 
 
-def _column_differences(name: str, old: pd.Series, new: pd.Series, rtol: float) -> list[str]:
+def _column_differences(
+    name: str, old: pd.Series, new: pd.Series, rtol: float, atol: float = 0.0
+) -> list[str]:
     if pd.api.types.is_float_dtype(old) and pd.api.types.is_float_dtype(new):
         a, b = old.to_numpy(dtype=float), new.to_numpy(dtype=float)
         same = (
-            np.isclose(a, b, rtol=rtol, atol=0.0, equal_nan=True)
-            if rtol
+            np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
+            if rtol or atol
             else ((a == b) | (np.isnan(a) & np.isnan(b)))
         )
     else:
@@ -65,7 +67,7 @@ def _same_cell(x: object, y: object) -> bool:
     return bool(x == y)
 
 
-def compare_tables(old: Path, new: Path, rtol: float = 0.0) -> list[str]:
+def compare_tables(old: Path, new: Path, rtol: float = 0.0, atol: float = 0.0) -> list[str]:
     a, b = _read(old), _read(new)
     problems: list[str] = []
     if list(a.columns) != list(b.columns):
@@ -75,15 +77,17 @@ def compare_tables(old: Path, new: Path, rtol: float = 0.0) -> list[str]:
         problems.append(f"{len(a)} rows != {len(b)} rows")
         return problems
     for column in a.columns:
-        problems += _column_differences(str(column), a[column], b[column], rtol)
+        problems += _column_differences(str(column), a[column], b[column], rtol, atol)
     return problems
 
 
-def compare_dirs(old: Path, new: Path, rtol: float = 0.0) -> list[str]:
-    """One line per difference between two output directories (empty when they agree)."""
+def compare_dirs(old: Path, new: Path, rtol: float = 0.0, allow_new: bool = False) -> list[str]:
+    """One line per difference between two output directories (empty when they agree);
+    ``allow_new``: files that only the new directory has are not differences."""
     old_files, new_files = _files(old), _files(new)
     problems = [f"only in {old}: {f}" for f in sorted(old_files - new_files)]
-    problems += [f"only in {new}: {f}" for f in sorted(new_files - old_files)]
+    if not allow_new:
+        problems += [f"only in {new}: {f}" for f in sorted(new_files - old_files)]
     for name in sorted(old_files & new_files):
         if name.endswith((".csv", ".parquet")):
             problems += [f"{name}: {p}" for p in compare_tables(old / name, new / name, rtol)]
@@ -95,8 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("old", type=Path)
     parser.add_argument("new", type=Path)
     parser.add_argument("--rtol", type=float, default=0.0, help="relative tolerance for floats")
+    parser.add_argument(
+        "--allow-new", action="store_true", help="files only NEW_DIR has are not differences"
+    )
     args = parser.parse_args(argv)
-    problems = compare_dirs(args.old, args.new, args.rtol)
+    problems = compare_dirs(args.old, args.new, args.rtol, args.allow_new)
     for line in problems:
         print(line)
     if not problems:

@@ -36,3 +36,11 @@ def test_a_changed_value_and_a_missing_file_are_reported(tmp_path: Path) -> None
     assert len(problems) == 2
     # within a relative tolerance the values agree
     assert len(compare_dirs(tmp_path / "a", tmp_path / "b", rtol=0.3)) == 1
+
+
+def test_files_only_the_new_directory_has_may_be_allowed(tmp_path: Path) -> None:
+    old, new = _write(tmp_path / "a", 2.0), _write(tmp_path / "b", 2.0, extra=True)
+    assert len(compare_dirs(old, new)) == 1
+    assert compare_dirs(old, new, allow_new=True) == []
+    # a file the old directory has and the new lacks is still a difference
+    assert len(compare_dirs(new, old, allow_new=True)) == 1

@@ -14,7 +14,6 @@ import logging
 import os
 import signal
 import sys
-from contextlib import suppress
 from pathlib import Path
 from types import FrameType
 
@@ -28,27 +27,15 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from paraeval.pipeline.config.compose import config_dir
 from paraeval.pipeline.errors import DEFERRED_SIGNALS, Interrupted, raise_deferred
 from paraeval.pipeline.names import escape_log_output, escape_warnings
-from paraeval.pipeline.cli.sweep_compose import compose_each_sweep_job_once
 
 EXIT_USER_ERROR = 2
 # the outputs are written but could not be logged (tracking server down or failing, store
 # broken): the warning line says how to log them later with paraeval-log
 EXIT_NOT_LOGGED = 3
-# how long an interrupted multirun waits for the MLflow logging of its last finished job
-INTERRUPTED_LOGGING_WAIT_S = 30.0
 GROUPS = ("data", "metrics", "normalize", "correlation", "tracking", "experiment", "compare")
-
-
-def config_dir() -> Path:
-    """conf/ at the top of a source checkout, or paraeval/conf inside an installed wheel."""
-    # pipeline/cli/ in a checkout (conf/ beside pipeline/) or paraeval/pipeline/cli/ in a wheel
-    top = Path(__file__).resolve().parents[2]
-    for candidate in (top / "conf",):
-        if (candidate / "config.yaml").is_file():
-            return candidate
-    raise SystemExit("paraeval: error: configuration folder not found (broken installation)")
 
 
 def _fail(message: str) -> None:
@@ -154,7 +141,10 @@ def check_override_keys(argv: list[str], conf: Path) -> None:
                 break  # a list index or a value: Hydra's own message is clear
             valid = [str(k) for k in node]  # `in` on a DictConfig skips keys set to ???
             if part in valid:
-                node = node._get_node(part)
+                try:
+                    node = node[part]
+                except Exception:  # ??? or an interpolation: nothing to check below it
+                    break
                 path.append(part)
                 continue
             near = difflib.get_close_matches(part, valid, n=1, cutoff=0.5)
@@ -199,16 +189,11 @@ def _probe(folder: Path, shown: str, key: str) -> None:
 
 @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="config")
 def _hydra_main(cfg: DictConfig) -> float | None:
-    from hydra.types import RunMode
-
     from paraeval.metrics.base import MetricConfigError, MissingResourceError
-    from paraeval.pipeline.stages import cache
     from paraeval.pipeline.cli.app import run
     from paraeval.pipeline.errors import UserError
 
     hc = HydraConfig.get()
-    # the later jobs of a multirun read the score cache entries its first job writes
-    cache.KEEP_WRITTEN = hc.mode == RunMode.MULTIRUN
     # names and cells from data reach the console and the log file escaped
     escape_log_output()
     escape_warnings()
@@ -275,19 +260,13 @@ def _raise_pending(_alarm: int, frame: FrameType | None) -> None:
 
 
 def _interrupted(exc: BaseException) -> None:
-    """One line and the shell's exit status for the signal (130 SIGINT, 143 SIGTERM). The
-    helper process is stopped; output files are written atomically, so what is there is whole;
-    an MLflow run being logged was ended as KILLED on the way out."""
-    from paraeval.pipeline.tracking import lane as tracking_lane
-    from paraeval.pipeline.report.figures import stop_helper
-
+    """One line and the shell's exit status for the signal (130 SIGINT, 143 SIGTERM). Output
+    files are written atomically, so what is there is whole; an MLflow run being logged was
+    ended as KILLED on the way out, and the line says how to log its folder later. Every job
+    of a multirun logs itself before the next starts, so the jobs before this one are logged
+    whole or were named in their own warning line."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    stop_helper()
-    # a finished job's MLflow logging in flight is completed (tracking_lane), or given up; the
-    # helper is stopped either way, so that nothing is left for the exit to wait on
-    tracking_lane.wait(timeout=INTERRUPTED_LOGGING_WAIT_S)
-    tracking_lane.abandon()
     name, status = (
         (exc.name, exc.status) if isinstance(exc, Interrupted) else ("SIGINT", 128 + signal.SIGINT)
     )
@@ -297,11 +276,12 @@ def _interrupted(exc: BaseException) -> None:
         where = f"; outputs written so far are kept in {out}"
         if (out / "run_info.json").is_file():
             where += f"; log them later with: paraeval-log {out}"
+    message = f"paraeval: interrupted ({name}){where}"
     tqdm = sys.modules.get("tqdm")
-    for bar in list(getattr(getattr(tqdm, "tqdm", None), "_instances", ())):
-        with suppress(Exception):  # a progress bar ends its line before the message
-            bar.close()
-    print(f"paraeval: interrupted ({name}){where}", file=sys.stderr, flush=True)
+    if tqdm is not None:  # a progress bar on the line is moved out of the message's way
+        tqdm.tqdm.write(message, file=sys.stderr)
+    else:
+        print(message, file=sys.stderr, flush=True)
     sys.exit(status)
 
 
@@ -328,24 +308,7 @@ def _main(argv: list[str]) -> None:
         check_group_overrides(argv, config_dir())
         check_override_keys(argv, config_dir())
         check_output_dir_overrides(argv)
-    from paraeval.pipeline.tracking import lane as tracking_lane
-
-    if any(a in ("-m", "--multirun") for a in argv):
-        compose_each_sweep_job_once()
-        # jobs run in this process (Hydra's basic launcher) hand their MLflow logging over;
-        # a launcher's worker processes (joblib) log their own
-        tracking_lane.ENABLED = True
-    try:
-        _hydra_main()
-    except (KeyboardInterrupt, Interrupted):
-        raise  # _interrupted waits for the logging in flight, for a while
-    except BaseException:
-        # a job's error line: the jobs before it are logged all the same
-        tracking_lane.wait()
-        tracking_lane.stop()
-        raise
-    tracking_lane.wait()
-    tracking_lane.stop()
+    _hydra_main()
     from paraeval.pipeline.tracking.trackers import NOT_LOGGED
 
     if NOT_LOGGED:

@@ -3,10 +3,12 @@
 For runs whose tracking server was unreachable, or that ran with ``tracking=none`` or on a cluster
 node without access to the server. The run is rebuilt from the directory (``run_info.json`` and the
 output files), so it has the same params, tags, metrics, dataset and artifacts as a run logged at
-the time. Idempotent: a run is tagged with a hash of the output files, and a directory whose
-content is already logged is reported, not logged twice. A run of the same directory that an
-interrupted logging left unfinished (RUNNING, KILLED or FAILED) is closed and soft-deleted, and
-the new run names it in its ``paraeval.replaces`` tag: one run per directory.
+the time (:meth:`~paraeval.pipeline.tracking.payload.RunPayload.from_dir` reads back what the
+run held in memory; one function logs both). Idempotent: a run is tagged with a hash of the output
+files, and a directory whose content is already logged is reported, not logged twice. A run of
+the same directory that an interrupted logging left unfinished (RUNNING, KILLED or FAILED) is
+closed and soft-deleted, and the new run names it in its ``paraeval.replaces`` tag: one run per
+directory.
 
 Exit codes: 0 logged or already logged; 1 the tracking server is unreachable or failing, or logging
 failed; 2 not a paraeval output directory or bad arguments.
@@ -25,7 +27,9 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 
 from paraeval.pipeline.errors import UserError
 from paraeval.pipeline.names import show
-from paraeval.pipeline.tracking.mlflow_store import TrackingUnavailable, read_run_info, resolve_tracking_uri
+from paraeval.pipeline.tracking.payload import RunPayload
+from paraeval.pipeline.tracking.run_record import read_run_info
+from paraeval.pipeline.tracking.store import TrackingUnavailable, resolve_tracking_uri
 from paraeval.pipeline.tracking.trackers import MLflowTracker
 
 PROG = "paraeval-log"
@@ -68,7 +72,8 @@ def relog(
         tracking["store_dir"] = "mlflow"
     resolve_tracking_uri(tracking)
     # whatever tracker the run had (none included), a later logging goes to MLflow
-    logged = MLflowTracker.from_settings(tracking).log_output_dir(out_dir, record)
+    payload = RunPayload.from_dir(out_dir, record)
+    logged = MLflowTracker.from_settings(tracking).log_or_raise(payload)
     return logged.run_id, logged.already, logged.uri
 
 

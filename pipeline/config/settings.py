@@ -18,14 +18,14 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from paraeval.pipeline.config import targets
+from paraeval.pipeline.config.compose import flatten
+from paraeval.pipeline.data.load import load_data
+from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.stages.aggregate import Normalizer
+from paraeval.pipeline.stages.alpha import AlphaCurveSettings
 from paraeval.pipeline.stages.compare import CompareConfig
 from paraeval.pipeline.stages.correlate import check_correlation_config
-from paraeval.pipeline.errors import ConfigError
-from paraeval.pipeline.data.load import load_data
 from paraeval.pipeline.stages.score import metric_settings
-from paraeval.pipeline.stages.alpha import AlphaCurveSettings
-from paraeval.pipeline.tracking.mlflow_store import flatten
 from paraeval.pipeline.tracking.trackers import Tracker, tracker_from_config
 
 Node = dict[str, object]
@@ -54,7 +54,6 @@ class DataSettings:
 class ReportSettings:
     print_tables: bool
     max_rows: int
-    plot_process: bool
     progress: bool
     format: str  # figure file format: png | pdf | svg
 
@@ -106,6 +105,10 @@ class Settings:
             params=flatten(tree),
         )
 
+    def tracker_with(self, changes: Mapping[str, object]) -> Tracker:
+        """This config's tracker with some of its settings changed (``{"uri": ...}``)."""
+        return tracker_from_config({**self.tracking, **changes})
+
 
 def _container(cfg: DictConfig) -> Node:
     try:
@@ -129,15 +132,16 @@ def _missing(cfg: Any, prefix: str = "") -> list[str]:
     found: list[str] = []
     keys = range(len(cfg)) if isinstance(cfg, ListConfig) else list(cfg.keys())
     for key in keys:
-        node = cfg._get_node(key)
         name = (
             f"{prefix}[{key}]" if isinstance(key, int) else f"{prefix}{'.' if prefix else ''}{key}"
         )
-        if node is None or node._is_interpolation() or node._is_none():
+        if OmegaConf.is_interpolation(cfg, key):
             continue
-        if node._is_missing():
+        if OmegaConf.is_missing(cfg, key):
             found.append(name)
-        elif isinstance(node, (DictConfig, ListConfig)):
+            continue
+        node = cfg[key]  # neither missing nor an interpolation: reading it resolves nothing
+        if isinstance(node, (DictConfig, ListConfig)):
             found.extend(_missing(node, name))
     return found
 
@@ -209,7 +213,7 @@ TOP_LEVEL = (
     "report",
     "allow_external_metrics",
 )
-REPORT_KEYS = ("print_tables", "max_rows", "plot_process", "progress", "format")
+REPORT_KEYS = ("print_tables", "max_rows", "progress", "format")
 CACHE_KEYS = ("enabled", "dir")
 
 
@@ -221,7 +225,6 @@ def _report(node: Node) -> ReportSettings:
     return ReportSettings(
         print_tables=_bool(node["print_tables"], "report.print_tables"),
         max_rows=max_rows,
-        plot_process=_bool(node["plot_process"], "report.plot_process"),
         progress=_bool(node["progress"], "report.progress"),
         format=_figure_format(node["format"]),
     )

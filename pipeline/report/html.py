@@ -13,9 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-import xxhash
 
-from paraeval.memo import Memo
 from paraeval.pipeline.files import atomic_write
 from paraeval.pipeline.report.plots import LOWER_MARK, MARKS_NOTE, SOURCE_MARK
 
@@ -69,7 +67,7 @@ def _cell(value: object) -> str:
 def _table(frame: pd.DataFrame, index: bool = True) -> str:
     head = ([_e(frame.index.name or "")] if index else []) + [_e(c) for c in frame.columns]
     # each row's values as iterrows gives them (one dtype for the whole frame), without a
-    # Series per row; the cells column by column, most of them kept from the job before
+    # Series per row
     values = frame.to_numpy()
     columns = [_cells(values[:, j]) for j in range(values.shape[1])]
     keys = [f"<td>{_e(key)}</td>" for key in frame.index] if index else [""] * len(frame)
@@ -86,21 +84,8 @@ def _table(frame: pd.DataFrame, index: bool = True) -> str:
 
 
 def _cells(column: np.ndarray) -> list[str]:
-    """A column's ``<td>`` cells; kept by the column's content, as most columns of a sweep's
-    tables are the same from one job to the next (11,000 cells a ParaBank-Eval job)."""
-    values = column.tolist()
-    if column.dtype.kind in "biuf":
-        key = column.dtype.str + xxhash.xxh3_128_hexdigest(np.ascontiguousarray(column))
-    else:
-        key = "o" + xxhash.xxh3_128_hexdigest(repr([(type(v), v) for v in values]).encode())
-    found = _CELLS.get(key)
-    if found is None:
-        found = _CELLS.put(key, [f"<td>{_cell(v)}</td>" for v in values])
-    return found
-
-
-# the cells of the columns of the last pages' tables, by content
-_CELLS: Memo[str, list[str]] = Memo("html_report.cells", max_entries=512)
+    """A column's ``<td>`` cells."""
+    return [f"<td>{_cell(v)}</td>" for v in column.tolist()]
 
 
 def _marked(ev: Evaluation, column: str) -> str:
@@ -154,7 +139,9 @@ def _correlations(ev: Evaluation) -> str:
         wide.columns = [
             f"{a.removeprefix('human_')} / {lv}"
             + (f" (n = {int(ns[(a, lv)])})" if ns is not None and lv != "segment" else "")
-            for a, lv in wide.columns
+            for a, lv in zip(
+                wide.columns.get_level_values(0), wide.columns.get_level_values(1), strict=True
+            )
         ]
         wide.index = [_marked(ev, str(m)) for m in wide.index]
         wide.index.name = "metric"
@@ -182,8 +169,8 @@ def _figures(out: Path) -> Iterator[bytes]:
 
 
 def page_around_figures(ev: Evaluation) -> tuple[str, str]:
-    """The page before its figures and after them: a run renders them while its figures are
-    still being drawn, and puts the figures between them once they are there."""
+    """The page before its figures and after them; :func:`write_html` puts the figures that
+    are in ``plots/`` between them."""
     from paraeval import __version__
 
     t = ev.table

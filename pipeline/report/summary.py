@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from paraeval.pipeline.report.terminal import Status, printable
+from paraeval.pipeline.terminal import Status, printable
 
 if TYPE_CHECKING:
     from paraeval.pipeline.stages.evaluation import Evaluation

@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from paraeval.metrics.base import AVERAGED_GROUPS
-from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.data.load import HUMAN_PREFIX
+from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.stages.score import ColumnInfo, Scores
 
 METHODS = ("minmax", "zscore", "rank", "bounds")

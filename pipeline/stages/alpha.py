@@ -13,21 +13,18 @@ the same side, so no item's judgments inform both the choice and the report.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from paraeval.memo import Memo
 from paraeval.metrics.base import Metric
-from paraeval.metrics.sacre import BLEU, IBLEU
-from paraeval.pipeline.errors import ConfigError
+from paraeval.metrics.sacre import IBLEU
 from paraeval.pipeline.data.load import in_order
+from paraeval.pipeline.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +93,8 @@ class AlphaCurveSettings:
 class AlphaCurve:
     curve: pd.DataFrame  # level, coefficient, aspect, alpha, split, value, n
     choice: pd.DataFrame  # one row per (level, aspect): chosen α, dev and test value
+    # alpha, system, ibleu, bleu_references, bleu_source: iBLEU's system scores for every α
+    system_scores: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def split_items(
@@ -132,39 +131,44 @@ def alpha_curve(
     ``stats[(metric_id, system)]`` are iBLEU's per-segment statistics of that system, rows in the
     order of the system's rows in ``segments`` (the order the score stage used).
     """
-    key = _curve_key(segments, stats, metric, metric_id, aspects, settings)
-    curve = _CURVE_MEMO.get_or_compute(
-        key, lambda: _curve(segments, stats, metric, metric_id, aspects, settings)
-    )
+    curve = _curve(segments, stats, metric, metric_id, aspects, settings)
     items = [str(i) for i in in_order(segments["item_id"])]
     dev, test = split_items(items, float(settings.dev_fraction), int(settings.seed))
-    return AlphaCurve(curve.copy(), _choose(curve, metric, settings, len(dev), len(test)))
+    return AlphaCurve(
+        curve,
+        _choose(curve, metric, settings, len(dev), len(test)),
+        system_scores(segments, stats, metric, metric_id, settings.alphas()),
+    )
 
 
-# The curve does not depend on the configured α: jobs of an α sweep that run in one process
-# (Hydra's default launcher) compute it once.
-_CURVE_MEMO: Memo[str, pd.DataFrame] = Memo("sweep.curves", max_entries=8)
-
-
-def _curve_key(
+def system_scores(
     segments: pd.DataFrame,
     stats: Mapping[tuple[str, str], np.ndarray],
     metric: IBLEU,
     metric_id: str,
-    aspects: Sequence[str],
-    settings: AlphaCurveSettings,
-) -> str:
-    h = hashlib.blake2b(digest_size=20)
-    h.update(repr((BLEU.signature(metric), list(aspects), settings.alphas())).encode())
-    h.update(repr((list(settings.levels), settings.coefficient, settings.dev_fraction)).encode())
-    h.update(repr(int(settings.seed)).encode())
-    keys = ["item_id", "system", *aspects]
-    h.update(pd.util.hash_pandas_object(segments[keys], index=False).to_numpy().tobytes())
+    alphas: Sequence[float],
+) -> pd.DataFrame:
+    """iBLEU's corpus score of every system at every α, on all items: the numbers an α sweep's
+    jobs would put in ``system_scores.csv``, from the statistics this run already has (corpus
+    BLEU against the references and against the source do not depend on α)."""
+    records = []
     for system in in_order(segments["system"]):
-        st = np.ascontiguousarray(stats[(metric_id, system)], dtype=float)
-        h.update(repr((str(system), st.shape)).encode())
-        h.update(st.tobytes())
-    return h.hexdigest()
+        st = np.asarray(stats[(metric_id, system)], dtype=float)
+        if not len(st):
+            continue
+        ref, src = metric.corpus_components(st)
+        for alpha in alphas:
+            records.append(
+                {
+                    "alpha": float(alpha),
+                    "system": system,
+                    "ibleu": float(metric.combine(ref, src, alpha)),
+                    "bleu_references": float(ref),
+                    "bleu_source": float(src),
+                }
+            )
+    columns = ["alpha", "system", "ibleu", "bleu_references", "bleu_source"]
+    return pd.DataFrame(records, columns=columns)
 
 
 def _curve(
@@ -301,77 +305,6 @@ def curve_metrics(result: AlphaCurve) -> dict[str, float]:
         for key in ("chosen_alpha", "dev", "test"):
             out[f"{base}.{key}"] = float(row[key])
     return out
-
-
-def plot_alpha_curve(result: AlphaCurve, path: Path) -> None:
-    """Each level's curve per aspect and split, the α chosen on dev as a dot on the test curve,
-    and the configured α as a dotted line: the one thing that moves from job to job of an α
-    sweep, drawn as an overlay (``pipeline.layers``) over the rest, which is kept."""
-    from paraeval.pipeline.report.layers import OVERLAY_ZORDER, save_layered
-
-    levels = list(dict.fromkeys(result.curve["level"]))
-    if not levels:
-        return
-    configured = result.choice["configured_alpha"].iloc[0] if len(result.choice) else None
-    # what the base shows of the choice: the configured α and the test value there move with α
-    choice = result.choice.reindex(columns=["level", "aspect", "chosen_alpha", "test"])
-
-    def overlay(axes: Sequence[Any]) -> None:
-        if configured is None:
-            return
-        for ax in axes:
-            ax.axvline(
-                float(configured), color="0.6", linestyle=":", linewidth=1, zorder=OVERLAY_ZORDER
-            )
-
-    save_layered(
-        path,
-        "alpha_curve",
-        lambda: _alpha_curve_base(result.curve, choice, levels),
-        (result.curve, choice),
-        overlay,
-    )
-
-
-def _alpha_curve_base(curve: pd.DataFrame, choice: pd.DataFrame, levels: list[str]) -> Any:
-    from paraeval.pipeline.report.plots import _plt, plain_y, set_title
-
-    plt = _plt()
-    fig, axes = plt.subplots(1, len(levels), figsize=(4.6 * len(levels), 3.6), squeeze=False)
-    # fixed margins: cheaper than a layout engine, and the panels are all alike
-    fig.subplots_adjust(
-        left=0.6 / (4.6 * len(levels)), right=0.98, bottom=0.15, top=0.9, wspace=0.3
-    )
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for ax, level in zip(axes[0], levels, strict=True):
-        sub = curve[curve.level == level]
-        for k, aspect in enumerate(dict.fromkeys(sub["aspect"])):
-            color = colors[k % len(colors)]
-            for split, style in (("dev", "-"), ("test", "--")):
-                line = sub[(sub.aspect == aspect) & (sub.split == split)]
-                ax.plot(
-                    line["alpha"],
-                    line["value"],
-                    style,
-                    color=color,
-                    label=f"{aspect.removeprefix('human_')} ({split})",
-                )
-            pick = choice[(choice.level == level) & (choice.aspect == aspect)]
-            if len(pick) and np.isfinite(pick["chosen_alpha"].iloc[0]):
-                ax.plot(
-                    [pick["chosen_alpha"].iloc[0]],
-                    [pick["test"].iloc[0]],
-                    "o",
-                    color=color,
-                    markersize=6,
-                )
-        coefficient = sub["coefficient"].iloc[0] if len(sub) else ""
-        plain_y(ax)
-        set_title(ax, f"iBLEU vs humans, {level} level")
-        ax.set_xlabel("α (dot: chosen on dev, shown on test)")
-        ax.set_ylabel(coefficient)
-        ax.legend(fontsize=7)
-    return fig
 
 
 def compute_alpha_curve(

@@ -49,7 +49,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-import xxhash
 
 from paraeval.correlation.bootstrap import is_segment_mean
 from paraeval.correlation.paired import (
@@ -62,14 +61,32 @@ from paraeval.correlation.paired import (
     paired_bs_p,
     resample_counts,
 )
-from paraeval.memo import Memo, arrow_key, nbytes_of
 from paraeval.metrics.base import Metric, batched_corpus_fn, has_corpus_from_stats
-from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.data.load import in_order
+from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.stages.compare_diversity import (
+    copy_rates,
+    diversity_adequacy,
+    diversity_columns,
+    system_view,
+)
 
 if TYPE_CHECKING:
     from paraeval.pipeline.stages.aggregate import Aggregated
     from paraeval.pipeline.stages.score import Scores
+
+__all__ = [
+    "AVERAGES",
+    "COMPARISON_COLUMNS",
+    "SYSTEM_COLUMNS",
+    "CompareConfig",
+    "Comparison",
+    "compare",
+    "copy_rates",
+    "diversity_adequacy",
+    "diversity_columns",
+    "summary_table",
+]
 
 log = logging.getLogger(__name__)
 
@@ -162,26 +179,10 @@ class Comparison:
     paraphrase_columns: list[str] = field(default_factory=list)
 
 
-# (systems' and items' content, systems, baseline) -> _align's items, positions and drops: the
-# same in every job of a sweep (a sixth of a second at ParaBank's 14,000 rows)
-_ALIGNED: Memo[str, tuple[list, dict, dict]] = Memo("compare.align", max_entries=4)
-
-
 def _align(segments: pd.DataFrame, systems: list[str], baseline: str) -> tuple[list, dict]:
     """Items every system has (baseline order) and, per system, their row positions within that
     system's rows (the order of its sufficient statistics)."""
-    try:
-        key: str | None = arrow_key(segments["system"], segments["item_id"])
-    except TypeError:  # ids not held by Arrow: aligned every time
-        key = None
-    if key is not None:
-        key = f"{key}|{systems!r}|{baseline!r}"
-    hit = _ALIGNED.get(key) if key is not None else None
-    if hit is None:
-        hit = _align_rows(segments, systems, baseline)
-        if key is not None:
-            _ALIGNED.put(key, hit)
-    items, positions, dropped = hit
+    items, positions, dropped = _align_rows(segments, systems, baseline)
     if dropped:
         log.warning(
             "comparing systems on the %d items they all have (dropped per system: %s)",
@@ -204,42 +205,7 @@ def _align_rows(
     items = [i for i in per_system[baseline] if i in common]
     dropped = {s: len(ix) - len(items) for s, ix in per_system.items() if len(ix) != len(items)}
     positions = {s: ix.get_indexer(pd.Index(items)) for s, ix in per_system.items()}
-    for pos in positions.values():
-        pos.setflags(write=False)  # shared by the jobs that hit the memo
     return items, positions, dropped
-
-
-# (column content, systems, baseline, settings) -> that column's rows of system_comparison.csv
-_ROWS_MEMO: Memo[str, list[dict[str, Any]]] = Memo("compare.rows", max_entries=1024)
-
-
-def _column_key(col: _Column, systems: list[str], baseline: str, signature: str, n: int) -> str:
-    """Content key of one column's comparison rows: everything they are computed from."""
-    h = xxhash.xxh3_128()  # an in-process key
-    head = [
-        type(col).__name__,
-        col.name,
-        col.signature,
-        col.higher_is_better,
-        systems,
-        baseline,
-        signature,
-        n,
-    ]
-    h.update(repr(head).encode("utf-8"))
-    scores = col.scores
-    if isinstance(scores, MeanScores):
-        arrays = [scores.values[s] for s in systems]
-    elif isinstance(scores, StatsScores):
-        h.update(b"fn" if scores.fn is not None else b"generic")
-        arrays = [scores.stats[s] for s in systems]
-    else:  # an unknown kind of column is never served from the memo
-        h.update(repr(id(col)).encode())
-        arrays = []
-    for a in arrays:
-        h.update(np.ascontiguousarray(a, dtype=np.float64).data)
-        h.update(b"|")
-    return h.hexdigest()
 
 
 def _build_columns(
@@ -293,133 +259,18 @@ def _corpus_value(metric: Metric, column: str, stats: np.ndarray) -> float:
     return float(metric.corpus_from_stats(stats).get(column, np.nan))
 
 
-# --------------------------------------------------------------------------- diversity/adequacy
-def normalize_text(text: str) -> str:
-    return " ".join(str(text).split()).casefold()
-
-
-# whether each candidate copies its source, by the texts' content: the same in every job of a
-# sweep (a tenth of a second at ParaBank's 14,000 rows)
-_COPIES: Memo[str, np.ndarray] = Memo("compare.copies", max_entries=2)
-
-
-def copy_rates(segments: pd.DataFrame) -> pd.Series:
-    candidates, sources = segments["candidate"], segments["source"]
-    try:
-        key: str | None = arrow_key(candidates, sources)
-    except TypeError:  # texts not held by Arrow: compared every time
-        key = None
-    same = _COPIES.get(key) if key is not None else None
-    if same is None:
-        same = np.array(
-            [
-                normalize_text(c) == normalize_text(s)
-                for c, s in zip(candidates, sources, strict=True)
-            ],
-            dtype=bool,
-        )
-        if key is not None:
-            _COPIES.put(key, same)
-    return (
-        pd.Series(same, index=segments.index, dtype=float)
-        .groupby(segments["system"], sort=False)
-        .mean()
-    )
-
-
-def diversity_columns(scores: Scores) -> tuple[list[str], list[str]]:
-    """(syntactic similarity-to-source columns, semantic similarity-to-source columns)."""
-    syntactic: list[str] = []
-    semantic: list[str] = []
-    for name, info in scores.columns.items():
-        if info.group != "diversity":
-            continue
-        metric = scores.metrics.get(info.metric)
-        own_group = getattr(metric, "group", "syntactic")
-        (semantic if own_group == "semantic" else syntactic).append(name)
-    return syntactic, semantic
-
-
-def _similarity_direction(scores: Scores, column: str) -> bool:
-    """Whether a higher value of a similarity-to-source column means closer to the source: its
-    direction, turned around for a metric that measures the distance instead (PINC)."""
-    info = scores.columns[column]
-    metric = scores.metrics.get(info.metric)
-    return info.higher_is_better != bool(getattr(metric, "distance_to_source", False))
-
-
-def _minmax(values: pd.Series, higher_is_better: bool) -> pd.Series:
-    x = values.astype(float)
-    lo, hi = x.min(), x.max()
-    if not np.isfinite(lo) or hi == lo:
-        return pd.Series(np.where(x.notna(), 1.0, np.nan), index=x.index)
-    return (x - lo) / (hi - lo) if higher_is_better else (hi - x) / (hi - lo)
-
-
-def diversity_adequacy(
-    scores: Scores, agg: Aggregated
-) -> tuple[pd.DataFrame, list[str], list[str]]:
-    """Per (item, system) normalized similarity to the source and adequacy."""
-    seg, norm = agg.segments, agg.normalized
-    syn_src, sem_src = diversity_columns(scores)
-    out = seg[["system", "item_id"]].copy()
-    with np.errstate(all="ignore"):
-        if syn_src:
-            similarity = pd.DataFrame(
-                {c: _minmax(seg[c], _similarity_direction(scores, c)) for c in syn_src}
-            )
-            out["diversity"] = 1.0 - similarity.mean(axis=1, skipna=True)
-        else:
-            out["diversity"] = np.nan
-        adequacy = seg["semantic"] if "semantic" in seg else pd.Series(np.nan, index=seg.index)
-        if sem_src:
-            adequacy = adequacy.fillna(norm[sem_src].mean(axis=1, skipna=True))
-    out["adequacy"] = adequacy
-    adequacy_cols = (["semantic"] if "semantic" in seg else []) + sem_src
-    return out, syn_src, adequacy_cols
-
-
-def _system_view(items: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
-    g = items.groupby("system", sort=False)
-    view = pd.DataFrame(index=pd.Index(list(g.groups), name="system"))
-    for col in ("diversity", "adequacy"):
-        view[col] = g[col].mean()
-        view[f"{col}_q25"] = g[col].quantile(0.25)
-        view[f"{col}_q75"] = g[col].quantile(0.75)
-    view["copy_rate"] = copy_rates(segments)
-    return view
-
-
 # --------------------------------------------------------------------------- the stage
-# (items, trials, resamples, seed) -> the drawn masks, bootstrap indices and their counts: a
-# seeded draw is the same in every job of a sweep (a fifth of a second at 323 items and 10,000
-# trials, mostly the masks' float copies). Bounded in bytes: at 40,000 items the draws are
-# half a gigabyte, which a run would then hold until it ends.
-_DRAWS: Memo[tuple[int, int, int, int | None], tuple[ArMasks, np.ndarray, np.ndarray]] = Memo(
-    "compare.draws", max_entries=2, max_bytes=2**27, size=nbytes_of
-)
-
-
 def _draws(
     n: int, cfg: CompareConfig, paired_tests: bool
 ) -> tuple[ArMasks, np.ndarray, np.ndarray]:
     """The randomization masks, bootstrap indices and resample counts for ``n`` items."""
-    key = (n, cfg.n_ar if paired_tests else 0, cfg.n_bootstrap, cfg.seed)
-    hit = _DRAWS.get(key) if cfg.seed is not None else None
-    if hit is not None:
-        return hit
     # the masks are drawn straight into bits (ArMasks.draw: never the trials x items booleans),
     # before the bootstrap arrays exist (each plan has its own generator: the order changes no
     # draw)
     masks = ArMasks.draw(n, cfg.n_ar, cfg.seed) if paired_tests else ArMasks(np.zeros((0, n), bool))
     # int32 indices where they fit (bootstrap_indices): half the memory of int64
     idx = bootstrap_indices(n, cfg.n_bootstrap, cfg.seed)
-    counts = resample_counts(idx)
-    for a in (idx, counts):
-        a.setflags(write=False)  # shared by the jobs that hit the memo
-    if cfg.seed is not None:
-        _DRAWS.put(key, (masks, idx, counts))
-    return masks, idx, counts
+    return masks, idx, resample_counts(idx)
 
 
 def compare(scores: Scores, agg: Aggregated, cfg: CompareConfig) -> Comparison:
@@ -439,14 +290,6 @@ def compare(scores: Scores, agg: Aggregated, cfg: CompareConfig) -> Comparison:
         masks, idx, counts = _draws(n, cfg, paired_tests=len(systems) > 1)
         lo_q, hi_q = (1 - cfg.confidence) / 2, 1 - (1 - cfg.confidence) / 2
         for col in _build_columns(scores, agg, systems, positions):
-            key = _column_key(col, systems, baseline, signature, n)
-            hit = _ROWS_MEMO.get(key)
-            if hit is not None:
-                # an α sweep run in one process changes only iBLEU and the average holding it:
-                # every other column's rows are the same numbers, computed once
-                rows.extend(dict(r) for r in hit)
-                continue
-            first = len(rows)
             paired = col.scores
             points = {s: paired.point(s) for s in systems}
             res = {s: paired.bootstrap(s, idx, counts) for s in systems}
@@ -476,7 +319,6 @@ def compare(scores: Scores, agg: Aggregated, cfg: CompareConfig) -> Comparison:
                         "signature": f"{col.signature}|{signature}",
                     }
                 )
-            _ROWS_MEMO.put(key, [dict(r) for r in rows[first:]])
     table = pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
     if not table.empty:
         order = {m: i for i, m in enumerate(dict.fromkeys(table["metric"]))}
@@ -489,7 +331,7 @@ def compare(scores: Scores, agg: Aggregated, cfg: CompareConfig) -> Comparison:
             "no similarity-to-source column was computed (self_bleu or against_source: true): "
             "diversity is empty"
         )
-    view = _system_view(item_view, seg).reindex(systems)
+    view = system_view(item_view, seg).reindex(systems)
     paraphrase = [c for c, info in agg.columns.items() if info.group == "paraphrase"]
     return Comparison(
         table, view, item_view, baseline, cfg, signature, div_cols, adq_cols, paraphrase

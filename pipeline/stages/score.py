@@ -1,7 +1,9 @@
 """Score stage: every selected metric on every system.
 
 Builds metrics from their config (``_target_`` is the registry), gives each metric every text of the
-run once (``prepare``) so encoders see each unique sentence once, then scores system by system.
+run once (``prepare``) so encoders see each unique sentence once, then scores every system: from
+the score cache where it has the result, else computed, with the work that several systems and
+metrics share done once (:class:`_Work`).
 """
 
 from __future__ import annotations
@@ -17,13 +19,12 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from paraeval.memo import Memo
-from paraeval.metrics.base import Metric, MetricConfigError, MissingResourceError
-from paraeval.pipeline.stages.cache import ScoreCache, cache_signature, key_of, texts_digest
-from paraeval.pipeline.errors import ConfigError, DataError
-from paraeval.pipeline.data.load import in_order, row_groups
-from paraeval.pipeline.names import show
+from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, MissingResourceError
 from paraeval.pipeline.config.targets import metric_class
+from paraeval.pipeline.data.load import in_order, row_groups
+from paraeval.pipeline.errors import ConfigError, DataError
+from paraeval.pipeline.names import show
+from paraeval.pipeline.stages.cache import ScoreCache, cache_signature, key_of, texts_digest
 
 log = logging.getLogger(__name__)
 
@@ -144,10 +145,146 @@ def run_texts(df: pd.DataFrame) -> list[str]:
     return list(texts)
 
 
-# The texts' digest of every (system, against-source) call of a table, by the table's load
-# token: the jobs of a sweep score the same loaded data, and hashing its texts is most of a
-# cache-served score stage
-_DIGESTS: Memo[str, dict[tuple[str, bool], str]] = Memo("score.digests", max_entries=4)
+# one system's texts as a metric sees them: candidates, per-segment references, sources
+Texts = tuple[list[str], list[list[str]], list[str]]
+
+
+class _Work:
+    """The metric calls of one score stage, each made once.
+
+    Each (metric, system, against-source) result comes from the score cache where it has it, else
+    it is computed, sharing what several results have in common:
+
+    - the same metric on the same texts is computed once: a part of several metrics
+      (:meth:`Metric.parts`: the BLEU against the sources of iBLEU, self-BLEU and BLEU's
+      ``against_source`` twin), or two systems with the same outputs;
+    - a :attr:`Metric.segment_local` metric scores the distinct segments of all the systems it
+      computes (a candidate that several systems produced for one item) in one call, and each
+      system gets its rows (:meth:`Metric.select`).
+    """
+
+    def __init__(
+        self,
+        df: pd.DataFrame,
+        systems: list[str],
+        positions: dict[str, np.ndarray],
+        cache: ScoreCache | None,
+    ) -> None:
+        self.df = df
+        self.systems = systems
+        self.positions = positions
+        self.cache = cache
+        self._texts: dict[tuple[str, bool], Texts] = {}
+        self._digests: dict[tuple[str, bool], str] = {}
+        # results by (the metric's cache signature, the texts' digest)
+        self._done: dict[tuple[str, str], MetricResult] = {}
+        # the distinct segments of some systems: (texts, each system's rows among them)
+        self._unions: dict[tuple[tuple[str, ...], bool], tuple[Texts, dict[str, np.ndarray]]] = {}
+        # the metrics prepared so far, kept by identity (a part is a new object each time)
+        self._prepared: dict[int, Metric] = {}
+        self._run_texts: list[str] | None = None
+
+    def texts(self, system: str, vs_source: bool) -> Texts:
+        """The texts of one system's call; against the source, the references are the source."""
+        call = self._texts.get((system, vs_source))
+        if call is None:
+            sub = self.df.iloc[self.positions[system]]
+            srcs = sub["source"].tolist()
+            refs = [[x] for x in srcs] if vs_source else sub["references"].tolist()
+            call = self._texts[(system, vs_source)] = (sub["candidate"].tolist(), refs, srcs)
+        return call
+
+    def digest(self, system: str, vs_source: bool) -> str:
+        found = self._digests.get((system, vs_source))
+        if found is None:
+            found = self._digests[(system, vs_source)] = texts_digest(
+                *self.texts(system, vs_source)
+            )
+        return found
+
+    def results(self, name: str, metric: Metric, vs_source: bool) -> dict[str, MetricResult]:
+        """Every system's result of ``metric`` (``name``: its output name for the cache's
+        counts, ``<id>_src`` against the source)."""
+        out: dict[str, MetricResult] = {}
+        if self.cache is not None:
+            signature = cache_signature(metric)
+            for system in self.systems:
+                key = key_of(signature, self.digest(system, vs_source))
+                n = len(self.positions[system])
+                hit = self.cache.get_by_key(name, metric, key, n)
+                if hit is not None:
+                    out[system] = hit
+        todo = [s for s in self.systems if s not in out]
+        if todo:
+            fresh = self._compute(metric, vs_source, todo)
+            for system in todo:
+                out[system] = fresh[system]
+                if self.cache is not None:
+                    texts = self.texts(system, vs_source)
+                    self.cache.put(metric, *texts, fresh[system], self.digest(system, vs_source))
+        return out
+
+    def _compute(
+        self, metric: Metric, vs_source: bool, systems: list[str]
+    ) -> dict[str, MetricResult]:
+        parts = metric.parts()
+        if parts:
+            # a part against the sources is scored on the system's texts against the source
+            done = [self._compute(part, vs_source or on_src, systems) for part, on_src in parts]
+            return {s: metric.from_parts([d[s] for d in done]) for s in systems}
+        signature = cache_signature(metric)
+        keys = {s: (signature, self.digest(s, vs_source)) for s in systems}
+        # one system per distinct call that is not done yet
+        firsts: dict[tuple[str, str], str] = {}
+        for system in systems:
+            if keys[system] not in self._done:
+                firsts.setdefault(keys[system], system)
+        todo = list(firsts.values())
+        if todo:
+            self._prepare(metric)
+            if metric.segment_local and len(todo) > 1:
+                texts, rows = self._union(todo, vs_source)
+                whole = metric.score(*texts)
+                for system in todo:
+                    self._done[keys[system]] = metric.select(whole, rows[system])
+            else:
+                for system in todo:
+                    self._done[keys[system]] = metric.score(*self.texts(system, vs_source))
+        return {s: self._done[keys[s]] for s in systems}
+
+    def _prepare(self, metric: Metric) -> None:
+        # encoders batch every text of the run once, and only when something is computed
+        if id(metric) not in self._prepared:
+            if self._run_texts is None:
+                self._run_texts = run_texts(self.df)
+            metric.prepare(self._run_texts)
+            self._prepared[id(metric)] = metric
+
+    def _union(self, systems: list[str], vs_source: bool) -> tuple[Texts, dict[str, np.ndarray]]:
+        """The distinct (candidate, references, source) segments of ``systems``, in order of
+        first appearance, and each system's segments' positions among them."""
+        key = (tuple(systems), vs_source)
+        found = self._unions.get(key)
+        if found is None:
+            index: dict[tuple[str, tuple[str, ...], str], int] = {}
+            cands: list[str] = []
+            refs: list[list[str]] = []
+            srcs: list[str] = []
+            rows: dict[str, np.ndarray] = {}
+            for system in systems:
+                c, r, src = self.texts(system, vs_source)
+                pos = np.empty(len(c), dtype=np.intp)
+                for i, segment in enumerate(zip(c, map(tuple, r), src, strict=True)):
+                    j = index.get(segment)
+                    if j is None:
+                        j = index[segment] = len(cands)
+                        cands.append(segment[0])
+                        refs.append(list(segment[1]))
+                        srcs.append(segment[2])
+                    pos[i] = j
+                rows[system] = pos
+            found = self._unions[key] = ((cands, refs, srcs), rows)
+        return found
 
 
 def score(
@@ -155,43 +292,17 @@ def score(
     metrics: Mapping[str, Metric],
     progress: bool = True,
     cache: ScoreCache | None = None,
-    texts_key: str | None = None,
 ) -> Scores:
-    """Every metric on every system. ``texts_key`` (:func:`paraeval.pipeline.data.load.take_load_token`
-    of ``df``) keys this process's memo of the texts' digests, which the cache looks up by."""
+    """Every metric on every system; ``cache``: the run's score cache."""
     systems = in_order(df["system"])
     _check_inputs(df, metrics)
     corpus_rows: dict[str, dict[str, float]] = {s: {} for s in systems}
     columns: dict[str, ColumnInfo] = {}
     stats: dict[tuple[str, str], np.ndarray] = {}
-    # every text of the run, gathered only when a metric has something to compute (a tenth of a
-    # second at ParaBank's 14,000 rows, for nothing in a cache-served sweep job)
-    texts: list[str] | None = None
     positions = _positions(df["system"], systems)
     jobs = [(mid, m, False) for mid, m in metrics.items()]
     jobs += [(mid, m, True) for mid, m in metrics.items() if m.against_source]
-    # each system's texts, taken when first needed: every metric sees the same texts
-    calls: dict[tuple[str, bool], tuple[list[str], list[list[str]], list[str]]] = {}
-
-    def texts_of(system: str, vs_source: bool) -> tuple[list[str], list[list[str]], list[str]]:
-        call = calls.get((system, vs_source))
-        if call is None:
-            sub = df.iloc[positions[system]]
-            srcs = sub["source"].tolist()
-            refs = [[x] for x in srcs] if vs_source else sub["references"].tolist()
-            call = calls[(system, vs_source)] = (sub["candidate"].tolist(), refs, srcs)
-        return call
-
-    digests: dict[tuple[str, bool], str] = {}
-    if cache is not None:
-        kept = (_DIGESTS.get(texts_key) if texts_key is not None else None) or {}
-        for system in systems:
-            for vs_source in sorted({v for _, _, v in jobs}):
-                digest = kept.get((system, vs_source))
-                digests[(system, vs_source)] = digest or texts_digest(*texts_of(system, vs_source))
-        if texts_key is not None and digests.keys() - kept.keys():
-            _DIGESTS.put(texts_key, {**kept, **digests})
-    signatures = {mid: cache_signature(m) for mid, m in metrics.items()} if cache else {}
+    work = _Work(df, systems, positions, cache)
     seg_values: dict[str, np.ndarray] = {}
     # no bar when stderr is not a terminal (a log file would collect every redraw)
     bar = tqdm(
@@ -201,27 +312,12 @@ def score(
         disable=None if progress else True,
         leave=False,
     )
-    prepared: set[str] = set()
     for metric_id, metric, vs_source in jobs:
         suffix = "_src" if vs_source else ""
+        bar.set_postfix_str(show(f"{metric_id}{suffix}"))
+        results = work.results(metric_id + suffix, metric, vs_source)
         for system in systems:
-            bar.set_postfix_str(show(f"{metric_id}{suffix} / {system}"))
-            result = None
-            if cache is not None:
-                key = key_of(signatures[metric_id], digests[(system, vs_source)])
-                n = len(positions[system])
-                result = cache.get_by_key(metric_id + suffix, metric, key, n)
-            if result is None:
-                cands, refs, srcs = texts_of(system, vs_source)
-                # encoders batch every text of the run once, and only when something is computed
-                if metric_id not in prepared:
-                    if texts is None:
-                        texts = run_texts(df)
-                    metric.prepare(texts)
-                    prepared.add(metric_id)
-                result = metric.score(cands, refs, srcs)
-                if cache is not None:
-                    cache.put(metric, cands, refs, srcs, result, digests[(system, vs_source)])
+            result = results[system]
             for col, values in result.segment.items():
                 name = f"{col}{suffix}"
                 column = seg_values.setdefault(name, np.full(len(df), np.nan))
@@ -235,7 +331,7 @@ def score(
                 )
             if result.stats is not None:
                 stats[(f"{metric_id}{suffix}", system)] = result.stats
-            bar.update(1)
+        bar.update(len(systems))
     base = df.drop(columns=[c for c in seg_values if c in df.columns])
     segments = pd.concat([base, pd.DataFrame(seg_values, index=df.index)], axis=1)
     corpus = pd.DataFrame.from_dict(corpus_rows, orient="index")

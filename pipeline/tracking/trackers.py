@@ -1,13 +1,16 @@
 """Where a finished run goes: a :class:`Tracker` chosen by ``_target_`` in ``conf/tracking/``.
 
-Every tracker first writes ``run_info.json`` into the output directory (so ``paraeval-log`` can
-log the directory later, whatever happened), then hands the run to its backend. A backend that
+A tracker receives a run as a :class:`~paraeval.pipeline.tracking.payload.RunPayload` (the run
+record, the result tables and the output folder). Every tracker first writes ``run_info.json``
+into the output folder (so ``paraeval-log`` can log the directory later, whatever happened), then
+hands the payload to its backend; the rest of paraeval uses a tracker through
+:meth:`Tracker.log_evaluation` (a finished evaluation) and :meth:`Tracker.log` only. A backend that
 fails or cannot be reached never stops the run: one warning line says how to log it later, and the
 directory is recorded in :data:`NOT_LOGGED` (the CLI then exits 3).
 
 - :class:`MLflowTracker`: an MLflow store (``conf/tracking/sqlite.yaml``: embedded SQLite;
   ``server.yaml``: a remote ``mlflow server``); the layout is described in
-  :mod:`paraeval.pipeline.tracking.mlflow_store`.
+  :mod:`paraeval.pipeline.tracking.mlflow_log`.
 - :class:`NoTracker`: ``run_info.json`` only (``conf/tracking/none.yaml``).
 
 Adding a backend: a :class:`Tracker` subclass in a ``paraeval`` module (its keyword arguments are
@@ -23,22 +26,17 @@ from __future__ import annotations
 import inspect
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 from paraeval.pipeline.errors import ConfigError, not_allowed
-from paraeval.pipeline.tracking.mlflow_store import (
-    Logged,
-    RunRecord,
-    TrackingUnavailable,
-    log_output_dir,
-    resolved_tracking,
-    write_run_info,
-)
+from paraeval.pipeline.tracking.mlflow_log import Logged, log_payload
+from paraeval.pipeline.tracking.payload import RunPayload
+from paraeval.pipeline.tracking.run_record import Evaluated, write_run_info
+from paraeval.pipeline.tracking.store import TrackingUnavailable, resolved_tracking
 
-# the name the tracking warnings always had, so that log filters and the run's log keep matching
-log = logging.getLogger("paraeval.pipeline.tracking.mlflow_store")
+log = logging.getLogger("paraeval.pipeline.tracking")
 
 NOT_LOGGED: list[Path] = []
 """Output directories of this process whose logging failed (the CLI's exit status says so)."""
@@ -49,7 +47,7 @@ defined in a ``paraeval`` module, registered when its module is imported."""
 
 
 class Tracker(ABC):
-    """Logs a finished output directory somewhere; ``run_info.json`` is always written first."""
+    """Logs a finished run somewhere; ``run_info.json`` is always written first."""
 
     _registered_prefix: ClassVar[str] = "paraeval."
 
@@ -70,26 +68,25 @@ class Tracker(ABC):
         name = self.settings.get("run_name")
         return None if name is None else str(name)
 
-    def log(
-        self,
-        out_dir: Path,
-        record: RunRecord,
-        before_artifacts: Callable[[], None] | None = None,
+    def log_evaluation(
+        self, ev: Evaluated, out_dir: Path, overrides: Sequence[str] = ()
     ) -> Logged | None:
+        """Log a finished evaluation whose output files are in ``out_dir``, from its tables in
+        memory (``overrides``: the command line's, for the run name and tags)."""
+        payload = RunPayload.from_evaluation(
+            ev, Path(out_dir), overrides, self.settings, self.run_name
+        )
+        return self.log(payload)
+
+    def log(self, payload: RunPayload) -> Logged | None:
         """Write ``run_info.json``, then :meth:`send` the run. None when nothing was logged."""
-        write_run_info(Path(out_dir), record)
-        return self.send(Path(out_dir), record, before_artifacts)
+        write_run_info(payload.out_dir, payload.record)
+        return self.send(payload)
 
     @abstractmethod
-    def send(
-        self,
-        out_dir: Path,
-        record: RunRecord,
-        before_artifacts: Callable[[], None] | None = None,
-    ) -> Logged | None:
-        """Log the finished directory to the backend; a failure is one warning line and None,
-        never an exception. ``before_artifacts`` (awaiting the run's figures) is called before
-        the output files are read for upload, if the backend uploads them."""
+    def send(self, payload: RunPayload) -> Logged | None:
+        """Log the run to the backend; a failure is one warning line and None, never an
+        exception."""
 
 
 class _StoreSettings(Tracker):
@@ -148,24 +145,15 @@ class MLflowTracker(_StoreSettings):
         known = inspect.signature(cls.__init__).parameters
         return cls(**{k: v for k, v in settings.items() if k in known and k != "self"})
 
-    def log_output_dir(
-        self,
-        out_dir: Path,
-        record: RunRecord,
-        before_artifacts: Callable[[], None] | None = None,
-    ) -> Logged:
-        """Log the directory and raise on failure (:class:`TrackingUnavailable` for a server
-        that does not answer); returns the existing run if this content is already logged."""
-        return log_output_dir(out_dir, record, self.settings, before_artifacts)
+    def log_or_raise(self, payload: RunPayload) -> Logged:
+        """Log the run and raise on failure (:class:`TrackingUnavailable` for a server that
+        does not answer); returns the existing run if this content is already logged."""
+        return log_payload(payload, self.settings)
 
-    def send(
-        self,
-        out_dir: Path,
-        record: RunRecord,
-        before_artifacts: Callable[[], None] | None = None,
-    ) -> Logged | None:
+    def send(self, payload: RunPayload) -> Logged | None:
+        out_dir = payload.out_dir
         try:
-            logged = self.log_output_dir(out_dir, record, before_artifacts)
+            logged = self.log_or_raise(payload)
         except Exception as exc:
             NOT_LOGGED.append(Path(out_dir))
             log.warning(*not_logged_warning(out_dir, exc))
@@ -197,12 +185,7 @@ class NoTracker(_StoreSettings):
     ``paraeval-log`` logs the directory to that store later (``store_dir`` defaults to
     ``./mlflow``)."""
 
-    def send(
-        self,
-        out_dir: Path,
-        record: RunRecord,
-        before_artifacts: Callable[[], None] | None = None,
-    ) -> Logged | None:
+    def send(self, payload: RunPayload) -> Logged | None:
         return None
 
 

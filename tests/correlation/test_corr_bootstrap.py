@@ -135,7 +135,8 @@ def test_larger_tied_segment_pool(coefficient: str) -> None:
 def test_spearman_by_items_equals_the_cell_weight_path(n_resamples: int) -> None:
     """Under item resampling Spearman takes a compiled pass over tie groups; its sums are exact,
     so it gives the very numbers of the (cells, resamples) path, and scipy's within rounding."""
-    from paraeval.correlation.bootstrap import FixedPairs, _cell_weights
+    from paraeval.correlation.bootstrap import _cell_weights
+    from paraeval.correlation.fixed_pairs import FixedPairs
 
     rng = np.random.default_rng(21)
     metric = rng.integers(0, 9, size=(12, 40)).astype(float)
@@ -348,7 +349,7 @@ def test_item_pair_matrices_equal_merge_sort_and_explicit_kendall(
 ) -> None:
     """Kendall's tau-b under item resampling from item x item pair counts equals both the
     weighted merge sort and scipy on the explicitly resampled matrix, with ties and NaN cells."""
-    import paraeval.correlation.bootstrap as bootstrap
+    import paraeval.correlation.fixed_pairs as fixed_pairs
 
     rng = np.random.default_rng(12)
     metric = rng.normal(size=(15, 40))
@@ -359,41 +360,13 @@ def test_item_pair_matrices_equal_merge_sort_and_explicit_kendall(
     human[0, :3] = np.nan
     res = draw_resamples(np.random.default_rng(3), 15, 40, 30, "items")
     _, items = np.nonzero(np.isfinite(metric + human))
-    assert bootstrap._item_pairs_pay_off(np.bincount(items, minlength=40), 30)
+    assert fixed_pairs._item_pairs_pay_off(np.bincount(items, minlength=40), 30)
     fast = resampled_values(metric, human, "segment", "kendall_b", res)
-    monkeypatch.setattr(bootstrap, "_item_pairs_pay_off", lambda *a: False)
+    monkeypatch.setattr(fixed_pairs, "_item_pairs_pay_off", lambda *a: False)
     merge = resampled_values(metric, human, "segment", "kendall_b", res)
     want = _explicit(metric, human, "segment", "kendall_b", res)
     np.testing.assert_allclose(fast, merge, rtol=0, atol=1e-12)
     np.testing.assert_allclose(fast, want, rtol=0, atol=1e-9)
-
-
-@pytest.mark.parametrize("weights", ["counts", "fractions"])
-def test_kept_pairs_tied_in_y_give_the_same_bits(weights: str) -> None:
-    """Kendall's tau-b from item weights with the human side's form kept from an earlier column
-    (integer counts: exact sums) equals the full product bit for bit, for a second metric
-    column against the same human scores; weights that are not integer counts keep nothing."""
-    from paraeval.correlation import _pairs
-
-    rng = np.random.default_rng(5)
-    n_items = 12
-    item = np.repeat(np.arange(n_items), 7)
-    human = np.round(rng.normal(size=item.size))
-    k = rng.multinomial(n_items, np.full(n_items, 1 / n_items), size=50).astype(float)
-    if weights == "fractions":
-        k = k * 0.5
-    cells = np.bincount(item, minlength=n_items).astype(float)
-    _pairs._TIED_IN_Y.clear()
-    taus = []
-    for metric in (rng.normal(size=item.size), np.round(rng.normal(size=item.size) * 2)):
-        mats = _pairs.item_pair_matrices(metric, human, item, n_items)
-        kept = _pairs.kendall_b_from_item_weights(mats, cells, k)
-        _pairs._TIED_IN_Y.clear()
-        fresh = _pairs.kendall_b_from_item_weights(mats, cells, k)
-        np.testing.assert_array_equal(kept, fresh)
-        taus.append(fresh)
-    assert len(_pairs._TIED_IN_Y) == (1 if weights == "counts" else 0)
-    assert not np.array_equal(taus[0], taus[1])
 
 
 @pytest.mark.parametrize("path", ["sweep", "direct"])
@@ -439,12 +412,12 @@ def test_item_pair_counts_equal_a_brute_force_count(
 
 
 def test_item_pairs_are_not_used_when_the_item_layout_would_be_mostly_padding() -> None:
-    import paraeval.correlation.bootstrap as bootstrap
+    import paraeval.correlation.fixed_pairs as fixed_pairs
 
-    assert bootstrap._item_pairs_pay_off(np.full(400, 36), 1000)
+    assert fixed_pairs._item_pairs_pay_off(np.full(400, 36), 1000)
     lopsided = np.ones(2000, dtype=np.int64)
     lopsided[0] = 5000  # a (2000 x 5000) layout for 6999 cells
-    assert not bootstrap._item_pairs_pay_off(lopsided, 1000)
+    assert not fixed_pairs._item_pairs_pay_off(lopsided, 1000)
 
 
 @pytest.mark.parametrize("coefficient", ["pearson", "spearman", "kendall_b"])
@@ -476,39 +449,36 @@ def test_narrow_item_indices_are_the_int64_draws(n_items: int) -> None:
 
 
 def test_counts_in_row_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
-    import paraeval.correlation.bootstrap as bootstrap
+    import paraeval.correlation.resamples as resamples
 
     idx = np.random.default_rng(2).integers(0, 50, size=(23, 50)).astype(np.uint16)
     want = np.stack([np.bincount(row, minlength=50) for row in idx]).astype(float)
-    monkeypatch.setattr(bootstrap, "_CHUNK_ELEMENTS", 4 * 50)  # blocks of 4 rows, last of 3
+    monkeypatch.setattr(resamples, "CHUNK_ELEMENTS", 4 * 50)  # blocks of 4 rows, last of 3
     got = counts(idx, 50)
     assert got.dtype == np.float64
     np.testing.assert_array_equal(got, want)
 
 
-def test_kept_human_means_serve_other_metrics_with_the_explicit_values() -> None:
-    """The system level keeps the human side's resampled means by content: a second metric on
-    the same ratings and resamples is served them and still equals the explicit resampling."""
-    from paraeval.correlation import bootstrap as bootstrap_module
+def test_human_means_passed_in_give_the_explicit_values() -> None:
+    """The system level's human side, made once by the caller for every metric of a table
+    (resampled_row_means), gives the numbers of the explicit resampling for each metric."""
+    from paraeval.correlation.bootstrap import (
+        resampled_row_means,
+        system_resampled_scores,
+        system_statistic,
+    )
 
     metric, human = _small_data()
     res = draw_resamples(np.random.default_rng(8), metric.shape[0], metric.shape[1], 30, "items")
-    bootstrap_module._HUMAN_MEANS.clear()
-    first = resampled_values(metric, human, "system", "pearson", res)
-    kept = len(bootstrap_module._HUMAN_MEANS)
-    assert kept >= 1
-    other = metric[::-1] * 2.0 + 1.0  # another metric, the same ratings
-    served = resampled_values(other, human, "system", "pearson", res)
-    assert len(bootstrap_module._HUMAN_MEANS) == kept  # served, nothing new kept
-    np.testing.assert_array_equal(first, resampled_values(metric, human, "system", "pearson", res))
-    np.testing.assert_allclose(
-        served, _explicit(other, human, "system", "pearson", res), rtol=1e-12, atol=1e-12
-    )
-    # a changed rating is another key
-    changed = human.copy()
-    changed[0, 0] += 1.0
-    resampled_values(metric, changed, "system", "pearson", res)
-    assert len(bootstrap_module._HUMAN_MEANS) == kept + 1
+    means = resampled_row_means(human, res)
+    for m in (metric, metric[::-1] * 2.0 + 1.0):  # two metrics, the same ratings
+        given = system_statistic(
+            "pearson", *system_resampled_scores(m, human, res, None, None, means)
+        )
+        np.testing.assert_array_equal(given, resampled_values(m, human, "system", "pearson", res))
+        np.testing.assert_allclose(
+            given, _explicit(m, human, "system", "pearson", res), rtol=1e-12, atol=1e-12
+        )
 
 
 def test_the_sweep_is_chosen_for_rating_scales_and_not_for_two_continuous_variables() -> None:
@@ -521,15 +491,14 @@ def test_the_sweep_is_chosen_for_rating_scales_and_not_for_two_continuous_variab
 
 
 @pytest.mark.parametrize("block_bytes", [2**23, 64])  # blocks of 64 resamples; of one
-def test_spearman_keeps_the_human_side_for_the_next_metric(
+def test_spearman_by_items_equals_the_cell_weights_path(
     block_bytes: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The y side of the Spearman sums (the human's mid-ranks under each resample) is kept for
-    the next metric with the same ratings and resamples; every metric still gets the numbers of
-    the (cells, resamples) path, whatever the block of resamples."""
+    """Spearman's sums under item resampling (one compiled pass over the tie groups) give every
+    metric the numbers of the (cells, resamples) path, whatever the block of resamples."""
     from paraeval.correlation import _pairs
-    from paraeval.correlation import bootstrap as bootstrap_module
-    from paraeval.correlation.bootstrap import FixedPairs, _cell_weights
+    from paraeval.correlation.bootstrap import _cell_weights
+    from paraeval.correlation.fixed_pairs import FixedPairs
 
     monkeypatch.setattr(_pairs, "_SPEARMAN_BLOCK_BYTES", block_bytes)
     rng = np.random.default_rng(22)
@@ -539,12 +508,10 @@ def test_spearman_keeps_the_human_side_for_the_next_metric(
     item_w = counts(res.item_idx, 30)
     _, ci = np.nonzero(np.ones((10, 30), dtype=bool))
     cs = np.repeat(np.arange(10), 30)
-    bootstrap_module._SPEARMAN_Y.clear()
     for k in range(3):
         metric = np.round(human + rng.normal(scale=1.0 + k, size=human.shape), 1)
         fixed = FixedPairs(metric.ravel(), human.ravel())
         fast = fixed.spearman_by_items(ci, item_w)
-        assert len(bootstrap_module._SPEARMAN_Y) == 1  # filled once, then served
         slow = fixed.statistic("spearman", _cell_weights(item_w, None, 70, ci, cs))
         np.testing.assert_array_equal(fast, slow)
 
@@ -557,14 +524,13 @@ def test_spearman_blocks_narrow_where_the_tie_groups_are_many() -> None:
     assert _pairs.spearman_block(10**6, 10**6) == 1  # mid-ranks of one resample: 16 MB
 
 
-def test_kept_counts_are_served_read_only() -> None:
-    from paraeval.correlation import bootstrap as bootstrap_module
-
-    idx = np.random.default_rng(3).integers(0, 20, size=(15, 20))
-    bootstrap_module._COUNTS.clear()
-    first = bootstrap_module.kept_counts(idx, 20)
-    again = bootstrap_module.kept_counts(idx.copy(), 20)
-    assert again is first and len(bootstrap_module._COUNTS) == 1
-    np.testing.assert_array_equal(first, counts(idx, 20))
+def test_a_resample_sets_item_weights_are_made_once_and_read_only() -> None:
+    """Every metric of a table reads one set's item multiplicities: each block is made once (while
+    the set is small) and cannot be written through."""
+    res = draw_resamples(np.random.default_rng(3), 4, 20, 15, "items")
+    assert res.item_idx is not None
+    first = res.item_weights(slice(0, 15), 20)
+    assert res.item_weights(slice(0, 15), 20) is first
+    np.testing.assert_array_equal(first, counts(res.item_idx, 20))
     with pytest.raises(ValueError, match="read-only"):
         first[0, 0] = 5.0

@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from paraeval.correlation import COEFFICIENTS, coefficient_settings
-from paraeval.pipeline.stages.correlate import check_correlation_config, configured_coefficients
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.report.summary import correlations_block
+from paraeval.pipeline.stages.correlate import check_correlation_config, configured_coefficients
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "correlation"
 PRESETS = sorted(p.stem for p in CONF.glob("*.yaml"))

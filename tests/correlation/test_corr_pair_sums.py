@@ -8,7 +8,7 @@ import pytest
 from scipy import stats
 
 from paraeval.correlation._pairs import kendall_pair_sums
-from paraeval.correlation.coefficients import _integer_pair_sums, _weighted_kendall_b
+from paraeval.correlation.weighted import integer_pair_sums, weighted_kendall_b
 
 
 def _broadcast_sums(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -37,9 +37,9 @@ def test_pair_sums_equal_the_broadcast_products(seed: int) -> None:
 
 def test_other_inputs_take_the_broadcast_path() -> None:
     x, y = np.arange(6.0)[None], np.array([[1.0, 0, 3, 2, 5, 4]])
-    assert _integer_pair_sums(x, y, np.ones((1, 6))) is not None
-    assert _integer_pair_sums(x, y, np.full((1, 6), 0.5)) is None  # weights not integers
-    assert _integer_pair_sums(np.where(x > 2, np.nan, x), y, np.ones((1, 6))) is None
+    assert integer_pair_sums(x, y, np.ones((1, 6))) is not None
+    assert integer_pair_sums(x, y, np.full((1, 6), 0.5)) is None  # weights not integers
+    assert integer_pair_sums(np.where(x > 2, np.nan, x), y, np.ones((1, 6))) is None
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -47,7 +47,7 @@ def test_unit_weights_give_scipy_tau_b(seed: int) -> None:
     rng = np.random.default_rng(seed)
     x = rng.integers(0, 6, (5, 20)).astype(float)
     y = rng.normal(size=(5, 20)).round(1)
-    got = _weighted_kendall_b(x, y, np.ones_like(x))
+    got = weighted_kendall_b(x, y, np.ones_like(x))
     want = [stats.kendalltau(a, b).statistic for a, b in zip(x, y, strict=True)]
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
 
@@ -91,7 +91,7 @@ def _broadcast_midranks(x: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize("seed", range(30))
 def test_midranks_equal_the_broadcast_products(seed: int) -> None:
-    from paraeval.correlation.coefficients import _pair_midranks
+    from paraeval.correlation.weighted import pair_midranks
 
     rng = np.random.default_rng(seed)
     rows, n = int(rng.integers(1, 30)), int(rng.integers(1, 40))
@@ -99,16 +99,16 @@ def test_midranks_equal_the_broadcast_products(seed: int) -> None:
     if seed % 5 == 0:
         x[0, 0] = np.nan  # compares false both ways, as in the broadcast form
     w = rng.integers(0, 4, (rows, n)).astype(float) if seed % 3 else np.ones((rows, n))
-    assert np.array_equal(_pair_midranks(x, w), _broadcast_midranks(x, w), equal_nan=True)
+    assert np.array_equal(pair_midranks(x, w), _broadcast_midranks(x, w), equal_nan=True)
 
 
 def test_midranks_of_unit_weights_are_scipys() -> None:
-    from paraeval.correlation.coefficients import _pair_midranks
+    from paraeval.correlation.weighted import pair_midranks
 
     rng = np.random.default_rng(7)
     x = rng.integers(0, 6, (4, 25)).astype(float)
     want = np.stack([stats.rankdata(row) for row in x])
-    assert np.array_equal(_pair_midranks(x, np.ones_like(x)), want)
+    assert np.array_equal(pair_midranks(x, np.ones_like(x)), want)
     # fractional weights keep the broadcast form
     w = np.full(x.shape, 0.5)
-    assert np.array_equal(_pair_midranks(x, w), _broadcast_midranks(x, w))
+    assert np.array_equal(pair_midranks(x, w), _broadcast_midranks(x, w))

@@ -26,8 +26,8 @@ from paraeval.correlation import (
 )
 from paraeval.correlation.coefficients import paired_finite, pearson
 from paraeval.correlation.levels import UNITS, valid_combination
-from paraeval.pipeline.stages.correlate import check_correlation_config
 from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.stages.correlate import check_correlation_config
 
 
 def _ccc(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:

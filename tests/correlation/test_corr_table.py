@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -11,13 +12,9 @@ import pytest
 from paraeval.correlation import table
 from paraeval.correlation.coefficients import COEFFICIENTS, get_coefficient
 from paraeval.correlation.levels import correlate
+from paraeval.correlation.metric_comparison import SIGNIFICANCE_COLUMNS, significance_table
 from paraeval.correlation.significance import williams_test
-from paraeval.correlation.table import (
-    CORRELATION_COLUMNS,
-    SIGNIFICANCE_COLUMNS,
-    correlation_table,
-    significance_table,
-)
+from paraeval.correlation.table import CORRELATION_COLUMNS, correlation_table
 
 
 def _inputs() -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
@@ -187,37 +184,13 @@ def _segment_pearson_significance(
     )
 
 
-def test_significance_rows_reused_across_tables_equal_fresh_ones() -> None:
-    """Pairs whose matrices an earlier table already saw come from memory; the rows are those of
-    a computation from scratch, and a changed matrix is recomputed."""
-    import paraeval.correlation.table as table
-
-    rng = np.random.default_rng(4)
-    h = rng.normal(size=(6, 30))
-    base = {f"m{k}": h + rng.normal(scale=0.5 + k, size=h.shape) for k in range(4)}
-    changed = dict(base, m1=h + rng.normal(scale=0.2, size=h.shape))
-
-    def run(metrics: dict[str, np.ndarray]) -> list[dict[str, Any]]:
-        return _segment_pearson_significance(metrics, h)
-
-    table._WILLIAMS.clear()
-    fresh_changed = run(changed)
-    table._WILLIAMS.clear()
-    run(base)
-    assert len(table._WILLIAMS) == 6
-    reused = run(changed)  # the 3 pairs without m1 are served from memory
-    assert len(table._WILLIAMS) == 9
-    assert reused == fresh_changed
-    assert any(r["metric_a"] == "m1" or r["metric_b"] == "m1" for r in reused)
-
-
 def test_williams_with_missing_ratings_serves_each_metrics_own_correlation_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """With ratings missing (cells left out of every pair), a metric's correlation with the
     human on the pair's cells is computed once for all its pairs, and the rows equal those of
-    a computation without the memo."""
-    import paraeval.correlation.table as table
+    a computation that does not share them."""
+    import paraeval.correlation.metric_comparison as sig
 
     rng = np.random.default_rng(6)
     h = rng.normal(size=(5, 40))
@@ -229,29 +202,30 @@ def test_williams_with_missing_ratings_serves_each_metrics_own_correlation_once(
         return _segment_pearson_significance(metrics, h)
 
     calls: list[int] = []
-    plain = table._segment_value
+    plain = sig._segment_value
 
     def counted(*args: Any) -> float:
         calls.append(1)
         return plain(*args)
 
-    monkeypatch.setattr(table, "_segment_value", counted)
-    table._WILLIAMS.clear()
-    table._SINGLE.clear()
+    monkeypatch.setattr(sig, "_segment_value", counted)
     served = run()
     # 6 pairs: one r_ab each, and one r with the human per metric (4), not two per pair (12)
     assert len(calls) == 6 + 4
-    table._WILLIAMS.clear()
-    table._SINGLE.clear()
-    monkeypatch.setattr(table, "_memo_segment_value", lambda x, y, keys, c: plain(x, y, c))
+    shared = sig._segment_williams_inputs
+    monkeypatch.setattr(
+        sig, "_segment_williams_inputs", lambda a, b, h, c, v, masked: shared(a, b, h, c, v, {})
+    )
+    calls.clear()
     assert run() == served
+    assert len(calls) == 6 * 3
 
 
 # ------------------------------------------------------------------ rows of ordinal coefficients
 ORDINAL = [c for c in COEFFICIENTS.values() if c.ordinal]
 
 # strictly increasing in floating point on the scores below (checked by order_key in the test)
-TRANSFORMS = {
+TRANSFORMS: dict[str, Callable[[np.ndarray], np.ndarray] | None] = {
     "affine": lambda x: 3.0 * x - 0.7,
     "exp": np.exp,
     "cube": lambda x: x**3 + x,
@@ -279,8 +253,7 @@ def _dense_ranks(x: np.ndarray) -> np.ndarray:
 
 
 def _rows(metric: np.ndarray, human: np.ndarray, **kwargs: Any) -> list[dict[str, Any]]:
-    table._ORDINAL.clear()  # computed, not served from an earlier call
-    rows = correlation_table(
+    return correlation_table(
         {"m": metric},
         {"human_overall": human},
         levels=("segment", "item"),
@@ -288,8 +261,6 @@ def _rows(metric: np.ndarray, human: np.ndarray, **kwargs: Any) -> list[dict[str
         rng=np.random.default_rng(7),
         **kwargs,
     )
-    table._ORDINAL.clear()
-    return rows
 
 
 def _same(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
@@ -364,7 +335,8 @@ def test_order_key_tells_orders_apart() -> None:
 
 def test_a_column_ordered_like_another_is_served_its_rows(monkeypatch: pytest.MonkeyPatch) -> None:
     """In one table, the ordinal rows of a rescaled column are those of the original column, not
-    computed again; its Pearson rows and its system level are computed."""
+    computed again; its Pearson rows and its system level are computed. A later table computes
+    its own rows."""
     metrics, humans = _inputs()
     good = metrics["good"]
     calls: list[tuple[str, str]] = []
@@ -375,7 +347,6 @@ def test_a_column_ordered_like_another_is_served_its_rows(monkeypatch: pytest.Mo
         return real(metric, human, level, coefficient, **kw)
 
     monkeypatch.setattr(table, "correlate", counting)
-    table._ORDINAL.clear()
     kwargs: dict[str, Any] = {
         "levels": ("segment", "item", "system"),
         "coefficients": ("pearson", "spearman", "kendall_b"),
@@ -390,15 +361,16 @@ def test_a_column_ordered_like_another_is_served_its_rows(monkeypatch: pytest.Mo
         rng=np.random.default_rng(3),
         **kwargs,
     )
-    # the second table computes only what reads values: Pearson everywhere, the system level
+    # the second table computes the ordinal rows of segments and items for one of the two
+    # columns; what reads values (Pearson everywhere, the system level) for both
     second = calls[first:]
     assert sorted(second) == sorted(
         [(lv, "pearson") for lv in ("segment", "item", "system")] * 2 * len(humans)
         + [("system", c) for c in ("spearman", "kendall_b")] * 2 * len(humans)
+        + [(lv, c) for lv in ("segment", "item") for c in ("spearman", "kendall_b")] * len(humans)
     )
     assert _same([r for r in both if r["metric"] == "good"], alone)
     scaled = [r for r in both if r["metric"] == "scaled"]
     for r, g in zip(scaled, [r for r in both if r["metric"] == "good"], strict=True):
         if r["coefficient"] != "pearson" and r["level"] != "system":
             assert _same([{**r, "metric": "good"}], [g])
-    table._ORDINAL.clear()

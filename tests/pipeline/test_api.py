@@ -10,8 +10,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 import paraeval
-from paraeval.pipeline.errors import ConfigError, DataError
 from paraeval.pipeline.data.load import demo_path, read_table
+from paraeval.pipeline.errors import ConfigError, DataError
 
 from .helpers import run_cli
 

@@ -351,8 +351,8 @@ def test_hostile_names_never_reach_paths_keys_or_the_terminal_raw(tmp_path: Path
 
 # --------------------------------------------------------------------------- silently wrong input
 def _load_error(path: Path, **options: object) -> str:
-    from paraeval.pipeline.errors import DataError
     from paraeval.pipeline.data.load import load_table
+    from paraeval.pipeline.errors import DataError
 
     with pytest.raises(DataError) as info:
         load_table(str(path), **options)  # type: ignore[arg-type]

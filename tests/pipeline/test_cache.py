@@ -1,10 +1,10 @@
 """The content-addressed score cache: exact round trips, keys that see every setting and text,
-iBLEU for a new α from cached BLEU statistics, atomic writes, no pickle."""
+iBLEU for a new α from cached BLEU statistics, atomic writes, no pickle; the correlation rows
+cached next to the scores."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -12,20 +12,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import paraeval.metrics._sacre_base as sacre_base
 import paraeval.metrics.sacre as sacre
 import paraeval.pipeline.stages.cache as cache_module
 from paraeval.metrics.base import Metric, MetricResult, make_signature
 from paraeval.pipeline.stages.cache import ScoreCache, cache_key
 from paraeval.pipeline.stages.score import score
-
-
-@pytest.fixture(autouse=True)
-def _new_process_rows() -> Iterator[None]:
-    """Each test starts as a new process would: no correlation rows kept in memory."""
-    cache_module._ROWS.clear()
-    yield
-    cache_module._ROWS.clear()
-
 
 CANDS = ["the cat sat on the mat", "a dog barked loudly at night", "it is raining today"]
 REFS = [
@@ -37,8 +29,17 @@ SRCS = ["a cat sat on the mat", "the dog barked loudly in the night", "it's rain
 
 
 def _fresh(metric: Metric) -> MetricResult:
-    sacre._STATS.clear()
     return metric.score(CANDS, REFS, SRCS)
+
+
+def _no_statistics(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Extracting sacrebleu statistics from text fails the test from here on."""
+
+    def no_stats(*args: object, **kwargs: object) -> np.ndarray:
+        raise AssertionError("statistics recomputed from text")
+
+    monkeypatch.setattr(sacre_base, "segment_statistics", no_stats)
+    monkeypatch.setattr(sacre, "segment_statistics", no_stats)
 
 
 def _same(a: MetricResult, b: MetricResult) -> None:
@@ -109,11 +110,7 @@ def test_ibleu_entry_serves_any_alpha_without_recomputing(
     expected = {a: _fresh(sacre.IBLEU(alpha=a)) for a in (0.0, 0.35, 1.0)}
     cache = ScoreCache(tmp_path)
     cache.put(sacre.IBLEU(alpha=0.8), CANDS, REFS, SRCS, _fresh(sacre.IBLEU(alpha=0.8)))
-
-    def no_stats(*args: object, **kwargs: object) -> np.ndarray:
-        raise AssertionError("BLEU statistics recomputed")
-
-    monkeypatch.setattr(sacre, "segment_statistics", no_stats)
+    _no_statistics(monkeypatch)
     for alpha, want in expected.items():
         got = cache.get("ibleu", sacre.IBLEU(alpha=alpha), CANDS, REFS, SRCS)
         assert got is not None
@@ -175,7 +172,6 @@ def test_pipeline_second_run_with_new_alpha_has_no_misses(
             "counting": _Counting(),
         }
 
-    sacre._STATS.clear()
     first_cache = ScoreCache(tmp_path)
     first = score(df, metric_set(0.8), progress=False, cache=first_cache)
     assert all(c["hits"] == 0 and c["misses"] == 2 for c in first_cache.summary().values())
@@ -190,12 +186,7 @@ def test_pipeline_second_run_with_new_alpha_has_no_misses(
     assert _Counting.calls == {"prepare": 1, "score": 2}
 
     uncached = score(df, metric_set(0.25), progress=False)
-    sacre._STATS.clear()
-
-    def no_stats(*args: object, **kwargs: object) -> np.ndarray:
-        raise AssertionError("statistics recomputed from text")
-
-    monkeypatch.setattr(sacre, "segment_statistics", no_stats)
+    _no_statistics(monkeypatch)
     second_cache = ScoreCache(tmp_path)
     before = dict(_Counting.calls)
     second = score(df, metric_set(0.25), progress=False, cache=second_cache)
@@ -250,8 +241,8 @@ def test_from_config() -> None:
 
 
 def _demo_agg(alpha: float, cache: ScoreCache | None = None) -> tuple[object, object]:
-    from paraeval.pipeline.stages.aggregate import aggregate
     from paraeval.pipeline.data.load import load_demo
+    from paraeval.pipeline.stages.aggregate import aggregate
 
     df = load_demo()
     metrics = {"bleu": sacre.BLEU(), "ibleu": sacre.IBLEU(alpha=alpha), "chrf": sacre.CHRF()}
@@ -260,7 +251,6 @@ def _demo_agg(alpha: float, cache: ScoreCache | None = None) -> tuple[object, ob
 
 
 def test_correlation_rows_cached_per_column_equal_a_full_computation(tmp_path: Path) -> None:
-    from paraeval.pipeline.stages.cache import correlate_cached
     from paraeval.pipeline.stages.correlate import correlate
 
     cfg = {
@@ -270,87 +260,33 @@ def test_correlation_rows_cached_per_column_equal_a_full_computation(tmp_path: P
         "n_resamples": 40,
         "unit": "items",
     }
-    cache = ScoreCache(tmp_path)
     for alpha, hits, misses in ((0.8, 0, 4), (0.3, 2, 2), (0.3, 4, 0)):
+        cache = ScoreCache(tmp_path)  # a run of its own
         agg, scores = _demo_agg(alpha, cache)
         plain_rng, cached_rng = np.random.default_rng(5), np.random.default_rng(5)
         want = correlate(agg, cfg, plain_rng, scores)  # type: ignore[arg-type]
-        cache.correlation.hits = cache.correlation.misses = 0
-        got = correlate_cached(agg, cfg, cached_rng, scores, cache)
+        got = correlate(agg, cfg, cached_rng, scores, cache.rows)  # type: ignore[arg-type]
         pd.testing.assert_frame_equal(got, want)
         # the generator ends where it would without the cache: later stages draw the same numbers
         assert cached_rng.bit_generator.state == plain_rng.bit_generator.state
         # bleu and chrf do not depend on alpha; ibleu and the syntactic average do. With every
         # column cached nothing is computed; the generator is advanced by the same draws.
-        assert (cache.correlation.hits, cache.correlation.misses) == (hits, misses)
+        assert (cache.rows.counts.hits, cache.rows.counts.misses) == (hits, misses)
+        assert cache.metrics()["cache.hits.correlation"] == hits
 
 
-def test_in_process_memo_serves_copies_and_sees_a_replaced_file(tmp_path: Path) -> None:
-    """A second read of an entry comes from memory; the caller's result is its own copy, and a
-    file rewritten on disk is read again."""
-    import paraeval.pipeline.stages.cache as cache_mod
-
+def test_each_read_is_the_callers_own_copy(tmp_path: Path) -> None:
+    """A result read from the cache is the caller's to change: the next read is the entry."""
     cache = ScoreCache(tmp_path)
     metric = sacre.BLEU()
     cache.put(metric, CANDS, REFS, SRCS, _fresh(metric))
     first = cache.get("bleu", metric, CANDS, REFS, SRCS)
-    key = cache_key(metric, CANDS, REFS, SRCS)
-    path = str(cache.path(key))
-    assert path in cache_mod._MEMO
     assert first is not None
-    first.segment["bleu"][:] = -1.0  # must not leak into the next read
+    first.segment["bleu"][:] = -1.0
     second = cache.get("bleu", metric, CANDS, REFS, SRCS)
     assert second is not None
     _same(second, _fresh(metric))
-    # a different file at the same path (another process rewrote it) is not served from memory
-    other = _fresh(sacre.BLEU(lowercase=True))
-    ScoreCache._write(
-        Path(path), {**cache_mod._to_arrays(other, len(CANDS)), "key": np.asarray(key)}
-    )
-    third = cache.get("bleu", metric, CANDS, REFS, SRCS)
-    assert third is not None
-    assert third.signature == other.signature
-    assert cache.counts["bleu"].hits == 3
-
-
-@pytest.mark.parametrize("metric", [sacre.BLEU(), sacre.IBLEU(alpha=0.3)], ids=repr)
-def test_a_multirun_keeps_what_it_writes(
-    tmp_path: Path, metric: Metric, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """In a multirun, an entry just written is served from memory, equal to the entry read back
-    from its file; the result it was written from may change afterwards. A single run keeps
-    nothing it writes."""
-    import paraeval.pipeline.stages.cache as cache_mod
-
-    key = cache_key(metric, CANDS, REFS, SRCS)
-    path = str(ScoreCache(tmp_path).path(key))
-    result = _fresh(metric)
-    cache_mod._MEMO.discard(path)
-    monkeypatch.setattr(cache_mod, "KEEP_WRITTEN", False)
-    ScoreCache(tmp_path).put(metric, CANDS, REFS, SRCS, result)
-    assert path not in cache_mod._MEMO
-    read_back = ScoreCache(tmp_path).get("x", metric, CANDS, REFS, SRCS)  # from the file
-    assert read_back is not None
-    from_file = cache_mod._MEMO.get(path)
-    assert from_file is not None
-
-    cache_mod._MEMO.discard(path)
-    monkeypatch.setattr(cache_mod, "KEEP_WRITTEN", True)
-    ScoreCache(tmp_path).put(metric, CANDS, REFS, SRCS, result)
-    kept = cache_mod._MEMO.get(path)
-    assert kept is not None
-    st = os.stat(path)
-    assert kept[:2] == (st.st_mtime_ns, st.st_size)  # what the lookup checks against the file
-    assert sorted(kept[2]) == sorted(from_file[2])
-    for name, array in from_file[2].items():
-        assert kept[2][name].dtype == array.dtype, name
-        np.testing.assert_array_equal(kept[2][name], array)
-    for values in result.segment.values():
-        values[:] = -1.0  # the caller's arrays change: the kept entry does not
-    monkeypatch.setattr(np, "load", lambda *a, **k: pytest.fail("read from disk"))
-    served = ScoreCache(tmp_path).get("x", metric, CANDS, REFS, SRCS)
-    assert served is not None
-    _same(served, read_back)
+    assert cache.counts["bleu"].hits == 2
 
 
 def test_an_entry_is_served_only_for_its_own_key(tmp_path: Path) -> None:
@@ -375,67 +311,29 @@ def test_an_entry_is_served_only_for_its_own_key(tmp_path: Path) -> None:
 
 
 def test_entries_without_a_key_are_misses(tmp_path: Path) -> None:
-    import paraeval.pipeline.stages.cache as cache_mod
-
     cache = ScoreCache(tmp_path)
     metric = sacre.BLEU()
     path = cache.path(cache_key(metric, CANDS, REFS, SRCS))
-    ScoreCache._write(path, cache_mod._to_arrays(_fresh(metric), len(CANDS)))  # older format
+    path.parent.mkdir(parents=True)
+    np.savez(path, **cache_module._to_arrays(_fresh(metric), len(CANDS)))  # older format
     assert cache.get("bleu", metric, CANDS, REFS, SRCS) is None
 
 
 def test_correlation_rows_are_served_only_for_their_own_key(tmp_path: Path) -> None:
-    from paraeval.pipeline.stages.cache import correlate_cached
     from paraeval.pipeline.stages.correlate import correlate
 
     cfg = {"levels": ["segment"], "coefficients": ["pearson"], "ci": False, "unit": "items"}
     cache = ScoreCache(tmp_path)
     agg, scores = _demo_agg(0.8, cache)
-    correlate_cached(agg, cfg, np.random.default_rng(5), scores, cache)  # type: ignore[arg-type]
+    correlate(agg, cfg, np.random.default_rng(5), scores, cache.rows)  # type: ignore[arg-type]
     files = sorted((tmp_path / "scores" / "correlations").rglob("*.parquet"))
     assert len(files) == 4
     # every file now holds the rows of the first column
     for f in files[1:]:
         f.write_bytes(files[0].read_bytes())
     want = correlate(agg, cfg, np.random.default_rng(5), scores)  # type: ignore[arg-type]
-    # this process keeps the rows it computed, by key: the files are not read again
-    cache.correlation.hits = cache.correlation.misses = 0
-    got = correlate_cached(agg, cfg, np.random.default_rng(5), scores, cache)  # type: ignore[arg-type]
+    # the next run reads the files, and serves only the one whose key is its own
+    rows = ScoreCache(tmp_path).rows
+    got = correlate(agg, cfg, np.random.default_rng(5), scores, rows)  # type: ignore[arg-type]
     pd.testing.assert_frame_equal(got, want)
-    assert (cache.correlation.hits, cache.correlation.misses) == (4, 0)
-    # a new process reads the files, and serves only the one whose key is its own
-    cache_module._ROWS.clear()
-    cache.correlation.hits = cache.correlation.misses = 0
-    got = correlate_cached(agg, cfg, np.random.default_rng(5), scores, cache)  # type: ignore[arg-type]
-    pd.testing.assert_frame_equal(got, want)
-    assert (cache.correlation.hits, cache.correlation.misses) == (1, 3)
-
-
-def test_texts_digests_are_kept_by_the_tables_load_token(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import paraeval.pipeline.stages.score as score_module
-
-    df = _table()
-    metrics = {"bleu": sacre.BLEU(), "chrf": sacre.CHRF(against_source=True)}
-    score_module._DIGESTS.clear()
-    first = score(df, metrics, progress=False, cache=ScoreCache(tmp_path), texts_key="t1")
-    hashed: list[int] = []
-    real = score_module.texts_digest
-
-    def counting(*args: object) -> str:
-        hashed.append(1)
-        return real(*args)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(score_module, "texts_digest", counting)
-    again = ScoreCache(tmp_path)
-    second = score(df, metrics, progress=False, cache=again, texts_key="t1")
-    assert hashed == []  # every digest came from the memo
-    assert all(c == {"hits": 2, "misses": 0} for c in again.summary().values())
-    pd.testing.assert_frame_equal(second.segments, first.segments)
-    pd.testing.assert_frame_equal(second.corpus, first.corpus)
-    # without the key (or with another one) the texts are hashed, to the same entries
-    third_cache = ScoreCache(tmp_path)
-    score(df, metrics, progress=False, cache=third_cache, texts_key="t2")
-    assert len(hashed) == 4  # two systems, against the references and against the source
-    assert all(c == {"hits": 2, "misses": 0} for c in third_cache.summary().values())
+    assert (rows.counts.hits, rows.counts.misses) == (1, 3)

@@ -20,8 +20,11 @@ from sacrebleu.metrics.ter import TER as SacreTER
 
 from paraeval.metrics._sacre_batched import bleu_scores, chrf_scores, ter_scores
 from paraeval.metrics.base import Metric, MetricResult
+from paraeval.pipeline.api import Evaluation, compose_config
+from paraeval.pipeline.config.settings import Settings
+from paraeval.pipeline.data.load import load_demo, load_text
+from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.stages.aggregate import aggregate
-from paraeval.pipeline.api import compose_config
 from paraeval.pipeline.stages.compare import (
     COMPARISON_COLUMNS,
     CompareConfig,
@@ -29,11 +32,8 @@ from paraeval.pipeline.stages.compare import (
     copy_rates,
     summary_table,
 )
-from paraeval.pipeline.errors import ConfigError
-from paraeval.pipeline.stages.evaluation import Evaluation, compare_stage
-from paraeval.pipeline.data.load import load_demo, load_text
+from paraeval.pipeline.stages.evaluation import compare_stage
 from paraeval.pipeline.stages.score import build_metrics, score
-from paraeval.pipeline.config.settings import Settings
 
 SACREBLEU = Path(sys.executable).with_name("sacrebleu")
 SEED = 1234
@@ -239,14 +239,6 @@ def _demo_scores(metric_names: tuple[str, ...] = ("bleu", "chrf", "self_bleu", "
     return scores, aggregate(scores)
 
 
-@pytest.fixture(autouse=True)
-def _fresh_rows_memo() -> None:
-    # every test computes its comparison; reuse across calls has its own test
-    from paraeval.pipeline.stages import compare as compare_module
-
-    compare_module._ROWS_MEMO.clear()
-
-
 @pytest.fixture(scope="module")
 def demo() -> Any:
     return _demo_scores()
@@ -335,9 +327,9 @@ def test_copy_rate_normalizes_whitespace_and_case() -> None:
 
 
 @pytest.mark.parametrize("dtype", ["str", "object"])
-def test_copy_rates_kept_by_content_follow_every_text(dtype: str) -> None:
-    """A sweep's jobs ask again for the same texts' copy rates (kept, by the texts' content where
-    Arrow holds them); any changed text gives its own answer, never the kept one."""
+def test_copy_rates_follow_every_text(dtype: str) -> None:
+    """Copy rates on Arrow-backed and object columns alike; any changed text changes the answer
+    and the unchanged table keeps its own."""
     seg = pd.DataFrame(
         {
             "system": ["a", "a", "b", "b"],
@@ -385,7 +377,7 @@ def test_clusters_on_a_hand_built_example() -> None:
     assert (m["baseline"] == "c").all()
 
 
-def test_compare_stage_adds_system_columns_and_write_writes_its_outputs(
+def test_compare_stage_adds_system_columns_to_the_written_table(
     demo: Any, tmp_path: Path
 ) -> None:
     scores, agg = demo
@@ -397,7 +389,7 @@ def test_compare_stage_adds_system_columns_and_write_writes_its_outputs(
         compare=CompareConfig(baseline="medium", seed=2, **FAST),
     )
     ev = Evaluation(settings, scores.segments, scores=scores, aggregated=agg)
-    ev.figures += compare_stage(ev)
+    compare_stage(ev)
     ev.write(tmp_path)
     result = ev.compared
     assert result is not None
@@ -407,8 +399,14 @@ def test_compare_stage_adds_system_columns_and_write_writes_its_outputs(
     assert table[table["system"] == "medium"]["p_ar"].isna().all()
     assert (tmp_path / "plots" / "diversity_adequacy.png").stat().st_size > 1000
     assert (tmp_path / "plots" / "system_ranking.png").stat().st_size > 1000
+    # the comparison's per-system columns join the system table the run writes, while the
+    # aggregate stage's own table stays as that stage left it
+    written = pd.read_csv(tmp_path / "system_scores.csv").set_index("system")
     for col in ("diversity", "adequacy", "copy_rate"):
-        assert col in agg.systems
+        assert col not in agg.systems
+        assert col in ev.systems
+        expected = result.systems[col].reindex(written.index).to_numpy(dtype=float)
+        assert np.allclose(written[col].to_numpy(dtype=float), expected, equal_nan=True)
     text = summary_table(result)
     assert "medium (baseline)" in text and "*" in text and "syntactic" in text
 
@@ -488,17 +486,13 @@ def test_a_single_system_has_intervals_but_no_tests() -> None:
     assert (t["cluster"] == 1).all() and (t["ci_low"] < t["score"]).all()
 
 
-def test_rows_of_unchanged_columns_are_reused_and_changed_columns_recomputed(demo: Any) -> None:
+def test_a_changed_column_changes_its_rows_only(demo: Any) -> None:
     import copy
 
-    from paraeval.pipeline.stages import compare as compare_module
-
     scores, agg = demo
-    compare_module._ROWS_MEMO.clear()
     cfg = CompareConfig(seed=11, **FAST)
     first = compare(scores, agg, cfg).table
-    assert len(compare_module._ROWS_MEMO) > 0
-    again = compare(scores, agg, cfg).table  # served from the memo
+    again = compare(scores, agg, cfg).table  # seeded: the same table
     pd.testing.assert_frame_equal(first, again)
     # change one system's syntactic average: its rows are recomputed, nothing else changes
     changed = copy.copy(agg)
@@ -511,9 +505,6 @@ def test_rows_of_unchanged_columns_are_reused_and_changed_columns_recomputed(dem
     weak_a = syn_a.loc[syn_a.system == "weak", "score"].iloc[0]
     weak_b = syn_b.loc[syn_b.system == "weak", "score"].iloc[0]
     assert weak_b == pytest.approx(weak_a * 0.5)
-    compare_module._ROWS_MEMO.clear()
-    fresh = compare(scores, changed, cfg).table
-    pd.testing.assert_frame_equal(third, fresh)
     others = first[first.metric != "syntactic"].reset_index(drop=True)
     pd.testing.assert_frame_equal(others, third[third.metric != "syntactic"].reset_index(drop=True))
 
@@ -576,8 +567,9 @@ def test_approximate_randomization_of_all_systems_at_once_equals_one_at_a_time()
 
 @pytest.mark.parametrize("n_clusters", [None, 13])  # as compared; a legend of three rows
 def test_ranking_title_legend_and_panels_do_not_overlap(demo: Any, n_clusters: int | None) -> None:
-    import paraeval.pipeline.report.compare_plots as compare_plots
-    from paraeval.pipeline.report.cells import whole_figure
+    from matplotlib.text import Text
+
+    from paraeval.pipeline.report.ranking import ranking_figure
 
     scores, agg = demo
     result = compare(scores, agg, CompareConfig(baseline="medium", seed=2, **FAST))
@@ -585,13 +577,15 @@ def test_ranking_title_legend_and_panels_do_not_overlap(demo: Any, n_clusters: i
         table = result.table.copy()
         table["cluster"] = np.arange(len(table)) % n_clusters + 1.0
         result = dataclasses.replace(result, table=table)
-    parts = compare_plots.ranking_panels(result)
-    assert parts is not None
-    fig = whole_figure(*parts)
-    renderer = fig.canvas.get_renderer()
+    fig = ranking_figure(result)
+    assert fig is not None
     fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    caption = fig.get_suptitle()
+    assert caption.startswith("System ranking:")
+    (suptitle,) = [t for t in fig.findobj(Text) if t.get_text() == caption]
     boxes: dict[str, Any] = {
-        "title": fig._suptitle.get_window_extent(renderer),
+        "title": suptitle.get_window_extent(renderer),
         "legend": fig.legends[0].get_window_extent(renderer),
         "panels": [ax.title.get_window_extent(renderer) for ax in fig.axes if ax.get_visible()],
     }
@@ -601,54 +595,19 @@ def test_ranking_title_legend_and_panels_do_not_overlap(demo: Any, n_clusters: i
     assert all(legend.y0 >= panel.y1 for panel in boxes["panels"])  # and above every panel
 
 
-def test_a_sweep_job_reuses_the_alignment_draws_and_sums(
+def test_a_system_missing_an_item_is_compared_on_the_shared_items(
     demo: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The item alignment, the seeded draws and the resampled sums of statistics are kept by
-    content between comparisons in one process: a second comparison (rows not kept) is served
-    them, gives the table of a comparison that recomputes everything, and logs the same
-    dropped-items warning."""
-    from paraeval.memo import clear_all
-    from paraeval.pipeline.stages import compare as compare_module
-
+    """The item alignment drops an item one system lacks, says so once, and a second comparison
+    of the same inputs gives the same table."""
     scores, agg = demo
-    # one system lacks an item: the alignment drops it, with a warning
     seg = agg.segments
     last = seg.index[(seg["system"] == "strong") & (seg["item_id"] == seg["item_id"].iloc[-1])]
     gappy = dataclasses.replace(agg, segments=seg.drop(index=last))
     cfg = CompareConfig(seed=3, **FAST)
-    clear_all()
     with caplog.at_level("WARNING", logger="paraeval.pipeline.stages.compare"):
         first = compare(scores, gappy, cfg).table
-        assert len(compare_module._ALIGNED) == 1 and len(compare_module._DRAWS) == 1
-        compare_module._ROWS_MEMO.clear()
-        served = compare(scores, gappy, cfg).table
     warnings = [r for r in caplog.records if "items they all have" in r.getMessage()]
-    assert len(warnings) == 2 and warnings[0].getMessage() == warnings[1].getMessage()
-    clear_all()
-    fresh = compare(scores, gappy, cfg).table
-    pd.testing.assert_frame_equal(served, fresh)
-    pd.testing.assert_frame_equal(first, fresh)
-    # unseeded draws are never kept
-    compare(scores, gappy, CompareConfig(seed=None, **FAST))
-    assert len(compare_module._DRAWS) == 1
-
-
-def test_draws_larger_than_their_budget_are_not_kept(
-    demo: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from paraeval.pipeline.stages import compare as compare_module
-
-    scores, agg = demo
-    compare_module._DRAWS.clear()
-    compare(scores, agg, CompareConfig(seed=4, **FAST))
-    (kept,) = (v for v, _ in compare_module._DRAWS._entries.values())
-    masks, idx, counts = kept
-    # the masks' bits, their float copies (one block here), the indices and counts
-    assert compare_module._DRAWS.nbytes == masks.nbytes + idx.nbytes + counts.nbytes
-    assert masks.nbytes > masks.shape[0] * masks.shape[1] * 16
-    needed = compare_module._DRAWS.nbytes
-    compare_module._DRAWS.clear()
-    monkeypatch.setattr(compare_module._DRAWS, "max_bytes", needed - 1)
-    compare(scores, agg, CompareConfig(seed=4, **FAST))
-    assert len(compare_module._DRAWS) == 0
+    assert len(warnings) == 1
+    assert (first["n_items"] == seg["item_id"].nunique() - 1).all()
+    pd.testing.assert_frame_equal(first, compare(scores, gappy, cfg).table)

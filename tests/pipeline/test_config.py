@@ -9,10 +9,10 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
-from paraeval.pipeline.cli.main import config_dir
+from paraeval.pipeline.config.compose import config_dir
+from paraeval.pipeline.config.settings import DataSettings
 from paraeval.pipeline.stages.aggregate import Normalizer
 from paraeval.pipeline.stages.score import build_metric
-from paraeval.pipeline.config.settings import DataSettings
 
 CONF = config_dir()
 

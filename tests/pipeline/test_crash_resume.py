@@ -233,7 +233,7 @@ mkdir -p "$MNT/out"
 echo OLD-RESULT > "$MNT/out/segment_scores.parquet"
 "$PY" -m paraeval data=table "data.path=$DATA" "metrics=[bleu]" tracking=none \
     "hydra.run.dir=$MNT/out" "cache.dir=$CACHE" correlation.ci=false compare.enabled=false \
-    report.print_tables=false report.plot_process=false > "$REPORT/stdout" 2> "$REPORT/stderr"
+    report.print_tables=false > "$REPORT/stdout" 2> "$REPORT/stderr"
 echo $? > "$REPORT/rc"
 cp "$MNT/out/segment_scores.parquet" "$REPORT/kept"
 ls -a "$MNT/out" > "$REPORT/listing"
@@ -486,7 +486,6 @@ def test_interrupt_while_logging_closes_the_runs_and_relog_replaces_them(
     )
     line = _one_interrupt_line(proc, stderr, signum, out)
     assert f"log them later with: paraeval-log {out}" in line
-    assert helpers  # the figure helper (and spawn's resource tracker) had been started
     _no_helper_left(helpers)
     runs = _store_runs(db)
     assert len(runs) >= 4
@@ -516,3 +515,38 @@ def test_interrupt_while_logging_closes_the_runs_and_relog_replaces_them(
         [exp.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{active[0].info.run_id}'"
     )
     assert len(children) == 80
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_sweep_leaves_the_finished_jobs_logged_whole(tmp_path: Path) -> None:
+    """Ctrl-C while the second job of a sweep computes: the first job, finished, was logged
+    before the second began; the line names the second job's folder."""
+    from mlflow.tracking import MlflowClient
+
+    from tests.pipeline.test_tracking import RUN_LINE, SMALL, check_logged_whole
+
+    store, sweep = tmp_path / "store", tmp_path / "sweep"
+    args = [
+        "-m",
+        *SMALL,
+        "metrics.ibleu.alpha=0.2,0.5,0.9",
+        f"tracking.store_dir={store}",
+        f"hydra.sweep.dir={sweep}",
+        f"cache.dir={tmp_path / 'cache'}",
+    ]
+
+    def second_job_started() -> bool:
+        log_file = sweep / "1" / "paraeval.log"
+        return log_file.is_file() and "loaded " in log_file.read_text()
+
+    proc, stderr, helpers = _interrupt(
+        args, tmp_path, second_job_started, signal.SIGINT, whole_group=True
+    )
+    _one_interrupt_line(proc, stderr, signal.SIGINT, sweep / "1")
+    _no_helper_left(helpers)
+    first = sweep / "0"
+    ids = RUN_LINE.findall((first / "paraeval.log").read_text())
+    assert len(ids) == 1, ids
+    client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    check_logged_whole(client, ids[0], first)
+    assert not (sweep / "2").exists()  # the sweep stopped there

@@ -14,8 +14,8 @@ from mlflow.tracking import MlflowClient
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
 import paraeval
-from paraeval.pipeline.report.compare_plots import paraphrase_scores
 from paraeval.pipeline.data.load import demo_path, read_table
+from paraeval.pipeline.report.compare_plots import paraphrase_scores
 
 CHEAP = {
     "correlation": {"n_resamples": 100, "significance": {"n_resamples": 100}},

@@ -1,147 +1,252 @@
-"""Figures drawn once per content: a second job of a sweep whose plotted data did not change
-writes the PNG it already drew; changed data is drawn again."""
+"""What each figure shows: its titles, labels, values, marks and notes (read from SVG files
+written with their text as text), and how a figure file is written (PNG at 200 dpi, cropped
+to its contents, labels past the figure's edge kept)."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterator
 from pathlib import Path
 
+import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
+from PIL import Image
 
-import paraeval.pipeline.report.figure_files as figure_files
-import paraeval.pipeline.report.plots as plots
+from paraeval.pipeline.report import plots
+from paraeval.pipeline.report.alpha_plot import plot_alpha_curve
+from paraeval.pipeline.report.compare_plots import diversity_adequacy_plot
+from paraeval.pipeline.report.heatmap import correlation_heatmap
+from paraeval.pipeline.report.ranking import ranking_plot
+from paraeval.pipeline.report.scatter import LEGEND_MAX_SYSTEMS, metric_vs_human, scatter_columns
+from paraeval.pipeline.stages.alpha import AlphaCurve
+from paraeval.pipeline.stages.compare import CompareConfig, Comparison
 
 
-def _segments(shift: float = 0.0) -> tuple[pd.DataFrame, pd.DataFrame]:
+@pytest.fixture(autouse=True)
+def svg_text() -> Iterator[None]:
+    """SVG text written as ``<text>`` elements rather than glyph outlines, so a test can read it."""
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        yield
+
+
+def _text(path: Path) -> str:
+    import html
+
+    return html.unescape(path.read_text(encoding="utf-8"))
+
+
+def _segments(n_systems: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     rng = np.random.default_rng(0)
     seg = pd.DataFrame(
         {
-            "system": np.repeat([f"s{i}" for i in range(15)], 8),
-            "item_id": np.tile([f"i{j}" for j in range(8)], 15),
-            "bleu": rng.random(120) + shift,
-            "human_meaning": rng.random(120),
+            "system": np.repeat([f"s{i}" for i in range(n_systems)], 8),
+            "item_id": np.tile([f"i{j}" for j in range(8)], n_systems),
+            "ter": rng.random(8 * n_systems),
+            "human_meaning": rng.random(8 * n_systems),
         }
     )
-    systems = seg.groupby("system")[["bleu", "human_meaning"]].mean()
-    return seg, systems
+    return seg, seg.groupby("system")[["ter", "human_meaning"]].mean()
 
 
-def test_same_inputs_are_drawn_once_and_changed_inputs_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("n_systems", [4, 15])  # a legend of systems, or colours without one
+def test_a_scatter_plot_shows_segments_systems_and_their_agreement(
+    tmp_path: Path, n_systems: int
 ) -> None:
-    calls: list[str] = []
-    real = plots.metric_vs_human
+    seg, systems = _segments(n_systems)
+    path = tmp_path / "scatter.svg"
+    style = plots.FigureStyle(fmt="svg", lower=frozenset({"ter"}))
+    assert metric_vs_human(seg, systems, "ter", "human_meaning", path, style)
+    text = _text(path)
+    assert f"ter {plots.LOWER_MARK}" in text and f"ter {plots.LOWER_MARK} (corpus level)" in text
+    assert "human meaning" in text and "mean human meaning" in text
+    assert "segments: r = " in text and f"n = {8 * n_systems}<" in text
+    assert "systems: r = " in text and f"n = {n_systems}<" in text
+    assert plots.MARKS_NOTE in text
+    # every system's mean is labelled with its name; a legend names them up to a dozen
+    legend = n_systems <= LEGEND_MAX_SYSTEMS
+    assert (">system<" in text) is legend
+    for i in range(n_systems):
+        assert text.count(f">s{i}<") == (2 if legend else 1), i
 
-    def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
-        calls.append(str(args[2]))
-        return real(*args, **kwargs)
 
-    monkeypatch.setattr(plots, "metric_vs_human", counting)
-    figure_files._FILES.clear()
-    seg, systems = _segments()
-    corr = pd.DataFrame(
+def test_scatter_columns_put_the_group_averages_first() -> None:
+    seg = pd.DataFrame(columns=["bleu", "chrf", "semantic", "syntactic", "ter"])
+    assert scatter_columns(seg, ["bleu", "chrf", "ter"]) == [
+        "syntactic",
+        "semantic",
+        "bleu",
+        "chrf",
+    ]
+    assert scatter_columns(seg, ["bleu"], max_scatter=1) == ["syntactic"]
+
+
+def _correlations() -> pd.DataFrame:
+    rows = []
+    values = {"bleu": (0.3, 0.3), "ter": (-0.6, -0.6), "self_bleu": (np.nan, 0.2)}
+    for metric, (at_segment, at_system) in values.items():
+        for level, n, value in (("segment", 40, at_segment), ("system", 4, at_system)):
+            for coefficient, shift in (("pearson", 0.0), ("kendall_b", 0.01)):
+                rows.append(
+                    {
+                        "metric": metric,
+                        "aspect": "human_meaning",
+                        "level": level,
+                        "coefficient": coefficient,
+                        "value": value + shift,
+                        "n": n,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def test_the_heatmap_shows_every_value_with_its_marks_and_n(tmp_path: Path) -> None:
+    path = tmp_path / "heatmap.svg"
+    style = plots.FigureStyle(fmt="svg", lower=frozenset({"ter"}), source=frozenset({"self_bleu"}))
+    assert correlation_heatmap(_correlations(), path, style=style)
+    text = _text(path)
+    assert "Kendall τ-b: metric vs human ratings" in text  # τ-b where there is one
+    # each value at both levels, Kendall's (0.01 above Pearson's); a missing one left blank
+    assert text.count(">0.31<") == 2 and text.count(">-0.59<") == 2 and ">0.30<" not in text
+    assert text.count(">0.21<") == 1 and ">nan<" not in text.lower()
+    assert f"ter {plots.LOWER_MARK}" in text and f"self_bleu {plots.SOURCE_MARK}" in text
+    assert ">meaning<" in text and ">segment<" in text and ">n = 40<" in text and ">n = 4<" in text
+    assert plots.MARKS_NOTE in text
+    pearson = tmp_path / "pearson.svg"
+    assert correlation_heatmap(_correlations(), pearson, coefficient="pearson", style=style)
+    assert "Pearson r: metric vs human ratings" in _text(pearson) and ">0.30<" in _text(pearson)
+    assert not correlation_heatmap(_correlations().iloc[:0], tmp_path / "none.svg")
+    assert not (tmp_path / "none.svg").exists()
+
+
+def _curve() -> AlphaCurve:
+    rows = []
+    for level in ("segment", "system"):
+        for split in ("dev", "test"):
+            for alpha in (0.0, 0.5, 1.0):
+                rows.append(
+                    {
+                        "level": level,
+                        "coefficient": "kendall_b",
+                        "aspect": "human_meaning",
+                        "alpha": alpha,
+                        "split": split,
+                        "value": alpha / 2,
+                        "n": 10,
+                    }
+                )
+    choice = pd.DataFrame(
         {
-            "metric": ["bleu"],
-            "aspect": ["human_meaning"],
-            "level": ["segment"],
-            "coefficient": ["pearson"],
-            "value": [0.5],
+            "level": ["segment", "system"],
+            "aspect": ["human_meaning"] * 2,
+            "chosen_alpha": [1.0, 0.5],
+            "test": [0.5, 0.25],
+            "configured_alpha": [0.8, 0.8],
         }
     )
-    first = plots.write_plots(tmp_path / "a", seg, systems, corr, ["bleu"], ["human_meaning"])
-    second = plots.write_plots(tmp_path / "b", seg, systems, corr, ["bleu"], ["human_meaning"])
-    assert calls == ["bleu"]  # the second run reused the first drawing
-    assert [p.name for p in first] == [p.name for p in second]
-    for a, b in zip(first, second, strict=True):
-        assert a.read_bytes() == b.read_bytes() and a.read_bytes()[:4] == b"\x89PNG"
-    moved, moved_sys = _segments(shift=0.25)
-    third = plots.write_plots(tmp_path / "c", moved, moved_sys, corr, ["bleu"], ["human_meaning"])
-    assert calls == ["bleu", "bleu"]
-    scatter = next(p for p in third if p.name.startswith("scatter_"))
-    assert scatter.read_bytes() != (tmp_path / "a" / "plots" / scatter.name).read_bytes()
+    return AlphaCurve(pd.DataFrame(rows), choice)
 
 
-def _pixels(path: Path) -> np.ndarray:
-    from PIL import Image
-
-    with Image.open(path) as image:
-        return np.asarray(image.convert("RGBA"))
-
-
-def _moved(seg: pd.DataFrame, factor: float, humans: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
-    seg = seg.copy()
-    seg["bleu"] = seg["bleu"] * factor - 0.1
-    if humans:
-        seg["human_meaning"] = seg["human_meaning"].to_numpy()[::-1]
-    return seg, seg.groupby("system", sort=False)[["bleu", "human_meaning"]].mean()
+def test_the_alpha_curve_shows_each_level_and_the_configured_alpha(tmp_path: Path) -> None:
+    path = tmp_path / "alpha.svg"
+    assert plot_alpha_curve(_curve(), path)
+    text = _text(path)
+    for level in ("segment", "system"):
+        assert f"iBLEU vs humans, {level} level" in text
+    assert text.count("meaning (dev)") == 2 and text.count("meaning (test)") == 2
+    assert text.count("α (dot: chosen on dev, shown on test)") == 2
+    empty = AlphaCurve(_curve().curve.iloc[:0], _curve().choice.iloc[:0])
+    assert not plot_alpha_curve(empty, tmp_path / "none.svg")
 
 
-def _count_builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """A list that gets an entry for every scatter figure built anew."""
-    builds: list[int] = []
-    real = plots._Scatter.build
-
-    def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
-        builds.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(plots._Scatter, "build", counting)
-    return builds
+def _figure_with_note(note: bool) -> matplotlib.figure.Figure:
+    fig = plots.new_figure((6, 4))
+    ax = fig.subplots()
+    ax.plot([0, 1], [1, 0])
+    ax.set_yticks([0, 1], ["a long system name", "b"])
+    if note:
+        plots.marks_note(fig)  # hangs below the figure's lower edge
+    return fig
 
 
-@pytest.mark.parametrize("n_systems", [4, 15])  # a collection per system, a line per colour
-def test_a_kept_scatter_moved_to_new_values_draws_what_a_new_figure_draws(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n_systems: int
-) -> None:
-    seg, _ = _segments()
-    seg = seg[seg["system"].isin([f"s{i}" for i in range(n_systems)])]
-    builds = _count_builds(monkeypatch)
-    plots._SCATTERS.clear()
-    steps = [(1.0, False), (3.0, False), (0.5, True), (-2.0, False)]
-    kept = []
-    for k, (factor, humans) in enumerate(steps):
-        path = tmp_path / f"kept{k}.png"
-        plots.metric_vs_human(*_moved(seg, factor, humans), "bleu", "human_meaning", path)
-        kept.append(path)
-    assert len(builds) == 1  # one figure, moved three times
-    for k, (factor, humans) in enumerate(steps):
-        plots._SCATTERS.clear()
-        path = tmp_path / f"new{k}.png"
-        plots.metric_vs_human(*_moved(seg, factor, humans), "bleu", "human_meaning", path)
-        assert np.array_equal(_pixels(kept[k]), _pixels(path)), k
-    assert len(builds) == 1 + len(steps)
-    assert not np.array_equal(_pixels(kept[0]), _pixels(kept[1]))
+def test_a_png_is_cropped_to_its_contents_at_200_dpi(tmp_path: Path) -> None:
+    plain, noted = tmp_path / "plain.png", tmp_path / "noted.png"
+    plots.save_figure(_figure_with_note(False), plain)
+    plots.save_figure(_figure_with_note(True), noted)
+    with Image.open(plain) as a, Image.open(noted) as b:
+        assert round(a.info["dpi"][0]) == plots.PNG_DPI
+        assert b.size[1] > a.size[1] + 10  # the note below the edge is in the file
+        rgb = np.asarray(a.convert("RGB"))
+    # cropped to the contents (the long tick label past the canvas's left edge included) with
+    # PAD_INCHES of white around them
+    ink = np.any(rgb < 250, axis=2)
+    rows, cols = np.flatnonzero(ink.any(axis=1)), np.flatnonzero(ink.any(axis=0))
+    pad = plots.PAD_INCHES * plots.PNG_DPI
+    blank = [rows[0], rgb.shape[0] - 1 - rows[-1], cols[0], rgb.shape[1] - 1 - cols[-1]]
+    # (a text's box reaches a few pixels past its ink)
+    assert all(pad - 3 <= side <= pad + 8 for side in blank), blank
 
 
-@pytest.mark.parametrize("n_systems", [4, 15])  # a collection per system, a line per colour
-def test_segments_with_missing_values_in_a_kept_scatter(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n_systems: int
-) -> None:
-    """A missing segment score or rating: with a collection per system the figure is built
-    anew (``scatter`` masks it, a moved collection would not); with marker lines the kept
-    figure is moved, and draws what a new figure draws."""
-    seg, _ = _segments()
-    seg = seg[seg["system"].isin([f"s{i}" for i in range(n_systems)])].reset_index(drop=True)
-    builds = _count_builds(monkeypatch)
+def _comparison() -> Comparison:
+    rows = []
+    for metric, higher in (("bleu", True), ("ter", False), ("syntactic", True)):
+        for rank, system in enumerate(("strong", "copy", "weak"), start=1):
+            rows.append(
+                {
+                    "metric": metric,
+                    "system": system,
+                    "score": 10.0 - rank,
+                    "ci_low": 9.5 - rank,
+                    "ci_high": 10.5 - rank,
+                    "rank": rank,
+                    "cluster": float(rank if rank < 3 else 2),
+                    "higher_is_better": higher,
+                }
+            )
+    systems = pd.DataFrame(
+        {
+            "diversity": [0.6, 0.0, 0.9],
+            "diversity_q25": [0.5, 0.0, 0.8],
+            "diversity_q75": [0.7, 0.0, 1.0],
+            "adequacy": [0.8, 0.9, 0.2],
+            "adequacy_q25": [0.7, 0.9, 0.1],
+            "adequacy_q75": [0.9, 0.9, 0.3],
+            "copy_rate": [0.0, 1.0, 0.0],
+        },
+        index=pd.Index(["strong", "copy", "weak"], name="system"),
+    )
+    return Comparison(
+        table=pd.DataFrame(rows),
+        systems=systems,
+        items=pd.DataFrame(),
+        baseline="copy",
+        config=CompareConfig(confidence=0.9, alpha=0.01),
+        signature="",
+    )
 
-    def holed(factor: float) -> tuple[pd.DataFrame, pd.DataFrame]:
-        moved, _ = _moved(seg, factor, False)
-        moved.loc[3, "bleu"] = np.nan
-        moved.loc[11, "human_meaning"] = np.nan
-        # the means skip them, as the pipeline's do: the system level stays finite
-        return moved, moved.groupby("system", sort=False)[["bleu", "human_meaning"]].mean()
 
-    plots._SCATTERS.clear()
-    plots.metric_vs_human(*_moved(seg, 1.0, False), "bleu", "human_meaning", tmp_path / "a.png")
-    for k, factor in enumerate((2.0, 0.5)):
-        plots.metric_vs_human(*holed(factor), "bleu", "human_meaning", tmp_path / f"h{k}.png")
-    assert len(builds) == (1 if n_systems > 12 else 3)
-    for k, factor in enumerate((2.0, 0.5)):
-        plots._SCATTERS.clear()
-        plots.metric_vs_human(*holed(factor), "bleu", "human_meaning", tmp_path / f"n{k}.png")
-        assert np.array_equal(_pixels(tmp_path / f"h{k}.png"), _pixels(tmp_path / f"n{k}.png"))
-    # the holes show: not the figure of the complete values
-    plots._SCATTERS.clear()
-    plots.metric_vs_human(*_moved(seg, 2.0, False), "bleu", "human_meaning", tmp_path / "c.png")
-    assert not np.array_equal(_pixels(tmp_path / "c.png"), _pixels(tmp_path / "h0.png"))
+def test_the_ranking_has_a_panel_per_column_and_marks_the_baseline(tmp_path: Path) -> None:
+    path = tmp_path / "ranking.svg"
+    style = plots.FigureStyle(fmt="svg", lower=frozenset({"ter"}))
+    assert ranking_plot(_comparison(), path, style)
+    text = _text(path)
+    assert "System ranking: 90% bootstrap intervals" in text and "alpha 0.01" in text
+    # the group average first, then the columns in their order; each with its direction
+    panels = [text.index(f"{name}<") for name in ("syntactic", "bleu", f"ter {plots.LOWER_MARK}")]
+    assert panels == sorted(panels)
+    assert text.count("(higher is better)") == 2 and text.count("(lower is better)") == 1
+    assert ">cluster 1<" in text and ">cluster 2<" in text and ">baseline (copy)<" in text
+    assert text.count(">strong<") == 3 and text.count(">copy<") == 3
+    assert text.count("font-weight: 700") == 3  # the baseline's name in bold in every panel
+    empty = dataclasses.replace(_comparison(), table=_comparison().table.iloc[:0])
+    assert not ranking_plot(empty, tmp_path / "none.svg")
+
+
+def test_the_diversity_view_shows_each_system_and_the_baseline(tmp_path: Path) -> None:
+    path = tmp_path / "view.svg"
+    assert diversity_adequacy_plot(_comparison(), path)
+    text = _text(path)
+    assert "Diversity vs adequacy" in text
+    assert ">strong<" in text and ">weak<" in text
+    assert ">copy (baseline)  copy 100%<" in text  # the copy rate beside a copying system

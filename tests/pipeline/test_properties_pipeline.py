@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from paraeval.metrics.base import Metric, MissingResourceError
-from paraeval.pipeline.errors import DataError
 from paraeval.pipeline.data.load import load_table
+from paraeval.pipeline.errors import DataError
 from paraeval.pipeline.stages.score import build_metric, score
 from tests.pipeline.helpers import REPO
 

@@ -9,8 +9,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-from paraeval.pipeline.cli.main import config_dir
 from paraeval.pipeline.cli.app import run
+from paraeval.pipeline.config.compose import config_dir
 
 pytestmark = pytest.mark.realdata
 

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -111,43 +112,93 @@ def test_relog_logs_once_with_full_content(
     assert {"segment_scores.parquet", "run_info.json", "plots"} <= artifacts
 
 
-def test_dataset_of_a_second_logging_in_one_process_is_the_same(
-    offline_run: tuple[Path, subprocess.CompletedProcess[str]],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The MLflow dataset (schema, digest) is built once per input and process: a second logging
-    of the same input, here into another store, records the very dataset the first did."""
-    import mlflow.data.pandas_dataset as pandas_dataset
+def _artifacts(client: MlflowClient, run_id: str, path: str | None = None) -> list[str]:
+    """Every artifact file of the run, by path."""
+    out = []
+    for item in client.list_artifacts(run_id, path):
+        out += _artifacts(client, run_id, item.path) if item.is_dir else [item.path]
+    return sorted(out)
 
-    from paraeval.pipeline.tracking import mlflow_store as track
 
-    built = []
-    real = pandas_dataset.from_pandas
+def _as_logged(client: MlflowClient, run_id: str) -> dict[str, Any]:
+    """What a logging put in a run and its children, without the ids and times of the logging
+    itself (the runs' own start and end times are the run's, and compared)."""
+    run = client.get_run(run_id)
+    children = client.search_runs(
+        [run.info.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{run_id}'"
+    )
+    assert run.inputs is not None
+    (dataset,) = run.inputs.dataset_inputs
+    histories = {
+        name: [(m.step, m.value) for m in client.get_metric_history(run_id, name)]
+        for name in run.data.metrics
+    }
+    return {
+        "run": (run.info.run_name, run.info.status, run.info.start_time, run.info.end_time),
+        "params": run.data.params,
+        "metrics": histories,
+        "tags": run.data.tags,
+        "dataset": (
+            dataset.dataset.name,
+            dataset.dataset.digest,
+            dataset.dataset.source,
+            dataset.dataset.schema,
+            dataset.dataset.profile,
+        ),
+        "artifacts": _artifacts(client, run_id),
+        "tables": {
+            name: Path(client.download_artifacts(run_id, name)).read_bytes()
+            for name in ("tables/correlations.json", "tables/system_comparison.json")
+        },
+        "children": {
+            child.data.params["system"]: (
+                child.info.run_name,
+                child.info.status,
+                child.data.params,
+                {
+                    name: [
+                        (m.step, m.value)
+                        for m in client.get_metric_history(child.info.run_id, name)
+                    ]
+                    for name in child.data.metrics
+                },
+                {k: v for k, v in child.data.tags.items() if k != "mlflow.parentRunId"},
+            )
+            for child in children
+        },
+    }
 
-    def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
-        built.append(1)
-        return real(*args, **kwargs)
 
-    monkeypatch.setattr(pandas_dataset, "from_pandas", counting)
-    out, _ = offline_run
-    track._DATASETS.clear()
-    record = track.read_run_info(out)
-    logged = []
-    for name in ("a", "b"):
-        tracking = {**record.tracking, "uri": None, "store_dir": str(tmp_path / name)}
-        logged.append(track.log_output_dir(out, record, tracking))
-    assert len(built) == 1 and len(track._DATASETS) == 1
-    datasets = []
-    for result in logged:
-        run = MlflowClient(result.uri).get_run(result.run_id)
-        assert run.inputs is not None
-        (dataset,) = run.inputs.dataset_inputs
-        datasets.append(dataset.dataset)
-    frame = track.dataset_frame(pd.read_parquet(out / "segment_scores.parquet"))
-    assert datasets[0].digest == datasets[1].digest == track.frame_digest(frame)
-    assert datasets[0].schema == datasets[1].schema and "item_id" in datasets[0].schema
-    assert datasets[0].name == datasets[1].name == "demo.jsonl"
+def test_a_run_logged_from_memory_and_from_its_folder_is_the_same_run(tmp_path: Path) -> None:
+    """The run logs the tables it holds in memory; ``paraeval-log`` rebuilds the same payload
+    from the output folder. Logged into two stores, the two runs hold the same params, metric
+    histories, tags, dataset, tables and artifacts, their per-system runs too."""
+    import paraeval
+    from paraeval.pipeline.cli.relog import relog as relog_dir
+    from paraeval.pipeline.data.load import demo_path
+
+    ev = paraeval.evaluate(
+        demo_path(),
+        ["bleu", "ibleu", "self_bleu", "chrf"],
+        cache={"dir": str(tmp_path / "cache")},
+        correlation={"ci": False},
+        report={"progress": False},
+    )
+    assert ev.alpha_curve is not None and not ev.comparison.empty  # every part is logged
+    out = tmp_path / "out"
+    live_store, later_store = tmp_path / "live", tmp_path / "later"
+    live_id = ev.log(out, tracking={"store_dir": str(live_store), "uri": None})
+    assert live_id is not None
+    later_id, already, later_uri = relog_dir(out, store_dir=str(later_store))
+    assert not already
+    live = _as_logged(MlflowClient(f"sqlite:///{live_store / 'mlflow.db'}"), live_id)
+    later = _as_logged(MlflowClient(later_uri), later_id)
+    assert live.keys() == later.keys()
+    for part in live:
+        assert live[part] == later[part], part
+    # not vacuous: the parts hold what a run logs
+    assert len(live["params"]) > 50 and "ibleu_by_alpha" in live["children"]["copy"][3]
+    assert {"system_scores.csv", "alpha_systems.csv", "run_info.json"} <= set(live["artifacts"])
 
 
 def test_relog_errors_are_one_line(tmp_path: Path) -> None:
@@ -174,7 +225,14 @@ def test_concurrent_loggers_share_a_fresh_sqlite_store(
     store = tmp_path / "store"
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "paraeval.pipeline.cli.relog", str(d), "--store-dir", str(store)],
+            [
+                sys.executable,
+                "-m",
+                "paraeval.pipeline.cli.relog",
+                str(d),
+                "--store-dir",
+                str(store),
+            ],
             cwd=tmp_path,
             env=cli_env(),
             stdout=subprocess.PIPE,

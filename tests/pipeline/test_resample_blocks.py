@@ -10,14 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import paraeval.correlation.bootstrap as bootstrap
 import paraeval.correlation.paired as paired
-import paraeval.pipeline.stages.compare as compare_module
-from paraeval.pipeline.stages.aggregate import aggregate
+import paraeval.correlation.resamples as resamples
 from paraeval.pipeline.api import compose_config
+from paraeval.pipeline.data.load import load_parabank
+from paraeval.pipeline.stages.aggregate import aggregate
 from paraeval.pipeline.stages.compare import CompareConfig, compare
 from paraeval.pipeline.stages.correlate import correlate
-from paraeval.pipeline.data.load import load_parabank
 from paraeval.pipeline.stages.score import Scores, build_metrics, score
 
 pytestmark = pytest.mark.realdata
@@ -44,14 +43,14 @@ def test_blocks_of_resamples_give_the_correlations_of_one_block(
     scores, cfg = parabank_bleu
     n_items = scores.segments["item_id"].nunique()
     # at this size every resample is in one block, as before blocks existed
-    assert N_RESAMPLES * n_items <= bootstrap._WEIGHT_BLOCK_ELEMENTS
+    assert N_RESAMPLES * n_items <= resamples.WEIGHT_BLOCK_ELEMENTS
     whole = _correlations(scores, cfg)
     # blocks of 7 resamples for the item multiplicities, 3 for the counts and the draws: every
     # blocked path (segment pooled sums, Kendall's pair matrices reused across blocks, item
     # means, BLEU recomputed from statistics at the system level) and block edges inside the
     # random stream
-    monkeypatch.setattr(bootstrap, "_WEIGHT_BLOCK_ELEMENTS", 7 * n_items)
-    monkeypatch.setattr(bootstrap, "_CHUNK_ELEMENTS", 3 * n_items)
+    monkeypatch.setattr(resamples, "WEIGHT_BLOCK_ELEMENTS", 7 * n_items)
+    monkeypatch.setattr(resamples, "CHUNK_ELEMENTS", 3 * n_items)
     blocked = _correlations(scores, cfg)
     assert len(whole) == 36  # bleu, syntactic x 2 aspects x 3 levels x 3 coefficients
     assert whole["ci_low"].notna().all()
@@ -66,7 +65,6 @@ def test_mask_blocks_give_the_comparison_of_one_block(
     whole = compare(scores, aggregate(scores), cfg).table
     # 3000 trials in mask blocks of 64 rows instead of one block
     monkeypatch.setattr(paired, "_MASK_BLOCK_ROWS", 64)
-    compare_module._ROWS_MEMO.clear()  # recomputed, not served from the first call's rows
     blocked = compare(scores, aggregate(scores), cfg).table
     n_systems = scores.segments["system"].nunique()
     assert blocked["p_ar"].notna().sum() == 2 * (n_systems - 1)  # bleu and syntactic

@@ -1,4 +1,5 @@
-"""The shape of pipeline/: no import cycle, thin glue, typed stage boundaries."""
+"""The shape of pipeline/: subpackages by concern, no import cycle (``TYPE_CHECKING`` imports
+count), data flowing forward through the stages, no file over 500 lines, thin glue."""
 
 from __future__ import annotations
 
@@ -7,45 +8,51 @@ import inspect
 import typing
 from pathlib import Path
 
-from paraeval.pipeline.cli import app
+import pytest
 
+from paraeval.pipeline.cli import app
 from paraeval.pipeline.stages import evaluation
 
-PIPELINE = Path(__file__).resolve().parents[2] / "pipeline"
+REPO = Path(__file__).resolve().parents[2]
+PIPELINE = REPO / "pipeline"
 PREFIX = "paraeval.pipeline."
+MAX_LINES = 500
 
 
-def _type_checking_block(node: ast.AST) -> bool:
-    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+def _module_name(path: Path) -> str:
+    """``stages.score`` for pipeline/stages/score.py, ``stages`` for its __init__.py."""
+    parts = list(path.relative_to(PIPELINE).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {
+    _module_name(p): p
+    for p in sorted(PIPELINE.rglob("*.py"))
+    if "__pycache__" not in p.parts and p.parts[len(PIPELINE.parts)] != "_paraeval"
+}
 
 
 def _imports(path: Path) -> set[str]:
-    """Every paraeval.pipeline module imported anywhere in the file (functions included), except
-    under ``if TYPE_CHECKING:``, which never runs."""
+    """Every paraeval.pipeline module the file imports anywhere: in functions and under
+    ``if TYPE_CHECKING:`` too (an import a type checker follows is a dependency all the same)."""
     found: set[str] = set()
-
-    def visit(node: ast.AST) -> None:
-        if _type_checking_block(node):
-            return
-        if isinstance(node, ast.ImportFrom) and node.module:
-            if node.module.startswith(PREFIX):
-                found.add(node.module.removeprefix(PREFIX).split(".")[0])
-            elif node.module == "paraeval.pipeline":
-                found.update(a.name for a in node.names)
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "paraeval.pipeline" or node.module.startswith(PREFIX):
+                base = node.module.removeprefix("paraeval.pipeline").lstrip(".")
+                for alias in node.names:
+                    sub = f"{base}.{alias.name}" if base else alias.name
+                    found.add(sub if sub in MODULES else base)
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.startswith(PREFIX):
-                    found.add(alias.name.removeprefix(PREFIX).split(".")[0])
-        for child in ast.iter_child_nodes(node):
-            visit(child)
-
-    visit(ast.parse(path.read_text(encoding="utf-8")))
-    return found - {path.stem}
+                    found.add(alias.name.removeprefix(PREFIX))
+    return {m for m in found if m in MODULES} - {_module_name(path)}
 
 
-def _graph() -> dict[str, set[str]]:
-    modules = {p.stem: p for p in PIPELINE.glob("*.py")}
-    return {name: _imports(path) & set(modules) for name, path in modules.items()}
+GRAPH = {name: _imports(path) for name, path in MODULES.items()}
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -58,7 +65,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     def strong(v: str) -> None:
         index[v] = low[v] = len(index)
         stack.append(v)
-        for w in sorted(graph[v]):
+        for w in sorted(graph.get(v, ())):
             if w not in index:
                 strong(w)
                 low[v] = min(low[v], low[w])
@@ -80,15 +87,78 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+def _package(module: str) -> str:
+    return module.split(".")[0] if "." in module else ""
+
+
+def _edges_from(package: str) -> list[tuple[str, str]]:
+    return [(a, b) for a, deps in GRAPH.items() if _package(a) == package for b in sorted(deps)]
+
+
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
+def test_the_import_walk_sees_every_form() -> None:
+    assert "stages.score" in GRAPH["stages.evaluation"]
+    assert {"cli", "config", "data", "stages", "report", "tracking"} <= {
+        _package(m) for m in MODULES
+    }
+
+
 def test_pipeline_has_no_import_cycle() -> None:
-    graph = _graph()
-    assert "evaluation" in graph and "score" in graph["evaluation"]  # the walk sees imports
-    assert _cycles(graph) == []
+    assert _cycles(GRAPH) == []
+
+
+@pytest.mark.parametrize(
+    ("package", "forbidden"),
+    [
+        # the stages compute tables; showing and logging them comes after
+        ("stages", {"cli", "report", "tracking"}),
+        ("data", {"cli", "config", "stages", "report", "tracking"}),
+        ("report", {"cli", "tracking"}),
+        ("tracking", {"cli", "report"}),
+        ("config", {"cli"}),
+        ("", {"cli"}),  # api.py, errors.py, files.py, names.py
+    ],
+)
+def test_data_flows_forward(package: str, forbidden: set[str]) -> None:
+    bad = [(a, b) for a, b in _edges_from(package) if _package(b) in forbidden]
+    assert bad == []
+
+
+def test_the_tracker_is_used_through_its_interface() -> None:
+    """Outside tracking/, only the Tracker interface module is imported; ``paraeval-log``
+    (cli.relog) is the tracking package's own command."""
+    bad = [
+        (a, b)
+        for a, deps in GRAPH.items()
+        if _package(a) != "tracking" and a != "cli.relog"
+        for b in sorted(deps)
+        if _package(b) == "tracking" and b != "tracking.trackers"
+    ]
+    assert bad == []
+
+
+def test_the_score_cache_imports_no_stage() -> None:
+    caches = [m for m in MODULES if m.startswith("stages.cache")]
+    assert caches
+    for cache in caches:
+        stages = {
+            b for b in GRAPH[cache] if _package(b) == "stages" and not b.startswith("stages.cache")
+        }
+        assert stages == set(), cache
+
+
+@pytest.mark.parametrize("folder", ["pipeline", "metrics", "correlation"])
+def test_no_file_over_500_lines(folder: str) -> None:
+    long = {
+        str(p.relative_to(REPO)): n
+        for p in sorted((REPO / folder).rglob("*.py"))
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert long == {}
 
 
 def test_run_is_thin_glue() -> None:

@@ -16,9 +16,9 @@ from mlflow.tracking import MlflowClient
 from scipy import stats
 
 import paraeval.metrics.sacre as sacre
-from paraeval.pipeline.cli.main import config_dir
-from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.config.compose import config_dir
 from paraeval.pipeline.data.load import load_demo
+from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.stages.alpha import AlphaCurveSettings, alpha_curve, split_items
 from tests.pipeline.helpers import run_cli
 
@@ -157,6 +157,11 @@ def test_multirun_alpha_sweep_is_served_from_the_cache(tmp_path: Path) -> None:
     assert (sweep / "0" / "plots" / "alpha_curve.png").stat().st_size > 1000
     curve = pd.read_csv(sweep / "0" / "alpha_curve.csv")
     assert set(curve["alpha"]) == {0.0, 0.5, 1.0} and set(curve["split"]) == {"dev", "test"}
+    # the first job's α × system table already holds what the α = 0.5 job scored
+    by_alpha = pd.read_csv(sweep / "0" / "alpha_systems.csv")
+    half = by_alpha[by_alpha.alpha == 0.5].set_index("system")["ibleu"]
+    s1 = pd.read_csv(sweep / "1" / "system_scores.csv").set_index("system")
+    pd.testing.assert_series_equal(half, s1["ibleu"], check_names=False, rtol=1e-12)
 
 
 @pytest.mark.slow
@@ -222,24 +227,29 @@ def test_launcher_configs_compose_and_name_an_installed_launcher(option: str) ->
         assert set(cfg.hydra.launcher) - {"_target_"} <= set(params)
 
 
-def test_curve_is_reused_for_another_configured_alpha(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The curve does not depend on the configured α; a second job in the same process (Hydra's
-    default launcher) reuses it and only redoes the choice."""
+def test_system_scores_for_every_alpha_equal_ibleu_scored_at_that_alpha() -> None:
+    """The α × system table: each system's corpus iBLEU at every α of the grid, from the run's
+    statistics, against iBLEU scored from text with that α (what an α sweep's job computes)."""
     df = load_demo()
-    first = sacre.IBLEU(alpha=0.8)
-    st = ibleu_stats(df, first)
-    settings = AlphaCurveSettings(grid=[0.0, 0.4, 0.8], seed=11)
-    a = alpha_curve(df, st, first, "ibleu", ["human_meaning"], settings)
-
-    def no_rescoring(*args: object, **kwargs: object) -> np.ndarray:
-        raise AssertionError("segment BLEU recomputed")
-
-    second = sacre.IBLEU(alpha=0.4)
-    monkeypatch.setattr(second, "_segment_scores", no_rescoring)
-    b = alpha_curve(df, st, second, "ibleu", ["human_meaning"], settings)
-    pd.testing.assert_frame_equal(a.curve, b.curve)
-    assert set(b.choice["configured_alpha"]) == {0.4}
-    pd.testing.assert_series_equal(a.choice["chosen_alpha"], b.choice["chosen_alpha"])
-    # another seed is another split, hence another curve
-    c = alpha_curve(df, st, first, "ibleu", ["human_meaning"], AlphaCurveSettings(seed=12))
-    assert not c.curve.empty and c.choice["n_dev_items"].iloc[0] == 24
+    configured = sacre.IBLEU(alpha=0.8)
+    st = ibleu_stats(df, configured)
+    grid = [0.0, 0.35, 0.8, 1.0]
+    settings = AlphaCurveSettings(grid=grid)
+    got = alpha_curve(df, st, configured, "ibleu", ["human_meaning"], settings)
+    table = got.system_scores
+    systems = list(dict.fromkeys(df["system"]))
+    assert list(table.columns) == ["alpha", "system", "ibleu", "bleu_references", "bleu_source"]
+    assert len(table) == len(grid) * len(systems)
+    for alpha in grid:
+        metric = sacre.IBLEU(alpha=alpha)
+        for system in systems:
+            sub = df[df.system == system]
+            texts = (sub.candidate.tolist(), sub.references.tolist(), sub.source.tolist())
+            want = metric.score(*texts)
+            row = table[(table.alpha == alpha) & (table.system == system)]
+            assert float(row["ibleu"].iloc[0]) == pytest.approx(want.corpus["ibleu"], abs=1e-9)
+    # α = 1 is BLEU against the references, α = 0 minus BLEU against the source
+    one = table[table.alpha == 1.0].set_index("system")
+    assert np.allclose(one["ibleu"], one["bleu_references"])
+    zero = table[table.alpha == 0.0].set_index("system")
+    assert np.allclose(zero["ibleu"], -zero["bleu_source"])

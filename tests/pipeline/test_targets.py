@@ -9,9 +9,9 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
-from paraeval.pipeline.cli.main import config_dir
-from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.config.compose import config_dir
 from paraeval.pipeline.config.settings import Settings
+from paraeval.pipeline.errors import ConfigError
 from tests.pipeline.helpers import run_cli
 
 CONF = config_dir()

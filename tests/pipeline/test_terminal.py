@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import paraeval
-from paraeval.pipeline.report import terminal
+from paraeval.pipeline import terminal
 from paraeval.pipeline.report.summary import render_summary
 
 CHEAP = {

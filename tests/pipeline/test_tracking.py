@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import socket
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +15,15 @@ import pytest
 from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 
-from paraeval.pipeline.tracking import trackers as tracking_mod
+from paraeval.pipeline.cli.relog import relog
+from paraeval.pipeline.config.compose import flatten
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.files import write_csv, write_parquet
-from paraeval.pipeline.cli.relog import relog
-from paraeval.pipeline.tracking.mlflow_store import Logged, RunRecord, flatten, read_run_info, resolved_tracking
+from paraeval.pipeline.tracking import trackers as tracking_mod
+from paraeval.pipeline.tracking.mlflow_log import Logged
+from paraeval.pipeline.tracking.payload import RunPayload
+from paraeval.pipeline.tracking.run_record import RunRecord, read_run_info
+from paraeval.pipeline.tracking.store import resolved_tracking
 from paraeval.pipeline.tracking.trackers import (
     TRACKERS,
     MLflowTracker,
@@ -27,6 +31,7 @@ from paraeval.pipeline.tracking.trackers import (
     Tracker,
     tracker_from_config,
 )
+from tests.pipeline.helpers import run_cli
 from tests.pipeline.test_config import _compose, options
 
 
@@ -80,6 +85,11 @@ def _record(tracker: Tracker) -> RunRecord:
     )
 
 
+def _payload(out: Path, record: RunRecord) -> RunPayload:
+    """The run of ``out`` as a tracker receives it (here read from its files)."""
+    return RunPayload.from_dir(out, record)
+
+
 def _node(option: str, overrides: list[str]) -> Any:
     return _compose([f"tracking={option}", *overrides]).tracking
 
@@ -112,8 +122,8 @@ def test_every_tracking_option_instantiates_and_logs(
 
     out = _output_dir(tmp_path / "out")
     record = _record(tracker)
-    with caplog.at_level(logging.INFO, logger="paraeval.pipeline.tracking.mlflow_store"):
-        logged = tracker.log(out, record)
+    with caplog.at_level(logging.INFO, logger="paraeval.pipeline.tracking"):
+        logged = tracker.log(_payload(out, record))
     assert read_run_info(out) == record
 
     if option == "sqlite":
@@ -136,7 +146,7 @@ def test_every_tracking_option_instantiates_and_logs(
         assert run.data.metrics["cache.hits"] == 3.0
         assert run.data.tags["paraeval.role"] == "invocation"
         # the same content is not logged twice
-        again = tracker.log(out, record)
+        again = tracker.log(_payload(out, record))
         assert again is not None and again.already and again.run_id == logged.run_id
     elif option == "server":
         assert logged is None
@@ -167,7 +177,7 @@ def test_node_without_target_is_mlflow(tmp_path: Path) -> None:
     [
         "os.system",
         "subprocess.Popen",
-        "paraeval.pipeline.tracking.mlflow_store.RunRecord",
+        "paraeval.pipeline.tracking.run_record.RunRecord",
         "paraeval.pipeline.tracking.trackers.Tracker",
         "paraeval.pipeline.nonexistent.Tracker",
         "tests.pipeline.test_tracking.Recording",
@@ -192,21 +202,14 @@ class Recording(Tracker):
 
     def __init__(self, *, folder: str, enabled: bool = True) -> None:
         self.folder = folder
-        self.sent: list[tuple[Path, RunRecord]] = []
+        self.sent: list[RunPayload] = []
 
     @property
     def settings(self) -> dict[str, Any]:
         return {"folder": self.folder}
 
-    def send(
-        self,
-        out_dir: Path,
-        record: RunRecord,
-        before_artifacts: Callable[[], None] | None = None,
-    ) -> Logged | None:
-        if before_artifacts is not None:
-            before_artifacts()
-        self.sent.append((out_dir, record))
+    def send(self, payload: RunPayload) -> Logged | None:
+        self.sent.append(payload)
         return Logged("r1", f"file://{self.folder}", False)
 
 
@@ -220,12 +223,12 @@ def test_a_new_backend_is_one_class_and_one_config_node(
     monkeypatch.setitem(TRACKERS, target, Recording)
     tracker = tracker_from_config({"_target_": target, "folder": str(tmp_path)})
     assert isinstance(tracker, Recording)
-    waited: list[int] = []
     out = _output_dir(tmp_path / "out")
     record = _record(tracker)
-    logged = tracker.log(out, record, before_artifacts=lambda: waited.append(1))
+    payload = _payload(out, record)
+    logged = tracker.log(payload)
     assert logged is not None and logged.run_id == "r1"
-    assert tracker.sent == [(out, record)] and waited == [1]
+    assert tracker.sent == [payload]
     assert json.loads((out / "run_info.json").read_text())["tracking"] == {"folder": str(tmp_path)}
 
 
@@ -249,7 +252,7 @@ def test_no_tracker_directory_logged_later(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.chdir(tmp_path)
     tracker = tracker_from_config(_node("none", []))
     out = _output_dir(tmp_path / "out")
-    assert tracker.log(out, _record(tracker)) is None
+    assert tracker.log(_payload(out, _record(tracker))) is None
     run_id, already, uri = relog(out, store_dir=str(tmp_path / "later"))
     assert not already and uri == f"sqlite:///{tmp_path / 'later' / 'mlflow.db'}"
     run = MlflowClient(uri).get_run(run_id)
@@ -270,7 +273,7 @@ def test_tables_are_logged_as_mlflow_log_table_logs_them(tmp_path: Path) -> None
     )
     write_csv(comparison, out / "system_comparison.csv")
     tracker = tracker_from_config(_node("sqlite", [f"tracking.store_dir={store}"]))
-    logged = tracker.log(out, _record(tracker))
+    logged = tracker.log(_payload(out, _record(tracker)))
     assert isinstance(logged, Logged)
     client = MlflowClient(logged.uri)
     run = client.get_run(logged.run_id)
@@ -287,3 +290,61 @@ def test_tables_are_logged_as_mlflow_log_table_logs_them(tmp_path: Path) -> None
         assert b"null" in ours.read_bytes()
     tag = "mlflow.loggedArtifacts"
     assert json.loads(run.data.tags[tag]) == json.loads(client.get_run(reference).data.tags[tag])
+
+
+# --------------------------------------------------------------------------- a multirun
+SMALL = [
+    "metrics=[bleu,ibleu,self_bleu,chrf]",
+    "correlation.ci=false",
+    "alpha_curve.grid=[0,0.5,1]",
+    "report.print_tables=false",
+]
+RUN_LINE = re.compile(r"\[paraeval\.pipeline\.tracking\]\[INFO\] - MLflow run (\w+) in ")
+
+
+def check_logged_whole(client: MlflowClient, run_id: str, out: Path, n_systems: int = 4) -> None:
+    """The run of ``out`` is finished and whole: its files, its per-system runs, its tags."""
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["paraeval.output_dir"] == str(out.resolve())
+    assert run.data.tags["paraeval.content_hash"]
+    artifacts = {a.path for a in client.list_artifacts(run_id)}
+    assert {"report.html", "system_scores.csv", "plots", "tables"} <= artifacts, artifacts
+    plots = {Path(a.path).name for a in client.list_artifacts(run_id, "plots")}
+    assert {p.name for p in (out / "plots").iterdir()} == plots
+    children = client.search_runs(
+        [run.info.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{run_id}'"
+    )
+    assert len(children) == n_systems and {c.info.status for c in children} == {"FINISHED"}
+
+
+@pytest.mark.slow
+def test_multirun_jobs_are_each_logged_whole_and_say_so_in_their_own_log(tmp_path: Path) -> None:
+    """Every job of a multirun logs itself, in its own process, before the next starts."""
+    store, sweep = tmp_path / "store", tmp_path / "sweep"
+    proc = run_cli(
+        [
+            "-m",
+            *SMALL,
+            "metrics.ibleu.alpha=0.2,0.5,0.9",
+            f"tracking.store_dir={store}",
+            f"hydra.sweep.dir={sweep}",
+        ],
+        cwd=tmp_path,
+        PARAEVAL_CACHE_DIR=str(tmp_path / "cache"),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    seen = []
+    for job in range(3):
+        out = sweep / str(job)
+        ids = RUN_LINE.findall((out / "paraeval.log").read_text())
+        assert len(ids) == 1, ids  # its own run, in its own log file
+        check_logged_whole(client, ids[0], out)
+        assert f"(run {ids[0]})" in proc.stdout  # the job's summary names it
+        run = client.get_run(ids[0])
+        assert run.data.params["metrics.ibleu.alpha"] == ("0.2", "0.5", "0.9")[job]
+        assert run.data.tags["paraeval.sweep"] == str(sweep.resolve())
+        seen.append(ids[0])
+    assert len(set(seen)) == 3

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from paraeval.pipeline.tracking.mlflow_store import TrackingUnavailable, check_reachable
+from paraeval.pipeline.tracking.store import TrackingUnavailable, check_reachable
 from paraeval.pipeline.tracking.trackers import MLflowTracker
-from tests.pipeline.test_tracking import _output_dir, _record
+from tests.pipeline.test_tracking import _output_dir, _payload, _record
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -77,7 +77,7 @@ def test_server_answering_500_is_handled_like_an_unreachable_one(
     tracker = MLflowTracker(uri=failing_server)
     start = time.perf_counter()
     with caplog.at_level(logging.WARNING):
-        assert tracker.log(out, _record(tracker)) is None
+        assert tracker.log(_payload(out, _record(tracker))) is None
     assert time.perf_counter() - start < 5
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1, warnings
@@ -96,7 +96,7 @@ def test_server_whose_api_fails_gives_up_within_seconds(
     tracker = MLflowTracker(uri=api_failing_server)
     start = time.perf_counter()
     with caplog.at_level(logging.WARNING):
-        assert tracker.log(out, _record(tracker)) is None
+        assert tracker.log(_payload(out, _record(tracker))) is None
     elapsed = time.perf_counter() - start
     assert elapsed < 30, elapsed  # unbounded: 7 retries with exponential back-off, minutes
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -109,7 +109,7 @@ def test_server_whose_api_fails_gives_up_within_seconds(
 @pytest.fixture(scope="module")
 def template_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One store created the way every run creates it; tests copy it (creating one is slow)."""
-    from paraeval.pipeline.tracking.mlflow_store import store_lock
+    from paraeval.pipeline.tracking.store import store_lock
 
     db = tmp_path_factory.mktemp("template") / "mlflow.db"
     with store_lock(f"sqlite:///{db}"):
@@ -140,10 +140,18 @@ def _sql(db: Path, *statements: str) -> None:
 
 
 def test_new_store_is_whole_and_leaves_no_temporary(template_store: Path) -> None:
-    from paraeval.pipeline.tracking.mlflow_store import _store_state
+    from paraeval.pipeline.tracking.store import store_state
 
-    assert _store_state(template_store) == "ready"
+    assert store_state(template_store) == "ready"
     assert not list(template_store.parent.glob(".mlflow.db.creating-*"))
+    import sqlite3
+
+    # write-ahead logging, kept in the file: every later connection (MLflow's too) uses it
+    con = sqlite3.connect(template_store)
+    try:
+        assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        con.close()
 
 
 def test_store_killed_while_being_created_is_not_left_half_created(
@@ -155,12 +163,12 @@ def test_store_killed_while_being_created_is_not_left_half_created(
     import subprocess
     import sys
 
-    from paraeval.pipeline.tracking.mlflow_store import _store_state
+    from paraeval.pipeline.tracking.store import store_state
 
     db = tmp_path / "store" / "mlflow.db"
     code = (
         "import sys, pathlib\n"
-        "from paraeval.pipeline.tracking.mlflow_store import prepare_sqlite_store\n"
+        "from paraeval.pipeline.tracking.store import prepare_sqlite_store\n"
         "print('creating', flush=True)\n"
         "prepare_sqlite_store(pathlib.Path(sys.argv[1]))\n"
     )
@@ -172,11 +180,11 @@ def test_store_killed_while_being_created_is_not_left_half_created(
     time.sleep(1.0)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert _store_state(db) in ("missing", "ready")
+    assert store_state(db) in ("missing", "ready")
     out = _output_dir(tmp_path / "out")
     tracker = MLflowTracker(store_dir=str(db.parent))
-    logged = tracker.log(out, _record(tracker))
-    assert logged is not None and _store_state(db) == "ready"
+    logged = tracker.log(_payload(out, _record(tracker)))
+    assert logged is not None and store_state(db) == "ready"
     assert not list(db.parent.glob(".mlflow.db.creating-*"))
 
 
@@ -189,7 +197,7 @@ def test_half_created_store_without_runs_is_recreated(
     out = _output_dir(tmp_path / "out")
     tracker = MLflowTracker(store_dir=str(db.parent))
     with caplog.at_level(logging.WARNING):
-        logged = tracker.log(out, _record(tracker))
+        logged = tracker.log(_payload(out, _record(tracker)))
     assert logged is not None
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warnings == [f"MLflow store {db} was left half-created and holds no run; recreating it"]
@@ -206,11 +214,11 @@ def test_half_created_store_with_runs_says_what_to_do(
     db = _copy_store(template_store, tmp_path / "store" / "mlflow.db")
     first = _output_dir(tmp_path / "first")
     tracker = MLflowTracker(store_dir=str(db.parent))
-    assert tracker.log(first, _record(tracker)) is not None
+    assert tracker.log(_payload(first, _record(tracker))) is not None
     _sql(db, "DELETE FROM alembic_version")
     out = _output_dir(tmp_path / "out")
     with caplog.at_level(logging.WARNING):
-        assert tracker.log(out, _record(tracker)) is None
+        assert tracker.log(_payload(out, _record(tracker))) is None
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warnings == [
         f"MLflow store {db} was left half-created (a schema migration was interrupted) and "
@@ -229,8 +237,40 @@ def test_sqlite_uri_keeps_artifacts_beside_the_store(
     monkeypatch.chdir(cwd)
     out = _output_dir(tmp_path / "out")
     tracker = MLflowTracker(uri=f"sqlite:///{db}")
-    logged = tracker.log(out, _record(tracker))
+    logged = tracker.log(_payload(out, _record(tracker)))
     assert logged is not None
     assert list(cwd.iterdir()) == []  # no ./mlruns in the folder the user stands in
     uploaded = list((db.parent / "artifacts").rglob("system_scores.csv"))
     assert len(uploaded) == 1
+
+
+@pytest.mark.slow
+def test_a_multirun_job_whose_logging_fails_says_so_and_the_exit_status_too(
+    tmp_path: Path, failing_server: str
+) -> None:
+    from paraeval.pipeline.cli.main import EXIT_NOT_LOGGED
+    from tests.pipeline.helpers import run_cli
+    from tests.pipeline.test_tracking import SMALL
+
+    sweep = tmp_path / "sweep"
+    proc = run_cli(
+        [
+            "-m",
+            *SMALL,
+            "metrics.ibleu.alpha=0.2,0.8",
+            "tracking=server",
+            f"tracking.uri={failing_server}",
+            f"hydra.sweep.dir={sweep}",
+        ],
+        cwd=tmp_path,
+        PARAEVAL_CACHE_DIR=str(tmp_path / "cache"),
+    )
+    assert proc.returncode == EXIT_NOT_LOGGED, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    for job in range(2):  # the second job ran all the same
+        out = (sweep / str(job)).resolve()
+        hint = f"log them later with: paraeval-log {out}"
+        log_text = (sweep / str(job) / "paraeval.log").read_text()
+        assert log_text.count(hint) == 1 and "HTTP 500" in log_text
+        assert hint in " ".join(proc.stderr.split())  # the terminal wraps its lines
+        assert (out / "run_info.json").is_file() and (out / "report.html").is_file()

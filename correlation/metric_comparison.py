@@ -1,0 +1,239 @@
+"""The significance table: every pair of metrics compared on their correlation with each human
+aspect (Williams' test or a permutation test), with clusters of metrics not distinguishable from
+the best."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from paraeval.blas import on_one_blas_thread
+from paraeval.correlation.bootstrap import is_segment_mean
+from paraeval.correlation.coefficients import Coefficient, CoefficientLike
+from paraeval.correlation.levels import (
+    check_level_coefficient,
+    check_matrices,
+    correlate,
+    system_scores,
+)
+from paraeval.correlation.significance import permutation_test, significance_clusters, williams_test
+from paraeval.correlation.table import check_shapes
+
+SIGNIFICANCE_COLUMNS: tuple[str, ...] = (
+    "aspect",
+    "level",
+    "coefficient",
+    "metric_a",
+    "metric_b",
+    "r_a",
+    "r_b",
+    "p_value",
+    "method",
+    "cluster_a",
+    "cluster_b",
+)
+METHODS: tuple[str, ...] = ("williams", "permutation")
+
+
+def _segment_williams_inputs(
+    a: tuple[str, np.ndarray],
+    b: tuple[str, np.ndarray],
+    h: np.ndarray,
+    coefficient: Coefficient,
+    values: Mapping[str, float],
+    masked: dict[tuple[str, bytes], float],
+) -> tuple[float, float, float, int]:
+    """(r_a, r_b, r_ab, n) on the cells where all three scores exist; ``a`` and ``b`` are (name,
+    scores). ``values``: each metric's correlation with ``h`` on all its cells; ``masked``: the
+    call's correlations on fewer cells so far, by metric and cells."""
+    (name_a, ma), (name_b, mb) = a, b
+    ok = np.isfinite(ma) & np.isfinite(mb) & np.isfinite(h)
+    if ok.all():
+        # nothing masked: r_a and r_b are those of the whole matrices, shared by every pair
+        return values[name_a], values[name_b], _segment_value(ma, mb, coefficient), int(ok.sum())
+    ma, mb, h = (np.where(ok, v, np.nan) for v in (ma, mb, h))
+    # the cells left out are mostly the human's missing ratings, the same for every pair: r_a
+    # and r_b recur across pairs
+    cells = ok.tobytes()
+    r = []
+    for name, m in ((name_a, ma), (name_b, mb)):
+        key = (name, cells)
+        if key not in masked:
+            masked[key] = _segment_value(m, h, coefficient)
+        r.append(masked[key])
+    return r[0], r[1], _segment_value(ma, mb, coefficient), int(ok.sum())
+
+
+def _system_williams_inputs(
+    a: np.ndarray,
+    b: np.ndarray,
+    h: np.ndarray,
+    coefficient: Coefficient,
+    sys_a: np.ndarray | None,
+    sys_b: np.ndarray | None,
+) -> tuple[float, float, float, int]:
+    """(r_a, r_b, r_ab, n) on the systems where all three scores exist."""
+    xa, y = system_scores(a, h, sys_a)
+    xb, _ = system_scores(b, h, sys_b)
+    ok = np.isfinite(xa) & np.isfinite(xb) & np.isfinite(y)
+    xa, xb, y = xa[ok][:, None], xb[ok][:, None], y[ok][:, None]
+    # one item column: the system level is then the segment level of the per-system scores
+    ra = _segment_value(xa, y, coefficient)
+    rb = _segment_value(xb, y, coefficient)
+    rab = _segment_value(xa, xb, coefficient)
+    return ra, rb, rab, int(ok.sum())
+
+
+def _segment_value(x: np.ndarray, y: np.ndarray, coefficient: Coefficient) -> float:
+    """``correlate(x, y, "segment", coefficient).value``, from the coefficient's value-only
+    form where it has one."""
+    if coefficient.statistic is None or not coefficient.vector:
+        return correlate(x, y, "segment", coefficient).value
+    m, h = check_matrices(x, y)
+    ok = np.isfinite(m) & np.isfinite(h)
+    return float(coefficient.statistic(m[ok], h[ok]))
+
+
+@on_one_blas_thread
+def significance_table(
+    metrics: Mapping[str, np.ndarray],
+    humans: Mapping[str, np.ndarray],
+    *,
+    level: str,
+    coefficient: CoefficientLike,
+    method: str = "williams",
+    rng: np.random.Generator,
+    n_resamples: int = 1000,
+    unit: str = "items",
+    alpha: float = 0.05,
+    item_nan: str = "skip",
+    system_metrics: Mapping[str, np.ndarray] | None = None,
+    alternative: str = "two-sided",
+) -> list[dict[str, Any]]:
+    """All metric pairs per aspect, with columns :data:`SIGNIFICANCE_COLUMNS`.
+
+    In each row ``metric_a`` is the metric with the higher correlation (``r_a >= r_b``).
+
+    - ``method="williams"``: ``p_value`` is Williams' one-sided p that r_a > r_b, with r_a, r_b
+      and the metric-metric correlation computed on the cells (segment level) or systems (system
+      level) where both metrics and the human score exist; ``r_a``/``r_b`` are those values.
+      Williams' test is derived for Pearson's r; the other correlation coefficients (Spearman,
+      Kendall's tau-b/c: ``Coefficient.williams``) are plugged in as they are, and any other
+      coefficient (pairwise accuracy, Kendall-like, acc23 ...) is a ``ValueError`` naming the
+      permutation test. It has no form for the item level (a mean of per-item correlations):
+      ``ValueError``.
+    - ``method="permutation"``: :func:`correlation.significance.permutation_test` with ``unit``,
+      ``n_resamples`` and ``alternative``; ``r_a``/``r_b`` are the ``correlate`` values.
+
+    ``cluster_a``/``cluster_b`` come from :func:`significance_clusters` over all metrics of the
+    aspect with these p-values (None for a metric whose correlation is NaN).
+    """
+    coef = check_level_coefficient(level, coefficient)
+    if method not in METHODS:
+        raise ValueError(f"unknown significance method {method!r}; valid methods: {METHODS}")
+    if method == "williams" and not coef.williams:
+        raise ValueError(
+            f"Williams' test compares two dependent correlation coefficients (Pearson-like); "
+            f"{coef.name!r} is not one: use method='permutation' for it"
+        )
+    if method == "williams" and level == "item":
+        raise ValueError(
+            "Williams' test needs one correlation over n paired observations; the item level "
+            "averages per-item correlations: use method='permutation' there"
+        )
+    check_shapes(metrics, humans)
+    system_metrics = system_metrics or {}
+    names = list(metrics)
+    rows: list[dict[str, Any]] = []
+    sm = {n: system_metrics.get(n) if level == "system" else None for n in names}
+    for aspect, human in humans.items():
+        h = check_matrices(human, human)[0]
+        values = {
+            n: correlate(metrics[n], h, level, coef, system_metric=sm[n], item_nan=item_nan).value
+            for n in names
+        }
+        # each metric's correlation with the human on the cells a pair keeps, by the cells
+        masked: dict[tuple[str, bytes], float] = {}
+        pair_rows: list[dict[str, Any]] = []
+        pvalues: dict[tuple[str, str], float] = {}
+        for first, second in itertools.combinations(names, 2):
+            a, b = first, second
+            if _order_key(values[b]) > _order_key(values[a]):
+                a, b = b, a
+            ma, mb = np.asarray(metrics[a], float), np.asarray(metrics[b], float)
+            if method == "williams":
+                if level == "segment":
+                    ra, rb, rab, n = _segment_williams_inputs(
+                        (a, ma), (b, mb), h, coef, values, masked
+                    )
+                else:
+                    ra, rb, rab, n = _system_williams_inputs(ma, mb, h, coef, sm[a], sm[b])
+                p = williams_test(ra, rb, rab, n)
+            else:
+                ra, rb = values[a], values[b]
+                sa, sb = _permutable_system_scores(ma, mb, sm[a], sm[b], unit, a, b)
+                p = permutation_test(
+                    ma,
+                    mb,
+                    h,
+                    level,
+                    coef,
+                    rng=rng,
+                    n_resamples=n_resamples,
+                    unit=unit,
+                    alternative=alternative,
+                    item_nan=item_nan,
+                    system_metric_a=sa,
+                    system_metric_b=sb,
+                )
+            pvalues[(a, b)] = p
+            pair_rows.append(
+                {
+                    "aspect": aspect,
+                    "level": level,
+                    "coefficient": coef.name,
+                    "metric_a": a,
+                    "metric_b": b,
+                    "r_a": ra,
+                    "r_b": rb,
+                    "p_value": p,
+                    "method": method,
+                }
+            )
+        clusters = significance_clusters(values, pvalues, alpha)
+        for row in pair_rows:
+            row["cluster_a"] = clusters.get(row["metric_a"])
+            row["cluster_b"] = clusters.get(row["metric_b"])
+        rows.extend(pair_rows)
+    return rows
+
+
+def _order_key(v: float) -> float:
+    return v if math.isfinite(v) else -math.inf
+
+
+def _permutable_system_scores(
+    ma: np.ndarray,
+    mb: np.ndarray,
+    sa: np.ndarray | None,
+    sb: np.ndarray | None,
+    unit: str,
+    name_a: str,
+    name_b: str,
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Corpus scores to permute, or None where the segment means are the same numbers."""
+    plain = all(s is None or is_segment_mean(m, s) for m, s in ((ma, sa), (mb, sb)))
+    if plain:
+        return None, None
+    if unit != "systems":
+        raise ValueError(
+            f"the system-level scores of {name_a!r} or {name_b!r} are corpus scores, not segment "
+            "means; swapping items cannot rebuild them: use unit='systems' for the permutation test"
+        )
+    xa = sa if sa is not None else system_scores(ma, ma)[0]
+    xb = sb if sb is not None else system_scores(mb, mb)[0]
+    return xa, xb

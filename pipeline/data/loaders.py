@@ -1,0 +1,258 @@
+"""The loaders a data config's ``_target_`` chooses from (``LOADERS`` of :mod:`.load`): a long
+table, a DataFrame, sacrebleu-style text files, the embedded demo, ParaBank-Eval and STS-B. Each
+turns its files into the tidy table of :mod:`.validate`, validated there."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from paraeval.pipeline.data.readers import READERS, detect_format, read_table, read_text_lines
+from paraeval.pipeline.data.validate import (
+    HUMAN_PREFIX,
+    aggregate_annotators,
+    tidy_table,
+    to_score,
+    validate,
+    warn_nan_text,
+)
+from paraeval.pipeline.errors import ConfigError, DataError
+
+
+def load_table(
+    path: str,
+    format: str | None = None,
+    columns: Mapping[str, Any] | None = None,
+    human: Sequence[str] | None = None,
+    annotator: str | None = None,
+    aggregate: str = "mean",
+    name: str = "table",
+) -> pd.DataFrame:
+    """A long table with a column mapping (see conf/data/table.yaml)."""
+    file = str(path)
+    raw = read_table(path, format)
+    offset = READERS[detect_format(Path(path), format)].first_row
+    return tidy_table(raw, file, offset, columns, human, annotator, aggregate, name)
+
+
+def load_frame(
+    frame: pd.DataFrame,
+    columns: Mapping[str, Any] | None = None,
+    human: Sequence[str] | None = None,
+    annotator: str | None = None,
+    aggregate: str = "mean",
+    name: str = "dataframe",
+) -> pd.DataFrame:
+    """A DataFrame in the long layout, checked like a file (rows are numbered from 0, as its
+    positions); references may be a column of lists."""
+    return tidy_table(frame, "<DataFrame>", 0, columns, human, annotator, aggregate, name)
+
+
+def load_text(
+    source: str,
+    systems: Mapping[str, str],
+    references: Sequence[str] | str | None = None,
+    human: Mapping[str, Mapping[str, str]] | None = None,
+    name: str = "text",
+) -> pd.DataFrame:
+    """sacrebleu-style line-aligned files: line i of every file is item i."""
+    if not isinstance(systems, Mapping) or not systems:
+        raise ConfigError("data.systems must map system names to files, e.g. {a: a.txt, b: b.txt}")
+    if isinstance(references, str):
+        references = [references]
+    references = list(references or [])
+    src_lines = read_text_lines(Path(source), "data.source")
+    n = len(src_lines)
+
+    def aligned(path: str, label: str) -> list[str]:
+        lines = read_text_lines(Path(path), label)
+        if len(lines) != n:
+            raise DataError(
+                f"{len(lines)} lines but the source file {source} has {n}; every file must have "
+                "one line per source sentence",
+                file=path,
+                row=min(len(lines), n) + 1,
+                column=label,
+            )
+        return lines
+
+    ref_lines = [aligned(p, f"data.references[{k}]") for k, p in enumerate(references)]
+    human_scores: dict[str, dict[str, list[float]]] = {}
+    nan_text: dict[str, list[str]] = {}
+    for aspect, per_system in (human or {}).items():
+        col = aspect if aspect.startswith(HUMAN_PREFIX) else f"{HUMAN_PREFIX}{aspect}"
+        human_scores[col] = {}
+        for system, path in per_system.items():
+            if system not in systems:
+                raise ConfigError(
+                    f"data.human.{aspect} names system '{system}' not in data.systems"
+                )
+            lines = aligned(path, f"data.human.{aspect}.{system}")
+            human_scores[col][system] = [
+                to_score(v, file=path, row=i + 1, column=col, nan_text=nan_text)
+                for i, v in enumerate(lines)
+            ]
+    warn_nan_text(nan_text)
+    records = []
+    width = len(str(n))
+    for system, path in systems.items():
+        lines = aligned(path, f"data.systems.{system}")
+        for i, cand in enumerate(lines):
+            rec: dict[str, Any] = {
+                "item_id": str(i + 1).zfill(width),
+                "system": str(system),
+                "source": src_lines[i],
+                "references": [r[i] for r in ref_lines if r[i].strip()],
+                "candidate": cand,
+            }
+            for col, per_sys in human_scores.items():
+                rec[col] = per_sys[system][i] if system in per_sys else float("nan")
+            rec["origin"] = f"{path}:{i + 1}"
+            records.append(rec)
+    df = pd.DataFrame.from_records(records)
+    df.attrs["data_files"] = [source, *references, *systems.values()]
+    df.attrs["data_name"] = name
+    return validate(df, source)
+
+
+def demo_path() -> Path:
+    return Path(__file__).resolve().parent / "demo" / "demo.jsonl"
+
+
+def load_demo(name: str = "demo") -> pd.DataFrame:
+    """The embedded demo (illustrative ratings, see scripts/make_demo.py)."""
+    return load_table(str(demo_path()), name=name)
+
+
+# --------------------------------------------------------------------------- real research data
+def _shared_dir(path: str, name: str) -> Path:
+    p = Path(path).expanduser()
+    if not p.is_dir():
+        raise DataError(
+            f"{name} folder not found; set data.path (or PARAEVAL_SHARED_DATA) to the folder that "
+            "holds the files",
+            file=str(p),
+        )
+    return p
+
+
+def load_parabank(
+    path: str,
+    aggregate: str = "mean",
+    references: str = "source",
+    max_items: int | None = None,
+    name: str = "parabank",
+) -> pd.DataFrame:
+    """ParaBank-Eval (Hu et al. 2019): 400 sources, 36 systems, per-worker meaning scores.
+
+    One row per (source, system): a candidate produced by several systems (``sys_id`` is a
+    space-separated list) counts for each of them. Per-worker ``human_score`` (0-100 meaning
+    similarity to the source) and ``gm`` (grammaticality 0-2) are aggregated over workers into
+    ``human_meaning`` and ``human_grammaticality``. There are no separate references:
+    ``references: source`` scores every reference-based metric against the source sentence (the
+    natural use of this data); ``references: none`` leaves them empty. ``max_items`` keeps the
+    first N sources (by ref_id order in ref.tsv), for quick looks.
+    """
+    folder = _shared_dir(path, "ParaBank-Eval")
+    ref_file = folder / "ref.tsv"
+    cand_file = folder / "candidates.tsv"
+    refs = read_table(ref_file, "tsv")
+    cands = read_table(cand_file, "tsv")
+    for df, file, cols in (
+        (refs, ref_file, ["ref_id", "ref_sent"]),
+        (
+            cands,
+            cand_file,
+            ["worker_id_anon", "ref_id", "sys_id", "candidate", "human_score", "gm"],
+        ),
+    ):
+        for col in cols:
+            if col not in df.columns:
+                raise DataError(f"column '{col}' not found", file=str(file), column=col)
+    if max_items is not None:
+        refs = refs.head(int(max_items))
+    source_of = dict(zip(refs["ref_id"], refs["ref_sent"], strict=True))
+    records = []
+    for i, rec in enumerate(cands.to_dict("records")):
+        row = i + 2
+        ref_id = rec["ref_id"]
+        if max_items is not None and ref_id not in source_of:
+            continue
+        if ref_id not in source_of:
+            raise DataError(
+                f"ref_id '{ref_id}' is not in ref.tsv",
+                file=str(cand_file),
+                row=row,
+                column="ref_id",
+            )
+        meaning = to_score(rec["human_score"], file=str(cand_file), row=row, column="human_score")
+        gm = to_score(rec["gm"], file=str(cand_file), row=row, column="gm")
+        for system in str(rec["sys_id"]).split():
+            records.append(
+                {
+                    "item_id": str(ref_id),
+                    "system": f"sys{int(system):02d}",
+                    "source": source_of[ref_id],
+                    "candidate": rec["candidate"],
+                    "worker": rec["worker_id_anon"],
+                    "human_meaning": meaning,
+                    "human_grammaticality": gm,
+                    "origin": f"{cand_file}:{row}",
+                }
+            )
+    df = pd.DataFrame.from_records(records)
+    # the release holds repeated judgments by one anonymized worker id; their mean is the
+    # published aggregation, so repeats are averaged here as they always were
+    df = aggregate_annotators(
+        df, "worker", ["human_meaning", "human_grammaticality"], aggregate, repeats_allowed=True
+    )
+    if references == "source":
+        df["references"] = [[s] for s in df["source"]]
+    elif references == "none":
+        df["references"] = [[] for _ in range(len(df))]
+    else:
+        raise ConfigError(f"data.references must be 'source' or 'none', got '{references}'")
+    df["item_id"] = df["item_id"].str.zfill(3)
+    df.attrs["data_files"] = [str(ref_file), str(cand_file)]
+    df.attrs["data_name"] = name
+    return validate(df, str(cand_file))
+
+
+def load_stsb(
+    path: str,
+    split: str = "test",
+    name: str = "stsb",
+) -> pd.DataFrame:
+    """STS Benchmark: one sentence pair per row, similarity 0-5. sentence1 is the reference (and
+    the source), sentence2 the candidate of the single system ``stsb``; the score becomes
+    ``human_similarity``. Segment-level correlation only: there are no systems to compare."""
+    folder = _shared_dir(path, "STS Benchmark")
+    if split not in ("train", "dev", "test"):
+        raise ConfigError(f"data.split must be train, dev or test, got '{split}'")
+    file = folder / f"sts-{split}.csv"
+    records = []
+    for i, line in enumerate(read_text_lines(file, "data.path"), start=1):
+        parts = line.split("\t")
+        if len(parts) < 7:
+            raise DataError(
+                f"expected 7 tab-separated fields, found {len(parts)}", file=str(file), row=i
+            )
+        score = to_score(parts[4], file=str(file), row=i, column="score")
+        records.append(
+            {
+                "item_id": f"{split}-{i:05d}",
+                "system": "stsb",
+                "source": parts[5],
+                "references": [parts[5]],
+                "candidate": parts[6],
+                "human_similarity": score,
+                "origin": f"{file}:{i}",
+            }
+        )
+    df = pd.DataFrame.from_records(records)
+    df.attrs["data_files"] = [str(file)]
+    df.attrs["data_name"] = name
+    return validate(df, str(file))

@@ -1,0 +1,201 @@
+"""Reading input files: UTF-8 text with errors that name the row and column, and the readers of
+a long table's formats (:data:`READERS`)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import pandas as pd
+
+from paraeval.pipeline.errors import ConfigError, DataError
+
+# csv's quoting modes (QUOTE_MINIMAL, QUOTE_ALL, QUOTE_NONNUMERIC, QUOTE_NONE)
+Quoting = Literal[0, 1, 2, 3]
+
+
+def _column_at(raw: bytes, offset: int, sep: bytes) -> str | None:
+    """The header name of the field holding byte ``offset`` of a delimited file (quoted
+    separators aside: good enough to point at the cell)."""
+    start = raw.rfind(b"\n", 0, offset) + 1
+    index = raw[start:offset].count(sep)
+    header = raw.split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("\r").split(sep.decode())
+    return header[index].strip('"') if index < len(header) else None
+
+
+def _read_text(path: Path, label: str, sep: str | None = None) -> str:
+    """The file decoded as UTF-8 (a BOM dropped); a bad byte is reported with its row (and, for
+    a delimited file, its column)."""
+    if not path.is_file():
+        raise DataError(f"file not found ({label}); check the path", file=str(path))
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"cannot read file ({exc.strerror})", file=str(path)) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        column = _column_at(raw, exc.start, sep.encode()) if sep and line > 1 else None
+        raise DataError(
+            f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
+            "re-save the file as UTF-8",
+            file=str(path),
+            row=line,
+            column=column,
+        ) from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def read_text_lines(path: Path, label: str, sep: str | None = None) -> list[str]:
+    lines = _read_text(path, label, sep).split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [ln.rstrip("\r") for ln in lines]
+
+
+@dataclass(frozen=True)
+class Reader:
+    """One input format: the file name suffixes it claims, how it reads a file into a frame of
+    strings/objects (never executing code: no pickle, no eval), and the row number of the first
+    data row (a CSV header is line 1)."""
+
+    suffixes: tuple[str, ...]
+    read: Callable[[Path], pd.DataFrame]
+    first_row: int = 1
+
+
+def _read_delimited(p: Path, sep: str, quoting: Quoting) -> pd.DataFrame:
+    # decoded once: the UTF-8 check names the row and column of a bad byte, and pandas parses
+    # the same text instead of reading the file again
+    text = _read_text(p, "data.path", sep)
+    _check_fields(text, p, sep, quoting)
+    return pd.read_csv(
+        io.StringIO(text),
+        sep=sep,
+        dtype=str,
+        keep_default_na=False,
+        quoting=quoting,
+    )
+
+
+def _check_fields(text: str, p: Path, sep: str, quoting: Quoting) -> None:
+    """What pandas would pass silently: a header naming a column twice (pandas renames the
+    second ``x.1`` and the first is used), and a row with fewer fields than the header (pandas
+    fills them with empty values; in a TSV, read without quotes, that is a line break inside a
+    quoted field, which splits one row into two)."""
+    reader = csv.reader(io.StringIO(text), delimiter=sep, quoting=quoting)
+    header = next(reader, None)
+    if not header:
+        return
+    seen: dict[str, int] = {}
+    for index, name in enumerate(header):
+        if name in seen:
+            raise DataError(
+                f"the header names column '{name}' twice (fields {seen[name] + 1} and "
+                f"{index + 1}); rename one",
+                file=str(p),
+                row=1,
+                column=name,
+            )
+        seen[name] = index
+    for record in reader:
+        if record and len(record) < len(header):
+            hint = (
+                "; a line break inside a quoted field? TSV is read without quotes, so each row "
+                "must be on one line"
+                if quoting == csv.QUOTE_NONE
+                else ""
+            )
+            raise DataError(
+                f"{len(record)} field{'s' if len(record) != 1 else ''} but the header has "
+                f"{len(header)}{hint}",
+                file=str(p),
+                row=reader.line_num,
+                column=header[len(record)],
+            )
+
+
+class _Absent:
+    """A key that a JSON line lacks while other lines have it (not an empty value)."""
+
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+ABSENT = _Absent()
+
+
+def _read_jsonl(p: Path) -> pd.DataFrame:
+    rows = []
+    for i, line in enumerate(read_text_lines(p, "data.path"), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"invalid JSON ({exc.msg})", file=str(p), row=i) from None
+        if not isinstance(obj, dict):
+            raise DataError("each line must be a JSON object", file=str(p), row=i)
+        rows.append(obj)
+    keys = list(dict.fromkeys(k for row in rows for k in row))
+    return pd.DataFrame([{k: row.get(k, ABSENT) for k in keys} for row in rows], columns=keys)
+
+
+def _read_parquet(p: Path) -> pd.DataFrame:
+    return pd.read_parquet(p)
+
+
+# the input formats of a long table, by the name `data.format` takes; a new format is one entry
+READERS: dict[str, Reader] = {
+    "csv": Reader((".csv",), lambda p: _read_delimited(p, ",", csv.QUOTE_MINIMAL), first_row=2),
+    # sentences contain quotes: a TSV is read without quote processing
+    "tsv": Reader((".tsv", ".tab"), lambda p: _read_delimited(p, "\t", csv.QUOTE_NONE), 2),
+    "jsonl": Reader((".jsonl", ".json", ".ndjson"), _read_jsonl),
+    "parquet": Reader((".parquet", ".pq"), _read_parquet),
+}
+
+
+def _formats() -> str:
+    names = list(READERS)
+    return ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def detect_format(path: Path, fmt: str | None) -> str:
+    if fmt:
+        fmt = fmt.lower()
+        if fmt not in READERS:
+            raise ConfigError(f"data.format must be {_formats()}, got '{fmt}'")
+        return fmt
+    suffix = path.suffix.lower()
+    if suffix in (".gz", ".bz2", ".xz", ".zst"):
+        suffix = Path(path.stem).suffix.lower()
+    for name, reader in READERS.items():
+        if suffix in reader.suffixes:
+            return name
+    raise ConfigError(
+        f"cannot tell the format of '{path}' from its extension; set data.format to {_formats()}"
+    )
+
+
+def read_table(path: str | Path, fmt: str | None = None) -> pd.DataFrame:
+    """Read a long table with the reader of its format."""
+    p = Path(path)
+    if not p.is_file():
+        raise DataError("file not found; check data.path", file=str(p))
+    kind = detect_format(p, fmt)
+    try:
+        return READERS[kind].read(p)
+    except DataError:
+        raise
+    except pd.errors.ParserError as exc:
+        raise DataError(f"cannot parse {kind.upper()}: {str(exc).strip()}", file=str(p)) from None
+    except (OSError, ValueError) as exc:
+        raise DataError(
+            f"cannot read {kind} file: {str(exc).splitlines()[0]}", file=str(p)
+        ) from None

@@ -1,0 +1,106 @@
+"""The correlation heatmap: every metric against every (human aspect, level) for one coefficient."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import Normalize
+
+from paraeval.pipeline.report.plots import (
+    COEFFICIENT_NAMES,
+    FigureStyle,
+    marks_note,
+    new_figure,
+    save_figure,
+)
+
+# the frame, in inches: the title above the rows, each row, the column headers below, the
+# colour bar's room on the right
+TOP_IN = 0.45
+ROW_IN = 0.32
+BOTTOM_IN = 0.7
+RIGHT_IN = 1.1
+COLUMN_IN = 1.0
+CMAP = "RdBu_r"
+
+
+def _coefficient(corr: pd.DataFrame) -> str:
+    present = set(corr["coefficient"])
+    return "kendall_b" if "kendall_b" in present else str(corr["coefficient"].iloc[0])
+
+
+def _headers(sub: pd.DataFrame, columns: pd.Index) -> list[str]:
+    """Each column's aspect and level, and its ``n`` where every cell of it has the same."""
+    headers = []
+    for aspect, level in columns:
+        head = f"{str(aspect).removeprefix('human_')}\n{level}"
+        if "n" in sub.columns:
+            ns = set(sub.loc[(sub["aspect"] == aspect) & (sub["level"] == level), "n"].dropna())
+            if len(ns) == 1:
+                head += f"\nn = {int(ns.pop())}"
+        headers.append(head)
+    return headers
+
+
+def correlation_heatmap(
+    corr: pd.DataFrame, path: Path, coefficient: str | None = None, style: FigureStyle | None = None
+) -> bool:
+    """Metrics x (aspect, level) for one coefficient (Kendall τ-b where there is one); NaN
+    cells are left blank; a column's header gives its ``n`` when every cell of it has the same.
+    Returns False when there is nothing to draw."""
+    if corr.empty:
+        return False
+    style = style or FigureStyle()
+    coefficient = coefficient or _coefficient(corr)
+    sub = corr[corr["coefficient"] == coefficient]
+    table = sub.pivot_table(
+        index="metric", columns=["aspect", "level"], values="value", aggfunc="first", sort=False
+    )
+    if table.empty:
+        return False
+    headers = _headers(sub, table.columns)
+    rows = [style.label(str(m)) for m in table.index]
+    data = table.to_numpy(dtype=float)
+    n_rows, n_cols = data.shape
+    label_in = 0.5 + 0.075 * max((len(r) for r in rows), default=4)
+    width = label_in + COLUMN_IN * n_cols + RIGHT_IN
+    height = TOP_IN + ROW_IN * n_rows + BOTTOM_IN
+    fig = new_figure((width, height))
+    left, right = label_in / width, 1 - RIGHT_IN / width
+    bottom, top = BOTTOM_IN / height, 1 - TOP_IN / height
+    ax = fig.add_axes((left, bottom, right - left, top - bottom))
+    norm = Normalize(-1, 1)
+    ax.imshow(np.ma.masked_invalid(data), cmap=CMAP, norm=norm, aspect="auto")
+    # a white rule between rows keeps each metric's row apart from the next one's
+    ax.hlines(np.arange(n_rows - 1) + 0.5, -0.5, n_cols - 0.5, colors="white", lw=2)
+    ax.set_xticks(range(n_cols), headers, fontsize=8)
+    ax.set_yticks(range(n_rows), rows, fontsize=8)
+    ax.tick_params(length=0)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    for (i, j), v in np.ndenumerate(data):
+        if np.isfinite(v):
+            ax.text(
+                j,
+                i,
+                f"{v:.2f}",
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="white" if abs(v) > 0.6 else "black",
+            )
+    name = COEFFICIENT_NAMES.get(coefficient, coefficient)
+    ax.set_title(f"{name}: metric vs human ratings", fontsize=10)
+    # the colour bar right of the rows, four fifths of their height
+    span = top - bottom
+    cax = fig.add_axes((right + 0.15 / width, bottom + 0.1 * span, 0.18 / width, 0.8 * span))
+    bar = fig.colorbar(ScalarMappable(norm, cmap=CMAP), cax=cax)
+    bar.set_label(name, fontsize=8)
+    bar.ax.tick_params(labelsize=8)
+    if style.marked(str(m) for m in table.index):
+        marks_note(fig)
+    save_figure(fig, path)
+    return True

@@ -1,0 +1,160 @@
+"""The ``correlation`` settings: checked before anything is computed (a typo costs seconds, not
+a scoring pass), and the coefficient objects they name."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from paraeval.pipeline.errors import ConfigError
+
+if TYPE_CHECKING:
+    from paraeval.correlation import Coefficient
+
+SMALL_N_DEFAULT = 10
+
+
+def check_correlation_config(cfg: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """(levels, coefficients) of ``correlation``; an unknown name is a ConfigError, and so is a
+    choice that computes nothing: no listed coefficient defined at any listed level, or a
+    significance coefficient not defined at its level (the registry in
+    ``correlation.coefficients`` says where each is), an unknown or invalid coefficient setting,
+    or Williams' test with a coefficient it is not derived for. Called before scoring as well, so
+    a typo costs seconds, not a scoring pass."""
+    from paraeval.correlation import (
+        COEFFICIENTS,
+        INTERVALS,
+        ITEM_NAN,
+        LEVELS,
+        PERMUTATION_UNITS,
+        UNITS,
+    )
+
+    levels_node = cfg.get("levels", ["segment", "system"])
+    coef_node = cfg.get("coefficients", ["pearson", "spearman", "kendall_b"])
+    # `correlation.levels=system` (a plain string) means the one level, not its letters
+    levels = [levels_node] if isinstance(levels_node, str) else list(levels_node)
+    coefficients = [coef_node] if isinstance(coef_node, str) else list(coef_node)
+    for level in levels:
+        if level not in LEVELS:
+            raise ConfigError(
+                f"correlation.levels: unknown level '{level}'; choose from {list(LEVELS)}"
+            )
+    for coef in coefficients:
+        if coef not in COEFFICIENTS:
+            raise ConfigError(
+                f"correlation.coefficients: unknown coefficient '{coef}'; choose from "
+                f"{list(COEFFICIENTS)}"
+            )
+    if (
+        levels
+        and coefficients
+        and not any(level in COEFFICIENTS[coef].levels for level in levels for coef in coefficients)
+    ):
+        raise ConfigError(
+            f"correlation: none of the coefficients {coefficients} is defined at the levels "
+            f"{levels}; "
+            + "; ".join(f"{c} at {list(COEFFICIENTS[c].levels)}" for c in coefficients)
+        )
+    choices = {"unit": UNITS, "item_nan": ITEM_NAN, "interval": INTERVALS}
+    for key, valid in choices.items():
+        if key in cfg and str(cfg[key]) not in valid:
+            raise ConfigError(f"correlation.{key} must be one of {list(valid)}, got '{cfg[key]}'")
+    _check_number("correlation.confidence", cfg.get("confidence", 0.95), 0.0, 1.0, open_=True)
+    _check_number("correlation.n_resamples", cfg.get("n_resamples", 1000), 1, None)
+    _check_number("correlation.warn_below_n", cfg.get("warn_below_n", SMALL_N_DEFAULT), 0, None)
+    configured = configured_coefficients(cfg)
+    sig = cfg.get("significance") or {}
+    if sig.get("enabled", False):
+        for key, valid in (("level", LEVELS), ("coefficient", COEFFICIENTS)):
+            if key in sig and str(sig[key]) not in valid:
+                raise ConfigError(
+                    f"correlation.significance.{key} must be one of {list(valid)}, got '{sig[key]}'"
+                )
+        sig_level = str(sig.get("level", "segment"))
+        sig_coef = configured.get(str(sig.get("coefficient", "pearson")))
+        if sig_coef is None:
+            sig_coef = COEFFICIENTS[str(sig.get("coefficient", "pearson"))]
+        if sig_level not in sig_coef.levels:
+            raise ConfigError(
+                f"correlation.significance: coefficient '{sig_coef.name}' is not defined at the "
+                f"'{sig_level}' level; it is defined at {list(sig_coef.levels)}"
+            )
+        method = str(sig.get("method", "williams"))
+        if method not in ("williams", "permutation"):
+            raise ConfigError(
+                f"correlation.significance.method must be williams or permutation, got '{method}'"
+            )
+        if method == "williams" and not sig_coef.williams:
+            raise ConfigError(
+                "correlation.significance: Williams' test compares correlation coefficients "
+                "(pearson, spearman, kendall_b, kendall_c or a registered correlation), not "
+                f"'{sig_coef.name}'; use correlation.significance.method=permutation"
+            )
+        if method == "williams" and sig_level == "item":
+            raise ConfigError(
+                "correlation.significance: Williams' test has no form for the item level (a mean "
+                "of per-item correlations); use correlation.significance.method=permutation"
+            )
+        if "unit" in sig and str(sig["unit"]) not in PERMUTATION_UNITS:
+            raise ConfigError(
+                f"correlation.significance.unit must be one of {list(PERMUTATION_UNITS)}, "
+                f"got '{sig['unit']}'"
+            )
+        _check_number("correlation.significance.n_resamples", sig.get("n_resamples", 1000), 1, None)
+        _check_number("correlation.significance.alpha", sig.get("alpha", 0.05), 0.0, 1.0)
+    return levels, coefficients
+
+
+def configured_coefficients(cfg: Mapping[str, Any]) -> dict[str, Coefficient]:
+    """Every coefficient named in ``correlation.coefficient_settings`` built with its settings
+    (``correlation.configure``); a ConfigError names an unknown coefficient or setting or a bad
+    value."""
+    from paraeval.correlation import COEFFICIENTS, configure
+
+    node = cfg.get("coefficient_settings") or {}
+    if not isinstance(node, Mapping):
+        raise ConfigError(
+            "correlation.coefficient_settings must map coefficient names to their settings"
+        )
+    out: dict[str, Coefficient] = {}
+    for name, settings in node.items():
+        if name not in COEFFICIENTS:
+            raise ConfigError(
+                f"correlation.coefficient_settings: unknown coefficient '{name}'; choose from "
+                f"{list(COEFFICIENTS)}"
+            )
+        if settings is not None and not isinstance(settings, Mapping):
+            raise ConfigError(
+                f"correlation.coefficient_settings.{name} must be a mapping of settings, "
+                f"got {settings!r}"
+            )
+        try:
+            out[str(name)] = configure(str(name), dict(settings or {}))
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"correlation.coefficient_settings.{name}: {exc}") from None
+    return out
+
+
+def coefficient_objects(cfg: Mapping[str, Any], names: Sequence[str]) -> list[Coefficient]:
+    from paraeval.correlation import get_coefficient
+
+    configured = configured_coefficients(cfg)
+    return [configured.get(n) or get_coefficient(n) for n in names]
+
+
+def _check_number(
+    key: str, value: Any, low: float, high: float | None, open_: bool = False
+) -> None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key} must be a number, got '{value}'") from None
+    too_low = number <= low if open_ else number < low
+    too_high = high is not None and (number >= high if open_ else number > high)
+    if too_low or too_high or number != number:
+        if open_:
+            span = f"({low:g}, {high:g})" if high is not None else f"({low:g}, inf)"
+        else:
+            span = f"[{low:g}, {high:g}]" if high is not None else f"[{low:g}, inf)"
+        raise ConfigError(f"{key} must be in {span}, got {value}")

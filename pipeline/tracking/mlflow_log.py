@@ -1,0 +1,410 @@
+"""Logging a :class:`~paraeval.pipeline.tracking.payload.RunPayload` to MLflow, through
+``MlflowClient`` only.
+
+MLflow layout: one parent run per invocation, named ``<input file>: <overrides>``, with its real
+start and end times, and one child run per system (named after it) with its corpus-level scores and,
+from the comparison, each column's ``.ci_low``, ``.ci_high``, ``.p_bootstrap``, ``.p_ar`` and
+``.cluster``. The parent holds the flattened resolved config as params (plus
+``metrics.selected``); as metrics a few headline correlations (the group averages'), cache
+hits/misses, the α chosen on dev per (level, aspect), and the whole α curve as metric histories
+(``alpha_curve.<level>.<coefficient>.<aspect>.<split>_by_alpha``, one step per α: step = α × 100),
+which MLflow's charts draw as the curve; each child holds its iBLEU score per α the same way
+(``ibleu_by_alpha``) where the run computed it. The full correlation and comparison tables are
+MLflow tables (``tables/*.json``); the input table is an MLflow dataset named after the input
+file, with its path as source and a content digest; tags hold metric signatures, git commit and
+library versions (``version.<package>``); the output directory is uploaded as artifacts. In a
+Hydra multirun every job's run carries the same ``paraeval.sweep`` tag.
+
+Runs are tagged with a hash of the output files; logging a directory that is already logged
+returns the existing run instead of a duplicate. A logging that is interrupted ends its runs
+KILLED (FAILED on an error), and the next logging of the same directory replaces them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import tempfile
+import time
+from collections.abc import Iterable, Mapping
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from paraeval.pipeline.errors import raise_deferred
+from paraeval.pipeline.files import output_digest
+from paraeval.pipeline.names import show, slug
+from paraeval.pipeline.tracking.payload import RunPayload, frame_digest
+from paraeval.pipeline.tracking.store import (
+    check_reachable,
+    experiment_id,
+    resolve_tracking_uri,
+    store_lock,
+)
+
+log = logging.getLogger("paraeval.pipeline.tracking")
+
+CONTENT_HASH_TAG = "paraeval.content_hash"
+RUN_UID_TAG = "paraeval.run_uid"
+REPLACES_TAG = "paraeval.replaces"
+PARAM_MAX = 6000  # MLflow's limit on a param value
+# what MLflow takes in one ``log_batch`` request (metrics count towards the entries only)
+PARAMS_PER_REQUEST = 100
+TAGS_PER_REQUEST = 100
+ENTRIES_PER_REQUEST = 1000
+
+CORRELATION_TABLE = "tables/correlations.json"
+COMPARISON_TABLE = "tables/system_comparison.json"
+# the run tag through which the MLflow UI and ``MlflowClient.load_table`` find a run's tables
+LOGGED_ARTIFACTS_TAG = "mlflow.loggedArtifacts"
+# the per-system statistics of system_comparison.csv, logged as <column>.<statistic>
+COMPARISON_STATS = ("ci_low", "ci_high", "p_bootstrap", "p_ar", "cluster")
+HEADLINE_COLUMNS = ("syntactic", "semantic")
+SYSTEM_ALPHA_METRIC = "ibleu_by_alpha"
+
+# a metric history: (step, value) pairs
+History = list[tuple[int, float]]
+
+
+@dataclass
+class Logged:
+    run_id: str
+    uri: str
+    already: bool  # the directory had been logged before: nothing new was created
+
+
+# --------------------------------------------------------------------------- names and values
+_ALLOWED = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./ ")
+
+
+def key(*parts: str) -> str:
+    """An MLflow metric/param/tag key from parts that may come from data (system and column
+    names): MLflow allows alphanumerics, ``_ - . /`` and space, and refuses keys that resolve to
+    other names as paths. A part that is safe as it is stays unchanged; any other passes through
+    :func:`paraeval.pipeline.names.slug` (safe characters and a stable hash)."""
+    out = []
+    for part in parts:
+        if all(ch in _ALLOWED for ch in part) and ".." not in part and not part.startswith("/"):
+            out.append(part)
+        else:
+            out.append(slug(part))
+    return ".".join(out)
+
+
+def _finite(value: Any) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def headline_metrics(correlations: pd.DataFrame) -> dict[str, float]:
+    """The few correlations worth a chart: the group averages' correlation, first coefficient,
+    at every level and aspect (``corr.<level>.<coefficient>.<column>.<aspect>``); the whole
+    table is logged as an MLflow table."""
+    if correlations.empty:
+        return {}
+    first = correlations["coefficient"].iloc[0]
+    rows = correlations[
+        (correlations["coefficient"] == first) & correlations["metric"].isin(HEADLINE_COLUMNS)
+    ]
+    metrics = {}
+    for corr in rows.to_dict("records"):
+        if _finite(corr["value"]):
+            name = key(*(str(corr[k]) for k in ("level", "coefficient", "metric", "aspect")))
+            metrics[f"corr.{name}"] = float(corr["value"])
+    return metrics
+
+
+def system_metrics(systems: pd.DataFrame, comparison: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """Per system: each column's corpus-level score, and from the comparison its interval,
+    paired p-values and cluster (``<column>.ci_low`` ...)."""
+    out: dict[str, dict[str, float]] = {}
+    for row in systems.to_dict("records"):
+        system = str(row.pop("system"))
+        out[system] = {key(str(k)): float(v) for k, v in row.items() if _finite(v)}
+    for row in comparison.to_dict("records"):
+        values = out.setdefault(str(row["system"]), {})
+        for stat in COMPARISON_STATS:
+            if stat in row and _finite(row[stat]):
+                values[key(str(row["metric"]), stat)] = float(row[stat])
+    return out
+
+
+def alpha_steps(alphas: Iterable[float]) -> dict[float, int]:
+    """The metric step of each α: α × 100 (the default grid 0, 0.05, ..., 1 gives 0..100); a
+    grid finer than that gets α × 10,000, so that every α keeps a step of its own."""
+    grid = sorted({float(a) for a in alphas})
+    for scale in (100, 10_000):
+        steps = {a: round(a * scale) for a in grid}
+        if len(set(steps.values())) == len(grid):
+            return steps
+    return {a: k for k, a in enumerate(grid)}
+
+
+def alpha_curve_histories(curve: pd.DataFrame) -> dict[str, History]:
+    """The α curve (``alpha_curve.csv``) as one metric history per (level, coefficient, aspect,
+    split): ``alpha_curve.<level>.<coefficient>.<aspect>.<split>_by_alpha``, one step per α."""
+    if curve.empty:
+        return {}
+    steps = alpha_steps(curve["alpha"])
+    out: dict[str, History] = {}
+    for row in curve.to_dict("records"):
+        if not _finite(row["value"]):
+            continue
+        name = key(*(str(row[k]) for k in ("level", "coefficient", "aspect")))
+        history = out.setdefault(f"alpha_curve.{name}.{key(str(row['split']))}_by_alpha", [])
+        history.append((steps[float(row["alpha"])], float(row["value"])))
+    return out
+
+
+def system_alpha_histories(alpha_systems: pd.DataFrame) -> dict[str, History]:
+    """iBLEU's system score per α (columns ``alpha``, ``system``, ``ibleu``) as each system's
+    ``ibleu_by_alpha`` history, one step per α."""
+    if alpha_systems.empty:
+        return {}
+    steps = alpha_steps(alpha_systems["alpha"])
+    out: dict[str, History] = {}
+    for row in alpha_systems.to_dict("records"):
+        if _finite(row["ibleu"]):
+            out.setdefault(str(row["system"]), []).append(
+                (steps[float(row["alpha"])], float(row["ibleu"]))
+            )
+    return out
+
+
+# --------------------------------------------------------------------------- requests
+def _log_batch(
+    client: Any,
+    run_id: str,
+    metrics: Mapping[str, float] | None = None,
+    params: Mapping[str, str] | None = None,
+    tags: Mapping[str, str] | None = None,
+    histories: Mapping[str, History] | None = None,
+) -> None:
+    """Metrics (step 0), metric histories, params (cut to MLflow's limit) and tags in as few
+    ``log_batch`` requests as MLflow's limits allow: each is a round trip, or a transaction."""
+    from mlflow.entities import Metric, Param, RunTag
+
+    now = int(time.time() * 1000)
+    ms = [Metric(key(k), float(v), now, 0) for k, v in (metrics or {}).items() if _finite(v)]
+    for name, history in (histories or {}).items():
+        ms += [Metric(key(name), value, now, step) for step, value in history]
+    ps = [Param(key(k), str(v)[:PARAM_MAX]) for k, v in (params or {}).items()]
+    ts = [RunTag(key(k), str(v)[:PARAM_MAX]) for k, v in (tags or {}).items()]
+    while ms or ps or ts:
+        p_part, ps = ps[:PARAMS_PER_REQUEST], ps[PARAMS_PER_REQUEST:]
+        t_part, ts = ts[:TAGS_PER_REQUEST], ts[TAGS_PER_REQUEST:]
+        room = ENTRIES_PER_REQUEST - len(p_part) - len(t_part)
+        m_part, ms = ms[:room], ms[room:]
+        client.log_batch(run_id, metrics=m_part, params=p_part, tags=t_part)
+
+
+def _log_tables(client: Any, run_id: str, tables: Mapping[str, pd.DataFrame]) -> dict[str, str]:
+    """The non-empty ``tables`` as MLflow tables, uploaded in one request; returns the tag that
+    lists them. The same files and tag as ``MlflowClient.log_table`` (which asks for the run,
+    lists its artifacts and sets the tag once per table)."""
+    logged = [(name, frame) for name, frame in tables.items() if not frame.empty]
+    if not logged:
+        return {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, frame in logged:
+            path = Path(tmp, name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            frame.to_json(path, orient="split", index=False, date_format="iso")
+        client.log_artifacts(run_id, tmp)
+    listed = [{"path": name, "type": "table"} for name, _ in logged]
+    return {LOGGED_ARTIFACTS_TAG: json.dumps(listed)}
+
+
+def _log_dataset(client: Any, run_id: str, payload: RunPayload, digest: str) -> None:
+    """The input table as the run's MLflow dataset (context ``evaluation``)."""
+    from mlflow.data.pandas_dataset import from_pandas
+    from mlflow.entities import Dataset, DatasetInput, InputTag
+
+    record = payload.record
+    # without a source (a DataFrame given to the API) MLflow records where it was called from
+    source = {"source": record.data_source} if record.data_source else {}
+    described = from_pandas(
+        payload.dataset, name=record.data_name, digest=digest, **source
+    ).to_dict()
+    entity = Dataset(
+        name=described["name"],
+        digest=described["digest"],
+        source_type=described["source_type"],
+        source=described["source"],
+        schema=described.get("schema"),
+        profile=described.get("profile"),
+    )
+    client.log_inputs(
+        run_id, [DatasetInput(entity, tags=[InputTag("mlflow.data.context", "evaluation")])]
+    )
+
+
+@dataclass
+class SystemRun:
+    """One system's child run: its name, tags, corpus-level metrics, params and histories."""
+
+    name: str
+    tags: dict[str, str]
+    metrics: Mapping[str, float]
+    params: dict[str, str]
+    histories: dict[str, History] = field(default_factory=dict)
+
+
+def log_system_runs(
+    client: Any, exp_id: str, runs: list[SystemRun], start: int | None, end: int | None
+) -> None:
+    """The per-system child runs, each created, filled in and ended FINISHED."""
+    for run in runs:
+        raise_deferred()  # an interrupt that landed inside the store: here at the latest
+        child_id = client.create_run(
+            exp_id, run_name=run.name, start_time=start, tags=run.tags
+        ).info.run_id
+        _log_batch(
+            client, child_id, metrics=run.metrics, params=run.params, histories=run.histories
+        )
+        client.set_terminated(child_id, end_time=end)
+
+
+# --------------------------------------------------------------------------- the run
+def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) -> Logged:
+    """Log a run as one parent run with one child run per system; return the existing run if
+    this content (the output files and the run's id) is already logged. ``tracking``
+    overrides the record's settings."""
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    record, out_dir = payload.record, Path(payload.out_dir)
+    tracking = dict(record.tracking if tracking is None else tracking)
+    uri, artifact_location = resolve_tracking_uri(tracking)
+    check_reachable(uri)
+    content_hash = output_digest(out_dir, record.run_uid)
+    digest = frame_digest(payload.dataset)
+    metrics = headline_metrics(payload.correlations)
+    metrics.update({k: float(v) for k, v in record.metrics.items()})
+    per_system = system_metrics(payload.systems, payload.comparison)
+    by_alpha = system_alpha_histories(payload.alpha_systems)
+    tags = dict(record.tags)
+    tags[CONTENT_HASH_TAG] = content_hash
+    tags["paraeval.dataset_digest"] = digest
+    tags["paraeval.role"] = "invocation"
+
+    with store_lock(uri):
+        mlflow.set_tracking_uri(uri)
+        client = MlflowClient(uri)
+        exp_id = experiment_id(
+            client, str(tracking.get("experiment") or "paraeval"), artifact_location
+        )
+        existing = find_logged(client, exp_id, content_hash)
+        if existing is not None:
+            return Logged(existing, uri, True)
+        leftovers = close_leftovers(client, exp_id, record.run_uid)
+        start, end = record.started_ms or None, record.ended_ms or None
+        if leftovers:
+            tags[REPLACES_TAG] = ",".join(leftovers)
+        try:
+            # the directory's run id is tagged first: a logging that is interrupted can be
+            # found and closed by the next one (paraeval-log) instead of being duplicated
+            parent_id = client.create_run(
+                exp_id,
+                run_name=record.run_name,
+                start_time=start,
+                tags={RUN_UID_TAG: record.run_uid, "paraeval.output_dir": str(out_dir.resolve())},
+            ).info.run_id
+            # the params one request takes; the rest go with the last request's tags
+            params = list(record.params.items())
+            _log_batch(
+                client,
+                parent_id,
+                metrics=metrics,
+                params=dict(params[:PARAMS_PER_REQUEST]),
+                histories=alpha_curve_histories(payload.alpha_curve),
+            )
+            _log_dataset(client, parent_id, payload, digest)
+            shared = {k: v for k, v in tags.items() if k.startswith(("paraeval.sweep", "version."))}
+            children = [
+                SystemRun(
+                    # nested under the invocation in the UI: the system's name says it all
+                    name=show(system),
+                    tags={
+                        "mlflow.parentRunId": parent_id,
+                        "paraeval.system": system,
+                        "paraeval.role": "system",
+                        **shared,
+                    },
+                    metrics=values,
+                    params={"system": system},
+                    histories={SYSTEM_ALPHA_METRIC: by_alpha[system]} if system in by_alpha else {},
+                )
+                for system, values in per_system.items()
+            ]
+            log_system_runs(client, exp_id, children, start, end)
+            tables = {CORRELATION_TABLE: payload.correlations, COMPARISON_TABLE: payload.comparison}
+            tags.update(_log_tables(client, parent_id, tables))
+            raise_deferred()
+            client.log_artifacts(parent_id, str(out_dir))
+            # the content tag goes last: a run interrupted before here is not taken as logged
+            raise_deferred()
+            _log_batch(client, parent_id, params=dict(params[PARAMS_PER_REQUEST:]), tags=tags)
+            client.set_terminated(parent_id, end_time=end)
+        except BaseException as exc:
+            # never left RUNNING: KILLED for an interrupt (Ctrl-C, SIGTERM), FAILED otherwise
+            status = "FAILED" if isinstance(exc, Exception) else "KILLED"
+            with suppress(Exception):
+                end_unfinished(client, exp_id, record.run_uid, status)
+            raise
+    return Logged(parent_id, uri, False)
+
+
+def find_logged(client: Any, exp_id: str, content_hash: str) -> str | None:
+    runs = client.search_runs(
+        [exp_id],
+        filter_string=f"tags.`{CONTENT_HASH_TAG}` = '{content_hash}' "
+        "and attributes.status = 'FINISHED'",
+        max_results=1,
+    )
+    return str(runs[0].info.run_id) if runs else None
+
+
+def end_unfinished(client: Any, exp_id: str, run_uid: str, status: str) -> None:
+    """Ends every run of this logging that is still RUNNING, the invocation's and its systems',
+    found in the store by the directory's ``run_uid``: an interrupt can come after the store
+    created a run and before its id came back to the caller."""
+    parents = client.search_runs([exp_id], filter_string=f"tags.`{RUN_UID_TAG}` = '{run_uid}'")
+    for parent in parents:
+        children = client.search_runs(
+            [exp_id],
+            filter_string=f"tags.`mlflow.parentRunId` = '{parent.info.run_id}' and "
+            "attributes.status = 'RUNNING'",
+        )
+        for run in [*children, parent]:
+            if run.info.status == "RUNNING":
+                client.set_terminated(run.info.run_id, status=status)
+
+
+def close_leftovers(client: Any, exp_id: str, run_uid: str) -> list[str]:
+    """Runs of the same output directory (same ``run_uid``) that an interrupted logging left
+    unfinished: ended as KILLED if still RUNNING, then deleted (MLflow keeps deleted runs
+    restorable), children included, so that the directory has one run. Returns their ids."""
+    runs = client.search_runs(
+        [exp_id],
+        filter_string=f"tags.`{RUN_UID_TAG}` = '{run_uid}' and attributes.status != 'FINISHED'",
+    )
+    closed = []
+    for run in runs:
+        run_id = str(run.info.run_id)
+        children = client.search_runs(
+            [exp_id], filter_string=f"tags.`mlflow.parentRunId` = '{run_id}'"
+        )
+        for victim in [*children, run]:
+            if victim.info.status == "RUNNING":
+                client.set_terminated(victim.info.run_id, status="KILLED")
+            client.delete_run(victim.info.run_id)
+        log.info("closed the unfinished MLflow run %s of this output directory", run_id)
+        closed.append(run_id)
+    return closed

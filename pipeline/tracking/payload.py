@@ -1,0 +1,131 @@
+"""What a tracker logs for one run: the run record and the result tables, with the output folder
+whose files are uploaded.
+
+A run builds its payload from the tables it holds in memory (:meth:`RunPayload.from_evaluation`);
+``paraeval-log`` builds the same payload from a finished output directory
+(:meth:`RunPayload.from_dir`), the one place where the output files are read back. Either way one
+function logs it, so both log the same run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from paraeval.pipeline.tracking.run_record import Evaluated, RunRecord, read_run_info, run_record
+
+# the output files the tables come from (written by stages.evaluation.write_tables)
+SYSTEMS_FILE = "system_scores.csv"
+CORRELATIONS_FILE = "correlations.csv"
+COMPARISON_FILE = "system_comparison.csv"
+ALPHA_CURVE_FILE = "alpha_curve.csv"
+ALPHA_SYSTEMS_FILE = "alpha_systems.csv"
+SEGMENTS_FILE = "segment_scores.parquet"
+
+# the input's own columns: what the MLflow dataset of a run holds (computed scores are results)
+DATASET_COLUMNS = ("item_id", "system", "source", "references", "candidate")
+DATASET_PREFIXES = ("human_", "metric_")
+
+
+@dataclass
+class RunPayload:
+    """One run as a tracker receives it.
+
+    ``systems`` is ``system_scores.csv`` (a ``system`` column, then the scores);
+    ``alpha_curve`` is ``alpha_curve.csv`` (level, coefficient, aspect, alpha, split, value, n);
+    ``alpha_systems`` is iBLEU's system score per α (columns ``alpha``, ``system``, ``ibleu``),
+    empty where the run has none; ``dataset`` is :func:`dataset_frame` of the segments.
+    """
+
+    out_dir: Path
+    record: RunRecord
+    dataset: pd.DataFrame = field(default_factory=pd.DataFrame)
+    systems: pd.DataFrame = field(default_factory=pd.DataFrame)
+    correlations: pd.DataFrame = field(default_factory=pd.DataFrame)
+    comparison: pd.DataFrame = field(default_factory=pd.DataFrame)
+    alpha_curve: pd.DataFrame = field(default_factory=pd.DataFrame)
+    alpha_systems: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    @classmethod
+    def from_evaluation(
+        cls,
+        ev: Evaluated,
+        out_dir: Path,
+        overrides: Sequence[str],
+        tracking: dict[str, Any],
+        run_name: str | None = None,
+    ) -> RunPayload:
+        """The payload of a finished evaluation whose files were written to ``out_dir``, from
+        its tables in memory; ``tracking`` and ``run_name`` as for :func:`run_record`."""
+        curve = ev.alpha_curve
+        return cls(
+            out_dir=Path(out_dir),
+            record=run_record(ev, Path(out_dir), overrides, tracking, run_name),
+            dataset=dataset_frame(ev.segments),
+            systems=ev.systems.reset_index(),
+            correlations=ev.correlations,
+            comparison=ev.comparison if ev.compared is not None else pd.DataFrame(),
+            alpha_curve=curve.curve if curve is not None else pd.DataFrame(),
+            alpha_systems=curve.system_scores if curve is not None else pd.DataFrame(),
+        )
+
+    @classmethod
+    def from_dir(cls, out_dir: Path, record: RunRecord | None = None) -> RunPayload:
+        """The payload of a finished output directory, as the run itself would have sent it."""
+        out = Path(out_dir)
+        record = read_run_info(out) if record is None else record
+        return cls(
+            out_dir=out,
+            record=record,
+            dataset=_read_dataset(out / SEGMENTS_FILE),
+            systems=_read_csv(out / SYSTEMS_FILE),
+            correlations=_read_csv(out / CORRELATIONS_FILE),
+            comparison=_read_csv(out / COMPARISON_FILE, keep_default_na=False, na_values=[""]),
+            alpha_curve=_read_csv(out / ALPHA_CURVE_FILE),
+            alpha_systems=_read_csv(out / ALPHA_SYSTEMS_FILE),
+        )
+
+
+def _read_csv(path: Path, **kwargs: Any) -> pd.DataFrame:
+    """A table as written (a missing or empty file is an empty table); floats read back to the
+    very value that was written."""
+    if not path.is_file() or path.stat().st_size <= 1:
+        return pd.DataFrame()
+    return pd.read_csv(path, float_precision="round_trip", **kwargs)
+
+
+def dataset_columns(columns: Iterable[Any]) -> list[Any]:
+    return [c for c in columns if c in DATASET_COLUMNS or str(c).startswith(DATASET_PREFIXES)]
+
+
+def dataset_frame(segments: pd.DataFrame) -> pd.DataFrame:
+    """The evaluated input (tidy columns, human ratings, precomputed scores), references as JSON,
+    in the same form whether it comes from memory or from ``segment_scores.parquet``."""
+    keep = dataset_columns(segments.columns)
+    frame = segments[keep].reset_index(drop=True).copy()
+    if "references" in frame:
+        frame["references"] = [
+            json.dumps([str(r) for r in refs], ensure_ascii=False) for refs in frame["references"]
+        ]
+    return frame
+
+
+def _read_dataset(path: Path) -> pd.DataFrame:
+    import pyarrow.parquet as pq
+
+    columns = dataset_columns(pq.read_schema(path).names)
+    return dataset_frame(pd.read_parquet(path, columns=columns))
+
+
+def frame_digest(frame: pd.DataFrame) -> str:
+    """A digest of the whole table's content (MLflow's own digest looks at a prefix of rows)."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(",".join(map(str, frame.columns)).encode("utf-8"))
+    h.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
+    return h.hexdigest()
