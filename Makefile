@@ -60,7 +60,7 @@ test: setup-dev
 
 lint: setup-dev
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy metrics correlation
+	$(VENV)/bin/mypy metrics correlation pipeline
 
 # each script times paraeval against its anchor measured in the same run, prints the ratios and
 # writes its figures to .cache/bench/<script>.json; docs/performance.md's table is made from them.

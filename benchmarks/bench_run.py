@@ -76,7 +76,9 @@ def _keep_systems(table: Any, n: int | None) -> Any:
 STAGE_LINE = re.compile(r"^(?P<stage>[a-zA-Z][^:]{0,60}): (?P<seconds>[0-9]+\.[0-9]+) s$")
 
 
-def paraeval_cli(python: str, work: Path, data: Path, tag: str, cache: Path) -> dict[str, Any]:
+def paraeval_cli(
+    python: str, work: Path, data: Path, tag: str, cache: Path, extra: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """One ``paraeval data=parabank`` command in a fresh process: wall and CPU seconds, and the
     stage times it printed."""
     out = work / f"out-{tag}"
@@ -88,6 +90,7 @@ def paraeval_cli(python: str, work: Path, data: Path, tag: str, cache: Path) -> 
         "report.print_tables=false",
         f"tracking.store_dir={work / f'mlflow-{tag}'}",
         f"hydra.run.dir={out}",
+        *extra,
     ]
     env = _env(work, data)
     env["PARAEVAL_CACHE_DIR"] = str(cache)
@@ -346,6 +349,7 @@ WHAT = {
 }
 SCRIPT = "the plain script: the libraries per system, scipy's point correlations"
 BASELINE = "the code before (--baseline-python), interleaved"
+NO_WORKER = "the same run with report.figure_worker=false (every figure in the run's process)"
 
 
 def table_rows(
@@ -365,6 +369,10 @@ def table_rows(
         for name, wall, cpu in anchors or [(None, None, None)]:
             rows.append(row("bench_run", f"{WHAT[state]}, wall", run["wall"], "s", name, wall))
             rows.append(row("bench_run", f"{WHAT[state]}, CPU", run["cpu"], "CPU-s", name, cpu))
+    if "warm, no figure worker" in runs:
+        alone = runs["warm, no figure worker"]["wall"]
+        what = f"{WHAT['warm']}, wall"
+        rows.append(row("bench_run", what, runs["warm"]["wall"], "s", NO_WORKER, alone))
     return rows
 
 
@@ -405,6 +413,10 @@ def main() -> None:
         for label, python in sides:
             tag = f"{label}{state}".replace(" ", "-")
             runs[f"{label}{state}"] = paraeval_cli(python, work, data, tag, work / f"cache{label}")
+    # what the figure worker saves: the warm run again with every figure in the run's process
+    runs["warm, no figure worker"] = paraeval_cli(
+        sys.executable, work, data, "warm-alone", work / "cache", ("report.figure_worker=false",)
+    )
     for name, run in runs.items():
         _stage_table(f"paraeval {name}", run)
     script = plain = None
@@ -420,7 +432,7 @@ def main() -> None:
     print(f"  start: {start_load}")
     print(f"  end:   {_load()}")
     for name, run in runs.items():
-        print(f"  paraeval {name:14s} {run['wall']:7.1f} s wall, {run['cpu']:7.1f} s CPU")
+        print(f"  paraeval {name:24s} {run['wall']:7.1f} s wall, {run['cpu']:7.1f} s CPU")
     if args.baseline_python:
         for state in ("cold", "warm"):
             new, old = runs[state], runs[f"baseline {state}"]

@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -189,31 +188,17 @@ def pearson_statistic(x: np.ndarray, y: np.ndarray) -> float:
     xs, ys = paired_finite(x, y)
     if _degenerate(xs, ys, 3):
         return NAN_RESULT[0]
-    helpers = _pearsonr_helpers()
-    if helpers is None:
-        return float(stats.pearsonr(xs, ys).statistic)
-    xp, vector_norm = helpers
-    xmean = xp.mean(xs, axis=-1, keepdims=True)
-    ymean = xp.mean(ys, axis=-1, keepdims=True)
-    xm = xs - xmean
-    ym = ys - ymean
-    xmax = xp.max(xp.abs(xm), axis=-1, keepdims=True)
-    ymax = xp.max(xp.abs(ym), axis=-1, keepdims=True)
+    # scipy.stats.pearsonr's own steps for 1-d numpy input (scipy 1.17), spelled in numpy:
+    # scaling by the largest deviation before the norms keeps them from overflowing
+    xm = xs - np.mean(xs, axis=-1, keepdims=True)
+    ym = ys - np.mean(ys, axis=-1, keepdims=True)
+    xmax = np.max(np.abs(xm), axis=-1, keepdims=True)
+    ymax = np.max(np.abs(ym), axis=-1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
-        normxm = xmax * vector_norm(xm / xmax, axis=-1, keepdims=True, xp=xp)
-        normym = ymax * vector_norm(ym / ymax, axis=-1, keepdims=True, xp=xp)
-        r = xp.vecdot(xm / normxm, ym / normym, axis=-1)
-    return float(xp.clip(r, -1.0, 1.0))
-
-
-def _pearsonr_helpers() -> tuple[Any, Callable[..., np.ndarray]] | None:
-    """The array namespace scipy.stats.pearsonr computes with for numpy arrays, and its norm;
-    None where this scipy has them elsewhere (then pearsonr itself is called)."""
-    try:
-        from scipy._lib._array_api import array_namespace, xp_vector_norm
-    except ImportError:
-        return None
-    return array_namespace(np.empty(2)), xp_vector_norm
+        normxm = xmax * np.linalg.vector_norm(xm / xmax, axis=-1, keepdims=True)
+        normym = ymax * np.linalg.vector_norm(ym / ymax, axis=-1, keepdims=True)
+        r = np.vecdot(xm / normxm, ym / normym, axis=-1)
+    return float(np.clip(r, -1.0, 1.0))
 
 
 def spearman(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:

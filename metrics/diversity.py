@@ -63,7 +63,10 @@ def _bleu(
 
 def _words(bleu: SacreBLEU, text: str) -> list[str]:
     """The words sacrebleu's BLEU counts n-grams of (lowercasing, then its tokenizer)."""
-    return bleu._preprocess_segment(text).split()
+    # sacrebleu's BLEU preprocessing: lowercasing if asked, its tokenizer without trailing space
+    if bleu.lowercase:
+        text = text.lower()
+    return bleu.tokenizer(text.rstrip()).split()
 
 
 def _ngrams(words: Sequence[str], n: int) -> list[tuple[str, ...]]:

@@ -29,7 +29,6 @@ SETUP_HINT = (
 # a dict folder is usable only with these; Debian's copy lacks lexnames until setup adds it
 _NEEDED = ("lexnames", "index.noun", "data.noun", "index.verb", "data.verb")
 
-_READERS: dict[str, Any] = {}
 # read from start to end by the reader's constructor (``index.sense`` is searched by offset)
 _SEQUENTIAL = frozenset(("lexnames", "index.noun", "index.verb", "index.adj", "index.adv"))
 
@@ -102,17 +101,13 @@ def find_wordnet(wordnet_dir: str | os.PathLike[str] | None = None) -> Any:
 
 
 def load_wordnet(wordnet_dir: str | os.PathLike[str] | None = None) -> Any:
-    """An NLTK ``WordNetCorpusReader`` for the first usable WordNet, loaded once per folder."""
+    """An NLTK ``WordNetCorpusReader`` for the first usable WordNet (a metric keeps the one it
+    loaded)."""
     pointer = find_wordnet(wordnet_dir)
-    key = str(pointer)
-    reader = _READERS.get(key)
-    if reader is None:
-        with warnings.catch_warnings():
-            # without the Open Multilingual WordNet NLTK warns once; METEOR is English-only
-            warnings.simplefilter("ignore", UserWarning)
-            reader = _reader_class()(pointer, None)
-        _READERS[key] = reader
-    return reader
+    with warnings.catch_warnings():
+        # without the Open Multilingual WordNet NLTK warns once; METEOR is English-only
+        warnings.simplefilter("ignore", UserWarning)
+        return _reader_class()(pointer, None)
 
 
 def _reader_class() -> type:
@@ -128,8 +123,7 @@ def _reader_class() -> type:
       ``index.<pos>`` files, the ``*.exc`` exception lists) are read through Python's own
       buffered text files instead of NLTK's seekable stream reader (a pure-Python ``readline``).
       Lines are the same strings (``newline=""`` keeps their endings). The ``data.*`` files,
-      which NLTK reads at byte offsets, keep NLTK's reader; only the constructor's one scan of
-      ``data.adj`` for satellite synsets goes through a Python text file.
+      which NLTK reads at byte offsets, keep NLTK's reader.
     """
     from nltk.corpus.reader.wordnet import WordNetCorpusReader
     from nltk.data import FileSystemPathPointer
@@ -140,26 +134,10 @@ def _reader_class() -> type:
 
         def open(self, file: str) -> Any:
             sequential = file in _SEQUENTIAL or file.endswith(".exc")
-            if sequential and isinstance(self._root, FileSystemPathPointer):
-                path = self._root.join(file).path
+            if sequential and isinstance(self.root, FileSystemPathPointer):
+                path = self.root.join(file).path
                 return open(path, encoding=self.encoding(file), newline="")
             return super().open(file)
-
-        def _scan_satellites(self) -> None:
-            # NLTK's scan of data.adj for satellite synsets, through a Python text file
-            if not isinstance(self._root, FileSystemPathPointer):
-                return super()._scan_satellites()  # type: ignore[no-any-return]
-            offsets: set[int] = set()
-            path = self._root.join("data.adj").path
-            with open(path, encoding=self.encoding("data.adj"), newline="") as fh:
-                for line in fh:
-                    if not line.strip() or line.startswith(" "):
-                        continue
-                    fields = line.strip().split()
-                    if len(fields) >= 3 and fields[2] == "s":
-                        offsets.add(int(fields[0]))
-            self.satellite_offsets = offsets
-            return None
 
     return _Reader
 

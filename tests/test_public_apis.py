@@ -176,6 +176,17 @@ def violations(source: str, filename: str = "<string>") -> Iterator[tuple[int, s
                 chain = _chain(node.args[0])
                 if chain and chain[0] in aliases:
                     yield node.lineno, f"{name}({'.'.join(chain)}, ...): patches a dependency"
+        elif isinstance(node, ast.ClassDef):
+            # overriding a dependency's private method patches it for every caller
+            subclasses = any(
+                (chain := _chain(base)) and chain[0] in aliases for base in node.bases
+            )
+            for item in node.body if subclasses else ():
+                if (
+                    isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
+                    and item.name in dependency_private_names()
+                ):
+                    yield item.lineno, f"{node.name}.{item.name} overrides a private method"
         elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
@@ -198,10 +209,16 @@ def test_the_checker_finds_private_imports_calls_and_patches() -> None:
         "def g(r):\n"
         "    return getattr(r, '_draw_text_glyphs_and_boxes')\n"
         "from mlflow.utils.validation import _validate_batch_log_data\n"
+        "from nltk.corpus.reader.wordnet import WordNetCorpusReader\n"
+        "class R(WordNetCorpusReader):\n"
+        "    def _scan_satellites(self):\n"
+        "        pass\n"
+        "    def open(self, file):\n"
+        "        pass\n"
     )
     found = [line for line, _ in violations(bad)]
     assert found.count(1) == 1 and found.count(2) == 1 and found.count(3) == 1
-    assert {5, 7, 9, 11, 12} <= set(found)
+    assert {5, 7, 9, 11, 12, 15} <= set(found) and 17 not in found
     good = (
         "import numpy as np\n"
         "from mlflow import MlflowClient\n"

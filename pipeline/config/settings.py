@@ -56,6 +56,8 @@ class ReportSettings:
     max_rows: int
     progress: bool
     format: str  # figure file format: png | pdf | svg
+    # the command line draws part of the figures in a second process that ends with the run
+    figure_worker: bool = True
 
 
 @dataclass(frozen=True)
@@ -213,7 +215,7 @@ TOP_LEVEL = (
     "report",
     "allow_external_metrics",
 )
-REPORT_KEYS = ("print_tables", "max_rows", "progress", "format")
+REPORT_KEYS = ("print_tables", "max_rows", "progress", "format", "figure_worker")
 CACHE_KEYS = ("enabled", "dir")
 
 
@@ -227,6 +229,7 @@ def _report(node: Node) -> ReportSettings:
         max_rows=max_rows,
         progress=_bool(node["progress"], "report.progress"),
         format=_figure_format(node["format"]),
+        figure_worker=_bool(node["figure_worker"], "report.figure_worker"),
     )
 
 

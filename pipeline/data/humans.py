@@ -59,20 +59,23 @@ def human_report(segments: pd.DataFrame) -> pd.DataFrame:
                 }
             )
     report = pd.DataFrame(rows, columns=REPORT_COLUMNS)
-    for row in report.itertuples(index=False):
-        if row.system == "(all)" and row.coverage < 1:
+    for row in report.to_dict("records"):
+        aspect, system = str(row["aspect"]), str(row["system"])
+        n_items, n_rated = int(row["n_items"]), int(row["n_rated"])
+        if system == "(all)" and float(row["coverage"]) < 1:
             log.warning(
                 "%s: %d of %d rows have no rating (left out of its correlations)",
-                row.aspect,
-                row.n_items - row.n_rated,
-                row.n_items,
+                aspect,
+                n_items - n_rated,
+                n_items,
             )
-        if row.system != "(all)" and row.constant and row.n_rated > 1:
+        if system != "(all)" and bool(row["constant"]) and n_rated > 1:
             log.warning(
                 "%s is constant for system %s: item-level correlations there are undefined",
-                row.aspect,
-                row.system,
+                aspect,
+                system,
             )
-        if row.system == "(all)" and row.n_single_rating:
-            log.info("%s: %d rows rest on a single rating", row.aspect, row.n_single_rating)
+        single = int(row["n_single_rating"])
+        if system == "(all)" and single:
+            log.info("%s: %d rows rest on a single rating", aspect, single)
     return report

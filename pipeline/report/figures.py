@@ -1,4 +1,5 @@
-"""Every figure of a finished evaluation, drawn in the run's own process into ``plots/``.
+"""Every figure of a finished evaluation, drawn into ``plots/`` by the run's process and, on the
+command line, a worker process that ends with the run (:mod:`.worker`).
 
 The stages produce tables only; this module reads them from the :class:`Evaluation` and draws:
 the correlation heatmap, the metric-vs-human scatter plots, the diversity–adequacy view, the
@@ -9,7 +10,6 @@ fails is a warning, never a failed run.
 from __future__ import annotations
 
 import functools
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,9 +18,10 @@ from paraeval.pipeline.names import slug
 from paraeval.pipeline.report.alpha_plot import plot_alpha_curve
 from paraeval.pipeline.report.compare_plots import diversity_adequacy_plot
 from paraeval.pipeline.report.heatmap import correlation_heatmap
-from paraeval.pipeline.report.plots import FigureStyle, drawn
+from paraeval.pipeline.report.plots import FigureStyle
 from paraeval.pipeline.report.ranking import ranking_plot
 from paraeval.pipeline.report.scatter import metric_vs_human, scatter_columns
+from paraeval.pipeline.report.worker import FigureWorker, run_jobs
 
 if TYPE_CHECKING:
     from paraeval.pipeline.stages.evaluation import Evaluation
@@ -44,8 +45,11 @@ def figure_style(ev: Evaluation) -> FigureStyle:
     )
 
 
-def write_figures(ev: Evaluation, out_dir: str | Path) -> list[Path]:
-    """Draws every figure of ``ev`` into ``out_dir/plots``; returns the files written."""
+def write_figures(
+    ev: Evaluation, out_dir: str | Path, worker: FigureWorker | None = None
+) -> list[Path]:
+    """Draws every figure of ``ev`` into ``out_dir/plots``, part of them in ``worker`` when one
+    is given; returns the files written."""
     if ev.aggregated is None:
         raise RuntimeError("the evaluation has not been computed")
     style = figure_style(ev)
@@ -88,11 +92,13 @@ def write_figures(ev: Evaluation, out_dir: str | Path) -> list[Path]:
         jobs.append(
             (style.path(plots, "alpha_curve"), functools.partial(plot_alpha_curve, ev.alpha_curve))
         )
-    written = []
-    with warnings.catch_warnings():
-        # one system or constant scores give singular axis limits; matplotlib copes and warns
-        warnings.simplefilter("ignore", UserWarning)
-        for path, draw in jobs:
-            if drawn(path, draw):
-                written.append(path)
-    return written
+    return run_jobs(jobs, worker, _weight)
+
+
+# rough drawing cost of each kind of figure (seconds on ParaBank-Eval), to share them out
+_WEIGHTS = {"system_ranking": 5.0, "correlation_heatmap": 1.1, "alpha_curve": 0.5}
+
+
+def _weight(job: tuple[Path, object]) -> float:
+    stem = job[0].stem
+    return _WEIGHTS.get(stem, 0.85 if stem.startswith("scatter_") else 0.5)

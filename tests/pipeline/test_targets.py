@@ -79,7 +79,8 @@ def test_every_shipped_option_is_on_the_list() -> None:
 
 def test_near_miss_names_the_nearest_allowed_target() -> None:
     cfg = _compose(["data._target_=paraeval.pipeline.data.load.load_tabel"])
-    with pytest.raises(ConfigError, match=r"did you mean 'paraeval\.pipeline\.load\.load_table'"):
+    near = r"did you mean 'paraeval\.pipeline\.data\.load\.load_table'"
+    with pytest.raises(ConfigError, match=near):
         Settings.from_config(cfg)
 
 
