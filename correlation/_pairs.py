@@ -164,9 +164,8 @@ def item_pair_matrices(x: np.ndarray, y: np.ndarray, item: np.ndarray, n_items: 
     are discordant, tied in x, tied in y, tied in both. The tie matrices count each cell with
     itself too, so that k' M k is the sum of squared group weights.
 
-    Where one variable takes few distinct values against the number of cells (human ratings on
-    a scale, or their averages), the counts come from a sweep over its ranks
-    (:func:`_sweep_matrices`); otherwise from the direct pass over every pair of cells."""
+    A variable with few distinct values (human ratings on a scale) is swept over its ranks
+    (:func:`_sweep_matrices`); otherwise every pair of cells is visited."""
     item = np.asarray(item, dtype=np.int64)
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
@@ -262,15 +261,10 @@ def _spearman_sums(
     and of y carry weight. ``x_items`` are the cells' items in x order, ``x_starts`` the first
     position of every group of tied x values (plus the end), ``x_group`` each cell's group.
 
-    A block of resamples at a time, the resamples innermost: every resample's sums are taken
-    in the same order, with the same operations, as one resample at a time would take them
-    (so the same numbers), while each step is one vector operation over the block.
-
-    ``width`` resamples make a block (:func:`spearman_block`). The y side does not depend on x:
-    ``y_mid`` (blocks, y groups, width) and ``y_sums`` (total weight, squared mid-ranks, groups
-    with weight; per resample) hold it. With ``y_ready`` they are read, else filled: a caller
-    keeps them for the next x with the same y, items and multiplicities. A ``y_mid`` of one
-    block is a buffer that every block reuses (nothing to keep)."""
+    Blocks of ``width`` resamples (:func:`spearman_block`), resamples innermost: each resample's
+    sums take the same operations in the same order as alone (the same numbers). The y side,
+    ``y_mid`` (blocks, y groups, width) and ``y_sums``, is read with ``y_ready``, else filled for
+    the caller to keep for the next x (a one-block ``y_mid`` is a reused buffer)."""
     n_res, n_items = k.shape
     out = np.zeros((6, n_res))
     # the block's weights as (items, resamples): a cell's weights side by side

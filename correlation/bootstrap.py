@@ -1,18 +1,11 @@
 """Bootstrap confidence intervals for a correlation, vectorised over resamples.
 
-A resample draws item columns, system rows, or both, with replacement (``unit``). The value of one
-resample is exactly what :func:`correlation.levels.correlate` returns on the explicitly resampled
-matrix ``metric[sys_idx][:, item_idx]`` (the tests check this equality); it is computed without
-building that matrix:
-
-- a repeated cell is a weight (its multiplicity): at the segment level the pooled cells are fixed
-  and every resample is one weighting of them (:class:`correlation.fixed_pairs.FixedPairs`, a
-  handful of array operations over all resamples at once, no Python loop over cells or
-  resamples);
-- with few values per unit of analysis (systems inside an item, systems at the system level) the
-  statistics are computed from pair tensors ``(..., n, n)`` (:mod:`correlation.weighted`).
-
-Resampled values that are undefined (a constant resample) are NaN and left out of the percentiles.
+A resample draws item columns, system rows, or both (``unit``); its value is exactly what
+:func:`correlation.levels.correlate` returns on ``metric[sys_idx][:, item_idx]`` (the tests check
+it), computed without building that matrix: a repeated cell is a weight, so the segment level is
+one weighting of fixed pooled cells per resample (:class:`correlation.fixed_pairs.FixedPairs`),
+and few values per unit use pair tensors ``(..., n, n)`` (:mod:`correlation.weighted`). Undefined
+resampled values are NaN and left out of the percentiles.
 """
 
 from __future__ import annotations

@@ -1,51 +1,31 @@
 """Correlation coefficients between metric scores and human scores, with one explicit NaN policy,
-registered in :data:`COEFFICIENTS` (:mod:`correlation.registry`), through which every other
-module of the package finds them. Their weighted forms are :mod:`correlation.weighted`, their
-forms under many weightings :mod:`correlation.fixed_pairs`, their exact small-n p-values
-:mod:`correlation.exact`.
+registered in :data:`COEFFICIENTS` (:mod:`correlation.registry`). Weighted forms are in
+:mod:`correlation.weighted`, forms under many weightings in :mod:`correlation.fixed_pairs`, exact
+small-n p-values in :mod:`correlation.exact`. Every function returns ``(value, p_value)`` floats.
 
-Every function returns ``(value, p_value)`` as plain floats.
-
-NaN policy (the same everywhere in :mod:`correlation`):
-
-- pairs where either score is NaN (or infinite) are dropped before anything is computed;
-- if fewer than 3 pairs remain (2 for the Kendall coefficients), or if either remaining vector is
-  constant, the result is ``(nan, nan)``. Recent scipy returns 0 or 1 (with a warning) for
-  constant input; passing that on would put a made-up number in a correlation table.
-
-Matrix conventions follow mt-metrics-eval: a score matrix has shape ``(n_systems, n_items)``, NaN
-where a system has no output or no human rating for that item.
+NaN policy (the same everywhere in :mod:`correlation`): pairs where either score is not finite are
+dropped; under 3 pairs (2 for Kendall) or a constant vector give ``(nan, nan)`` (recent scipy
+returns 0 or 1 for constant input, a made-up number in a correlation table). Score matrices are
+``(n_systems, n_items)`` with NaN for missing cells, as in mt-metrics-eval.
 
 Adding a coefficient
 --------------------
-One :class:`Coefficient` entry, passed to :func:`register_coefficient` (a built-in one at the end
-of this module), and its test. Nothing else: the levels, the bootstrap, the permutation test, the
-tables and the pipeline's config check all look coefficients up here. The entry gives
+One :class:`Coefficient` passed to :func:`register_coefficient` (built-in ones at the end of this
+module), and its test: the levels, bootstrap, permutation test, tables and config check all look
+coefficients up there. The entry gives
 
-- ``name``: what configs and the ``coefficient`` column of the tables call it;
-- ``fn``: ``(x, y) -> (value, p_value)`` following the NaN policy above, on two paired vectors
-  (``vector=True``) or, for a coefficient that needs the systems x items structure
-  (``vector=False``, e.g. :func:`kendall_like`), on two ``(n_systems, n_items)`` matrices;
-- ``levels``: the levels of :mod:`correlation.levels` where it is defined (a matrix coefficient
-  cannot be defined at the system level, which has one score per system);
-- ``ordinal``: True where, on segments and items, the row depends on the metric's scores only
-  through their order (ties included), so that a column with an order already correlated shares
-  its rows; declared with a test that shows it bit for bit;
-- optional vectorised forms, each only a speed-up with the same numbers as the generic path used
-  without it (the tests compare both with ``fn`` on explicitly resampled data):
-
-  - ``weighted(x, y, w)``: the coefficient over the last axis of samples with multiplicity weights
-    ``w`` (item level, system level, their resamples and permutations); without it every weighted
-    sample is expanded and passed to ``fn``;
-  - ``pooled(pairs, wt)``: the coefficient of the fixed pooled cells of a
-    :class:`correlation.fixed_pairs.FixedPairs` under each column of weights ``wt`` (n, B)
-    (segment-level bootstrap and permutation test); without it each resample is built and ``fn``
-    called on it;
-  - ``pooled_by_items(pairs, item, n_items, item_w)``: the same when whole items are resampled,
-    with the weight of item i in ``item_w[:, i]``; may return None to fall back to ``pooled``;
-  - ``segment_resampled(metric, human, resamples)`` and ``segment_batch(metrics, human)``: the
-    segment level of a matrix coefficient under bootstrap resamples, and for a batch of metric
-    matrices (permutation test).
+- ``name``: what configs and the tables' ``coefficient`` column call it;
+- ``fn``: ``(x, y) -> (value, p_value)`` under the NaN policy, on paired vectors (``vector=True``)
+  or on two ``(n_systems, n_items)`` matrices (``vector=False``, e.g. :func:`kendall_like`);
+- ``levels``: where it is defined (a matrix coefficient has no system level);
+- ``ordinal``: True where, on segments and items, a row depends on the metric's scores only
+  through their order, so columns with the same order share rows (shown bit for bit by a test);
+- optional vectorised forms, speed-ups with the same numbers as the generic path (the tests
+  compare them with ``fn`` on explicitly resampled data): ``weighted(x, y, w)`` over the last axis
+  with multiplicity weights; ``pooled(pairs, wt)`` of a :class:`correlation.fixed_pairs.FixedPairs`
+  under each column of weights (segment-level bootstrap and permutation test);
+  ``pooled_by_items(pairs, item, n_items, item_w)`` when whole items are resampled (None falls
+  back to ``pooled``); ``segment_resampled`` and ``segment_batch`` for a matrix coefficient.
 
 ``correlate`` and the tables also take an unregistered :class:`Coefficient` or any callable
 ``(x, y) -> (value, p_value)`` (nlpstats style), treated as a vector coefficient at every level.
@@ -197,7 +177,7 @@ def pearson_statistic(x: np.ndarray, y: np.ndarray) -> float:
     with np.errstate(invalid="ignore", divide="ignore"):
         normxm = xmax * np.linalg.vector_norm(xm / xmax, axis=-1, keepdims=True)
         normym = ymax * np.linalg.vector_norm(ym / ymax, axis=-1, keepdims=True)
-        r = np.vecdot(xm / normxm, ym / normym, axis=-1)
+        r = np.vecdot(xm / normxm, ym / normym, axis=-1)  # type: ignore[call-overload]
     return float(np.clip(r, -1.0, 1.0))
 
 
@@ -269,15 +249,12 @@ def kendall_like_counts(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Concordant and discordant system pairs inside each item, shape ``(n_items,)`` each.
 
-    As WMT's scripts and mt-metrics-eval's ``KendallLike(thresh=human_margin)``: a pair of systems
-    counts where both have a finite metric and human score for the item and their human scores
-    differ by at least ``human_margin`` (``margin_rule="at_least"``; WMT's DARR used 25 points on
-    the 0-100 DA scale). It is concordant when the metric orders it as the humans do, otherwise
-    discordant: a pair tied in the metric is discordant (it failed to separate what humans
-    separated), and so is a counted pair tied in the human score (with ``human_margin=0`` every
-    human tie counts, as in mt-metrics-eval with ``thresh=0``). ``margin_rule="above"`` is
-    paraeval's earlier rule: only differences strictly above ``human_margin`` count (0 skips
-    exact human ties). ``metric_ties="skip"`` leaves pairs tied in the metric out instead.
+    As mt-metrics-eval's ``KendallLike(thresh=human_margin)``: a pair of systems with finite scores
+    counts where the human scores differ by at least ``human_margin`` (WMT's DARR used 25 on 0-100
+    DA), strictly more with ``margin_rule="above"`` (paraeval's earlier rule). It is concordant when
+    the metric orders it as the humans do, else discordant, including a metric tie (it failed to
+    separate what humans separated; ``metric_ties="skip"`` leaves those out) and a counted human
+    tie.
     """
     m, h = _check_matrix_pair(metric, human)
     _check_kendall_like_settings(metric_ties, human_margin, margin_rule)
@@ -306,10 +283,8 @@ def kendall_like(
 ) -> tuple[float, float]:
     """WMT segment-level Kendall-like tau, pooled over all items of two score matrices.
 
-    ``(C - D) / (C + D)`` with C and D summed over the system pairs of every item (see
-    :func:`kendall_like_counts` for which pairs count). No p-value is defined: it is NaN.
-    Constant metric or human input (over all finite cells), or no countable pair, gives NaN
-    (mt-metrics-eval returns its tau, or 0 without pairs: a deviation listed in the README).
+    ``(C - D) / (C + D)`` summed over every item's pairs (:func:`kendall_like_counts`); p is NaN.
+    Constant input or no countable pair gives NaN (mt-metrics-eval: its tau, or 0; see README).
     """
     m, h = _check_matrix_pair(metric, human)
     ok = np.isfinite(m) & np.isfinite(h)
@@ -329,12 +304,10 @@ def pairwise_accuracy(
 ) -> tuple[float, float]:
     """System-level pairwise ranking accuracy (Kocmi et al. 2021) of two ``(n_systems,)`` vectors.
 
-    The share of system pairs that the metric orders as the humans do, comparing the signs of
-    the two differences: a pair tied in both agrees, a pair tied on one side only disagrees.
-    ``human_ties="count"`` takes every pair, as Kocmi et al. and mt-metrics-eval's ``Agreement``;
-    ``"skip"`` is paraeval's earlier rule, which left out pairs the humans tie (and gave NaN for
-    constant input). Systems with a NaN score are dropped; fewer than 2 systems gives NaN.
-    No p-value: NaN.
+    The share of system pairs whose differences have the same sign on both sides (a tie on one
+    side only disagrees). ``human_ties="count"`` takes every pair (mt-metrics-eval's
+    ``Agreement``); ``"skip"``, paraeval's earlier rule, leaves out human ties. NaN systems are
+    dropped; under 2 systems gives NaN. No p-value: NaN.
     """
     if human_ties not in HUMAN_TIES:
         raise ValueError(f"human_ties must be one of {HUMAN_TIES}, got {human_ties!r}")

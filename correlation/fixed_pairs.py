@@ -2,13 +2,9 @@
 (:class:`FixedPairs`): the segment level of the bootstrap and of the permutation tests, where a
 resample or a permutation only changes how often each pooled cell counts.
 
-- Pearson is a weighted moment ratio (one product of the weights with six moment vectors for all
-  weightings);
-- Spearman uses weighted mid-ranks from one sort of the data (a compiled pass per block of
-  weightings under item resampling);
-- Kendall's tau-b/tau-c count weighted discordant pairs with a merge-sort recursion whose sort
-  orders do not depend on the weights, or, under item resampling, as a quadratic form in the item
-  multiplicities (:mod:`correlation._pairs`) where that is cheaper.
+Pearson is a weighted moment ratio; Spearman uses weighted mid-ranks from one sort of the data;
+Kendall's tau-b/c count weighted discordant pairs by a merge sort whose orders do not depend on
+the weights, or as a quadratic form in item multiplicities (:mod:`correlation._pairs`).
 """
 
 from __future__ import annotations
@@ -119,11 +115,9 @@ class _InversionPlan:
 class FixedPairs:
     """Vectorised coefficients of one fixed pair of vectors under many weightings.
 
-    Weights come as an (n, B) array: one column per resample, one row per pair. The sorted
-    layouts each statistic needs are built on first use, so a coefficient pays only for its own.
-    ``n_resamples``: how many weightings the caller asks for in all when it asks block by block
-    (a choice of method that pays off with many resamples is then made on all of them, the same
-    for every block).
+    Weights are (n, B): one column per resample. Sorted layouts are built on first use.
+    ``n_resamples``: the weightings asked for in all, block by block, so that a choice of method
+    is made once for every block.
     """
 
     def __init__(self, x: np.ndarray, y: np.ndarray, n_resamples: int | None = None) -> None:

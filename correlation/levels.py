@@ -1,26 +1,18 @@
 """Correlation at one of three levels of a ``(n_systems, n_items)`` score matrix.
 
-- ``segment``: every (system, item) cell where both scores are finite, pooled into one pair of
-  vectors. ``n`` = cells used, ``n_dropped`` = cells left out.
-- ``item``: the coefficient across systems inside each item, then the mean over items. Items whose
-  own coefficient is undefined (constant, too few systems) are skipped (``item_nan="skip"``) or
-  count as 0 (``item_nan="zero"``). ``n`` = items in the mean, ``n_dropped`` = items whose own
-  coefficient was undefined (left out under "skip", averaged in as 0 under "zero"). No p-value: the
-  per-item coefficients share systems, so no combination of their p-values is principled; NaN.
-- ``system``: each system's corpus-level metric score (``system_metric``, e.g. corpus BLEU) or else
-  the mean of its finite segment scores, against the mean of its finite human scores.
-  ``n`` = systems used, ``n_dropped`` = systems without a finite score on either side.
+- ``segment``: every (system, item) cell with both scores finite, pooled into one pair of vectors.
+  ``n`` = cells used, ``n_dropped`` = cells left out.
+- ``item``: the coefficient across systems inside each item, averaged over items; items whose own
+  coefficient is undefined are skipped (``item_nan="skip"``) or count as 0 (``"zero"``), and are
+  counted in ``n_dropped``. No p-value (NaN): the per-item coefficients share systems.
+- ``system``: each system's corpus metric score (``system_metric``) or else the mean of its finite
+  segment scores, against the mean of its finite human scores. ``n`` = systems used.
 
-Each coefficient says at which levels it is defined (``Coefficient.levels`` in
-:mod:`correlation.coefficients`): ``kendall_like`` counts system pairs inside items, so it exists
-at the segment level (pairs pooled over all items) and the item level (one value per item,
-averaged); ``pairwise_accuracy`` and ``soft_pairwise_accuracy`` order systems, so they exist at
-the system level only; ``acc23`` and ``tau_23`` enumerate all pairs, so they exist at the item and
-system levels (a calibrated epsilon is one choice for all items: ``Coefficient.item_level``).
-Other combinations raise ``ValueError``.
-
-In mt-metrics-eval's terms the segment level is ``average_by="none"`` and the item level
-``average_by="item"`` (``item_nan="zero"`` is its ``replace_nans_with_zeros``).
+``Coefficient.levels`` says where each coefficient is defined (``kendall_like``: segment and item;
+the pairwise accuracies: system; ``acc23``/``tau_23``: item and system, one calibrated epsilon for
+all items via ``Coefficient.item_level``); other combinations raise ``ValueError``. In
+mt-metrics-eval's terms segment is ``average_by="none"`` and item ``average_by="item"``
+(``item_nan="zero"`` is its ``replace_nans_with_zeros``).
 """
 
 from __future__ import annotations
@@ -36,7 +28,6 @@ from paraeval.correlation.coefficients import (
     Coefficient,
     CoefficientLike,
     get_coefficient,
-    is_constant,
     pair_statistic,
 )
 
@@ -187,17 +178,6 @@ def correlate(
     # only vector coefficients are defined at the system level
     value, p = coef.fn(x, y)
     return Correlation(float(value), float(p), n, int(ok.size - n))
-
-
-def constant_warning(metric: np.ndarray, human: np.ndarray) -> str | None:
-    """A one-line description of a constant input (for validation reports), else None."""
-    m, h = check_matrices(metric, human)
-    ok = np.isfinite(m) & np.isfinite(h)
-    if is_constant(m[ok]):
-        return "metric scores are constant over the scored cells"
-    if is_constant(h[ok]):
-        return "human scores are constant over the scored cells"
-    return None
 
 
 __all__ = [

@@ -118,14 +118,10 @@ def significance_table(
 
     In each row ``metric_a`` is the metric with the higher correlation (``r_a >= r_b``).
 
-    - ``method="williams"``: ``p_value`` is Williams' one-sided p that r_a > r_b, with r_a, r_b
-      and the metric-metric correlation computed on the cells (segment level) or systems (system
-      level) where both metrics and the human score exist; ``r_a``/``r_b`` are those values.
-      Williams' test is derived for Pearson's r; the other correlation coefficients (Spearman,
-      Kendall's tau-b/c: ``Coefficient.williams``) are plugged in as they are, and any other
-      coefficient (pairwise accuracy, Kendall-like, acc23 ...) is a ``ValueError`` naming the
-      permutation test. It has no form for the item level (a mean of per-item correlations):
-      ``ValueError``.
+    - ``method="williams"``: Williams' one-sided p that r_a > r_b, all three correlations on the
+      cells (segment level) or systems where both metrics and the human score exist. Derived for
+      Pearson's r; other correlation-like coefficients (``Coefficient.williams``) are plugged in,
+      rates over pairs and the item level are a ``ValueError``.
     - ``method="permutation"``: :func:`correlation.significance.permutation_test` with ``unit``,
       ``n_resamples`` and ``alternative``; ``r_a``/``r_b`` are the ``correlate`` values.
 

@@ -1,19 +1,12 @@
-"""Paired significance tests of two systems' scores on the same items, as sacrebleu runs them.
+"""Paired significance tests of two systems' scores on the same items, as sacrebleu runs them
+(paired bootstrap and approximate randomization, AR), for a corpus score from summed statistics
+(BLEU, chrF, TER batched, others through their corpus function) or a mean of segment scores.
 
-``sacrebleu.significance`` keeps its paired bootstrap and approximate randomization (AR) tests next
-to each other; so does this module, for any score: a corpus score from summed per-segment
-sufficient statistics (BLEU, chrF, TER through their batched sacrebleu formulas, any other metric
-through its own corpus function) or the mean of segment scores.
-
-- :func:`bootstrap_indices` and :func:`ar_masks` draw exactly what
-  ``sacrebleu.significance._paired_bs_test`` / ``_paired_ar_test`` draw from
-  ``np.random.default_rng(seed)``, so a seed s gives sacrebleu's resamples with
-  ``SACREBLEU_SEED=s``.
-- :func:`paired_bs_p` and the ``ar_all`` methods compute sacrebleu's statistics step by step (same
-  float32 sums in the bootstrap, same p-value ``(c + 1) / (N + 1)``, :func:`p_value`).
-- :func:`paired_bs_clusters` groups systems not distinguishable from the best one.
-
-numpy (and numba for the in-order sums): no pandas, no I/O.
+:func:`bootstrap_indices` and :func:`ar_masks` draw exactly what sacrebleu's ``_paired_bs_test`` /
+``_paired_ar_test`` draw from ``np.random.default_rng(seed)`` (seed s = ``SACREBLEU_SEED=s``);
+:func:`paired_bs_p` and the ``ar_all`` methods compute its statistics step by step (same float32
+sums, p-value ``(c + 1) / (N + 1)``); :func:`paired_bs_clusters` groups systems not
+distinguishable from the best one.
 """
 
 from __future__ import annotations

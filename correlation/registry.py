@@ -63,11 +63,8 @@ class Coefficient:
     statistic: StatisticFn | None = None
     # the settings this entry was built with (see :func:`configure`), for signatures and reports
     options: tuple[tuple[str, Any], ...] = ()
-    # on segments and items, every number of a table row (value, p-value, n, interval) depends on
-    # the metric's scores only through their order (ties included): a metric column with the same
-    # order as one already correlated in the same table shares its rows (iBLEU where the
-    # references are the sources, a rescaled column).
-    # Declared only where tests/correlation/test_corr_table.py shows it bit for bit.
+    # on segments and items a table row depends on the metric's scores only through their order:
+    # columns with the same order share rows (declared where test_corr_table.py shows it exactly)
     ordinal: bool = False
 
     def __post_init__(self) -> None:

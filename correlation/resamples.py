@@ -13,26 +13,18 @@ from paraeval.correlation.levels import UNITS
 
 # Largest number of float64 elements one temporary array may hold; bounds memory (~16 MB).
 CHUNK_ELEMENTS = 2_000_000
-# Elements of item multiplicities (resamples x items, float64) made at once, in whole rows:
-# ~32 MB however many resamples and items there are. Every consumer treats resamples
-# independently of each other, so block boundaries change no number (at 40,000 items the whole
-# matrix would be 320 MB, per worker thread and per coefficient).
+# Elements of item multiplicities (float64) made at once, in whole resample rows (~32 MB); every
+# consumer treats resamples independently, so block boundaries change no number.
 WEIGHT_BLOCK_ELEMENTS = 4_000_000
-
-
-# Item multiplicities a set of resamples keeps for the metrics that share it, at most (float64
-# elements, ~16 MB): above that every use makes its own block.
+# Item multiplicities a set of resamples keeps for the metrics that share it, at most (~16 MB).
 _KEPT_WEIGHT_ELEMENTS = 2_000_000
 
 
 @dataclass(frozen=True)
 class Resamples:
-    """Indices of one set of bootstrap resamples; ``None`` where that axis is not resampled.
-    :func:`draw_resamples` gives item indices in the narrowest integer type that holds them
-    (uint16 up to 65,536 items): a table holds one set per aspect and level for the whole run.
-
-    The item multiplicities of blocks of resamples (:meth:`item_weights`) are made once for
-    every metric and coefficient that uses the set, where they are small."""
+    """Indices of one set of bootstrap resamples (``None`` for an axis not resampled), items in
+    the narrowest integer type; small item multiplicities (:meth:`item_weights`) are kept for
+    every metric and coefficient that uses the set."""
 
     n_resamples: int
     sys_idx: np.ndarray | None  # (B, n_systems)

@@ -174,23 +174,16 @@ def permutation_test(
 ) -> float:
     """Paired permutation test of corr(A, human) - corr(B, human) (Deutsch et al. 2021).
 
-    Cells where either metric or the human score is missing are left out of all three matrices,
-    so every permutation sees the same cells. Both metrics are z-scored over those cells (Deutsch
-    et al. do this so that swapping scores between metrics on different scales is meaningful; the
-    observed difference is unchanged, as every coefficient here is invariant to it). Each
-    permutation swaps the two metrics inside every resampling unit with probability 0.5: whole
-    item columns (``unit="items"``), whole system rows (``"systems"``), system rows then item
-    columns (``"both"``, Perm-Both) or single cells (``"cells"``); see
-    :data:`PERMUTATION_UNITS`.
+    Only cells where both metrics and the human score exist are used. Both metrics are z-scored
+    over them (so that swapping scores between scales is meaningful; every coefficient here is
+    invariant to it), then each permutation swaps A and B inside every unit of
+    :data:`PERMUTATION_UNITS` with probability 0.5. At the system level the scores are the means of
+    the z-scored segment scores, or, with ``system_metric_a/b`` and ``unit="systems"``, those
+    corpus scores z-scored over systems (they cannot be rebuilt after swapping items).
 
-    At the system level the per-system scores are the means of the z-scored segment scores, or,
-    with ``system_metric_a/b`` (corpus-level scores) and ``unit="systems"``, those scores z-scored
-    over systems. Corpus scores that are not segment means cannot be rebuilt after swapping items.
-
-    ``alternative="two-sided"``: p = (1 + #{|d*| >= |d|}) / (1 + K); ``"greater"`` (Deutsch's
-    one-sided test that A is better): p = (1 + #{d* >= d}) / (1 + K), with K the number of
-    permutations whose difference is defined. The +1 counts the observed assignment, one of the
-    permutations, so p is never 0. A metric tested against itself gets p = 1.
+    p = (1 + #{|d*| >= |d|}) / (1 + K) (``"two-sided"``) or (1 + #{d* >= d}) / (1 + K)
+    (``"greater"``: A is better), K the permutations with a defined difference; the +1 counts the
+    observed assignment, so p is never 0. A metric tested against itself gets p = 1.
     """
     coef = check_level_coefficient(level, coefficient)
     if unit not in PERMUTATION_UNITS:
@@ -300,12 +293,10 @@ def significance_clusters(
 ) -> dict[str, int]:
     """Rank metrics into significance clusters, as mt-metrics-eval's ``AssignRanks``.
 
-    Metrics are sorted by value, best first. Walking down that list, a metric starts a new cluster
-    (rank + 1) when it is significantly worse (p <= alpha, mt-metrics-eval's threshold rule) than
-    any member of the current cluster; otherwise it joins the current cluster. Cluster 1 therefore
-    holds the best metric and the metrics after it that no cluster-1 metric significantly beats.
-    ``pvalues[(a, b)]`` is the p-value for "a is better than b"; either key order is looked up.
-    A missing or NaN p-value counts as not significant. Metrics with a NaN value get no cluster.
+    Walking down the metrics best first, one starts a new cluster when some member of the current
+    cluster is significantly better (p <= alpha), else joins it. ``pvalues[(a, b)]`` is the
+    p-value that a beats b (either key order is looked up; missing or NaN: not significant).
+    Metrics with a NaN value get no cluster.
     """
     ranked = sorted(
         (m for m, v in values.items() if math.isfinite(v)), key=lambda m: -float(values[m])

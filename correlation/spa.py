@@ -1,18 +1,12 @@
-"""Soft pairwise accuracy (Thompson et al., WMT24): how closely the metric's confidence that one
-system beats another matches the humans' confidence, as mt-metrics-eval's ``pce`` module
-defines it.
+"""Soft pairwise accuracy (Thompson et al., WMT24), as mt-metrics-eval's ``pce`` module defines it:
+SPA = 1 - mean over system pairs of |p_human - p_metric|.
 
-For every pair of systems (i, j), i < j, a paired permutation test on the segment scores gives
-the p-value that i is better than j, once from the human scores and once from the metric's:
-each permutation flips the sign of every item's difference with probability 1/2 (one random
-sign per item, shared by all pairs and both score sources), and p is the share of permutations
-whose summed difference is at least the observed one (no +1: mt-metrics-eval's definition).
-SPA = 1 - mean over pairs of |p_human - p_metric|.
-
-The signs come from ``numpy.random.default_rng(seed)`` drawn exactly as mt-metrics-eval draws
-them (float32 uniforms rounded to 0/1, seed 4, 1,000 permutations), so the same scores give the
-same number. Only items scored by every system on both sides are used (mt-metrics-eval expects
-complete matrices); systems without any score are left out first.
+p is a paired permutation test on the segment scores that i beats j: each permutation flips the
+sign of every item's difference with probability 1/2 (one sign per item, shared by all pairs and
+both sides), p the share of permutations whose summed difference reaches the observed one (no
++1). Signs are drawn from ``numpy.random.default_rng(seed)`` exactly as mt-metrics-eval draws them
+(float32 uniforms rounded, seed 4, 1,000 permutations). Only items scored by every system on both
+sides are used; systems without any score are left out first.
 """
 
 from __future__ import annotations

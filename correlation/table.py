@@ -154,19 +154,14 @@ def correlation_table(
 ) -> list[dict[str, Any]]:
     """One row per (metric, aspect, level, coefficient) with columns :data:`CORRELATION_COLUMNS`.
 
-    ``coefficients`` are registered names, :class:`Coefficient` objects or callables
-    ``(x, y) -> (value, p)``. Level/coefficient pairs that are not defined
-    (``Coefficient.levels``: ``pairwise_accuracy`` below the system level, ``kendall_like`` at the
-    system level) are skipped. ``system_metrics[name]`` is the metric's
-    corpus-level score per system, used at the system level; when items are resampled and it is
-    not the plain segment mean, ``system_metric_fns[name](item_indices)`` must recompute it.
+    ``coefficients``: registered names, :class:`Coefficient` objects or callables ``(x, y) ->
+    (value, p)``; undefined level/coefficient pairs are skipped. ``system_metrics[name]``: the
+    corpus score per system for the system level, recomputed by ``system_metric_fns[name]
+    (item_indices)`` under item resampling where it is not the segment mean.
 
-    All metrics and coefficients of one (aspect, level) share the same resamples, so their
-    intervals are paired. ``ci=False`` leaves ``ci_low``/``ci_high`` NaN and draws nothing.
-    ``interval="fisher"`` gives Fisher z intervals (:func:`fisher_interval`; Pearson, Spearman
-    and Kendall's tau-b only, NaN for the others) and draws nothing either.
-    ``workers`` threads (default: up to 4 CPUs) compute metrics in parallel; the rows are the
-    same for any number of workers.
+    One (aspect, level) shares its resamples, so intervals are paired. ``ci=False`` (NaN bounds)
+    and ``interval="fisher"`` (:func:`fisher_interval`) draw nothing. ``workers`` threads (default:
+    up to 4 CPUs) give the same rows for any number of workers.
     """
     n_sys, n_items = check_shapes(metrics, humans)
     for level in levels:

@@ -2,21 +2,16 @@
 Matter"), with tie calibration, as mt-metrics-eval's ``KendallVariants`` and
 ``KendallWithTiesOpt`` define them.
 
-Every pair of values is one of five kinds: concordant (C), discordant (D), tied in the human
-score only (T_h), tied in the metric only (T_m), tied in both (T_hm). The metric ties a pair when
-its two scores differ by at most ``epsilon``::
+A pair is concordant (C), discordant (D), tied in the human score only (T_h), in the metric only
+(T_m, scores within ``epsilon``) or in both (T_hm)::
 
     acc23 = (C + T_hm) / (C + D + T_h + T_m + T_hm)
     tau23 = (C + T_hm - D - T_h - T_m) / (C + D + T_h + T_m + T_hm)
 
-Tie calibration picks the epsilon that maximises the statistic: the candidates are 0 and every
-absolute metric difference of a pair; the smallest epsilon reaching the maximum wins. At the item
-level one epsilon serves all items, and the statistic is the mean over items of each item's own
-value (items with fewer than two scored systems have no pair and are left out), as
-``KendallWithTiesOpt(average_by="item", sample_rate=1)``.
-
-All pairs are enumerated, so these are defined at the item level (pairs of systems inside an
-item) and the system level, not on the pooled cells of the segment level.
+Tie calibration picks the smallest epsilon (0 or a pair's absolute metric difference) maximising
+the statistic; at the item level one epsilon serves all items and the statistic is the mean of the
+items' own values (items under two scored systems left out), as ``KendallWithTiesOpt(average_by=
+"item", sample_rate=1)``. All pairs are enumerated: item and system levels only.
 """
 
 from __future__ import annotations

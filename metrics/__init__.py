@@ -1,15 +1,9 @@
 """One class per metric, each scoring the candidates of one system against their references.
 
-``from paraeval.metrics import BLEU, CHRF, BERTScore`` works for every metric; the module that
-defines a class is imported on first use of its name, so ``import paraeval.metrics`` stays cheap
-(no torch, transformers or numba until an encoder or ROUGE metric is asked for).
-
-Every metric has the same call::
-
-    BLEU().score(candidates, references, sources=None) -> MetricResult
-
-with ``references[i]`` the list of references of ``candidates[i]``; the result holds one score per
-candidate (``segment``), the metric's own corpus score (``corpus``) and a ``signature``.
+``from paraeval.metrics import BLEU`` works for every metric; defining modules are imported on
+first use, so ``import paraeval.metrics`` stays cheap (no torch, transformers or numba). Every
+metric has the same call, ``BLEU().score(candidates, references, sources=None) -> MetricResult``,
+``references[i]`` being the references of ``candidates[i]``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Compiled kernels for the ROUGE family: LCS, weighted LCS and skip-bigram co-occurrence.
 
-Pure-Python LCS tables are what makes rouge-score and rouge-metric slow; these kernels run the same
-recurrences (same tie-breaking where a backtrack is read) compiled by numba, over a whole batch of
-sentence pairs in one call. Texts are integer token ids laid end to end in ``flat``; text ``t``
-occupies ``flat[starts[t]:starts[t] + lens[t]]``; pair ``k`` compares text ``pa[k]`` (the
-candidate) with text ``pb[k]`` (the reference).
+Pure-Python LCS tables make rouge-score slow; these run the same recurrences (same tie-breaking)
+compiled by numba over a batch of pairs: text ``t`` is ``flat[starts[t]:starts[t] + lens[t]]``
+(integer token ids), pair ``k`` compares candidate ``pa[k]`` with reference ``pb[k]``.
 """
 
 from __future__ import annotations
@@ -49,11 +47,8 @@ def wlcs_scores(
     pb: np.ndarray,
     weight: float,
 ) -> np.ndarray:
-    """Lin (2004)'s weighted LCS value ``c[m][n]`` with f(k) = k**weight.
-
-    On a match ``c[i][j] = c[i-1][j-1] + f(k+1) - f(k)`` with k the run of consecutive matches
-    ending at (i-1, j-1); otherwise the larger of the two neighbours (run reset to 0).
-    """
+    """Lin (2004)'s weighted LCS value ``c[m][n]`` with f(k) = k**weight: on a match
+    ``c[i-1][j-1] + f(k+1) - f(k)`` (k the run ending there), else the larger neighbour."""
     out = np.zeros(pa.shape[0], dtype=np.float64)
     for k in range(pa.shape[0]):
         a0, m = starts[pa[k]], lens[pa[k]]
@@ -91,11 +86,9 @@ def wlcs_rouge155_hits(
     pb: np.ndarray,
     weight: float,
 ) -> np.ndarray:
-    """ROUGE-1.5.5's ROUGE-W hit: backtrack the WLCS table (candidate rows, reference columns;
-    diagonal on a match, else left while the left neighbour equals the cell, else up), mark the
-    reference positions on that path, and sum f(run) over runs of consecutive marked positions.
-    This is ROUGE-1.5.5.pl's ``wlcs`` and rouge-metric's ``_rouge_w_summary_level`` for one
-    sentence each."""
+    """ROUGE-1.5.5.pl's ``wlcs`` hit (rouge-metric's ``_rouge_w_summary_level``): backtrack the
+    WLCS table (diagonal on a match, else left while the left neighbour equals the cell, else
+    up) and sum f(run) over runs of consecutive reference positions on that path."""
     out = np.zeros(pa.shape[0], dtype=np.float64)
     for k in range(pa.shape[0]):
         a0, m = starts[pa[k]], lens[pa[k]]

@@ -1,9 +1,8 @@
 """Word tokenization and n-gram counting shared by the NLTK-style metrics (NIST, METEOR, CIDEr).
 
-The reference implementations of these metrics take pre-tokenized word lists; the tokenizer is
-therefore a setting of each metric and is named in its signature. ``tokenize`` takes sacrebleu's
-tokenizer names (``13a`` is mteval-v13a's tokenization, the one NIST's own script uses; ``intl``,
-``char``, ``zh`` ...) plus ``whitespace`` (plain ``str.split``).
+Their reference implementations take word lists, so the tokenizer is a setting named in the
+signature: sacrebleu's tokenizer names (``13a``, as NIST's own script; ``intl``, ``char`` ...) or
+``whitespace`` (``str.split``).
 """
 
 from __future__ import annotations

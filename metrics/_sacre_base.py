@@ -1,10 +1,6 @@
-"""What the sacrebleu metrics (:mod:`paraeval.metrics.sacre`) share: per-segment statistics and
-scores from them.
-
-Every metric of the family works on sacrebleu's per-segment sufficient statistics: a segment score
-is sacrebleu's score of that segment's statistics, the corpus score is sacrebleu's score of the
-summed statistics (never a mean of sentence scores), and a bootstrap resample of segments
-recomputes corpus scores from resampled statistics.
+"""What the sacrebleu metrics (:mod:`paraeval.metrics.sacre`) share: sacrebleu's per-segment
+sufficient statistics; segment scores from each row, the corpus score (and a bootstrap resample's)
+from the summed statistics, never a mean of sentence scores.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""sacrebleu's corpus scores of many summed-statistics rows at once.
+"""sacrebleu's corpus scores of many summed-statistics rows at once (``corpus_from_stats_batched``).
 
-They follow ``_compute_score_from_stats`` of sacrebleu's BLEU, chrF and TER operation by operation
-and in the same dtype (float32 inside sacrebleu's paired bootstrap, float64 otherwise), and use
-``math.log``/``math.exp`` rather than numpy's vectorised versions, which differ in the last bit: the
-paired-test p-values count strict inequalities, so the scores must be bit-identical to sacrebleu's
-for the p-values to be equal. numpy and numba only; the metric classes in
-:mod:`paraeval.metrics.sacre` expose them as ``corpus_from_stats_batched``.
+They follow sacrebleu's ``_compute_score_from_stats`` of BLEU, chrF and TER operation by operation
+in the same dtype (float32 in sacrebleu's paired bootstrap), with ``math.log``/``math.exp`` rather
+than numpy's (which differ in the last bit): the paired-test p-values count strict inequalities.
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
 """sacrebleu's TER statistics computed by compiled code.
 
-:func:`ter_statistics` returns what ``sacrebleu.metrics.ter.TER._extract_corpus_statistics``
-returns (per segment: the fewest edits over the references, the mean reference length), with the
-tokenization done by the sacrebleu metric object itself. Only the edit-rate search of
-``sacrebleu.metrics.lib_ter.translation_edit_rate`` is compiled, step for step:
-
-- the beam edit distance (``BeamEditDistance``): the same pseudo-diagonal beam, the same widening
-  for very unequal lengths, the same operation preference (no-op/substitution, deletion,
-  insertion; the first of equal costs wins) and the same trace read back from the last cell;
-- the shift search (``_shift``): candidates enumerated in ``_find_shifted_pairs`` order with the
-  same ``_MAX_SHIFT_SIZE``/``_MAX_SHIFT_DIST`` limits and the same filters, the same target
-  positions, ranked by (gain, length, −start, −target) like sacrebleu's tuple comparison, and the
-  running ``_MAX_SHIFT_CANDIDATES`` count that stops the search before the last shift is applied.
-
-sacrebleu's row cache only saves work (a row of the matrix depends on the hypothesis prefix alone,
-all hypotheses of one search having the same length); here the rows of the last evaluated
-hypothesis are kept and recomputed from the first differing word. Words become integers (only
-their equality matters).
+:func:`ter_statistics` returns what sacrebleu's ``TER._extract_corpus_statistics`` returns, with
+sacrebleu's own tokenization. Only ``lib_ter.translation_edit_rate`` is compiled, step for step:
+the beam edit distance (same beam, widening, operation preference and trace) and the shift search
+(same candidate order, limits, filters, ranking and ``_MAX_SHIFT_CANDIDATES`` stop). sacrebleu's
+row cache only saves work; here the rows of the last hypothesis are kept and recomputed from the
+first differing word. Words become integers (only their equality matters).
 """
 
 from __future__ import annotations

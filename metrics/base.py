@@ -10,21 +10,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 import numpy as np
 
-Group = Literal["syntactic", "semantic", "diversity", "paraphrase", "output_diversity"]
-MultiRef = Literal["max", "mean"]
-
-# Only "syntactic" and "semantic" are averaged. The other groups are reported and correlated but
-# never averaged, because averaging them with similarity metrics would mix opposite goals:
-# - "diversity": closeness to (or distance from) the SOURCE: self-BLEU, the ``_src`` twins, PINC;
-# - "paraphrase": scores that already combine adequacy with diversity from the source (ParaScore,
-#   BERT-iBLEU): averaging them with the semantic metrics would count adequacy twice and reward
-#   copying the source through the back door;
-# - "output_diversity": how varied a system's outputs are among themselves (distinct-n,
-#   inter-BLEU, semantic diversity): a property of a whole system, with no per-segment score.
+# Only "syntactic" and "semantic" are averaged: averaging similarity with "diversity" (distance
+# from the SOURCE), "paraphrase" (adequacy already combined with diversity: it would count adequacy
+# twice and reward copying) or "output_diversity" (a whole system's variety) mixes opposite goals.
 GROUPS: tuple[str, ...] = ("syntactic", "semantic", "diversity", "paraphrase", "output_diversity")
 AVERAGED_GROUPS: tuple[str, ...] = ("syntactic", "semantic")
 MULTI_REF_RULES: tuple[str, ...] = ("max", "mean")
@@ -40,14 +32,8 @@ class MissingResourceError(RuntimeError):
 
 @dataclass
 class MetricResult:
-    """What one metric returns for one system.
-
-    ``segment`` maps each output column id to one score per candidate (same order as the input);
-    ``corpus`` maps the same ids to the metric's own corpus-level score (for BLEU: from summed
-    statistics, never the mean of sentence scores). ``stats`` optionally holds per-segment
-    sufficient statistics (shape ``(n_segments, k)``) from which ``Metric.corpus_from_stats``
-    recomputes the corpus score of any subset or resample of segments.
-    """
+    """One system's per-candidate (``segment``) and own corpus scores (``corpus``) per column,
+    and optional per-segment sufficient statistics for ``Metric.corpus_from_stats``."""
 
     segment: dict[str, np.ndarray]
     corpus: dict[str, float]
@@ -57,21 +43,12 @@ class MetricResult:
 
 
 class Metric(ABC):
-    """Base class. Subclasses set the class constants and implement ``_score``.
+    """Base class: subclasses set the class constants and implement ``_score``; ``columns``
+    defaults to ``(name,)``.
 
-    Class constants (override in subclasses):
-
-    - ``name``: the metric id (``bleu``, ``rougeL`` ...), also its config file name.
-    - ``default_group``: ``syntactic`` or ``semantic``; the ``group`` setting overrides it.
-    - ``higher_is_better``: direction, used to flip lower-is-better metrics before normalization.
-    - ``needs_references`` / ``needs_sources``: inputs the metric cannot do without.
-    - ``columns``: output column ids; defaults to ``(name,)``. BERTScore has three.
-    - ``supports_multi_ref_rule``: False where the reference implementation has its own rule
-      (sacrebleu's counts, bert-score's max) and ``multi_ref`` is therefore not a setting.
-    - ``corpus_only``: the metric describes a whole system (distinct-n ...): its segment
-      columns are NaN and only its corpus score is meaningful (system tables, system level).
-    - ``distance_to_source``: a ``diversity``-group metric whose HIGHER value means FURTHER from
-      the source (PINC), the reverse of self-BLEU; the diversity view turns it around.
+    ``supports_multi_ref_rule`` is False where the reference implementation has its own rule;
+    ``corpus_only`` metrics describe a whole system (NaN segment columns); ``distance_to_source``
+    marks a diversity metric whose HIGHER value means FURTHER from the source (PINC).
     """
 
     name: ClassVar[str] = ""
@@ -83,11 +60,9 @@ class Metric(ABC):
     supports_multi_ref_rule: ClassVar[bool] = False
     corpus_only: ClassVar[bool] = False
     distance_to_source: ClassVar[bool] = False
-    # Each segment's scores (and statistics) depend on that segment's own candidate, references
-    # and source only, and :meth:`select` gives the result of any subset of a call's segments:
-    # the score stage then scores the segments that several systems share once, in one call for
-    # all systems (pipeline/stages/score.py). False where a segment's number depends on the
-    # others of its call (CIDEr's and NIST's corpus weights, BERTScore's idf and batch padding).
+    # each segment's numbers depend on its own inputs only, and :meth:`select` gives any subset:
+    # the score stage scores segments shared by several systems once (pipeline/stages/score.py).
+    # False where the call's other segments matter (CIDEr/NIST corpus weights, BERTScore idf).
     segment_local: ClassVar[bool] = False
 
     def __init__(
@@ -160,16 +135,13 @@ class Metric(ABC):
         the number (implementation and version, tokenizer, casing, multi-reference rule ...)."""
 
     def select(self, result: MetricResult, rows: np.ndarray) -> MetricResult:
-        """What :meth:`score` returns for the segments at positions ``rows`` (in that order,
-        repeats allowed) of the call that returned ``result``, scored on their own, bit for
-        bit. Only for a :attr:`segment_local` metric."""
+        """What :meth:`score` returns, bit for bit, for the segments at positions ``rows``
+        (repeats allowed) of the call that returned ``result`` (:attr:`segment_local` only)."""
         raise NotImplementedError(f"{self.name} is not segment-local")
 
     def parts(self) -> tuple[tuple[Metric, bool], ...]:
-        """Metrics whose results on this metric's texts make up its result
-        (:meth:`from_parts`), each with whether it scores the candidates against their sources
-        instead of their references. Empty (the default) where the metric computes its result
-        itself. The score stage computes a part that several metrics share once."""
+        """Metrics whose results make up this one's (:meth:`from_parts`), each with whether it
+        scores against the sources; empty where the metric computes its result itself."""
         return ()
 
     def from_parts(self, results: Sequence[MetricResult]) -> MetricResult:
@@ -183,10 +155,8 @@ class Metric(ABC):
         raise NotImplementedError(f"{self.name} has no sufficient statistics")
 
     def corpus_from_stats_batched(self, stats: np.ndarray) -> np.ndarray:
-        """The corpus score of every row of ``stats``, each row a SUM of per-segment statistics,
-        equal bit for bit to the metric's own corpus score of those statistics (sacrebleu's
-        metrics; float32 rows are scored in float32, as in sacrebleu's paired bootstrap).
-        Optional: see :func:`batched_corpus_fn`."""
+        """The corpus score of every row of summed statistics ``stats``, bit-equal to the
+        metric's own (float32 rows in float32, as in sacrebleu's paired bootstrap)."""
         raise NotImplementedError(f"{self.name} has no batched corpus score")
 
     def __repr__(self) -> str:

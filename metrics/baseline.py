@@ -1,19 +1,13 @@
 """Recompute a BERTScore rescaling baseline for any model from any text corpus.
 
-bert-score's method (its ``get_rescale_baseline.py``): take sentences of fewer than 32 words,
-draw disjoint random pairs of unrelated sentences (``np.random.choice(..., replace=False)``), score
-them with ``bert_score`` on every layer (``all_layers=True``, no idf) and average P, R and F per
-layer. The file has bert-score's format (``LAYER,P,R,F``, one row per layer 0..n), so it works both
-as this project's ``baseline_path`` and as bert-score's ``baseline_path``.
-
-The corpus is a text file with one sentence per line, or ``pydoc`` for the English prose that
-every CPython ships offline (``pydoc_data.topics``, the language reference), split into sentences.
-The shipped ``metrics/assets/bertscore_baseline_all-MiniLM-L6-v2.csv`` was made with::
+bert-score's method (``get_rescale_baseline.py``): disjoint random pairs of unrelated sentences
+under 32 words, scored on every layer without idf, P, R and F averaged per layer, written as
+``LAYER,P,R,F`` (usable as ``baseline_path`` here and in bert-score). The corpus is a file of one
+sentence per line, or ``pydoc`` (CPython's offline language reference). The shipped
+``metrics/assets/bertscore_baseline_all-MiniLM-L6-v2.csv`` was made with::
 
     python -m paraeval.metrics.baseline --model default --corpus pydoc --rounds 10 --seed 0 \\
         --out metrics/assets/bertscore_baseline_all-MiniLM-L6-v2.csv
-
-``--rounds`` repeats the pairing with fresh permutations, so a small corpus still gives many pairs.
 """
 
 from __future__ import annotations

@@ -1,40 +1,24 @@
 """BERTScore (Zhang et al. 2020) on the shared encoder pass.
 
-The numbers are those of ``bert_score.score(cands, refs, model_type=<path>, num_layers=<layer>,
-idf=<idf>)`` (bert-score 0.3.13): the same token ids (bert-score's ``sent_encode``), the same
-layer's hidden states (hidden state ``layer`` of the full model is the last hidden state of the
-model cut down to ``layer`` layers), greedy cosine matching, and the same weights:
+Numbers equal ``bert_score.score(cands, refs, model_type=<path>, num_layers=<layer>, idf=<idf>)``
+(bert-score 0.3.13): the same token ids, layer, greedy cosine matching and weights ([CLS]/[SEP]
+weigh 0; ``idf: true`` counts one document per (candidate, reference) pair, ``log((N + 1) /
+(df + 1))``); over several references the element-wise maximum of P, R and F; a text with no
+tokens scores 0.
 
-- ``idf: false``: every token weighs 1 except [CLS]/[SEP] (bert-score sets those two to 0);
-- ``idf: true``: idf from the references of the call, one document per (candidate, reference) pair
-  as bert-score flattens them: ``log((N + 1) / (df + 1))``, unseen tokens ``log(N + 1)``;
-- multi-reference: bert-score's rule, the element-wise maximum of P, R and F over the references of
-  an item (each column is maximised separately, so P and R may come from different references);
-- a candidate or reference with no tokens between the special tokens scores 0 (bert-score's rule).
+bert-score's batching artefact is reproduced on purpose: pairs are matched in batches padded to
+the longest sentence, so padding offers a similarity of 0 and a token whose true similarities are
+all negative scores 0 when its pair is shorter than its batch's longest. Sentence embedding models
+have many negative similarities, so ``bert_score_batch_size`` (default 64) replays the batching;
+``0`` turns the artefact off.
 
-One bert-score artefact is reproduced on purpose: bert-score matches the pairs in batches of
-``batch_size`` (64) in input order, padded to the longest sentence of the batch, and multiplies the
-similarities by the padding mask, so a padding position offers a similarity of 0. A token whose
-every true similarity is negative then scores 0 instead of its (negative) best match, but only
-when the other sentence of its pair is shorter than the longest one in its batch. Sentence
-embedding models such as all-MiniLM-L6-v2 have many negative token similarities between unrelated
-sentences, so the rule changes scores; ``bert_score_batch_size`` (default 64, bert-score's default)
-replays bert-score's batching so the numbers stay equal to ``bert_score.score``; ``0`` turns the
-artefact off (max over real tokens only).
+Rescaling ``(s − b) / (1 − b)`` reads the baseline from ``baseline_path`` (bert-score's
+``LAYER,P,R,F`` format, see :mod:`metrics.baseline`), the shipped file for the default model, or
+bert-score's own files (``lang``); a missing baseline is an error.
 
-Rescaling with a baseline ``(s − b) / (1 − b)``: the baseline comes from ``baseline_path`` (a file
-in bert-score's ``LAYER,P,R,F`` format, as ``python -m paraeval.metrics.baseline`` writes it), from
-the project's shipped file for the default model, or from bert-score's own files for a hub model it
-knows (``lang`` picks the folder). No baseline for a requested rescale is an error, never
-bert-score's warning-and-go-on.
-
-Default layer of the default model (all-MiniLM-L6-v2, 6 layers): 6, the last. bert-score's layer
-choice is the one that correlates best with human judgments; on STS-B dev (1,500 pairs, F1 vs the
-0–5 gold, Pearson) the layers 0..6 give 0.644, 0.626, 0.624, 0.633, 0.686, 0.763, 0.870: the model
-was trained with a contrastive loss on its last layer, and the earlier layers are much worse. On
-ParaBank-Eval (5,548 candidate–source pairs vs mean human meaning score, Pearson) the last layer is
-best too (0.527, 0.536, 0.550, 0.566, 0.579, 0.554, 0.593). The
-last layer is also the one sentence embeddings pool, so BERTScore and cosine keep one layer.
+Default layer of all-MiniLM-L6-v2: 6, the last. The model was trained contrastively on its last
+layer, and it correlates best with humans (STS-B dev Pearson, layers 0..6: 0.644 ... 0.763, 0.870;
+ParaBank-Eval: best at 0.593); it is also the layer sentence embeddings pool.
 """
 
 from __future__ import annotations
@@ -59,10 +43,8 @@ from paraeval.metrics.encoder import DEFAULT_MODEL_NAME, Encoder, get_encoder
 
 
 def _bert_score_version() -> str:
-    """bert-score's ``__version__``, read from its ``__init__.py`` without importing it: the
-    package imports matplotlib's pyplot and its scorer on import, which a run that only needs
-    the version string would pay for at start-up. (The string is the module's, which may differ
-    from the distribution's metadata: bert-score 0.3.13 says 0.3.12.)"""
+    """bert-score's ``__version__`` read from its ``__init__.py`` (importing it loads pyplot); the
+    module's string may differ from the distribution's (bert-score 0.3.13 says 0.3.12)."""
     import importlib.util
     import re
 
@@ -169,10 +151,8 @@ def greedy_match(
     r_floor: np.ndarray | None = None,
     batch_size: int = 256,
 ) -> np.ndarray:
-    """(P, R, F) for each (candidate, reference) pair: greedy cosine matching weighted by the
-    normalised token weights, computed like bert-score's ``greedy_cos_idf`` in float32.
-    ``p_floor``/``r_floor`` mark pairs whose candidate/reference token maxima floor at 0 (see
-    :func:`padding_floors`)."""
+    """(P, R, F) per pair as bert-score's ``greedy_cos_idf`` in float32; ``p_floor``/``r_floor``
+    mark pairs whose token maxima floor at 0 (:func:`padding_floors`)."""
     import torch
 
     n = len(cand_emb)

@@ -1,17 +1,10 @@
 """BLEURT (Sellam et al. 2020) from a local PyTorch checkpoint.
 
-No BLEURT weights ship with paraeval (none are installable here): the user points ``checkpoint`` at
-a directory in one of two layouts:
-
-- a transformers sequence-regression model (``config.json`` with ``num_labels: 1`` plus weights and
-  tokenizer files), e.g. a BLEURT conversion saved with ``save_pretrained``;
-- the ``bleurt-pytorch`` port (``config.json`` with ``model_type: bleurt``), which needs that
-  package installed for its model and tokenizer classes.
-
-BLEURT reads the pair as (reference, candidate), i.e. ``tokenizer(references, candidates)``, and its
-score is the single regression logit. Pairs are scored in length-sorted batches; identical
-(reference, candidate) pairs across systems are scored once per process. Multiple references:
-``multi_ref: max`` (default) or ``mean``. Corpus score: the mean of the segment scores.
+No weights ship with paraeval: ``checkpoint`` names a transformers sequence-regression model
+(``num_labels: 1``) or a ``bleurt-pytorch`` port (``model_type: bleurt``, needs that package).
+The score is the regression logit of ``tokenizer(references, candidates)``, in length-sorted
+batches, each distinct pair once per process. ``multi_ref``: max (default) or mean. Corpus score:
+the segment mean.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """CIDEr-D (Vedantam et al. 2015), equal to ``pycocoevalcap.cider`` (the COCO caption scorer).
 
-TF-IDF vectors of the 1..4-grams of the candidate and of each reference, with document
-frequencies counted over the references evaluated in the same call (one document = the union of
-one item's references; IDF = log(#items) − log(max(1, df))). Per n-gram order the cosine uses
-clipped candidate weights (``min(cand, ref)·ref``), times a Gaussian length penalty
-``exp(−δ²/(2σ²))`` with σ = 6; the orders are averaged, the references averaged, and the result
-multiplied by 10. As in the COCO code the length δ is the difference in the number of BIGRAMS
-(its ``n == 1`` test is on the zero-based order index).
-
-- Multiple references: the scorer's own rule, the mean over references.
-- Corpus score: the mean of the segment scores (``Cider.compute_score``'s first value).
-- Tokenization: pycocoevalcap splits pre-tokenized strings on spaces (its Java PTB tokenizer is not
-  used); ``tokenize`` and ``lowercase`` make those tokens and are named in the signature.
-- ``against_source``: the document frequencies then come from the sources of that call.
+TF-IDF vectors of 1..4-grams, document frequencies over the references of the call (one document
+per item; with ``against_source``, over its sources); per order a clipped cosine times the length
+penalty ``exp(−δ²/(2σ²))``, σ = 6, averaged over orders and references, times 10. As in the COCO
+code δ counts BIGRAMS (its ``n == 1`` test is on the zero-based order index). Corpus score: the
+segment mean. ``tokenize`` and ``lowercase`` make the space-split tokens pycocoevalcap expects.
 """
 
 from __future__ import annotations
@@ -39,11 +31,8 @@ def precook(words: Sequence[str], n: int) -> dict[Gram, int]:
     return counts
 
 
-# Sets of reference lists whose segment scores a metric object keeps across its calls. CIDEr's
-# document frequencies come from each call's references, so the score stage cannot score the
-# systems in one call; the pipeline builds its metrics per run, and the systems of a run mostly
-# share their reference lists (at ParaBank-Eval's size a fresh object per system call takes 2.6
-# times as long).
+# Sets of reference lists whose segment scores a metric object keeps across calls: the systems of
+# a run share their references, but CIDEr's document frequencies forbid one call for all.
 _CORPORA_KEPT = 8
 
 

@@ -1,8 +1,5 @@
-"""Cosine similarity of sentence embeddings (sentence-transformers' pooling of the model).
-
-The vectors come from the shared encoder pass (:mod:`metrics.encoder`): with BERTScore on the same
-model, one forward pass per unique sentence serves both, and the disk cache serves reruns. The
-numbers equal ``cos(SentenceTransformer(path).encode(c), SentenceTransformer(path).encode(r))``.
+"""Cosine similarity of sentence embeddings from the shared encoder pass (:mod:`metrics.encoder`),
+equal to ``cos(SentenceTransformer(path).encode(c), SentenceTransformer(path).encode(r))``.
 """
 
 from __future__ import annotations

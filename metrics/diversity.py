@@ -1,28 +1,19 @@
 """Diversity metrics of paraphrase generation: distance from the source, and variety of a system.
 
-- ``pinc`` (Chen & Dolan 2011): per candidate, the mean over n = 1..4 of
-  ``1 − |ngrams_n(c) ∩ ngrams_n(s)| / |ngrams_n(c)|`` with ``s`` the SOURCE, on n-gram sets
-  (``ngrams: set``, the paper's definition) or on clipped n-gram counts (``ngrams: count``).
-  Orders for which the candidate has no n-gram (a candidate shorter than n words) are left out of
-  the mean, as in Chen & Dolan's script; a candidate without any word scores 0 (it adds nothing
-  new). A copy of the source scores 0; higher = further from the source. Group ``diversity``.
+- ``pinc`` (Chen & Dolan 2011, group ``diversity``): per candidate, the mean over n = 1..4 of
+  ``1 − |ngrams_n(c) ∩ ngrams_n(s)| / |ngrams_n(c)|`` with ``s`` the SOURCE, on n-gram sets or
+  clipped counts (``ngrams``); orders the candidate has no n-gram of are left out (as the paper's
+  script), an empty candidate scores 0. Higher = further from the source.
 
-The other four describe a whole system, not a segment (``corpus_only``: their segment columns are
-NaN; system tables, MLflow's per-system runs and the system-level correlation use the corpus score).
-Group ``output_diversity``.
+The others (group ``output_diversity``) describe a whole system (``corpus_only``):
 
-- ``distinct_1``, ``distinct_2`` (Li et al. 2016): over all outputs of a system, the number of
-  distinct n-grams divided by the number of n-grams. Higher = more varied.
-- ``inter_bleu``: the mean over a system's outputs of sentence BLEU of each output against ALL
-  THE SYSTEM'S OTHER OUTPUTS as references (the "Self-BLEU" of Zhu et al. 2018, Texygen). It is not
-  BLEU against the source (that is ``self_bleu``), hence the name. Equal to
-  ``mean_i sacrebleu.sentence_bleu(out_i, [out_j for j != i])``; LOWER = more varied.
-- ``semantic_diversity``: the mean over all pairs of a system's outputs (different items) of
-  ``1 − cos(e_i, e_j)``, ``e`` the sentence embeddings of the shared encoder pass. Higher = the
-  outputs cover more meanings.
+- ``distinct_1``, ``distinct_2`` (Li et al. 2016): distinct n-grams / n-grams over all outputs.
+- ``inter_bleu``: ``mean_i sacrebleu.sentence_bleu(out_i, [out_j for j != i])``, the "Self-BLEU"
+  of Zhu et al. 2018 (``self_bleu`` is BLEU against the source); LOWER = more varied.
+- ``semantic_diversity``: the mean ``1 − cos(e_i, e_j)`` over pairs of a system's outputs, on the
+  shared encoder's sentence embeddings.
 
-n-grams are words after sacrebleu's tokenizer (``tokenize``, 13a by default) and optional
-lowercasing, the same words BLEU sees.
+n-grams are words after sacrebleu's tokenizer (``tokenize``) and optional lowercasing, as in BLEU.
 """
 
 from __future__ import annotations
@@ -266,12 +257,8 @@ class InterBLEU(_SystemLevel):
         )
 
     def sentence_scores(self, candidates: Sequence[str]) -> np.ndarray:
-        """sentence BLEU of output i against every other output, for each i.
-
-        sacrebleu clips each n-gram's count by its largest count in any reference: the largest
-        count among the OTHER outputs is the overall largest unless output i alone holds it, then
-        the second largest. So one pass over all n-grams replaces n calls with n − 1 references.
-        """
+        """Sentence BLEU of each output against all the others, in one pass: the clipping count
+        among the OTHER outputs is the largest, or the second largest where output i holds it."""
         n = len(candidates)
         order = self.MAX_ORDER
         counts: list[Counter[tuple[str, ...]]] = []

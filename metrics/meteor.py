@@ -1,18 +1,11 @@
 """METEOR (Banerjee & Lavie 2005), equal to ``nltk.translate.meteor_score`` with the same WordNet.
 
-Unigram alignment in three stages, each on the words the earlier stages left unmatched: exact
-match, Porter-stem match, WordNet-synonym match (NLTK's greedy order: hypothesis words from the last
-to the first, each taking the latest still-free reference word). Then
-``Fmean = P·R / (α·P + (1−α)·R)`` (α = 0.9 gives 10PR/(R+9P)), ``penalty = γ·(chunks/matches)^β``
-(γ = 0.5, β = 3) and ``score = (1 − penalty)·Fmean``.
-
-The alignment is NLTK's, step for step; the speed comes from looking up the Porter stem and WordNet
-synonym set of each word once per call instead of once per sentence pair.
-
-- Multiple references: NLTK's rule, the best (max) single-reference score.
-- Corpus score: the mean of the segment scores (NLTK has no corpus-level METEOR).
-- Tokenization: NLTK takes word lists; ``tokenize`` (sacrebleu names or ``whitespace``) makes them
-  and is named in the signature. ``lowercase`` is NLTK's ``preprocess=str.lower`` (its default).
+NLTK's alignment step for step (exact, Porter-stem, then WordNet-synonym matches, greedy from the
+last hypothesis word), ``Fmean = P·R / (α·P + (1−α)·R)``, ``penalty = γ·(chunks/matches)^β`` and
+``score = (1 − penalty)·Fmean``; the speed comes from looking up each word's stem and synsets once
+per call. Multiple references: the best single-reference score. Corpus score: the segment mean.
+``tokenize`` (sacrebleu names or ``whitespace``) makes NLTK's word lists; ``lowercase`` is NLTK's
+default ``preprocess=str.lower``.
 """
 
 from __future__ import annotations

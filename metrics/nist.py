@@ -1,21 +1,12 @@
 """NIST (Doddington 2002), equal to ``nltk.translate.nist_score``.
 
-Information weights ``info(w1..wn) = log2(count(w1..wn-1) / count(w1..wn))`` (unigrams: the total
-number of reference words over the unigram count) come from the references; the score is the sum
-over n = 1..N of information-weighted n-gram precision, times the length penalty
-``exp(β·log²(min(len_sys/len_ref, 1)))`` with β chosen so that the penalty is 0.5 at a length ratio
-of 2/3.
+Information-weighted n-gram precision summed over n = 1..N, times the length penalty
+``exp(β·log²(min(len_sys/len_ref, 1)))`` (0.5 at a ratio of 2/3). Segment scores are NLTK's
+``sentence_nist`` (weights from the segment's references), the corpus score ``corpus_nist``
+(weights from every reference of the call); multiple references follow NLTK's per-order rule.
 
-- Segment score = ``nltk.translate.nist_score.sentence_nist(refs, hyp)``: information weights from
-  that segment's own references.
-- Corpus score = ``nltk.translate.nist_score.corpus_nist``: information weights from every reference
-  of the call, statistics summed over segments.
-- Multiple references: NLTK's rule: per n-gram order, the reference giving the highest
-  (precision, numerator, denominator, length) tuple.
-
-One deliberate difference: where the hypothesis has no n-grams of some order (a hypothesis shorter
-than N words, or empty), NLTK divides by zero and raises ``ZeroDivisionError``; here that order
-contributes 0 to the sum, as in NIST's mteval script. Every score NLTK does return is reproduced.
+One deliberate difference: an order with no hypothesis n-grams contributes 0, as in NIST's mteval
+script, where NLTK raises ``ZeroDivisionError``; every score NLTK returns is reproduced.
 """
 
 from __future__ import annotations
@@ -32,11 +23,8 @@ from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_
 
 Toks = tuple[str, ...]
 Gram = tuple[str, ...]
-# Overlaps and sentence scores kept per metric object, across its calls; then they start afresh.
-# NIST's corpus weights come from each call's references, so the score stage cannot score the
-# systems in one call; the pipeline builds its metrics per run, and the systems of a run share
-# most candidates and every reference (at ParaBank-Eval's size a fresh object per system call
-# takes 2.4 times as long).
+# Overlaps and sentence scores a metric object keeps across calls, up to this many: the systems
+# of a run share most candidates and every reference, but NIST's corpus weights forbid one call.
 _PAIRS_MAX = 500_000
 
 
@@ -217,9 +205,7 @@ class NIST(Metric):
                 value = self._sentence[(hyp, refs)] = self._score_from(nums, dens, l_ref, l_sys)
             seg[k] = value
         corpus = float("nan")
-        # per-segment statistics under the corpus-level information weights: a resample of
-        # segments recomputes the corpus score from them (the weights stay those of the system's
-        # whole reference set, the level at which they are defined)
+        # per-segment statistics under the corpus-level weights, for resampled corpus scores
         stats = np.zeros((n_seg, 2 * self.max_order + 2), dtype=float)
         if n_seg:
             weights = _Weights(global_freq, global_total)
@@ -238,10 +224,8 @@ class NIST(Metric):
         return MetricResult({self.name: seg}, {self.name: corpus}, self.signature(), stats)
 
     def corpus_from_sums(self, totals: np.ndarray) -> np.ndarray:
-        """:meth:`corpus_from_stats` of many statistic sets at once, each given by its summed
-        row (``stats.sum(axis=0)``): the same operations in the same order, bit for bit; the
-        length penalty comes from :func:`nist_length_penalty` itself, once per distinct
-        (reference length, hypothesis length)."""
+        """:meth:`corpus_from_stats` bit for bit of many summed rows (``stats.sum(axis=0)``);
+        :func:`nist_length_penalty` runs once per distinct (reference, hypothesis) length."""
         t = np.atleast_2d(np.asarray(totals, dtype=np.float64))
         m = self.max_order
         precision = np.zeros(len(t))

@@ -1,24 +1,16 @@
 """Paraphrase scores that combine adequacy with diversity from the source (group ``paraphrase``).
 
-All three read BERTScore F1 from the shared encoder pass (:mod:`metrics.bertscore`: the same
-model, layer, token embeddings and embedding cache as ``bertscore``; numbers equal to
-``bert_score.score``), so adding them to a run with ``bertscore`` encodes nothing again.
+All three read BERTScore F1 from the shared encoder pass (:mod:`metrics.bertscore`), so adding
+them to a run with ``bertscore`` encodes nothing again.
 
-- ``parascore`` (Shen et al. 2022, reference-based):
-  ``max(F(source, c), F(refs, c)) + w·DS(source, c)``, ``F`` the BERTScore F1 (over several
-  references: bert-score's maximum), ``DS`` the diversity term below. Equal to the ``parascore``
-  toolkit's ``ParaScorer.base_score`` on the same model and layer.
-- ``parascore_free`` (reference-free): ``F(source, c) + w·DS(source, c)``.
-- ``DS``: with ``d`` = character-level Levenshtein distance between candidate and source divided by
-  the length of the longer one, ``DS = γ`` when ``d ≥ γ``, else ``−1 + ((γ + 1) / γ)·d``: −1 for a
-  copy, rising linearly to γ at ``d = γ`` and flat beyond (defaults γ = 0.35, w = 0.05). Two empty
-  strings have ``d = 0``.
-- ``bert_ibleu`` (Niu et al. 2021): the weighted harmonic mean of BERTScore F1 against the source
-  and ``1 − BLEU(source, c)/100``: ``((β / F(source, c) + 1 / (1 − BLEU/100)) / (β + 1))⁻¹``, β = 4.
-  ``BLEU(source, c)`` is ``self_bleu``'s sentence BLEU (sacrebleu, the same statistics). A
-  harmonic mean with a component ≤ 0 is 0: a copy (BLEU = 100) and a candidate with F ≤ 0 score 0.
+- ``parascore`` (Shen et al. 2022): ``max(F(source, c), F(refs, c)) + w·DS(source, c)``, equal to
+  the ``parascore`` toolkit's ``ParaScorer.base_score``; ``parascore_free``: ``F(source, c) +
+  w·DS(source, c)``. ``DS``: with ``d`` the character Levenshtein distance over the longer length,
+  ``γ`` when ``d ≥ γ``, else ``−1 + ((γ + 1) / γ)·d`` (γ = 0.35, w = 0.05).
+- ``bert_ibleu`` (Niu et al. 2021): ``((β / F(source, c) + 1 / (1 − BLEU/100)) / (β + 1))⁻¹``,
+  β = 4, BLEU being ``self_bleu``'s sentence BLEU; a component ≤ 0 gives 0 (a copy scores 0).
 
-Corpus scores are the means of the segment scores. Higher is better for all three.
+Corpus scores are the segment means. Higher is better for all three.
 """
 
 from __future__ import annotations

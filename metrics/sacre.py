@@ -1,9 +1,7 @@
-"""BLEU, iBLEU, self-BLEU, chrF and TER on top of sacrebleu.
+"""BLEU, iBLEU, self-BLEU, chrF and TER on sacrebleu's per-segment statistics.
 
-All of them work on sacrebleu's per-segment sufficient statistics (:mod:`metrics._sacre_base`).
-iBLEU and self-BLEU are made of BLEUs (:meth:`Metric.parts`): iBLEU for any α recombines the BLEU
-of the candidates against the references and against the sources, the statistics ``bleu`` and
-``self_bleu`` have, and the score stage computes each of those BLEUs once.
+iBLEU and self-BLEU are made of BLEUs (:meth:`Metric.parts`), so the score stage computes each
+BLEU once and iBLEU for any α recombines them.
 """
 
 from __future__ import annotations
@@ -151,11 +149,8 @@ class SelfBLEU(BLEU):
 
 
 class IBLEU(BLEU):
-    """iBLEU (Sun & Zhou 2012): α·BLEU(c, R) − (1−α)·BLEU(c, S).
-
-    Segment: from the two sentence BLEUs; corpus: from the two corpus BLEUs. Both come from the same
-    statistics as ``bleu`` and ``self_bleu`` (:meth:`parts`), so changing α rescores nothing.
-    """
+    """iBLEU (Sun & Zhou 2012): α·BLEU(c, R) − (1−α)·BLEU(c, S), from sentence (segment) or
+    corpus BLEUs with the statistics of ``bleu`` and ``self_bleu``: changing α rescores nothing."""
 
     name = "ibleu"
     needs_sources = True
@@ -195,9 +190,8 @@ class IBLEU(BLEU):
         return BLEU.signature(self) + f"|alpha:{self.alpha:g}"
 
     # ------------------------------------------------------------------ the α combination
-    # iBLEU is two BLEUs recombined; everything that works on its parts (the α-free score cache,
-    # the α curve, the batched corpus score) goes through these methods, so the formula and its
-    # operation order live here only.
+    # everything that recombines the parts (score cache, α curve, batched corpus score) goes
+    # through these methods: the formula and its operation order live here only.
     COMPONENTS: ClassVar[tuple[str, str]] = ("bleu_ref", "bleu_src")
 
     def combine(self, bleu_ref: Scores, bleu_src: Scores, alpha: float | None = None) -> Scores:

@@ -1,23 +1,17 @@
 """Word Mover's Distance (Kusner et al. 2015): lower is better.
 
-The exact earth mover's distance (POT's ``ot.emd2``) between the normalized bag-of-words of the
-candidate and of a reference, with the Euclidean distance between word vectors as ground cost.
-Three embedding choices (named in the signature):
+POT's exact ``ot.emd2`` between the normalized bags of words of candidate and reference, with
+Euclidean ground cost between word vectors from one of (named in the signature):
 
-- ``vectors: <file>`` — the classic WMD: a word-vector file in word2vec text or binary format
-  (``.bin``), or a gensim ``KeyedVectors`` file (``.kv``, needs gensim). Words are
-  ``\\w+`` runs (with inner hyphens/apostrophes), optionally lowercased; out-of-vocabulary words are
-  dropped, as gensim's ``wmdistance`` does. The number equals ``KeyedVectors.wmdistance``.
-- ``embedding: static`` (default without ``vectors``) — a documented variant: the words are the
-  model's word pieces (special tokens dropped) and the vectors its static input token embeddings.
-- ``embedding: contextual`` — the model's hidden states of ``layer`` from the shared encoder pass
-  (the one BERTScore and cosine read); every token occurrence is its own point with weight 1/n.
+- ``vectors: <file>``: word2vec text/binary or gensim ``.kv`` vectors on ``\\w+`` words, OOV words
+  dropped; equals gensim's ``KeyedVectors.wmdistance``.
+- ``embedding: static`` (default): the model's word pieces and static input embeddings.
+- ``embedding: contextual``: hidden states of ``layer`` from the shared encoder pass, each token
+  occurrence its own point.
 
-``normalize: true`` (gensim's default) scales vectors to unit length first. Special cases follow
-gensim except one: a candidate or reference with no known word gives NaN (gensim: inf, which no
-average survives), and two texts whose distance matrix is all zeros give 0 (gensim: inf).
-Multiple references: ``multi_ref: max`` keeps the best (closest) reference, ``mean`` averages.
-Corpus score: the mean of the finite segment distances.
+``normalize: true`` scales vectors to unit length. Unlike gensim, a text with no known word gives
+NaN (not inf, which no average survives) and an all-zero distance matrix gives 0. Multiple
+references: ``multi_ref`` max (closest) or mean. Corpus score: the mean of finite distances.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Find and load WordNet for METEOR without ever downloading it.
 
-Search order (the first folder that holds a complete WordNet wins):
-
-1. the metric's ``wordnet_dir`` setting (a WordNet dict folder, or an NLTK data folder),
-2. ``NLTK_DATA`` and ``PARAEVAL_NLTK_DATA`` (``os.pathsep``-separated NLTK data folders),
-3. ``<repo>/.cache/nltk_data`` (what ``scripts/setup_wordnet.py`` prepares),
-4. ``~/.cache/paraeval/nltk_data``,
-5. NLTK's own default data paths (``nltk.data.path``), folders or ``wordnet.zip``.
-
-A missing WordNet raises :class:`metrics.base.MissingResourceError` with one line naming the setup
-command. ``nltk.download`` is never called.
+The first complete WordNet wins, searched in: the metric's ``wordnet_dir``; ``NLTK_DATA`` and
+``PARAEVAL_NLTK_DATA``; ``<repo>/.cache/nltk_data`` (``scripts/setup_wordnet.py``);
+``~/.cache/paraeval/nltk_data``; ``nltk.data.path``. Missing, it raises
+:class:`metrics.base.MissingResourceError` naming the setup command.
 """
 
 from __future__ import annotations
@@ -111,19 +105,12 @@ def load_wordnet(wordnet_dir: str | os.PathLike[str] | None = None) -> Any:
 
 
 def _reader_class() -> type:
-    """NLTK's ``WordNetCorpusReader``, started in a fraction of its time; what it reads from
-    the files is unchanged.
+    """NLTK's ``WordNetCorpusReader``, started in a fraction of its time, reading the same data.
 
-    - No WordNet-version map: the constructor maps the Open Multilingual WordNet's 3.0 offsets
-      onto the loaded version (``map30``), reading ``index.sense`` twice, a third of the start-up
-      (NLTK compares the version with the corpus name ``"wordnet"``, so it builds the map even
-      for WordNet 3.0). Only the multilingual functions read it, and without an OMW reader they
-      are unavailable; synsets, lemmas and morphology (all METEOR reads) do not.
-    - The files the constructor reads line by line from start to end (``lexnames``, the four
-      ``index.<pos>`` files, the ``*.exc`` exception lists) are read through Python's own
-      buffered text files instead of NLTK's seekable stream reader (a pure-Python ``readline``).
-      Lines are the same strings (``newline=""`` keeps their endings). The ``data.*`` files,
-      which NLTK reads at byte offsets, keep NLTK's reader.
+    It skips the Open Multilingual WordNet offset map (``map30``, a third of the start-up; only
+    the multilingual functions, unavailable without an OMW reader, use it), and reads the files
+    NLTK scans line by line (``lexnames``, ``index.<pos>``, ``*.exc``) through Python's buffered
+    text files (``newline=""``: the same lines) instead of NLTK's pure-Python seekable reader.
     """
     from nltk.corpus.reader.wordnet import WordNetCorpusReader
     from nltk.data import FileSystemPathPointer

@@ -1,9 +1,5 @@
-"""``paraeval.evaluate``: the whole pipeline from Python, on the same config as the CLI.
-
-The configuration is composed by Hydra from the package's ``conf/`` exactly as ``paraeval`` does
-on the command line, then the given settings are applied, so a notebook and a batch job compute
-the same numbers with the same signatures.
-"""
+"""``paraeval.evaluate``: the whole pipeline from Python, on the config the CLI composes from
+``conf/``, so a notebook and a batch job compute the same numbers with the same signatures."""
 
 from __future__ import annotations
 
@@ -26,9 +22,8 @@ GROUPS = ("data", "normalize", "correlation", "compare", "tracking", "experiment
 
 
 class Evaluation(stages.Evaluation):
-    """Scores, correlations and comparison of one evaluation (what :func:`evaluate` and the
-    ``paraeval`` command compute): the tables of the output files, which :meth:`write` writes
-    and :meth:`log` sends to MLflow."""
+    """Scores, correlations and comparison of one evaluation: the tables of the output files,
+    which :meth:`write` writes and :meth:`log` sends to MLflow."""
 
     @classmethod
     def of(cls, ev: stages.Evaluation) -> Evaluation:
@@ -45,9 +40,8 @@ class Evaluation(stages.Evaluation):
         tracking: Mapping[str, object] | None = None,
         overrides: Sequence[str] = (),
     ) -> str | None:
-        """Writes the output files into ``out_dir`` and logs them with this evaluation's tracker
-        (``tracking``: keys of ``conf/tracking/*.yaml`` to change, e.g. ``{"uri": ...}``).
-        Returns the MLflow run id, or None when nothing was logged (the files are kept)."""
+        """Writes the output files into ``out_dir`` and logs them (``tracking``: tracker settings
+        to change, e.g. ``{"uri": ...}``); the MLflow run id, or None when nothing was logged."""
         s = self.settings
         tracker = s.tracker if tracking is None else s.tracker_with(tracking)
         out = self.write(out_dir)
@@ -64,14 +58,11 @@ def evaluate(
 ) -> Evaluation:
     """Score, aggregate, correlate and compare, and return the :class:`Evaluation`.
 
-    ``data``: a DataFrame in the tidy layout (``item_id``, ``system``, ``source``,
-    ``references`` (a list per row), ``candidate``, ``human_<aspect>``...) or the path of a
-    long table (CSV, TSV, JSONL, Parquet). ``metrics``: ids of ``conf/metrics/`` (default: the
-    CLI's default set). ``settings``: any top-level config key with a value or a nested mapping
-    (``seed=7``, ``correlation={"n_resamples": 200}``), or a group option by name
-    (``normalize="zscore"``, ``correlation="full"``). ``overrides``: Hydra override strings, as on
-    the command line (``["metrics.ibleu.alpha=0.7"]``). Nothing is written or logged until
-    :meth:`Evaluation.write` or :meth:`Evaluation.log` is called.
+    ``data``: a DataFrame in the tidy layout or the path of a long table (CSV, TSV, JSONL,
+    Parquet). ``metrics``: ids of ``conf/metrics/`` (default: the CLI's). ``settings``: top-level
+    config keys (``seed=7``, ``correlation={"n_resamples": 200}``) or group options by name
+    (``normalize="zscore"``). ``overrides``: Hydra override strings, as on the command line.
+    Nothing is written or logged until :meth:`Evaluation.write` or :meth:`Evaluation.log`.
     """
     chosen = [f"{k}={v}" for k, v in settings.items() if k in GROUPS and isinstance(v, str)]
     if metrics is not None:

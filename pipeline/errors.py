@@ -18,14 +18,12 @@ class DataError(UserError):
         row: int | None = None,
         column: str | None = None,
     ) -> None:
-        where = []
-        if file is not None:
-            where.append(str(file))
-        if row is not None:
-            where.append(f"row {row}")
-        if column is not None:
-            where.append(f"column '{column}'")
-        prefix = ", ".join(where)
+        where = (
+            None if file is None else str(file),
+            None if row is None else f"row {row}",
+            None if column is None else f"column '{column}'",
+        )
+        prefix = ", ".join(part for part in where if part is not None)
         super().__init__(f"{prefix}: {message}" if prefix else message)
         self.file = file
         self.row = row
@@ -37,9 +35,8 @@ class ConfigError(UserError):
 
 
 class OutputError(UserError):
-    """An output file could not be written (a full disk, a quota, a folder made read-only).
-    The message names the file; what was written before it stays on disk, and no partial file
-    is left under a final name."""
+    """An output file could not be written (a full disk, a quota, a read-only folder); the files
+    written before it stay, and no partial file is left under a final name."""
 
     def __init__(self, path: object, exc: OSError) -> None:
         reason = exc.strerror or str(exc) or type(exc).__name__
@@ -66,8 +63,8 @@ def not_allowed(where: str, name: str, kind: str, choices: list[str]) -> ConfigE
 
 
 class Interrupted(BaseException):
-    """SIGINT or SIGTERM, raised in the main thread by the CLI's handler. A BaseException, like
-    KeyboardInterrupt: ``except Exception`` blocks let it through, cleanup code sees it."""
+    """SIGINT or SIGTERM, raised by the CLI's handler; a BaseException, like KeyboardInterrupt,
+    so that ``except Exception`` blocks let it through."""
 
     def __init__(self, signum: int) -> None:
         import signal
@@ -78,11 +75,9 @@ class Interrupted(BaseException):
         super().__init__(self.name)
 
 
-# Signals the CLI's handler deferred because they landed in code that an exception must not cut
-# (the MLflow store's session): a retry timer raises them once that code is left, and so does
-# every call of :func:`raise_deferred`, which the tracker makes between store calls. Most of
-# logging's time is spent inside the store, and the timer may only ever fire there until the run
-# ends: a run must not finish as if nobody had pressed Ctrl-C.
+# Signals the CLI's handler deferred because they landed in code an exception must not cut (the
+# MLflow store's session): a retry timer raises them once it is left, and so does
+# :func:`raise_deferred` between store calls, so a run never finishes as if Ctrl-C was not pressed.
 DEFERRED_SIGNALS: list[int] = []
 
 

@@ -1,8 +1,4 @@
-"""Output files: atomic writes, the writability probe, and the digest of an output directory.
-
-No MLflow here: every stage that writes a result file uses these, whether or not the run is
-tracked.
-"""
+"""Output files, tracked or not: atomic writes, the writability probe, the output digest."""
 
 from __future__ import annotations
 
@@ -22,9 +18,7 @@ RUN_INFO = "run_info.json"
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
     """Write through a temporary file in the same folder, then rename: a crash or a full disk
-    never leaves a truncated file under the final name, and a file of that name from before is
-    kept. A failing write (``ENOSPC``, a quota, a read-only folder) is an :class:`OutputError`
-    naming the file."""
+    never leaves a truncated file under the final name. A failing write is an OutputError."""
     tmp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -63,8 +57,8 @@ def write_parquet(df: pd.DataFrame, path: Path) -> None:
 
 
 def check_writable(out_dir: Path, key: str = "hydra.run.dir", shown: str | None = None) -> None:
-    """Create ``out_dir`` and write a probe file in it; a ConfigError that names ``key`` (the
-    setting to change) otherwise. ``shown`` is the folder as the user wrote it."""
+    """Create ``out_dir`` and write a probe file in it; a ConfigError naming ``key`` (the
+    setting to change) and ``shown`` (the folder as the user wrote it) otherwise."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         probe = out_dir / ".paraeval-write-test"
@@ -78,9 +72,8 @@ def check_writable(out_dir: Path, key: str = "hydra.run.dir", shown: str | None 
 
 
 def output_digest(out_dir: Path, salt: str = "") -> str:
-    """Hash of the output files (names and bytes) and ``salt`` (the run's id, so that two runs with
-    byte-identical outputs stay two runs). Log files and ``run_info.json`` are left out: they are
-    not results, and the log keeps growing while the run is being logged."""
+    """Hash of the output files' names and bytes (logs and ``run_info.json`` are not results)
+    and ``salt`` (the run's id: two runs with identical outputs stay two runs)."""
     h = hashlib.blake2b(digest_size=16)
     h.update(salt.encode("utf-8") + b"\x1f")
     root = Path(out_dir)

@@ -1,16 +1,8 @@
 """The one sanitizer for names and text that come from data.
 
-System names, ``human_``/``metric_`` column names and cell values are the user's data, and data
-can be hostile or merely odd: ``human_/../../X`` as a column name, an ESC sequence that clears
-the screen or sets the window title in a system name, a NUL. Before such a string becomes part of
-a file name, an MLflow key or terminal output it passes through one of these:
-
-- :func:`slug`: a file name part / MLflow key part. A name that is already safe is returned
-  unchanged (so every existing output name stays the same); any other name becomes its safe
-  characters plus a short stable hash of the original, so that two different names never map to
-  the same file.
-- :func:`show`: text for the terminal or a log line, with control characters (C0, DEL, C1 and the
-  bidirectional overrides) written as visible escapes (``\\x1b``).
+Data can be hostile or merely odd (``human_/../../X`` as a column name, an ESC sequence in a
+system name): before such a string becomes part of a file name or an MLflow key it passes through
+:func:`slug`, and before it reaches the terminal or a log line through :func:`show`.
 """
 
 from __future__ import annotations

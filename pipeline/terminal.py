@@ -1,6 +1,5 @@
-"""What reaches the terminal besides the summary: status lines of long stages and log records,
-one short line each, with control characters from data escaped. Light on imports: Hydra loads
-the formatter before the run starts."""
+"""Status lines of long stages and log records on the terminal, one short line each, control
+characters escaped. Light on imports: Hydra loads the formatter before the run starts."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ STATUS_AFTER_S = 1.0
 
 
 def printable(text: object) -> str:
-    """Text from data for the terminal: the one sanitizer, :func:`paraeval.pipeline.names.show`
-    (control and bidi characters written as visible escapes, never interpreted)."""
+    """Text from data for the terminal, escaped by :func:`paraeval.pipeline.names.show`."""
     return show(text)
 
 

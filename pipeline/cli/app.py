@@ -45,14 +45,10 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
         # the tables, then the figures and the page drawn from them, before tracking, so that
         # the output folder is complete when it is logged
         write_outputs(ev, out, status, worker)
-    run_id = uri = None
-    # from the tables in memory; run_info.json is written first, so that `paraeval-log` can
-    # log this directory later whatever happens
     with status.stage("log to MLflow"):
         logged = settings.tracker.log_evaluation(ev, out, overrides or [])
-    if logged is not None:
-        run_id, uri = logged.run_id, logged.uri
     # an interrupt deferred while the store was writing, if no checkpoint took it
     raise_deferred()
+    run_id, uri = (logged.run_id, logged.uri) if logged else (None, None)
     report.print_summary(ev, out, run_id, uri)
     return ev

@@ -1,9 +1,7 @@
-"""Command line entry: ``paraeval [overrides]`` and ``python -m paraeval [overrides]``.
+"""Command line entry: ``paraeval [overrides]``, a thin ``@hydra.main`` over :func:`app.run`.
 
-A thin ``@hydra.main`` over :func:`pipeline.app.run`. User mistakes (bad input, bad config, a
-missing resource, a full disk) end with one line on stderr and exit code 2, never a traceback.
-A run whose outputs are written but not logged (tracking server unreachable or failing, a broken
-store) exits 3 after its warning line; in a multirun every job runs first.
+User mistakes end with one line on stderr and exit code 2, never a traceback; a run whose outputs
+are written but not logged exits 3 after its warning line (in a multirun, after every job).
 """
 
 from __future__ import annotations
@@ -16,6 +14,7 @@ import signal
 import sys
 from pathlib import Path
 from types import FrameType
+from typing import NoReturn
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "1")
@@ -28,26 +27,22 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from paraeval.pipeline.config.compose import config_dir
-from paraeval.pipeline.errors import DEFERRED_SIGNALS, Interrupted, raise_deferred
-from paraeval.pipeline.names import escape_log_output, escape_warnings
+from paraeval.pipeline.errors import DEFERRED_SIGNALS, ConfigError, Interrupted, raise_deferred
+from paraeval.pipeline.names import escape_log_output, escape_warnings, show
 
 EXIT_USER_ERROR = 2
-# the outputs are written but could not be logged (tracking server down or failing, store
-# broken): the warning line says how to log them later with paraeval-log
-EXIT_NOT_LOGGED = 3
+EXIT_NOT_LOGGED = 3  # outputs written but not logged; the warning line says how to log them
 GROUPS = ("data", "metrics", "normalize", "correlation", "tracking", "experiment", "compare")
 
 
-def _fail(message: str) -> None:
-    from paraeval.pipeline.names import show
-
+def _fail(message: str) -> NoReturn:
     print(f"paraeval: error: {show(message)}", file=sys.stderr)
     sys.exit(EXIT_USER_ERROR)
 
 
 def user_config_dirs(argv: list[str]) -> list[Path]:
-    """Folders a user adds to Hydra's search path: ``--config-dir DIR`` / ``-cd DIR`` (Hydra
-    puts them first) and ``hydra.searchpath=[file://DIR, ...]`` entries that are plain folders."""
+    """Folders a user adds to Hydra's search path (``--config-dir``/``-cd``, plain folders of
+    ``hydra.searchpath``)."""
     out: list[Path] = []
     for i, arg in enumerate(argv):
         for flag in ("--config-dir", "-cd"):
@@ -83,8 +78,7 @@ def _overrides(argv: list[str]) -> list[str]:
 
 
 def check_group_overrides(argv: list[str], conf: Path) -> None:
-    """Unknown group options (``metrics=[bleu,nosuch]``) as one line before Hydra composes. A
-    user's own folders (``--config-dir``, ``hydra.searchpath``) add options."""
+    """Unknown group options (``metrics=[bleu,nosuch]``) as one line before Hydra composes."""
     folders = [*user_config_dirs(argv), conf]
     for arg in _overrides(argv):
         key, _, value = arg.partition("=")
@@ -99,23 +93,19 @@ def check_group_overrides(argv: list[str], conf: Path) -> None:
 
 
 def check_override_keys(argv: list[str], conf: Path) -> None:
-    """A setting that does not exist (``metric.ibleu.alpha=0.5``, ``metrics.ibleu.alhpa=0.5``) as
-    one line naming the nearest valid key. Hydra would suggest adding it with ``+``, which the
-    run would then ignore or refuse later."""
+    """A setting that does not exist (``metrics.ibleu.alhpa=0.5``) as one line naming the nearest
+    valid key (Hydra would suggest adding it with ``+``)."""
     overrides = _overrides(argv)
     plain = []
     for arg in overrides:
         key = arg.partition("=")[0]
-        if key.startswith(("+", "~")) or "/" in key or "@" in key or key in GROUPS:
-            continue
-        if key.split(".")[0] == "hydra":
-            continue
-        plain.append((arg, key))
+        special = key.startswith(("+", "~")) or "/" in key or "@" in key or key in GROUPS
+        if not special and key.split(".")[0] != "hydra":
+            plain.append((arg, key))
     if not plain:
         return
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
-    from omegaconf import DictConfig
 
     selections = [
         a
@@ -140,26 +130,22 @@ def check_override_keys(argv: list[str], conf: Path) -> None:
             if not isinstance(node, DictConfig):
                 break  # a list index or a value: Hydra's own message is clear
             valid = [str(k) for k in node]  # `in` on a DictConfig skips keys set to ???
-            if part in valid:
-                try:
-                    node = node[part]
-                except Exception:  # ??? or an interpolation: nothing to check below it
-                    break
-                path.append(part)
-                continue
-            near = difflib.get_close_matches(part, valid, n=1, cutoff=0.5)
-            where = ".".join([*path, part])
-            hint = (
-                f"did you mean '{'.'.join([*path, near[0]])}'?"
-                if near
-                else f"valid here: {', '.join(valid)}"
-            )
-            _fail(f"unknown setting '{where}' in '{arg}'; {hint}")
+            if part not in valid:
+                near = difflib.get_close_matches(part, valid, n=1, cutoff=0.5)
+                hint = f"valid here: {', '.join(valid)}"
+                if near:
+                    hint = f"did you mean '{'.'.join([*path, near[0]])}'?"
+                _fail(f"unknown setting '{'.'.join([*path, part])}' in '{arg}'; {hint}")
+            try:
+                node = node[part]
+            except Exception:  # ??? or an interpolation: nothing to check below it
+                break
+            path.append(part)
 
 
 def check_output_dir_overrides(argv: list[str]) -> None:
-    """An output folder that cannot be created as one line: Hydra makes ``hydra.run.dir`` (or
-    ``hydra.sweep.dir``) before any of paraeval's code runs and would answer with a traceback."""
+    """An output folder that cannot be created as one line (Hydra creates it before paraeval's
+    code runs and would answer with a traceback)."""
     multirun = any(a in ("-m", "--multirun") for a in argv)
     wanted = "hydra.sweep.dir" if multirun else "hydra.run.dir"
     given = False
@@ -178,7 +164,6 @@ def check_output_dir_overrides(argv: list[str]) -> None:
 
 
 def _probe(folder: Path, shown: str, key: str) -> None:
-    from paraeval.pipeline.errors import ConfigError
     from paraeval.pipeline.files import check_writable
 
     try:
@@ -188,7 +173,7 @@ def _probe(folder: Path, shown: str, key: str) -> None:
 
 
 @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="config")
-def _hydra_main(cfg: DictConfig) -> float | None:
+def _hydra_main(cfg: DictConfig) -> None:
     from paraeval.metrics.base import MetricConfigError, MissingResourceError
     from paraeval.pipeline.cli.app import run
     from paraeval.pipeline.errors import UserError
@@ -198,8 +183,7 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     escape_log_output()
     escape_warnings()
     _OUTPUT_DIR[:] = [Path(hc.runtime.output_dir)]
-    # Everything alive between jobs (modules, models, caches of this process) is long-lived:
-    # frozen, the collector stops rescanning it, which cost a multirun ~0.5 s per job
+    # what is alive between jobs is long-lived: frozen, the collector stops rescanning it
     gc.freeze()
     try:
         run(cfg, hc.runtime.output_dir, list(hc.overrides.task))
@@ -208,21 +192,17 @@ def _hydra_main(cfg: DictConfig) -> float | None:
         logging.getLogger("paraeval").error("%s", exc, extra={"file_only": True})
         _fail(str(exc))
     gc.freeze()
-    return None
 
 
 # the output folder of the job in progress, for the line an interrupt prints
 _OUTPUT_DIR: list[Path] = []
 
 
-# Code that an exception must not cut in two: SQLAlchemy between a flush and its rollback (or its
-# connection pool) prints its own traceback and can leave the MLflow store's session unusable for
-# the cleanup that marks the runs KILLED. A signal that lands there is raised a moment later, as
-# soon as the main thread is back in code that unwinds cleanly.
+# A signal that lands in code an exception must not cut in two (SQLAlchemy between a flush and its
+# rollback can leave the store unusable for the cleanup that marks runs KILLED), or in code that
+# swallows exceptions (a weakref callback, a __del__: the run would exit 0), is raised a moment
+# later, once the main thread is back in code that unwinds cleanly.
 _UNSAFE_MODULES = ("sqlalchemy", "alembic", "mlflow.store")
-# Code an exception cannot leave: Python prints it as "ignored" and goes on (a weakref callback,
-# such as WeakValueDictionary's, run by the collector; a __del__), so the run would end with
-# exit status 0. A signal that lands there is deferred too.
 _SWALLOWING_MODULES = ("weakref",)
 _RETRY_S = 0.02
 
@@ -260,11 +240,8 @@ def _raise_pending(_alarm: int, frame: FrameType | None) -> None:
 
 
 def _interrupted(exc: BaseException) -> None:
-    """One line and the shell's exit status for the signal (130 SIGINT, 143 SIGTERM). Output
-    files are written atomically, so what is there is whole; an MLflow run being logged was
-    ended as KILLED on the way out, and the line says how to log its folder later. Every job
-    of a multirun logs itself before the next starts, so the jobs before this one are logged
-    whole or were named in their own warning line."""
+    """One line and the shell's exit status for the signal (130 SIGINT, 143 SIGTERM); the line
+    says how to log the output folder later (an MLflow run being logged was ended KILLED)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     name, status = (
@@ -296,8 +273,7 @@ def main() -> None:
 
 
 def _main(argv: list[str]) -> None:
-    # a log line that cannot be written (the log file's disk is full) must not print a
-    # traceback per line; the run's own error line says what failed
+    # a log line that cannot be written (disk full) must not print a traceback per line
     logging.raiseExceptions = False
     if argv[:1] in (["--version"], ["-V"]):
         from paraeval import __version__

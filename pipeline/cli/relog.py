@@ -1,17 +1,12 @@
-"""``paraeval-log OUTPUT_DIR``: log a finished output directory to MLflow later.
+"""``paraeval-log OUTPUT_DIR``: log a finished output directory to MLflow later (a run whose
+server was unreachable, or that ran with ``tracking=none`` or offline).
 
-For runs whose tracking server was unreachable, or that ran with ``tracking=none`` or on a cluster
-node without access to the server. The run is rebuilt from the directory (``run_info.json`` and the
-output files), so it has the same params, tags, metrics, dataset and artifacts as a run logged at
-the time (:meth:`~paraeval.pipeline.tracking.payload.RunPayload.from_dir` reads back what the
-run held in memory; one function logs both). Idempotent: a run is tagged with a hash of the output
-files, and a directory whose content is already logged is reported, not logged twice. A run of
-the same directory that an interrupted logging left unfinished (RUNNING, KILLED or FAILED) is
-closed and soft-deleted, and the new run names it in its ``paraeval.replaces`` tag: one run per
-directory.
+The run is rebuilt from ``run_info.json`` and the output files, so it is logged as it would have
+been at the time. Idempotent: a directory whose content is already logged is reported, and runs an
+interrupted logging left unfinished are closed, soft-deleted and named in ``paraeval.replaces``.
 
-Exit codes: 0 logged or already logged; 1 the tracking server is unreachable or failing, or logging
-failed; 2 not a paraeval output directory or bad arguments.
+Exit codes: 0 logged or already logged; 1 the server is unreachable or logging failed; 2 not a
+paraeval output directory or bad arguments.
 """
 
 from __future__ import annotations
@@ -29,8 +24,8 @@ from paraeval.pipeline.errors import UserError
 from paraeval.pipeline.names import show
 from paraeval.pipeline.tracking.payload import RunPayload
 from paraeval.pipeline.tracking.run_record import read_run_info
-from paraeval.pipeline.tracking.store import TrackingUnavailable, resolve_tracking_uri
-from paraeval.pipeline.tracking.trackers import MLflowTracker
+from paraeval.pipeline.tracking.store import TrackingUnavailable
+from paraeval.pipeline.tracking.trackers import MLflowTracker, first_line
 
 PROG = "paraeval-log"
 
@@ -68,9 +63,6 @@ def relog(
         tracking.update(uri=None, store_dir=str(Path(store_dir).expanduser().resolve()))
     if experiment:
         tracking["experiment"] = experiment
-    if not tracking.get("uri") and not tracking.get("store_dir"):
-        tracking["store_dir"] = "mlflow"
-    resolve_tracking_uri(tracking)
     # whatever tracker the run had (none included), a later logging goes to MLflow
     payload = RunPayload.from_dir(out_dir, record)
     logged = MLflowTracker.from_settings(tracking).log_or_raise(payload)
@@ -89,21 +81,16 @@ def main(argv: list[str] | None = None) -> int:
         except UserError as exc:
             print(f"{PROG}: error: {show(exc)}", file=sys.stderr)
             status = max(status, 2)
-            continue
         except TrackingUnavailable as exc:
             print(f"{PROG}: error: {show(exc)}; {show(out_dir)} not logged", file=sys.stderr)
             status = max(status, 1)
-            continue
         except Exception as exc:
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            print(
-                f"{PROG}: error: logging {show(out_dir)} failed: {show(reason[:300])}",
-                file=sys.stderr,
-            )
+            reason = show(first_line(exc))
+            print(f"{PROG}: error: logging {show(out_dir)} failed: {reason}", file=sys.stderr)
             status = max(status, 1)
-            continue
-        what = "already logged as run" if already else "logged as run"
-        print(f"{out_dir}: {what} {run_id} in {uri}")
+        else:
+            what = "already logged as run" if already else "logged as run"
+            print(f"{out_dir}: {what} {run_id} in {uri}")
     return status
 
 

@@ -1,8 +1,5 @@
-"""Where the configuration lives and how a config is composed outside ``@hydra.main``.
-
-Shared by the command line (which gives the folder to ``@hydra.main``) and the Python API (which
-composes with Hydra's compose API), so both run on the same ``conf/``.
-"""
+"""Where the configuration lives and how the Python API composes it, so that the API and the
+command line (``@hydra.main``) run on the same ``conf/``."""
 
 from __future__ import annotations
 
@@ -14,8 +11,7 @@ from omegaconf import DictConfig
 
 
 def config_dir() -> Path:
-    """conf/ at the top of a source checkout, or paraeval/conf inside an installed wheel: in both,
-    two folders above this module's (pipeline/config/ sits in pipeline/ beside conf/)."""
+    """conf/ of a source checkout or an installed wheel: two folders above this module's."""
     conf = Path(__file__).resolve().parents[2] / "conf"
     if (conf / "config.yaml").is_file():
         return conf
@@ -34,8 +30,7 @@ def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
         return compose("config", overrides=list(overrides))
 
 
-# Config keys that are not parameters of the evaluation: which tracker logs a run says nothing
-# about its results, and runs logged before trackers were chosen by _target_ had no such param.
+# Config keys that are not parameters of the evaluation: the tracker says nothing of the results
 NOT_PARAMS = frozenset({"tracking._target_"})
 
 

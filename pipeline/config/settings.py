@@ -1,10 +1,7 @@
-"""The composed Hydra config turned into typed settings, once, before any work.
+"""The composed Hydra config turned into typed, checked settings, once, before any work.
 
-This is the only module that reads the config tree. Every value comes from the YAML files in
-``conf/`` (composed by Hydra for the CLI and by :func:`paraeval.evaluate` for the API): nothing
-here has a default of its own, so a key missing from the config is a broken configuration, not a
-silent fallback. Each setting is checked here, so a mistake is one line before anything is loaded
-or scored.
+The only module that reads the config tree. Every value comes from ``conf/``: nothing here has a
+default of its own, so a missing key is a broken configuration, not a silent fallback.
 """
 
 from __future__ import annotations
@@ -15,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import pandas as pd
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from paraeval.pipeline.config import targets
 from paraeval.pipeline.config.compose import flatten
@@ -56,8 +53,7 @@ class ReportSettings:
     max_rows: int
     progress: bool
     format: str  # figure file format: png | pdf | svg
-    # the command line draws part of the figures in a second process that ends with the run
-    figure_worker: bool = True
+    figure_worker: bool = True  # the CLI draws part of the figures in a second process
 
 
 @dataclass(frozen=True)
@@ -116,21 +112,16 @@ def _container(cfg: DictConfig) -> Node:
     try:
         tree = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     except Exception as exc:
-        # a required value not given (``???``), or reached through an interpolation; looked for
-        # only here: walking the whole config for them cost a sweep job 15 ms
+        # a required value (``???``) not given: looked for only on failure, the walk is slow
         for key in _missing(cfg):
             raise ConfigError(f"{key} is required, e.g. {key}=<value>") from None
-        # an interpolation that cannot resolve, e.g. a missing env variable
         raise ConfigError(f"the configuration does not resolve: {exc}") from None
     return cast(Node, tree)
 
 
 def _missing(cfg: Any, prefix: str = "") -> list[str]:
-    """The keys whose value is ``???``, in the config's order, found without resolving anything
-    (``OmegaConf.missing_keys`` resolves every value it passes, and fails on the interpolation
-    that leads to a missing value)."""
-    from omegaconf import ListConfig
-
+    """The keys whose value is ``???``, in order, found without resolving anything
+    (``OmegaConf.missing_keys`` fails on an interpolation that leads to a missing value)."""
     found: list[str] = []
     keys = range(len(cfg)) if isinstance(cfg, ListConfig) else list(cfg.keys())
     for key in keys:
@@ -188,8 +179,8 @@ def _bool(value: object, key: str) -> bool:
 
 
 def _check_keys(node: Mapping[str, object], valid: Sequence[str], section: str) -> None:
-    """A key that is not a setting (a misspelling added with ``+``) is one line naming the
-    nearest valid key, never silently ignored."""
+    """A key that is not a setting (a misspelling added with ``+``) is an error naming the
+    nearest valid key."""
     for key in node:
         if key not in valid:
             where = f"{section}.{key}" if section else str(key)
@@ -252,8 +243,8 @@ def _cache(tree: Mapping[str, object]) -> Node | None:
 
 
 def check_table(settings: Settings, table: pd.DataFrame) -> None:
-    """The settings that name things in the data, checked once it is loaded and before any
-    scoring: the comparison's baseline system."""
+    """The settings that name things in the data (the comparison's baseline system), checked
+    once it is loaded, before any scoring."""
     compare = settings.compare
     if compare is not None and compare.baseline is not None:
         systems = sorted(map(str, table["system"].unique()))

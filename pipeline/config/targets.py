@@ -1,18 +1,10 @@
 """The one allow-list of what a config's ``_target_`` may name.
 
-A config (a YAML file in a shared folder, an override on the command line) must never make a run
-import or call arbitrary code: ``paraeval.pipeline.data.load.pd.read_pickle`` starts with the loader
-module's name, yet is pandas' pickle reader. Every ``_target_`` is therefore looked up by its exact
-dotted name in one table per config group, built from paraeval's own registries:
-
-- ``data``: the loaders of :data:`paraeval.pipeline.data.load.LOADERS`;
-- ``metrics``: the metric classes of :data:`paraeval.metrics.METRICS`, by their defining module
-  (``paraeval.metrics.sacre.BLEU``) or the package (``paraeval.metrics.BLEU``); a class from
-  elsewhere only with ``allow_external_metrics=true``, and it must still be a metric class;
-- ``normalize``: :class:`paraeval.pipeline.stages.aggregate.Normalizer`;
-- ``tracking``: the trackers of :data:`paraeval.pipeline.tracking.trackers.TRACKERS`.
-
-A name that is not in its table is a :class:`ConfigError` before anything is imported.
+A config must never make a run import or call arbitrary code
+(``paraeval.pipeline.data.load.pd.read_pickle`` starts with a loader module's name), so every
+``_target_`` is looked up by its exact name in its group's table, built from paraeval's own
+registries (:func:`allowed`); a metric class from elsewhere needs ``allow_external_metrics=true``.
+Any other name is a :class:`ConfigError` before anything is imported.
 """
 
 from __future__ import annotations
@@ -71,9 +63,8 @@ def check(group: str, target: object, key: str | None = None) -> str:
 
 
 def metric_class(target: str, metric_id: str, allow_external: bool) -> type:
-    """The metric class a ``_target_`` names. paraeval's metrics by exact name; with
-    ``allow_external`` any importable class that subclasses :class:`paraeval.metrics.base.Metric`
-    (the user opted in to running that code)."""
+    """The metric class a ``_target_`` names: paraeval's by exact name; with ``allow_external``
+    (the user opted in to running that code) any importable subclass of ``Metric``."""
     from paraeval.metrics.base import Metric
 
     known = metric_targets()

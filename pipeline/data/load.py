@@ -1,15 +1,9 @@
 """Load stage: files -> the tidy (item, system) table of DESIGN.md.
 
-Where the rest of paraeval finds data loading: the names below, from the modules that do the work
-by concern:
-
-- :mod:`.readers`: reading files (UTF-8 checked) and the long table's formats (:data:`READERS`);
-- :mod:`.validate`: the tidy table's columns, cell conversion, validation (once, with messages
-  naming the file, the row and the column) and per-annotator aggregation;
-- :mod:`.loaders`: the loaders themselves.
-
-A data config's ``_target_`` names a loader here (:data:`LOADERS`). Loading reads the files every
-time: nothing is kept between runs.
+Where the rest of paraeval finds data loading; the work is done by :mod:`.readers` (files and
+formats), :mod:`.validate` (the tidy table, its checks and per-annotator aggregation) and
+:mod:`.loaders`. A data config's ``_target_`` names a loader here (:data:`LOADERS`); files are
+read every time, nothing is kept between runs.
 """
 
 from __future__ import annotations
@@ -28,27 +22,13 @@ from paraeval.pipeline.data.loaders import (
     load_table,
     load_text,
 )
-from paraeval.pipeline.data.readers import READERS, Reader, read_table
-from paraeval.pipeline.data.validate import (
-    AGGREGATIONS,
-    HUMAN_PREFIX,
-    METRIC_PREFIX,
-    TIDY,
-    in_order,
-    row_groups,
-    tidy_table,
-    validate,
-)
+from paraeval.pipeline.data.readers import read_table
+from paraeval.pipeline.data.validate import HUMAN_PREFIX, in_order, row_groups
 from paraeval.pipeline.errors import ConfigError
 
 __all__ = [
-    "AGGREGATIONS",
     "HUMAN_PREFIX",
     "LOADERS",
-    "METRIC_PREFIX",
-    "READERS",
-    "TIDY",
-    "Reader",
     "demo_path",
     "in_order",
     "load_data",
@@ -60,8 +40,6 @@ __all__ = [
     "load_text",
     "read_table",
     "row_groups",
-    "tidy_table",
-    "validate",
 ]
 
 # the loaders a data config may name in `_target_`, by their names in this module (where users
@@ -73,8 +51,7 @@ LOADERS: dict[str, Callable[..., pd.DataFrame]] = {
 
 
 def load_data(target: str, options: Mapping[str, Any]) -> pd.DataFrame:
-    """The tidy table from the loader named by a data config's ``_target_`` (one of
-    :data:`LOADERS`)."""
+    """The tidy table from the loader a data config's ``_target_`` names (one of LOADERS)."""
     loader = LOADERS.get(target)
     if loader is None:
         raise ConfigError(f"data._target_ must be one of {sorted(LOADERS)}, got '{target}'")

@@ -1,6 +1,5 @@
-"""The loaders a data config's ``_target_`` chooses from (``LOADERS`` of :mod:`.load`): a long
-table, a DataFrame, sacrebleu-style text files, the embedded demo, ParaBank-Eval and STS-B. Each
-turns its files into the tidy table of :mod:`.validate`, validated there."""
+"""The loaders of :data:`.load.LOADERS`: each turns its input into the tidy table of
+:mod:`.validate`, validated there."""
 
 from __future__ import annotations
 
@@ -12,8 +11,8 @@ import pandas as pd
 
 from paraeval.pipeline.data.readers import READERS, detect_format, read_table, read_text_lines
 from paraeval.pipeline.data.validate import (
-    HUMAN_PREFIX,
     aggregate_annotators,
+    aspect_column,
     tidy_table,
     to_score,
     validate,
@@ -46,8 +45,8 @@ def load_frame(
     aggregate: str = "mean",
     name: str = "dataframe",
 ) -> pd.DataFrame:
-    """A DataFrame in the long layout, checked like a file (rows are numbered from 0, as its
-    positions); references may be a column of lists."""
+    """A DataFrame in the long layout, checked like a file (rows numbered from 0); references
+    may be a column of lists."""
     return tidy_table(frame, "<DataFrame>", 0, columns, human, annotator, aggregate, name)
 
 
@@ -61,9 +60,7 @@ def load_text(
     """sacrebleu-style line-aligned files: line i of every file is item i."""
     if not isinstance(systems, Mapping) or not systems:
         raise ConfigError("data.systems must map system names to files, e.g. {a: a.txt, b: b.txt}")
-    if isinstance(references, str):
-        references = [references]
-    references = list(references or [])
+    references = [references] if isinstance(references, str) else list(references or [])
     src_lines = read_text_lines(Path(source), "data.source")
     n = len(src_lines)
 
@@ -83,7 +80,7 @@ def load_text(
     human_scores: dict[str, dict[str, list[float]]] = {}
     nan_text: dict[str, list[str]] = {}
     for aspect, per_system in (human or {}).items():
-        col = aspect if aspect.startswith(HUMAN_PREFIX) else f"{HUMAN_PREFIX}{aspect}"
+        col = aspect_column(aspect)
         human_scores[col] = {}
         for system, path in per_system.items():
             if system not in systems:
@@ -113,8 +110,7 @@ def load_text(
             rec["origin"] = f"{path}:{i + 1}"
             records.append(rec)
     df = pd.DataFrame.from_records(records)
-    df.attrs["data_files"] = [source, *references, *systems.values()]
-    df.attrs["data_name"] = name
+    df.attrs.update(data_files=[source, *references, *systems.values()], data_name=name)
     return validate(df, source)
 
 
@@ -146,29 +142,20 @@ def load_parabank(
     max_items: int | None = None,
     name: str = "parabank",
 ) -> pd.DataFrame:
-    """ParaBank-Eval (Hu et al. 2019): 400 sources, 36 systems, per-worker meaning scores.
+    """ParaBank-Eval (Hu et al. 2019): 400 sources, 36 systems, per-worker ratings.
 
-    One row per (source, system): a candidate produced by several systems (``sys_id`` is a
-    space-separated list) counts for each of them. Per-worker ``human_score`` (0-100 meaning
-    similarity to the source) and ``gm`` (grammaticality 0-2) are aggregated over workers into
-    ``human_meaning`` and ``human_grammaticality``. There are no separate references:
-    ``references: source`` scores every reference-based metric against the source sentence (the
-    natural use of this data); ``references: none`` leaves them empty. ``max_items`` keeps the
-    first N sources (by ref_id order in ref.tsv), for quick looks.
+    A candidate of several systems (``sys_id`` lists them) counts for each. Per-worker
+    ``human_score`` (meaning, 0-100) and ``gm`` (grammaticality, 0-2) become ``human_meaning``
+    and ``human_grammaticality``. There are no references: ``references: source`` scores against
+    the source, ``none`` leaves them empty. ``max_items`` keeps the first N sources of ref.tsv.
     """
     folder = _shared_dir(path, "ParaBank-Eval")
     ref_file = folder / "ref.tsv"
     cand_file = folder / "candidates.tsv"
     refs = read_table(ref_file, "tsv")
     cands = read_table(cand_file, "tsv")
-    for df, file, cols in (
-        (refs, ref_file, ["ref_id", "ref_sent"]),
-        (
-            cands,
-            cand_file,
-            ["worker_id_anon", "ref_id", "sys_id", "candidate", "human_score", "gm"],
-        ),
-    ):
+    cand_cols = ["worker_id_anon", "ref_id", "sys_id", "candidate", "human_score", "gm"]
+    for df, file, cols in ((refs, ref_file, ["ref_id", "ref_sent"]), (cands, cand_file, cand_cols)):
         for col in cols:
             if col not in df.columns:
                 raise DataError(f"column '{col}' not found", file=str(file), column=col)
@@ -204,8 +191,7 @@ def load_parabank(
                 }
             )
     df = pd.DataFrame.from_records(records)
-    # the release holds repeated judgments by one anonymized worker id; their mean is the
-    # published aggregation, so repeats are averaged here as they always were
+    # the release holds repeated judgments by one worker id: averaged, as published
     df = aggregate_annotators(
         df, "worker", ["human_meaning", "human_grammaticality"], aggregate, repeats_allowed=True
     )
@@ -216,8 +202,7 @@ def load_parabank(
     else:
         raise ConfigError(f"data.references must be 'source' or 'none', got '{references}'")
     df["item_id"] = df["item_id"].str.zfill(3)
-    df.attrs["data_files"] = [str(ref_file), str(cand_file)]
-    df.attrs["data_name"] = name
+    df.attrs.update(data_files=[str(ref_file), str(cand_file)], data_name=name)
     return validate(df, str(cand_file))
 
 
@@ -226,9 +211,8 @@ def load_stsb(
     split: str = "test",
     name: str = "stsb",
 ) -> pd.DataFrame:
-    """STS Benchmark: one sentence pair per row, similarity 0-5. sentence1 is the reference (and
-    the source), sentence2 the candidate of the single system ``stsb``; the score becomes
-    ``human_similarity``. Segment-level correlation only: there are no systems to compare."""
+    """STS Benchmark: sentence1 is the source and reference, sentence2 the candidate of the one
+    system ``stsb``, the 0-5 score ``human_similarity`` (segment-level correlation only)."""
     folder = _shared_dir(path, "STS Benchmark")
     if split not in ("train", "dev", "test"):
         raise ConfigError(f"data.split must be train, dev or test, got '{split}'")
@@ -253,6 +237,5 @@ def load_stsb(
             }
         )
     df = pd.DataFrame.from_records(records)
-    df.attrs["data_files"] = [str(file)]
-    df.attrs["data_name"] = name
+    df.attrs.update(data_files=[str(file)], data_name=name)
     return validate(df, str(file))

@@ -1,5 +1,4 @@
-"""Reading input files: UTF-8 text with errors that name the row and column, and the readers of
-a long table's formats (:data:`READERS`)."""
+"""Reading input files (UTF-8, errors naming the row and column) and the long table's formats."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ Quoting = Literal[0, 1, 2, 3]
 
 
 def _column_at(raw: bytes, offset: int, sep: bytes) -> str | None:
-    """The header name of the field holding byte ``offset`` of a delimited file (quoted
-    separators aside: good enough to point at the cell)."""
+    """The header name of the field holding byte ``offset`` (quoted separators aside)."""
     start = raw.rfind(b"\n", 0, offset) + 1
     index = raw[start:offset].count(sep)
     header = raw.split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("\r").split(sep.decode())
@@ -29,8 +27,8 @@ def _column_at(raw: bytes, offset: int, sep: bytes) -> str | None:
 
 
 def _read_text(path: Path, label: str, sep: str | None = None) -> str:
-    """The file decoded as UTF-8 (a BOM dropped); a bad byte is reported with its row (and, for
-    a delimited file, its column)."""
+    """The file decoded as UTF-8 (a BOM dropped); a bad byte is reported with its row and, for a
+    delimited file, its column."""
     if not path.is_file():
         raise DataError(f"file not found ({label}); check the path", file=str(path))
     try:
@@ -61,9 +59,8 @@ def read_text_lines(path: Path, label: str, sep: str | None = None) -> list[str]
 
 @dataclass(frozen=True)
 class Reader:
-    """One input format: the file name suffixes it claims, how it reads a file into a frame of
-    strings/objects (never executing code: no pickle, no eval), and the row number of the first
-    data row (a CSV header is line 1)."""
+    """One input format: its suffixes, its reader (never executing code: no pickle, no eval), and
+    the row number of the first data row (a CSV header is line 1)."""
 
     suffixes: tuple[str, ...]
     read: Callable[[Path], pd.DataFrame]
@@ -71,24 +68,18 @@ class Reader:
 
 
 def _read_delimited(p: Path, sep: str, quoting: Quoting) -> pd.DataFrame:
-    # decoded once: the UTF-8 check names the row and column of a bad byte, and pandas parses
-    # the same text instead of reading the file again
+    # decoded once, by the UTF-8 check that names the row and column of a bad byte
     text = _read_text(p, "data.path", sep)
     _check_fields(text, p, sep, quoting)
     return pd.read_csv(
-        io.StringIO(text),
-        sep=sep,
-        dtype=str,
-        keep_default_na=False,
-        quoting=quoting,
+        io.StringIO(text), sep=sep, dtype=str, keep_default_na=False, quoting=quoting
     )
 
 
 def _check_fields(text: str, p: Path, sep: str, quoting: Quoting) -> None:
-    """What pandas would pass silently: a header naming a column twice (pandas renames the
-    second ``x.1`` and the first is used), and a row with fewer fields than the header (pandas
-    fills them with empty values; in a TSV, read without quotes, that is a line break inside a
-    quoted field, which splits one row into two)."""
+    """What pandas would pass silently: a header naming a column twice (the second becomes
+    ``x.1``), and a row with fewer fields than the header (filled with empty values; in a TSV,
+    read without quotes, a line break inside a quoted field)."""
     reader = csv.reader(io.StringIO(text), delimiter=sep, quoting=quoting)
     header = next(reader, None)
     if not header:
@@ -147,17 +138,13 @@ def _read_jsonl(p: Path) -> pd.DataFrame:
     return pd.DataFrame([{k: row.get(k, ABSENT) for k in keys} for row in rows], columns=keys)
 
 
-def _read_parquet(p: Path) -> pd.DataFrame:
-    return pd.read_parquet(p)
-
-
 # the input formats of a long table, by the name `data.format` takes; a new format is one entry
 READERS: dict[str, Reader] = {
     "csv": Reader((".csv",), lambda p: _read_delimited(p, ",", csv.QUOTE_MINIMAL), first_row=2),
     # sentences contain quotes: a TSV is read without quote processing
     "tsv": Reader((".tsv", ".tab"), lambda p: _read_delimited(p, "\t", csv.QUOTE_NONE), 2),
     "jsonl": Reader((".jsonl", ".json", ".ndjson"), _read_jsonl),
-    "parquet": Reader((".parquet", ".pq"), _read_parquet),
+    "parquet": Reader((".parquet", ".pq"), pd.read_parquet),
 }
 
 

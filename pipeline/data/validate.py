@@ -1,11 +1,8 @@
-"""The tidy (item, system) table of DESIGN.md and its validation.
+"""The tidy (item, system) table of DESIGN.md and its validation, once for every loader.
 
-Columns: ``item_id``, ``system``, ``source``, ``references`` (list of str, possibly empty, count may
-vary per item), ``candidate``, ``human_<aspect>`` (float, NaN = not rated), ``metric_<name>``
-(precomputed scores) and ``origin`` (``file:row`` of the row, for error messages).
-
-Validation happens here, once, for every loader; every message names the file, the row and the
-column.
+Columns: ``item_id``, ``system``, ``source``, ``references`` (list of str, possibly empty),
+``candidate``, ``human_<aspect>`` (float, NaN = not rated), ``metric_<name>`` (precomputed
+scores) and ``origin`` (``file:row``, so that every error names the file, the row and the column).
 """
 
 from __future__ import annotations
@@ -31,16 +28,14 @@ AGGREGATIONS = ("mean", "median", "zscore")
 
 
 def in_order(values: pd.Series) -> list[Any]:
-    """The distinct values of a column in order of first appearance, as Python objects:
-    ``list(dict.fromkeys(values))`` without a Python step per row (iterating an Arrow-backed
-    column costs a microsecond a row, a fiftieth of a second per pass at ParaBank-Eval's size)."""
+    """The distinct values of a column in order of first appearance, as Python objects
+    (``list(dict.fromkeys(values))`` without a slow Python step per row)."""
     return list(pd.unique(values).tolist())
 
 
 def row_groups(values: pd.Series) -> list[tuple[Any, np.ndarray]]:
-    """Each distinct value of a column (missing ones left out) in order of first appearance,
-    with its row positions, ascending: the groups of ``groupby(sort=False)``, from one
-    factorisation rather than a comparison of every row per value."""
+    """Each distinct non-missing value in order of first appearance with its ascending row
+    positions: the groups of ``groupby(sort=False)``, from one factorisation."""
     codes, uniques = pd.factorize(values)
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(len(uniques) + 1))
@@ -80,13 +75,9 @@ def _to_refs(value: Any, *, file: str, row: int, column: str) -> list[str]:
     if isinstance(value, np.ndarray):
         value = value.tolist()
     if isinstance(value, list | tuple):
-        refs = []
-        for v in value:
-            if _is_missing(v):
-                continue
-            if not isinstance(v, str):
-                raise DataError("references must be strings", file=file, row=row, column=column)
-            refs.append(v)
+        refs = [v for v in value if not _is_missing(v)]
+        if not all(isinstance(v, str) for v in refs):
+            raise DataError("references must be strings", file=file, row=row, column=column)
         return refs
     if _is_missing(value):
         return []
@@ -119,8 +110,7 @@ def to_score(
     if _is_missing(value):
         return float("nan")
     if isinstance(value, str) and value.strip().lower() == "nan":
-        # spreadsheets and pandas exports write a missing rating as the text NaN: it is one
-        # (``nan_text`` collects where, for one warning line)
+        # spreadsheets and pandas exports write a missing rating as the text NaN
         if nan_text is not None:
             nan_text.setdefault(column, []).append(f"{file}, row {row}")
         return float("nan")
@@ -192,8 +182,8 @@ def validate(df: pd.DataFrame, file: str) -> pd.DataFrame:
 
 
 def _check_item_spellings(df: pd.DataFrame, file: str) -> None:
-    """Item ids that are the same number written differently (``01`` and ``1``: a spreadsheet
-    dropped the zeros, or JSON has a number where another file has text) would be two items."""
+    """Item ids that are one number written differently (``01`` and ``1``: a spreadsheet
+    dropped the zeros) would be two items."""
     ids = pd.Series(df["item_id"].unique())
     numeric = ids[ids.str.fullmatch(r"[0-9]+")]
     if numeric.empty:
@@ -226,8 +216,7 @@ def _check_annotator_rows(
 ) -> None:
     """Per-annotator rows of one (item, system) must agree on the texts, and an annotator rates
     it once: otherwise the first text would be scored silently, or a rating counted twice."""
-    # one row may stand for several systems (ParaBank's sys_id lists): the same row twice is
-    # one rating; two rows are two
+    # one row may stand for several systems (ParaBank's sys_id lists): it is still one rating
     rows_of = df.drop_duplicates([*keys, annotator, "origin"])
     twice = rows_of.duplicated(subset=[*keys, annotator], keep=False)
     if twice.any() and not repeats_allowed:
@@ -298,42 +287,32 @@ def tidy_table(
     name: str,
 ) -> pd.DataFrame:
     """The tidy table from a long table's rows (``offset``: the row number of the first row)."""
-    mapping = {
-        "item_id": "item_id",
-        "system": "system",
-        "source": "source",
-        "candidate": "candidate",
-        "references": "references",
-    }
+    mapping: dict[str, Any] = {c: c for c in TIDY}
     mapping.update(dict(columns or {}))
     # data.columns.human: {aspect: file column}, for ratings whose column lacks the prefix
     human_map = mapping.pop("human", None)
     present = list(raw.columns)
 
-    def need(col: str, key: str, optional: bool = False) -> str | None:
-        if col in present:
-            return col
-        if optional:
-            return None
+    def need(col: object, key: str) -> str:
+        if str(col) in present:
+            return str(col)
         raise DataError(
             f"column '{col}' not found (data.columns.{key}); the file has columns {present}",
             file=file,
-            column=col,
+            column=str(col),
         )
 
-    item_col = str(need(str(mapping["item_id"]), "item_id"))
-    system_col = str(need(str(mapping["system"]), "system"))
-    cand_col = str(need(str(mapping["candidate"]), "candidate"))
-    src_col = need(str(mapping["source"]), "source", optional=True)
+    # (tidy column, file column or None, whether it may be empty); the source is optional
+    text_cols = [
+        ("item_id", need(mapping["item_id"], "item_id"), False),
+        ("system", need(mapping["system"], "system"), False),
+        ("source", str(mapping["source"]) if str(mapping["source"]) in present else None, True),
+        ("candidate", need(mapping["candidate"], "candidate"), True),
+    ]
     ref_spec = mapping.get("references")
-    ref_cols: list[str]
-    if ref_spec is None:
-        ref_cols = []
-    elif isinstance(ref_spec, str):
-        found = need(ref_spec, "references", optional=True)
-        ref_cols = [found] if found else []
-    else:
-        ref_cols = [c for c in (need(str(c), "references") for c in ref_spec) if c]
+    if isinstance(ref_spec, str):  # one column, which may be absent: no references
+        ref_spec = [ref_spec] if ref_spec in present else []
+    ref_cols = [need(c, "references") for c in ref_spec or []]
     # (file column, tidy aspect column) for every rating column
     human_cols: list[tuple[str, str]]
     if human_map is not None:
@@ -343,14 +322,15 @@ def tidy_table(
                 "data.columns.human={meaning: score}"
             )
         human_cols = [
-            (str(need(str(col), f"human.{aspect}")), _aspect_column(str(aspect)))
+            (need(col, f"human.{aspect}"), aspect_column(str(aspect)))
             for aspect, col in human_map.items()
         ]
     elif human is None:
         human_cols = [(c, str(c)) for c in present if str(c).startswith(HUMAN_PREFIX)]
     else:
-        human_cols = [(str(need(str(c), "human")), _aspect_column(str(c))) for c in human]
-    metric_cols = [c for c in present if str(c).startswith(METRIC_PREFIX)]
+        human_cols = [(need(c, "human"), aspect_column(str(c))) for c in human]
+    # every score column, as (file column, tidy column): the ratings, then precomputed metrics
+    score_cols = [*human_cols, *((c, str(c)) for c in present if str(c).startswith(METRIC_PREFIX))]
     if annotator is not None:
         need(annotator, "annotator")
 
@@ -359,27 +339,16 @@ def tidy_table(
     for i, rec in enumerate(raw.to_dict("records")):
         row = i + offset
         out: dict[str, Any] = {
-            "item_id": _to_text(
-                rec[item_col], file=file, row=row, column=item_col, allow_empty=False
-            ),
-            "system": _to_text(
-                rec[system_col], file=file, row=row, column=system_col, allow_empty=False
-            ),
-            "source": _to_text(rec[src_col], file=file, row=row, column=src_col, allow_empty=True)
-            if src_col
-            else "",
-            "candidate": _to_text(
-                rec[cand_col], file=file, row=row, column=cand_col, allow_empty=True
-            ),
+            key: _to_text(rec[col], file=file, row=row, column=col, allow_empty=empty)
+            if col
+            else ""
+            for key, col, empty in text_cols
         }
-        refs: list[str] = []
-        for col in ref_cols:
-            refs.extend(_to_refs(rec[col], file=file, row=row, column=col))
-        out["references"] = refs
-        for col, aspect in human_cols:
-            out[aspect] = to_score(rec[col], file=file, row=row, column=col, nan_text=nan_text)
-        for col in metric_cols:
-            out[str(col)] = to_score(rec[col], file=file, row=row, column=col, nan_text=nan_text)
+        out["references"] = [
+            ref for col in ref_cols for ref in _to_refs(rec[col], file=file, row=row, column=col)
+        ]
+        for col, key in score_cols:
+            out[key] = to_score(rec[col], file=file, row=row, column=col, nan_text=nan_text)
         if annotator is not None:
             out[annotator] = rec[annotator]
         out["origin"] = f"{file}:{row}"
@@ -391,11 +360,10 @@ def tidy_table(
     if annotator is not None:
         aspects = [c for c in df.columns if c.startswith(HUMAN_PREFIX)]
         df = aggregate_annotators(df, annotator, aspects, aggregate)
-    df.attrs["data_files"] = [file]
-    df.attrs["data_name"] = name
-    df.attrs["columns_seen"] = [str(c) for c in present]
+    df.attrs.update(data_files=[file], data_name=name, columns_seen=[str(c) for c in present])
     return validate(df, file)
 
 
-def _aspect_column(aspect: str) -> str:
+def aspect_column(aspect: str) -> str:
+    """The tidy column of a rating aspect: ``meaning`` -> ``human_meaning``."""
     return aspect if aspect.startswith(HUMAN_PREFIX) else f"{HUMAN_PREFIX}{aspect}"

@@ -18,9 +18,8 @@ PANEL_IN = (4.6, 3.6)
 
 
 def plot_alpha_curve(result: AlphaCurve, path: Path) -> bool:
-    """A panel per level: each aspect's curve on the dev items (solid) and the test items
-    (dashed), the α chosen on dev as a dot on the test curve, and the configured α as a dotted
-    line. Returns False when there is no curve."""
+    """A panel per level: each aspect's curve on dev (solid) and test (dashed), the α chosen on
+    dev as a dot on the test curve, the configured α dotted; False when there is no curve."""
     curve, choice = result.curve, result.choice
     levels = list(dict.fromkeys(curve["level"]))
     if not levels:
@@ -38,22 +37,12 @@ def plot_alpha_curve(result: AlphaCurve, path: Path) -> bool:
             color = colors[k % len(colors)]
             for split, line_style in (("dev", "-"), ("test", "--")):
                 line = sub[(sub.aspect == aspect) & (sub.split == split)]
-                ax.plot(
-                    line["alpha"],
-                    line["value"],
-                    line_style,
-                    color=color,
-                    label=f"{aspect.removeprefix('human_')} ({split})",
-                )
+                label = f"{aspect.removeprefix('human_')} ({split})"
+                ax.plot(line["alpha"], line["value"], line_style, color=color, label=label)
             pick = choice[(choice.level == level) & (choice.aspect == aspect)]
             if len(pick) and np.isfinite(pick["chosen_alpha"].iloc[0]):
-                ax.plot(
-                    [pick["chosen_alpha"].iloc[0]],
-                    [pick["test"].iloc[0]],
-                    "o",
-                    color=color,
-                    markersize=6,
-                )
+                chosen = pick.iloc[0]
+                ax.plot([chosen["chosen_alpha"]], [chosen["test"]], "o", color=color, markersize=6)
         if configured is not None:
             ax.axvline(float(configured), color="0.6", linestyle=":", linewidth=1)
         coefficient = sub["coefficient"].iloc[0] if len(sub) else ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 import numpy as np
@@ -24,8 +24,8 @@ log = logging.getLogger(__name__)
 
 
 def paraphrase_scores(result: Comparison) -> pd.DataFrame:
-    """Index system, one column per ``paraphrase``-group metric (ParaScore, BERT-iBLEU ...): the
-    system's score as the comparison table has it."""
+    """The comparison's system scores of the ``paraphrase``-group metrics (ParaScore, BERT-iBLEU),
+    a column per metric."""
     t = result.table
     cols = [c for c in result.paraphrase_columns if not t.empty and (t["metric"] == c).any()]
     if not cols:
@@ -36,8 +36,7 @@ def paraphrase_scores(result: Comparison) -> pd.DataFrame:
 
 
 def _paraphrase_table(ax: Axes, combined: pd.DataFrame, cmap: Colormap) -> None:
-    """The systems' scores that combine adequacy and diversity, one row per system in the color
-    of its point."""
+    """The combined adequacy + diversity scores, a row per system in the color of its point."""
     ax.axis("off")
     cells = [
         [f"{float(v):.3f}" if math.isfinite(float(v)) else "" for v in row]
@@ -58,10 +57,8 @@ def _paraphrase_table(ax: Axes, combined: pd.DataFrame, cmap: Colormap) -> None:
 
 
 def diversity_adequacy_plot(result: Comparison, path: Path) -> bool:
-    """One point per system (its mean over items); the lines through it span the interquartile
-    range of its items on each axis; the scores that combine both (``paraphrase`` group:
-    ParaScore, BERT-iBLEU) are tabled under the plot, one row per system. Returns False when there
-    is nothing to draw."""
+    """A point per system (its mean over items) with lines over its items' interquartile range
+    on each axis, the ``paraphrase``-group scores tabled below; False when nothing is drawn."""
     view = result.systems
     combined = paraphrase_scores(result)
     drawable = view[np.isfinite(view["diversity"]) & np.isfinite(view["adequacy"])]
@@ -79,40 +76,17 @@ def diversity_adequacy_plot(result: Comparison, path: Path) -> bool:
         ax = fig.subplots()
     for i, (system, row) in enumerate(drawable.iterrows()):
         color = cmap(i % cmap.N)
-        ax.plot(
-            [row.diversity_q25, row.diversity_q75],
-            [row.adequacy, row.adequacy],
-            color=color,
-            alpha=0.5,
-            lw=1.5,
-        )
-        ax.plot(
-            [row.diversity, row.diversity],
-            [row.adequacy_q25, row.adequacy_q75],
-            color=color,
-            alpha=0.5,
-            lw=1.5,
-        )
+        iqr: dict[str, Any] = {"color": color, "alpha": 0.5, "lw": 1.5}
+        ax.plot([row.diversity_q25, row.diversity_q75], [row.adequacy] * 2, **iqr)
+        ax.plot([row.diversity] * 2, [row.adequacy_q25, row.adequacy_q75], **iqr)
         is_base = system == result.baseline
-        ax.scatter(
-            [row.diversity],
-            [row.adequacy],
-            s=70 if is_base else 45,
-            marker="s" if is_base else "o",
-            color=color,
-            edgecolors="black",
-            zorder=3,
-        )
+        marker, size = ("s", 70) if is_base else ("o", 45)
+        point = (row.diversity, row.adequacy)
+        ax.scatter(*point, s=size, marker=marker, color=color, edgecolors="black", zorder=3)
         label = f"{system}{' (baseline)' if is_base else ''}"
         if math.isfinite(row.copy_rate) and row.copy_rate > 0:
             label += f"  copy {row.copy_rate:.0%}"
-        ax.annotate(
-            label,
-            (row.diversity, row.adequacy),
-            fontsize=8,
-            xytext=(4, 4),
-            textcoords="offset points",
-        )
+        ax.annotate(label, point, fontsize=8, xytext=(4, 4), textcoords="offset points")
     ax.set_xlabel("diversity (1 - normalized syntactic similarity to the source)")
     ax.set_ylabel("adequacy (normalized semantic similarity)")
     ax.set_title("Diversity vs adequacy (point = mean over items, lines = item IQR)", fontsize=10)

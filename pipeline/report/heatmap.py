@@ -9,13 +9,8 @@ import pandas as pd
 from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
 
-from paraeval.pipeline.report.plots import (
-    COEFFICIENT_NAMES,
-    FigureStyle,
-    marks_note,
-    new_figure,
-    save_figure,
-)
+from paraeval.pipeline.report import plots
+from paraeval.pipeline.report.plots import FigureStyle
 
 # the frame, in inches: the title above the rows, each row, the column headers below, the
 # colour bar's room on the right
@@ -48,9 +43,8 @@ def _headers(sub: pd.DataFrame, columns: pd.Index) -> list[str]:
 def correlation_heatmap(
     corr: pd.DataFrame, path: Path, coefficient: str | None = None, style: FigureStyle | None = None
 ) -> bool:
-    """Metrics x (aspect, level) for one coefficient (Kendall τ-b where there is one); NaN
-    cells are left blank; a column's header gives its ``n`` when every cell of it has the same.
-    Returns False when there is nothing to draw."""
+    """Metrics x (aspect, level) for one coefficient (Kendall τ-b where there is one), NaN cells
+    blank; False when there is nothing to draw."""
     if corr.empty:
         return False
     style = style or FigureStyle()
@@ -68,7 +62,7 @@ def correlation_heatmap(
     label_in = 0.5 + 0.075 * max((len(r) for r in rows), default=4)
     width = label_in + COLUMN_IN * n_cols + RIGHT_IN
     height = TOP_IN + ROW_IN * n_rows + BOTTOM_IN
-    fig = new_figure((width, height))
+    fig = plots.new_figure((width, height))
     left, right = label_in / width, 1 - RIGHT_IN / width
     bottom, top = BOTTOM_IN / height, 1 - TOP_IN / height
     ax = fig.add_axes((left, bottom, right - left, top - bottom))
@@ -83,16 +77,9 @@ def correlation_heatmap(
         spine.set_visible(False)
     for (i, j), v in np.ndenumerate(data):
         if np.isfinite(v):
-            ax.text(
-                j,
-                i,
-                f"{v:.2f}",
-                ha="center",
-                va="center",
-                fontsize=7,
-                color="white" if abs(v) > 0.6 else "black",
-            )
-    name = COEFFICIENT_NAMES.get(coefficient, coefficient)
+            color = "white" if abs(v) > 0.6 else "black"
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color=color)
+    name = plots.COEFFICIENT_NAMES.get(coefficient, coefficient)
     ax.set_title(f"{name}: metric vs human ratings", fontsize=10)
     # the colour bar right of the rows, four fifths of their height
     span = top - bottom
@@ -101,6 +88,6 @@ def correlation_heatmap(
     bar.set_label(name, fontsize=8)
     bar.ax.tick_params(labelsize=8)
     if style.marked(str(m) for m in table.index):
-        marks_note(fig)
-    save_figure(fig, path)
+        plots.marks_note(fig)
+    plots.save_figure(fig, path)
     return True

@@ -11,11 +11,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pandas as pd
 
 from paraeval.pipeline.files import atomic_write
-from paraeval.pipeline.report.plots import LOWER_MARK, MARKS_NOTE, SOURCE_MARK
+from paraeval.pipeline.report.plots import MARKS_NOTE, FigureStyle, figure_style
 
 if TYPE_CHECKING:
     from paraeval.pipeline.stages.evaluation import Evaluation
@@ -66,13 +65,11 @@ def _cell(value: object) -> str:
 
 def _table(frame: pd.DataFrame, index: bool = True) -> str:
     head = ([_e(frame.index.name or "")] if index else []) + [_e(c) for c in frame.columns]
-    # each row's values as iterrows gives them (one dtype for the whole frame), without a
-    # Series per row
-    values = frame.to_numpy()
-    columns = [_cells(values[:, j]) for j in range(values.shape[1])]
+    # the values as iterrows gives them (one dtype for the whole frame), without a Series per row
     keys = [f"<td>{_e(key)}</td>" for key in frame.index] if index else [""] * len(frame)
     rows = [
-        "<tr>" + key + "".join(cells) + "</tr>" for key, *cells in zip(keys, *columns, strict=True)
+        "<tr>" + key + "".join(f"<td>{_cell(v)}</td>" for v in row) + "</tr>"
+        for key, row in zip(keys, frame.to_numpy().tolist(), strict=True)
     ]
     return (
         '<div class="scroll"><table><thead><tr>'
@@ -83,76 +80,44 @@ def _table(frame: pd.DataFrame, index: bool = True) -> str:
     )
 
 
-def _cells(column: np.ndarray) -> list[str]:
-    """A column's ``<td>`` cells."""
-    return [f"<td>{_cell(v)}</td>" for v in column.tolist()]
+def _style(ev: Evaluation) -> FigureStyle:
+    return figure_style(ev) if ev.aggregated is not None else FigureStyle()
 
 
-def _marked(ev: Evaluation, column: str) -> str:
-    info = ev.aggregated.columns.get(column) if ev.aggregated is not None else None
-    if info is None:
-        return column
-    if not info.higher_is_better:
-        return f"{column} {LOWER_MARK}"
-    if info.group == "diversity" or column.endswith("_src"):
-        return f"{column} {SOURCE_MARK}"
-    return column
-
-
-def _first_cells(sub: pd.DataFrame) -> pd.DataFrame:
-    """``cell`` by metric (rows) and (aspect, level) (columns), both in order of appearance,
-    the first of each; what ``pivot_table(aggfunc="first", sort=False)`` gives, in a tenth of
-    its time."""
-    cells: dict[tuple[str, str, str], str] = {}
-    for key in zip(sub["metric"], sub["aspect"], sub["level"], sub["cell"], strict=True):
-        cells.setdefault(key[:3], key[3])
-    metrics = list(dict.fromkeys(m for m, _, _ in cells))
-    columns = list(dict.fromkeys((a, lv) for _, a, lv in cells))
-    return pd.DataFrame(
-        [[cells.get((m, a, lv), np.nan) for a, lv in columns] for m in metrics],
-        index=pd.Index(metrics, name="metric"),
-        columns=pd.MultiIndex.from_tuples(columns, names=["aspect", "level"]),
-    )
+def _interval_cell(value: float, low: float, high: float) -> str:
+    if not math.isfinite(value):
+        return "–"
+    interval = f" [{low:+.2f}, {high:+.2f}]" if math.isfinite(low) and math.isfinite(high) else ""
+    return f"{value:+.3f}{interval}"
 
 
 def _correlations(ev: Evaluation) -> str:
     corr = ev.correlations
     if corr.empty:
         return "<p>No human ratings: nothing to correlate.</p>"
-    parts = []
+    parts, label = [], _style(ev).label
     for coefficient in dict.fromkeys(corr["coefficient"]):
         sub = corr[corr["coefficient"] == coefficient].copy()
-        sub["cell"] = [
-            "–"
-            if not math.isfinite(v)
-            else f"{v:+.3f}"
-            + (f" [{lo:+.2f}, {hi:+.2f}]" if math.isfinite(lo) and math.isfinite(hi) else "")
-            for v, lo, hi in zip(
-                sub["value"].astype(float),
-                sub["ci_low"].astype(float),
-                sub["ci_high"].astype(float),
-                strict=True,
-            )
-        ]
-        wide = _first_cells(sub)
+        values = (sub[c].astype(float) for c in ("value", "ci_low", "ci_high"))
+        sub["cell"] = [_interval_cell(*v) for v in zip(*values, strict=True)]
+        wide = sub.pivot_table(
+            index="metric", columns=["aspect", "level"], values="cell", aggfunc="first", sort=False
+        )
         ns = sub.groupby(["aspect", "level"], sort=False)["n"].max() if "n" in sub else None
         wide.columns = [
             f"{a.removeprefix('human_')} / {lv}"
             + (f" (n = {int(ns[(a, lv)])})" if ns is not None and lv != "segment" else "")
-            for a, lv in zip(
-                wide.columns.get_level_values(0), wide.columns.get_level_values(1), strict=True
-            )
+            for a, lv in wide.columns
         ]
-        wide.index = [_marked(ev, str(m)) for m in wide.index]
+        wide.index = [label(str(m)) for m in wide.index]
         wide.index.name = "metric"
         parts.append(f"<h3>{_e(coefficient)}</h3>" + _table(wide))
     return "".join(parts)
 
 
 def _figures(out: Path) -> Iterator[bytes]:
-    """The figures' part of the page, piece by piece: an image is encoded into the file being
-    written, never joined into one text with the page (several megabytes of a tall ranking
-    figure, copied twice and widened to the page's character width)."""
+    """The figures' part of the page, piece by piece: several megabytes of images are encoded
+    straight into the file, never joined into one text with the page."""
     plots = out / "plots"
     files = sorted(p for p in plots.glob("*") if p.is_file()) if plots.is_dir() else []
     if not files:
@@ -169,8 +134,7 @@ def _figures(out: Path) -> Iterator[bytes]:
 
 
 def page_around_figures(ev: Evaluation) -> tuple[str, str]:
-    """The page before its figures and after them; :func:`write_html` puts the figures that
-    are in ``plots/`` between them."""
+    """The page before and after its figures, which :func:`write_html` puts between them."""
     from paraeval import __version__
 
     t = ev.table
@@ -178,7 +142,7 @@ def page_around_figures(ev: Evaluation) -> tuple[str, str]:
     systems = ev.systems.copy()
     if "n_items" in systems:
         systems["n_items"] = systems["n_items"].astype("Int64")
-    systems.columns = [_marked(ev, str(c)) for c in systems.columns]
+    systems.columns = [_style(ev).label(str(c)) for c in systems.columns]
     comparison = ev.comparison
     signatures = ev.signature_table()
     config = "\n".join(f"{k}: {v}" for k, v in sorted(ev.settings.params.items()))
@@ -230,8 +194,8 @@ _FIGURES = "<paraeval-figures/>"
 
 
 def write_html(ev: Evaluation, out: Path, around: tuple[str, str] | None = None) -> Path:
-    """``report.html`` in ``out``, with the figures that are there now; ``around`` is the page
-    without them (``page_around_figures``), where it was rendered before."""
+    """``report.html`` in ``out`` with the figures there now; ``around``: the page rendered
+    before without them (:func:`page_around_figures`)."""
     path = out / REPORT_NAME
     head, tail = around or page_around_figures(ev)
 

@@ -1,5 +1,4 @@
-"""What every figure of ``plots/`` shares: the formats, the direction marks, a figure's style,
-and how a figure is made and written (matplotlib's object API, no display needed)."""
+"""What every figure of ``plots/`` shares: formats, direction marks, style, making and saving."""
 
 from __future__ import annotations
 
@@ -15,6 +14,8 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
+    from paraeval.pipeline.stages.evaluation import Evaluation
+
 log = logging.getLogger(__name__)
 
 FORMATS = ("png", "pdf", "svg")
@@ -26,6 +27,7 @@ SOURCE_MARK = "◇"
 MARKS_NOTE = (
     f"{LOWER_MARK} lower is better   {SOURCE_MARK} similarity to the source (lower = more diverse)"
 )
+AVERAGES = ("syntactic", "semantic")  # the group averages, shown first
 COEFFICIENT_NAMES = {
     "pearson": "Pearson r",
     "spearman": "Spearman ρ",
@@ -62,9 +64,24 @@ class FigureStyle:
         return folder / f"{stem}.{self.fmt}"
 
 
+def figure_style(ev: Evaluation) -> FigureStyle:
+    """The run's figure format and each output column's direction marks."""
+    if ev.aggregated is None:
+        raise RuntimeError("the evaluation has not been computed")
+    info = ev.aggregated.columns.items()
+    lower = frozenset(c for c, i in info if not i.higher_is_better)
+    source = frozenset(c for c, i in info if i.group == "diversity" or c.endswith("_src"))
+    return FigureStyle(ev.settings.report.format, lower, source)
+
+
+def averages_first(columns: Iterable[str]) -> list[str]:
+    """The distinct columns in their order, the group averages first."""
+    names = list(dict.fromkeys(columns))
+    return [c for c in AVERAGES if c in names] + [c for c in names if c not in AVERAGES]
+
+
 def new_figure(size: tuple[float, float], **kwargs: Any) -> Figure:
-    """A figure outside pyplot (no global state, nothing to close) on an Agg canvas, which can
-    measure text while the figure is being laid out."""
+    """A figure outside pyplot (no global state) on an Agg canvas, which can measure text."""
     # imported here: the settings read FORMATS without paying for matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -75,15 +92,13 @@ def new_figure(size: tuple[float, float], **kwargs: Any) -> Figure:
 
 
 def save_figure(fig: Figure, path: Path, dpi: int = PNG_DPI) -> None:
-    """The figure in the format of ``path``'s suffix, cropped to its contents (no label is cut
-    off), through a temporary file and a rename, so a crash never leaves a truncated file under
-    the final name."""
+    """The figure in the format of ``path``'s suffix, cropped to its contents, written
+    atomically (a crash never leaves a truncated file under the final name)."""
     fmt = path.suffix.lstrip(".") or "png"
-    # PNG deflated at level 3 rather than Pillow's 6: half the encoding time of a tall figure
-    # (0.8 s against 1.6 s for ParaBank-Eval's ranking) for a file about a third larger
-    extra: dict[str, Any] = (
-        {"pil_kwargs": {"compress_level": PNG_COMPRESS_LEVEL}} if fmt == "png" else {}
-    )
+    # deflate level 3, not Pillow's 6: half the encoding time for a file a third larger
+    extra: dict[str, Any] = {"pil_kwargs": {"compress_level": PNG_COMPRESS_LEVEL}}
+    if fmt != "png":
+        extra = {}
     atomic_write(
         path,
         lambda p: fig.savefig(
@@ -98,9 +113,8 @@ def plain_y(ax: Axes) -> None:
 
 
 def set_title(ax: Axes, text: str, **kwargs: Any) -> None:
-    """``ax.set_title`` at ``y=1.0``: where matplotlib places a title when nothing of the axes
-    lies above it (ticks below, fixed tick labels or ``plain_y``). Given the height, matplotlib
-    skips measuring the axis for it at every drawing, a fifth of a scatter plot's time."""
+    """``ax.set_title`` at ``y=1.0``, where it goes when nothing of the axes lies above it:
+    matplotlib then skips measuring the axis, a fifth of a scatter plot's time."""
     ax.set_title(text, y=1.0, **kwargs)
 
 
@@ -110,8 +124,7 @@ def marks_note(fig: Figure) -> None:
 
 
 def drawn(path: Path, draw: Callable[[Path], bool]) -> bool:
-    """``draw(path)``, which returns whether it drew anything; a figure that fails is a
-    warning, never a failed run."""
+    """``draw(path)`` (whether it drew anything); a figure that fails is only a warning."""
     try:
         return draw(path)
     except Exception as exc:  # a figure must never cost the numbers

@@ -14,17 +14,16 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from paraeval.pipeline.report.plots import FigureStyle, new_figure, save_figure, set_title
+from paraeval.pipeline.report import plots
+from paraeval.pipeline.report.plots import FigureStyle
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from paraeval.pipeline.stages.compare import Comparison
 
-# the frame, in inches: a panel's cell is CELL_IN wide and ROW_IN high per system plus
-# CELL_BASE_IN; in it, the axes leave room for the system names on the left, the x tick labels
-# below and the two-line title above; the header strip above the cells holds the figure's title
-# and the clusters' legend
+# the frame, in inches: a panel's cell is CELL_IN wide, CELL_BASE_IN + ROW_IN per system high;
+# the header strip above the cells holds the figure's title and the clusters' legend
 CELL_IN = 4.3
 ROW_IN = 0.22
 CELL_BASE_IN = 1.0
@@ -36,13 +35,6 @@ LEGEND_COLUMNS = 6
 COLUMNS = 3
 
 
-def _order(table: pd.DataFrame) -> list[str]:
-    """The compared columns, the group averages first."""
-    metrics = list(dict.fromkeys(table["metric"]))
-    first = [m for m in ("syntactic", "semantic") if m in metrics]
-    return first + [m for m in metrics if m not in first]
-
-
 def ranking_figure(
     result: Comparison, style: FigureStyle | None = None, columns: int = COLUMNS
 ) -> Figure | None:
@@ -52,7 +44,7 @@ def ranking_figure(
     t = result.table
     if t.empty:
         return None
-    chosen = _order(t)
+    chosen = plots.averages_first(t["metric"])
     cols = min(columns, len(chosen))
     rows = math.ceil(len(chosen) / cols)
     n_sys = t["system"].nunique()
@@ -62,7 +54,7 @@ def ranking_figure(
     cell_h = CELL_BASE_IN + ROW_IN * n_sys
     header = HEADER_IN + LEGEND_ROW_IN * legend_rows
     width, height = cols * CELL_IN, header + rows * cell_h
-    fig = new_figure((width, height))
+    fig = plots.new_figure((width, height))
     left, bottom, ax_w = AXES_IN
     ax_h = max(cell_h - bottom - TITLE_IN, 0.01)
     kept = ["system", "score", "ci_low", "ci_high", "rank", "cluster", "higher_is_better"]
@@ -93,17 +85,11 @@ def _panel(ax: Axes, sub: pd.DataFrame, baseline: str, title: str) -> None:
     colors = [cmap(c % 10) for c in k]
     ax.hlines(y, sub["ci_low"], sub["ci_high"], colors=colors, lw=2)
     base = (sub["system"] == baseline).to_numpy()
-    rgba = np.array(colors)
-    ax.scatter(sub["score"][~base], y[~base], c=rgba[~base], zorder=3, s=22)
+    rgba, score = np.array(colors), sub["score"]
+    ax.scatter(score[~base], y[~base], c=rgba[~base], zorder=3, s=22)
     if base.any():
         ax.scatter(
-            sub["score"][base],
-            y[base],
-            c=rgba[base],
-            marker="s",
-            edgecolors="black",
-            zorder=3,
-            s=34,
+            score[base], y[base], c=rgba[base], marker="s", edgecolors="black", zorder=3, s=34
         )
     # the systems' names where y tick labels go, as plain texts: a tick is several artists
     # (marks, labels, grid line), and ticks were most of a panel's building time
@@ -111,17 +97,9 @@ def _panel(ax: Axes, sub: pd.DataFrame, baseline: str, title: str) -> None:
     ax.set_ylim(-0.7, len(sub) - 0.3)
     place, va, ha = ax.get_yaxis_text1_transform(matplotlib.rcParams["ytick.major.pad"] + 3.5)
     for row, system in zip(y, sub["system"], strict=True):
-        ax.text(
-            0,
-            row,
-            str(system),
-            transform=place,
-            va=va,
-            ha=ha,
-            fontsize=7,
-            fontweight="bold" if system == baseline else "normal",
-        )
-    set_title(ax, title, fontsize=8)  # fixed tick labels: nothing above the axes
+        weight = "bold" if system == baseline else "normal"
+        ax.text(0, row, str(system), transform=place, va=va, ha=ha, fontsize=7, fontweight=weight)
+    plots.set_title(ax, title, fontsize=8)  # fixed tick labels: nothing above the axes
     ax.tick_params(axis="x", labelsize=7)
     # four or five values say where the intervals lie
     ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
@@ -138,11 +116,8 @@ def _header(
         Line2D([], [], color=cmap((c - 1) % 10), lw=2, marker="o", ms=4, label=f"cluster {c}")
         for c in clusters
     ]
-    handles.append(
-        Line2D(
-            [], [], color="0.4", lw=0, marker="s", mec="black", ms=5, label=f"baseline ({baseline})"
-        )
-    )
+    label = f"baseline ({baseline})"
+    handles.append(Line2D([], [], color="0.4", lw=0, marker="s", mec="black", ms=5, label=label))
     # the legend's rows below the figure's title, both above the panels' titles
     legend = fig.legend(
         handles=handles,
@@ -162,10 +137,9 @@ def _header(
 def ranking_plot(
     result: Comparison, path: Path, style: FigureStyle | None = None, columns: int = COLUMNS
 ) -> bool:
-    """The ranking figure (:func:`ranking_figure`) to ``path``; False when there is nothing to
-    rank."""
+    """:func:`ranking_figure` to ``path``; False when there is nothing to rank."""
     fig = ranking_figure(result, style, columns)
     if fig is None:
         return False
-    save_figure(fig, path)
+    plots.save_figure(fig, path)
     return True

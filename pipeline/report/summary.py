@@ -1,16 +1,13 @@
-"""What the terminal shows: a short summary of a run that fits 100 columns, and the stage status
-lines on stderr. The full tables are in the output files; the summary keeps the columns people
-read first (group averages, human ratings, the leading metrics) and says how many it left out.
-"""
+"""The run's summary on the terminal, 100 columns wide: the columns people read first (group
+averages, human ratings, the leading metrics) and how many it left out of the output files'."""
 
 from __future__ import annotations
 
 import io
 import math
 import sys
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from rich import box
@@ -18,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from paraeval.pipeline.report.plots import AVERAGES, LOWER_MARK
 from paraeval.pipeline.terminal import Status, printable
 
 if TYPE_CHECKING:
@@ -26,8 +24,6 @@ if TYPE_CHECKING:
 __all__ = ["Status", "print_summary", "render_summary"]
 
 WIDTH = 100
-AVERAGES = ("syntactic", "semantic")
-LOWER = "↓"  # marks a column where lower is better
 
 
 def _number(value: object, digits: int) -> str:
@@ -45,26 +41,21 @@ def _digits(values: pd.Series) -> int:
 
 def _header(column: str, higher_is_better: bool | None) -> str:
     name = column.removeprefix("human_")
-    return f"{name} {LOWER}" if higher_is_better is False else name
+    return f"{name} {LOWER_MARK}" if higher_is_better is False else name
 
 
 def _table(title: str) -> Table:
     # the title is printed above the table by render_summary: a narrow table would wrap it
-    return Table(
-        title=title,
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        show_edge=False,
-    )
+    return Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+
+
+def _more(table: Table, rows: int, max_rows: int) -> None:
+    if rows > max_rows:
+        table.add_row(Text(f"… {rows - max_rows} more"), *[""] * (len(table.columns) - 1))
 
 
 # a table and the note printed under it (as wide as the page, not as the table)
 Block = tuple[Table, str]
-
-
-def _fits(widths: Sequence[int], limit: int = WIDTH) -> bool:
-    # each column takes its width plus two characters of padding
-    return sum(w + 2 for w in widths) <= limit
 
 
 def system_columns(ev: Evaluation) -> tuple[list[str], int]:
@@ -82,15 +73,14 @@ def system_columns(ev: Evaluation) -> tuple[list[str], int]:
         and not c.endswith("_src")
         and systems[c].notna().any()
     ]
-    name_width = max([len(printable(s)) for s in systems.index] + [6])
+    # each column takes its width plus two characters of padding
+    used = max([len(printable(s)) for s in systems.index] + [6]) + 2
     chosen: list[str] = []
-    widths = [name_width]
     for c in averages + humans + metrics:
-        w = max(len(c.removeprefix("human_")) + 2, 7)
-        if not _fits([*widths, w]):
+        used += max(len(c.removeprefix("human_")) + 2, 7) + 2
+        if used > WIDTH:
             break
         chosen.append(c)
-        widths.append(w)
     order = [c for c in metrics if c in chosen] + [c for c in averages + humans if c in chosen]
     left_out = sum(1 for c in systems.columns if c != "n_items" and c not in chosen)
     return order, left_out
@@ -100,11 +90,9 @@ def systems_block(ev: Evaluation, max_rows: int) -> Block:
     systems = ev.systems
     columns, left_out = system_columns(ev)
     info = ev.aggregated.columns if ev.aggregated is not None else {}
-    caption = (
-        f"{left_out} more columns in system_scores.csv; {LOWER} = lower is better"
-        if left_out
-        else f"{LOWER} = lower is better"
-    )
+    caption = f"{LOWER_MARK} = lower is better"
+    if left_out:
+        caption = f"{left_out} more columns in system_scores.csv; {caption}"
     table = _table(f"Systems ({len(systems)}, corpus level)")
     table.add_column("system", no_wrap=True)
     for c in columns:
@@ -113,8 +101,7 @@ def systems_block(ev: Evaluation, max_rows: int) -> Block:
     digits = {c: _digits(systems[c]) for c in columns}
     for name, row in systems.head(max_rows).iterrows():
         table.add_row(Text(printable(name)), *[_number(row[c], digits[c]) for c in columns])
-    if len(systems) > max_rows:
-        table.add_row(Text(f"… {len(systems) - max_rows} more"), *[""] * len(columns))
+    _more(table, len(systems), max_rows)
     return table, caption
 
 
@@ -134,9 +121,8 @@ def correlations_block(ev: Evaluation, max_rows: int) -> Block | None:
         return None
     coefficient = str(corr["coefficient"].iloc[0])
     sub = corr[corr["coefficient"] == coefficient]
-    wide = sub.pivot_table(
-        index="metric", columns=["aspect", "level"], values="value", aggfunc="first", sort=False
-    )
+    pivot = {"index": "metric", "columns": ["aspect", "level"], "aggfunc": "first", "sort": False}
+    wide = sub.pivot_table(values="value", **pivot)
     n_by_level = sub.groupby("level", sort=False)["n"].max() if "n" in sub.columns else None
     others = [c for c in dict.fromkeys(corr["coefficient"]) if c != coefficient]
     caption = "intervals, p-values" + (f", {', '.join(others)}" if others else "")
@@ -149,13 +135,8 @@ def correlations_block(ev: Evaluation, max_rows: int) -> Block | None:
     for aspect, level in wide.columns:
         table.add_column(f"{aspect.removeprefix('human_')}\n{level}", justify="right")
     # a system-level value on a handful of systems says little: its n stands beside it
-    n_wide = (
-        sub.pivot_table(
-            index="metric", columns=["aspect", "level"], values="n", aggfunc="first", sort=False
-        )
-        if "n" in sub.columns
-        else pd.DataFrame()
-    ).reindex(index=wide.index, columns=wide.columns)
+    n_wide = sub.pivot_table(values="n", **pivot) if "n" in sub.columns else pd.DataFrame()
+    n_wide = n_wide.reindex(index=wide.index, columns=wide.columns)
     for metric, row in wide.head(max_rows).iterrows():
         hib = info[str(metric)].higher_is_better if str(metric) in info else None
         cells = [
@@ -165,9 +146,20 @@ def correlations_block(ev: Evaluation, max_rows: int) -> Block | None:
             )
         ]
         table.add_row(Text(_header(str(metric), hib)), *cells)
-    if len(wide) > max_rows:
-        table.add_row(Text(f"… {len(wide) - max_rows} more"), *[""] * len(wide.columns))
+    _more(table, len(wide), max_rows)
     return table, caption
+
+
+def _comparison_cell(sub: pd.DataFrame, system: str, alpha: float) -> str:
+    """``score [low, high] (cluster)`` and the marks of a significant difference."""
+    if system not in sub.index:
+        return ""
+    r: Any = sub.loc[system]
+    d = _digits(sub["score"])
+    mark = ("*" if r.p_bootstrap < alpha else "") + ("†" if r.p_ar < alpha else "")
+    cluster = f" ({int(r.cluster)})" if math.isfinite(r.cluster) else ""
+    interval = f"[{_number(r.ci_low, d)}, {_number(r.ci_high, d)}]"
+    return f"{_number(r.score, d)} {interval}{cluster}{mark or '  '}"
 
 
 def comparison_block(ev: Evaluation, max_rows: int) -> Block | None:
@@ -190,24 +182,10 @@ def comparison_block(ev: Evaluation, max_rows: int) -> Block | None:
     systems = list(dict.fromkeys(t["system"]))
     by_metric = {m: t[t["metric"] == m].set_index("system") for m in chosen}
     for s in systems[:max_rows]:
-        cells = []
-        for m in chosen:
-            sub = by_metric[m]
-            if s not in sub.index:
-                cells.append("")
-                continue
-            r = sub.loc[s]
-            d = _digits(sub["score"])
-            mark = ("*" if r.p_bootstrap < alpha else "") + ("†" if r.p_ar < alpha else "")
-            cl = f" ({int(r.cluster)})" if math.isfinite(r.cluster) else ""
-            cells.append(
-                f"{_number(r.score, d)} [{_number(r.ci_low, d)}, {_number(r.ci_high, d)}]"
-                f"{cl}{mark or '  '}"
-            )
+        cells = [_comparison_cell(by_metric[m], s, alpha) for m in chosen]
         label = printable(s) + (" (baseline)" if s == compared.baseline else "")
         table.add_row(Text(label), *cells)
-    if len(systems) > max_rows:
-        table.add_row(Text(f"… {len(systems) - max_rows} more"), *[""] * len(chosen))
+    _more(table, len(systems), max_rows)
     return table, caption
 
 
@@ -233,9 +211,7 @@ def render_summary(
 ) -> str:
     """The summary as plain text, at most ``width`` columns wide."""
     buffer = io.StringIO()
-    console = Console(
-        file=buffer, width=width, color_system=None, highlight=False, emoji=False, soft_wrap=False
-    )
+    console = Console(file=buffer, width=width, color_system=None, highlight=False, emoji=False)
     if tables:
         max_rows = ev.settings.report.max_rows
         console.print()
@@ -261,13 +237,11 @@ def render_summary(
 def headline(ev: Evaluation) -> str:
     from paraeval import __version__
 
-    table = ev.table
-    data = ev.settings.data
-    n_metrics = len(ev.metrics)
+    t = ev.table
     return (
-        f"paraeval {__version__} · {printable(data.name)}: {len(table)} rows, "
-        f"{table['item_id'].nunique()} items × {table['system'].nunique()} systems · "
-        f"{n_metrics} metrics"
+        f"paraeval {__version__} · {printable(ev.settings.data.name)}: {len(t)} rows, "
+        f"{t['item_id'].nunique()} items × {t['system'].nunique()} systems · "
+        f"{len(ev.metrics)} metrics"
     )
 
 
@@ -276,8 +250,6 @@ def print_summary(
 ) -> None:
     """The summary on stdout; the output folder and the MLflow store are always printed, the
     tables only with ``report.print_tables``."""
-    text = render_summary(
-        result, out_dir, run_id, tracking_uri, tables=result.settings.report.print_tables
-    )
-    sys.stdout.write(text)
+    tables = result.settings.report.print_tables
+    sys.stdout.write(render_summary(result, out_dir, run_id, tracking_uri, tables=tables))
     sys.stdout.flush()

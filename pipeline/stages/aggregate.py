@@ -1,13 +1,8 @@
 """Aggregate stage: normalize metrics, average the syntactic and the semantic group, system table.
 
-Normalization is fitted on the evaluated pool (all segments of all systems). Lower-is-better
-metrics (TER, WMD) are flipped first, so after normalization higher is better everywhere and the
-group averages mean something. The fitted parameters are returned so every number can be traced.
-
-A group average per segment is the mean of the normalized metrics of that group that were
-computed for the run (only ``syntactic`` and ``semantic``: the ``diversity``, ``paraphrase`` and
-``output_diversity`` groups, see :data:`paraeval.metrics.base.GROUPS`, are normalized and reported
-but never averaged); per system it is the mean of its segment averages (normalized corpus-level
+Normalization is fitted on the pool of all segments; lower-is-better metrics are flipped, so
+higher is better everywhere and group averages mean something. Only :data:`AVERAGED_GROUPS` are
+averaged; per system a group average is the mean of its segment averages (normalized corpus
 scores over a handful of systems would be degenerate).
 """
 
@@ -29,9 +24,8 @@ METHODS = ("minmax", "zscore", "rank", "bounds")
 
 @dataclass
 class Normalizer:
-    """``method``: minmax | zscore | rank | bounds. ``bounds`` maps a column to [low, high] for the
-    fixed-bounds method (e.g. ``{bleu: [0, 100], ter: [0, 100]}``); columns without bounds fall back
-    to min-max over the pool."""
+    """``method``: minmax | zscore | rank | bounds; ``bounds`` maps a column to [low, high] (e.g.
+    ``{bleu: [0, 100]}``), columns without bounds fall back to min-max."""
 
     method: str = "minmax"
     bounds: Mapping[str, list[float]] | None = None
@@ -126,21 +120,14 @@ def aggregate(scores: Scores, normalizer: Normalizer | None = None) -> Aggregate
         )
 
     systems = scores.corpus.copy()
-    systems.insert(0, "n_items", seg.groupby("system", sort=False).size())
+    by_system = seg.groupby("system", sort=False)
+    systems.insert(0, "n_items", by_system.size())
     for group in AVERAGED_GROUPS:
         if group in seg:
-            systems[group] = seg.groupby("system", sort=False)[group].mean()
+            systems[group] = by_system[group].mean()
     for col in [c for c in seg.columns if c.startswith(HUMAN_PREFIX)]:
-        systems[col] = seg.groupby("system", sort=False)[col].mean()
+        systems[col] = by_system[col].mean()
     for col in [c for c in seg.columns if c.startswith("metric_")]:
-        systems[col] = seg.groupby("system", sort=False)[col].mean()
-        columns.setdefault(
-            col,
-            ColumnInfo(
-                metric=col,
-                group="precomputed",
-                higher_is_better=True,
-                signature=f"{col}|precomputed",
-            ),
-        )
+        systems[col] = by_system[col].mean()
+        columns.setdefault(col, ColumnInfo(col, "precomputed", True, f"{col}|precomputed"))
     return Aggregated(seg, norm, systems, pd.DataFrame(params), columns)

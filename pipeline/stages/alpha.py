@@ -1,14 +1,10 @@
 """The in-run iBLEU α curve: how well iBLEU tracks each human aspect over a grid of α.
 
 iBLEU = α·BLEU(c, R) − (1−α)·BLEU(c, S) is linear in α given the two BLEUs, so the whole curve comes
-from the BLEU statistics the run already has (candidate vs references and candidate vs source, the
-two halves of iBLEU's ``MetricResult.stats``): segment scores are recombined, corpus scores are
-recomputed from summed statistics of the items in each split. Nothing is rescored.
+from the BLEU statistics the run already has; nothing is rescored.
 
-Choosing α on the same judgments it is then scored on overfits (the best of 21 tries looks better
-than it is), so the items are split, with a seeded ``numpy.random.Generator``, into a dev part on
-which α is chosen and a test part on which the chosen α is reported. All systems of an item stay on
-the same side, so no item's judgments inform both the choice and the report.
+Choosing α on the judgments it is then scored on overfits, so the items (with all their systems)
+are split, seeded, into a dev part on which α is chosen and a test part on which it is reported.
 """
 
 from __future__ import annotations
@@ -29,7 +25,6 @@ from paraeval.pipeline.errors import ConfigError
 log = logging.getLogger(__name__)
 
 DEFAULT_GRID: tuple[float, ...] = tuple(round(float(a), 4) for a in np.linspace(0.0, 1.0, 21))
-SPLITS = ("dev", "test")
 
 
 @dataclass
@@ -125,12 +120,8 @@ def alpha_curve(
     aspects: Sequence[str],
     settings: AlphaCurveSettings,
 ) -> AlphaCurve:
-    """Correlation of iBLEU with each aspect for every α of the grid, on dev and on test items,
-    and the α chosen on dev for each (level, aspect).
-
-    ``stats[(metric_id, system)]`` are iBLEU's per-segment statistics of that system, rows in the
-    order of the system's rows in ``segments`` (the order the score stage used).
-    """
+    """Correlation of iBLEU with each aspect for every α, on dev and test items, and the α chosen
+    on dev per (level, aspect); ``stats[(metric_id, system)]`` in the order of its rows."""
     curve = _curve(segments, stats, metric, metric_id, aspects, settings)
     items = [str(i) for i in in_order(segments["item_id"])]
     dev, test = split_items(items, float(settings.dev_fraction), int(settings.seed))
@@ -148,9 +139,8 @@ def system_scores(
     metric_id: str,
     alphas: Sequence[float],
 ) -> pd.DataFrame:
-    """iBLEU's corpus score of every system at every α, on all items: the numbers an α sweep's
-    jobs would put in ``system_scores.csv``, from the statistics this run already has (corpus
-    BLEU against the references and against the source do not depend on α)."""
+    """iBLEU's corpus score of every system at every α, on all items: what an α sweep's jobs
+    would put in ``system_scores.csv``."""
     records = []
     for system in in_order(segments["system"]):
         st = np.asarray(stats[(metric_id, system)], dtype=float)
@@ -158,15 +148,8 @@ def system_scores(
             continue
         ref, src = metric.corpus_components(st)
         for alpha in alphas:
-            records.append(
-                {
-                    "alpha": float(alpha),
-                    "system": system,
-                    "ibleu": float(metric.combine(ref, src, alpha)),
-                    "bleu_references": float(ref),
-                    "bleu_source": float(src),
-                }
-            )
+            ibleu = float(metric.combine(ref, src, alpha))
+            records.append((float(alpha), system, ibleu, float(ref), float(src)))
     columns = ["alpha", "system", "ibleu", "bleu_references", "bleu_source"]
     return pd.DataFrame(records, columns=columns)
 
@@ -189,14 +172,11 @@ def _curve(
     row_item = segments["item_id"].astype(str).map(item_pos).to_numpy(dtype=int)
     ref_seg = np.full(n_rows, np.nan)
     src_seg = np.full(n_rows, np.nan)
-    positions = {label: k for k, label in enumerate(segments.index)}
+    system_col = segments["system"].to_numpy()
     sys_rows: dict[str, np.ndarray] = {}
     sys_stats: dict[str, np.ndarray] = {}
     for si, system in enumerate(systems):
-        rows = np.array(
-            [positions[label] for label in segments.index[segments["system"] == system]],
-            dtype=int,
-        )
+        rows = np.flatnonzero(system_col == system)
         st = np.asarray(stats[(metric_id, system)], dtype=float)
         if len(st) != len(rows):
             raise ValueError(f"iBLEU statistics of '{system}' do not match its segments")
@@ -247,15 +227,7 @@ def _curve(
                             system_metric=system_metric,
                         )
                     records.append(
-                        {
-                            "level": level,
-                            "coefficient": settings.coefficient,
-                            "aspect": aspect,
-                            "alpha": alpha,
-                            "split": split,
-                            "value": c.value,
-                            "n": c.n,
-                        }
+                        (level, settings.coefficient, aspect, alpha, split, c.value, c.n)
                     )
     return pd.DataFrame(
         records, columns=["level", "coefficient", "aspect", "alpha", "split", "value", "n"]
@@ -314,8 +286,8 @@ def compute_alpha_curve(
     metrics: Mapping[str, Metric],
     aspects: Sequence[str],
 ) -> AlphaCurve | None:
-    """The α curve when it is enabled and possible (iBLEU among the metrics, human ratings, at
-    least two items), None otherwise; the choice per (level, aspect) is logged."""
+    """The α curve when enabled and possible (iBLEU, human ratings, two items or more), else
+    None; the choice per (level, aspect) is logged."""
     if not settings.enabled:
         return None
     metric_id = find_ibleu(metrics)
@@ -333,14 +305,7 @@ def compute_alpha_curve(
         log.info(
             "alpha curve (%s, %s, %s): alpha %.2f chosen on %d dev items; test %s %.3f "
             "(configured alpha %.2f: %.3f)",
-            row.level,
-            row.coefficient,
-            row.aspect,
-            row.chosen_alpha,
-            row.n_dev_items,
-            row.coefficient,
-            row.test,
-            row.configured_alpha,
-            row.test_at_configured,
+            *(row.level, row.coefficient, row.aspect, row.chosen_alpha, row.n_dev_items),
+            *(row.coefficient, row.test, row.configured_alpha, row.test_at_configured),
         )
     return result

@@ -1,30 +1,18 @@
 """Content-addressed on-disk cache of metric results.
 
-One entry per (metric, system call): the key is a blake2b hash of the metric's cache signature and
-the exact texts it saw (candidates, per-segment reference lists, sources), so a changed setting, a
-changed sentence or a different reference count is a different key and a stale number is never
-served. An entry holds the per-segment columns, the corpus values, ``MetricResult.extra`` and the
-per-segment sufficient statistics, so ``corpus_from_stats`` (bootstrap, dev/test splits) works on a
-hit exactly as on a fresh result.
+One entry per (metric, system call), keyed by a hash of the metric's cache signature and the
+exact texts it saw, so a stale number is never served. An entry holds segment and corpus scores,
+``extra`` and the sufficient statistics, so ``corpus_from_stats`` works on a hit as on a fresh
+result. Corpus-dependent metrics (CIDEr, NIST, BERTScore's idf) are valid per whole call, which is
+what the key covers; ``Metric.prepare`` only batches work, so it is not part of the key.
 
-Corpus-dependent metrics (CIDEr's document frequencies, NIST's information weights, BERTScore's
-idf) compute those from the texts of the one system call they are given; the key is the whole
-call's texts, so they are cached at the level where they are valid and never per segment.
-``Metric.prepare`` only batches work (encoders) and must not change scores, which is why it is not
-part of the key.
+iBLEU is cached without α (BLEU against references and against the source), and the α
+combination is redone on every lookup: a sweep over α recomputes nothing from text.
 
-iBLEU is cached without α: its entry holds the BLEU of each candidate against the references and
-against the source (segment scores, corpus scores, statistics), and the α combination is redone on
-every lookup. A sweep over α therefore recomputes nothing from text.
-
-Correlation rows are cached per metric column too, next to the scores
-(:mod:`paraeval.pipeline.stages.cache_rows`; :attr:`ScoreCache.rows`).
-
-Storage: one NumPy ``.npz`` per entry under ``<dir>/scores/v1/<2 hex>/<key>.npz``, read with
-``allow_pickle=False`` (nothing in the cache can execute code), written to a temporary file in the
-same folder and renamed into place, so a crash never leaves a half entry and parallel jobs writing
-the same key both leave a complete, identical file. Plain files (no database) also behave on the
-network file systems of clusters. Deleting the folder only means the next run recomputes.
+Storage: one ``.npz`` per entry under ``<dir>/scores/v1/<2 hex>/<key>.npz``, read with
+``allow_pickle=False``, written atomically (a crash or two parallel writers never leave a half
+entry). Plain files also behave on cluster network file systems. Correlation rows are cached
+next to it (:mod:`.cache_rows`; :attr:`ScoreCache.rows`).
 """
 
 from __future__ import annotations
@@ -69,24 +57,21 @@ def texts_digest(
     references: Sequence[Sequence[str]],
     sources: Sequence[str] | None,
 ) -> str:
-    """Hash of the exact texts one metric call sees. Every metric that scores a system sees the
-    same texts, so the caller hashes them once per system rather than once per metric."""
-    # JSON is an unambiguous encoding of nested lists of strings (["ab", "c"] != ["a", "bc"])
-    # and is built in C: hashing the texts of a large system stays a few milliseconds
-    payload = json.dumps(
-        [
-            list(candidates),
-            [list(r) for r in references],
-            None if sources is None else list(sources),
-        ],
-        ensure_ascii=False,
-    )
-    return hashlib.blake2b(payload.encode("utf-8", "surrogatepass"), digest_size=32).hexdigest()
+    """Hash of the exact texts one metric call sees (the same for every metric of a system, so
+    the caller hashes them once per system)."""
+    refs = [list(r) for r in references]
+    return _hash([list(candidates), refs, None if sources is None else list(sources)])
 
 
 def key_of(signature: str, digest: str) -> str:
     """:func:`cache_key` from the metric's :func:`cache_signature` and the texts' digest."""
-    payload = json.dumps([FORMAT, signature, digest], ensure_ascii=False)
+    return _hash([FORMAT, signature, digest])
+
+
+def _hash(value: object) -> str:
+    # JSON is an unambiguous encoding of nested lists of strings (["ab", "c"] != ["a", "bc"])
+    # and is built in C: hashing the texts of a large system stays a few milliseconds
+    payload = json.dumps(value, ensure_ascii=False)
     return hashlib.blake2b(payload.encode("utf-8", "surrogatepass"), digest_size=32).hexdigest()
 
 
@@ -101,8 +86,6 @@ def cache_key(
     caller already has :func:`texts_digest` of these texts)."""
     return key_of(cache_signature(metric), digest or texts_digest(candidates, references, sources))
 
-
-# --------------------------------------------------------------------------- entry <-> arrays
 
 def _to_arrays(result: MetricResult, n: int) -> dict[str, np.ndarray]:
     arrays: dict[str, np.ndarray] = {
@@ -122,29 +105,18 @@ def _to_arrays(result: MetricResult, n: int) -> dict[str, np.ndarray]:
 
 
 def _from_arrays(arrays: Mapping[str, np.ndarray]) -> MetricResult:
+    def named(kind: str) -> dict[str, float]:
+        names, values = arrays[f"{kind}_names"].tolist(), arrays[f"{kind}_values"].tolist()
+        return {str(k): float(v) for k, v in zip(names, values, strict=True)}
+
     names = [str(s) for s in arrays["segment_names"].tolist()]
     return MetricResult(
         segment={name: np.array(arrays[f"{_SEG}{i}"]) for i, name in enumerate(names)},
-        corpus={
-            str(k): float(v)
-            for k, v in zip(
-                arrays["corpus_names"].tolist(), arrays["corpus_values"].tolist(), strict=True
-            )
-        },
+        corpus=named("corpus"),
         signature=str(arrays["signature"]),
         stats=np.array(arrays["stats"]) if "stats" in arrays else None,
-        extra={
-            str(k): float(v)
-            for k, v in zip(
-                arrays["extra_names"].tolist(), arrays["extra_values"].tolist(), strict=True
-            )
-        },
+        extra=named("extra"),
     )
-
-
-def _load_arrays(path: Path) -> dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as npz:
-        return {k: npz[k] for k in npz.files}
 
 
 class ScoreCache:
@@ -172,7 +144,6 @@ class ScoreCache:
     def _count(self, name: str) -> Counts:
         return self.counts.setdefault(name, Counts())
 
-    # ------------------------------------------------------------------ lookup / store
     def get(
         self,
         name: str,
@@ -225,7 +196,8 @@ class ScoreCache:
 
     def _read(self, path: Path, n: int, key: str) -> MetricResult | None:
         try:
-            arrays = _load_arrays(path)
+            with np.load(path, allow_pickle=False) as npz:
+                arrays = {k: npz[k] for k in npz.files}
             if KEY_FIELD not in arrays or str(arrays[KEY_FIELD]) != key:
                 # copied, renamed or written before entries carried keys: a miss, replaced
                 return None
@@ -242,9 +214,14 @@ class ScoreCache:
             return None
         return entry
 
-    # ------------------------------------------------------------------ reporting
     def summary(self) -> dict[str, dict[str, int]]:
         return {k: {"hits": c.hits, "misses": c.misses} for k, c in self.counts.items()}
+
+    def _totals(self) -> tuple[int, int]:
+        return (
+            sum(c.hits for c in self.counts.values()),
+            sum(c.misses for c in self.counts.values()),
+        )
 
     def metrics(self) -> dict[str, float]:
         """MLflow metrics: ``cache.hits.<name>``, ``cache.misses.<name>`` and the totals."""
@@ -252,8 +229,8 @@ class ScoreCache:
         for name, c in self.counts.items():
             out[f"cache.hits.{name}"] = float(c.hits)
             out[f"cache.misses.{name}"] = float(c.misses)
-        out["cache.hits"] = float(sum(c.hits for c in self.counts.values()))
-        out["cache.misses"] = float(sum(c.misses for c in self.counts.values()))
+        hits, misses = self._totals()
+        out["cache.hits"], out["cache.misses"] = float(hits), float(misses)
         rows = self.rows.counts
         if rows.hits or rows.misses:
             out["cache.hits.correlation"] = float(rows.hits)
@@ -264,8 +241,6 @@ class ScoreCache:
         if not self.counts:
             return
         parts = [f"{k} {c.hits} hit/{c.misses} miss" for k, c in self.counts.items()]
-        total_h = sum(c.hits for c in self.counts.values())
-        total_m = sum(c.misses for c in self.counts.values())
         log.info(
-            "score cache %s: %d hits, %d misses (%s)", self.root, total_h, total_m, "; ".join(parts)
+            "score cache %s: %d hits, %d misses (%s)", self.root, *self._totals(), "; ".join(parts)
         )

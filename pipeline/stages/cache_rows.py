@@ -1,14 +1,11 @@
 """Content-addressed on-disk cache of correlation rows, next to the score cache.
 
-One entry per metric column: the rows of ``correlations.csv`` that column gave, under a key the
-correlate stage makes of everything they are computed from (the column's scores and statistics,
-the human scores, the settings, the random generator's state, :func:`code_digest`). The cache only
-stores and serves rows by key; the correlate stage computes what it does not serve. In an α sweep
+One entry per metric column: the rows of ``correlations.csv`` it gave, under a key the correlate
+stage makes of everything they are computed from (:func:`code_digest` included). In an α sweep
 only iBLEU and the group average that contains it are correlated again.
 
 Storage: ``<dir>/correlations/<2 hex>/<key>.parquet``, the key in the file's pandas metadata (an
-entry serves only its own key), written to a temporary file in the same folder and renamed into
-place like the score cache's entries.
+entry serves only its own key), written atomically.
 """
 
 from __future__ import annotations
@@ -20,6 +17,7 @@ import tempfile
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import BinaryIO
 
@@ -48,9 +46,8 @@ class Counts:
 
 
 def write_atomically(path: Path, write: Callable[[BinaryIO], object], sync: bool = False) -> None:
-    """``write(file)`` into a temporary file in ``path``'s folder, renamed into place: a crash
-    never leaves a half entry, and two processes writing the same entry both leave a whole one.
-    ``sync``: on disk before the rename."""
+    """``write(file)`` into a temporary file renamed into place: a crash or a second writer
+    never leaves a half entry. ``sync``: on disk before the rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.stem[:16]}.", suffix=".tmp", dir=path.parent)
     try:
@@ -85,14 +82,11 @@ class CorrelationRows:
         self.root = root
         self.counts = Counts()
         self._write_failed = False
-        self._code: str | None = None
 
-    @property
+    @cached_property
     def code(self) -> str:
         """:func:`code_digest`, read once per cache object (one run)."""
-        if self._code is None:
-            self._code = code_digest()
-        return self._code
+        return code_digest()
 
     def path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.parquet"

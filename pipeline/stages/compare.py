@@ -1,41 +1,26 @@
 """Compare stage: system scores with bootstrap intervals, paired tests against a baseline, a ranking
 with significance clusters, and the diversity–adequacy view.
 
-Definitions:
-
-- Every column (metric outputs and the ``syntactic``/``semantic`` averages) is compared on the items
-  that every system has, in the baseline's item order.
-- **Bootstrap**: ``n_bootstrap`` resamples of items, drawn once per run exactly as sacrebleu draws
-  them (``np.random.default_rng(seed).choice(n, size=(B, n))``), so every system and column sees the
-  same resamples. A corpus-level n-gram metric (one with per-segment sufficient statistics) is
-  recomputed from the resampled statistics, never by rescoring text (sacrebleu metrics through
-  ``corpus_from_stats_batched``, others through ``Metric.corpus_from_stats``); every other
-  column, and a metric whose corpus score is the mean of its segment scores, is the mean of its
-  resampled segment scores (NaN segments skipped). The interval is the percentile interval at
-  ``confidence``.
-- **Paired bootstrap** and **approximate randomization** against the baseline follow
-  ``sacrebleu.significance._paired_bs_test`` / ``_paired_ar_test`` step by step (same RNG calls,
-  same float32 statistics in the bootstrap, same p-value ``(c + 1) / (N + 1)``), so for BLEU, chrF
-  and TER the p-values equal ``sacrebleu --paired-bs`` / ``--paired-ar`` with ``SACREBLEU_SEED``
-  set to the run's seed (any seed but 0, which sacrebleu's system tests treat as "unseeded").
-  sacrebleu 2.x draws from ``np.random.default_rng`` (a Generator), and so does this module.
-  Other columns use the same procedure on their segment-score means. The tests themselves are
-  in :mod:`paraeval.correlation.paired`; this module chooses the columns and builds the table.
+- Every column is compared on the items that every system has, in the baseline's item order.
+- **Bootstrap**: ``n_bootstrap`` item resamples drawn once per run as sacrebleu draws them, shared
+  by every system and column. A metric with sufficient statistics is recomputed from the
+  resampled statistics (never by rescoring text); any other column, and a metric whose corpus
+  score is its segment mean, is the mean of its resampled segment scores (NaN skipped). The
+  interval is the percentile interval at ``confidence``.
+- **Paired bootstrap** and **approximate randomization** follow sacrebleu's
+  ``_paired_bs_test`` / ``_paired_ar_test`` step by step, so for BLEU, chrF and TER the p-values
+  equal ``sacrebleu --paired-bs`` / ``--paired-ar`` with ``SACREBLEU_SEED`` set to the run's
+  (non-zero) seed; the tests are in :mod:`paraeval.correlation.paired`.
 - **Clusters**: per column, the best remaining system and every remaining system whose paired
-  bootstrap p-value against it is ≥ ``alpha`` form a cluster; repeat on the rest. Cluster 1 holds
-  the systems not distinguishable from the best. "Best" follows the column's direction.
-- **diversity** (per system): 1 minus the mean over its items of the mean min-max normalized
-  syntactic similarity to the SOURCE, over the similarity-to-source columns that were computed: the
-  ``<metric>_src`` twins of non-semantic metrics and ``diversity``-group metrics such as
-  ``self_bleu`` (a distance such as PINC is turned into a similarity first). Each column is min-max
-  normalized over the pool (lower-is-better columns flipped) whatever the run's normalizer, so
-  diversity lies in [0, 1]: 0 = copies the input on every item (the lowest possible), HIGHER =
-  MORE DIVERSE.
-- **adequacy** (per system): the mean over its items of the normalized semantic similarity: the
-  ``semantic`` group average (to the references); on an item where that is missing, the mean of the
-  normalized ``_src`` twins of semantic metrics (similarity to the source). Higher = keeps meaning.
-- **copy_rate**: share of a system's candidates equal to their source after collapsing whitespace,
-  stripping and case folding.
+  bootstrap p-value against it is ≥ ``alpha`` form a cluster; repeat on the rest.
+- **diversity**: 1 minus the mean over a system's items of the min-max normalized syntactic
+  similarity to the SOURCE (``<metric>_src`` twins and ``diversity``-group metrics such as
+  ``self_bleu``; distances such as PINC turned into similarities), normalized over the pool
+  whatever the run's normalizer: in [0, 1], 0 = copies the input, HIGHER = MORE DIVERSE.
+- **adequacy**: the mean normalized ``semantic`` average (to the references); where that is
+  missing, the mean normalized ``_src`` twins of semantic metrics. Higher = keeps meaning.
+- **copy_rate**: share of candidates equal to their source after collapsing whitespace and
+  case folding.
 """
 
 from __future__ import annotations
@@ -109,7 +94,6 @@ SYSTEM_COLUMNS = ("diversity", "adequacy", "copy_rate")
 AVERAGES = ("syntactic", "semantic")
 
 
-# --------------------------------------------------------------------------- config
 @dataclass
 class CompareConfig:
     enabled: bool = True
@@ -152,11 +136,9 @@ class CompareConfig:
         )
 
 
-# --------------------------------------------------------------------------- result
 @dataclass
 class _Column:
-    """One output column of the comparison: its name and direction, and its scores with how they
-    are resampled (:class:`paraeval.correlation.paired.PairedScores`)."""
+    """One column of the comparison and its scores with how they are resampled."""
 
     name: str
     higher_is_better: bool
@@ -182,19 +164,6 @@ class Comparison:
 def _align(segments: pd.DataFrame, systems: list[str], baseline: str) -> tuple[list, dict]:
     """Items every system has (baseline order) and, per system, their row positions within that
     system's rows (the order of its sufficient statistics)."""
-    items, positions, dropped = _align_rows(segments, systems, baseline)
-    if dropped:
-        log.warning(
-            "comparing systems on the %d items they all have (dropped per system: %s)",
-            len(items),
-            dropped,
-        )
-    return items, positions
-
-
-def _align_rows(
-    segments: pd.DataFrame, systems: list[str], baseline: str
-) -> tuple[list, dict, dict]:
     per_system: dict[str, pd.Index] = {}
     for s in systems:
         ids = pd.Index(segments.loc[segments["system"] == s, "item_id"])
@@ -204,8 +173,13 @@ def _align_rows(
     common = set.intersection(*(set(ix) for ix in per_system.values()))
     items = [i for i in per_system[baseline] if i in common]
     dropped = {s: len(ix) - len(items) for s, ix in per_system.items() if len(ix) != len(items)}
-    positions = {s: ix.get_indexer(pd.Index(items)) for s, ix in per_system.items()}
-    return items, positions, dropped
+    if dropped:
+        log.warning(
+            "comparing systems on the %d items they all have (dropped per system: %s)",
+            len(items),
+            dropped,
+        )
+    return items, {s: ix.get_indexer(pd.Index(items)) for s, ix in per_system.items()}
 
 
 def _build_columns(
@@ -229,7 +203,7 @@ def _build_columns(
         overrides = has_stats and has_corpus_from_stats(metric)
         column = seg[name].to_numpy(dtype=float)
         values = {s: column[rows_of[s]] for s in systems}
-        base = name[: -len(stats_key_suffix)] if stats_key_suffix else name
+        base = name.removesuffix(stats_key_suffix)
         paired: PairedScores | None = None
         if batched is not None or overrides:
             st = {s: np.asarray(scores.stats[(stats_key, s)])[positions[s]] for s in systems}
@@ -259,16 +233,13 @@ def _corpus_value(metric: Metric, column: str, stats: np.ndarray) -> float:
     return float(metric.corpus_from_stats(stats).get(column, np.nan))
 
 
-# --------------------------------------------------------------------------- the stage
 def _draws(
     n: int, cfg: CompareConfig, paired_tests: bool
 ) -> tuple[ArMasks, np.ndarray, np.ndarray]:
     """The randomization masks, bootstrap indices and resample counts for ``n`` items."""
-    # the masks are drawn straight into bits (ArMasks.draw: never the trials x items booleans),
-    # before the bootstrap arrays exist (each plan has its own generator: the order changes no
-    # draw)
+    # masks first, straight into bits, before the bootstrap arrays exist (each has its own
+    # generator: the order changes no draw)
     masks = ArMasks.draw(n, cfg.n_ar, cfg.seed) if paired_tests else ArMasks(np.zeros((0, n), bool))
-    # int32 indices where they fit (bootstrap_indices): half the memory of int64
     idx = bootstrap_indices(n, cfg.n_bootstrap, cfg.seed)
     return masks, idx, resample_counts(idx)
 
@@ -338,7 +309,6 @@ def compare(scores: Scores, agg: Aggregated, cfg: CompareConfig) -> Comparison:
     )
 
 
-# --------------------------------------------------------------------------- terminal table
 def _fmt(value: float, decimals: int) -> str:
     return "nan" if not math.isfinite(value) else f"{value:.{decimals}f}"
 
@@ -351,16 +321,9 @@ def summary_table(result: Comparison, max_metrics: int = 4) -> str:
     if t.empty:
         return "(no comparison: no item shared by all systems, or only system-level columns)"
     metrics = list(dict.fromkeys(t["metric"]))
-    skip_groups = {"diversity", "precomputed"}
-    main = [
-        m
-        for m in metrics
-        if m not in AVERAGES
-        and not m.endswith("_src")
-        and m not in result.diversity_columns
-        and m not in skip_groups
-        and not m.startswith("metric_")
-    ][:max_metrics]
+    skip = {*AVERAGES, *result.diversity_columns, "diversity", "precomputed"}
+    main = [m for m in metrics if m not in skip and not m.endswith("_src")]
+    main = [m for m in main if not m.startswith("metric_")][:max_metrics]
     chosen = main + [m for m in AVERAGES if m in metrics]
     alpha = result.config.alpha
     systems = list(dict.fromkeys(t["system"]))

@@ -1,10 +1,8 @@
 """Correlate stage: every metric column and both group averages against every human aspect.
 
 Scores become system x item matrices (NaN where a system has no output or no rating), the shape
-the ``correlation`` package works on; one switch chooses the level. With the run's cache, each
-column's rows are looked up first (:mod:`paraeval.pipeline.stages.cache_rows`) and only the
-others are computed. The settings are checked by :mod:`.correlate_settings`; the system-level
-resampling of corpus scores is :mod:`.correlate_resampling`.
+the ``correlation`` package works on. With the run's cache, each column's rows are looked up
+first (:mod:`.cache_rows`) and only the others are computed.
 """
 
 from __future__ import annotations
@@ -85,9 +83,33 @@ def correlated_columns(agg: Aggregated) -> list[str]:
     return [c for c in agg.columns if c in agg.segments.columns]
 
 
+def _aspects(seg: pd.DataFrame) -> list[str]:
+    return [c for c in seg.columns if str(c).startswith(HUMAN_PREFIX)]
+
+
+Matrices = dict[str, np.ndarray]
+
+
+def _inputs(agg: Aggregated) -> tuple[list[str], list[str], Matrices, Matrices, Matrices]:
+    """(systems, items, metric matrices, human matrices, system-level metric scores)."""
+    seg = agg.segments
+    aspects = _aspects(seg)
+    systems = list(agg.systems.index)
+    items = in_order(seg["item_id"])
+    cols = correlated_columns(agg)
+    matrices = to_matrices(seg, [*cols, *aspects], systems, items)
+    system_metrics = {
+        c: agg.systems[c].reindex(systems).to_numpy(dtype=float)
+        for c in cols
+        if c in agg.systems.columns
+    }
+    metrics = {c: matrices[c] for c in cols}
+    return systems, items, metrics, {a: matrices[a] for a in aspects}, system_metrics
+
+
 def _report_undefined(out: pd.DataFrame, n_systems: int) -> None:
-    """One warning line per kind of undefined correlation, so a NaN in correlations.csv is never
-    a surprise: too few systems for the system level, constant scores elsewhere."""
+    """One warning per kind of undefined correlation, so a NaN in correlations.csv is never a
+    surprise."""
     if out.empty:
         return
     if n_systems < 2 and (out["level"] == "system").any():
@@ -107,11 +129,7 @@ def _report_undefined(out: pd.DataFrame, n_systems: int) -> None:
             "%s vs %s at %s level (n=%s, n_dropped=%s); see n and n_dropped in correlations.csv",
             len(nan),
             len(out),
-            first["metric"],
-            first["aspect"],
-            first["level"],
-            first["n"],
-            first["n_dropped"],
+            *first[["metric", "aspect", "level", "n", "n_dropped"]],
         )
     dropped = out[(out["level"] == "item") & out["value"].notna() & (out["n_dropped"] > 0)]
     if len(dropped):
@@ -128,9 +146,8 @@ def _report_undefined(out: pd.DataFrame, n_systems: int) -> None:
 
 
 def _report_small_n(out: pd.DataFrame, warn_below_n: int) -> None:
-    """One warning when system-level values rest on fewer than ``warn_below_n`` systems: with a
-    handful of systems a correlation of +1 or an accuracy of 1 is easily reached by chance
-    (the exact p-value of a perfect Spearman order of 3 systems is 1/3)."""
+    """One warning when system-level values rest on fewer than ``warn_below_n`` systems, where a
+    perfect correlation is easily reached by chance."""
     if out.empty or "level" not in out:
         return
     sys_rows = out[(out["level"] == "system") & out["value"].notna()]
@@ -154,8 +171,7 @@ def correlate(
     scores: Scores | None = None,
     rows: CorrelationRows | None = None,
 ) -> pd.DataFrame:
-    """The rows of ``correlations.csv``; ``rows``: the run's cache of correlation rows, which
-    serves the columns whose inputs it has seen and keeps the others."""
+    """The rows of ``correlations.csv``; ``rows``: the run's cache of correlation rows."""
     if rows is not None:
         return _correlate_cached(agg, cfg, rng, scores, rows)
     return _correlate(agg, cfg, rng, scores)
@@ -170,21 +186,9 @@ def _correlate(
     from paraeval.correlation import correlation_table
 
     levels, coefficients = check_correlation_config(cfg)
-    seg = agg.segments
-    aspects = [c for c in seg.columns if c.startswith(HUMAN_PREFIX)]
-    if not aspects:
+    if not _aspects(agg.segments):
         return pd.DataFrame(columns=CORRELATION_COLUMNS)
-    systems = list(agg.systems.index)
-    items = in_order(seg["item_id"])
-    cols = correlated_columns(agg)
-    matrices = to_matrices(seg, [*cols, *aspects], systems, items)
-    metrics = {c: matrices[c] for c in cols}
-    humans = {a: matrices[a] for a in aspects}
-    system_metrics = {
-        c: agg.systems[c].reindex(systems).to_numpy(dtype=float)
-        for c in cols
-        if c in agg.systems.columns
-    }
+    systems, items, metrics, humans, system_metrics = _inputs(agg)
     rows = correlation_table(
         metrics,
         humans,
@@ -199,7 +203,7 @@ def _correlate(
         item_nan=str(cfg.get("item_nan", "skip")),
         rng=rng,
         system_metric_fns=resampling_fns(
-            system_metric_fns(scores, systems, items, cols) if scores else {},
+            system_metric_fns(scores, systems, items, list(metrics)) if scores else {},
             metrics,
             system_metrics,
         ),
@@ -229,13 +233,11 @@ def row_keys(
     code: str,
 ) -> dict[str, str]:
     """The row cache's key of each correlated column: everything its rows are computed from
-    (its scores and statistics, the human scores, the settings, the generator's state and
-    ``code``, the correlation code's digest)."""
+    (``code``: the correlation code's digest)."""
     seg = agg.segments
-    aspects = [c for c in seg.columns if str(c).startswith(HUMAN_PREFIX)]
-    # xxh3-128, not blake2b: a local cache needs no protection against made collisions, and
-    # the key hashes every column's scores and statistics; an entry's own key is checked when
-    # it is read
+    aspects = _aspects(seg)
+    # xxh3-128, not blake2b: fast on every column's scores, and a local cache needs no
+    # protection against made collisions
     shared = xxhash.xxh3_128()
     shared.update(json.dumps([ROWS_FORMAT, code]).encode())
     shared.update(json.dumps(dict(cfg), sort_keys=True, default=str).encode())
@@ -269,12 +271,10 @@ def _correlate_cached(
     """:func:`_correlate` with each column's rows served by the cache where it has them.
 
     Valid because ``correlation_table`` draws its resamples per (aspect, level) before any metric
-    is looked at: the rows of one column depend on that column's scores (and statistics), the
-    human scores, the settings and the generator's state, not on which other columns are present,
-    and the generator ends in the same state whatever the columns.
+    is looked at: a column's rows do not depend on which other columns are present, and the
+    generator ends in the same state whatever the columns.
     """
-    seg = agg.segments
-    aspects = [c for c in seg.columns if str(c).startswith(HUMAN_PREFIX)]
+    aspects = _aspects(agg.segments)
     cols = correlated_columns(agg)
     if not aspects or not cols:
         return _correlate(agg, cfg, rng, scores)
@@ -319,7 +319,7 @@ def advance_like_correlate(
 
     levels, coefficients = check_correlation_config(cfg)
     seg = agg.segments
-    aspects = [c for c in seg.columns if c.startswith(HUMAN_PREFIX)]
+    aspects = _aspects(seg)
     if not aspects or not correlated_columns(agg):
         return
     draw_table_resamples(
@@ -343,21 +343,9 @@ def significance(agg: Aggregated, cfg: Mapping[str, Any], rng: np.random.Generat
     sig = dict(cfg.get("significance") or {})
     if not sig.get("enabled", False):
         return pd.DataFrame()
-    seg = agg.segments
-    aspects = [c for c in seg.columns if c.startswith(HUMAN_PREFIX)]
-    if not aspects:
+    if not _aspects(agg.segments):
         return pd.DataFrame()
-    systems = list(agg.systems.index)
-    items = in_order(seg["item_id"])
-    cols = correlated_columns(agg)
-    matrices = to_matrices(seg, [*cols, *aspects], systems, items)
-    metrics = {c: matrices[c] for c in cols}
-    humans = {a: matrices[a] for a in aspects}
-    system_metrics = {
-        c: agg.systems[c].reindex(systems).to_numpy(dtype=float)
-        for c in cols
-        if c in agg.systems.columns
-    }
+    _, _, metrics, humans, system_metrics = _inputs(agg)
     method = str(sig.get("method", "williams"))
     if method not in ("williams", "permutation"):
         raise ConfigError(

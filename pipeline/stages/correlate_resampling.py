@@ -25,13 +25,9 @@ def resampling_fns(
     metrics: Mapping[str, np.ndarray],
     system_metrics: Mapping[str, np.ndarray],
 ) -> dict[str, Callable[[np.ndarray], np.ndarray]]:
-    """The system-level recomputation each column needs under item resampling.
-
-    A corpus score that is the mean of the segment scores (BERTScore, METEOR ...) needs none: the
-    correlation package's own vectorised path resamples means. Otherwise the column's function
-    from sufficient statistics is used; a metric without statistics cannot be recomputed, so its
-    interval resamples the segment means (said in the log) rather than failing the run.
-    """
+    """The system-level recomputation each column needs under item resampling: none for a
+    corpus score that is the segment mean, else its function from sufficient statistics, else
+    (no statistics: said in the log) the mean of the resampled segment scores."""
     out: dict[str, Callable[[np.ndarray], np.ndarray]] = {}
     for name, matrix in metrics.items():
         if name not in system_metrics or is_segment_mean(matrix, system_metrics[name]):
@@ -60,14 +56,12 @@ def system_metric_fns(
     items: Sequence[str],
     only: Sequence[str] | None = None,
 ) -> dict[str, Callable[[np.ndarray], np.ndarray]]:
-    """For columns whose corpus score is not the mean of segment scores (BLEU, chrF, TER, iBLEU
-    ...), a function from resampled item indices to the systems' corpus scores, recomputed from
-    summed per-segment sufficient statistics (never by rescoring text)."""
+    """Per column with sufficient statistics, a function from resampled item indices to the
+    systems' corpus scores, recomputed from the statistics (never by rescoring text)."""
     position = {item: k for k, item in enumerate(items)}
     seg = scores.segments
     out: dict[str, Callable[[np.ndarray], np.ndarray]] = {}
-    # item position -> row of that system's statistics (-1: the system lacks the item); the same
-    # for every column, so found once
+    # per system: item position -> row of its statistics (-1: lacks the item), for all columns
     system_col = seg["system"].to_numpy()
     item_col = seg["item_id"].to_numpy()
     rows: list[np.ndarray] = []
@@ -126,13 +120,11 @@ def system_metric_fns(
 def _batched(
     rows: list[np.ndarray], stats: list[np.ndarray], fast: Any, n_items: int
 ) -> Callable[[np.ndarray], np.ndarray]:
-    """A block of resamples at once (the bootstrap passes blocks of rows of the indices):
-    multiplicities (B, items) times each system's statistics gives the summed statistics of
-    every (resample, system), scored in one vectorised call; each row on its own."""
+    """A block of resamples at once: multiplicities (B, items) times the statistics give the
+    summed statistics of every (resample, system), scored in one vectorised call."""
 
-    # every system's statistics on one item axis (zeros where a system lacks the item), so that
-    # all systems are summed in one product: one wide product is several times faster than one
-    # narrow product per system
+    # every system's statistics on one item axis (zeros where it lacks the item): one wide
+    # product is several times faster than one per system
     width = stats[0].shape[1] if stats else 0
     by_system = np.zeros((n_items, len(stats), width))
     for s, (pos, st) in enumerate(zip(rows, stats, strict=True)):

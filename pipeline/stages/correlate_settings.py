@@ -15,12 +15,8 @@ SMALL_N_DEFAULT = 10
 
 
 def check_correlation_config(cfg: Mapping[str, Any]) -> tuple[list[str], list[str]]:
-    """(levels, coefficients) of ``correlation``; an unknown name is a ConfigError, and so is a
-    choice that computes nothing: no listed coefficient defined at any listed level, or a
-    significance coefficient not defined at its level (the registry in
-    ``correlation.coefficients`` says where each is), an unknown or invalid coefficient setting,
-    or Williams' test with a coefficient it is not derived for. Called before scoring as well, so
-    a typo costs seconds, not a scoring pass."""
+    """(levels, coefficients) of ``correlation``; a ConfigError for an unknown name, a bad value
+    or a choice that computes nothing (e.g. no coefficient defined at any listed level)."""
     from paraeval.correlation import (
         COEFFICIENTS,
         INTERVALS,
@@ -107,9 +103,7 @@ def check_correlation_config(cfg: Mapping[str, Any]) -> tuple[list[str], list[st
 
 
 def configured_coefficients(cfg: Mapping[str, Any]) -> dict[str, Coefficient]:
-    """Every coefficient named in ``correlation.coefficient_settings`` built with its settings
-    (``correlation.configure``); a ConfigError names an unknown coefficient or setting or a bad
-    value."""
+    """Every coefficient in ``correlation.coefficient_settings`` built with its settings."""
     from paraeval.correlation import COEFFICIENTS, configure
 
     node = cfg.get("coefficient_settings") or {}
@@ -153,8 +147,6 @@ def _check_number(
     too_low = number <= low if open_ else number < low
     too_high = high is not None and (number >= high if open_ else number > high)
     if too_low or too_high or number != number:
-        if open_:
-            span = f"({low:g}, {high:g})" if high is not None else f"({low:g}, inf)"
-        else:
-            span = f"[{low:g}, {high:g}]" if high is not None else f"[{low:g}, inf)"
-        raise ConfigError(f"{key} must be in {span}, got {value}")
+        left, right = "()" if open_ else "[]"
+        upper = "inf)" if high is None else f"{high:g}{right}"
+        raise ConfigError(f"{key} must be in {left}{low:g}, {upper}, got {value}")

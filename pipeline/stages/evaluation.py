@@ -1,10 +1,8 @@
 """The one object that passes between the stages, and the stages themselves.
 
-:func:`compute` runs load's result through score -> aggregate -> correlate -> compare -> alpha
-curve; each stage reads the :class:`Evaluation` and fills in its own part, tables only. The
-figures are drawn from the finished evaluation by :mod:`paraeval.pipeline.report.figures`.
-Nothing here reads the config tree (that is :mod:`paraeval.pipeline.config.settings`) or talks
-to MLflow.
+:func:`compute` runs the loaded table through every stage; each fills in its own part of the
+:class:`Evaluation`, tables only (figures: :mod:`paraeval.pipeline.report.figures`). Nothing
+here reads the config tree or talks to MLflow.
 """
 
 from __future__ import annotations
@@ -40,12 +38,8 @@ log = logging.getLogger("paraeval")
 
 @dataclass
 class Evaluation:
-    """Scores, correlations and comparison of one evaluation.
-
-    ``segments``, ``systems``, ``correlations``, ``comparison`` and ``signatures`` hold what the
-    output files hold. The public :class:`paraeval.Evaluation` adds writing them
-    (:mod:`paraeval.pipeline.outputs`) and logging them (the run's tracker).
-    """
+    """Scores, correlations and comparison of one evaluation, as the output files hold them
+    (the public :class:`paraeval.Evaluation` adds writing and logging them)."""
 
     settings: Settings
     table: pd.DataFrame  # the loaded tidy table
@@ -61,7 +55,6 @@ class Evaluation:
     run_metrics: dict[str, float] = field(default_factory=dict)  # logged besides correlations
     started_at: float = field(default_factory=time.time)  # when the run started (epoch seconds)
 
-    # ------------------------------------------------------------------ what the files hold
     @property
     def _agg(self) -> Aggregated:
         if self.aggregated is None:
@@ -75,9 +68,8 @@ class Evaluation:
 
     @property
     def systems(self) -> pd.DataFrame:
-        """One row per system (the index): corpus-level scores, group averages, mean human
-        scores, and the comparison's per-system columns (diversity, adequacy, copy rate);
-        ``system_scores.csv`` is this table with the index as its first column."""
+        """One row per system (the index): corpus scores, group averages, mean human scores and
+        the comparison's diversity, adequacy and copy rate (``system_scores.csv``)."""
         systems = self._agg.systems
         if self.compared is None:
             return systems
@@ -136,8 +128,8 @@ def correlate_stage(ev: Evaluation) -> None:
     assert ev.scores is not None
     agg, settings = ev._agg, ev.settings.correlation
     rng = np.random.default_rng(ev.settings.seed)
-    # rows of columns whose scores did not change (all but iBLEU in an alpha sweep) come from
-    # the cache; the result and the generator state are those of a full computation
+    # unchanged columns' rows come from the cache, with the result and generator state of a
+    # full computation
     rows = ev.cache.rows if ev.cache is not None else None
     ev.correlations = correlate(agg, settings, rng, ev.scores, rows)
     if ev.cache is not None:
@@ -164,8 +156,7 @@ def no_ratings_message(table: pd.DataFrame) -> str:
 def compare_stage(ev: Evaluation) -> None:
     if ev.settings.compare is None or ev.scores is None:
         return
-    agg = ev._agg
-    ev.compared = compare(ev.scores, agg, ev.settings.compare)
+    ev.compared = compare(ev.scores, ev._agg, ev.settings.compare)
 
 
 def alpha_curve_stage(ev: Evaluation) -> None:
@@ -209,11 +200,10 @@ def compute(
 
 
 def release_free_memory() -> None:
-    """Gives the C heap's free pages back to the system between stages (glibc's
-    ``malloc_trim``; nothing where there is none). The correlation's worker threads leave their
-    freed working arrays in per-thread heaps (~300 MB at 400,000 rows) that the large arrays of
-    the next stage, mapped on their own, cannot reuse: without this the peak of a run is the
-    sum of its stages' leftovers rather than its largest stage."""
+    """Gives the C heap's free pages back to the system between stages (glibc's ``malloc_trim``).
+
+    Worker threads leave freed arrays in per-thread heaps that the next stage's large arrays
+    cannot reuse: without this a run's peak is the sum of its stages' leftovers."""
     trim = _malloc_trim()
     if trim is not None:
         trim(0)
@@ -235,7 +225,6 @@ def _malloc_trim() -> Callable[[int], int] | None:
 # --------------------------------------------------------------------------- files
 def write_tables(ev: Evaluation, out: Path) -> None:
     """The output tables, in the order a reader looks for them."""
-    agg = ev._agg
     if ev.compared is not None:
         write_csv(ev.compared.table, out / "system_comparison.csv")
     if ev.alpha_curve is not None:
@@ -249,5 +238,5 @@ def write_tables(ev: Evaluation, out: Path) -> None:
         write_csv(ev.significance, out / "significance.csv")
     if not ev.humans.empty:
         write_csv(ev.humans, out / "human_report.csv")
-    write_csv(agg.normalization, out / "normalization.csv")
+    write_csv(ev._agg.normalization, out / "normalization.csv")
     write_csv(ev.signature_table(), out / "signatures.csv")

@@ -1,8 +1,7 @@
 """Score stage: every selected metric on every system.
 
-Builds metrics from their config (``_target_`` is the registry), gives each metric every text of the
-run once (``prepare``) so encoders see each unique sentence once, then scores every system: from
-the score cache where it has the result, else computed, with the work that several systems and
+Each metric gets every text of the run once (``prepare``), so encoders see each unique sentence
+once; each result comes from the score cache or is computed, with work that several systems and
 metrics share done once (:class:`_Work`).
 """
 
@@ -106,33 +105,25 @@ def _check_inputs(df: pd.DataFrame, metrics: Mapping[str, Metric]) -> None:
     for metric_id, metric in metrics.items():
         if metric.needs_references:
             no_ref = df["references"].map(len) == 0 if no_ref is None else no_ref
-            if no_ref.any():
-                row = df.loc[no_ref].iloc[0]
-                file, _, line = str(row.origin).rpartition(":")
-                raise DataError(
-                    f"item '{row.item_id}' has no reference but metric '{metric_id}' needs one; "
-                    f"give references for every item or remove '{metric_id}' from metrics",
-                    file=file or None,
-                    row=int(line) if line.isdigit() else None,
-                    column="references",
-                )
+            hint = f"; give references for every item or remove '{metric_id}' from metrics"
+            _raise_first(df, no_ref, metric_id, "references", "reference", hint)
         if metric.needs_sources or metric.against_source:
             no_src = df["source"].str.strip() == "" if no_src is None else no_src
-            if no_src.any():
-                row = df.loc[no_src].iloc[0]
-                file, _, line = str(row.origin).rpartition(":")
-                raise DataError(
-                    f"item '{row.item_id}' has no source but metric '{metric_id}' needs one",
-                    file=file or None,
-                    row=int(line) if line.isdigit() else None,
-                    column="source",
-                )
+            _raise_first(df, no_src, metric_id, "source", "source")
 
 
-def _positions(column: pd.Series, systems: list[Any]) -> dict[Any, np.ndarray]:
-    """Each system's row positions, ascending."""
-    found = dict(row_groups(column))
-    return {s: found[s] for s in systems}
+def _raise_first(
+    df: pd.DataFrame, missing: pd.Series, metric_id: str, column: str, what: str, hint: str = ""
+) -> None:
+    if missing.any():
+        row = df.loc[missing].iloc[0]
+        file, _, line = str(row.origin).rpartition(":")
+        raise DataError(
+            f"item '{row.item_id}' has no {what} but metric '{metric_id}' needs one{hint}",
+            file=file or None,
+            row=int(line) if line.isdigit() else None,
+            column=column,
+        )
 
 
 def run_texts(df: pd.DataFrame) -> list[str]:
@@ -152,15 +143,10 @@ Texts = tuple[list[str], list[list[str]], list[str]]
 class _Work:
     """The metric calls of one score stage, each made once.
 
-    Each (metric, system, against-source) result comes from the score cache where it has it, else
-    it is computed, sharing what several results have in common:
-
-    - the same metric on the same texts is computed once: a part of several metrics
-      (:meth:`Metric.parts`: the BLEU against the sources of iBLEU, self-BLEU and BLEU's
-      ``against_source`` twin), or two systems with the same outputs;
-    - a :attr:`Metric.segment_local` metric scores the distinct segments of all the systems it
-      computes (a candidate that several systems produced for one item) in one call, and each
-      system gets its rows (:meth:`Metric.select`).
+    The same metric on the same texts is computed once (a shared :meth:`Metric.parts` such as
+    iBLEU's BLEU against the sources, or two systems with the same outputs); a
+    :attr:`Metric.segment_local` metric scores the distinct segments of all systems in one call
+    and each system gets its rows (:meth:`Metric.select`).
     """
 
     def __init__(
@@ -185,22 +171,20 @@ class _Work:
         self._run_texts: list[str] | None = None
 
     def texts(self, system: str, vs_source: bool) -> Texts:
-        """The texts of one system's call; against the source, the references are the source."""
-        call = self._texts.get((system, vs_source))
-        if call is None:
+        """One system's texts; against the source, the references are the source."""
+        key = (system, vs_source)
+        if key not in self._texts:
             sub = self.df.iloc[self.positions[system]]
             srcs = sub["source"].tolist()
             refs = [[x] for x in srcs] if vs_source else sub["references"].tolist()
-            call = self._texts[(system, vs_source)] = (sub["candidate"].tolist(), refs, srcs)
-        return call
+            self._texts[key] = (sub["candidate"].tolist(), refs, srcs)
+        return self._texts[key]
 
     def digest(self, system: str, vs_source: bool) -> str:
-        found = self._digests.get((system, vs_source))
-        if found is None:
-            found = self._digests[(system, vs_source)] = texts_digest(
-                *self.texts(system, vs_source)
-            )
-        return found
+        key = (system, vs_source)
+        if key not in self._digests:
+            self._digests[key] = texts_digest(*self.texts(system, vs_source))
+        return self._digests[key]
 
     def results(self, name: str, metric: Metric, vs_source: bool) -> dict[str, MetricResult]:
         """Every system's result of ``metric`` (``name``: its output name for the cache's
@@ -299,7 +283,8 @@ def score(
     corpus_rows: dict[str, dict[str, float]] = {s: {} for s in systems}
     columns: dict[str, ColumnInfo] = {}
     stats: dict[tuple[str, str], np.ndarray] = {}
-    positions = _positions(df["system"], systems)
+    groups = dict(row_groups(df["system"]))
+    positions = {s: groups[s] for s in systems}  # each system's row positions, ascending
     jobs = [(mid, m, False) for mid, m in metrics.items()]
     jobs += [(mid, m, True) for mid, m in metrics.items() if m.against_source]
     work = _Work(df, systems, positions, cache)

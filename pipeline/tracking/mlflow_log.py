@@ -1,23 +1,13 @@
 """Logging a :class:`~paraeval.pipeline.tracking.payload.RunPayload` to MLflow, through
 ``MlflowClient`` only.
 
-MLflow layout: one parent run per invocation, named ``<input file>: <overrides>``, with its real
-start and end times, and one child run per system (named after it) with its corpus-level scores and,
-from the comparison, each column's ``.ci_low``, ``.ci_high``, ``.p_bootstrap``, ``.p_ar`` and
-``.cluster``. The parent holds the flattened resolved config as params (plus
-``metrics.selected``); as metrics a few headline correlations (the group averages'), cache
-hits/misses, the α chosen on dev per (level, aspect), and the whole α curve as metric histories
-(``alpha_curve.<level>.<coefficient>.<aspect>.<split>_by_alpha``, one step per α: step = α × 100),
-which MLflow's charts draw as the curve; each child holds its iBLEU score per α the same way
-(``ibleu_by_alpha``) where the run computed it. The full correlation and comparison tables are
-MLflow tables (``tables/*.json``); the input table is an MLflow dataset named after the input
-file, with its path as source and a content digest; tags hold metric signatures, git commit and
-library versions (``version.<package>``); the output directory is uploaded as artifacts. In a
-Hydra multirun every job's run carries the same ``paraeval.sweep`` tag.
-
-Runs are tagged with a hash of the output files; logging a directory that is already logged
-returns the existing run instead of a duplicate. A logging that is interrupted ends its runs
-KILLED (FAILED on an error), and the next logging of the same directory replaces them.
+One parent run per invocation (resolved config as params, headline correlations, cache counts
+and the α curve as metric histories, step = α × 100), one child run per system (its scores, the
+comparison's ``.ci_low``, ``.ci_high``, ``.p_bootstrap``, ``.p_ar``, ``.cluster`` and
+``ibleu_by_alpha``); full tables as MLflow tables, the input as an MLflow dataset, the output
+directory as artifacts. Runs are tagged with a hash of the output files, so logging a directory
+twice returns the existing run; an interrupted logging ends its runs KILLED (FAILED on an error)
+and the next logging of that directory replaces them.
 """
 
 from __future__ import annotations
@@ -27,7 +17,7 @@ import logging
 import math
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,17 +72,14 @@ _ALLOWED = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012345
 
 
 def key(*parts: str) -> str:
-    """An MLflow metric/param/tag key from parts that may come from data (system and column
-    names): MLflow allows alphanumerics, ``_ - . /`` and space, and refuses keys that resolve to
-    other names as paths. A part that is safe as it is stays unchanged; any other passes through
-    :func:`paraeval.pipeline.names.slug` (safe characters and a stable hash)."""
-    out = []
-    for part in parts:
-        if all(ch in _ALLOWED for ch in part) and ".." not in part and not part.startswith("/"):
-            out.append(part)
-        else:
-            out.append(slug(part))
-    return ".".join(out)
+    """An MLflow key from parts that may come from data: a part MLflow accepts as it is stays
+    unchanged, any other passes through :func:`paraeval.pipeline.names.slug`."""
+    return ".".join(part if _safe(part) else slug(part) for part in parts)
+
+
+def _safe(part: str) -> bool:
+    """MLflow allows alphanumerics, ``_ - . /`` and space, but no key that resolves as a path."""
+    return all(ch in _ALLOWED for ch in part) and ".." not in part and not part.startswith("/")
 
 
 def _finite(value: Any) -> bool:
@@ -103,9 +90,8 @@ def _finite(value: Any) -> bool:
 
 
 def headline_metrics(correlations: pd.DataFrame) -> dict[str, float]:
-    """The few correlations worth a chart: the group averages' correlation, first coefficient,
-    at every level and aspect (``corr.<level>.<coefficient>.<column>.<aspect>``); the whole
-    table is logged as an MLflow table."""
+    """The group averages' correlations (first coefficient) at every level and aspect, as
+    ``corr.<level>.<coefficient>.<column>.<aspect>``; the whole table is an MLflow table."""
     if correlations.empty:
         return {}
     first = correlations["coefficient"].iloc[0]
@@ -121,8 +107,7 @@ def headline_metrics(correlations: pd.DataFrame) -> dict[str, float]:
 
 
 def system_metrics(systems: pd.DataFrame, comparison: pd.DataFrame) -> dict[str, dict[str, float]]:
-    """Per system: each column's corpus-level score, and from the comparison its interval,
-    paired p-values and cluster (``<column>.ci_low`` ...)."""
+    """Per system: each column's score and its comparison statistics (``<column>.ci_low`` ...)."""
     out: dict[str, dict[str, float]] = {}
     for row in systems.to_dict("records"):
         system = str(row.pop("system"))
@@ -136,8 +121,8 @@ def system_metrics(systems: pd.DataFrame, comparison: pd.DataFrame) -> dict[str,
 
 
 def alpha_steps(alphas: Iterable[float]) -> dict[float, int]:
-    """The metric step of each α: α × 100 (the default grid 0, 0.05, ..., 1 gives 0..100); a
-    grid finer than that gets α × 10,000, so that every α keeps a step of its own."""
+    """The metric step of each α: α × 100, or α × 10,000 for a finer grid, so that every α keeps
+    a step of its own."""
     grid = sorted({float(a) for a in alphas})
     for scale in (100, 10_000):
         steps = {a: round(a * scale) for a in grid}
@@ -147,33 +132,31 @@ def alpha_steps(alphas: Iterable[float]) -> dict[float, int]:
 
 
 def alpha_curve_histories(curve: pd.DataFrame) -> dict[str, History]:
-    """The α curve (``alpha_curve.csv``) as one metric history per (level, coefficient, aspect,
-    split): ``alpha_curve.<level>.<coefficient>.<aspect>.<split>_by_alpha``, one step per α."""
-    if curve.empty:
-        return {}
-    steps = alpha_steps(curve["alpha"])
-    out: dict[str, History] = {}
-    for row in curve.to_dict("records"):
-        if not _finite(row["value"]):
-            continue
-        name = key(*(str(row[k]) for k in ("level", "coefficient", "aspect")))
-        history = out.setdefault(f"alpha_curve.{name}.{key(str(row['split']))}_by_alpha", [])
-        history.append((steps[float(row["alpha"])], float(row["value"])))
-    return out
+    """The α curve as ``alpha_curve.<level>.<coefficient>.<aspect>.<split>_by_alpha`` histories."""
+
+    def name(row: dict[Any, Any]) -> str:
+        parts = key(*(str(row[k]) for k in ("level", "coefficient", "aspect")))
+        return f"alpha_curve.{parts}.{key(str(row['split']))}_by_alpha"
+
+    return _histories(curve, "value", name)
 
 
 def system_alpha_histories(alpha_systems: pd.DataFrame) -> dict[str, History]:
-    """iBLEU's system score per α (columns ``alpha``, ``system``, ``ibleu``) as each system's
-    ``ibleu_by_alpha`` history, one step per α."""
-    if alpha_systems.empty:
+    """iBLEU's score per α (columns ``alpha``, ``system``, ``ibleu``) as a history per system."""
+    return _histories(alpha_systems, "ibleu", lambda row: str(row["system"]))
+
+
+def _histories(
+    frame: pd.DataFrame, column: str, name: Callable[[dict[Any, Any]], str]
+) -> dict[str, History]:
+    """The finite values of ``column`` as one history per ``name(row)``, one step per α."""
+    if frame.empty:
         return {}
-    steps = alpha_steps(alpha_systems["alpha"])
+    steps = alpha_steps(frame["alpha"])
     out: dict[str, History] = {}
-    for row in alpha_systems.to_dict("records"):
-        if _finite(row["ibleu"]):
-            out.setdefault(str(row["system"]), []).append(
-                (steps[float(row["alpha"])], float(row["ibleu"]))
-            )
+    for row in frame.to_dict("records"):
+        if _finite(row[column]):
+            out.setdefault(name(row), []).append((steps[float(row["alpha"])], float(row[column])))
     return out
 
 
@@ -186,8 +169,8 @@ def _log_batch(
     tags: Mapping[str, str] | None = None,
     histories: Mapping[str, History] | None = None,
 ) -> None:
-    """Metrics (step 0), metric histories, params (cut to MLflow's limit) and tags in as few
-    ``log_batch`` requests as MLflow's limits allow: each is a round trip, or a transaction."""
+    """Metrics (step 0), histories, params and tags in as few ``log_batch`` requests as MLflow's
+    limits allow: each is a round trip, or a transaction."""
     from mlflow.entities import Metric, Param, RunTag
 
     now = int(time.time() * 1000)
@@ -205,9 +188,8 @@ def _log_batch(
 
 
 def _log_tables(client: Any, run_id: str, tables: Mapping[str, pd.DataFrame]) -> dict[str, str]:
-    """The non-empty ``tables`` as MLflow tables, uploaded in one request; returns the tag that
-    lists them. The same files and tag as ``MlflowClient.log_table`` (which asks for the run,
-    lists its artifacts and sets the tag once per table)."""
+    """The non-empty ``tables`` as MLflow tables in one upload; returns the tag that lists them
+    (what ``MlflowClient.log_table`` writes, with one request per table)."""
     logged = [(name, frame) for name, frame in tables.items() if not frame.empty]
     if not logged:
         return {}
@@ -273,9 +255,8 @@ def log_system_runs(
 
 # --------------------------------------------------------------------------- the run
 def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) -> Logged:
-    """Log a run as one parent run with one child run per system; return the existing run if
-    this content (the output files and the run's id) is already logged. ``tracking``
-    overrides the record's settings."""
+    """Log a run (one parent run, one child per system), or return the existing run if this
+    content is already logged. ``tracking`` overrides the record's settings."""
     import mlflow
     from mlflow.tracking import MlflowClient
 
@@ -371,26 +352,25 @@ def find_logged(client: Any, exp_id: str, content_hash: str) -> str | None:
     return str(runs[0].info.run_id) if runs else None
 
 
+def _children(client: Any, exp_id: str, run_id: str) -> list[Any]:
+    return list(
+        client.search_runs([exp_id], filter_string=f"tags.`mlflow.parentRunId` = '{run_id}'")
+    )
+
+
 def end_unfinished(client: Any, exp_id: str, run_uid: str, status: str) -> None:
-    """Ends every run of this logging that is still RUNNING, the invocation's and its systems',
-    found in the store by the directory's ``run_uid``: an interrupt can come after the store
-    created a run and before its id came back to the caller."""
+    """End every run of this logging still RUNNING, found by ``run_uid``: an interrupt can come
+    after the store created a run and before its id came back."""
     parents = client.search_runs([exp_id], filter_string=f"tags.`{RUN_UID_TAG}` = '{run_uid}'")
     for parent in parents:
-        children = client.search_runs(
-            [exp_id],
-            filter_string=f"tags.`mlflow.parentRunId` = '{parent.info.run_id}' and "
-            "attributes.status = 'RUNNING'",
-        )
-        for run in [*children, parent]:
+        for run in [*_children(client, exp_id, parent.info.run_id), parent]:
             if run.info.status == "RUNNING":
                 client.set_terminated(run.info.run_id, status=status)
 
 
 def close_leftovers(client: Any, exp_id: str, run_uid: str) -> list[str]:
-    """Runs of the same output directory (same ``run_uid``) that an interrupted logging left
-    unfinished: ended as KILLED if still RUNNING, then deleted (MLflow keeps deleted runs
-    restorable), children included, so that the directory has one run. Returns their ids."""
+    """Runs of this output directory that an interrupted logging left unfinished, children
+    included: ended as KILLED, then deleted (restorable in MLflow). Returns their ids."""
     runs = client.search_runs(
         [exp_id],
         filter_string=f"tags.`{RUN_UID_TAG}` = '{run_uid}' and attributes.status != 'FINISHED'",
@@ -398,10 +378,7 @@ def close_leftovers(client: Any, exp_id: str, run_uid: str) -> list[str]:
     closed = []
     for run in runs:
         run_id = str(run.info.run_id)
-        children = client.search_runs(
-            [exp_id], filter_string=f"tags.`mlflow.parentRunId` = '{run_id}'"
-        )
-        for victim in [*children, run]:
+        for victim in [*_children(client, exp_id, run_id), run]:
             if victim.info.status == "RUNNING":
                 client.set_terminated(victim.info.run_id, status="KILLED")
             client.delete_run(victim.info.run_id)

@@ -1,10 +1,7 @@
-"""What a tracker logs for one run: the run record and the result tables, with the output folder
-whose files are uploaded.
+"""What a tracker logs for one run: the run record, the result tables and the output folder.
 
-A run builds its payload from the tables it holds in memory (:meth:`RunPayload.from_evaluation`);
-``paraeval-log`` builds the same payload from a finished output directory
-(:meth:`RunPayload.from_dir`), the one place where the output files are read back. Either way one
-function logs it, so both log the same run.
+A run builds it from its tables in memory, ``paraeval-log`` from a finished output directory (the
+one place where output files are read back); one function logs both, so both log the same run.
 """
 
 from __future__ import annotations
@@ -35,13 +32,8 @@ DATASET_PREFIXES = ("human_", "metric_")
 
 @dataclass
 class RunPayload:
-    """One run as a tracker receives it.
-
-    ``systems`` is ``system_scores.csv`` (a ``system`` column, then the scores);
-    ``alpha_curve`` is ``alpha_curve.csv`` (level, coefficient, aspect, alpha, split, value, n);
-    ``alpha_systems`` is iBLEU's system score per α (columns ``alpha``, ``system``, ``ibleu``),
-    empty where the run has none; ``dataset`` is :func:`dataset_frame` of the segments.
-    """
+    """One run as a tracker receives it: each table as its output file holds it (``dataset`` is
+    :func:`dataset_frame` of the segments; ``alpha_systems`` is empty where the run has none)."""
 
     out_dir: Path
     record: RunRecord
@@ -61,8 +53,8 @@ class RunPayload:
         tracking: dict[str, Any],
         run_name: str | None = None,
     ) -> RunPayload:
-        """The payload of a finished evaluation whose files were written to ``out_dir``, from
-        its tables in memory; ``tracking`` and ``run_name`` as for :func:`run_record`."""
+        """The payload of a finished evaluation written to ``out_dir``, from its tables in
+        memory; ``tracking`` and ``run_name`` as for :func:`run_record`."""
         curve = ev.alpha_curve
         return cls(
             out_dir=Path(out_dir),
@@ -93,8 +85,7 @@ class RunPayload:
 
 
 def _read_csv(path: Path, **kwargs: Any) -> pd.DataFrame:
-    """A table as written (a missing or empty file is an empty table); floats read back to the
-    very value that was written."""
+    """A table as written, floats to the very value (a missing or empty file: an empty table)."""
     if not path.is_file() or path.stat().st_size <= 1:
         return pd.DataFrame()
     return pd.read_csv(path, float_precision="round_trip", **kwargs)
@@ -105,8 +96,7 @@ def dataset_columns(columns: Iterable[Any]) -> list[Any]:
 
 
 def dataset_frame(segments: pd.DataFrame) -> pd.DataFrame:
-    """The evaluated input (tidy columns, human ratings, precomputed scores), references as JSON,
-    in the same form whether it comes from memory or from ``segment_scores.parquet``."""
+    """The evaluated input with references as JSON, alike from memory or from the parquet file."""
     keep = dataset_columns(segments.columns)
     frame = segments[keep].reset_index(drop=True).copy()
     if "references" in frame:

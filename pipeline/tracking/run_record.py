@@ -1,10 +1,6 @@
 """The run record: everything a run logs besides its tables and files, kept as ``run_info.json``
-in the output directory so that ``paraeval-log`` can log the directory later with the same
-content. No MLflow here: a run with ``tracking=none`` writes the record all the same.
-
-The record is built from a finished evaluation (:func:`run_record`), read through
-:class:`Evaluated`: the attributes of :class:`paraeval.pipeline.stages.evaluation.Evaluation`
-that tracking uses, so that tracking needs no import of the stages.
+so that ``paraeval-log`` can log the directory later with the same content (no MLflow here).
+It is read from an evaluation through :class:`Evaluated`, so that tracking imports no stage.
 """
 
 from __future__ import annotations
@@ -59,11 +55,7 @@ class RunRecord:
 
 def write_run_info(out_dir: Path, record: RunRecord) -> None:
     text = json.dumps(asdict(record), indent=1, sort_keys=True, allow_nan=True)
-
-    def write(path: Path) -> None:
-        path.write_text(text, encoding="utf-8")
-
-    atomic_write(Path(out_dir) / RUN_INFO, write)
+    atomic_write(Path(out_dir) / RUN_INFO, lambda path: path.write_text(text, encoding="utf-8"))
 
 
 def read_run_info(out_dir: Path) -> RunRecord:
@@ -82,8 +74,6 @@ def read_run_info(out_dir: Path) -> RunRecord:
     return RunRecord(**{k: v for k, v in raw.items() if k in fields})
 
 
-
-
 def library_versions() -> dict[str, str]:
     """``version.<package>`` tags of the installed libraries that decide the numbers."""
     from importlib import metadata
@@ -98,8 +88,8 @@ def library_versions() -> dict[str, str]:
 
 
 def hydra_tags() -> dict[str, str]:
-    """Sweep grouping from Hydra's runtime config: every job of one multirun shares the sweep
-    directory, whatever launcher ran it (local processes, SLURM, Ray)."""
+    """Sweep tags from Hydra's runtime config: every job of a multirun shares the sweep
+    directory, whatever launcher ran it."""
     try:
         from hydra.core.hydra_config import HydraConfig
         from hydra.types import RunMode
@@ -110,17 +100,11 @@ def hydra_tags() -> dict[str, str]:
     hc = HydraConfig.get()
     tags = {"paraeval.hydra.launcher": str(hc.launcher.get("_target_", "")).rsplit(".", 1)[-1]}
     if hc.mode == RunMode.MULTIRUN:
-        sweep_dir = Path(str(hc.sweep.dir)).resolve()
-        tags.update(
-            {
-                "paraeval.sweep": str(sweep_dir),
-                "paraeval.sweep_id": hashlib.blake2b(
-                    str(sweep_dir).encode(), digest_size=6
-                ).hexdigest(),
-                "paraeval.sweep_job": str(hc.job.num),
-                "paraeval.sweep_overrides": str(hc.job.override_dirname),
-            }
-        )
+        sweep_dir = str(Path(str(hc.sweep.dir)).resolve())
+        tags["paraeval.sweep"] = sweep_dir
+        tags["paraeval.sweep_id"] = hashlib.blake2b(sweep_dir.encode(), digest_size=6).hexdigest()
+        tags["paraeval.sweep_job"] = str(hc.job.num)
+        tags["paraeval.sweep_overrides"] = str(hc.job.override_dirname)
     return tags
 
 
@@ -168,9 +152,8 @@ def run_record(
     tracking: dict[str, Any],
     run_name: str | None = None,
 ) -> RunRecord:
-    """What the tracker receives besides the tables and files: params, tags (signatures,
-    versions, sweep), the run name and the run's own metrics. ``tracking`` and ``run_name``: the
-    tracker's settings and configured run name."""
+    """The record of a finished evaluation; ``tracking`` and ``run_name``: the tracker's
+    settings and configured run name."""
     s = ev.settings
     params = dict(s.params)
     params["metrics.selected"] = ",".join(ev.metrics)
@@ -204,8 +187,7 @@ RUN_NAME_EXCLUDED = ("hydra.", "tracking", "cache.", "report.", "data")
 
 
 def readable_run_name(dataset: str, overrides: Sequence[str]) -> str:
-    """``<dataset>: key=value,key=value``, from the overrides that change the numbers (Hydra's
-    override_dirname, without the keys of :data:`RUN_NAME_EXCLUDED`)."""
+    """``<dataset>: key=value,...`` from the overrides that change the numbers."""
     kept = [o for o in overrides if not o.lstrip("+~").startswith(RUN_NAME_EXCLUDED)]
     return f"{dataset}: {','.join(kept)}" if kept else dataset
 

@@ -1,10 +1,7 @@
 """Where runs go: the tracking URI, whether a server answers, and the embedded SQLite store.
 
-A SQLite store is created whole or not at all (built under a temporary name by MLflow's own
-client, then renamed), one left half-created by a killed run is recreated when it holds no run and
-named otherwise, and writers of one store take turns on a lock file beside it: SQLite allows one
-writer, and MLflow's first-use schema creation is not safe to run concurrently. Only public APIs
-of MLflow are used; the database file itself is read with Python's ``sqlite3``.
+Writers of one SQLite store take turns on a lock file beside it: SQLite allows one writer, and
+MLflow's first-use schema creation is not safe to run concurrently.
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import closing, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +41,7 @@ def resolve_tracking_uri(tracking: Mapping[str, Any]) -> tuple[str, str | None]:
     """(tracking URI, artifact location for a new experiment or None)."""
     uri = tracking.get("uri")
     if uri and str(uri).startswith("sqlite:///"):
-        # beside the store, as for store_dir; MLflow's default is ./mlruns in whatever folder
-        # the run was started from
+        # beside the store (MLflow's default is ./mlruns wherever the run was started)
         db = sqlite_path(str(uri))
         return str(uri), (db.parent / "artifacts").as_uri()
     if uri:
@@ -56,8 +52,7 @@ def resolve_tracking_uri(tracking: Mapping[str, Any]) -> tuple[str, str | None]:
 
 
 def resolved_tracking(tracking: Mapping[str, Any]) -> dict[str, Any]:
-    """Tracking settings with a relative ``store_dir`` made absolute (as stored for relogging);
-    the tracker's ``_target_`` is not a setting."""
+    """Tracking settings as stored for relogging: ``store_dir`` absolute, no ``_target_``."""
     out = {k: v for k, v in tracking.items() if k != "_target_"}
     if not out.get("uri"):
         out["store_dir"] = str(Path(str(out.get("store_dir") or "mlflow")).expanduser().resolve())
@@ -75,18 +70,13 @@ HEALTH_ATTEMPTS = 2
 HEALTH_PAUSE_S = 0.5
 
 
-def bound_http_retries() -> None:
-    for name, value in HTTP_RETRY_DEFAULTS.items():
-        os.environ.setdefault(name, value)
-
-
 def check_reachable(uri: str, timeout: float = 5.0) -> None:
-    """A fast answer for a remote server that is down or failing (MLflow's client would retry
-    for minutes): ``/health`` must answer, and not with a server error (5xx). A 4xx (a proxy
-    without that route) counts as an answer. Raises :class:`TrackingUnavailable`."""
+    """Raise :class:`TrackingUnavailable` at once for a remote server whose ``/health`` does not
+    answer or answers 5xx (MLflow's client would retry for minutes); a 4xx counts as an answer."""
     if not uri.startswith(("http://", "https://")):
         return
-    bound_http_retries()
+    for name, value in HTTP_RETRY_DEFAULTS.items():
+        os.environ.setdefault(name, value)
     url = uri.rstrip("/") + "/health"
     problem = ""
     for attempt in range(HEALTH_ATTEMPTS):
@@ -112,8 +102,7 @@ def store_state(db: Path) -> str:
     if not db.exists() or db.stat().st_size == 0:
         return "missing"
     try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-        try:
+        with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
             tables = {
                 r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
             }
@@ -121,8 +110,6 @@ def store_state(db: Path) -> str:
                 con.execute("SELECT count(*) FROM alembic_version").fetchone()[0]
             )
             runs = con.execute("SELECT count(*) FROM runs").fetchone()[0] if "runs" in tables else 0
-        finally:
-            con.close()
     except sqlite3.DatabaseError as exc:
         raise StoreBroken(f"MLflow store {db} cannot be read ({exc})") from None
     # an interrupted batch migration leaves its copy table behind ("table ... already exists")
@@ -133,9 +120,9 @@ def store_state(db: Path) -> str:
 
 
 def prepare_sqlite_store(db: Path) -> None:
-    """Create a new store atomically (built under a temporary name, then renamed), so that a run
-    killed while MLflow creates the schema leaves no half-created store; repair one left by an
-    older version the same way when it holds no run. Called under the store's lock."""
+    """Create a store atomically (built under a temporary name, then renamed), so that a killed
+    run leaves no half-created one; recreate a half-created one that holds no run. Called under
+    the store's lock."""
     state = store_state(db)
     if state == "ready":
         return
@@ -159,33 +146,27 @@ def prepare_sqlite_store(db: Path) -> None:
 
 
 def _create_schema(db: Path) -> None:
-    """A new store's tables, as MLflow creates them when its client first opens a new store
-    (in SQLite's rollback-journal mode, so the file is whole once the call returns)."""
+    """A new store's tables, created by MLflow's client (in rollback-journal mode, so the file is
+    whole once this returns)."""
     from mlflow.tracking import MlflowClient
 
     MlflowClient(f"sqlite:///{db}").search_experiments(max_results=1)
 
 
 def use_wal(db: Path) -> None:
-    """SQLite's write-ahead log for the store: readers (the MLflow UI, a search) no longer
-    block the writer, and a commit appends to the log instead of rewriting pages. The journal
-    mode is kept in the file, so this is set once, before MLflow opens the store. A store that
-    another program holds open keeps its mode."""
+    """SQLite's write-ahead log for the store, so that readers (the MLflow UI) do not block the
+    writer; kept in the file, so set once. A store another program holds open keeps its mode."""
     try:
-        con = sqlite3.connect(db, timeout=1.0)
-        try:
+        with closing(sqlite3.connect(db, timeout=1.0)) as con:
             if str(con.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
                 con.execute("PRAGMA journal_mode=WAL")
-        finally:
-            con.close()
     except sqlite3.Error as exc:
         log.debug("MLflow store %s keeps its journal mode (%s)", db, exc)
 
 
 @contextmanager
 def store_lock(uri: str) -> Iterator[None]:
-    """Serialize writers of one SQLite store (no-op for servers and other databases), and make
-    sure the store is whole before MLflow opens it."""
+    """Serialize writers of one SQLite store (no-op for other URIs); the store is whole inside."""
     if not uri.startswith("sqlite:///"):
         yield
         return

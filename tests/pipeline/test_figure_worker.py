@@ -55,7 +55,8 @@ def test_a_figure_failing_in_the_worker_is_a_warning_of_the_run(
     # the ranking is the heaviest figure: the worker draws it; a comparison it cannot read fails
     # there the way a figure fails in the run
     assert demo.compared is not None
-    broken = type(demo.compared)(**{**vars(demo.compared), "table": demo.compared.table[["system"]]})
+    unreadable = demo.compared.table[["system"]]
+    broken = type(demo.compared)(**{**vars(demo.compared), "table": unreadable})
     monkeypatch.setattr(demo, "compared", broken)
     with FigureWorker() as worker, caplog.at_level(logging.WARNING):
         written = figures.write_figures(demo, tmp_path, worker)
