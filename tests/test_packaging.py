@@ -82,7 +82,7 @@ def test_wheel_installs_next_to_the_generic_distributions_and_runs_outside_the_r
     assert sorted(recorded) == sorted(names)
     conf_yaml = {p.relative_to(REPO / "conf").as_posix() for p in (REPO / "conf").rglob("*.yaml")}
     assert {n.removeprefix("paraeval/conf/") for n in names if n.endswith(".yaml")} == conf_yaml
-    assert "paraeval/pipeline/demo/demo.jsonl" in names
+    assert "paraeval/pipeline/data/demo/demo.jsonl" in names
     assets = {p.name for p in (REPO / "metrics" / "assets").iterdir() if p.is_file()}
     assert assets and {f"paraeval/metrics/assets/{a}" for a in assets} <= set(names)
     assert "paraeval/__init__.py" in names and "paraeval/__main__.py" in names

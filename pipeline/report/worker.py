@@ -52,6 +52,9 @@ class FigureWorker:
                 [sys.executable, "-m", "paraeval.pipeline.report.worker", str(os.getpid())],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
+                # a process group of its own: Ctrl-C goes to the run, which stops the worker
+                # (a signal during the worker's start-up would print Python's traceback)
+                process_group=0,
             )
         return self
 
@@ -148,7 +151,7 @@ def _serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
-    # Ctrl-C reaches the whole process group; the run reports it, the worker just ends
+    # a SIGINT sent to the worker itself ends it quietly; the run reports interrupts
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     if not _bind_to_parent(int(args[0])):
         return
