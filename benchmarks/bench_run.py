@@ -349,7 +349,6 @@ WHAT = {
 }
 SCRIPT = "the plain script: the libraries per system, scipy's point correlations"
 BASELINE = "the code before (--baseline-python), interleaved"
-NO_WORKER = "the same run with report.figure_worker=false (every figure in the run's process)"
 
 
 def table_rows(
@@ -369,10 +368,6 @@ def table_rows(
         for name, wall, cpu in anchors or [(None, None, None)]:
             rows.append(row("bench_run", f"{WHAT[state]}, wall", run["wall"], "s", name, wall))
             rows.append(row("bench_run", f"{WHAT[state]}, CPU", run["cpu"], "CPU-s", name, cpu))
-    if "warm, no figure worker" in runs:
-        alone = runs["warm, no figure worker"]["wall"]
-        what = f"{WHAT['warm']}, wall"
-        rows.append(row("bench_run", what, runs["warm"]["wall"], "s", NO_WORKER, alone))
     return rows
 
 
@@ -413,10 +408,6 @@ def main() -> None:
         for label, python in sides:
             tag = f"{label}{state}".replace(" ", "-")
             runs[f"{label}{state}"] = paraeval_cli(python, work, data, tag, work / f"cache{label}")
-    # what the figure worker saves: the warm run again with every figure in the run's process
-    runs["warm, no figure worker"] = paraeval_cli(
-        sys.executable, work, data, "warm-alone", work / "cache", ("report.figure_worker=false",)
-    )
     for name, run in runs.items():
         _stage_table(f"paraeval {name}", run)
     script = plain = None

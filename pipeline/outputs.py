@@ -10,7 +10,6 @@ from pathlib import Path
 
 from paraeval.pipeline.report.figures import write_figures
 from paraeval.pipeline.report.html import write_html
-from paraeval.pipeline.report.worker import FigureWorker
 from paraeval.pipeline.stages.evaluation import Evaluation, write_tables
 from paraeval.pipeline.terminal import Status
 
@@ -19,17 +18,16 @@ def write_outputs(
     ev: Evaluation,
     out_dir: str | Path,
     status: Status | None = None,
-    worker: FigureWorker | None = None,
 ) -> Path:
     """Every output file, figure and ``report.html`` of ``ev`` into ``out_dir``; ``status``
-    tells the terminal which part is being written, ``worker`` draws part of the figures."""
+    tells the terminal which part is being written."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     status = status if status is not None else Status(enabled=False)
     with status.stage("write tables"):
         write_tables(ev, out)
     with status.stage("figures"):
-        write_figures(ev, out, worker)
+        write_figures(ev, out)
     with status.stage("report page"):
         write_html(ev, out)
     return out

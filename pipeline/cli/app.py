@@ -17,7 +17,6 @@ from paraeval.pipeline.errors import raise_deferred
 from paraeval.pipeline.files import check_writable
 from paraeval.pipeline.outputs import write_outputs
 from paraeval.pipeline.report import summary as report
-from paraeval.pipeline.report.worker import FigureWorker
 from paraeval.pipeline.stages.evaluation import compute
 
 log = logging.getLogger("paraeval")
@@ -30,21 +29,19 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
     check_writable(out)
     settings = Settings.from_config(cfg)
     status = report.Status(enabled=settings.report.progress)
-    # started now, so that its imports overlap the scoring; it ends with the figures
-    with FigureWorker(settings.report.figure_worker) as worker:
-        with status.stage("load"):
-            table = settings.data.load()
-        check_table(settings, table)
-        log.info(
-            "loaded %d rows: %d items x %d systems",
-            len(table),
-            table["item_id"].nunique(),
-            table["system"].nunique(),
-        )
-        ev = Evaluation.of(compute(table, settings, status=status, started_at=started))
-        # the tables, then the figures and the page drawn from them, before tracking, so that
-        # the output folder is complete when it is logged
-        write_outputs(ev, out, status, worker)
+    with status.stage("load"):
+        table = settings.data.load()
+    check_table(settings, table)
+    log.info(
+        "loaded %d rows: %d items x %d systems",
+        len(table),
+        table["item_id"].nunique(),
+        table["system"].nunique(),
+    )
+    ev = Evaluation.of(compute(table, settings, status=status, started_at=started))
+    # the tables, then the figures and the page drawn from them, before tracking, so that the
+    # output folder is complete when it is logged
+    write_outputs(ev, out, status)
     with status.stage("log to MLflow"):
         logged = settings.tracker.log_evaluation(ev, out, overrides or [])
     # an interrupt deferred while the store was writing, if no checkpoint took it

@@ -53,7 +53,6 @@ class ReportSettings:
     max_rows: int
     progress: bool
     format: str  # figure file format: png | pdf | svg
-    figure_worker: bool = True  # the CLI draws part of the figures in a second process
 
 
 @dataclass(frozen=True)
@@ -206,7 +205,7 @@ TOP_LEVEL = (
     "report",
     "allow_external_metrics",
 )
-REPORT_KEYS = ("print_tables", "max_rows", "progress", "format", "figure_worker")
+REPORT_KEYS = ("print_tables", "max_rows", "progress", "format")
 CACHE_KEYS = ("enabled", "dir")
 
 
@@ -220,7 +219,6 @@ def _report(node: Node) -> ReportSettings:
         max_rows=max_rows,
         progress=_bool(node["progress"], "report.progress"),
         format=_figure_format(node["format"]),
-        figure_worker=_bool(node["figure_worker"], "report.figure_worker"),
     )
 
 

@@ -1,9 +1,9 @@
 """Every figure of a finished evaluation, drawn into ``plots/`` from the :class:`Evaluation`'s
-tables by the run's process and, on the command line, a worker process (:mod:`.worker`). A figure
-that fails is a warning, never a failed run."""
+tables in the run's own process. A figure that fails is a warning, never a failed run."""
 
 from __future__ import annotations
 
+import warnings
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,26 +12,31 @@ from paraeval.pipeline.names import slug
 from paraeval.pipeline.report.alpha_plot import plot_alpha_curve
 from paraeval.pipeline.report.compare_plots import diversity_adequacy_plot
 from paraeval.pipeline.report.heatmap import correlation_heatmap
-from paraeval.pipeline.report.plots import figure_style
+from paraeval.pipeline.report.plots import FigureStyle, drawn
 from paraeval.pipeline.report.ranking import ranking_plot
 from paraeval.pipeline.report.scatter import metric_vs_human, scatter_columns
-from paraeval.pipeline.report.worker import FigureWorker, Job, run_jobs
 
 if TYPE_CHECKING:
     from paraeval.pipeline.stages.evaluation import Evaluation
 
+
+def figure_style(ev: Evaluation) -> FigureStyle:
+    """The run's figure format and each output column's direction marks."""
+    if ev.aggregated is None:
+        raise RuntimeError("the evaluation has not been computed")
+    info = ev.aggregated.columns.items()
+    lower = frozenset(c for c, i in info if not i.higher_is_better)
+    source = frozenset(c for c, i in info if i.group == "diversity" or c.endswith("_src"))
+    return FigureStyle(ev.settings.report.format, lower, source)
+
+
 PLOTS_DIR = "plots"
 # what the heatmap shows of the correlation table
 HEATMAP_COLUMNS = ["metric", "aspect", "level", "coefficient", "value", "n"]
-# rough drawing cost of each kind of figure (seconds on ParaBank-Eval), to share them out
-_WEIGHTS = {"system_ranking": 5.0, "correlation_heatmap": 1.1, "alpha_curve": 0.5}
 
 
-def write_figures(
-    ev: Evaluation, out_dir: str | Path, worker: FigureWorker | None = None
-) -> list[Path]:
-    """Draws every figure of ``ev`` into ``out_dir/plots``, part of them in ``worker`` when one
-    is given; returns the files written."""
+def write_figures(ev: Evaluation, out_dir: str | Path) -> list[Path]:
+    """Draws every figure of ``ev`` into ``out_dir/plots``; returns the files written."""
     style = figure_style(ev)
     plots = Path(out_dir) / PLOTS_DIR
     agg = ev.aggregated
@@ -50,10 +55,8 @@ def write_figures(
         draws.append(("system_ranking", partial(ranking_plot, ev.compared, style=style)))
     if ev.alpha_curve is not None:
         draws.append(("alpha_curve", partial(plot_alpha_curve, ev.alpha_curve)))
-    jobs: list[Job] = [(style.path(plots, stem), draw) for stem, draw in draws]
-    return run_jobs(jobs, worker, _weight)
-
-
-def _weight(job: Job) -> float:
-    stem = job[0].stem
-    return _WEIGHTS.get(stem, 0.85 if stem.startswith("scatter_") else 0.5)
+    with warnings.catch_warnings():
+        # one system or constant scores give singular axis limits; matplotlib copes and warns
+        warnings.simplefilter("ignore", UserWarning)
+        paths = [style.path(plots, stem) for stem, _ in draws]
+        return [path for path, (_, draw) in zip(paths, draws, strict=True) if drawn(path, draw)]

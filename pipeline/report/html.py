@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from paraeval.pipeline.files import atomic_write
-from paraeval.pipeline.report.plots import MARKS_NOTE, FigureStyle, figure_style
+from paraeval.pipeline.report.figures import figure_style
+from paraeval.pipeline.report.plots import MARKS_NOTE, FigureStyle
 
 if TYPE_CHECKING:
     from paraeval.pipeline.stages.evaluation import Evaluation

@@ -14,7 +14,6 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from paraeval.pipeline.stages.evaluation import Evaluation
 
 log = logging.getLogger(__name__)
 
@@ -62,16 +61,6 @@ class FigureStyle:
 
     def path(self, folder: Path, stem: str) -> Path:
         return folder / f"{stem}.{self.fmt}"
-
-
-def figure_style(ev: Evaluation) -> FigureStyle:
-    """The run's figure format and each output column's direction marks."""
-    if ev.aggregated is None:
-        raise RuntimeError("the evaluation has not been computed")
-    info = ev.aggregated.columns.items()
-    lower = frozenset(c for c, i in info if not i.higher_is_better)
-    source = frozenset(c for c, i in info if i.group == "diversity" or c.endswith("_src"))
-    return FigureStyle(ev.settings.report.format, lower, source)
 
 
 def averages_first(columns: Iterable[str]) -> list[str]:
