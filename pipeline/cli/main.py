@@ -201,8 +201,9 @@ _OUTPUT_DIR: list[Path] = []
 # A signal that lands in code an exception must not cut in two (SQLAlchemy between a flush and its
 # rollback can leave the store unusable for the cleanup that marks runs KILLED), or in code that
 # swallows exceptions (a weakref callback, a __del__: the run would exit 0), is raised a moment
-# later, once the main thread is back in code that unwinds cleanly.
-_UNSAFE_MODULES = ("sqlalchemy", "alembic", "mlflow.store")
+# later, once the main thread is back in code that unwinds cleanly. MLflow is named as a whole:
+# its store is an internal of it, reached only through its client.
+_UNSAFE_MODULES = ("sqlalchemy", "alembic", "mlflow")
 _SWALLOWING_MODULES = ("weakref",)
 _RETRY_S = 0.02
 
