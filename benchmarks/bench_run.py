@@ -10,6 +10,8 @@ All sides run in fresh processes one after the other in this run, on the same ro
 - with ``--baseline-python PY``: the same two runs by another installation of paraeval (for
   example the code before a change, installed in another virtual environment), interleaved with
   this one's (baseline cold, cold, baseline warm, warm), and the ratios.
+- paraeval, warm, with every figure drawn in the run's process (``report.parallel_figures=false``):
+  what drawing each figure aside, as soon as its tables exist, saves.
 - the plain script (:func:`plain_script`): per system, sacrebleu (BLEU and self-BLEU, sentence and
   corpus, against the references and the source, iBLEU combined from the two, chrF, TER), nltk
   (NIST, METEOR), rouge-score (ROUGE-1/2/L/Lsum), rouge-metric (ROUGE-W/S/SU, which rouge-score
@@ -348,6 +350,7 @@ WHAT = {
     "warm": "ParaBank-Eval, the whole default run, warm (the cold run's cache)",
 }
 SCRIPT = "the plain script: the libraries per system, scipy's point correlations"
+INLINE = "warm, figures in the run's process"
 BASELINE = "the code before (--baseline-python), interleaved"
 
 
@@ -368,6 +371,12 @@ def table_rows(
         for name, wall, cpu in anchors or [(None, None, None)]:
             rows.append(row("bench_run", f"{WHAT[state]}, wall", run["wall"], "s", name, wall))
             rows.append(row("bench_run", f"{WHAT[state]}, CPU", run["cpu"], "CPU-s", name, cpu))
+    if INLINE in runs:
+        what = f"{WHAT['warm']}, wall, each figure drawn aside as soon as its tables exist"
+        anchor = (
+            "the same run drawing every figure in its own process (report.parallel_figures=false)"
+        )
+        rows.append(row("bench_run", what, runs["warm"]["wall"], "s", anchor, runs[INLINE]["wall"]))
     return rows
 
 
@@ -408,6 +417,15 @@ def main() -> None:
         for label, python in sides:
             tag = f"{label}{state}".replace(" ", "-")
             runs[f"{label}{state}"] = paraeval_cli(python, work, data, tag, work / f"cache{label}")
+    # what drawing the figures aside saves: the warm run again, every figure drawn in its process
+    runs[INLINE] = paraeval_cli(
+        sys.executable,
+        work,
+        data,
+        "warm-inline",
+        work / "cache",
+        ("report.parallel_figures=false",),
+    )
     for name, run in runs.items():
         _stage_table(f"paraeval {name}", run)
     script = plain = None
@@ -429,6 +447,8 @@ def main() -> None:
             new, old = runs[state], runs[f"baseline {state}"]
             wall, cpu = new["wall"] / old["wall"], new["cpu"] / old["cpu"]
             print(f"  {state} / baseline {state}: {wall:5.2f}x wall, {cpu:5.2f}x CPU")
+    aside = runs["warm"]["wall"] / runs[INLINE]["wall"]
+    print(f"  warm, figures drawn aside / in the run's process: {aside:5.2f}x wall")
     cold = runs["cold"]["wall"]
     verdict = "MET" if cold <= TARGET_SECONDS else "NOT MET"
     print(f"  target paraeval cold <= {TARGET_SECONDS:g} s: {verdict} ({cold:.1f} s)")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+import signal
+
 
 class UserError(Exception):
     """A mistake in the user's input or configuration. Printed as one line, no traceback."""
@@ -25,9 +28,7 @@ class DataError(UserError):
         )
         prefix = ", ".join(part for part in where if part is not None)
         super().__init__(f"{prefix}: {message}" if prefix else message)
-        self.file = file
-        self.row = row
-        self.column = column
+        self.file, self.row, self.column = file, row, column
 
 
 class ConfigError(UserError):
@@ -46,14 +47,11 @@ class OutputError(UserError):
             f"cannot write {path} ({reason}){kept}; free space or choose another "
             "output folder (hydra.run.dir) and run again"
         )
-        self.path = path
-        self.errno = exc.errno
+        self.path, self.errno = path, exc.errno
 
 
 def not_allowed(where: str, name: str, kind: str, choices: list[str]) -> ConfigError:
     """The error for a ``_target_`` that is not on its allow-list (pipeline/targets.py)."""
-    import difflib
-
     near = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
     hint = f"did you mean '{near[0]}'? " if near else ""
     return ConfigError(
@@ -67,8 +65,6 @@ class Interrupted(BaseException):
     so that ``except Exception`` blocks let it through."""
 
     def __init__(self, signum: int) -> None:
-        import signal
-
         self.signum = signum
         self.name = signal.Signals(signum).name
         self.status = 128 + signum  # the shell's convention: 130 for SIGINT, 143 for SIGTERM
@@ -84,8 +80,6 @@ DEFERRED_SIGNALS: list[int] = []
 def raise_deferred() -> None:
     """Raise a deferred interrupt now, once: the retry timer is stopped and the signal taken."""
     if DEFERRED_SIGNALS:
-        import signal
-
         signal.setitimer(signal.ITIMER_REAL, 0)
         signum = DEFERRED_SIGNALS[0]
         DEFERRED_SIGNALS.clear()

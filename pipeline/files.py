@@ -14,6 +14,8 @@ import pandas as pd
 from paraeval.pipeline.errors import ConfigError, OutputError
 
 RUN_INFO = "run_info.json"
+PLOTS_DIR = "plots"
+REPORT_NAME = "report.html"
 
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
@@ -72,8 +74,9 @@ def check_writable(out_dir: Path, key: str = "hydra.run.dir", shown: str | None 
 
 
 def output_digest(out_dir: Path, salt: str = "") -> str:
-    """Hash of the output files' names and bytes (logs and ``run_info.json`` are not results)
-    and ``salt`` (the run's id: two runs with identical outputs stay two runs)."""
+    """Hash of the output tables' names and bytes and ``salt`` (the run's id: two runs with
+    identical outputs stay two runs). Logs and ``run_info.json`` are not results; the figures
+    and ``report.html`` are drawn from the tables, and may still be in the works."""
     h = hashlib.blake2b(digest_size=16)
     h.update(salt.encode("utf-8") + b"\x1f")
     root = Path(out_dir)
@@ -81,7 +84,7 @@ def output_digest(out_dir: Path, salt: str = "") -> str:
         p
         for p in root.rglob("*")
         if p.is_file()
-        and p.name != RUN_INFO
+        and p.relative_to(root).parts[0] not in (PLOTS_DIR, REPORT_NAME, RUN_INFO)
         and p.suffix != ".log"
         and not p.name.startswith(".paraeval")
         and not p.name.endswith(".tmp")

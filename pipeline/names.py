@@ -1,9 +1,7 @@
-"""The one sanitizer for names and text that come from data.
-
-Data can be hostile or merely odd (``human_/../../X`` as a column name, an ESC sequence in a
-system name): before such a string becomes part of a file name or an MLflow key it passes through
-:func:`slug`, and before it reaches the terminal or a log line through :func:`show`.
-"""
+"""The one sanitizer for names and text from data, which can be hostile or merely odd
+(``human_/../../X`` as a column name, an ESC sequence in a system name): such a string passes
+through :func:`slug` before it becomes part of a file name or an MLflow key, and through
+:func:`show` before it reaches the terminal or a log line."""
 
 from __future__ import annotations
 
@@ -35,8 +33,7 @@ def slug(name: object, max_len: int = MAX_PART) -> str:
 def show(text: object, keep_newlines: bool = False) -> str:
     """``text`` with control characters escaped (``\\x1b``, ``\\u202e``); tabs are kept, and
     newlines where ``keep_newlines`` (a multi-line table or log message)."""
-    pattern = _CONTROL_NO_NL if keep_newlines else _CONTROL
-    return pattern.sub(_escape, str(text))
+    return (_CONTROL_NO_NL if keep_newlines else _CONTROL).sub(_escape, str(text))
 
 
 def _escape(match: re.Match[str]) -> str:

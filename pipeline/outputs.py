@@ -6,28 +6,62 @@ both, for the command line and the Python API, which write the same folder.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from paraeval.pipeline.report.figures import write_figures
+from paraeval.pipeline.report.figures import Figures
 from paraeval.pipeline.report.html import write_html
 from paraeval.pipeline.stages.evaluation import Evaluation, write_tables
-from paraeval.pipeline.terminal import Status
 
 
-def write_outputs(
-    ev: Evaluation,
-    out_dir: str | Path,
-    status: Status | None = None,
-) -> Path:
-    """Every output file, figure and ``report.html`` of ``ev`` into ``out_dir``; ``status``
-    tells the terminal which part is being written."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    status = status if status is not None else Status(enabled=False)
-    with status.stage("write tables"):
-        write_tables(ev, out)
-    with status.stage("figures"):
-        write_figures(ev, out)
-    with status.stage("report page"):
-        write_html(ev, out)
-    return out
+def write_outputs(ev: Evaluation, out_dir: str | Path) -> Path:
+    """Every output file, figure and ``report.html`` of ``ev`` into ``out_dir``."""
+    with writing_outputs(out_dir, ev.settings.report.parallel_figures) as outputs:
+        outputs.write_tables(ev)
+    return outputs.out
+
+
+class Outputs:
+    """The output folder of an evaluation being computed: :meth:`draw_ready` after each stage
+    starts the figures whose tables exist (:class:`~paraeval.pipeline.report.figures.Figures`),
+    :meth:`write_tables` writes the tables, :meth:`finish` waits for the figures and writes
+    ``report.html`` (a tracker calls it before it logs the folder)."""
+
+    def __init__(self, out_dir: str | Path, parallel_figures: bool = True) -> None:
+        self.out = Path(out_dir)
+        self.figures = Figures(self.out, parallel_figures)
+        self.written: Evaluation | None = None  # the evaluation whose tables are written
+        self.finished = False
+
+    def draw_ready(self, ev: Evaluation) -> None:
+        self.figures.start_ready(ev)
+
+    def write_tables(self, ev: Evaluation) -> None:
+        write_tables(ev, self.out)
+        self.written = ev
+        self.figures.start_ready(ev)
+
+    def finish(self) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        self.figures.wait()
+        if self.written is not None:
+            write_html(self.written, self.out)
+
+
+@contextmanager
+def writing_outputs(out_dir: str | Path, parallel_figures: bool = True) -> Iterator[Outputs]:
+    """An :class:`Outputs`, finished on the way out whatever the block did (a failed logging
+    loses no output); an interrupt stops the figures instead."""
+    outputs = Outputs(out_dir, parallel_figures)
+    try:
+        yield outputs
+    except Exception:
+        outputs.finish()
+        raise
+    except BaseException:
+        outputs.figures.stop()
+        raise
+    outputs.finish()

@@ -16,11 +16,8 @@ from paraeval.pipeline.names import show
 WIDTH = 100
 # a stage that ends sooner than this gets no status line of its own
 STATUS_AFTER_S = 1.0
-
-
-def printable(text: object) -> str:
-    """Text from data for the terminal, escaped by :func:`paraeval.pipeline.names.show`."""
-    return show(text)
+# text from data for the terminal, control characters escaped
+printable = show
 
 
 class TerminalFormatter(logging.Formatter):
@@ -28,12 +25,10 @@ class TerminalFormatter(logging.Formatter):
     the log file keeps the full record with its time and logger."""
 
     def format(self, record: logging.LogRecord) -> str:
-        level = record.levelname.lower()
-        message = printable(record.getMessage())
         return textwrap.fill(
-            message,
+            printable(record.getMessage()),
             width=WIDTH,
-            initial_indent=f"paraeval: {level}: ",
+            initial_indent=f"paraeval: {record.levelname.lower()}: ",
             subsequent_indent="  ",
             break_on_hyphens=False,
             break_long_words=False,

@@ -178,9 +178,7 @@ def violations(source: str, filename: str = "<string>") -> Iterator[tuple[int, s
                     yield node.lineno, f"{name}({'.'.join(chain)}, ...): patches a dependency"
         elif isinstance(node, ast.ClassDef):
             # overriding a dependency's private method patches it for every caller
-            subclasses = any(
-                (chain := _chain(base)) and chain[0] in aliases for base in node.bases
-            )
+            subclasses = any((chain := _chain(base)) and chain[0] in aliases for base in node.bases)
             for item in node.body if subclasses else ():
                 if (
                     isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)

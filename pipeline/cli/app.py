@@ -15,7 +15,7 @@ from paraeval.pipeline.api import Evaluation
 from paraeval.pipeline.config.settings import Settings, check_table
 from paraeval.pipeline.errors import raise_deferred
 from paraeval.pipeline.files import check_writable
-from paraeval.pipeline.outputs import write_outputs
+from paraeval.pipeline.outputs import writing_outputs
 from paraeval.pipeline.report import summary as report
 from paraeval.pipeline.stages.evaluation import compute
 
@@ -38,12 +38,17 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
         table["item_id"].nunique(),
         table["system"].nunique(),
     )
-    ev = Evaluation.of(compute(table, settings, status=status, started_at=started))
-    # the tables, then the figures and the page drawn from them, before tracking, so that the
-    # output folder is complete when it is logged
-    write_outputs(ev, out, status)
-    with status.stage("log to MLflow"):
-        logged = settings.tracker.log_evaluation(ev, out, overrides or [])
+    # each figure is drawn aside as soon as its tables exist; the tracker waits for them
+    # (``finish``) before it logs the output folder
+    with writing_outputs(out, settings.report.parallel_figures) as outputs:
+        computed = compute(
+            table, settings, status=status, started_at=started, after_stage=outputs.draw_ready
+        )
+        ev = Evaluation.of(computed)
+        with status.stage("write tables"):
+            outputs.write_tables(ev)
+        with status.stage("figures, page, MLflow"):
+            logged = settings.tracker.log_evaluation(ev, out, overrides or [], outputs.finish)
     # an interrupt deferred while the store was writing, if no checkpoint took it
     raise_deferred()
     run_id, uri = (logged.run_id, logged.uri) if logged else (None, None)

@@ -1,8 +1,6 @@
-"""Command line entry: ``paraeval [overrides]``, a thin ``@hydra.main`` over :func:`app.run`.
-
-User mistakes end with one line on stderr and exit code 2, never a traceback; a run whose outputs
-are written but not logged exits 3 after its warning line (in a multirun, after every job).
-"""
+"""Command line entry: ``paraeval [overrides]``, a thin ``@hydra.main`` over :func:`app.run`. User
+mistakes end with one line on stderr and exit code 2, never a traceback; a run whose outputs are
+written but not logged exits 3 after its warning line (in a multirun, after every job)."""
 
 from __future__ import annotations
 
@@ -26,6 +24,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from paraeval import __version__
 from paraeval.pipeline.config.compose import config_dir
 from paraeval.pipeline.errors import DEFERRED_SIGNALS, ConfigError, Interrupted, raise_deferred
 from paraeval.pipeline.names import escape_log_output, escape_warnings, show
@@ -64,15 +63,11 @@ def user_config_dirs(argv: list[str]) -> list[Path]:
 def _overrides(argv: list[str]) -> list[str]:
     """The Hydra overrides of ``argv`` (flags and their values left out)."""
     out: list[str] = []
-    skip = False
-    for arg in argv:
-        if skip:
-            skip = False
-            continue
+    args = iter(argv)
+    for arg in args:
         if arg in ("--config-dir", "-cd", "--config-name", "-cn", "--config-path", "-cp"):
-            skip = True
-            continue
-        if not arg.startswith("-") and "=" in arg:
+            next(args, None)  # the flag's value
+        elif not arg.startswith("-") and "=" in arg:
             out.append(arg)
     return out
 
@@ -86,8 +81,7 @@ def check_group_overrides(argv: list[str], conf: Path) -> None:
         if key not in GROUPS or value in ("", "null"):
             continue
         options = {p.stem for folder in folders for p in (folder / key).glob("*.yaml")}
-        chosen = [v.strip() for v in value.strip("[]").split(",") if v.strip()]
-        for choice in chosen:
+        for choice in [v.strip() for v in value.strip("[]").split(",") if v.strip()]:
             if choice not in options and "/" not in choice and "$" not in choice:
                 _fail(f"unknown {key} option '{choice}' in '{arg}'; choose from {sorted(options)}")
 
@@ -95,10 +89,9 @@ def check_group_overrides(argv: list[str], conf: Path) -> None:
 def check_override_keys(argv: list[str], conf: Path) -> None:
     """A setting that does not exist (``metrics.ibleu.alhpa=0.5``) as one line naming the nearest
     valid key (Hydra would suggest adding it with ``+``)."""
-    overrides = _overrides(argv)
+    overrides = [(arg, arg.partition("=")[0]) for arg in _overrides(argv)]
     plain = []
-    for arg in overrides:
-        key = arg.partition("=")[0]
+    for arg, key in overrides:
         special = key.startswith(("+", "~")) or "/" in key or "@" in key or key in GROUPS
         if not special and key.split(".")[0] != "hydra":
             plain.append((arg, key))
@@ -107,11 +100,7 @@ def check_override_keys(argv: list[str], conf: Path) -> None:
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    selections = [
-        a
-        for a in overrides
-        if a.partition("=")[0].lstrip("+~") in GROUPS or "/" in a.partition("=")[0]
-    ]
+    selections = [arg for arg, key in overrides if key.lstrip("+~") in GROUPS or "/" in key]
     searchpath = [f"file://{d.resolve()}" for d in user_config_dirs(argv)]
     if searchpath:
         selections.append(f"hydra.searchpath=[{','.join(searchpath)}]")
@@ -264,11 +253,10 @@ def _interrupted(exc: BaseException) -> None:
 
 
 def main() -> None:
-    argv = sys.argv[1:]
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
     try:
-        _main(argv)
+        _main(sys.argv[1:])
     except (KeyboardInterrupt, Interrupted) as exc:
         _interrupted(exc)
 
@@ -277,8 +265,6 @@ def _main(argv: list[str]) -> None:
     # a log line that cannot be written (disk full) must not print a traceback per line
     logging.raiseExceptions = False
     if argv[:1] in (["--version"], ["-V"]):
-        from paraeval import __version__
-
         print(f"paraeval {__version__}")
         return
     if not any(a in ("--help", "-h", "--hydra-help", "--info", "--cfg", "-c") for a in argv):

@@ -1,13 +1,11 @@
 """``paraeval-log OUTPUT_DIR``: log a finished output directory to MLflow later (a run whose
-server was unreachable, or that ran with ``tracking=none`` or offline).
-
-The run is rebuilt from ``run_info.json`` and the output files, so it is logged as it would have
-been at the time. Idempotent: a directory whose content is already logged is reported, and runs an
-interrupted logging left unfinished are closed, soft-deleted and named in ``paraeval.replaces``.
+server was unreachable, or that ran with ``tracking=none`` or offline). The run is rebuilt from
+``run_info.json`` and the output files, so it is logged as it would have been at the time.
+Idempotent: a directory whose content is already logged is reported, and runs an interrupted
+logging left unfinished are closed, soft-deleted and named in ``paraeval.replaces``.
 
 Exit codes: 0 logged or already logged; 1 the server is unreachable or logging failed; 2 not a
-paraeval output directory or bad arguments.
-"""
+paraeval output directory or bad arguments."""
 
 from __future__ import annotations
 
@@ -28,24 +26,6 @@ from paraeval.pipeline.tracking.store import TrackingUnavailable
 from paraeval.pipeline.tracking.trackers import MLflowTracker, first_line
 
 PROG = "paraeval-log"
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=PROG,
-        description="Log finished paraeval output directories to MLflow (idempotent).",
-    )
-    p.add_argument("output_dirs", nargs="+", metavar="OUTPUT_DIR", type=Path)
-    p.add_argument(
-        "--tracking-uri",
-        help="MLflow tracking URI (default: the one the run was configured with)",
-    )
-    p.add_argument(
-        "--store-dir",
-        help="folder of an embedded SQLite store (sqlite:///<dir>/mlflow.db), instead of a URI",
-    )
-    p.add_argument("--experiment", help="experiment name (default: the run's)")
-    return p
 
 
 def relog(
@@ -70,7 +50,19 @@ def relog(
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    p = argparse.ArgumentParser(
+        prog=PROG, description="Log finished paraeval output directories to MLflow (idempotent)."
+    )
+    p.add_argument("output_dirs", nargs="+", metavar="OUTPUT_DIR", type=Path)
+    p.add_argument(
+        "--tracking-uri", help="MLflow tracking URI (default: the one the run was configured with)"
+    )
+    p.add_argument(
+        "--store-dir",
+        help="folder of an embedded SQLite store (sqlite:///<dir>/mlflow.db), instead of a URI",
+    )
+    p.add_argument("--experiment", help="experiment name (default: the run's)")
+    args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
     status = 0
     for out_dir in args.output_dirs:

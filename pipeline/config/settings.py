@@ -1,13 +1,12 @@
-"""The composed Hydra config turned into typed, checked settings, once, before any work.
-
-The only module that reads the config tree. Every value comes from ``conf/``: nothing here has a
-default of its own, so a missing key is a broken configuration, not a silent fallback.
-"""
+"""The composed Hydra config turned into typed, checked settings, once, before any work; the only
+module that reads the config tree. Every value comes from ``conf/``: nothing here has a default
+of its own, so a missing key is a broken configuration, not a silent fallback."""
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -53,6 +52,7 @@ class ReportSettings:
     max_rows: int
     progress: bool
     format: str  # figure file format: png | pdf | svg
+    parallel_figures: bool = True  # each drawn in a forked process as soon as its tables exist
 
 
 @dataclass(frozen=True)
@@ -122,11 +122,9 @@ def _missing(cfg: Any, prefix: str = "") -> list[str]:
     """The keys whose value is ``???``, in order, found without resolving anything
     (``OmegaConf.missing_keys`` fails on an interpolation that leads to a missing value)."""
     found: list[str] = []
-    keys = range(len(cfg)) if isinstance(cfg, ListConfig) else list(cfg.keys())
-    for key in keys:
-        name = (
-            f"{prefix}[{key}]" if isinstance(key, int) else f"{prefix}{'.' if prefix else ''}{key}"
-        )
+    dot = "." if prefix else ""
+    for key in range(len(cfg)) if isinstance(cfg, ListConfig) else list(cfg.keys()):
+        name = f"{prefix}[{key}]" if isinstance(key, int) else f"{prefix}{dot}{key}"
         if OmegaConf.is_interpolation(cfg, key):
             continue
         if OmegaConf.is_missing(cfg, key):
@@ -162,12 +160,10 @@ def _normalizer(node: Node) -> Normalizer:
 
 
 def _integer(value: object, key: str) -> int:
-    if isinstance(value, bool):
-        raise ConfigError(f"{key} must be an integer, got '{value}'")
-    try:
-        return int(value)  # type: ignore[call-overload, no-any-return]
-    except (TypeError, ValueError):
-        raise ConfigError(f"{key} must be an integer, got '{value}'") from None
+    with suppress(TypeError, ValueError):
+        if not isinstance(value, bool):
+            return int(value)  # type: ignore[call-overload, no-any-return]
+    raise ConfigError(f"{key} must be an integer, got '{value}'")
 
 
 def _bool(value: object, key: str) -> bool:
@@ -205,29 +201,23 @@ TOP_LEVEL = (
     "report",
     "allow_external_metrics",
 )
-REPORT_KEYS = ("print_tables", "max_rows", "progress", "format")
+REPORT_KEYS = ("print_tables", "max_rows", "progress", "format", "parallel_figures")
 CACHE_KEYS = ("enabled", "dir")
 
 
 def _report(node: Node) -> ReportSettings:
+    from paraeval.pipeline.report.plots import FORMATS
+
     _check_keys(node, REPORT_KEYS, "report")
     max_rows = _integer(node["max_rows"], "report.max_rows")
     if max_rows < 1:
         raise ConfigError(f"report.max_rows must be a positive integer, got {max_rows}")
-    return ReportSettings(
-        print_tables=_bool(node["print_tables"], "report.print_tables"),
-        max_rows=max_rows,
-        progress=_bool(node["progress"], "report.progress"),
-        format=_figure_format(node["format"]),
-    )
-
-
-def _figure_format(value: object) -> str:
-    from paraeval.pipeline.report.plots import FORMATS
-
-    if value not in FORMATS:
-        raise ConfigError(f"report.format must be one of {list(FORMATS)}, got '{value}'")
-    return str(value)
+    print_tables = _bool(node["print_tables"], "report.print_tables")
+    progress = _bool(node["progress"], "report.progress")
+    if node["format"] not in FORMATS:
+        raise ConfigError(f"report.format must be one of {list(FORMATS)}, got '{node['format']}'")
+    parallel = _bool(node.get("parallel_figures", True), "report.parallel_figures")
+    return ReportSettings(print_tables, max_rows, progress, str(node["format"]), parallel)
 
 
 def _cache(tree: Mapping[str, object]) -> Node | None:

@@ -1,11 +1,8 @@
-"""The one allow-list of what a config's ``_target_`` may name.
-
-A config must never make a run import or call arbitrary code
-(``paraeval.pipeline.data.load.pd.read_pickle`` starts with a loader module's name), so every
-``_target_`` is looked up by its exact name in its group's table, built from paraeval's own
-registries (:func:`allowed`); a metric class from elsewhere needs ``allow_external_metrics=true``.
-Any other name is a :class:`ConfigError` before anything is imported.
-"""
+"""The one allow-list of what a config's ``_target_`` may name. A config must never make a run
+import or call arbitrary code (``paraeval.pipeline.data.load.pd.read_pickle`` starts with a loader
+module's name), so every ``_target_`` is looked up by its exact name in its group's table, built
+from paraeval's own registries (:func:`allowed`); a metric class from elsewhere needs
+``allow_external_metrics=true``. Any other name is a :class:`ConfigError` before any import."""
 
 from __future__ import annotations
 

@@ -34,11 +34,9 @@ def human_report(segments: pd.DataFrame) -> pd.DataFrame:
     for aspect in aspects:
         counts = f"n_{aspect}"
         column = segments[aspect].to_numpy(dtype=float)
-        ones = (
-            (segments[counts] == 1).fillna(False).to_numpy(dtype=bool)
-            if counts in segments
-            else None
-        )
+        ones: np.ndarray | None = None
+        if counts in segments:
+            ones = (segments[counts] == 1).fillna(False).to_numpy(dtype=bool)
         for group, at in groups:
             values = column[at]
             rated = values[np.isfinite(values)]
@@ -46,19 +44,10 @@ def human_report(segments: pd.DataFrame) -> pd.DataFrame:
             single = int(ones[at].sum()) if ones is not None else 0
             coverage = n_rated / n_items if n_items else float("nan")
             constant = bool(n_rated > 0 and np.ptp(rated) == 0)
-            rows.append(
-                {
-                    "aspect": aspect,
-                    "system": system,
-                    "n_items": n_items,
-                    "n_rated": n_rated,
-                    "coverage": coverage,
-                    "n_single_rating": single,
-                    "mean": float(rated.mean()) if n_rated else float("nan"),
-                    "sd": float(rated.std(ddof=0)) if n_rated else float("nan"),
-                    "constant": constant,
-                }
-            )
+            mean = float(rated.mean()) if n_rated else float("nan")
+            sd = float(rated.std(ddof=0)) if n_rated else float("nan")
+            # in the order of REPORT_COLUMNS
+            rows.append((aspect, system, n_items, n_rated, coverage, single, mean, sd, constant))
             if system == "(all)" and coverage < 1:
                 log.warning(
                     "%s: %d of %d rows have no rating (left out of its correlations)",

@@ -1,10 +1,7 @@
-"""Load stage: files -> the tidy (item, system) table of DESIGN.md.
-
-Where the rest of paraeval finds data loading; the work is done by :mod:`.readers` (files and
-formats), :mod:`.validate` (the tidy table, its checks and per-annotator aggregation) and
-:mod:`.loaders`. A data config's ``_target_`` names a loader here (:data:`LOADERS`); files are
-read every time, nothing is kept between runs.
-"""
+"""Load stage: files -> the tidy (item, system) table of DESIGN.md. Where the rest of paraeval
+finds data loading; the work is done by :mod:`.readers` (files and formats), :mod:`.validate` (the
+tidy table, its checks and per-annotator aggregation) and :mod:`.loaders`. A data config's
+``_target_`` names a loader here (:data:`LOADERS`); files are read every run, nothing is kept."""
 
 from __future__ import annotations
 
@@ -23,7 +20,7 @@ from paraeval.pipeline.data.loaders import (
     load_text,
 )
 from paraeval.pipeline.data.readers import read_table
-from paraeval.pipeline.data.validate import HUMAN_PREFIX, in_order, row_groups
+from paraeval.pipeline.data.validate import HUMAN_PREFIX, in_order, origin_error, row_groups
 from paraeval.pipeline.errors import ConfigError
 
 __all__ = [
@@ -38,6 +35,7 @@ __all__ = [
     "load_stsb",
     "load_table",
     "load_text",
+    "origin_error",
     "read_table",
     "row_groups",
 ]

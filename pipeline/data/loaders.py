@@ -31,10 +31,9 @@ def load_table(
     name: str = "table",
 ) -> pd.DataFrame:
     """A long table with a column mapping (see conf/data/table.yaml)."""
-    file = str(path)
     raw = read_table(path, format)
     offset = READERS[detect_format(Path(path), format)].first_row
-    return tidy_table(raw, file, offset, columns, human, annotator, aggregate, name)
+    return tidy_table(raw, str(path), offset, columns, human, annotator, aggregate, name)
 
 
 def load_frame(
@@ -87,17 +86,15 @@ def load_text(
                 raise ConfigError(
                     f"data.human.{aspect} names system '{system}' not in data.systems"
                 )
-            lines = aligned(path, f"data.human.{aspect}.{system}")
             human_scores[col][system] = [
-                to_score(v, file=path, row=i + 1, column=col, nan_text=nan_text)
-                for i, v in enumerate(lines)
+                to_score(v, file=path, row=i, column=col, nan_text=nan_text)
+                for i, v in enumerate(aligned(path, f"data.human.{aspect}.{system}"), start=1)
             ]
     warn_nan_text(nan_text)
     records = []
     width = len(str(n))
     for system, path in systems.items():
-        lines = aligned(path, f"data.systems.{system}")
-        for i, cand in enumerate(lines):
+        for i, cand in enumerate(aligned(path, f"data.systems.{system}")):
             rec: dict[str, Any] = {
                 "item_id": str(i + 1).zfill(width),
                 "system": str(system),
@@ -123,7 +120,6 @@ def load_demo(name: str = "demo") -> pd.DataFrame:
     return load_table(str(demo_path()), name=name)
 
 
-# --------------------------------------------------------------------------- real research data
 def _shared_dir(path: str, name: str) -> Path:
     p = Path(path).expanduser()
     if not p.is_dir():
@@ -142,41 +138,34 @@ def load_parabank(
     max_items: int | None = None,
     name: str = "parabank",
 ) -> pd.DataFrame:
-    """ParaBank-Eval (Hu et al. 2019): 400 sources, 36 systems, per-worker ratings.
-
-    A candidate of several systems (``sys_id`` lists them) counts for each. Per-worker
-    ``human_score`` (meaning, 0-100) and ``gm`` (grammaticality, 0-2) become ``human_meaning``
-    and ``human_grammaticality``. There are no references: ``references: source`` scores against
-    the source, ``none`` leaves them empty. ``max_items`` keeps the first N sources of ref.tsv.
-    """
+    """ParaBank-Eval (Hu et al. 2019): 400 sources, 36 systems, per-worker ratings. A candidate
+    of several systems (``sys_id`` lists them) counts for each. Per-worker ``human_score``
+    (meaning, 0-100) and ``gm`` (grammaticality, 0-2) become ``human_meaning`` and
+    ``human_grammaticality``. There are no references: ``references: source`` scores against the
+    source, ``none`` leaves them empty. ``max_items`` keeps the first N sources of ref.tsv."""
     folder = _shared_dir(path, "ParaBank-Eval")
-    ref_file = folder / "ref.tsv"
-    cand_file = folder / "candidates.tsv"
+    ref_file, cand_file = str(folder / "ref.tsv"), str(folder / "candidates.tsv")
     refs = read_table(ref_file, "tsv")
     cands = read_table(cand_file, "tsv")
     cand_cols = ["worker_id_anon", "ref_id", "sys_id", "candidate", "human_score", "gm"]
     for df, file, cols in ((refs, ref_file, ["ref_id", "ref_sent"]), (cands, cand_file, cand_cols)):
         for col in cols:
             if col not in df.columns:
-                raise DataError(f"column '{col}' not found", file=str(file), column=col)
+                raise DataError(f"column '{col}' not found", file=file, column=col)
     if max_items is not None:
         refs = refs.head(int(max_items))
     source_of = dict(zip(refs["ref_id"], refs["ref_sent"], strict=True))
     records = []
-    for i, rec in enumerate(cands.to_dict("records")):
-        row = i + 2
+    for row, rec in enumerate(cands.to_dict("records"), start=2):
         ref_id = rec["ref_id"]
-        if max_items is not None and ref_id not in source_of:
-            continue
         if ref_id not in source_of:
+            if max_items is not None:
+                continue
             raise DataError(
-                f"ref_id '{ref_id}' is not in ref.tsv",
-                file=str(cand_file),
-                row=row,
-                column="ref_id",
+                f"ref_id '{ref_id}' is not in ref.tsv", file=cand_file, row=row, column="ref_id"
             )
-        meaning = to_score(rec["human_score"], file=str(cand_file), row=row, column="human_score")
-        gm = to_score(rec["gm"], file=str(cand_file), row=row, column="gm")
+        meaning = to_score(rec["human_score"], file=cand_file, row=row, column="human_score")
+        gm = to_score(rec["gm"], file=cand_file, row=row, column="gm")
         for system in str(rec["sys_id"]).split():
             records.append(
                 {
@@ -202,15 +191,11 @@ def load_parabank(
     else:
         raise ConfigError(f"data.references must be 'source' or 'none', got '{references}'")
     df["item_id"] = df["item_id"].str.zfill(3)
-    df.attrs.update(data_files=[str(ref_file), str(cand_file)], data_name=name)
-    return validate(df, str(cand_file))
+    df.attrs.update(data_files=[ref_file, cand_file], data_name=name)
+    return validate(df, cand_file)
 
 
-def load_stsb(
-    path: str,
-    split: str = "test",
-    name: str = "stsb",
-) -> pd.DataFrame:
+def load_stsb(path: str, split: str = "test", name: str = "stsb") -> pd.DataFrame:
     """STS Benchmark: sentence1 is the source and reference, sentence2 the candidate of the one
     system ``stsb``, the 0-5 score ``human_similarity`` (segment-level correlation only)."""
     folder = _shared_dir(path, "STS Benchmark")
@@ -224,7 +209,6 @@ def load_stsb(
             raise DataError(
                 f"expected 7 tab-separated fields, found {len(parts)}", file=str(file), row=i
             )
-        score = to_score(parts[4], file=str(file), row=i, column="score")
         records.append(
             {
                 "item_id": f"{split}-{i:05d}",
@@ -232,7 +216,7 @@ def load_stsb(
                 "source": parts[5],
                 "references": [parts[5]],
                 "candidate": parts[6],
-                "human_similarity": score,
+                "human_similarity": to_score(parts[4], file=str(file), row=i, column="score"),
                 "origin": f"{file}:{i}",
             }
         )

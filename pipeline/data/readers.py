@@ -20,8 +20,7 @@ Quoting = Literal[0, 1, 2, 3]
 
 def _column_at(raw: bytes, offset: int, sep: bytes) -> str | None:
     """The header name of the field holding byte ``offset`` (quoted separators aside)."""
-    start = raw.rfind(b"\n", 0, offset) + 1
-    index = raw[start:offset].count(sep)
+    index = raw[raw.rfind(b"\n", 0, offset) + 1 : offset].count(sep)
     header = raw.split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("\r").split(sep.decode())
     return header[index].strip('"') if index < len(header) else None
 
@@ -39,19 +38,18 @@ def _read_text(path: Path, label: str, sep: str | None = None) -> str:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
-        column = _column_at(raw, exc.start, sep.encode()) if sep and line > 1 else None
         raise DataError(
             f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
             "re-save the file as UTF-8",
             file=str(path),
             row=line,
-            column=column,
+            column=_column_at(raw, exc.start, sep.encode()) if sep and line > 1 else None,
         ) from None
     return text[1:] if text.startswith("\ufeff") else text
 
 
-def read_text_lines(path: Path, label: str, sep: str | None = None) -> list[str]:
-    lines = _read_text(path, label, sep).split("\n")
+def read_text_lines(path: Path, label: str) -> list[str]:
+    lines = _read_text(path, label).split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     return [ln.rstrip("\r") for ln in lines]
@@ -84,25 +82,21 @@ def _check_fields(text: str, p: Path, sep: str, quoting: Quoting) -> None:
     header = next(reader, None)
     if not header:
         return
-    seen: dict[str, int] = {}
     for index, name in enumerate(header):
-        if name in seen:
+        if name in header[:index]:
             raise DataError(
-                f"the header names column '{name}' twice (fields {seen[name] + 1} and "
+                f"the header names column '{name}' twice (fields {header.index(name) + 1} and "
                 f"{index + 1}); rename one",
                 file=str(p),
                 row=1,
                 column=name,
             )
-        seen[name] = index
     for record in reader:
         if record and len(record) < len(header):
-            hint = (
-                "; a line break inside a quoted field? TSV is read without quotes, so each row "
-                "must be on one line"
-                if quoting == csv.QUOTE_NONE
-                else ""
-            )
+            hint = ""
+            if quoting == csv.QUOTE_NONE:
+                hint = "; a line break inside a quoted field? TSV is read without quotes, so each "
+                hint += "row must be on one line"
             raise DataError(
                 f"{len(record)} field{'s' if len(record) != 1 else ''} but the header has "
                 f"{len(header)}{hint}",
@@ -178,8 +172,6 @@ def read_table(path: str | Path, fmt: str | None = None) -> pd.DataFrame:
     kind = detect_format(p, fmt)
     try:
         return READERS[kind].read(p)
-    except DataError:
-        raise
     except pd.errors.ParserError as exc:
         raise DataError(f"cannot parse {kind.upper()}: {str(exc).strip()}", file=str(p)) from None
     except (OSError, ValueError) as exc:

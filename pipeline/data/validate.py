@@ -42,11 +42,8 @@ def row_groups(values: pd.Series) -> list[tuple[Any, np.ndarray]]:
     return [(u, order[bounds[k] : bounds[k + 1]]) for k, u in enumerate(uniques.tolist())]
 
 
-# --------------------------------------------------------------------------- cell conversion
 def _is_missing(value: Any) -> bool:
-    if value is None or value is ABSENT:
-        return True
-    if isinstance(value, float) and math.isnan(value):
+    if value is None or value is ABSENT or (isinstance(value, float) and math.isnan(value)):
         return True
     return isinstance(value, str) and value.strip() == ""
 
@@ -100,12 +97,7 @@ def _to_refs(value: Any, *, file: str, row: int, column: str) -> list[str]:
 
 
 def to_score(
-    value: Any,
-    *,
-    file: str,
-    row: int,
-    column: str,
-    nan_text: dict[str, list[str]] | None = None,
+    value: Any, *, file: str, row: int, column: str, nan_text: dict[str, list[str]] | None = None
 ) -> float:
     if _is_missing(value):
         return float("nan")
@@ -141,40 +133,36 @@ def warn_nan_text(nan_text: dict[str, list[str]]) -> None:
         )
 
 
-# --------------------------------------------------------------------------- validation
 def validate(df: pd.DataFrame, file: str) -> pd.DataFrame:
     """Checks shared by every loader; returns the table sorted by (item, system)."""
     dup = df.duplicated(subset=["item_id", "system"], keep=False)
     if dup.any():
-        rows = df.loc[dup, ["item_id", "system", "origin"]].head(2)
-        first, second = rows.iloc[0], rows.iloc[1]
-        raise DataError(
+        first, second = (row for _, row in df.loc[dup].head(2).iterrows())
+        raise origin_error(
             f"duplicate (item_id, system) = ({first.item_id}, {first.system}) also at "
             f"{second.origin}; keep one row per item and system, or set data.annotator for "
             "per-annotator ratings",
-            file=file,
-            row=_row_of(first.origin),
-            column="item_id",
+            first.origin,
+            "item_id",
+            file,
         )
     _check_item_spellings(df, file)
     sources = df.groupby("item_id", sort=False)["source"].nunique()
     bad = sources[sources > 1]
     if len(bad):
         item = bad.index[0]
-        origin = df.loc[df.item_id == item, "origin"].iloc[1]
-        raise DataError(
+        raise origin_error(
             f"item '{item}' has different source sentences in different rows",
-            file=file,
-            row=_row_of(origin),
-            column="source",
+            df.loc[df.item_id == item, "origin"].iloc[1],
+            "source",
+            file,
         )
     empty = df["candidate"].str.strip() == ""
     if empty.any():
-        per_system = df.loc[empty, "system"].value_counts().to_dict()
         log.warning(
             "%d empty or whitespace-only candidates (scored as given): %s",
             int(empty.sum()),
-            per_system,
+            df.loc[empty, "system"].value_counts().to_dict(),
         )
     if df.empty:
         raise DataError("no rows to evaluate", file=file)
@@ -186,29 +174,26 @@ def _check_item_spellings(df: pd.DataFrame, file: str) -> None:
     dropped the zeros) would be two items."""
     ids = pd.Series(df["item_id"].unique())
     numeric = ids[ids.str.fullmatch(r"[0-9]+")]
-    if numeric.empty:
-        return
     canonical = numeric.str.lstrip("0").replace("", "0")
     clashes = canonical[canonical.duplicated(keep=False)]
     if clashes.empty:
         return
-    spellings = list(numeric[canonical == clashes.iloc[0]])  # in the order of the rows
-    first, second = spellings[0], spellings[1]
+    first, second = list(numeric[canonical == clashes.iloc[0]])[:2]  # in the order of the rows
     origin = {i: df.loc[df.item_id == i, "origin"].iloc[0] for i in (first, second)}
-    raise DataError(
+    raise origin_error(
         f"item ids '{first}' ({origin[first]}) and '{second}' ({origin[second]}) differ only in "
         "leading zeros and would be two items; write every id the same way",
-        file=origin[second].rsplit(":", 1)[0],
-        row=_row_of(origin[second]),
-        column="item_id",
+        origin[second],
+        "item_id",
     )
 
 
-def _row_of(origin: str) -> int | None:
-    try:
-        return int(origin.rsplit(":", 1)[1])
-    except (IndexError, ValueError):
-        return None
+def origin_error(message: str, origin: object, column: str, file: str | None = None) -> DataError:
+    """The error at the row a tidy table's ``origin`` (``file:row``) names; ``file``: another."""
+    name, _, row = str(origin).rpartition(":")
+    return DataError(
+        message, file=file or name or None, row=int(row) if row.isdigit() else None, column=column
+    )
 
 
 def _check_annotator_rows(
@@ -223,16 +208,13 @@ def _check_annotator_rows(
         first = rows_of.loc[twice].iloc[0]
         same = (rows_of[[*keys, annotator]] == first[[*keys, annotator]]).all(axis=1)
         second = rows_of.loc[same].iloc[1]
-        raise DataError(
+        raise origin_error(
             f"annotator '{first[annotator]}' rates (item_id, system) = ({first.item_id}, "
             f"{first.system}) twice, also at {second.origin}; keep one rating per annotator",
-            file=first.origin.rsplit(":", 1)[0],
-            row=_row_of(first.origin),
-            column=annotator,
+            first.origin,
+            annotator,
         )
-    for column in ("candidate", "source"):
-        if column not in df:
-            continue
+    for column in [c for c in ("candidate", "source") if c in df]:
         counts = df.groupby(keys, sort=False)[column].nunique()
         bad = counts[counts > 1]
         if bad.empty:
@@ -241,13 +223,12 @@ def _check_annotator_rows(
         rows = df[(df.item_id == item) & (df.system == system)]
         texts = rows[column]
         other = rows.loc[texts != texts.iloc[0]].iloc[0]
-        raise DataError(
+        raise origin_error(
             f"the annotator rows of (item_id, system) = ({item}, {system}) disagree on the "
             f"{column} text: '{str(texts.iloc[0])[:40]}' here, '{str(other[column])[:40]}' at "
             f"{other.origin}; every row of one item and system must carry the same text",
-            file=rows.origin.iloc[0].rsplit(":", 1)[0],
-            row=_row_of(rows.origin.iloc[0]),
-            column=column,
+            rows.origin.iloc[0],
+            column,
         )
 
 
@@ -260,9 +241,8 @@ def aggregate_annotators(
         df = df.copy()
         for col in human_cols:
             grouped = df.groupby(annotator)[col]
-            mean = grouped.transform("mean")
             sd = grouped.transform("std", ddof=0)
-            df[col] = (df[col] - mean) / sd.where(sd > 0)
+            df[col] = (df[col] - grouped.transform("mean")) / sd.where(sd > 0)
         how = "mean"
     keys = ["item_id", "system"]
     _check_annotator_rows(df, annotator, keys, repeats_allowed)
@@ -270,12 +250,10 @@ def aggregate_annotators(
     agg = df.groupby(keys, sort=False)[human_cols].agg(how).reset_index()
     counts = df.groupby(keys, sort=False)[human_cols].count().reset_index()
     out = first.drop(columns=human_cols).merge(agg, on=keys)
-    for col in human_cols:
-        out[f"n_{col}"] = counts[col].to_numpy()
+    out = out.assign(**{f"n_{col}": counts[col].to_numpy() for col in human_cols})
     return out.drop(columns=[annotator])
 
 
-# --------------------------------------------------------------------------- the tidy table
 def tidy_table(
     raw: pd.DataFrame,
     file: str,
@@ -287,8 +265,7 @@ def tidy_table(
     name: str,
 ) -> pd.DataFrame:
     """The tidy table from a long table's rows (``offset``: the row number of the first row)."""
-    mapping: dict[str, Any] = {c: c for c in TIDY}
-    mapping.update(dict(columns or {}))
+    mapping: dict[str, Any] = {**{c: c for c in TIDY}, **(columns or {})}
     # data.columns.human: {aspect: file column}, for ratings whose column lacks the prefix
     human_map = mapping.pop("human", None)
     present = list(raw.columns)
@@ -314,7 +291,6 @@ def tidy_table(
         ref_spec = [ref_spec] if ref_spec in present else []
     ref_cols = [need(c, "references") for c in ref_spec or []]
     # (file column, tidy aspect column) for every rating column
-    human_cols: list[tuple[str, str]]
     if human_map is not None:
         if not isinstance(human_map, Mapping):
             raise ConfigError(
@@ -336,8 +312,7 @@ def tidy_table(
 
     records: list[dict[str, Any]] = []
     nan_text: dict[str, list[str]] = {}
-    for i, rec in enumerate(raw.to_dict("records")):
-        row = i + offset
+    for row, rec in enumerate(raw.to_dict("records"), start=offset):
         out: dict[str, Any] = {
             key: _to_text(rec[col], file=file, row=row, column=col, allow_empty=empty)
             if col

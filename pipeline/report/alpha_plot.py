@@ -45,11 +45,10 @@ def plot_alpha_curve(result: AlphaCurve, path: Path) -> bool:
                 ax.plot([chosen["chosen_alpha"]], [chosen["test"]], "o", color=color, markersize=6)
         if configured is not None:
             ax.axvline(float(configured), color="0.6", linestyle=":", linewidth=1)
-        coefficient = sub["coefficient"].iloc[0] if len(sub) else ""
         plain_y(ax)
         set_title(ax, f"iBLEU vs humans, {level} level")
         ax.set_xlabel("α (dot: chosen on dev, shown on test)")
-        ax.set_ylabel(coefficient)
+        ax.set_ylabel(sub["coefficient"].iloc[0] if len(sub) else "")
         ax.legend(fontsize=7)
     save_figure(fig, path)
     return True

@@ -1,13 +1,26 @@
 """Every figure of a finished evaluation, drawn into ``plots/`` from the :class:`Evaluation`'s
-tables in the run's own process. A figure that fails is a warning, never a failed run."""
+tables. A figure that fails is a warning, never a failed run.
+
+The command line draws each figure while the run goes on (:class:`Figures`), as soon as its
+tables exist, in a forked process: the fork shares the run's memory copy-on-write, so there is
+nothing to import or send, and the kernel kills the process when the run ends
+(``PR_SET_PDEATHSIG``), ``kill -9`` included. Elsewhere than on Linux they are drawn in the run's
+own process.
+"""
 
 from __future__ import annotations
 
+import ctypes
+import logging
+import os
+import signal
+import sys
 import warnings
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from paraeval.pipeline.files import PLOTS_DIR
 from paraeval.pipeline.names import slug
 from paraeval.pipeline.report.alpha_plot import plot_alpha_curve
 from paraeval.pipeline.report.compare_plots import diversity_adequacy_plot
@@ -30,15 +43,17 @@ def figure_style(ev: Evaluation) -> FigureStyle:
     return FigureStyle(ev.settings.report.format, lower, source)
 
 
-PLOTS_DIR = "plots"
 # what the heatmap shows of the correlation table
 HEATMAP_COLUMNS = ["metric", "aspect", "level", "coefficient", "value", "n"]
 
 
-def write_figures(ev: Evaluation, out_dir: str | Path) -> list[Path]:
-    """Draws every figure of ``ev`` into ``out_dir/plots``; returns the files written."""
+Plan = list[tuple[Path, partial[bool]]]
+log = logging.getLogger(__name__)
+
+
+def figure_plan(ev: Evaluation, out_dir: str | Path) -> Plan:
+    """Each figure of ``ev``: its file in ``out_dir/plots`` and the call that draws it."""
     style = figure_style(ev)
-    plots = Path(out_dir) / PLOTS_DIR
     agg = ev.aggregated
     assert agg is not None  # figure_style checked it
     draws: list[tuple[str, partial[bool]]] = []
@@ -55,8 +70,104 @@ def write_figures(ev: Evaluation, out_dir: str | Path) -> list[Path]:
         draws.append(("system_ranking", partial(ranking_plot, ev.compared, style=style)))
     if ev.alpha_curve is not None:
         draws.append(("alpha_curve", partial(plot_alpha_curve, ev.alpha_curve)))
+    plots = Path(out_dir) / PLOTS_DIR
+    return [(style.path(plots, stem), draw) for stem, draw in draws]
+
+
+def _draw(plan: Plan) -> list[Path]:
     with warnings.catch_warnings():
         # one system or constant scores give singular axis limits; matplotlib copes and warns
         warnings.simplefilter("ignore", UserWarning)
-        paths = [style.path(plots, stem) for stem, _ in draws]
-        return [path for path, (_, draw) in zip(paths, draws, strict=True) if drawn(path, draw)]
+        return [path for path, draw in plan if drawn(path, draw)]
+
+
+def write_figures(ev: Evaluation, out_dir: str | Path) -> list[Path]:
+    """Draws every figure of ``ev`` into ``out_dir/plots``; returns the files written."""
+    return _draw(figure_plan(ev, out_dir))
+
+
+class Figures:
+    """The figures of an evaluation being computed, each started as soon as its tables exist
+    (:meth:`start_ready` after each stage), in forked processes; :meth:`wait` for all of them."""
+
+    def __init__(self, out_dir: str | Path, parallel: bool = True) -> None:
+        self.out_dir = Path(out_dir)
+        # forked processes die with the run by a Linux-only kernel signal
+        self.parallel = parallel and sys.platform == "linux"
+        self.started: Plan = []
+        self.here: Plan = []  # drawn by wait() where no process can be started
+        self.pids: list[int] = []
+
+    def start_ready(self, ev: Evaluation) -> None:
+        """Starts drawing the figures of ``ev``'s tables that are not started yet."""
+        if ev.aggregated is None:
+            return
+        known = {path for path, _ in self.started}
+        plan = [(path, draw) for path, draw in figure_plan(ev, self.out_dir) if path not in known]
+        if not plan:
+            return
+        self.started += plan
+        if not self.parallel:
+            self.here += plan
+            return
+        for path, _ in plan:
+            # a file of an earlier run in this folder would read as drawn
+            path.unlink(missing_ok=True)
+        self.pids.append(_fork(plan))
+
+    def wait(self) -> list[Path]:
+        """Waits for every figure started; the files drawn."""
+        try:
+            while self.pids:
+                code = os.waitstatus_to_exitcode(os.waitpid(self.pids[0], 0)[1])
+                self.pids.pop(0)
+                if code != 0:
+                    how = f"signal {-code}" if code < 0 else f"exit status {code}"
+                    log.warning(
+                        "the figure process for %s ended with %s; some figures are missing; the "
+                        "tables are written",
+                        self.out_dir,
+                        how,
+                    )
+        except BaseException:
+            self.stop()  # an interrupt while waiting: the figures are not wanted any more
+            raise
+        _draw(self.here)
+        self.here = []
+        return [path for path, _ in self.started if path.exists()]
+
+    def stop(self) -> None:
+        """Kills the processes still drawing, and reaps them."""
+        while self.pids:
+            pid = self.pids.pop()
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+
+
+def _fork(plan: Plan) -> int:
+    """A child process that draws ``plan`` and ends; its pid."""
+    parent = os.getpid()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()  # else their buffers would be written twice
+    pid = os.fork()
+    if pid == 0:  # the child: draws and leaves without running the run's exit handlers
+        code = 1
+        try:
+            _die_with_parent(parent)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's to handle
+            _draw(plan)
+            code = 0
+        finally:
+            os._exit(code)
+    return pid
+
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _die_with_parent(parent: int) -> None:
+    """SIGKILL from the kernel when the run's process ends, however it ends."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != parent:
+        # no death signal, or the run ended before it was set
+        os._exit(1)

@@ -55,7 +55,6 @@ def correlation_heatmap(
     )
     if table.empty:
         return False
-    headers = _headers(sub, table.columns)
     rows = [style.label(str(m)) for m in table.index]
     data = table.to_numpy(dtype=float)
     n_rows, n_cols = data.shape
@@ -70,11 +69,10 @@ def correlation_heatmap(
     ax.imshow(np.ma.masked_invalid(data), cmap=CMAP, norm=norm, aspect="auto")
     # a white rule between rows keeps each metric's row apart from the next one's
     ax.hlines(np.arange(n_rows - 1) + 0.5, -0.5, n_cols - 0.5, colors="white", lw=2)
-    ax.set_xticks(range(n_cols), headers, fontsize=8)
+    ax.set_xticks(range(n_cols), _headers(sub, table.columns), fontsize=8)
     ax.set_yticks(range(n_rows), rows, fontsize=8)
     ax.tick_params(length=0)
-    for spine in ax.spines.values():
-        spine.set_visible(False)
+    ax.spines[:].set_visible(False)
     for (i, j), v in np.ndenumerate(data):
         if np.isfinite(v):
             color = "white" if abs(v) > 0.6 else "black"

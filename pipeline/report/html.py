@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from paraeval.pipeline.files import atomic_write
+from paraeval import __version__
+from paraeval.pipeline.files import PLOTS_DIR, REPORT_NAME, atomic_write
 from paraeval.pipeline.report.figures import figure_style
 from paraeval.pipeline.report.plots import MARKS_NOTE, FigureStyle
 
 if TYPE_CHECKING:
     from paraeval.pipeline.stages.evaluation import Evaluation
 
-REPORT_NAME = "report.html"
 _MIME = {".png": "image/png", ".svg": "image/svg+xml"}
 
 _STYLE = """
@@ -65,7 +65,8 @@ def _cell(value: object) -> str:
 
 
 def _table(frame: pd.DataFrame, index: bool = True) -> str:
-    head = ([_e(frame.index.name or "")] if index else []) + [_e(c) for c in frame.columns]
+    names = ([frame.index.name or ""] if index else []) + list(frame.columns)
+    head = "".join(f"<th>{_e(name)}</th>" for name in names)
     # the values as iterrows gives them (one dtype for the whole frame), without a Series per row
     keys = [f"<td>{_e(key)}</td>" for key in frame.index] if index else [""] * len(frame)
     rows = [
@@ -73,11 +74,8 @@ def _table(frame: pd.DataFrame, index: bool = True) -> str:
         for key, row in zip(keys, frame.to_numpy().tolist(), strict=True)
     ]
     return (
-        '<div class="scroll"><table><thead><tr>'
-        + "".join(f"<th>{h}</th>" for h in head)
-        + "</tr></thead><tbody>"
-        + "".join(rows)
-        + "</tbody></table></div>"
+        f'<div class="scroll"><table><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
     )
 
 
@@ -97,8 +95,7 @@ def _correlations(ev: Evaluation) -> str:
     if corr.empty:
         return "<p>No human ratings: nothing to correlate.</p>"
     parts, label = [], _style(ev).label
-    for coefficient in dict.fromkeys(corr["coefficient"]):
-        sub = corr[corr["coefficient"] == coefficient].copy()
+    for coefficient, sub in corr.groupby("coefficient", sort=False):
         values = (sub[c].astype(float) for c in ("value", "ci_low", "ci_high"))
         sub["cell"] = [_interval_cell(*v) for v in zip(*values, strict=True)]
         wide = sub.pivot_table(
@@ -110,8 +107,7 @@ def _correlations(ev: Evaluation) -> str:
             + (f" (n = {int(ns[(a, lv)])})" if ns is not None and lv != "segment" else "")
             for a, lv in wide.columns
         ]
-        wide.index = [label(str(m)) for m in wide.index]
-        wide.index.name = "metric"
+        wide.index = pd.Index([label(str(m)) for m in wide.index], name="metric")
         parts.append(f"<h3>{_e(coefficient)}</h3>" + _table(wide))
     return "".join(parts)
 
@@ -119,7 +115,7 @@ def _correlations(ev: Evaluation) -> str:
 def _figures(out: Path) -> Iterator[bytes]:
     """The figures' part of the page, piece by piece: several megabytes of images are encoded
     straight into the file, never joined into one text with the page."""
-    plots = out / "plots"
+    plots = out / PLOTS_DIR
     files = sorted(p for p in plots.glob("*") if p.is_file()) if plots.is_dir() else []
     if not files:
         yield b"<p>No figures were drawn.</p>"
@@ -136,8 +132,6 @@ def _figures(out: Path) -> Iterator[bytes]:
 
 def page_around_figures(ev: Evaluation) -> tuple[str, str]:
     """The page before and after its figures, which :func:`write_html` puts between them."""
-    from paraeval import __version__
-
     t = ev.table
     data = ev.settings.data
     systems = ev.systems.copy()
@@ -145,7 +139,6 @@ def page_around_figures(ev: Evaluation) -> tuple[str, str]:
         systems["n_items"] = systems["n_items"].astype("Int64")
     systems.columns = [_style(ev).label(str(c)) for c in systems.columns]
     comparison = ev.comparison
-    signatures = ev.signature_table()
     config = "\n".join(f"{k}: {v}" for k, v in sorted(ev.settings.params.items()))
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     sections = [
@@ -173,7 +166,7 @@ def page_around_figures(ev: Evaluation) -> tuple[str, str]:
         + "".join(
             f"<tr><td>{_e(r.column)}</td><td>{_e(r.group)}</td>"
             f'<td>{_e(r.higher_is_better)}</td><td class="sig">{_e(r.signature)}</td></tr>'
-            for r in signatures.itertuples(index=False)
+            for r in ev.signature_table().itertuples(index=False)
         )
         + "</tbody></table></div>",
         "<h2>Configuration</h2>",
@@ -203,8 +196,7 @@ def write_html(ev: Evaluation, out: Path, around: tuple[str, str] | None = None)
     def write(p: Path) -> None:
         with p.open("wb") as f:
             f.write(head.encode("utf-8"))
-            for piece in _figures(out):
-                f.write(piece)
+            f.writelines(_figures(out))
             f.write(tail.encode("utf-8"))
 
     atomic_write(path, write)

@@ -88,12 +88,11 @@ def save_figure(fig: Figure, path: Path, dpi: int = PNG_DPI) -> None:
     extra: dict[str, Any] = {"pil_kwargs": {"compress_level": PNG_COMPRESS_LEVEL}}
     if fmt != "png":
         extra = {}
-    atomic_write(
-        path,
-        lambda p: fig.savefig(
-            p, format=fmt, dpi=dpi, bbox_inches="tight", pad_inches=PAD_INCHES, **extra
-        ),
-    )
+    # the crop measured here, at the saving resolution, and given as a box: with "tight"
+    # savefig draws the whole figure once more to measure it, a third of a figure's time
+    fig.set_dpi(dpi)
+    box = fig.get_tightbbox(fig.canvas.get_renderer()).padded(PAD_INCHES)  # type: ignore[attr-defined]
+    atomic_write(path, lambda p: fig.savefig(p, format=fmt, dpi=dpi, bbox_inches=box, **extra))
 
 
 def plain_y(ax: Axes) -> None:

@@ -35,23 +35,20 @@ LEGEND_COLUMNS = 6
 COLUMNS = 3
 
 
-def ranking_figure(
-    result: Comparison, style: FigureStyle | None = None, columns: int = COLUMNS
-) -> Figure | None:
-    """The ranking figure: a panel per column (``columns`` panels a row), the title and the
+def ranking_figure(result: Comparison, style: FigureStyle | None = None) -> Figure | None:
+    """The ranking figure: a panel per column (COLUMNS panels a row), the title and the
     clusters' legend above them; None where there is nothing to rank."""
     style = style or FigureStyle()
     t = result.table
     if t.empty:
         return None
     chosen = plots.averages_first(t["metric"])
-    cols = min(columns, len(chosen))
+    cols = min(COLUMNS, len(chosen))
     rows = math.ceil(len(chosen) / cols)
-    n_sys = t["system"].nunique()
     clusters = sorted({int(c) for c in t["cluster"] if math.isfinite(c)})
     # the clusters and the baseline's entry
     legend_rows = math.ceil((len(clusters) + 1) / LEGEND_COLUMNS)
-    cell_h = CELL_BASE_IN + ROW_IN * n_sys
+    cell_h = CELL_BASE_IN + ROW_IN * t["system"].nunique()
     header = HEADER_IN + LEGEND_ROW_IN * legend_rows
     width, height = cols * CELL_IN, header + rows * cell_h
     fig = plots.new_figure((width, height))
@@ -61,14 +58,11 @@ def ranking_figure(
     by_metric = dict(list(t[kept].groupby(t["metric"], sort=False)))
     for index, metric in enumerate(chosen):
         row, col = divmod(index, cols)
-        y0 = (rows - 1 - row) * cell_h + bottom
-        ax = fig.add_axes(
-            ((col * CELL_IN + left) / width, y0 / height, ax_w / width, ax_h / height)
-        )
+        x0, y0 = col * CELL_IN + left, (rows - 1 - row) * cell_h + bottom
+        ax = fig.add_axes((x0 / width, y0 / height, ax_w / width, ax_h / height))
         sub = by_metric[metric].sort_values("rank", na_position="last").reset_index(drop=True)
         hib = bool(sub["higher_is_better"].iloc[0])
-        title = f"{style.label(metric)}\n({style.direction(metric, hib)})"
-        _panel(ax, sub, result.baseline, title)
+        _panel(ax, sub, result.baseline, f"{style.label(metric)}\n({style.direction(metric, hib)})")
     caption = (
         f"System ranking: {result.config.confidence:.0%} bootstrap intervals; systems in the same "
         f"cluster do not differ significantly (paired bootstrap, alpha {result.config.alpha:g})"
@@ -134,11 +128,9 @@ def _header(
     fig.suptitle(caption, fontsize=9, y=top + 0.06 * inch, va="bottom")
 
 
-def ranking_plot(
-    result: Comparison, path: Path, style: FigureStyle | None = None, columns: int = COLUMNS
-) -> bool:
+def ranking_plot(result: Comparison, path: Path, style: FigureStyle | None = None) -> bool:
     """:func:`ranking_figure` to ``path``; False when there is nothing to rank."""
-    fig = ranking_figure(result, style, columns)
+    fig = ranking_figure(result, style)
     if fig is None:
         return False
     plots.save_figure(fig, path)

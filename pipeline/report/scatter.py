@@ -55,8 +55,13 @@ def metric_vs_human(
     fig = plots.new_figure((10, 4.2))
     seg_ax, sys_ax = fig.subplots(1, 2)
     fig.subplots_adjust(wspace=0.25)
-    for system, sub in segments.groupby("system", sort=False):
-        seg_ax.scatter(sub[metric], sub[aspect], s=10, alpha=0.6, label=str(system))
+    # markers of a line per system: Agg stamps one rendered marker, where a scatter
+    # collection draws every point as a path (most of the figure's time on 14,000 points)
+    codes, names = pd.factorize(segments["system"], sort=False)
+    x, y = segments[metric].to_numpy(), segments[aspect].to_numpy()
+    for code, name in enumerate(names):
+        at = codes == code
+        seg_ax.plot(x[at], y[at], ls="", marker="o", ms=3.2, mew=0, alpha=0.6, label=str(name))
     human = aspect.removeprefix("human_")
     for ax in (seg_ax, sys_ax):
         plots.plain_y(ax)
@@ -64,7 +69,7 @@ def metric_vs_human(
     seg_ax.set_ylabel(f"human {human}")
     # the agreement in the title: a box inside the axes would hide points
     plots.set_title(seg_ax, f"segments: {_agreement(segments, metric, aspect)}", fontsize=9)
-    if segments["system"].nunique() <= LEGEND_MAX_SYSTEMS:
+    if len(names) <= LEGEND_MAX_SYSTEMS:
         seg_ax.legend(
             fontsize=7, markerscale=1.5, title="system", title_fontsize=7, loc="lower right"
         )

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from paraeval import __version__
 from paraeval.pipeline.report.plots import AVERAGES, LOWER_MARK
 from paraeval.pipeline.terminal import Status, printable
 
@@ -39,14 +40,17 @@ def _digits(values: pd.Series) -> int:
     return 1 if len(finite) and finite.max() >= 10 else 3
 
 
-def _header(column: str, higher_is_better: bool | None) -> str:
-    name = column.removeprefix("human_")
-    return f"{name} {LOWER_MARK}" if higher_is_better is False else name
+def _header(ev: Evaluation, column: str) -> str:
+    info = ev.aggregated.columns if ev.aggregated is not None else {}
+    lower = column in info and info[column].higher_is_better is False
+    return column.removeprefix("human_") + (f" {LOWER_MARK}" if lower else "")
 
 
-def _table(title: str) -> Table:
+def _table(title: str, first: str) -> Table:
     # the title is printed above the table by render_summary: a narrow table would wrap it
-    return Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    table.add_column(first, no_wrap=True)
+    return table
 
 
 def _more(table: Table, rows: int, max_rows: int) -> None:
@@ -64,15 +68,8 @@ def system_columns(ev: Evaluation) -> tuple[list[str], int]:
     systems = ev.systems
     humans = [c for c in systems.columns if c.startswith("human_")]
     averages = [c for c in AVERAGES if c in systems.columns]
-    metrics = [
-        c
-        for c in systems.columns
-        if c not in humans
-        and c not in averages
-        and c != "n_items"
-        and not c.endswith("_src")
-        and systems[c].notna().any()
-    ]
+    shown = [c for c in systems.columns if not c.endswith("_src") and systems[c].notna().any()]
+    metrics = [c for c in shown if c not in humans and c not in averages and c != "n_items"]
     # each column takes its width plus two characters of padding
     used = max([len(printable(s)) for s in systems.index] + [6]) + 2
     chosen: list[str] = []
@@ -82,37 +79,29 @@ def system_columns(ev: Evaluation) -> tuple[list[str], int]:
             break
         chosen.append(c)
     order = [c for c in metrics if c in chosen] + [c for c in averages + humans if c in chosen]
-    left_out = sum(1 for c in systems.columns if c != "n_items" and c not in chosen)
-    return order, left_out
+    return order, sum(1 for c in systems.columns if c != "n_items" and c not in chosen)
 
 
 def systems_block(ev: Evaluation, max_rows: int) -> Block:
     systems = ev.systems
     columns, left_out = system_columns(ev)
-    info = ev.aggregated.columns if ev.aggregated is not None else {}
-    caption = f"{LOWER_MARK} = lower is better"
-    if left_out:
-        caption = f"{left_out} more columns in system_scores.csv; {caption}"
-    table = _table(f"Systems ({len(systems)}, corpus level)")
-    table.add_column("system", no_wrap=True)
+    more = f"{left_out} more columns in system_scores.csv; " if left_out else ""
+    table = _table(f"Systems ({len(systems)}, corpus level)", "system")
     for c in columns:
-        hib = info[c].higher_is_better if c in info else None
-        table.add_column(_header(c, hib), justify="right", no_wrap=True)
+        table.add_column(_header(ev, c), justify="right", no_wrap=True)
     digits = {c: _digits(systems[c]) for c in columns}
     for name, row in systems.head(max_rows).iterrows():
         table.add_row(Text(printable(name)), *[_number(row[c], digits[c]) for c in columns])
     _more(table, len(systems), max_rows)
-    return table, caption
+    return table, f"{more}{LOWER_MARK} = lower is better"
 
 
 def _correlation_cell(value: float, level: str, n: float) -> str:
     """``+0.812``; at the system level with its number of systems, ``+1.000 n=3``."""
     if not math.isfinite(float(value)):
         return "n/a"
-    text = f"{float(value):+.3f}"
-    if level == "system" and math.isfinite(float(n)):
-        text += f" n={int(n)}"
-    return text
+    n_text = f" n={int(n)}" if level == "system" and math.isfinite(float(n)) else ""
+    return f"{float(value):+.3f}{n_text}"
 
 
 def correlations_block(ev: Evaluation, max_rows: int) -> Block | None:
@@ -125,27 +114,21 @@ def correlations_block(ev: Evaluation, max_rows: int) -> Block | None:
     wide = sub.pivot_table(values="value", **pivot)
     n_by_level = sub.groupby("level", sort=False)["n"].max() if "n" in sub.columns else None
     others = [c for c in dict.fromkeys(corr["coefficient"]) if c != coefficient]
-    caption = "intervals, p-values" + (f", {', '.join(others)}" if others else "")
-    caption += " in correlations.csv"
+    caption = f"intervals, p-values{''.join(f', {c}' for c in others)} in correlations.csv"
     if n_by_level is not None and "system" in n_by_level.index:
         caption += f"; system level on n = {int(n_by_level['system'])} systems"
-    table = _table(f"Correlation with human ratings ({coefficient})")
-    info = ev.aggregated.columns if ev.aggregated is not None else {}
-    table.add_column("metric", no_wrap=True)
+    table = _table(f"Correlation with human ratings ({coefficient})", "metric")
     for aspect, level in wide.columns:
         table.add_column(f"{aspect.removeprefix('human_')}\n{level}", justify="right")
     # a system-level value on a handful of systems says little: its n stands beside it
     n_wide = sub.pivot_table(values="n", **pivot) if "n" in sub.columns else pd.DataFrame()
     n_wide = n_wide.reindex(index=wide.index, columns=wide.columns)
     for metric, row in wide.head(max_rows).iterrows():
-        hib = info[str(metric)].higher_is_better if str(metric) in info else None
         cells = [
             _correlation_cell(v, level, n)
-            for v, (_, level), n in zip(
-                row.to_numpy(), wide.columns, n_wide.loc[metric].to_numpy(), strict=True
-            )
+            for v, (_, level), n in zip(row, wide.columns, n_wide.loc[metric], strict=True)
         ]
-        table.add_row(Text(_header(str(metric), hib)), *cells)
+        table.add_row(Text(_header(ev, str(metric))), *cells)
     _more(table, len(wide), max_rows)
     return table, caption
 
@@ -170,13 +153,12 @@ def comparison_block(ev: Evaluation, max_rows: int) -> Block | None:
     metrics = list(dict.fromkeys(t["metric"]))
     chosen = [m for m in AVERAGES if m in metrics] or metrics[:2]
     alpha = compared.config.alpha
-    table = _table("System comparison")
+    table = _table("System comparison", "system")
     caption = (
         f"score [{round(100 * compared.config.confidence)}% bootstrap interval] (cluster); "
         f"* paired bootstrap, † approximate randomization: p < {alpha:g} vs the baseline; "
         "every column in system_comparison.csv"
     )
-    table.add_column("system", no_wrap=True)
     for m in chosen:
         table.add_column(m, justify="right", no_wrap=True)
     systems = list(dict.fromkeys(t["system"]))
@@ -207,11 +189,10 @@ def render_summary(
     tracking_uri: str | None,
     *,
     tables: bool = True,
-    width: int = WIDTH,
 ) -> str:
-    """The summary as plain text, at most ``width`` columns wide."""
+    """The summary as plain text, at most WIDTH columns wide."""
     buffer = io.StringIO()
-    console = Console(file=buffer, width=width, color_system=None, highlight=False, emoji=False)
+    console = Console(file=buffer, width=WIDTH, color_system=None, highlight=False, emoji=False)
     if tables:
         max_rows = ev.settings.report.max_rows
         console.print()
@@ -235,8 +216,6 @@ def render_summary(
 
 
 def headline(ev: Evaluation) -> str:
-    from paraeval import __version__
-
     t = ev.table
     return (
         f"paraeval {__version__} · {printable(ev.settings.data.name)}: {len(t)} rows, "

@@ -1,10 +1,8 @@
 """Aggregate stage: normalize metrics, average the syntactic and the semantic group, system table.
-
 Normalization is fitted on the pool of all segments; lower-is-better metrics are flipped, so
 higher is better everywhere and group averages mean something. Only :data:`AVERAGED_GROUPS` are
 averaged; per system a group average is the mean of its segment averages (normalized corpus
-scores over a handful of systems would be degenerate).
-"""
+scores over a handful of systems would be degenerate)."""
 
 from __future__ import annotations
 
@@ -54,35 +52,25 @@ class Normalizer:
         }
         if finite.size == 0:
             return np.full_like(x, np.nan), params
-        method = self.method
         assert self.bounds is not None
-        if method == "bounds" and column not in self.bounds:
-            method = "minmax"
+        method = "minmax" if self.method == "bounds" and column not in self.bounds else self.method
         if method == "minmax":
             lo, hi = params["min"], params["max"]
             span = float(hi) - float(lo)
             if span == 0:
                 out = np.where(np.isfinite(x), 0.5, np.nan)
-            elif higher_is_better:
-                out = (x - float(lo)) / span
             else:
-                out = (float(hi) - x) / span
+                out = (x - float(lo)) / span if higher_is_better else (float(hi) - x) / span
         elif method == "bounds":
             lo_b, hi_b = (float(v) for v in self.bounds[column])
             params["low"], params["high"] = lo_b, hi_b
-            out = np.clip((x - lo_b) / (hi_b - lo_b), 0.0, 1.0)
-            if not higher_is_better:
-                out = 1.0 - out
+            scaled = np.clip((x - lo_b) / (hi_b - lo_b), 0.0, 1.0)
+            out = scaled if higher_is_better else 1.0 - scaled
         elif method == "zscore":
-            sd = float(params["sd"])
-            out = (
-                sign * (x - float(params["mean"])) / sd
-                if sd > 0
-                else np.where(np.isfinite(x), 0.0, np.nan)
-            )
+            sd, mean = float(params["sd"]), float(params["mean"])
+            out = sign * (x - mean) / sd if sd > 0 else np.where(np.isfinite(x), 0.0, np.nan)
         else:  # rank: percentile of each value in the pool, ties get their mean rank
-            s = pd.Series(sign * x)
-            out = s.rank(method="average", pct=True).to_numpy()
+            out = pd.Series(sign * x).rank(method="average", pct=True).to_numpy()
         params["method"] = method
         return out, params
 
@@ -103,8 +91,7 @@ def aggregate(scores: Scores, normalizer: Normalizer | None = None) -> Aggregate
     params = []
     for col, info in scores.columns.items():
         norm[col], p = normalizer.fit_transform(seg[col].to_numpy(), col, info.higher_is_better)
-        p["group"] = info.group
-        params.append(p)
+        params.append({**p, "group": info.group})
     columns = dict(scores.columns)
     for group in AVERAGED_GROUPS:
         members = [c for c, info in scores.columns.items() if info.group == group]

@@ -1,26 +1,27 @@
 """The in-run iBLEU α curve: how well iBLEU tracks each human aspect over a grid of α.
 
 iBLEU = α·BLEU(c, R) − (1−α)·BLEU(c, S) is linear in α given the two BLEUs, so the whole curve comes
-from the BLEU statistics the run already has; nothing is rescored.
-
-Choosing α on the judgments it is then scored on overfits, so the items (with all their systems)
-are split, seeded, into a dev part on which α is chosen and a test part on which it is reported.
-"""
+from the BLEU statistics the run already has; nothing is rescored. Choosing α on the judgments it
+is then scored on overfits, so the items (with all their systems) are split, seeded, into a dev
+part on which α is chosen and a test part on which it is reported."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import product
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from paraeval.correlation.levels import LEVELS, correlate, valid_combination
 from paraeval.metrics.base import Metric
 from paraeval.metrics.sacre import IBLEU
 from paraeval.pipeline.data.load import in_order
 from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.stages.correlate import to_matrices
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +61,6 @@ class AlphaCurveSettings:
         return values
 
     def validate(self) -> None:
-        from paraeval.correlation.levels import LEVELS, valid_combination
-
         self.alphas()
         if not 0.0 < float(self.dev_fraction) < 1.0:
             raise ConfigError(
@@ -100,16 +99,11 @@ def split_items(
     n = len(ordered)
     perm = np.random.default_rng(seed).permutation(n)
     n_dev = min(max(round(dev_fraction * n), 1), max(n - 1, 1))
-    dev = sorted(ordered[i] for i in perm[:n_dev])
-    test = sorted(ordered[i] for i in perm[n_dev:])
-    return dev, test
+    return sorted(ordered[i] for i in perm[:n_dev]), sorted(ordered[i] for i in perm[n_dev:])
 
 
 def find_ibleu(metrics: Mapping[str, Metric]) -> str | None:
-    for metric_id, metric in metrics.items():
-        if isinstance(metric, IBLEU):
-            return metric_id
-    return None
+    return next((mid for mid, metric in metrics.items() if isinstance(metric, IBLEU)), None)
 
 
 def alpha_curve(
@@ -122,9 +116,64 @@ def alpha_curve(
 ) -> AlphaCurve:
     """Correlation of iBLEU with each aspect for every α, on dev and test items, and the α chosen
     on dev per (level, aspect); ``stats[(metric_id, system)]`` in the order of its rows."""
-    curve = _curve(segments, stats, metric, metric_id, aspects, settings)
+    systems = in_order(segments["system"])
     items = [str(i) for i in in_order(segments["item_id"])]
+    item_pos = {item: j for j, item in enumerate(items)}
+    n_rows = len(segments)
+    row_sys = np.empty(n_rows, dtype=int)
+    row_item = segments["item_id"].astype(str).map(item_pos).to_numpy(dtype=int)
+    ref_seg, src_seg = np.full((2, n_rows), np.nan)
+    system_col = segments["system"].to_numpy()
+    sys_rows: dict[str, np.ndarray] = {}
+    sys_stats: dict[str, np.ndarray] = {}
+    for si, system in enumerate(systems):
+        rows = np.flatnonzero(system_col == system)
+        st = np.asarray(stats[(metric_id, system)], dtype=float)
+        if len(st) != len(rows):
+            raise ValueError(f"iBLEU statistics of '{system}' do not match its segments")
+        row_sys[rows] = si
+        sys_rows[system] = rows
+        sys_stats[system] = st
+        if len(rows):
+            ref_seg[rows], src_seg[rows] = metric.segment_components(st)
+
     dev, test = split_items(items, float(settings.dev_fraction), int(settings.seed))
+    split_cols = {
+        "dev": np.array([item_pos[i] for i in dev], dtype=int),
+        "test": np.array([item_pos[i] for i in test], dtype=int),
+    }
+    # corpus BLEU (vs refs, vs source) of each system over the items of each split: α-independent
+    corpus: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for split, cols in split_cols.items():
+        in_split = np.zeros(len(items), dtype=bool)
+        in_split[cols] = True
+        r, s = np.full((2, len(systems)), np.nan)
+        for si, system in enumerate(systems):
+            mask = in_split[row_item[sys_rows[system]]]
+            if mask.any():
+                r[si], s[si] = metric.corpus_components(sys_stats[system][mask])
+        corpus[split] = (r, s)
+
+    humans = to_matrices(segments, aspects, systems, in_order(segments["item_id"]))
+    records = []
+    for alpha in settings.alphas():
+        m = np.full((len(systems), len(items)), np.nan)
+        m[row_sys, row_item] = metric.combine(ref_seg, src_seg, alpha)
+        for split, cols in split_cols.items():
+            system_metric = metric.combine(*corpus[split], alpha)
+            for (aspect, h), level in product(humans.items(), settings.levels):
+                with np.errstate(all="ignore"):
+                    c = correlate(
+                        m[:, cols],
+                        h[:, cols],
+                        level,
+                        settings.coefficient,
+                        system_metric=system_metric,
+                    )
+                records.append((level, settings.coefficient, aspect, alpha, split, c.value, c.n))
+    curve = pd.DataFrame(
+        records, columns=["level", "coefficient", "aspect", "alpha", "split", "value", "n"]
+    )
     return AlphaCurve(
         curve,
         _choose(curve, metric, settings, len(dev), len(test)),
@@ -154,86 +203,6 @@ def system_scores(
     return pd.DataFrame(records, columns=columns)
 
 
-def _curve(
-    segments: pd.DataFrame,
-    stats: Mapping[tuple[str, str], np.ndarray],
-    metric: IBLEU,
-    metric_id: str,
-    aspects: Sequence[str],
-    settings: AlphaCurveSettings,
-) -> pd.DataFrame:
-    from paraeval.correlation.levels import correlate
-
-    systems = in_order(segments["system"])
-    items = [str(i) for i in in_order(segments["item_id"])]
-    item_pos = {item: j for j, item in enumerate(items)}
-    n_rows = len(segments)
-    row_sys = np.empty(n_rows, dtype=int)
-    row_item = segments["item_id"].astype(str).map(item_pos).to_numpy(dtype=int)
-    ref_seg = np.full(n_rows, np.nan)
-    src_seg = np.full(n_rows, np.nan)
-    system_col = segments["system"].to_numpy()
-    sys_rows: dict[str, np.ndarray] = {}
-    sys_stats: dict[str, np.ndarray] = {}
-    for si, system in enumerate(systems):
-        rows = np.flatnonzero(system_col == system)
-        st = np.asarray(stats[(metric_id, system)], dtype=float)
-        if len(st) != len(rows):
-            raise ValueError(f"iBLEU statistics of '{system}' do not match its segments")
-        row_sys[rows] = si
-        sys_rows[system] = rows
-        sys_stats[system] = st
-        if len(rows):
-            ref_seg[rows], src_seg[rows] = metric.segment_components(st)
-
-    dev, test = split_items(items, float(settings.dev_fraction), int(settings.seed))
-    split_cols = {
-        "dev": np.array([item_pos[i] for i in dev], dtype=int),
-        "test": np.array([item_pos[i] for i in test], dtype=int),
-    }
-    # corpus BLEU (vs refs, vs source) of each system over the items of each split: α-independent
-    corpus: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for split, cols in split_cols.items():
-        in_split = np.zeros(len(items), dtype=bool)
-        in_split[cols] = True
-        r = np.full(len(systems), np.nan)
-        s = np.full(len(systems), np.nan)
-        for si, system in enumerate(systems):
-            mask = in_split[row_item[sys_rows[system]]]
-            if mask.any():
-                r[si], s[si] = metric.corpus_components(sys_stats[system][mask])
-        corpus[split] = (r, s)
-
-    humans = {}
-    for aspect in aspects:
-        h = np.full((len(systems), len(items)), np.nan)
-        h[row_sys, row_item] = segments[aspect].to_numpy(dtype=float)
-        humans[aspect] = h
-
-    records = []
-    for alpha in settings.alphas():
-        m = np.full((len(systems), len(items)), np.nan)
-        m[row_sys, row_item] = metric.combine(ref_seg, src_seg, alpha)
-        for split, cols in split_cols.items():
-            system_metric = metric.combine(*corpus[split], alpha)
-            for aspect, h in humans.items():
-                for level in settings.levels:
-                    with np.errstate(all="ignore"):
-                        c = correlate(
-                            m[:, cols],
-                            h[:, cols],
-                            level,
-                            settings.coefficient,
-                            system_metric=system_metric,
-                        )
-                    records.append(
-                        (level, settings.coefficient, aspect, alpha, split, c.value, c.n)
-                    )
-    return pd.DataFrame(
-        records, columns=["level", "coefficient", "aspect", "alpha", "split", "value", "n"]
-    )
-
-
 def _choose(
     curve: pd.DataFrame, metric: IBLEU, settings: AlphaCurveSettings, n_dev: int, n_test: int
 ) -> pd.DataFrame:
@@ -246,6 +215,7 @@ def _choose(
         finite = dev_curve[np.isfinite(dev_curve.to_numpy(dtype=float))]
         # ties go to the smallest α: np.argmax returns the first maximum of the sorted grid
         chosen = float(finite.index[int(np.argmax(finite.to_numpy()))]) if len(finite) else np.nan
+        close = [a for a in test_curve.index if abs(float(a) - configured) < 1e-9]
         choices.append(
             {
                 "level": level,
@@ -255,7 +225,7 @@ def _choose(
                 "dev": float(dev_curve.get(chosen, np.nan)),
                 "test": float(test_curve.get(chosen, np.nan)),
                 "configured_alpha": configured,
-                "test_at_configured": _at(test_curve, configured),
+                "test_at_configured": float(test_curve[close[0]]) if close else np.nan,
                 "n_dev_items": n_dev,
                 "n_test_items": n_test,
                 "seed": int(settings.seed),
@@ -264,19 +234,13 @@ def _choose(
     return pd.DataFrame(choices)
 
 
-def _at(curve: pd.Series, alpha: float) -> float:
-    close = [a for a in curve.index if abs(float(a) - alpha) < 1e-9]
-    return float(curve[close[0]]) if close else float("nan")
-
-
 def curve_metrics(result: AlphaCurve) -> dict[str, float]:
     """MLflow metrics: the chosen α and its dev and test correlation per (level, aspect)."""
-    out: dict[str, float] = {}
-    for row in result.choice.to_dict("records"):
-        base = f"alpha_curve.{row['level']}.{row['coefficient']}.{row['aspect']}"
-        for key in ("chosen_alpha", "dev", "test"):
-            out[f"{base}.{key}"] = float(row[key])
-    return out
+    return {
+        f"alpha_curve.{row['level']}.{row['coefficient']}.{row['aspect']}.{key}": float(row[key])
+        for row in result.choice.to_dict("records")
+        for key in ("chosen_alpha", "dev", "test")
+    }
 
 
 def compute_alpha_curve(

@@ -1,19 +1,16 @@
-"""Content-addressed on-disk cache of metric results.
-
-One entry per (metric, system call), keyed by a hash of the metric's cache signature and the
-exact texts it saw, so a stale number is never served. An entry holds segment and corpus scores,
-``extra`` and the sufficient statistics, so ``corpus_from_stats`` works on a hit as on a fresh
-result. Corpus-dependent metrics (CIDEr, NIST, BERTScore's idf) are valid per whole call, which is
-what the key covers; ``Metric.prepare`` only batches work, so it is not part of the key.
-
-iBLEU is cached without α (BLEU against references and against the source), and the α
-combination is redone on every lookup: a sweep over α recomputes nothing from text.
+"""Content-addressed on-disk cache of metric results: one entry per (metric, system call), keyed
+by a hash of the metric's cache signature and the exact texts it saw, so a stale number is never
+served. An entry holds segment and corpus scores, ``extra`` and the sufficient statistics, so
+``corpus_from_stats`` works on a hit as on a fresh result. Corpus-dependent metrics (CIDEr, NIST,
+BERTScore's idf) are valid per whole call, which is what the key covers; ``Metric.prepare`` only
+batches work, so it is not part of the key. iBLEU is cached without α (BLEU against references
+and against the source), the α combination redone on every lookup: a sweep over α recomputes
+nothing from text.
 
 Storage: one ``.npz`` per entry under ``<dir>/scores/v1/<2 hex>/<key>.npz``, read with
 ``allow_pickle=False``, written atomically (a crash or two parallel writers never leave a half
-entry). Plain files also behave on cluster network file systems. Correlation rows are cached
-next to it (:mod:`.cache_rows`; :attr:`ScoreCache.rows`).
-"""
+entry); plain files also behave on cluster network file systems. Correlation rows are cached
+next to it (:mod:`.cache_rows`; :attr:`ScoreCache.rows`)."""
 
 from __future__ import annotations
 
@@ -30,12 +27,7 @@ import numpy as np
 
 from paraeval.metrics.base import Metric, MetricResult
 from paraeval.metrics.sacre import IBLEU
-from paraeval.pipeline.stages.cache_rows import (
-    KEY_FIELD,
-    CorrelationRows,
-    Counts,
-    write_atomically,
-)
+from paraeval.pipeline.stages.cache_rows import KEY_FIELD, CorrelationRows, Counts, write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -46,16 +38,12 @@ _SEG = "seg__"
 def cache_signature(metric: Metric) -> str:
     """The part of the key that describes the metric: its signature, except for iBLEU, whose entry
     does not depend on α (the α combination is recomputed from the cached components)."""
-    cls = f"{type(metric).__module__}.{type(metric).__qualname__}"
-    if isinstance(metric, IBLEU):
-        return f"{cls}|{metric.components_signature()}"
-    return f"{cls}|{metric.signature()}"
+    signature = metric.components_signature() if isinstance(metric, IBLEU) else metric.signature()
+    return f"{type(metric).__module__}.{type(metric).__qualname__}|{signature}"
 
 
 def texts_digest(
-    candidates: Sequence[str],
-    references: Sequence[Sequence[str]],
-    sources: Sequence[str] | None,
+    candidates: Sequence[str], references: Sequence[Sequence[str]], sources: Sequence[str] | None
 ) -> str:
     """Hash of the exact texts one metric call sees (the same for every metric of a system, so
     the caller hashes them once per system)."""
@@ -129,7 +117,6 @@ class ScoreCache:
         self.counts: dict[str, Counts] = {}
         self._write_failed = False
         self._read_warned = False
-        # the correlation rows of the run, in the same folder
         self.rows = CorrelationRows(self.root.parent / "correlations")
 
     @classmethod
@@ -151,10 +138,9 @@ class ScoreCache:
         candidates: Sequence[str],
         references: Sequence[Sequence[str]],
         sources: Sequence[str] | None,
-        digest: str | None = None,
     ) -> MetricResult | None:
         """The cached result or None (a miss); every call counts as one hit or one miss."""
-        key = cache_key(metric, candidates, references, sources, digest)
+        key = cache_key(metric, candidates, references, sources)
         return self.get_by_key(name, metric, key, len(candidates))
 
     def get_by_key(self, name: str, metric: Metric, key: str, n: int) -> MetricResult | None:
@@ -164,9 +150,7 @@ class ScoreCache:
             self._count(name).misses += 1
             return None
         self._count(name).hits += 1
-        if isinstance(metric, IBLEU):
-            return metric.from_components(entry)
-        return entry
+        return metric.from_components(entry) if isinstance(metric, IBLEU) else entry
 
     def put(
         self,
@@ -218,10 +202,8 @@ class ScoreCache:
         return {k: {"hits": c.hits, "misses": c.misses} for k, c in self.counts.items()}
 
     def _totals(self) -> tuple[int, int]:
-        return (
-            sum(c.hits for c in self.counts.values()),
-            sum(c.misses for c in self.counts.values()),
-        )
+        counts = self.counts.values()
+        return sum(c.hits for c in counts), sum(c.misses for c in counts)
 
     def metrics(self) -> dict[str, float]:
         """MLflow metrics: ``cache.hits.<name>``, ``cache.misses.<name>`` and the totals."""

@@ -1,12 +1,9 @@
-"""Content-addressed on-disk cache of correlation rows, next to the score cache.
-
-One entry per metric column: the rows of ``correlations.csv`` it gave, under a key the correlate
-stage makes of everything they are computed from (:func:`code_digest` included). In an α sweep
-only iBLEU and the group average that contains it are correlated again.
-
-Storage: ``<dir>/correlations/<2 hex>/<key>.parquet``, the key in the file's pandas metadata (an
-entry serves only its own key), written atomically.
-"""
+"""Content-addressed on-disk cache of correlation rows, next to the score cache: one entry per
+metric column, the rows of ``correlations.csv`` it gave, under a key the correlate stage makes of
+everything they are computed from (:func:`code_digest` included). In an α sweep only iBLEU and the
+group average that contains it are correlated again. Storage:
+``<dir>/correlations/<2 hex>/<key>.parquet``, the key in the file's pandas metadata (an entry
+serves only its own key), written atomically."""
 
 from __future__ import annotations
 
@@ -66,9 +63,8 @@ def write_atomically(path: Path, write: Callable[[BinaryIO], object], sync: bool
 def code_digest() -> str:
     """Hash of the code that computes correlation rows (:data:`_CODE`)."""
     root = Path(__file__).resolve().parents[2]
-    files = sorted({f for pattern in _CODE for f in root.glob(pattern)})
     h = hashlib.blake2b(digest_size=16)
-    for f in files:
+    for f in sorted({p for pattern in _CODE for p in root.glob(pattern)}):
         with suppress(OSError):
             h.update(f.name.encode() + b"\x1f" + f.read_bytes())
     return h.hexdigest()

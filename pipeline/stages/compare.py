@@ -1,26 +1,24 @@
 """Compare stage: system scores with bootstrap intervals, paired tests against a baseline, a ranking
-with significance clusters, and the diversity–adequacy view.
+with significance clusters, and the diversity–adequacy view. Every column is compared on the items
+that every system has, in the baseline's item order.
 
-- Every column is compared on the items that every system has, in the baseline's item order.
 - **Bootstrap**: ``n_bootstrap`` item resamples drawn once per run as sacrebleu draws them, shared
-  by every system and column. A metric with sufficient statistics is recomputed from the
-  resampled statistics (never by rescoring text); any other column, and a metric whose corpus
-  score is its segment mean, is the mean of its resampled segment scores (NaN skipped). The
-  interval is the percentile interval at ``confidence``.
-- **Paired bootstrap** and **approximate randomization** follow sacrebleu's
-  ``_paired_bs_test`` / ``_paired_ar_test`` step by step, so for BLEU, chrF and TER the p-values
-  equal ``sacrebleu --paired-bs`` / ``--paired-ar`` with ``SACREBLEU_SEED`` set to the run's
-  (non-zero) seed; the tests are in :mod:`paraeval.correlation.paired`.
+  by every system and column. A metric with sufficient statistics is recomputed from them (never
+  by rescoring text); any other column, and a metric whose corpus score is its segment mean, is
+  the mean of its resampled segment scores (NaN skipped). Percentile interval at ``confidence``.
+- **Paired bootstrap** and **approximate randomization** follow sacrebleu's ``_paired_bs_test`` /
+  ``_paired_ar_test`` step by step (:mod:`paraeval.correlation.paired`): for BLEU, chrF and TER
+  the p-values equal ``sacrebleu --paired-bs`` / ``--paired-ar`` with ``SACREBLEU_SEED`` set to
+  the run's (non-zero) seed.
 - **Clusters**: per column, the best remaining system and every remaining system whose paired
   bootstrap p-value against it is ≥ ``alpha`` form a cluster; repeat on the rest.
-- **diversity**: 1 minus the mean over a system's items of the min-max normalized syntactic
-  similarity to the SOURCE (``<metric>_src`` twins and ``diversity``-group metrics such as
-  ``self_bleu``; distances such as PINC turned into similarities), normalized over the pool
-  whatever the run's normalizer: in [0, 1], 0 = copies the input, HIGHER = MORE DIVERSE.
-- **adequacy**: the mean normalized ``semantic`` average (to the references); where that is
-  missing, the mean normalized ``_src`` twins of semantic metrics. Higher = keeps meaning.
-- **copy_rate**: share of candidates equal to their source after collapsing whitespace and
-  case folding.
+- **diversity**: 1 minus the mean over a system's items of the min-max normalized (over the pool,
+  whatever the run's normalizer) syntactic similarity to the SOURCE (``<metric>_src`` twins and
+  ``diversity``-group metrics such as ``self_bleu``; distances such as PINC turned into
+  similarities): in [0, 1], 0 = copies the input, HIGHER = MORE DIVERSE.
+- **adequacy**: the mean normalized ``semantic`` average (to the references), else the mean
+  normalized ``_src`` twins of semantic metrics. Higher = keeps meaning.
+- **copy_rate**: share of candidates equal to their source (whitespace collapsed, case folded).
 """
 
 from __future__ import annotations
@@ -49,12 +47,7 @@ from paraeval.correlation.paired import (
 from paraeval.metrics.base import Metric, batched_corpus_fn, has_corpus_from_stats
 from paraeval.pipeline.data.load import in_order
 from paraeval.pipeline.errors import ConfigError
-from paraeval.pipeline.stages.compare_diversity import (
-    copy_rates,
-    diversity_adequacy,
-    diversity_columns,
-    system_view,
-)
+from paraeval.pipeline.stages.compare_diversity import copy_rates, diversity_adequacy, system_view
 
 if TYPE_CHECKING:
     from paraeval.pipeline.stages.aggregate import Aggregated
@@ -69,7 +62,6 @@ __all__ = [
     "compare",
     "copy_rates",
     "diversity_adequacy",
-    "diversity_columns",
     "summary_table",
 ]
 
@@ -233,17 +225,6 @@ def _corpus_value(metric: Metric, column: str, stats: np.ndarray) -> float:
     return float(metric.corpus_from_stats(stats).get(column, np.nan))
 
 
-def _draws(
-    n: int, cfg: CompareConfig, paired_tests: bool
-) -> tuple[ArMasks, np.ndarray, np.ndarray]:
-    """The randomization masks, bootstrap indices and resample counts for ``n`` items."""
-    # masks first, straight into bits, before the bootstrap arrays exist (each has its own
-    # generator: the order changes no draw)
-    masks = ArMasks.draw(n, cfg.n_ar, cfg.seed) if paired_tests else ArMasks(np.zeros((0, n), bool))
-    idx = bootstrap_indices(n, cfg.n_bootstrap, cfg.seed)
-    return masks, idx, resample_counts(idx)
-
-
 def compare(scores: Scores, agg: Aggregated, cfg: CompareConfig) -> Comparison:
     """Scores with intervals, paired tests against the baseline, clusters, diversity/adequacy."""
     seg = agg.segments
@@ -258,7 +239,14 @@ def compare(scores: Scores, agg: Aggregated, cfg: CompareConfig) -> Comparison:
     if n == 0:
         log.warning("no item is shared by all systems: no intervals or paired tests")
     else:
-        masks, idx, counts = _draws(n, cfg, paired_tests=len(systems) > 1)
+        # the randomization masks first, straight into bits, before the bootstrap arrays exist
+        # (each has its own generator: the order changes no draw)
+        if len(systems) > 1:
+            masks = ArMasks.draw(n, cfg.n_ar, cfg.seed)
+        else:
+            masks = ArMasks(np.zeros((0, n), bool))
+        idx = bootstrap_indices(n, cfg.n_bootstrap, cfg.seed)
+        counts = resample_counts(idx)
         lo_q, hi_q = (1 - cfg.confidence) / 2, 1 - (1 - cfg.confidence) / 2
         for col in _build_columns(scores, agg, systems, positions):
             paired = col.scores
@@ -339,14 +327,12 @@ def summary_table(result: Comparison, max_metrics: int = 4) -> str:
             r = sub.loc[s]
             mark = ("*" if r.p_bootstrap < alpha else "") + ("†" if r.p_ar < alpha else "")
             cl = f"({int(r.cluster)})" if math.isfinite(r.cluster) else ""
-            cells[s][m] = (
-                f"{_fmt(r.score, d)} [{_fmt(r.ci_low, d)}, {_fmt(r.ci_high, d)}]{cl}{mark}"
-            )
+            interval = f"[{_fmt(r.ci_low, d)}, {_fmt(r.ci_high, d)}]"
+            cells[s][m] = f"{_fmt(r.score, d)} {interval}{cl}{mark}"
     frame = pd.DataFrame.from_dict(cells, orient="index")[chosen]
     frame.index = [f"{s} (baseline)" if s == result.baseline else s for s in systems]
-    sv = result.systems
     for col in SYSTEM_COLUMNS:
-        frame[col] = [_fmt(float(sv.loc[s, col]), 3) for s in systems]
+        frame[col] = [_fmt(float(result.systems.loc[s, col]), 3) for s in systems]
     legend = (
         f"score [{result.config.confidence:.0%} bootstrap interval](cluster); "
         f"* paired bootstrap, † approximate randomization: p < {alpha:g} vs '{result.baseline}'. "

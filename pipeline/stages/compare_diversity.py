@@ -1,8 +1,6 @@
 """The diversity–adequacy view of the comparison: per system (and per item) how far its
-candidates move from the source and how much meaning they keep, and how often they copy it.
-
-See :mod:`.compare` for the definitions of ``diversity``, ``adequacy`` and ``copy_rate``.
-"""
+candidates move from the source, how much meaning they keep and how often they copy it (see
+:mod:`.compare` for the definitions of ``diversity``, ``adequacy`` and ``copy_rate``)."""
 
 from __future__ import annotations
 
@@ -21,16 +19,10 @@ def normalize_text(text: str) -> str:
 
 
 def copy_rates(segments: pd.DataFrame) -> pd.Series:
-    candidates, sources = segments["candidate"], segments["source"]
-    same = np.array(
-        [normalize_text(c) == normalize_text(s) for c, s in zip(candidates, sources, strict=True)],
-        dtype=bool,
-    )
-    return (
-        pd.Series(same, index=segments.index, dtype=float)
-        .groupby(segments["system"], sort=False)
-        .mean()
-    )
+    pairs = zip(segments["candidate"], segments["source"], strict=True)
+    same = [normalize_text(c) == normalize_text(s) for c, s in pairs]
+    copied = pd.Series(same, index=segments.index, dtype=float)
+    return copied.groupby(segments["system"], sort=False).mean()
 
 
 def diversity_columns(scores: Scores) -> tuple[list[str], list[str]]:
@@ -40,8 +32,7 @@ def diversity_columns(scores: Scores) -> tuple[list[str], list[str]]:
     for name, info in scores.columns.items():
         if info.group != "diversity":
             continue
-        metric = scores.metrics.get(info.metric)
-        own_group = getattr(metric, "group", "syntactic")
+        own_group = getattr(scores.metrics.get(info.metric), "group", "syntactic")
         (semantic if own_group == "semantic" else syntactic).append(name)
     return syntactic, semantic
 
@@ -81,8 +72,7 @@ def diversity_adequacy(
         if sem_src:
             adequacy = adequacy.fillna(norm[sem_src].mean(axis=1, skipna=True))
     out["adequacy"] = adequacy
-    adequacy_cols = (["semantic"] if "semantic" in seg else []) + sem_src
-    return out, syn_src, adequacy_cols
+    return out, syn_src, (["semantic"] if "semantic" in seg else []) + sem_src
 
 
 def system_view(items: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:

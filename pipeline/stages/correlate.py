@@ -1,9 +1,7 @@
 """Correlate stage: every metric column and both group averages against every human aspect.
-
 Scores become system x item matrices (NaN where a system has no output or no rating), the shape
 the ``correlation`` package works on. With the run's cache, each column's rows are looked up
-first (:mod:`.cache_rows`) and only the others are computed.
-"""
+first (:mod:`.cache_rows`) and only the others are computed."""
 
 from __future__ import annotations
 
@@ -18,6 +16,7 @@ import pandas as pd
 import xxhash
 
 from paraeval.correlation import CORRELATION_COLUMNS as _CORRELATION_COLUMNS
+from paraeval.correlation import correlation_table, draw_table_resamples, significance_table
 from paraeval.pipeline.data.load import HUMAN_PREFIX, in_order
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.stages.correlate_resampling import resampling_fns, system_metric_fns
@@ -35,7 +34,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CORRELATION_COLUMNS",
-    "SMALL_N_DEFAULT",
     "advance_like_correlate",
     "check_correlation_config",
     "configured_coefficients",
@@ -98,11 +96,8 @@ def _inputs(agg: Aggregated) -> tuple[list[str], list[str], Matrices, Matrices, 
     items = in_order(seg["item_id"])
     cols = correlated_columns(agg)
     matrices = to_matrices(seg, [*cols, *aspects], systems, items)
-    system_metrics = {
-        c: agg.systems[c].reindex(systems).to_numpy(dtype=float)
-        for c in cols
-        if c in agg.systems.columns
-    }
+    by_system = agg.systems.reindex(systems)
+    system_metrics = {c: by_system[c].to_numpy(dtype=float) for c in cols if c in by_system}
     metrics = {c: matrices[c] for c in cols}
     return systems, items, metrics, {a: matrices[a] for a in aspects}, system_metrics
 
@@ -123,13 +118,12 @@ def _report_undefined(out: pd.DataFrame, n_systems: int) -> None:
         undefined &= out["level"] != "system"  # already said above
     nan = out[undefined]
     if len(nan):
-        first = nan.iloc[0]
         log.warning(
             "%d of %d correlations are undefined (NaN: constant scores or too few points), e.g. "
             "%s vs %s at %s level (n=%s, n_dropped=%s); see n and n_dropped in correlations.csv",
             len(nan),
             len(out),
-            *first[["metric", "aspect", "level", "n", "n_dropped"]],
+            *nan.iloc[0][["metric", "aspect", "level", "n", "n_dropped"]],
         )
     dropped = out[(out["level"] == "item") & out["value"].notna() & (out["n_dropped"] > 0)]
     if len(dropped):
@@ -151,10 +145,7 @@ def _report_small_n(out: pd.DataFrame, warn_below_n: int) -> None:
     if out.empty or "level" not in out:
         return
     sys_rows = out[(out["level"] == "system") & out["value"].notna()]
-    if sys_rows.empty:
-        return
-    n = int(sys_rows["n"].min())
-    if n < warn_below_n:
+    if not sys_rows.empty and (n := int(sys_rows["n"].min())) < warn_below_n:
         log.warning(
             "system-level correlations rest on n=%d systems (fewer than %d): treat them as "
             "anecdotal; p-values for n <= 8 are exact permutation p-values, see n and p_value in "
@@ -178,13 +169,8 @@ def correlate(
 
 
 def _correlate(
-    agg: Aggregated,
-    cfg: Mapping[str, Any],
-    rng: np.random.Generator,
-    scores: Scores | None,
+    agg: Aggregated, cfg: Mapping[str, Any], rng: np.random.Generator, scores: Scores | None
 ) -> pd.DataFrame:
-    from paraeval.correlation import correlation_table
-
     levels, coefficients = check_correlation_config(cfg)
     if not _aspects(agg.segments):
         return pd.DataFrame(columns=CORRELATION_COLUMNS)
@@ -235,7 +221,6 @@ def row_keys(
     """The row cache's key of each correlated column: everything its rows are computed from
     (``code``: the correlation code's digest)."""
     seg = agg.segments
-    aspects = _aspects(seg)
     # xxh3-128, not blake2b: fast on every column's scores, and a local cache needs no
     # protection against made collisions
     shared = xxhash.xxh3_128()
@@ -243,7 +228,7 @@ def row_keys(
     shared.update(json.dumps(dict(cfg), sort_keys=True, default=str).encode())
     shared.update(json.dumps(rng.bit_generator.state, sort_keys=True, default=str).encode())
     shared.update(json.dumps([str(s) for s in agg.systems.index]).encode())
-    shared.update(_frame_bytes(seg[["item_id", "system", *aspects]]))
+    shared.update(_frame_bytes(seg[["item_id", "system", *_aspects(seg)]]))
     keys: dict[str, str] = {}
     for col in correlated_columns(agg):
         info = agg.columns[col]
@@ -268,12 +253,10 @@ def _correlate_cached(
     scores: Scores | None,
     cache: CorrelationRows,
 ) -> pd.DataFrame:
-    """:func:`_correlate` with each column's rows served by the cache where it has them.
-
-    Valid because ``correlation_table`` draws its resamples per (aspect, level) before any metric
-    is looked at: a column's rows do not depend on which other columns are present, and the
-    generator ends in the same state whatever the columns.
-    """
+    """:func:`_correlate` with each column's rows served by the cache where it has them. Valid
+    because ``correlation_table`` draws its resamples per (aspect, level) before any metric is
+    looked at: a column's rows do not depend on which other columns are present, and the generator
+    ends in the same state whatever the columns."""
     aspects = _aspects(agg.segments)
     cols = correlated_columns(agg)
     if not aspects or not cols:
@@ -291,10 +274,8 @@ def _correlate_cached(
         advance_like_correlate(agg, cfg, rng)
         fresh = next(iter(cached.values())).iloc[:0]
     cache.count(len(cols) - len(todo), len(todo))
-    parts = []
-    for col in todo:
-        rows = fresh[fresh["metric"] == col]
-        parts.append(rows)
+    parts = [fresh[fresh["metric"] == col] for col in todo]
+    for col, rows in zip(todo, parts, strict=True):
         cache.put(keys[col], rows)
     parts += [cached[c] for c in cols if c in cached]
     out = pd.concat(parts, ignore_index=True) if parts else fresh.iloc[:0]
@@ -315,8 +296,6 @@ def advance_like_correlate(
 ) -> None:
     """Draw from ``rng`` exactly what :func:`correlate` would draw, computing nothing: the
     generator then stands where the stages after the correlation expect it."""
-    from paraeval.correlation import draw_table_resamples
-
     levels, coefficients = check_correlation_config(cfg)
     seg = agg.segments
     aspects = _aspects(seg)
@@ -338,12 +317,8 @@ def advance_like_correlate(
 def significance(agg: Aggregated, cfg: Mapping[str, Any], rng: np.random.Generator) -> pd.DataFrame:
     """Pairwise tests between metrics' correlations with the same human aspect, with clusters of
     metrics not distinguishable from the best."""
-    from paraeval.correlation import significance_table
-
     sig = dict(cfg.get("significance") or {})
-    if not sig.get("enabled", False):
-        return pd.DataFrame()
-    if not _aspects(agg.segments):
+    if not sig.get("enabled", False) or not _aspects(agg.segments):
         return pd.DataFrame()
     _, _, metrics, humans, system_metrics = _inputs(agg)
     method = str(sig.get("method", "williams"))

@@ -51,10 +51,7 @@ def resampling_fns(
 
 
 def system_metric_fns(
-    scores: Scores,
-    systems: Sequence[str],
-    items: Sequence[str],
-    only: Sequence[str] | None = None,
+    scores: Scores, systems: Sequence[str], items: Sequence[str], only: Sequence[str] | None = None
 ) -> dict[str, Callable[[np.ndarray], np.ndarray]]:
     """Per column with sufficient statistics, a function from resampled item indices to the
     systems' corpus scores, recomputed from the statistics (never by rescoring text)."""
@@ -70,9 +67,8 @@ def system_metric_fns(
         pos = np.full(len(items), -1)
         pos[[position[i] for i in ids]] = np.arange(len(ids))
         rows.append(pos)
-    wanted = None if only is None else set(only)
     for column, info in scores.columns.items():
-        if wanted is not None and column not in wanted:
+        if only is not None and column not in only:
             continue
         metric = scores.metrics.get(info.metric)
         suffix = "_src" if column.endswith("_src") and info.group == "diversity" else ""
@@ -133,10 +129,9 @@ def _batched(
     aligned = by_system.reshape(n_items, len(stats) * width)
 
     def batch(item_idx: np.ndarray) -> np.ndarray:
-        weights = counts(np.asarray(item_idx), n_items)
         # einsum, not BLAS: see FixedPairs.statistic on threads and oversubscription. The
         # statistics and multiplicities are integers, so the sums are exact in any order.
-        summed = np.einsum("bi,ik->bk", weights, aligned)
+        summed = np.einsum("bi,ik->bk", counts(np.asarray(item_idx), n_items), aligned)
         b = summed.shape[0]
         flat = summed.reshape(b * len(stats), width)
         return np.asarray(fast(flat), dtype=float).reshape(b, len(stats))

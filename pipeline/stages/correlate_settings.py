@@ -4,12 +4,20 @@ a scoring pass), and the coefficient objects they name."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from paraeval.correlation import (
+    COEFFICIENTS,
+    INTERVALS,
+    ITEM_NAN,
+    LEVELS,
+    PERMUTATION_UNITS,
+    UNITS,
+    Coefficient,
+    configure,
+    get_coefficient,
+)
 from paraeval.pipeline.errors import ConfigError
-
-if TYPE_CHECKING:
-    from paraeval.correlation import Coefficient
 
 SMALL_N_DEFAULT = 10
 
@@ -17,15 +25,6 @@ SMALL_N_DEFAULT = 10
 def check_correlation_config(cfg: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     """(levels, coefficients) of ``correlation``; a ConfigError for an unknown name, a bad value
     or a choice that computes nothing (e.g. no coefficient defined at any listed level)."""
-    from paraeval.correlation import (
-        COEFFICIENTS,
-        INTERVALS,
-        ITEM_NAN,
-        LEVELS,
-        PERMUTATION_UNITS,
-        UNITS,
-    )
-
     levels_node = cfg.get("levels", ["segment", "system"])
     coef_node = cfg.get("coefficients", ["pearson", "spearman", "kendall_b"])
     # `correlation.levels=system` (a plain string) means the one level, not its letters
@@ -42,18 +41,14 @@ def check_correlation_config(cfg: Mapping[str, Any]) -> tuple[list[str], list[st
                 f"correlation.coefficients: unknown coefficient '{coef}'; choose from "
                 f"{list(COEFFICIENTS)}"
             )
-    if (
-        levels
-        and coefficients
-        and not any(level in COEFFICIENTS[coef].levels for level in levels for coef in coefficients)
-    ):
+    defined = any(level in COEFFICIENTS[coef].levels for level in levels for coef in coefficients)
+    if levels and coefficients and not defined:
         raise ConfigError(
             f"correlation: none of the coefficients {coefficients} is defined at the levels "
             f"{levels}; "
             + "; ".join(f"{c} at {list(COEFFICIENTS[c].levels)}" for c in coefficients)
         )
-    choices = {"unit": UNITS, "item_nan": ITEM_NAN, "interval": INTERVALS}
-    for key, valid in choices.items():
+    for key, valid in {"unit": UNITS, "item_nan": ITEM_NAN, "interval": INTERVALS}.items():
         if key in cfg and str(cfg[key]) not in valid:
             raise ConfigError(f"correlation.{key} must be one of {list(valid)}, got '{cfg[key]}'")
     _check_number("correlation.confidence", cfg.get("confidence", 0.95), 0.0, 1.0, open_=True)
@@ -68,9 +63,8 @@ def check_correlation_config(cfg: Mapping[str, Any]) -> tuple[list[str], list[st
                     f"correlation.significance.{key} must be one of {list(valid)}, got '{sig[key]}'"
                 )
         sig_level = str(sig.get("level", "segment"))
-        sig_coef = configured.get(str(sig.get("coefficient", "pearson")))
-        if sig_coef is None:
-            sig_coef = COEFFICIENTS[str(sig.get("coefficient", "pearson"))]
+        sig_name = str(sig.get("coefficient", "pearson"))
+        sig_coef = configured.get(sig_name) or COEFFICIENTS[sig_name]
         if sig_level not in sig_coef.levels:
             raise ConfigError(
                 f"correlation.significance: coefficient '{sig_coef.name}' is not defined at the "
@@ -104,8 +98,6 @@ def check_correlation_config(cfg: Mapping[str, Any]) -> tuple[list[str], list[st
 
 def configured_coefficients(cfg: Mapping[str, Any]) -> dict[str, Coefficient]:
     """Every coefficient in ``correlation.coefficient_settings`` built with its settings."""
-    from paraeval.correlation import COEFFICIENTS, configure
-
     node = cfg.get("coefficient_settings") or {}
     if not isinstance(node, Mapping):
         raise ConfigError(
@@ -131,8 +123,6 @@ def configured_coefficients(cfg: Mapping[str, Any]) -> dict[str, Coefficient]:
 
 
 def coefficient_objects(cfg: Mapping[str, Any], names: Sequence[str]) -> list[Coefficient]:
-    from paraeval.correlation import get_coefficient
-
     configured = configured_coefficients(cfg)
     return [configured.get(n) or get_coefficient(n) for n in names]
 

@@ -185,9 +185,11 @@ def compute(
     settings: Settings,
     status: Status | None = None,
     started_at: float | None = None,
+    after_stage: Callable[[Evaluation], None] | None = None,
 ) -> Evaluation:
     """Every stage on a loaded table; ``status`` tells the terminal which stage runs;
-    ``started_at`` is when the run began (its loading included), for the tracker."""
+    ``started_at`` is when the run began (its loading included), for the tracker;
+    ``after_stage`` is called with the evaluation after each stage."""
     ev = Evaluation(settings, table)
     if started_at is not None:
         ev.started_at = started_at
@@ -196,6 +198,8 @@ def compute(
         with status.stage(stage.__name__.removesuffix("_stage").replace("_", " ")):
             stage(ev)
             release_free_memory()
+        if after_stage is not None:
+            after_stage(ev)
     return ev
 
 

@@ -1,9 +1,7 @@
-"""Score stage: every selected metric on every system.
-
-Each metric gets every text of the run once (``prepare``), so encoders see each unique sentence
-once; each result comes from the score cache or is computed, with work that several systems and
-metrics share done once (:class:`_Work`).
-"""
+"""Score stage: every selected metric on every system. Each metric gets every text of the run
+once (``prepare``), so encoders see each unique sentence once; each result comes from the score
+cache or is computed, with work that several systems and metrics share done once
+(:class:`_Work`)."""
 
 from __future__ import annotations
 
@@ -20,8 +18,8 @@ from tqdm.auto import tqdm
 
 from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, MissingResourceError
 from paraeval.pipeline.config.targets import metric_class
-from paraeval.pipeline.data.load import in_order, row_groups
-from paraeval.pipeline.errors import ConfigError, DataError
+from paraeval.pipeline.data.load import in_order, origin_error, row_groups
+from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.names import show
 from paraeval.pipeline.stages.cache import ScoreCache, cache_signature, key_of, texts_digest
 
@@ -117,23 +115,17 @@ def _raise_first(
 ) -> None:
     if missing.any():
         row = df.loc[missing].iloc[0]
-        file, _, line = str(row.origin).rpartition(":")
-        raise DataError(
+        raise origin_error(
             f"item '{row.item_id}' has no {what} but metric '{metric_id}' needs one{hint}",
-            file=file or None,
-            row=int(line) if line.isdigit() else None,
-            column=column,
+            row.origin,
+            column,
         )
 
 
 def run_texts(df: pd.DataFrame) -> list[str]:
     """Every text of the run, each once, in a stable order."""
-    texts: dict[str, None] = {}
-    for col in ("candidate", "source"):
-        texts.update(dict.fromkeys(df[col].tolist()))
-    for refs in df["references"]:
-        texts.update(dict.fromkeys(refs))
-    return list(texts)
+    refs = [ref for row_refs in df["references"] for ref in row_refs]
+    return list(dict.fromkeys([*df["candidate"].tolist(), *df["source"].tolist(), *refs]))
 
 
 # one system's texts as a metric sees them: candidates, per-segment references, sources
@@ -141,13 +133,10 @@ Texts = tuple[list[str], list[list[str]], list[str]]
 
 
 class _Work:
-    """The metric calls of one score stage, each made once.
-
-    The same metric on the same texts is computed once (a shared :meth:`Metric.parts` such as
-    iBLEU's BLEU against the sources, or two systems with the same outputs); a
-    :attr:`Metric.segment_local` metric scores the distinct segments of all systems in one call
-    and each system gets its rows (:meth:`Metric.select`).
-    """
+    """The metric calls of one score stage, each made once: the same metric on the same texts is
+    computed once (a shared :meth:`Metric.parts` such as iBLEU's BLEU against the sources, or two
+    systems with the same outputs); a :attr:`Metric.segment_local` metric scores the distinct
+    segments of all systems in one call and each system gets its rows (:meth:`Metric.select`)."""
 
     def __init__(
         self,
@@ -156,10 +145,7 @@ class _Work:
         positions: dict[str, np.ndarray],
         cache: ScoreCache | None,
     ) -> None:
-        self.df = df
-        self.systems = systems
-        self.positions = positions
-        self.cache = cache
+        self.df, self.systems, self.positions, self.cache = df, systems, positions, cache
         self._texts: dict[tuple[str, bool], Texts] = {}
         self._digests: dict[tuple[str, bool], str] = {}
         # results by (the metric's cache signature, the texts' digest)
@@ -194,8 +180,7 @@ class _Work:
             signature = cache_signature(metric)
             for system in self.systems:
                 key = key_of(signature, self.digest(system, vs_source))
-                n = len(self.positions[system])
-                hit = self.cache.get_by_key(name, metric, key, n)
+                hit = self.cache.get_by_key(name, metric, key, len(self.positions[system]))
                 if hit is not None:
                     out[system] = hit
         todo = [s for s in self.systems if s not in out]
@@ -283,8 +268,7 @@ def score(
     corpus_rows: dict[str, dict[str, float]] = {s: {} for s in systems}
     columns: dict[str, ColumnInfo] = {}
     stats: dict[tuple[str, str], np.ndarray] = {}
-    groups = dict(row_groups(df["system"]))
-    positions = {s: groups[s] for s in systems}  # each system's row positions, ascending
+    positions = dict(row_groups(df["system"]))  # each system's row positions, ascending
     jobs = [(mid, m, False) for mid, m in metrics.items()]
     jobs += [(mid, m, True) for mid, m in metrics.items() if m.against_source]
     work = _Work(df, systems, positions, cache)

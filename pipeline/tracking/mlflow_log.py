@@ -283,6 +283,7 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
         )
         existing = find_logged(client, exp_id, content_hash)
         if existing is not None:
+            payload.finish_outputs()
             return Logged(existing, uri, True)
         leftovers = close_leftovers(client, exp_id, record.run_uid)
         start, end = record.started_ms or None, record.ended_ms or None
@@ -328,6 +329,7 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
             tables = {CORRELATION_TABLE: payload.correlations, COMPARISON_TABLE: payload.comparison}
             tags.update(_log_tables(client, parent_id, tables))
             raise_deferred()
+            payload.finish_outputs()
             client.log_artifacts(parent_id, str(out_dir))
             # the content tag goes last: a run interrupted before here is not taken as logged
             raise_deferred()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,9 @@ class RunPayload:
     comparison: pd.DataFrame = field(default_factory=pd.DataFrame)
     alpha_curve: pd.DataFrame = field(default_factory=pd.DataFrame)
     alpha_systems: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # the figures and report.html may still be drawn until this returns: a tracker calls it
+    # before it reads or logs the folder's files
+    finish_outputs: Callable[[], None] = field(default=lambda: None)
 
     @classmethod
     def from_evaluation(

@@ -1,7 +1,6 @@
 """The run record: everything a run logs besides its tables and files, kept as ``run_info.json``
 so that ``paraeval-log`` can log the directory later with the same content (no MLflow here).
-It is read from an evaluation through :class:`Evaluated`, so that tracking imports no stage.
-"""
+It is read from an evaluation through :class:`Evaluated`, so that tracking imports no stage."""
 
 from __future__ import annotations
 
@@ -11,7 +10,9 @@ import subprocess
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -70,20 +71,15 @@ def read_run_info(out_dir: Path) -> RunRecord:
         raise ConfigError(f"cannot read {path}: {exc}") from None
     if not isinstance(raw, dict) or raw.get("format") != RUN_INFO_FORMAT:
         raise ConfigError(f"{path} is not a {RUN_INFO_FORMAT} file")
-    fields = RunRecord.__dataclass_fields__
-    return RunRecord(**{k: v for k, v in raw.items() if k in fields})
+    return RunRecord(**{k: v for k, v in raw.items() if k in RunRecord.__dataclass_fields__})
 
 
 def library_versions() -> dict[str, str]:
     """``version.<package>`` tags of the installed libraries that decide the numbers."""
-    from importlib import metadata
-
     out = {}
     for pkg in LIBRARIES:
-        try:
+        with suppress(metadata.PackageNotFoundError):
             out[f"version.{pkg}"] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            continue
     return out
 
 
@@ -115,20 +111,20 @@ def sweep_run_name(name: str, tags: Mapping[str, str]) -> str:
     return f"{name} [sweep {sweep.parent.name}/{sweep.name} #{tags['paraeval.sweep_job']}]"
 
 
-# --------------------------------------------------------------------------- from an evaluation
 class Evaluated(Protocol):
     """What tracking reads of a finished evaluation."""
 
-    @property
-    def settings(self) -> Any: ...  # params, data.name
-    @property
-    def table(self) -> pd.DataFrame: ...  # the loaded table; its attrs name the input files
+    settings: Any  # params, data.name
+    table: pd.DataFrame  # the loaded table; its attrs name the input files
+    started_at: float
+    correlations: pd.DataFrame
+    compared: Any  # None when the comparison is off
+    alpha_curve: Any  # None, or .curve and .system_scores
+
     @property
     def metrics(self) -> Mapping[str, Any]: ...  # the metric ids, in order
     @property
     def run_metrics(self) -> Mapping[str, float]: ...
-    @property
-    def started_at(self) -> float: ...
     @property
     def signatures(self) -> dict[str, str]: ...
     @property
@@ -136,13 +132,7 @@ class Evaluated(Protocol):
     @property
     def systems(self) -> pd.DataFrame: ...
     @property
-    def correlations(self) -> pd.DataFrame: ...
-    @property
-    def compared(self) -> Any: ...  # None when the comparison is off
-    @property
     def comparison(self) -> pd.DataFrame: ...
-    @property
-    def alpha_curve(self) -> Any: ...  # None, or .curve and .system_scores
 
 
 def run_record(
@@ -155,8 +145,7 @@ def run_record(
     """The record of a finished evaluation; ``tracking`` and ``run_name``: the tracker's
     settings and configured run name."""
     s = ev.settings
-    params = dict(s.params)
-    params["metrics.selected"] = ",".join(ev.metrics)
+    params = {**s.params, "metrics.selected": ",".join(ev.metrics)}
     tags = {
         "paraeval.data": s.data.name,
         "paraeval.git_commit": git_commit(),
@@ -168,12 +157,11 @@ def run_record(
     tags.update(hydra_tags())
     files = [str(f) for f in ev.table.attrs.get("data_files", []) if not str(f).startswith("<")]
     dataset = dataset_label(s.data.name, files)
-    name = readable_run_name(dataset, overrides)
     return RunRecord(
         tracking=tracking,
         params=params,
         tags=tags,
-        run_name=run_name or sweep_run_name(name, tags),
+        run_name=run_name or sweep_run_name(readable_run_name(dataset, overrides), tags),
         metrics=dict(ev.run_metrics),
         data_name=dataset,
         data_source=str(Path(files[0]).resolve()) if files else "",
@@ -196,9 +184,7 @@ def dataset_label(name: str, files: Sequence[str]) -> str:
     """The dataset as its user knows it: the file name, or the layout's name for several."""
     if len(files) == 1:
         return Path(files[0]).name
-    if files:
-        return f"{name}: {Path(files[0]).name} + {len(files) - 1} files"
-    return name
+    return f"{name}: {Path(files[0]).name} + {len(files) - 1} files" if files else name
 
 
 def git_commit() -> str:

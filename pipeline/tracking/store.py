@@ -1,8 +1,6 @@
 """Where runs go: the tracking URI, whether a server answers, and the embedded SQLite store.
-
 Writers of one SQLite store take turns on a lock file beside it: SQLite allows one writer, and
-MLflow's first-use schema creation is not safe to run concurrently.
-"""
+MLflow's first-use schema creation is not safe to run concurrently."""
 
 from __future__ import annotations
 
@@ -42,8 +40,7 @@ def resolve_tracking_uri(tracking: Mapping[str, Any]) -> tuple[str, str | None]:
     uri = tracking.get("uri")
     if uri and str(uri).startswith("sqlite:///"):
         # beside the store (MLflow's default is ./mlruns wherever the run was started)
-        db = sqlite_path(str(uri))
-        return str(uri), (db.parent / "artifacts").as_uri()
+        return str(uri), (sqlite_path(str(uri)).parent / "artifacts").as_uri()
     if uri:
         return str(uri), None
     store = Path(str(tracking.get("store_dir") or "mlflow")).expanduser().resolve()
@@ -95,7 +92,6 @@ def check_reachable(uri: str, timeout: float = 5.0) -> None:
     raise TrackingUnavailable(f"MLflow tracking server {uri} {problem}")
 
 
-# --------------------------------------------------------------------------- SQLite stores
 def store_state(db: Path) -> str:
     """``missing``, ``ready``, ``empty-broken`` (half-created, no run in it: safe to recreate)
     or ``broken`` (half-created with runs: the user decides)."""
@@ -103,9 +99,8 @@ def store_state(db: Path) -> str:
         return "missing"
     try:
         with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
-            tables = {
-                r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
-            }
+            names = con.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            tables = {r[0] for r in names}
             versioned = "alembic_version" in tables and bool(
                 con.execute("SELECT count(*) FROM alembic_version").fetchone()[0]
             )
@@ -113,8 +108,7 @@ def store_state(db: Path) -> str:
     except sqlite3.DatabaseError as exc:
         raise StoreBroken(f"MLflow store {db} cannot be read ({exc})") from None
     # an interrupted batch migration leaves its copy table behind ("table ... already exists")
-    interrupted = any(t.startswith("_alembic_tmp_") for t in tables)
-    if versioned and not interrupted:
+    if versioned and not any(t.startswith("_alembic_tmp_") for t in tables):
         return "ready"
     return "broken" if runs else "empty-broken"
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import inspect
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -56,12 +56,19 @@ class Tracker(ABC):
         return None if name is None else str(name)
 
     def log_evaluation(
-        self, ev: Evaluated, out_dir: Path, overrides: Sequence[str] = ()
+        self,
+        ev: Evaluated,
+        out_dir: Path,
+        overrides: Sequence[str] = (),
+        finish_outputs: Callable[[], None] | None = None,
     ) -> Logged | None:
-        """Log a finished evaluation written to ``out_dir`` (``overrides``: the command line's)."""
+        """Log a finished evaluation written to ``out_dir`` (``overrides``: the command line's;
+        ``finish_outputs``: see :attr:`RunPayload.finish_outputs`)."""
         payload = RunPayload.from_evaluation(
             ev, Path(out_dir), overrides, self.settings, self.run_name
         )
+        if finish_outputs is not None:
+            payload.finish_outputs = finish_outputs
         return self.log(payload)
 
     def log(self, payload: RunPayload) -> Logged | None:

@@ -377,9 +377,7 @@ def test_clusters_on_a_hand_built_example() -> None:
     assert (m["baseline"] == "c").all()
 
 
-def test_compare_stage_adds_system_columns_to_the_written_table(
-    demo: Any, tmp_path: Path
-) -> None:
+def test_compare_stage_adds_system_columns_to_the_written_table(demo: Any, tmp_path: Path) -> None:
     scores, agg = demo
     # a stand-in semantic average so that the diversity–adequacy plot has both axes
     agg = dataclasses.replace(agg, segments=agg.segments.copy(), systems=agg.systems.copy())

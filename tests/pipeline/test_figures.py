@@ -1,11 +1,16 @@
-"""Every figure is drawn from the finished evaluation, in the run's own process: the stages
-produce tables only, ``write_figures`` writes the figure files a user sees (their names and
-format), and a figure that fails is one warning while the others are still drawn."""
+"""Every figure is drawn from the evaluation's tables: the stages produce tables only,
+``write_figures`` writes the figure files a user sees (their names and format) in the calling
+process, :class:`figures.Figures` draws each as soon as its tables exist in forked processes that
+end with the run, and a figure that fails is one warning while the others are still drawn."""
 
 from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
+import signal
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -116,3 +121,81 @@ def test_figures_follow_the_evaluation_they_are_drawn_from(
         stage(unrated)
     names = {p.name for p in figures.write_figures(unrated, tmp_path / "b")}
     assert names == {"diversity_adequacy.png", "system_ranking.png"}
+
+
+def _stage_by_stage(demo: Evaluation, drawing: figures.Figures) -> list[set[str]]:
+    """The demo's stages run again with ``drawing`` started after each; the figure files
+    started after each stage."""
+    ev = Evaluation(demo.settings, demo.table)
+    started = []
+    for stage in STAGES:
+        stage(ev)
+        drawing.start_ready(ev)
+        started.append({p.name for p, _ in drawing.started})
+    return started
+
+
+linux_only = pytest.mark.skipif(sys.platform != "linux", reason="figures are forked on Linux")
+
+
+@linux_only
+def test_each_figure_starts_with_its_tables_in_a_process_and_all_are_drawn(
+    demo: Evaluation, tmp_path: Path
+) -> None:
+    (tmp_path / "plots").mkdir()
+    stale = tmp_path / "plots" / "alpha_curve.png"
+    stale.write_bytes(b"an earlier run's figure")
+    drawing = figures.Figures(tmp_path)
+    started = _stage_by_stage(demo, drawing)
+    # score: nothing; aggregate: the scatter plots; compare: ranking and diversity view;
+    # correlate: the heatmap; α curve: its figure
+    scatter = {n for n in _expected(demo, "png") if n.startswith("scatter_")}
+    assert started[0] == set() and started[1] == scatter
+    assert started[2] - started[1] == {"system_ranking.png", "diversity_adequacy.png"}
+    assert started[3] - started[2] == {"correlation_heatmap.png"}
+    assert started[4] - started[3] == {"alpha_curve.png"}
+    assert len(drawing.pids) == 4  # one process per stage that made figures
+    written = drawing.wait()
+    assert {p.name for p in written} == _expected(demo, "png") == started[-1]
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in written)
+    assert drawing.pids == []
+
+
+@linux_only
+def test_a_killed_figure_process_is_a_warning_naming_the_folder(
+    demo: Evaluation, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    drawing = figures.Figures(tmp_path)
+    ev = Evaluation(demo.settings, demo.table)
+    for stage in STAGES[:2]:
+        stage(ev)
+    drawing.start_ready(ev)
+    os.kill(drawing.pids[0], signal.SIGKILL)
+    with caplog.at_level(logging.WARNING):
+        written = drawing.wait()
+    warned = [r.getMessage() for r in caplog.records if "figure process" in r.getMessage()]
+    assert len(warned) == 1 and str(tmp_path) in warned[0] and "signal 9" in warned[0]
+    assert len(written) < len(drawing.started)
+
+
+@linux_only
+def test_stop_ends_the_figure_processes_at_once(demo: Evaluation, tmp_path: Path) -> None:
+    drawing = figures.Figures(tmp_path)
+    _stage_by_stage(demo, drawing)
+    pids = list(drawing.pids)
+    begun = time.monotonic()
+    drawing.stop()
+    assert time.monotonic() - begun < 2.0
+    for pid in pids:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)  # reaped: no such child any more
+    assert drawing.pids == []
+
+
+def test_without_parallel_figures_every_figure_is_drawn_here_at_the_end(
+    demo: Evaluation, tmp_path: Path
+) -> None:
+    drawing = figures.Figures(tmp_path, parallel=False)
+    _stage_by_stage(demo, drawing)
+    assert drawing.pids == [] and not (tmp_path / "plots").exists()
+    assert {p.name for p in drawing.wait()} == _expected(demo, "png")

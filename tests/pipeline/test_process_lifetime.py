@@ -108,6 +108,8 @@ def test_kill_9_in_the_middle_of_a_run(tmp_path: Path) -> None:
     deadline = time.monotonic() + 60
     while not any((out / "plots").iterdir()) and time.monotonic() < deadline:
         time.sleep(0.02)
+    # the run and the processes drawing the other figures
+    assert len(session_members(proc.pid)) >= 2, session_members(proc.pid)
     _kill_and_check(proc)
 
 
