@@ -65,11 +65,16 @@ lint: setup-dev
 # each script times paraeval against its anchor measured in the same run, prints the ratios and
 # writes its figures to .cache/bench/<script>.json; docs/performance.md's table is made from them.
 # bench_semantic runs on the CPU (its --device cuda needs a GPU)
+# BASELINE_PYTHON=PY: bench_run also times another installation (the code before a change)
 BENCH_FIGURES := .cache/bench
+BASELINE_PYTHON ?=
 bench: setup-dev
 	rm -rf $(BENCH_FIGURES) && mkdir -p $(BENCH_FIGURES)
 	for script in benchmarks/bench_*.py; do \
-	  $(PY) $$script --json $(BENCH_FIGURES)/$$(basename $$script .py).json || exit 1; \
+	  extra=""; \
+	  if [ -n "$(BASELINE_PYTHON)" ] && [ $$script = benchmarks/bench_run.py ]; then \
+	    extra="--baseline-python $(BASELINE_PYTHON)"; fi; \
+	  $(PY) $$script --json $(BENCH_FIGURES)/$$(basename $$script .py).json $$extra || exit 1; \
 	done
 	$(PY) benchmarks/performance_table.py $(BENCH_FIGURES) docs/performance.md
 
