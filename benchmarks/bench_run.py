@@ -9,7 +9,8 @@ All sides run in fresh processes one after the other in this run, on the same ro
   of the process to its end, with the stage times the command prints.
 - with ``--baseline-python PY``: the same two runs by another installation of paraeval (for
   example the code before a change, installed in another virtual environment), interleaved with
-  this one's (baseline cold, cold, baseline warm, warm), and the ratios.
+  this one's, and the ratios. Warm runs are repeated (``--repeat``, 3) and interleaved, and each
+  side's median run is reported: they take half a minute, within this machine's noise.
 - paraeval, warm, with every figure drawn in the run's process (``report.parallel_figures=false``):
   what drawing each figure aside, as soon as its tables exist, saves.
 - the plain script (:func:`plain_script`): per system, sacrebleu (BLEU and self-BLEU, sentence and
@@ -347,7 +348,7 @@ def _script_table(title: str, wall: float, result: dict[str, Any]) -> None:
 
 WHAT = {
     "cold": "ParaBank-Eval, the whole default run, cold (empty cache, new MLflow store)",
-    "warm": "ParaBank-Eval, the whole default run, warm (the cold run's cache)",
+    "warm": "ParaBank-Eval, the whole default run, warm (the cold run's cache), the median run",
 }
 SCRIPT = "the plain script: the libraries per system, scipy's point correlations"
 INLINE = "warm, figures in the run's process"
@@ -395,6 +396,7 @@ def main() -> None:
         help="a Python whose paraeval is the code to compare against (another virtual environment)",
     )
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
+    parser.add_argument("--repeat", type=int, default=3, help="warm runs per side (median)")
     parser.add_argument("--child", choices=["script"], help=argparse.SUPPRESS)
     parser.add_argument("--systems", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -413,19 +415,25 @@ def main() -> None:
     sides = [("", sys.executable)]
     if args.baseline_python:
         sides.insert(0, ("baseline ", args.baseline_python))
-    for state in ("cold", "warm"):
-        for label, python in sides:
-            tag = f"{label}{state}".replace(" ", "-")
-            runs[f"{label}{state}"] = paraeval_cli(python, work, data, tag, work / f"cache{label}")
-    # what drawing the figures aside saves: the warm run again, every figure drawn in its process
-    runs[INLINE] = paraeval_cli(
-        sys.executable,
-        work,
-        data,
-        "warm-inline",
-        work / "cache",
-        ("report.parallel_figures=false",),
-    )
+    for label, python in sides:
+        tag = f"{label}cold".replace(" ", "-")
+        runs[f"{label}cold"] = paraeval_cli(python, work, data, tag, work / f"cache{label}")
+    # warm runs take half a minute, within this machine's noise of each other: each side is
+    # run --repeat times, interleaved, and its median run is reported. The last side draws
+    # every figure in the run's process: what drawing them aside as their tables exist saves
+    inline = ("report.parallel_figures=false",)
+    warm_sides = [(f"{label}warm", python, ()) for label, python in sides]
+    warm_sides.append((INLINE, sys.executable, inline))
+    repeats: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in warm_sides}
+    for i in range(args.repeat):
+        for name, python, extra in warm_sides:
+            label = "baseline " if name.startswith("baseline") else ""
+            tag = f"{name}-{i}".replace(" ", "-").replace(",", "").replace("'", "")
+            run = paraeval_cli(python, work, data, tag, work / f"cache{label}", extra)
+            repeats[name].append(run)
+    for name, done in repeats.items():
+        runs[name] = sorted(done, key=lambda r: r["wall"])[len(done) // 2]
+        runs[name]["walls"] = [round(r["wall"], 1) for r in done]
     for name, run in runs.items():
         _stage_table(f"paraeval {name}", run)
     script = plain = None
@@ -441,7 +449,8 @@ def main() -> None:
     print(f"  start: {start_load}")
     print(f"  end:   {_load()}")
     for name, run in runs.items():
-        print(f"  paraeval {name:24s} {run['wall']:7.1f} s wall, {run['cpu']:7.1f} s CPU")
+        walls = f"  (median of {run['walls']})" if "walls" in run else ""
+        print(f"  paraeval {name:24s} {run['wall']:7.1f} s wall, {run['cpu']:7.1f} s CPU{walls}")
     if args.baseline_python:
         for state in ("cold", "warm"):
             new, old = runs[state], runs[f"baseline {state}"]

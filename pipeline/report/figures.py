@@ -11,6 +11,7 @@ own process.
 from __future__ import annotations
 
 import ctypes
+import gc
 import logging
 import os
 import signal
@@ -151,6 +152,9 @@ def _fork(plan: Plan) -> int:
         stream.flush()  # else their buffers would be written twice
     pid = os.fork()
     if pid == 0:  # the child: draws and leaves without running the run's exit handlers
+        # the collector leaves the run's objects alone: scanning them would write to every page
+        # they share with the run (copy-on-write) for nothing
+        gc.freeze()
         code = 1
         try:
             _die_with_parent(parent)
