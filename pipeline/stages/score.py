@@ -24,6 +24,9 @@ from paraeval.pipeline.names import show
 from paraeval.pipeline.stages.cache import ScoreCache, cache_signature, key_of, texts_digest
 
 log = logging.getLogger(__name__)
+# segments per metric call when several systems are scored together: bounds the metric's working
+# memory (all of ParaBank-Eval's 14,323 rows fit in one call)
+ROWS_PER_CALL = 50_000
 
 
 @dataclass
@@ -212,14 +215,29 @@ class _Work:
         if todo:
             self._prepare(metric)
             if metric.segment_local and len(todo) > 1:
-                texts, rows = self._union(todo, vs_source)
-                whole = metric.score(*texts)
-                for system in todo:
-                    self._done[keys[system]] = metric.select(whole, rows[system])
+                for group in self._groups(todo):
+                    texts, rows = self._union(group, vs_source)
+                    whole = metric.score(*texts)
+                    for system in group:
+                        self._done[keys[system]] = metric.select(whole, rows[system])
             else:
                 for system in todo:
                     self._done[keys[system]] = metric.score(*self.texts(system, vs_source))
         return {s: self._done[keys[s]] for s in systems}
+
+    def _groups(self, systems: list[str]) -> list[list[str]]:
+        """``systems`` in consecutive groups of at most :data:`ROWS_PER_CALL` rows (one system
+        may exceed it alone): a metric's working memory grows with the segments of one call."""
+        groups: list[list[str]] = [[]]
+        rows = 0
+        for system in systems:
+            n = len(self.positions[system])
+            if groups[-1] and rows + n > ROWS_PER_CALL:
+                groups.append([])
+                rows = 0
+            groups[-1].append(system)
+            rows += n
+        return groups
 
     def _prepare(self, metric: Metric) -> None:
         # encoders batch every text of the run once, and only when something is computed

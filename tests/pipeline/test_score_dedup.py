@@ -15,6 +15,7 @@ import pytest
 import paraeval.metrics._sacre_base as sacre_base
 from paraeval.metrics import rouge, sacre
 from paraeval.metrics.base import Metric, MetricResult, make_signature, select_mean
+from paraeval.pipeline.stages import score as score_module
 from paraeval.pipeline.stages.cache import ScoreCache
 from paraeval.pipeline.stages.score import score
 
@@ -122,6 +123,22 @@ def test_a_segment_local_metric_scores_all_systems_in_one_call() -> None:
         want = [float(len(c)) for c in outputs]
         np.testing.assert_array_equal(got.segments.loc[rows, "counting"].to_numpy(), want)
         assert got.corpus.loc[system, "counting"] == float(np.mean(want))
+
+
+def test_calls_are_bounded_in_rows_and_give_the_same_numbers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    df = _table()
+    one = score(df, {"counting": _CountingLocal()}, progress=False)
+    per_system = df.groupby("system", sort=False).size()
+    # two systems' rows per call at most
+    monkeypatch.setattr(score_module, "ROWS_PER_CALL", int(per_system.iloc[:2].sum()))
+    counting = _CountingLocal()
+    bounded = score(df, {"counting": counting}, progress=False)
+    assert len(counting.calls) == 2
+    assert all(n <= score_module.ROWS_PER_CALL for n in counting.calls)
+    pd.testing.assert_frame_equal(bounded.segments, one.segments)
+    pd.testing.assert_frame_equal(bounded.corpus, one.corpus)
 
 
 class _CountingLocal(Metric):
