@@ -133,7 +133,10 @@ class Encoder:
 
     @property
     def num_layers(self) -> int:
-        return int(self.config.num_hidden_layers)
+        # read from config.json where it is stated: a run served by the cache then never
+        # imports transformers (a second and a half)
+        stated = read_json(Path(self.path) / "config.json").get("num_hidden_layers")
+        return int(stated) if stated is not None else int(self.config.num_hidden_layers)
 
     @property
     def max_length(self) -> int:

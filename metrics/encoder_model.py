@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +46,20 @@ def resolve_model_path(model: str) -> tuple[str, str]:
     return model, model.replace("/", "_")
 
 
-def pick_device(device: str | None = None) -> str:
-    import torch
+# the device files a GPU runtime opens on Linux: NVIDIA's driver, WSL's GPU bridge, ROCm's
+_GPU_DEVICE_FILES = ("/dev/nvidiactl", "/dev/dxg", "/dev/kfd")
 
+
+def pick_device(device: str | None = None) -> str:
+    """The device asked for, or with ``None``/``"auto"`` CUDA where torch sees it, else the CPU.
+    On Linux without any GPU device file the answer is the CPU without importing torch: a run
+    whose scores all come from the cache never pays torch's two-second import."""
     if device and device != "auto":
         return device
+    if sys.platform == "linux" and not any(os.path.exists(f) for f in _GPU_DEVICE_FILES):
+        return "cpu"
+    import torch
+
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 

@@ -112,6 +112,38 @@ def test_disk_cache_serves_a_new_process_without_encoding(tmp_path: Path) -> Non
     assert kinds <= {"<f4", "<i4"}
 
 
+def test_building_a_semantic_metric_imports_neither_transformers_nor_torch() -> None:
+    """A run served by the score cache builds its metrics and stops: the layer count comes from
+    config.json, and the device without torch where the machine has no GPU device file."""
+    import ast
+    import subprocess
+    import sys
+
+    from paraeval.metrics.encoder_model import _GPU_DEVICE_FILES
+
+    code = (
+        "import sys\n"
+        "from paraeval.metrics.bertscore import BERTScore\n"
+        "from paraeval.metrics.wmd import WMD\n"
+        "m = BERTScore(); WMD()\n"
+        "print(m.signature(), m.layer, m.encoder.device)\n"
+        "print(sorted({'torch', 'transformers', 'bert_score'} & set(sys.modules)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    signature, layer, device = out[0].rsplit(" ", 2)
+    assert "all-MiniLM-L6-v2@" in signature and layer == "6" and device in ("cpu", "cuda")
+    imported = set(ast.literal_eval(out[1]))
+    assert "transformers" not in imported
+    if not any(Path(f).exists() for f in _GPU_DEVICE_FILES):
+        assert imported == set() and device == "cpu"
+    # the same numbers as the config transformers reads
+    from transformers import AutoConfig
+
+    assert Encoder().num_layers == AutoConfig.from_pretrained(MODEL_PATH).num_hidden_layers
+
+
 def test_a_new_layer_or_sentence_is_encoded_and_the_cache_is_safe_to_delete(
     tmp_path: Path,
 ) -> None:
