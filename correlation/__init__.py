@@ -32,6 +32,7 @@ from paraeval.correlation.coefficients import (
     spearman,
 )
 from paraeval.correlation.levels import (
+    AUTO_UNIT,
     ITEM_NAN,
     LEVELS,
     UNITS,
@@ -72,6 +73,7 @@ from paraeval.correlation.table import (
 from paraeval.correlation.ties import calibrated_epsilon, item_mean_23, kendall_23  # registers
 
 __all__ = [
+    "AUTO_UNIT",
     "COEFFICIENTS",
     "CORRELATION_COLUMNS",
     "EXACT_MAX_N",

@@ -245,13 +245,15 @@ def kendall_like_counts(
     *,
     metric_ties: MetricTies = "discordant",
     human_margin: float = 0.0,
-    margin_rule: MarginRule = "at_least",
+    margin_rule: MarginRule = "above",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Concordant and discordant system pairs inside each item, shape ``(n_items,)`` each.
 
-    As mt-metrics-eval's ``KendallLike(thresh=human_margin)``: a pair of systems with finite scores
-    counts where the human scores differ by at least ``human_margin`` (WMT's DARR used 25 on 0-100
-    DA), strictly more with ``margin_rule="above"`` (paraeval's earlier rule). It is concordant when
+    A pair of systems with finite scores counts where the human scores differ by more than
+    ``human_margin`` (the default, ``margin_rule="above"``: pairs the humans tie are left out, as
+    WMT's DARR does), or by at least ``human_margin`` with ``margin_rule="at_least"``, which is
+    mt-metrics-eval's ``KendallLike(thresh=human_margin)`` (its default 25 on DA's 0-100 scale;
+    with 0 every human tie counts, as discordant). It is concordant when
     the metric orders it as the humans do, else discordant, including a metric tie (it failed to
     separate what humans separated; ``metric_ties="skip"`` leaves those out) and a counted human
     tie.
@@ -279,7 +281,7 @@ def kendall_like(
     *,
     metric_ties: MetricTies = "discordant",
     human_margin: float = 0.0,
-    margin_rule: MarginRule = "at_least",
+    margin_rule: MarginRule = "above",
 ) -> tuple[float, float]:
     """WMT segment-level Kendall-like tau, pooled over all items of two score matrices.
 
@@ -387,7 +389,7 @@ register_coefficient(
 def kendall_like_coefficient(
     *,
     human_margin: float = 0.0,
-    margin_rule: MarginRule = "at_least",
+    margin_rule: MarginRule = "above",
     metric_ties: MetricTies = "discordant",
 ) -> Coefficient:
     """The ``kendall_like`` entry with these settings (see :func:`kendall_like_counts`): system

@@ -33,6 +33,18 @@ from paraeval.correlation.coefficients import (
 
 ITEM_NAN: tuple[str, ...] = ("skip", "zero")
 UNITS: tuple[str, ...] = ("items", "systems", "both")
+AUTO_UNIT = "auto"
+"""The default resampling unit of a correlation table: items at the segment and item levels,
+systems and items together at the system level (Boot-Both: Deutsch et al. 2021 show that
+system-level intervals that resample the inputs only do not cover the truth)."""
+
+
+def level_unit(unit: str, level: str) -> str:
+    """The resampling unit ``unit`` means at ``level``: :data:`AUTO_UNIT` resolved, others as
+    they are."""
+    if unit != AUTO_UNIT:
+        return unit
+    return "both" if level == "system" else "items"
 
 
 @dataclass(frozen=True)
@@ -181,6 +193,7 @@ def correlate(
 
 
 __all__ = [
+    "AUTO_UNIT",
     "ITEM_NAN",
     "LEVELS",
     "NAN_RESULT",
@@ -189,6 +202,7 @@ __all__ = [
     "check_level_coefficient",
     "correlate",
     "item_values",
+    "level_unit",
     "system_scores",
     "valid_combination",
 ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,8 @@ SIGNIFICANCE_COLUMNS: tuple[str, ...] = (
     "metric_b",
     "r_a",
     "r_b",
+    "adjusted_a",
+    "adjusted_b",
     "p_value",
     "method",
     "cluster_a",
@@ -113,10 +115,16 @@ def significance_table(
     item_nan: str = "skip",
     system_metrics: Mapping[str, np.ndarray] | None = None,
     alternative: str = "two-sided",
+    lower_is_better: Collection[str] = (),
 ) -> list[dict[str, Any]]:
     """All metric pairs per aspect, with columns :data:`SIGNIFICANCE_COLUMNS`.
 
-    In each row ``metric_a`` is the metric with the higher correlation (``r_a >= r_b``).
+    Metrics are compared by their agreement with the human score, whatever their direction: the
+    scores of a metric in ``lower_is_better`` (TER, WMD) are negated for the comparison, as WMT
+    and mt-metrics-eval do, so that a strong negative correlation counts as strong agreement.
+    ``r_a``/``r_b`` keep their printed sign; ``adjusted_a``/``adjusted_b`` say whose scores were
+    negated. In each row ``metric_a`` is the metric that agrees more (direction-adjusted
+    ``r_a >= r_b``).
 
     - ``method="williams"``: Williams' one-sided p that r_a > r_b, all three correlations on the
       cells (segment level) or systems where both metrics and the human score exist. Derived for
@@ -142,7 +150,11 @@ def significance_table(
             "averages per-item correlations: use method='permutation' there"
         )
     check_shapes(metrics, humans)
-    system_metrics = system_metrics or {}
+    flip = {n: -1.0 if n in lower_is_better else 1.0 for n in metrics}
+    metrics = {n: flip[n] * np.asarray(m, dtype=float) for n, m in metrics.items()}
+    system_metrics = {
+        n: flip[n] * np.asarray(s, dtype=float) for n, s in (system_metrics or {}).items()
+    }
     names = list(metrics)
     rows: list[dict[str, Any]] = []
     sm = {n: system_metrics.get(n) if level == "system" else None for n in names}
@@ -194,8 +206,10 @@ def significance_table(
                     "coefficient": coef.name,
                     "metric_a": a,
                     "metric_b": b,
-                    "r_a": ra,
-                    "r_b": rb,
+                    "r_a": flip[a] * ra,
+                    "r_b": flip[b] * rb,
+                    "adjusted_a": flip[a] < 0,
+                    "adjusted_b": flip[b] < 0,
                     "p_value": p,
                     "method": method,
                 }

@@ -28,10 +28,12 @@ from paraeval.correlation.bootstrap import (
 )
 from paraeval.correlation.coefficients import Coefficient, CoefficientLike, get_coefficient
 from paraeval.correlation.levels import (
+    AUTO_UNIT,
     LEVELS,
     UNITS,
     check_level_coefficient,
     correlate,
+    level_unit,
     valid_combination,
 )
 
@@ -129,7 +131,8 @@ def draw_table_resamples(
             combos = [c for c in coefs if valid_combination(level, c)]
             if not combos:
                 continue
-            res = draw_resamples(rng, n_sys, n_items, n_resamples, unit) if ci else None
+            unit_here = level_unit(unit, level)
+            res = draw_resamples(rng, n_sys, n_items, n_resamples, unit_here) if ci else None
             out.append((k, level, combos, res))
     return out
 
@@ -145,7 +148,7 @@ def correlation_table(
     ci: bool = True,
     n_resamples: int = 1000,
     confidence: float = 0.95,
-    unit: str = "items",
+    unit: str = AUTO_UNIT,
     item_nan: str = "skip",
     rng: np.random.Generator,
     system_metric_fns: Mapping[str, SystemMetricFn] | None = None,
@@ -159,9 +162,12 @@ def correlation_table(
     corpus score per system for the system level, recomputed by ``system_metric_fns[name]
     (item_indices)`` under item resampling where it is not the segment mean.
 
-    One (aspect, level) shares its resamples, so intervals are paired. ``ci=False`` (NaN bounds)
-    and ``interval="fisher"`` (:func:`fisher_interval`) draw nothing. ``workers`` threads (default:
-    up to 4 CPUs) give the same rows for any number of workers.
+    One (aspect, level) shares its resamples, so intervals are paired. ``unit``: what a resample
+    draws (:data:`UNITS`); the default :data:`AUTO_UNIT` draws items at the segment and item
+    levels and systems and items together at the system level (Boot-Both). A system-level
+    interval whose resamples all give one value is NaN, never of zero width. ``ci=False`` (NaN
+    bounds) and ``interval="fisher"`` (:func:`fisher_interval`) draw nothing. ``workers`` threads
+    (default: up to 4 CPUs) give the same rows for any number of workers.
     """
     n_sys, n_items = check_shapes(metrics, humans)
     for level in levels:
@@ -169,8 +175,9 @@ def correlation_table(
             raise ValueError(f"unknown correlation level {level!r}; valid levels: {LEVELS}")
     for coefficient in coefficients:
         check_level_coefficient("segment", coefficient, combination=False)
-    if unit not in UNITS:
-        raise ValueError(f"unknown resampling unit {unit!r}; valid units: {', '.join(UNITS)}")
+    if unit not in (*UNITS, AUTO_UNIT):
+        valid = ", ".join((*UNITS, AUTO_UNIT))
+        raise ValueError(f"unknown resampling unit {unit!r}; valid units: {valid}")
     if interval not in INTERVALS:
         raise ValueError(f"unknown interval {interval!r}; valid intervals: {', '.join(INTERVALS)}")
     fisher = ci and interval == "fisher"
@@ -247,6 +254,10 @@ def correlation_table(
                     item_nan=item_nan,
                 )
                 lo, hi = percentile_interval(values, confidence)
+            if level == "system" and not lo < hi:
+                # every resample gave one value (too few systems, or only items resampled):
+                # an interval of zero width would claim a certainty the data do not have
+                lo = hi = float("nan")
             out.append(
                 {
                     "metric": name,

@@ -30,7 +30,7 @@ def kendall_like_classes(
     *,
     metric_ties: MetricTies = "discordant",
     human_margin: float = 0.0,
-    margin_rule: MarginRule = "at_least",
+    margin_rule: MarginRule = "above",
 ) -> tuple[np.ndarray, np.ndarray]:
     """(concordant, discordant) masks of system pairs with metric and human differences
     ``dm``, ``dh`` (see :func:`kendall_like_counts`)."""
@@ -230,7 +230,7 @@ def pair_kendall_like_counts(
     *,
     metric_ties: MetricTies = "discordant",
     human_margin: float = 0.0,
-    margin_rule: MarginRule = "at_least",
+    margin_rule: MarginRule = "above",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Weighted concordant/discordant counts of the WMT Kendall-like statistic over the last axis.
 

@@ -67,3 +67,34 @@ def test_the_demo_writes_the_golden_tables(demo_run: Path) -> None:
         if (found := compare_tables(GOLDEN / name, demo_run / name, rtol=RTOL, atol=ATOL))
     }
     assert problems == {}
+
+
+@pytest.mark.slow
+def test_the_demo_ranks_lower_is_better_metrics_by_their_agreement(demo_run: Path) -> None:
+    """WMD and TER correlate negatively with meaning and are lower-is-better: in the comparison
+    between metrics they stand where the strength of their agreement puts them."""
+    import pandas as pd
+
+    sig = pd.read_csv(demo_run / "significance.csv")
+    corr = pd.read_csv(demo_run / "correlations.csv")
+    sig = sig[(sig["aspect"] == "human_meaning") & (sig["level"] == "segment")]
+    cell = corr[
+        (corr["aspect"] == "human_meaning")
+        & (corr["level"] == "segment")
+        & (corr["coefficient"] == sig["coefficient"].iloc[0])
+    ].set_index("metric")["value"]
+    clusters = dict(zip(sig["metric_a"], sig["cluster_a"], strict=True))
+    clusters |= dict(zip(sig["metric_b"], sig["cluster_b"], strict=True))
+    adjusted = set(sig.loc[sig["adjusted_a"], "metric_a"]) | set(
+        sig.loc[sig["adjusted_b"], "metric_b"]
+    )
+    assert {"wmd", "ter"} <= adjusted and "ibleu" not in adjusted
+    assert cell["wmd"] < 0 and cell["ter"] < 0
+    for lower in ("wmd", "ter"):
+        # every pair's winner agrees more after the adjustment
+        for row in sig[(sig["metric_a"] == lower) | (sig["metric_b"] == lower)].itertuples():
+            a = -row.r_a if row.adjusted_a else row.r_a
+            b = -row.r_b if row.adjusted_b else row.r_b
+            assert a >= b
+        if -cell[lower] > cell["ibleu"]:
+            assert clusters[lower] <= clusters["ibleu"]

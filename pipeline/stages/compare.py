@@ -239,6 +239,13 @@ def compare(scores: Scores, agg: Aggregated, cfg: CompareConfig) -> Comparison:
     if n == 0:
         log.warning("no item is shared by all systems: no intervals or paired tests")
     else:
+        if n == 1:
+            # every resample is that item: zero-width intervals, and p-values that read as
+            # significant (1/(N+1)) where the data say nothing
+            log.warning(
+                "the systems share a single item: their scores are ranked, without intervals, "
+                "paired tests or significance clusters"
+            )
         # the randomization masks first, straight into bits, before the bootstrap arrays exist
         # (each has its own generator: the order changes no draw)
         if len(systems) > 1:
@@ -256,9 +263,9 @@ def compare(scores: Scores, agg: Aggregated, cfg: CompareConfig) -> Comparison:
             p_ar = paired.ar_all(baseline, [s for s in systems if s != baseline], masks)
             for s in systems:
                 r = np.asarray(res[s], dtype=np.float64)
-                r = r[np.isfinite(r)]
+                r = r[np.isfinite(r)] if n > 1 else r[:0]
                 lo, hi = np.quantile(r, [lo_q, hi_q]) if r.size else (np.nan, np.nan)
-                is_base = s == baseline
+                untested = s == baseline or n == 1  # nothing to test against or on
                 rows.append(
                     {
                         "system": s,
@@ -268,10 +275,10 @@ def compare(scores: Scores, agg: Aggregated, cfg: CompareConfig) -> Comparison:
                         "ci_high": float(hi),
                         "baseline": baseline,
                         "p_bootstrap": np.nan
-                        if is_base
+                        if untested
                         else paired_bs_p(res[baseline], res[s], points[baseline], points[s]),
-                        "p_ar": np.nan if is_base else p_ar[s],
-                        "cluster": cluster.get(s, np.nan),
+                        "p_ar": np.nan if untested else p_ar[s],
+                        "cluster": cluster.get(s, np.nan) if n > 1 else np.nan,
                         "rank": rank.get(s, np.nan),
                         "higher_is_better": col.higher_is_better,
                         "n_items": n,

@@ -15,8 +15,13 @@ import numpy as np
 import pandas as pd
 import xxhash
 
+from paraeval.correlation import (
+    AUTO_UNIT,
+    correlation_table,
+    draw_table_resamples,
+    significance_table,
+)
 from paraeval.correlation import CORRELATION_COLUMNS as _CORRELATION_COLUMNS
-from paraeval.correlation import correlation_table, draw_table_resamples, significance_table
 from paraeval.pipeline.data.load import HUMAN_PREFIX, in_order
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.stages.correlate_resampling import resampling_fns, system_metric_fns
@@ -162,10 +167,16 @@ def correlate(
     scores: Scores | None = None,
     rows: CorrelationRows | None = None,
 ) -> pd.DataFrame:
-    """The rows of ``correlations.csv``; ``rows``: the run's cache of correlation rows."""
+    """The rows of ``correlations.csv``; ``rows``: the run's cache of correlation rows. The
+    warnings about undefined values and few systems are said of the table returned, whether it
+    was computed or served by the cache."""
     if rows is not None:
-        return _correlate_cached(agg, cfg, rng, scores, rows)
-    return _correlate(agg, cfg, rng, scores)
+        out = _correlate_cached(agg, cfg, rng, scores, rows)
+    else:
+        out = _correlate(agg, cfg, rng, scores)
+    _report_undefined(out, len(agg.systems.index))
+    _report_small_n(out, int(cfg.get("warn_below_n", SMALL_N_DEFAULT)))
+    return out
 
 
 def _correlate(
@@ -185,7 +196,7 @@ def _correlate(
         interval=str(cfg.get("interval", "bootstrap")),
         n_resamples=int(cfg.get("n_resamples", 1000)),
         confidence=float(cfg.get("confidence", 0.95)),
-        unit=str(cfg.get("unit", "items")),
+        unit=str(cfg.get("unit", AUTO_UNIT)),
         item_nan=str(cfg.get("item_nan", "skip")),
         rng=rng,
         system_metric_fns=resampling_fns(
@@ -198,8 +209,6 @@ def _correlate(
     for col in CORRELATION_COLUMNS:
         if col not in out:
             out[col] = np.nan
-    _report_undefined(out, len(systems))
-    _report_small_n(out, int(cfg.get("warn_below_n", SMALL_N_DEFAULT)))
     return out[CORRELATION_COLUMNS + [c for c in out.columns if c not in CORRELATION_COLUMNS]]
 
 
@@ -309,7 +318,7 @@ def advance_like_correlate(
         len(agg.systems.index),
         seg["item_id"].nunique(),
         int(cfg.get("n_resamples", 1000)),
-        str(cfg.get("unit", "items")),
+        str(cfg.get("unit", AUTO_UNIT)),
         bool(cfg.get("ci", True)) and str(cfg.get("interval", "bootstrap")) != "fisher",
     )
 
@@ -337,5 +346,6 @@ def significance(agg: Aggregated, cfg: Mapping[str, Any], rng: np.random.Generat
         unit=str(sig.get("unit", "items")),
         alpha=float(sig.get("alpha", 0.05)),
         system_metrics=system_metrics,
+        lower_is_better={c for c, info in agg.columns.items() if not info.higher_is_better},
     )
     return pd.DataFrame(rows)

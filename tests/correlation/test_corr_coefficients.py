@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -100,40 +101,39 @@ def test_length_mismatch_is_an_error() -> None:
 
 # Hand-worked Kendall-like example, 3 systems x 2 items.
 # item 0: human 3 2 1, metric .9 .9 .1 -> (s0,s1) tied in metric: discordant; (s0,s2), (s1,s2) C
-# item 1: human 1 1 2, metric .5 .2 .1 -> (s0,s1) tied in human: |0| >= 0 counts it, discordant
-# (WMT / mt-metrics-eval with threshold 0); (s0,s2), (s1,s2) D
-# pooled: C = 2, D = 4 -> -1/3; with metric ties skipped: C = 2, D = 3 -> -0.2.
-# The earlier rule (margin_rule="above": strictly above 0) skips the human tie: -0.2, and 0.
+# item 1: human 1 1 2, metric .5 .2 .1 -> (s0,s1) tied in human: left out by default (|0| is not
+# above 0); (s0,s2), (s1,s2) D
+# pooled: C = 2, D = 3 -> -0.2; with metric ties skipped: C = 2, D = 2 -> 0.
+# WMT / mt-metrics-eval with threshold 0 (margin_rule="at_least": |0| >= 0) count the human tie, as
+# discordant: C = 2, D = 4 -> -1/3; with metric ties skipped -0.2.
 HUMAN_KL = np.array([[3.0, 1.0], [2.0, 1.0], [1.0, 2.0]])
 METRIC_KL = np.array([[0.9, 0.5], [0.9, 0.2], [0.1, 0.1]])
+AT_LEAST: dict[str, Any] = {"margin_rule": "at_least"}
 
 
 def test_kendall_like_hand_worked() -> None:
     c, d = kendall_like_counts(METRIC_KL, HUMAN_KL)
-    assert c.tolist() == [2.0, 0.0]
-    assert d.tolist() == [1.0, 3.0]
-    value, p = kendall_like(METRIC_KL, HUMAN_KL)
-    assert value == pytest.approx(-1 / 3)
-    assert math.isnan(p)
-    assert kendall_like(METRIC_KL, HUMAN_KL, metric_ties="skip")[0] == pytest.approx(-0.2)
-    old = {"margin_rule": "above"}
-    c, d = kendall_like_counts(METRIC_KL, HUMAN_KL, **old)  # type: ignore[arg-type]
     assert c.tolist() == [2.0, 0.0] and d.tolist() == [1.0, 2.0]
-    assert kendall_like(METRIC_KL, HUMAN_KL, margin_rule="above")[0] == pytest.approx(-0.2)
-    assert kendall_like(METRIC_KL, HUMAN_KL, metric_ties="skip", margin_rule="above")[
-        0
-    ] == pytest.approx(0.0)
+    value, p = kendall_like(METRIC_KL, HUMAN_KL)
+    assert value == pytest.approx(-0.2)
+    assert math.isnan(p)
+    assert kendall_like(METRIC_KL, HUMAN_KL, metric_ties="skip")[0] == pytest.approx(0.0)
+    c, d = kendall_like_counts(METRIC_KL, HUMAN_KL, **AT_LEAST)
+    assert c.tolist() == [2.0, 0.0] and d.tolist() == [1.0, 3.0]
+    assert kendall_like(METRIC_KL, HUMAN_KL, **AT_LEAST)[0] == pytest.approx(-1 / 3)
+    skip = kendall_like(METRIC_KL, HUMAN_KL, metric_ties="skip", **AT_LEAST)
+    assert skip[0] == pytest.approx(-0.2)
 
 
 def test_kendall_like_nan_cells_and_margin() -> None:
     metric = METRIC_KL.copy()
     metric[2, 1] = np.nan  # item 1 loses (s0,s2) and (s1,s2); its human tie (s0,s1) stays
-    c, d = kendall_like_counts(metric, HUMAN_KL)
+    c, d = kendall_like_counts(metric, HUMAN_KL, **AT_LEAST)
     assert c.tolist() == [2.0, 0.0] and d.tolist() == [1.0, 1.0]
-    assert kendall_like(metric, HUMAN_KL)[0] == pytest.approx(0.0)
-    c, d = kendall_like_counts(metric, HUMAN_KL, margin_rule="above")
+    assert kendall_like(metric, HUMAN_KL, **AT_LEAST)[0] == pytest.approx(0.0)
+    c, d = kendall_like_counts(metric, HUMAN_KL)
     assert c.tolist() == [2.0, 0.0] and d.tolist() == [1.0, 0.0]
-    assert kendall_like(metric, HUMAN_KL, margin_rule="above")[0] == pytest.approx(1 / 3)
+    assert kendall_like(metric, HUMAN_KL)[0] == pytest.approx(1 / 3)
     # a margin of 1.5 skips every item-0 pair except (s0, s2) (human 3 vs 1), which is concordant
     c, d = kendall_like_counts(METRIC_KL, HUMAN_KL, human_margin=1.5)
     assert c.tolist() == [1.0, 0.0] and d.tolist() == [0.0, 0.0]

@@ -20,34 +20,40 @@ CONF = Path(__file__).resolve().parents[2] / "conf" / "correlation"
 PRESETS = sorted(p.stem for p in CONF.glob("*.yaml"))
 
 
+# WMT's DARR protocol as mt-metrics-eval's KendallLike counts it: |DA difference| >= 25
+PROTOCOL_SETTINGS = {"wmt": {"kendall_like": {"human_margin": 25.0, "margin_rule": "at_least"}}}
+
+
 @pytest.mark.parametrize("preset", PRESETS)
 def test_every_coefficient_setting_is_in_every_preset(preset: str) -> None:
     # each setting can be overridden from the command line (correlation.coefficient_settings.
-    # kendall_like.human_margin=25) because every preset lists it with the code's default
+    # kendall_like.human_margin=25) because every preset lists it; with the code's default,
+    # except where a preset is a protocol that sets its own (WMT's DARR threshold)
     node = yaml.safe_load((CONF / f"{preset}.yaml").read_text())
     listed = node["coefficient_settings"]
+    own = PROTOCOL_SETTINGS.get(preset, {})
     for name in COEFFICIENTS:
         defaults = coefficient_settings(name)
         if defaults:
-            assert listed.get(name) == defaults, (preset, name)
+            assert listed.get(name) == defaults | own.get(name, {}), (preset, name)
     check_correlation_config(node)
     built = configured_coefficients(node)
     assert set(built) == {n for n in COEFFICIENTS if coefficient_settings(n)}
 
 
 def test_settings_change_the_numbers() -> None:
-    # the example: threshold 1, mt-metrics-eval counts 6 pairs (tau 1/3); the earlier
-    # rule ("above") 5 (tau 0.6). Four systems on one item.
+    # threshold 1: mt-metrics-eval ("at_least") counts 6 pairs (tau 1/3); the default rule
+    # ("above") 5 (tau 0.6). Four systems on one item.
     gold = np.array([[10.0], [11.0], [100.0], [150.0]])
     metric = np.array([[2.0], [1.0], [4.0], [3.0]])
     from paraeval.correlation import correlate
 
-    field = configured_coefficients({"coefficient_settings": {"kendall_like": {"human_margin": 1}}})
-    old = configured_coefficients(
-        {"coefficient_settings": {"kendall_like": {"human_margin": 1, "margin_rule": "above"}}}
+    above = configured_coefficients({"coefficient_settings": {"kendall_like": {"human_margin": 1}}})
+    field = configured_coefficients(
+        {"coefficient_settings": {"kendall_like": {"human_margin": 1, "margin_rule": "at_least"}}}
     )
     assert correlate(metric, gold, "segment", field["kendall_like"]).value == pytest.approx(1 / 3)
-    assert correlate(metric, gold, "segment", old["kendall_like"]).value == pytest.approx(0.6)
+    assert correlate(metric, gold, "segment", above["kendall_like"]).value == pytest.approx(0.6)
 
 
 @pytest.mark.parametrize(
@@ -169,8 +175,14 @@ def test_wmt23_preset_through_the_correlate_stage(caplog: pytest.LogCaptureFixtu
         ("item", "acc23"),
         ("system", "acc23"),
     }
-    # every row has an interval from the same 1,000-resample (here 50) bootstrap
-    assert out[["ci_low", "ci_high"]].notna().all().all()
+    # every row has an interval from the same 1,000-resample (here 50) bootstrap, except a
+    # system-level row whose resamples all agree (a perfect pairwise accuracy on 4 systems):
+    # not available rather than of zero width
+    has = out["ci_low"].notna() & out["ci_high"].notna()
+    assert has[out.level != "system"].all()
+    assert (out.loc[has, "ci_low"] < out.loc[has, "ci_high"]).all()
+    assert set(out.loc[~has, "coefficient"]) == {"pairwise_accuracy", "acc23"}
+    assert out.loc[~has, "value"].tolist() == pytest.approx([1.0, 1.0])
     acc = out[(out.level == "item") & (out.coefficient == "acc23")].iloc[0]
     assert 0.0 <= acc.ci_low <= acc.value <= acc.ci_high <= 1.0
     # 4 systems: the warning about system-level values on few systems

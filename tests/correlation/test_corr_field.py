@@ -54,7 +54,8 @@ def test_pairwise_accuracy_tie_in_both_agrees_and_constant_is_defined() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Kendall-like: a pair counts when |human difference| >= the threshold (WMT, mt-metrics-eval)
+# Kendall-like: mt-metrics-eval counts a pair when |human difference| >= the threshold
+# (margin_rule="at_least"); paraeval's default counts it when the difference is above it
 # ---------------------------------------------------------------------------------------------
 
 # mt-metrics-eval CorrelationFunctionsTest.testKendallLike: four systems on one item
@@ -66,12 +67,13 @@ def test_kendall_like_threshold_at_least() -> None:
     # pairs (gold diff, concordant?): (10,11) 1 no; (10,100) 90 yes; (10,150) 140 yes;
     # (11,100) 89 yes; (11,150) 139 yes; (100,150) 50 no.
     # threshold 25: 5 pairs, C=4, D=1 -> 3/5; threshold 1: 6 pairs, C=4, D=2 -> 2/6
-    assert kendall_like(METRIC_KL, GOLD_KL, human_margin=25)[0] == pytest.approx(3 / 5)
-    assert kendall_like(METRIC_KL, GOLD_KL, human_margin=1)[0] == pytest.approx(2 / 6)
-    c, d = kendall_like_counts(METRIC_KL, GOLD_KL, human_margin=1)
+    field = {"margin_rule": "at_least"}
+    assert kendall_like(METRIC_KL, GOLD_KL, human_margin=25, **field)[0] == pytest.approx(3 / 5)
+    assert kendall_like(METRIC_KL, GOLD_KL, human_margin=1, **field)[0] == pytest.approx(2 / 6)
+    c, d = kendall_like_counts(METRIC_KL, GOLD_KL, human_margin=1, **field)
     assert (c.sum(), d.sum()) == (4.0, 2.0)
-    # the earlier rule (strictly above) drops the pair that differs by exactly 1: 3/5
-    assert kendall_like(METRIC_KL, GOLD_KL, human_margin=1, margin_rule="above")[0] == 0.6
+    # the default rule (strictly above) drops the pair that differs by exactly 1: 3/5
+    assert kendall_like(METRIC_KL, GOLD_KL, human_margin=1)[0] == 0.6
 
 
 def test_kendall_like_threshold_zero_counts_human_ties_as_discordant() -> None:
@@ -79,8 +81,9 @@ def test_kendall_like_threshold_zero_counts_human_ties_as_discordant() -> None:
     # neither > nor <, is discordant. Gold 1 1 2, metric 1 2 3: (0,1) tie -> D; (0,2), (1,2) C
     gold = np.array([[1.0], [1.0], [2.0]])
     metric = np.array([[1.0], [2.0], [3.0]])
-    assert kendall_like(metric, gold)[0] == pytest.approx((2 - 1) / 3)
-    assert kendall_like(metric, gold, margin_rule="above")[0] == 1.0
+    assert kendall_like(metric, gold, margin_rule="at_least")[0] == pytest.approx((2 - 1) / 3)
+    # paraeval's default leaves the human tie out
+    assert kendall_like(metric, gold)[0] == 1.0
 
 
 def test_kendall_like_missing_gold_and_item_average() -> None:
@@ -88,7 +91,9 @@ def test_kendall_like_missing_gold_and_item_average() -> None:
     # thresh 1: (10,100) C, (10,150) C, (100,150) D -> 1/3
     gold = GOLD_KL.copy()
     gold[1] = np.nan
-    assert kendall_like(METRIC_KL, gold, human_margin=1)[0] == pytest.approx(1 / 3)
+    assert kendall_like(METRIC_KL, gold, human_margin=1, margin_rule="at_least")[
+        0
+    ] == pytest.approx(1 / 3)
     # Correlation(2, [10, 11, 100, 150], [2, 1, 4, 3]).KendallLike(average_by='item', thresh=1):
     # 2 systems x 2 items; item 0 (10 vs 100, metric 2 vs 4) C, item 1 (11 vs 150, 1 vs 3) C -> 1
     human = np.array([[10.0, 11.0], [100.0, 150.0]])
@@ -104,7 +109,7 @@ def test_kendall_like_pooled_is_mt_metrics_evals_pair_weighted_item_average() ->
     # item 1 one pair (C=1, tau 1). Weighted: (3 * 1/3 + 1 * 1) / 4 = 1/2 = (3 - 1) / 4.
     human = np.array([[3.0, 1.0], [2.0, np.nan], [1.0, 2.0]])
     metric = np.array([[0.9, 0.1], [0.95, 0.5], [0.1, 0.3]])
-    kl = configure("kendall_like", {"human_margin": 1})
+    kl = configure("kendall_like", {"human_margin": 1, "margin_rule": "at_least"})
     assert correlate(metric, human, "segment", kl).value == pytest.approx(0.5)
     # paraeval's item level is the plain mean over items: (1/3 + 1) / 2
     assert correlate(metric, human, "item", kl).value == pytest.approx(2 / 3)

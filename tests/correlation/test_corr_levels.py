@@ -72,16 +72,16 @@ def test_item_level_mean_of_per_item_values(coefficient: str) -> None:
 
 def test_item_level_kendall_like_hand_worked() -> None:
     # item with human 3 2 1 / metric .9 .9 .1 -> C 2, D 1 -> 1/3; item with human 1 1 2 /
-    # metric .5 .2 .1 -> the human tie (s0, s1) counts (|0| >= 0) as discordant, C 0, D 3 -> -1.
-    # Mean -1/3; pooled at the segment level: (2 - 4) / 6.
+    # metric .5 .2 .1 -> the human tie (s0, s1) is left out (|0| is not above 0), C 0, D 2 -> -1.
+    # Mean -1/3; pooled at the segment level: (2 - 3) / 5.
     human = np.array([[3.0, 1.0], [2.0, 1.0], [1.0, 2.0]])
     metric = np.array([[0.9, 0.5], [0.9, 0.2], [0.1, 0.1]])
     assert correlate(metric, human, "item", "kendall_like").value == pytest.approx(-1 / 3)
-    assert correlate(metric, human, "segment", "kendall_like").value == pytest.approx(-1 / 3)
-    # the earlier rule (strictly above 0) skips the human tie: pooled (2 - 3) / 5
-    old = configure("kendall_like", {"margin_rule": "above"})
-    assert correlate(metric, human, "segment", old).value == pytest.approx(-0.2)
-    assert correlate(metric, human, "item", old).value == pytest.approx(-1 / 3)
+    assert correlate(metric, human, "segment", "kendall_like").value == pytest.approx(-0.2)
+    # mt-metrics-eval's rule (|0| >= 0) counts the human tie as discordant: pooled (2 - 4) / 6
+    field = configure("kendall_like", {"margin_rule": "at_least"})
+    assert correlate(metric, human, "segment", field).value == pytest.approx(-1 / 3)
+    assert correlate(metric, human, "item", field).value == pytest.approx(-1 / 3)
 
 
 @pytest.mark.parametrize("coefficient", list(SCIPY))

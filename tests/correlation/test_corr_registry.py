@@ -80,7 +80,9 @@ def test_registered_coefficient_runs_through_table_and_config(ccc: Coefficient) 
 
     # the table's resamples are drawn per (aspect, level) in the order segment, item, system
     draw = np.random.default_rng(7)
-    res = {level: draw_resamples(draw, 5, 12, 40, "items") for level in LEVELS}
+    # the default unit: items, and at the system level systems and items together (Boot-Both)
+    units = {"segment": "items", "item": "items", "system": "both"}
+    res = {level: draw_resamples(draw, 5, 12, 40, units[level]) for level in LEVELS}
     ok = np.isfinite(metric)
     row = got[("segment", "ccc")]
     assert row["value"] == pytest.approx(_ccc(metric[ok], human[ok])[0], abs=1e-12)
@@ -90,10 +92,11 @@ def test_registered_coefficient_runs_through_table_and_config(ccc: Coefficient) 
     ]
     lo, hi = percentile_interval(np.array(explicit))
     assert (row["ci_low"], row["ci_high"]) == pytest.approx((lo, hi), abs=1e-12)
-    assert res["system"].item_idx is not None
+    sys_idx, item_idx = res["system"].sys_idx, res["system"].item_idx
+    assert sys_idx is not None and item_idx is not None
     explicit = [
-        _ccc(np.nanmean(metric[:, idx], 1), human[:, idx].mean(1))[0]
-        for idx in res["system"].item_idx
+        _ccc(np.nanmean(metric[s][:, i], 1), human[s][:, i].mean(1))[0]
+        for s, i in zip(sys_idx, item_idx, strict=True)
     ]
     lo, hi = percentile_interval(np.array(explicit))
     row = got[("system", "ccc")]

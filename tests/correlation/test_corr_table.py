@@ -141,6 +141,36 @@ def test_significance_table_williams() -> None:
         )
 
 
+@pytest.mark.parametrize("method", ["williams", "permutation"])
+def test_significance_compares_direction_adjusted_agreement(method: str) -> None:
+    """A lower-is-better metric that tracks the humans (an error rate, a distance) ranks by how
+    strongly it agrees, not below every positive correlation: its scores are negated for the
+    comparison, and its printed r keeps its sign."""
+    rng = np.random.default_rng(3)
+    h = rng.normal(size=(6, 40))
+    distance = -h + 0.3 * rng.normal(size=h.shape)  # agrees strongly, lower is better
+    weak = 0.1 * h + rng.normal(size=h.shape)  # agrees weakly, higher is better
+    metrics = {"weak": weak, "distance": distance}
+    kw: dict[str, Any] = {"level": "segment", "coefficient": "pearson", "method": method}
+    kw["n_resamples"] = 200
+    adjusted = significance_table(
+        metrics, {"h": h}, rng=np.random.default_rng(0), lower_is_better={"distance"}, **kw
+    )
+    [row] = adjusted
+    assert row["metric_a"] == "distance" and row["adjusted_a"] and not row["adjusted_b"]
+    assert row["r_a"] == pytest.approx(np.corrcoef(distance.ravel(), h.ravel())[0, 1])
+    assert row["r_a"] < -0.9 and row["p_value"] < 0.01
+    assert (row["cluster_a"], row["cluster_b"]) == (1, 2)
+    # the same numbers as negating the scores by hand, and unlike the signed comparison
+    by_hand = significance_table(
+        {"weak": weak, "distance": -distance}, {"h": h}, rng=np.random.default_rng(0), **kw
+    )[0]
+    assert by_hand["p_value"] == pytest.approx(row["p_value"])
+    assert by_hand["r_a"] == pytest.approx(-row["r_a"])
+    signed = significance_table(metrics, {"h": h}, rng=np.random.default_rng(0), **kw)[0]
+    assert signed["metric_a"] == "weak" and (signed["cluster_a"], signed["cluster_b"]) == (1, 2)
+
+
 def test_significance_table_permutation_system_level() -> None:
     metrics, humans = _inputs()
     rows = significance_table(

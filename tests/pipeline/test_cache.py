@@ -275,6 +275,24 @@ def test_correlation_rows_cached_per_column_equal_a_full_computation(tmp_path: P
         assert cache.metrics()["cache.hits.correlation"] == hits
 
 
+def test_the_few_systems_warning_is_said_of_a_table_the_cache_serves(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The demo has 4 systems: the same command run twice warns twice, the second time with
+    every row read from the cache."""
+    from paraeval.pipeline.stages.correlate import correlate
+
+    cfg = {"levels": ["system"], "coefficients": ["pearson"], "ci": False, "warn_below_n": 10}
+    for hits in (0, 4):
+        cache = ScoreCache(tmp_path)
+        agg, scores = _demo_agg(0.8, cache)
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            correlate(agg, cfg, np.random.default_rng(5), scores, cache.rows)  # type: ignore[arg-type]
+        assert cache.rows.counts.hits == hits
+        assert caplog.text.count("rest on n=4 systems (fewer than 10)") == 1
+
+
 def test_each_read_is_the_callers_own_copy(tmp_path: Path) -> None:
     """A result read from the cache is the caller's to change: the next read is the entry."""
     cache = ScoreCache(tmp_path)

@@ -484,6 +484,28 @@ def test_a_single_system_has_intervals_but_no_tests() -> None:
     assert (t["cluster"] == 1).all() and (t["ci_low"] < t["score"]).all()
 
 
+def test_systems_on_a_single_item_are_ranked_untested_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One shared item: every resample is that item, so an interval would have zero width and a
+    paired test would read p = 1/(N+1) as significance. Ranks only, and a warning."""
+    df = load_demo()
+    first = df["item_id"].iloc[0]
+    df = df[df["item_id"] == first].reset_index(drop=True)
+    bleu = build_metrics({"bleu": {"_target_": "paraeval.metrics.sacre.BLEU"}})
+    scores = score(df, bleu, progress=False)
+    with caplog.at_level("WARNING"):
+        t = compare(scores, aggregate(scores), CompareConfig(seed=1, **FAST)).table
+    assert "single item" in caplog.text
+    assert set(t["metric"]) == {"bleu", "syntactic"} and (t["n_items"] == 1).all()
+    for column in ("ci_low", "ci_high", "p_bootstrap", "p_ar", "cluster"):
+        assert t[column].isna().all(), column
+    for _, rows in t.groupby("metric"):
+        assert len(rows) == df["system"].nunique() and rows["score"].notna().all()
+        best_first = rows.sort_values("rank")["score"].to_numpy()
+        assert (np.diff(best_first) <= 0).all()
+
+
 def test_a_changed_column_changes_its_rows_only(demo: Any) -> None:
     import copy
 
