@@ -5,6 +5,7 @@ from the summed statistics, never a mean of sentence scores.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -49,6 +50,15 @@ def segment_statistics(
         stats = extract(metric, todo_hyps, streams)
     rows = dict(zip(todo, np.asarray(stats, dtype=float), strict=True))
     return np.stack([rows[p] for p in pairs])
+
+
+def sacrebleu_signature(metric: SacreMetric, nrefs: int | None) -> str:
+    """sacrebleu's own signature of ``metric`` (``get_signature().format()``) for data whose
+    segments each have ``nrefs`` references (None: a varying number, sacrebleu's ``var``).
+    sacrebleu knows the count only after scoring, so a copy is given the count it would find."""
+    probe = copy.copy(metric)
+    probe.num_refs = -1 if nrefs is None else int(nrefs)
+    return str(probe.get_signature().format())
 
 
 def _as_stats(row: np.ndarray, integer: bool) -> list[Any]:

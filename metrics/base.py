@@ -134,6 +134,18 @@ class Metric(ABC):
         """A sacrebleu-style ``key:value|key:value`` string pinning every setting that changes
         the number (implementation and version, tokenizer, casing, multi-reference rule ...)."""
 
+    def signature_on(self, nrefs: int | None) -> str:
+        """The signature of this metric's corpus scores on data whose segments each have
+        ``nrefs`` references (None: a varying number). Where the reference implementation's
+        signature names the reference count (sacrebleu's ``nrefs``), it is filled in here;
+        otherwise :meth:`signature`."""
+        return self.signature()
+
+    def segment_signature_on(self, nrefs: int | None) -> str:
+        """:meth:`signature_on` for the segment scores, where they are computed otherwise than
+        the corpus score (BLEU: ``sentence_bleu``'s effective order)."""
+        return self.signature_on(nrefs)
+
     def select(self, result: MetricResult, rows: np.ndarray) -> MetricResult:
         """What :meth:`score` returns, bit for bit, for the segments at positions ``rows``
         (repeats allowed) of the call that returned ``result`` (:attr:`segment_local` only)."""

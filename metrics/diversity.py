@@ -26,6 +26,7 @@ import numpy as np
 import sacrebleu
 from sacrebleu.metrics.bleu import BLEU as SacreBLEU
 
+from paraeval.metrics._sacre_base import sacrebleu_signature
 from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
 from paraeval.metrics.encoder import DEFAULT_MODEL, get_encoder
 from paraeval.metrics.sacre import check_bleu_settings
@@ -243,16 +244,14 @@ class InterBLEU(_SystemLevel):
         )
 
     def signature(self) -> str:
-        value = self._bleu.smooth_value
-        smooth = self.smooth_method if value is None else f"{self.smooth_method}[{value:.2f}]"
+        # sacrebleu's signature of the sentence BLEU; each output has the system's other
+        # outputs as references, a count that varies with the system
+        sentence = sacrebleu_signature(self._bleu, None)
         return make_signature(
             self.name,
-            impl=f"paraeval~sacrebleu-{SACREBLEU_VERSION}",
+            impl="paraeval",
             refs="other_outputs",
-            case="lc" if self.lowercase else "mixed",
-            eff=self.effective_order,
-            tok=self.tokenize,
-            smooth=smooth,
+            sentence=f"[{sentence}]",
             level="system",
         )
 

@@ -257,12 +257,13 @@ class BERTiBLEU(_OnBERTScore):
             raise MetricConfigError(str(exc).replace("'self_bleu'", "'bert_ibleu'")) from None
 
     def signature(self) -> str:
-        bleu = self.self_bleu.signature().split("|", 1)[1].replace("|", ",")
+        # sacrebleu's signature of the sentence BLEU against the source (one reference)
+        bleu = self.self_bleu.segment_signature_on(1).split("|", 1)[1]
         return make_signature(
             self.name,
             impl="paraeval",
             sim=self._bertscore_sig(),
-            bleu=f"sentence[{bleu}]",
+            bleu=f"[{bleu}]",
             vs="source",
             beta=f"{self.beta:g}",
         )

@@ -19,9 +19,10 @@ from paraeval.metrics._sacre_base import (
     SACREBLEU_VERSION,
     SacreBase,
     check_bleu_settings,
+    sacrebleu_signature,
     segment_statistics,
 )
-from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
+from paraeval.metrics.base import Metric, MetricConfigError, MetricResult
 
 __all__ = [
     "BLEU",
@@ -40,7 +41,9 @@ Scores = TypeVar("Scores", float, np.ndarray)
 
 class BLEU(SacreBase):
     """sacrebleu BLEU. Segment scores follow ``sacrebleu.sentence_bleu`` (effective order on by
-    default), the corpus score ``sacrebleu.corpus_bleu`` (effective order off)."""
+    default), the corpus score ``sacrebleu.corpus_bleu`` (effective order off). Each carries
+    sacrebleu's own signature of what computed it (:meth:`signature_on`,
+    :meth:`segment_signature_on`)."""
 
     name = "bleu"
     default_group = "syntactic"
@@ -101,20 +104,19 @@ class BLEU(SacreBase):
 
         return bleu_scores(stats, self._corpus)
 
-    def _smooth_sig(self) -> str:
-        value = self._corpus.smooth_value
-        return self.smooth_method if value is None else f"{self.smooth_method}[{value:.2f}]"
+    def signature_on(self, nrefs: int | None) -> str:
+        """``bleu|`` and sacrebleu's signature of the corpus score (``eff:no``)."""
+        return f"{self.name}|{sacrebleu_signature(self._corpus, nrefs)}"
+
+    def segment_signature_on(self, nrefs: int | None) -> str:
+        """``bleu|`` and sacrebleu's signature of ``sentence_bleu`` with this effective order."""
+        return f"{self.name}|{sacrebleu_signature(self._sentence, nrefs)}"
 
     def signature(self) -> str:
-        return make_signature(
-            self.name,
-            impl=f"sacrebleu-{SACREBLEU_VERSION}",
-            nrefs="var",
-            case="lc" if self.lowercase else "mixed",
-            eff="yes" if self.effective_order else "no",
-            tok=self.tokenize,
-            smooth=self._smooth_sig(),
-        )
+        # what pins both numbers (the score cache's key): the settings as sacrebleu signs the
+        # corpus score, and the segments' effective order; the same for iBLEU at every α
+        eff = "yes" if self.effective_order else "no"
+        return f"{self.name}|{sacrebleu_signature(self._corpus, None)}|segment_eff:{eff}"
 
 
 class SelfBLEU(BLEU):
@@ -124,6 +126,12 @@ class SelfBLEU(BLEU):
     default_group = "diversity"
     needs_references = False
     needs_sources = True
+
+    def signature_on(self, nrefs: int | None) -> str:
+        return super().signature_on(1)  # one reference: the source
+
+    def segment_signature_on(self, nrefs: int | None) -> str:
+        return super().segment_signature_on(1)
 
     def _score(
         self,
@@ -188,6 +196,18 @@ class IBLEU(BLEU):
 
     def signature(self) -> str:
         return BLEU.signature(self) + f"|alpha:{self.alpha:g}"
+
+    def signature_on(self, nrefs: int | None) -> str:
+        """α, then sacrebleu's signatures of its two BLEUs: against the references and against
+        the source (one reference)."""
+        ref = sacrebleu_signature(self._corpus, nrefs)
+        src = sacrebleu_signature(self._corpus, 1)
+        return f"{self.name}|alpha:{self.alpha:g}|ref:[{ref}]|src:[{src}]"
+
+    def segment_signature_on(self, nrefs: int | None) -> str:
+        ref = sacrebleu_signature(self._sentence, nrefs)
+        src = sacrebleu_signature(self._sentence, 1)
+        return f"{self.name}|alpha:{self.alpha:g}|ref:[{ref}]|src:[{src}]"
 
     # ------------------------------------------------------------------ the α combination
     # everything that recombines the parts (score cache, α curve, batched corpus score) goes
@@ -356,18 +376,14 @@ class CHRF(SacreBase):
 
         return chrf_scores(stats, self._metric)
 
+    def signature_on(self, nrefs: int | None) -> str:
+        """``chrf|`` and sacrebleu's signature; sacrebleu names β in the score's name (chrF2),
+        not in the signature, so a β other than 2 is added after it."""
+        sig = f"{self.name}|{sacrebleu_signature(self._metric, nrefs)}"
+        return sig if self.beta == self.BETA else f"{sig}|beta:{self.beta}"
+
     def signature(self) -> str:
-        return make_signature(
-            self.name,
-            impl=f"sacrebleu-{SACREBLEU_VERSION}",
-            nrefs="var",
-            case="lc" if self.lowercase else "mixed",
-            eff="yes" if self.eps_smoothing else "no",
-            nc=self.char_order,
-            nw=self.word_order,
-            beta=self.beta,
-            space=self.whitespace,
-        )
+        return self.signature_on(None)
 
 
 class TER(SacreBase):
@@ -413,14 +429,8 @@ class TER(SacreBase):
 
         return ter_scores(stats, self._metric)
 
+    def signature_on(self, nrefs: int | None) -> str:
+        return f"{self.name}|{sacrebleu_signature(self._metric, nrefs)}"
+
     def signature(self) -> str:
-        return make_signature(
-            self.name,
-            impl=f"sacrebleu-{SACREBLEU_VERSION}",
-            nrefs="var",
-            case="mixed" if self.case_sensitive else "lc",
-            tok="tercom",
-            norm=self.normalized,
-            punct=not self.no_punct,
-            asian=self.asian_support,
-        )
+        return self.signature_on(None)

@@ -101,6 +101,7 @@ class Evaluation:
                     "group": i.group,
                     "higher_is_better": i.higher_is_better,
                     "signature": i.signature,
+                    "segment_signature": i.segment_signature or i.signature,
                 }
                 for c, i in self._agg.columns.items()
             ]

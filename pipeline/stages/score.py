@@ -36,7 +36,8 @@ class ColumnInfo:
     metric: str
     group: str
     higher_is_better: bool
-    signature: str
+    signature: str  # of the corpus scores
+    segment_signature: str = ""  # of the segment scores, where they differ ("": the same)
 
 
 @dataclass
@@ -274,6 +275,13 @@ class _Work:
         return found
 
 
+def _reference_count(df: pd.DataFrame) -> int | None:
+    """The number of references every row has, or None where it varies (sacrebleu's
+    ``nrefs:var``)."""
+    counts = set(df["references"].map(len)) if len(df) else set()
+    return counts.pop() if len(counts) == 1 else None
+
+
 def score(
     df: pd.DataFrame,
     metrics: Mapping[str, Metric],
@@ -290,6 +298,7 @@ def score(
     jobs = [(mid, m, False) for mid, m in metrics.items()]
     jobs += [(mid, m, True) for mid, m in metrics.items() if m.against_source]
     work = _Work(df, systems, positions, cache)
+    nrefs = _reference_count(df)
     seg_values: dict[str, np.ndarray] = {}
     # no bar when stderr is not a terminal (a log file would collect every redraw)
     bar = tqdm(
@@ -303,6 +312,10 @@ def score(
         suffix = "_src" if vs_source else ""
         bar.set_postfix_str(show(f"{metric_id}{suffix}"))
         results = work.results(metric_id + suffix, metric, vs_source)
+        # scored against the source, a candidate has one reference
+        refs_here = 1 if vs_source else nrefs
+        corpus_sig = metric.signature_on(refs_here) + ("|vs:source" if vs_source else "")
+        segment_sig = metric.segment_signature_on(refs_here) + ("|vs:source" if vs_source else "")
         for system in systems:
             result = results[system]
             for col, values in result.segment.items():
@@ -314,7 +327,8 @@ def score(
                     metric=metric_id,
                     group="diversity" if vs_source else metric.group,
                     higher_is_better=metric.higher_is_better,
-                    signature=result.signature + ("|vs:source" if vs_source else ""),
+                    signature=corpus_sig,
+                    segment_signature="" if segment_sig == corpus_sig else segment_sig,
                 )
             if result.stats is not None:
                 stats[(f"{metric_id}{suffix}", system)] = result.stats

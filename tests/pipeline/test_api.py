@@ -59,7 +59,7 @@ def test_evaluate_on_a_dataframe_writes_what_the_cli_writes(tmp_path: Path) -> N
     assert set(ev.signatures) == set(pd.read_csv(api_out / "signatures.csv")["column"])
     assert len(ev.correlations) == len(pd.read_csv(api_out / "correlations.csv"))
     assert set(ev.comparison["system"]) == {"copy", "strong", "medium", "weak"}
-    assert ev.signatures["ibleu"].endswith("alpha:0.8")
+    assert ev.signatures["ibleu"].startswith("ibleu|alpha:0.8|ref:[")
 
 
 def test_evaluate_on_a_path_with_settings_and_overrides(tmp_path: Path) -> None:
@@ -73,7 +73,7 @@ def test_evaluate_on_a_path_with_settings_and_overrides(tmp_path: Path) -> None:
         cache={"enabled": False},
         **{k: v for k, v in CHEAP.items() if k != "compare"},
     )
-    assert ev.signatures["ibleu"].endswith("alpha:0.5")
+    assert ev.signatures["ibleu"].startswith("ibleu|alpha:0.5|ref:[")
     assert ev.signatures["syntactic"].startswith("syntactic|norm:zscore")
     assert ev.comparison.empty and ev.alpha_curve is None
     s = ev.systems

@@ -90,8 +90,8 @@ def test_relog_logs_once_with_full_content(
     assert parent.data.params["metrics.ibleu.alpha"] == "0.8"
     tags = parent.data.tags
     assert (
-        tags["signature.ibleu"].startswith("ibleu|impl:sacrebleu-")
-        and "alpha:0.8" in tags["signature.ibleu"]
+        tags["signature.ibleu"].startswith("ibleu|alpha:0.8|ref:[nrefs:")
+        and "|version:" in tags["signature.ibleu"]
     )
     for lib in ("sacrebleu", "scipy", "mlflow"):
         assert tags[f"version.{lib}"]
