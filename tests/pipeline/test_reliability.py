@@ -573,7 +573,7 @@ def test_seed_not_an_integer(runs: dict[str, Run]) -> None:
 @pytest.mark.parametrize(
     ("setting", "fragment"),
     [
-        ({"unit": "rows"}, "correlation.unit must be one of ['items', 'systems', 'both']"),
+        ({"unit": "rows"}, "correlation.unit must be one of ['items', 'systems', 'both', 'auto']"),
         ({"item_nan": "drop"}, "correlation.item_nan must be one of ['skip', 'zero']"),
         ({"confidence": 95}, "correlation.confidence must be in (0, 1), got 95"),
         ({"n_resamples": 0}, "correlation.n_resamples must be in [1, inf), got 0"),
