@@ -12,6 +12,7 @@ from typing import ClassVar, TypeVar
 import numpy as np
 from sacrebleu.metrics.base import Metric as SacreMetric
 from sacrebleu.metrics.bleu import BLEU as SacreBLEU
+from sacrebleu.metrics.bleu import MAX_NGRAM_ORDER as SACREBLEU_MAX_NGRAM_ORDER
 from sacrebleu.metrics.chrf import CHRF as SacreCHRF
 from sacrebleu.metrics.ter import TER as SacreTER
 
@@ -51,6 +52,7 @@ class BLEU(SacreBase):
 
     TOKENIZE = SacreBLEU.TOKENIZER_DEFAULT
     SMOOTH_METHOD = "exp"
+    MAX_NGRAM_ORDER = SACREBLEU_MAX_NGRAM_ORDER
 
     def __init__(
         self,
@@ -59,21 +61,32 @@ class BLEU(SacreBase):
         smooth_method: str = SMOOTH_METHOD,
         smooth_value: float | None = None,
         effective_order: bool = True,
+        max_ngram_order: int = MAX_NGRAM_ORDER,
         group: str | None = None,
         against_source: bool = False,
     ) -> None:
         super().__init__(group=group, against_source=against_source)
         check_bleu_settings(self.name, tokenize, smooth_method)
+        if isinstance(max_ngram_order, bool) or not isinstance(max_ngram_order, int):
+            raise MetricConfigError(
+                f"metric '{self.name}': max_ngram_order must be an integer, got {max_ngram_order!r}"
+            )
+        if max_ngram_order < 1:
+            raise MetricConfigError(
+                f"metric '{self.name}': max_ngram_order must be at least 1, got {max_ngram_order}"
+            )
         self.tokenize = tokenize
         self.lowercase = bool(lowercase)
         self.smooth_method = smooth_method
         self.smooth_value = smooth_value
         self.effective_order = bool(effective_order)
+        self.max_ngram_order = max_ngram_order
         kwargs = dict(
             tokenize=tokenize,
             lowercase=self.lowercase,
             smooth_method=smooth_method,
             smooth_value=smooth_value,
+            max_ngram_order=max_ngram_order,
         )
         self._corpus = SacreBLEU(effective_order=False, **kwargs)  # type: ignore[arg-type]
         self._sentence = SacreBLEU(
@@ -95,6 +108,7 @@ class BLEU(SacreBase):
             smooth_method=self.smooth_method,
             smooth_value=self.smooth_value,
             effective_order=self.effective_order,
+            max_ngram_order=self.max_ngram_order,
         )
 
     def corpus_from_stats_batched(self, stats: np.ndarray) -> np.ndarray:
@@ -104,19 +118,26 @@ class BLEU(SacreBase):
 
         return bleu_scores(stats, self._corpus)
 
+    def _bleu_signature(self, bleu: SacreBLEU, nrefs: int | None) -> str:
+        """sacrebleu's signature of ``bleu``; sacrebleu's does not name the n-gram order, so an
+        order other than 4 is added after it."""
+        sig = sacrebleu_signature(bleu, nrefs)
+        order = self.max_ngram_order
+        return sig if order == self.MAX_NGRAM_ORDER else f"{sig}|ngram:{order}"
+
     def signature_on(self, nrefs: int | None) -> str:
         """``bleu|`` and sacrebleu's signature of the corpus score (``eff:no``)."""
-        return f"{self.name}|{sacrebleu_signature(self._corpus, nrefs)}"
+        return f"{self.name}|{self._bleu_signature(self._corpus, nrefs)}"
 
     def segment_signature_on(self, nrefs: int | None) -> str:
         """``bleu|`` and sacrebleu's signature of ``sentence_bleu`` with this effective order."""
-        return f"{self.name}|{sacrebleu_signature(self._sentence, nrefs)}"
+        return f"{self.name}|{self._bleu_signature(self._sentence, nrefs)}"
 
     def signature(self) -> str:
         # what pins both numbers (the score cache's key): the settings as sacrebleu signs the
         # corpus score, and the segments' effective order; the same for iBLEU at every α
         eff = "yes" if self.effective_order else "no"
-        return f"{self.name}|{sacrebleu_signature(self._corpus, None)}|segment_eff:{eff}"
+        return f"{self.name}|{self._bleu_signature(self._corpus, None)}|segment_eff:{eff}"
 
 
 class SelfBLEU(BLEU):
@@ -172,6 +193,7 @@ class IBLEU(BLEU):
         smooth_method: str = BLEU.SMOOTH_METHOD,
         smooth_value: float | None = None,
         effective_order: bool = True,
+        max_ngram_order: int = BLEU.MAX_NGRAM_ORDER,
         group: str | None = None,
         against_source: bool = False,
     ) -> None:
@@ -181,6 +203,7 @@ class IBLEU(BLEU):
             smooth_method=smooth_method,
             smooth_value=smooth_value,
             effective_order=effective_order,
+            max_ngram_order=max_ngram_order,
             group=group,
             against_source=against_source,
         )
@@ -200,13 +223,13 @@ class IBLEU(BLEU):
     def signature_on(self, nrefs: int | None) -> str:
         """α, then sacrebleu's signatures of its two BLEUs: against the references and against
         the source (one reference)."""
-        ref = sacrebleu_signature(self._corpus, nrefs)
-        src = sacrebleu_signature(self._corpus, 1)
+        ref = self._bleu_signature(self._corpus, nrefs)
+        src = self._bleu_signature(self._corpus, 1)
         return f"{self.name}|alpha:{self.alpha:g}|ref:[{ref}]|src:[{src}]"
 
     def segment_signature_on(self, nrefs: int | None) -> str:
-        ref = sacrebleu_signature(self._sentence, nrefs)
-        src = sacrebleu_signature(self._sentence, 1)
+        ref = self._bleu_signature(self._sentence, nrefs)
+        src = self._bleu_signature(self._sentence, 1)
         return f"{self.name}|alpha:{self.alpha:g}|ref:[{ref}]|src:[{src}]"
 
     # ------------------------------------------------------------------ the α combination

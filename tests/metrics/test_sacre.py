@@ -228,3 +228,31 @@ def test_pairs_shared_between_calls_give_sacrebleus_statistics(metric_cls: type)
             else:
                 expect = sacrebleu.sentence_ter(c, r).score
             _close(value, expect)
+
+
+@pytest.mark.parametrize("order", [1, 2, 3, 4, 5, 6])
+def test_bleu_max_ngram_order_equals_sacrebleu(order: int) -> None:
+    """sacrebleu's max_ngram_order (its tests use 1 to 6): segment, corpus and the batched
+    corpus formula, BLEU and iBLEU; an order other than 4 is named in the signature."""
+    ours = BLEU(max_ngram_order=order)
+    result = ours.score(CANDS, REFS)
+    corpus = sacrebleu.metrics.BLEU(max_ngram_order=order).corpus_score(CANDS, _streams(REFS))
+    _close(result.corpus["bleu"], corpus.score)
+    sentence = sacrebleu.metrics.BLEU(max_ngram_order=order, effective_order=True)
+    for k, (c, refs) in enumerate(zip(CANDS, REFS, strict=True)):
+        _close(result.segment["bleu"][k], sentence.sentence_score(c, refs).score)
+    assert result.stats is not None and result.stats.shape[1] == 2 + 2 * order
+    _close(float(ours.corpus_from_stats_batched(result.stats[None].sum(axis=1))[0]), corpus.score)
+    named = f"|ngram:{order}" in ours.signature_on(1)
+    assert named == (order != 4) and named == (f"|ngram:{order}" in ours.signature())
+    ibleu = IBLEU(alpha=0.7, max_ngram_order=order).score(CANDS, REFS, SOURCES)
+    src = sacrebleu.metrics.BLEU(max_ngram_order=order).corpus_score(CANDS, [SOURCES]).score
+    _close(ibleu.corpus["ibleu"], 0.7 * corpus.score - 0.3 * src)
+
+
+def test_bleu_max_ngram_order_is_checked() -> None:
+    from paraeval.metrics.base import MetricConfigError
+
+    for bad in (0, 2.5, True):
+        with pytest.raises(MetricConfigError, match="max_ngram_order"):
+            BLEU(max_ngram_order=bad)  # type: ignore[arg-type]
