@@ -47,6 +47,10 @@ def level_unit(unit: str, level: str) -> str:
     return "both" if level == "system" else "items"
 
 
+TABLE_UNITS: tuple[str, ...] = (*UNITS, AUTO_UNIT)
+"""The units a correlation table accepts: :data:`UNITS` at every level, or :data:`AUTO_UNIT`."""
+
+
 @dataclass(frozen=True)
 class Correlation:
     """One correlation value with its p-value and the counts behind it."""
@@ -197,6 +201,7 @@ __all__ = [
     "ITEM_NAN",
     "LEVELS",
     "NAN_RESULT",
+    "TABLE_UNITS",
     "UNITS",
     "Correlation",
     "check_level_coefficient",

@@ -30,7 +30,7 @@ from paraeval.correlation.coefficients import Coefficient, CoefficientLike, get_
 from paraeval.correlation.levels import (
     AUTO_UNIT,
     LEVELS,
-    UNITS,
+    TABLE_UNITS,
     check_level_coefficient,
     correlate,
     level_unit,
@@ -175,8 +175,8 @@ def correlation_table(
             raise ValueError(f"unknown correlation level {level!r}; valid levels: {LEVELS}")
     for coefficient in coefficients:
         check_level_coefficient("segment", coefficient, combination=False)
-    if unit not in (*UNITS, AUTO_UNIT):
-        valid = ", ".join((*UNITS, AUTO_UNIT))
+    if unit not in TABLE_UNITS:
+        valid = ", ".join(TABLE_UNITS)
         raise ValueError(f"unknown resampling unit {unit!r}; valid units: {valid}")
     if interval not in INTERVALS:
         raise ValueError(f"unknown interval {interval!r}; valid intervals: {', '.join(INTERVALS)}")

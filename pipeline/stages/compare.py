@@ -239,9 +239,10 @@ def compare(scores: Scores, agg: Aggregated, cfg: CompareConfig) -> Comparison:
     if n == 0:
         log.warning("no item is shared by all systems: no intervals or paired tests")
     else:
-        if n == 1:
-            # every resample is that item: zero-width intervals, and p-values that read as
-            # significant (1/(N+1)) where the data say nothing
+        # one item: every resample is that item, so intervals would have zero width and p-values
+        # would read as significant (1/(N+1)) where the data say nothing
+        tested = n > 1
+        if not tested:
             log.warning(
                 "the systems share a single item: their scores are ranked, without intervals, "
                 "paired tests or significance clusters"
@@ -263,9 +264,9 @@ def compare(scores: Scores, agg: Aggregated, cfg: CompareConfig) -> Comparison:
             p_ar = paired.ar_all(baseline, [s for s in systems if s != baseline], masks)
             for s in systems:
                 r = np.asarray(res[s], dtype=np.float64)
-                r = r[np.isfinite(r)] if n > 1 else r[:0]
+                r = r[np.isfinite(r)] if tested else r[:0]
                 lo, hi = np.quantile(r, [lo_q, hi_q]) if r.size else (np.nan, np.nan)
-                untested = s == baseline or n == 1  # nothing to test against or on
+                untested = s == baseline or not tested
                 rows.append(
                     {
                         "system": s,
@@ -278,7 +279,7 @@ def compare(scores: Scores, agg: Aggregated, cfg: CompareConfig) -> Comparison:
                         if untested
                         else paired_bs_p(res[baseline], res[s], points[baseline], points[s]),
                         "p_ar": np.nan if untested else p_ar[s],
-                        "cluster": cluster.get(s, np.nan) if n > 1 else np.nan,
+                        "cluster": cluster.get(s, np.nan) if tested else np.nan,
                         "rank": rank.get(s, np.nan),
                         "higher_is_better": col.higher_is_better,
                         "n_items": n,

@@ -7,13 +7,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from paraeval.correlation import (
-    AUTO_UNIT,
     COEFFICIENTS,
     INTERVALS,
     ITEM_NAN,
     LEVELS,
     PERMUTATION_UNITS,
-    UNITS,
+    TABLE_UNITS,
     Coefficient,
     configure,
     get_coefficient,
@@ -49,8 +48,7 @@ def check_correlation_config(cfg: Mapping[str, Any]) -> tuple[list[str], list[st
             f"{levels}; "
             + "; ".join(f"{c} at {list(COEFFICIENTS[c].levels)}" for c in coefficients)
         )
-    table_units = (*UNITS, AUTO_UNIT)
-    for key, valid in {"unit": table_units, "item_nan": ITEM_NAN, "interval": INTERVALS}.items():
+    for key, valid in {"unit": TABLE_UNITS, "item_nan": ITEM_NAN, "interval": INTERVALS}.items():
         if key in cfg and str(cfg[key]) not in valid:
             raise ConfigError(f"correlation.{key} must be one of {list(valid)}, got '{cfg[key]}'")
     _check_number("correlation.confidence", cfg.get("confidence", 0.95), 0.0, 1.0, open_=True)
