@@ -33,6 +33,7 @@ from paraeval.correlation.coefficients import (
 )
 from paraeval.correlation.levels import (
     AUTO_UNIT,
+    ITEM_AVERAGES,
     ITEM_NAN,
     LEVELS,
     TABLE_UNITS,
@@ -57,8 +58,11 @@ from paraeval.correlation.paired import (
     paired_bs_p,
     resample_counts,
 )
+from paraeval.correlation.pdp import pdp  # registers PDP
 from paraeval.correlation.significance import (
+    ALTERNATIVES,
     PERMUTATION_UNITS,
+    EarlyStop,
     permutation_test,
     significance_clusters,
     williams_test,
@@ -74,11 +78,13 @@ from paraeval.correlation.table import (
 from paraeval.correlation.ties import calibrated_epsilon, item_mean_23, kendall_23  # registers
 
 __all__ = [
+    "ALTERNATIVES",
     "AUTO_UNIT",
     "COEFFICIENTS",
     "CORRELATION_COLUMNS",
     "EXACT_MAX_N",
     "INTERVALS",
+    "ITEM_AVERAGES",
     "ITEM_NAN",
     "LEVELS",
     "PERMUTATION_UNITS",
@@ -89,6 +95,7 @@ __all__ = [
     "ArMasks",
     "Coefficient",
     "Correlation",
+    "EarlyStop",
     "MeanScores",
     "PairedScores",
     "Resamples",
@@ -118,6 +125,7 @@ __all__ = [
     "paired_bs_clusters",
     "paired_bs_p",
     "pairwise_accuracy",
+    "pdp",
     "pearson",
     "percentile_interval",
     "permutation_test",

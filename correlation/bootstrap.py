@@ -25,7 +25,7 @@ from paraeval.correlation.coefficients import (
 )
 from paraeval.correlation.fixed_pairs import FixedPairs, Groups
 from paraeval.correlation.levels import (
-    ITEM_NAN,
+    check_item_rules,
     check_level_coefficient,
     check_matrices,
     correlate,
@@ -75,7 +75,7 @@ def _segment_values(m: np.ndarray, h: np.ndarray, coef: Coefficient, res: Resamp
     if coef.segment_resampled is not None:
         return coef.segment_resampled(m, h, res)
     if coef.pooled is None or not coef.vector:
-        return _explicit_values(m, h, "segment", coef, res)
+        return explicit_values(m, h, "segment", coef, res)
 
     sys_w = counts(res.sys_idx, n_sys) if res.sys_idx is not None else None
     cs, ci = np.nonzero(ok)
@@ -132,7 +132,7 @@ def kendall_like_segment_values(
     return out
 
 
-def _explicit_values(
+def explicit_values(
     m: np.ndarray, h: np.ndarray, level: str, coef: Coefficient, res: Resamples
 ) -> np.ndarray:
     """The generic path for a coefficient without a vectorised form: every resampled matrix is
@@ -149,14 +149,19 @@ def _explicit_values(
 
 
 def _item_values(
-    m: np.ndarray, h: np.ndarray, coefficient: Coefficient, res: Resamples, item_nan: str
+    m: np.ndarray,
+    h: np.ndarray,
+    coefficient: Coefficient,
+    res: Resamples,
+    item_nan: str,
+    item_average: str,
 ) -> np.ndarray:
     n_sys, n_items = m.shape
     b = res.n_resamples
     if coefficient.item_level is not None:
         if res.sys_idx is None and res.item_idx is not None:
             return coefficient.item_level(m, h, counts(res.item_idx, n_items))
-        return _explicit_values(m, h, "item", coefficient, res)
+        return explicit_values(m, h, "item", coefficient, res)
     if res.sys_idx is None:
         v = np.broadcast_to(item_values(m, h, coefficient), (b, n_items))
     else:
@@ -175,6 +180,13 @@ def _item_values(
         iw = _block_weights(res, sl, n_items)
         if iw is None:
             iw = np.ones(vb.shape)
+        if item_average == "micro":
+            # each item weighted by its scored systems, in the resample's own systems
+            ok = (np.isfinite(m) & np.isfinite(h)).astype(float)
+            if res.sys_idx is None:
+                iw = iw * ok.sum(axis=0)
+            else:
+                iw = iw * ok.T[:, res.sys_idx[sl]].sum(axis=-1).T
         defined = np.isfinite(vb)
         num = (iw * np.where(defined, vb, 0.0)).sum(1)
         # "zero": undefined items stay in the denominator with value 0
@@ -283,7 +295,7 @@ def _system_values(
     system_metric_fn: SystemMetricFn | None,
 ) -> np.ndarray:
     if coefficient.matrix_system is not None:
-        return _explicit_values(m, h, "system", coefficient, res)
+        return explicit_values(m, h, "system", coefficient, res)
     x, y = system_resampled_scores(m, h, res, system_metric, system_metric_fn)
     return system_statistic(coefficient, x, y)
 
@@ -324,11 +336,11 @@ def resampled_values(
     system_metric: np.ndarray | None = None,
     system_metric_fn: SystemMetricFn | None = None,
     item_nan: str = "skip",
+    item_average: str = "macro",
 ) -> np.ndarray:
     """The correlation of every resample in ``resamples``, shape (B,); NaN where undefined."""
     coef = check_level_coefficient(level, coefficient)
-    if item_nan not in ITEM_NAN:
-        raise ValueError(f"item_nan must be one of {', '.join(ITEM_NAN)}, got {item_nan!r}")
+    check_item_rules(item_nan, item_average)
     m, h = check_matrices(metric, human)
     for name, idx, size in (
         ("item", resamples.item_idx, m.shape[1]),
@@ -342,7 +354,7 @@ def resampled_values(
     if level == "segment":
         return _segment_values(m, h, coef, resamples)
     if level == "item":
-        return _item_values(m, h, coef, resamples, item_nan)
+        return _item_values(m, h, coef, resamples, item_nan, item_average)
     return _system_values(m, h, coef, resamples, system_metric, system_metric_fn)
 
 
@@ -358,6 +370,7 @@ def bootstrap_distribution(
     system_metric: np.ndarray | None = None,
     system_metric_fn: SystemMetricFn | None = None,
     item_nan: str = "skip",
+    item_average: str = "macro",
 ) -> np.ndarray:
     """Bootstrap distribution (B values, NaN where a resample is undefined) of a correlation."""
     m, h = check_matrices(metric, human)
@@ -371,6 +384,7 @@ def bootstrap_distribution(
         system_metric=system_metric,
         system_metric_fn=system_metric_fn,
         item_nan=item_nan,
+        item_average=item_average,
     )
 
 
@@ -400,6 +414,7 @@ def bootstrap_ci(
     system_metric_fn: SystemMetricFn | None = None,
     item_nan: str = "skip",
     system_metric: np.ndarray | None = None,
+    item_average: str = "macro",
 ) -> tuple[float, float]:
     """Percentile bootstrap interval of ``correlate(metric, human, level, coefficient)``.
 
@@ -421,5 +436,6 @@ def bootstrap_ci(
         system_metric=system_metric,
         system_metric_fn=system_metric_fn,
         item_nan=item_nan,
+        item_average=item_average,
     )
     return percentile_interval(values, confidence)

@@ -32,6 +32,9 @@ from paraeval.correlation.coefficients import (
 )
 
 ITEM_NAN: tuple[str, ...] = ("skip", "zero")
+ITEM_AVERAGES: tuple[str, ...] = ("macro", "micro")
+"""How the item level averages its per-item values: ``macro``, the plain mean; ``micro``, each
+item weighted by its number of scored systems (mt-metrics-eval's ``macro=False``)."""
 UNITS: tuple[str, ...] = ("items", "systems", "both")
 AUTO_UNIT = "auto"
 """The default resampling unit of a correlation table: items at the segment and item levels,
@@ -146,6 +149,7 @@ def correlate(
     *,
     system_metric: np.ndarray | None = None,
     item_nan: str = "skip",
+    item_average: str = "macro",
 ) -> Correlation:
     """Correlation of a metric with a human score at ``level`` with ``coefficient``.
 
@@ -154,10 +158,12 @@ def correlate(
     ``metric`` and ``human`` have shape ``(n_systems, n_items)`` with NaN for missing scores.
     ``system_metric`` (shape ``(n_systems,)``) replaces the mean of segment scores at the system
     level. See the module docstring for what ``n`` and ``n_dropped`` count at each level.
+    ``item_average`` (:data:`ITEM_AVERAGES`) weights the item level's per-item values; a
+    coefficient that is one statistic of the whole matrix (calibrated acc23) averages as
+    mt-metrics-eval's does, whatever it says.
     """
     coef = check_level_coefficient(level, coefficient)
-    if item_nan not in ITEM_NAN:
-        raise ValueError(f"item_nan must be one of {', '.join(ITEM_NAN)}, got {item_nan!r}")
+    check_item_rules(item_nan, item_average)
     m, h = check_matrices(metric, human)
 
     if level == "segment":
@@ -177,13 +183,13 @@ def correlate(
         v = item_values(m, h, coef)
         undefined = ~np.isfinite(v)
         n_undefined = int(undefined.sum())
+        w = item_weights(m, h, item_average)
         if item_nan == "zero":
             v = np.where(undefined, 0.0, v)
-            used = v.size
         else:
-            v = v[~undefined]
-            used = v.size
-        value = float(v.mean()) if used > 0 else float("nan")
+            v, w = v[~undefined], w[~undefined]
+        used = v.size
+        value = float((w * v).sum() / w.sum()) if used > 0 and w.sum() > 0 else float("nan")
         return Correlation(value, float("nan"), used, n_undefined)
 
     x, y = system_scores(m, h, system_metric)
@@ -196,17 +202,38 @@ def correlate(
     return Correlation(float(value), float(p), n, int(ok.size - n))
 
 
+def check_item_rules(item_nan: str, item_average: str) -> None:
+    """``ValueError`` naming the valid choices for an unknown item-level rule."""
+    if item_nan not in ITEM_NAN:
+        raise ValueError(f"item_nan must be one of {', '.join(ITEM_NAN)}, got {item_nan!r}")
+    if item_average not in ITEM_AVERAGES:
+        raise ValueError(
+            f"item_average must be one of {', '.join(ITEM_AVERAGES)}, got {item_average!r}"
+        )
+
+
+def item_weights(metric: np.ndarray, human: np.ndarray, item_average: str) -> np.ndarray:
+    """Each item's weight in the item-level mean: 1 (macro) or its number of systems scored on
+    both sides (micro)."""
+    if item_average == "micro":
+        return (np.isfinite(metric) & np.isfinite(human)).sum(axis=0).astype(float)
+    return np.ones(np.shape(metric)[1])
+
+
 __all__ = [
     "AUTO_UNIT",
+    "ITEM_AVERAGES",
     "ITEM_NAN",
     "LEVELS",
     "NAN_RESULT",
     "TABLE_UNITS",
     "UNITS",
     "Correlation",
+    "check_item_rules",
     "check_level_coefficient",
     "correlate",
     "item_values",
+    "item_weights",
     "level_unit",
     "system_scores",
     "valid_combination",

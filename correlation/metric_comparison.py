@@ -4,9 +4,11 @@ the best."""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import itertools
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import numpy as np
@@ -20,7 +22,12 @@ from paraeval.correlation.levels import (
     correlate,
     system_scores,
 )
-from paraeval.correlation.significance import permutation_test, significance_clusters, williams_test
+from paraeval.correlation.significance import (
+    EarlyStop,
+    permutation_test,
+    significance_clusters,
+    williams_test,
+)
 from paraeval.correlation.table import check_shapes
 
 SIGNIFICANCE_COLUMNS: tuple[str, ...] = (
@@ -113,9 +120,11 @@ def significance_table(
     unit: str = "items",
     alpha: float = 0.05,
     item_nan: str = "skip",
+    item_average: str = "macro",
     system_metrics: Mapping[str, np.ndarray] | None = None,
     alternative: str = "two-sided",
     lower_is_better: Collection[str] = (),
+    early_stop: EarlyStop | None = None,
 ) -> list[dict[str, Any]]:
     """All metric pairs per aspect, with columns :data:`SIGNIFICANCE_COLUMNS`.
 
@@ -131,7 +140,8 @@ def significance_table(
       Pearson's r; other correlation-like coefficients (``Coefficient.williams``) are plugged in,
       rates over pairs and the item level are a ``ValueError``.
     - ``method="permutation"``: :func:`correlation.significance.permutation_test` with ``unit``,
-      ``n_resamples`` and ``alternative``; ``r_a``/``r_b`` are the ``correlate`` values.
+      ``n_resamples``, ``alternative`` and ``early_stop``; ``r_a``/``r_b`` are the ``correlate``
+      values.
 
     ``cluster_a``/``cluster_b`` come from :func:`significance_clusters` over all metrics of the
     aspect with these p-values (None for a metric whose correlation is NaN).
@@ -150,6 +160,8 @@ def significance_table(
             "averages per-item correlations: use method='permutation' there"
         )
     check_shapes(metrics, humans)
+    if method == "permutation":
+        coef = _per_metric_once(coef)
     flip = {n: -1.0 if n in lower_is_better else 1.0 for n in metrics}
     metrics = {n: flip[n] * np.asarray(m, dtype=float) for n, m in metrics.items()}
     system_metrics = {
@@ -161,7 +173,15 @@ def significance_table(
     for aspect, human in humans.items():
         h = check_matrices(human, human)[0]
         values = {
-            n: correlate(metrics[n], h, level, coef, system_metric=sm[n], item_nan=item_nan).value
+            n: correlate(
+                metrics[n],
+                h,
+                level,
+                coef,
+                system_metric=sm[n],
+                item_nan=item_nan,
+                item_average=item_average,
+            ).value
             for n in names
         }
         # each metric's correlation with the human on the cells a pair keeps, by the cells
@@ -195,8 +215,10 @@ def significance_table(
                     unit=unit,
                     alternative=alternative,
                     item_nan=item_nan,
+                    item_average=item_average,
                     system_metric_a=sa,
                     system_metric_b=sb,
+                    early_stop=early_stop,
                 )
             pvalues[(a, b)] = p
             pair_rows.append(
@@ -220,6 +242,33 @@ def significance_table(
             row["cluster_b"] = clusters.get(row["metric_b"])
         rows.extend(pair_rows)
     return rows
+
+
+def _per_metric_once(coef: Coefficient) -> Coefficient:
+    """``coef`` with its per-metric forms (each metric's own calibrated threshold and the pair
+    or item values under it) computed once per metric in this call rather than once per pair of
+    metrics: every pair a metric is in asks for the same numbers."""
+    if coef.pair_values is None and coef.item_values_fixed is None:
+        return coef
+
+    def once(fn: Callable[[np.ndarray, np.ndarray], Any]) -> Callable[..., Any]:
+        seen: dict[bytes, Any] = {}
+
+        def call(m: np.ndarray, h: np.ndarray) -> Any:
+            key = hashlib.blake2b(m.tobytes() + h.tobytes(), digest_size=16).digest()
+            if key not in seen:
+                seen[key] = fn(m, h)
+            return seen[key]
+
+        return call
+
+    return dataclasses.replace(
+        coef,
+        pair_values=once(coef.pair_values) if coef.pair_values is not None else None,
+        item_values_fixed=once(coef.item_values_fixed)
+        if coef.item_values_fixed is not None
+        else None,
+    )
 
 
 def _order_key(v: float) -> float:

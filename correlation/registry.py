@@ -28,6 +28,9 @@ PooledByItemsFn: TypeAlias = Callable[
 SegmentResampledFn: TypeAlias = Callable[[np.ndarray, np.ndarray, "Resamples"], np.ndarray]
 SegmentBatchFn: TypeAlias = Callable[[np.ndarray, np.ndarray], np.ndarray]
 ItemLevelFn: TypeAlias = Callable[[np.ndarray, np.ndarray, "np.ndarray | None"], np.ndarray]
+PairValuesFn: TypeAlias = Callable[
+    [np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]
+]
 MatrixSystemFn: TypeAlias = Callable[[np.ndarray, np.ndarray], float]
 
 
@@ -52,6 +55,10 @@ class Coefficient:
     # with ``item_level``: each item's own value under the choices made on the whole matrix
     # (NaN where undefined), so that a permutation test can swap whole items between metrics
     item_values_fixed: SegmentBatchFn | None = None
+    # with ``item_level`` over pairs of systems inside items: (item of each pair, the pair's
+    # value, pairs per item) under the choices made on the whole matrix, so that a permutation
+    # test can swap single pairs between metrics (mt-metrics-eval's PairwisePermutationSigDiff)
+    pair_values: PairValuesFn | None = None
     # the system level from the system x item matrices rather than from one score per system
     # (soft pairwise accuracy permutes segment scores)
     matrix_system: MatrixSystemFn | None = None

@@ -11,7 +11,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,21 +21,48 @@ from scipy import special
 from paraeval.correlation.coefficients import Coefficient, CoefficientLike
 from paraeval.correlation.fixed_pairs import FixedPairs
 from paraeval.correlation.levels import (
-    ITEM_NAN,
+    check_item_rules,
     check_level_coefficient,
     check_matrices,
     correlate,
     item_values,
+    item_weights,
     row_nanmean,
 )
 from paraeval.correlation.weighted import pair_kendall_like_counts, pair_statistic
 
 ALTERNATIVES: tuple[str, ...] = ("two-sided", "greater")
-PERMUTATION_UNITS: tuple[str, ...] = ("items", "systems", "both", "cells")
+PERMUTATION_UNITS: tuple[str, ...] = ("items", "systems", "both", "cells", "pairs")
 """What one permutation swaps between the two metrics: whole item columns (Perm-Inputs), whole
 system rows (Perm-Systems), system rows and then item columns (Perm-Both of Deutsch et al. 2021
-and nlpstats: a cell ends up swapped when exactly one of its row and column was), or every cell
-on its own (mt-metrics-eval's ``PermutationSigDiff`` on pooled scores)."""
+and nlpstats: a cell ends up swapped when exactly one of its row and column was), every cell
+on its own (mt-metrics-eval's ``PermutationSigDiff`` on pooled scores), or every pair of systems
+inside an item, each metric keeping its own tie threshold (mt-metrics-eval's
+``PairwisePermutationSigDiff``; item-level coefficients over pairs: acc23, tau_23)."""
+
+
+@dataclass(frozen=True)
+class EarlyStop:
+    """mt-metrics-eval's early stopping of a permutation test: after every ``block_size``
+    permutations the test stops when the p-value so far is below ``early_min`` (clearly
+    significant) or above ``early_max`` (clearly not). The permutations are drawn as without
+    it, so the blocks run are the same draws as the first blocks of the full test."""
+
+    block_size: int = 100
+    early_min: float = 0.02
+    early_max: float = 0.5
+
+    def __post_init__(self) -> None:
+        if isinstance(self.block_size, bool) or not isinstance(self.block_size, int):
+            raise ValueError(f"block_size must be an integer >= 1, got {self.block_size!r}")
+        if self.block_size < 1:
+            raise ValueError(f"block_size must be an integer >= 1, got {self.block_size!r}")
+        if not 0.0 <= self.early_min <= self.early_max <= 1.0:
+            raise ValueError(
+                "early stopping needs 0 <= early_min <= early_max <= 1, got "
+                f"{self.early_min!r} and {self.early_max!r}"
+            )
+
 
 _CHUNK_ELEMENTS = 2_000_000
 
@@ -79,6 +107,7 @@ def _batch_statistic(
     coefficient: Coefficient,
     item_nan: str,
     system_metric: np.ndarray | None = None,
+    weights: np.ndarray | None = None,
 ) -> np.ndarray:
     """The correlation of each matrix of a batch ``metric`` (K, S, I) with ``human`` (S, I).
 
@@ -100,7 +129,7 @@ def _batch_statistic(
         w = np.isfinite(human).T.astype(float)
         for sl in _slices(k, n_items * n_sys * n_sys):
             v = pair_statistic(coefficient, metric[sl].transpose(0, 2, 1), human.T[None], w)
-            out[sl] = _item_mean(v, item_nan)
+            out[sl] = _item_mean(v, item_nan, weights)
         return out
 
     if coefficient.matrix_system is not None:
@@ -131,11 +160,13 @@ def kendall_like_segment_batch(
     return out
 
 
-def _item_mean(v: np.ndarray, item_nan: str) -> np.ndarray:
-    """Mean over the last axis under the item-level NaN rule (see correlation.levels)."""
+def _item_mean(v: np.ndarray, item_nan: str, weights: np.ndarray | None = None) -> np.ndarray:
+    """Mean over the last axis under the item-level NaN rule (see correlation.levels), each item
+    weighted by ``weights`` (micro averaging) where given."""
     defined = np.isfinite(v)
-    total = np.where(defined, v, 0.0).sum(axis=-1)
-    count = v.shape[-1] if item_nan == "zero" else defined.sum(axis=-1)
+    w = np.ones(v.shape[-1]) if weights is None else weights
+    total = (w * np.where(defined, v, 0.0)).sum(axis=-1)
+    count = w.sum() if item_nan == "zero" else (w * defined).sum(axis=-1)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.asarray(total / count)
 
@@ -169,8 +200,10 @@ def permutation_test(
     unit: str = "items",
     alternative: str = "two-sided",
     item_nan: str = "skip",
+    item_average: str = "macro",
     system_metric_a: np.ndarray | None = None,
     system_metric_b: np.ndarray | None = None,
+    early_stop: EarlyStop | None = None,
 ) -> float:
     """Paired permutation test of corr(A, human) - corr(B, human) (Deutsch et al. 2021).
 
@@ -183,7 +216,9 @@ def permutation_test(
 
     p = (1 + #{|d*| >= |d|}) / (1 + K) (``"two-sided"``) or (1 + #{d* >= d}) / (1 + K)
     (``"greater"``: A is better), K the permutations with a defined difference; the +1 counts the
-    observed assignment, so p is never 0. A metric tested against itself gets p = 1.
+    observed assignment, so p is never 0 (mt-metrics-eval reports #/K). A metric tested against
+    itself gets p = 1. ``early_stop`` stops at a block boundary once the answer is clear
+    (:class:`EarlyStop`); None runs all ``n_resamples``.
     """
     coef = check_level_coefficient(level, coefficient)
     if unit not in PERMUTATION_UNITS:
@@ -194,8 +229,12 @@ def permutation_test(
         raise ValueError(
             f"alternative must be one of {', '.join(ALTERNATIVES)}, got {alternative!r}"
         )
-    if item_nan not in ITEM_NAN:
-        raise ValueError(f"item_nan must be one of {', '.join(ITEM_NAN)}, got {item_nan!r}")
+    check_item_rules(item_nan, item_average)
+    if unit == "pairs" and (level != "item" or coef.pair_values is None):
+        raise ValueError(
+            "unit 'pairs' swaps pairs of systems inside items: it needs the item level and a "
+            f"coefficient over such pairs (acc23, tau_23), not {coef.name!r} at the {level} level"
+        )
     a, h = check_matrices(metric_a, human)
     b, _ = check_matrices(metric_b, human)
     ok = np.isfinite(a) & np.isfinite(b) & np.isfinite(h)
@@ -205,6 +244,11 @@ def permutation_test(
     b = _standardize(np.where(ok, b, np.nan))
     h = np.where(ok, h, np.nan)
     n_sys, n_items = h.shape
+    weights = item_weights(a, h, item_average) if item_average == "micro" else None
+    if unit == "pairs" and coef.pair_values is not None:
+        return _pairs_test(
+            coef.pair_values, a, b, h, rng, n_resamples, alternative, item_nan, early_stop
+        )
 
     sys_a = sys_b = None
     if level == "system" and (system_metric_a is not None or system_metric_b is not None):
@@ -231,7 +275,7 @@ def permutation_test(
         per_item = (item_values(a, h, coef), item_values(b, h, coef))
     elif level == "item" and unit == "items" and coef.item_values_fixed is not None:
         # a statistic of the whole matrix (one calibrated epsilon): each metric keeps the choice
-        # made on its own scores, as mt-metrics-eval's PairwisePermutationSigDiff does
+        # made on its own scores (unit "pairs" swaps single pairs under the same rule)
         per_item = (coef.item_values_fixed(a, h), coef.item_values_fixed(b, h))
 
     def deltas(mask: np.ndarray) -> np.ndarray:
@@ -239,8 +283,8 @@ def permutation_test(
         if per_item is not None:
             va, vb = per_item
             swap = np.broadcast_to(mask[:, 0, :], (mask.shape[0], n_items))
-            return _item_mean(np.where(swap, vb, va), item_nan) - _item_mean(
-                np.where(swap, va, vb), item_nan
+            return _item_mean(np.where(swap, vb, va), item_nan, weights) - _item_mean(
+                np.where(swap, va, vb), item_nan, weights
             )
         if pooled is not None and pooled_fn is not None:
             cells = np.broadcast_to(mask, (mask.shape[0], n_sys, n_items))[:, ok]
@@ -254,8 +298,8 @@ def permutation_test(
             m2 = mask[:, :, 0]
             sa = np.where(m2, sys_b[None], sys_a[None])
             sb = np.where(m2, sys_a[None], sys_b[None])
-        da = _batch_statistic(xa, h, level, coef, item_nan, sa)
-        db = _batch_statistic(xb, h, level, coef, item_nan, sb)
+        da = _batch_statistic(xa, h, level, coef, item_nan, sa, weights)
+        db = _batch_statistic(xb, h, level, coef, item_nan, sb, weights)
         return np.asarray(da - db)
 
     observed = float(deltas(np.zeros((1, 1, 1), dtype=bool))[0])
@@ -275,15 +319,74 @@ def permutation_test(
         }[unit]
         masks = rng.random(shape) < 0.5
     per = 2 * int(ok.sum()) if pooled is not None else 4 * n_sys * n_items
-    perm = np.concatenate([deltas(masks[sl]) for sl in _slices(n_resamples, max(per, 1))])
-    perm = perm[np.isfinite(perm)]
+
+    def block(rows: slice) -> np.ndarray:
+        part = masks[rows]
+        return np.concatenate([deltas(part[sl]) for sl in _slices(part.shape[0], max(per, 1))])
+
+    return _p_value(observed, n_resamples, block, alternative, early_stop)
+
+
+def _p_value(
+    observed: float,
+    n_resamples: int,
+    block: Callable[[slice], np.ndarray],
+    alternative: str,
+    early_stop: EarlyStop | None,
+) -> float:
+    """The permutation p-value from the differences ``block(rows)`` of the permutations in
+    ``rows``, block by block when stopping early."""
     # a tolerance so that rounding in a recomputed but mathematically equal difference counts
     tol = 1e-12
-    if alternative == "two-sided":
-        extreme = np.abs(perm) >= abs(observed) - tol
-    else:
-        extreme = perm >= observed - tol
-    return float((1 + int(extreme.sum())) / (1 + perm.size))
+    size = early_stop.block_size if early_stop is not None else n_resamples
+    extreme = used = 0
+    for lo in range(0, n_resamples, size):
+        d = block(slice(lo, min(lo + size, n_resamples)))
+        d = d[np.isfinite(d)]
+        hits = (
+            np.abs(d) >= abs(observed) - tol if alternative == "two-sided" else d >= observed - tol
+        )
+        extreme += int(hits.sum())
+        used += d.size
+        if early_stop is not None and used:
+            p = (1 + extreme) / (1 + used)
+            if p < early_stop.early_min or p > early_stop.early_max:
+                break
+    return float((1 + extreme) / (1 + used))
+
+
+def _pairs_test(
+    pair_values: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]],
+    a: np.ndarray,
+    b: np.ndarray,
+    h: np.ndarray,
+    rng: np.random.Generator,
+    n_resamples: int,
+    alternative: str,
+    item_nan: str,
+    early_stop: EarlyStop | None,
+) -> float:
+    """mt-metrics-eval's ``PairwisePermutationSigDiff``: every pair of systems inside an item
+    takes A's or B's value (each under its own tie threshold) with probability 0.5.
+
+    The difference of item-level means is a sum over pairs of ``share * (value_a - value_b)``,
+    each term's sign flipped when its pair is swapped. Pairs with the same term are
+    exchangeable, so the number of unswapped pairs in each group of equal terms is one binomial
+    draw: the same distribution as flipping every pair, at the cost of a few groups."""
+    item, va, per_item = pair_values(a, h)
+    _, vb, _ = pair_values(b, h)
+    if item.size == 0 or not (np.isfinite(va).all() and np.isfinite(vb).all()):
+        return float("nan")
+    n_used = int((per_item > 0).sum()) if item_nan == "skip" else per_item.size
+    term = (va - vb) / (per_item[item] * n_used)
+    observed = float(term.sum())
+    values, counts = np.unique(term[term != 0], return_counts=True)
+    kept = rng.binomial(counts, 0.5, size=(n_resamples, counts.size))
+
+    def block(rows: slice) -> np.ndarray:
+        return np.asarray((2 * kept[rows] - counts) @ values, dtype=float)
+
+    return _p_value(observed, n_resamples, block, alternative, early_stop)
 
 
 def significance_clusters(

@@ -150,6 +150,7 @@ def correlation_table(
     confidence: float = 0.95,
     unit: str = AUTO_UNIT,
     item_nan: str = "skip",
+    item_average: str = "macro",
     rng: np.random.Generator,
     system_metric_fns: Mapping[str, SystemMetricFn] | None = None,
     workers: int | None = None,
@@ -231,7 +232,15 @@ def correlation_table(
                     }
                 )
                 continue
-            corr = correlate(metric, human, level, coefficient, system_metric=sm, item_nan=item_nan)
+            corr = correlate(
+                metric,
+                human,
+                level,
+                coefficient,
+                system_metric=sm,
+                item_nan=item_nan,
+                item_average=item_average,
+            )
             lo = hi = float("nan")
             if fisher:
                 lo, hi = fisher_interval(
@@ -252,6 +261,7 @@ def correlation_table(
                     system_metric=sm,
                     system_metric_fn=system_metric_fns.get(name),
                     item_nan=item_nan,
+                    item_average=item_average,
                 )
                 lo, hi = percentile_interval(values, confidence)
             if level == "system" and not lo < hi:

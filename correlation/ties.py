@@ -17,10 +17,21 @@ items' own values (items under two scored systems left out), as ``KendallWithTie
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
+from paraeval.correlation.calibration import (
+    VARIANTS,
+    WEIGHTS,
+    ItemPairs,
+    Variant,
+    best_threshold,
+    best_weighted,
+    calibration,
+    item_pairs,
+    pair_kinds,
+)
 from paraeval.correlation.coefficients import (
     NAN_RESULT,
     Coefficient,
@@ -29,46 +40,12 @@ from paraeval.correlation.coefficients import (
     register_settings,
 )
 
-Variant = Literal["acc23", "tau23"]
-VARIANTS: tuple[str, ...] = ("acc23", "tau23")
 
-# value of each kind of pair in the numerator: C, D, T_h, T_m, T_hm
-_WEIGHTS: dict[str, tuple[float, float, float, float, float]] = {
-    "acc23": (1.0, 0.0, 0.0, 0.0, 1.0),
-    "tau23": (1.0, -1.0, -1.0, -1.0, 1.0),
-}
-
-# rows of (B, pairs) cumulative sums held at once
-_CHUNK_ELEMENTS = 2_000_000
-
-
-def _kinds(dm: np.ndarray, dh: np.ndarray, epsilon: float) -> np.ndarray:
-    """Kind of every pair (0 C, 1 D, 2 T_h, 3 T_m, 4 T_hm) from its metric and human
-    differences."""
-    tie_m = np.abs(dm) <= epsilon
-    tie_h = dh == 0
-    agree = np.sign(dm) == np.sign(dh)
-    return np.select(
-        [tie_m & tie_h, tie_h, tie_m, agree],
-        [4, 2, 3, 0],
-        default=1,
-    )
-
-
-def _item_pairs(
-    m: np.ndarray, h: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(item, metric difference, human difference) of every pair of systems scored on both
-    sides inside each item, and the number of such pairs per item."""
-    n_sys, n_items = m.shape
-    ok = np.isfinite(m) & np.isfinite(h)
-    s, t = np.triu_indices(n_sys, k=1)
-    both = ok[s] & ok[t]  # (pairs of systems, items)
-    pi, item = np.nonzero(both)
-    dm = m[s[pi], item] - m[t[pi], item]
-    dh = h[s[pi], item] - h[t[pi], item]
-    per_item = np.bincount(item, minlength=n_items).astype(float)
-    return item, dm, dh, per_item
+def _pairs(m: np.ndarray, h: np.ndarray, sample_rate: float, seed: int) -> ItemPairs:
+    """The pairs a statistic uses: all of them, or the sample mt-metrics-eval's ``sample_rate``
+    draws (a generator seeded from ``seed``, so a run gives the same sample every time)."""
+    rng = np.random.default_rng(seed) if sample_rate < 1.0 else None
+    return item_pairs(m, h, sample_rate=sample_rate, rng=rng)
 
 
 def item_mean_23(
@@ -79,6 +56,8 @@ def item_mean_23(
     variant: Variant = "acc23",
     epsilon: float = 0.0,
     calibrate: bool = False,
+    sample_rate: float = 1.0,
+    seed: int = 0,
 ) -> np.ndarray:
     """Mean over items of tau23 / acc23 between systems inside each item, for every row of item
     multiplicities ``item_w`` (B, n_items) (the unweighted mean, shape (1,), when None).
@@ -89,58 +68,74 @@ def item_mean_23(
     m = np.asarray(metric, dtype=float)
     h = np.asarray(human, dtype=float)
     w = np.ones((1, m.shape[1])) if item_w is None else np.asarray(item_w, dtype=float)
-    item, dm, dh, per_item = _item_pairs(m, h)
-    has_pairs = per_item > 0
-    rows = w @ has_pairs.astype(float)  # items with pairs, counted with their multiplicity
-    values = np.asarray(_WEIGHTS[variant])
-    inv_pairs = np.where(has_pairs, 1.0 / np.maximum(per_item, 1.0), 0.0)
-    kinds = _kinds(dm, dh, 0.0 if calibrate else epsilon)
-    # each pair's share of its item's mean value
-    share = values[kinds] * inv_pairs[item]
-    base = w @ np.bincount(item, weights=share, minlength=m.shape[1])
+    pairs = _pairs(m, h, sample_rate, seed)
+    rows = w @ (pairs.per_item > 0).astype(float)  # items with pairs, with their multiplicity
     with np.errstate(invalid="ignore", divide="ignore"):
-        if not calibrate or dm.size == 0:
+        if not calibrate or pairs.dm.size == 0:
+            values = np.asarray(WEIGHTS[variant])[pair_kinds(pairs.dm, pairs.dh, epsilon)]
+            share = values * pairs.inv_pairs[pairs.item]
+            base = w @ np.bincount(pairs.item, weights=share, minlength=m.shape[1])
             return np.where(rows > 0, base / rows, np.nan)
-        # Flip pairs to metric ties in order of their metric difference; the value after all
-        # pairs up to a threshold are flipped is base + a cumulative sum of per-pair changes.
-        order = np.argsort(np.abs(dm), kind="stable")
-        diff = np.abs(dm)[order]
-        tie_kind = np.where(dh[order] == 0, 4, 3)
-        change = (values[tie_kind] - values[kinds[order]]) * inv_pairs[item[order]]
-        # the value at a threshold includes every pair with that difference: group ends
-        ends = np.flatnonzero(np.append(diff[1:] != diff[:-1], True))
-        out = np.empty(w.shape[0])
-        step = max(1, _CHUNK_ELEMENTS // max(diff.size, 1))
-        for lo in range(0, w.shape[0], step):
-            wb = w[lo : lo + step]
-            cum = np.cumsum(wb[:, item[order]] * change, axis=1)[:, ends]
-            # candidate thresholds: 0 (nothing flipped beyond exact ties) and every difference
-            cand = (
-                np.concatenate([np.zeros((wb.shape[0], 1)), cum], axis=1)
-                + base[lo : lo + step, None]
-            )
-            out[lo : lo + step] = cand.max(axis=1)
+        cal = calibration(pairs, variant)
+        out = np.array([best_threshold(cal)[0]]) if item_w is None else best_weighted(cal, w)
         return np.where(rows > 0, out / rows, np.nan)
 
 
 def calibrated_epsilon(
-    metric: np.ndarray, human: np.ndarray, *, variant: Variant = "acc23"
+    metric: np.ndarray,
+    human: np.ndarray,
+    *,
+    variant: Variant = "acc23",
+    sample_rate: float = 1.0,
+    seed: int = 0,
 ) -> tuple[float, float]:
     """(best value, smallest epsilon reaching it) of tie calibration at the item level of two
     ``(n_systems, n_items)`` matrices (for a vector, pass it as one column)."""
     m = np.asarray(metric, dtype=float)
     h = np.asarray(human, dtype=float)
-    _, dm, _, _ = _item_pairs(m, h)
-    if dm.size == 0:
+    pairs = _pairs(m, h, sample_rate, seed)
+    if pairs.dm.size == 0:
         return float("nan"), float("nan")
-    candidates = np.unique(np.concatenate([[0.0], np.abs(dm)]))
-    best, best_eps = -np.inf, float("nan")
-    for eps in candidates:
-        v = float(item_mean_23(m, h, variant=variant, epsilon=float(eps))[0])
-        # a tolerance: equal values computed along different paths may differ in the last bit
-        if v > best + 1e-12:
-            best, best_eps = v, float(eps)
-    return best, best_eps
+    total, eps = best_threshold(calibration(pairs, variant))
+    return total / float((pairs.per_item > 0).sum()), eps
+
+
+def _fixed_epsilon(
+    m: np.ndarray,
+    h: np.ndarray,
+    variant: Variant,
+    epsilon: float,
+    calibrate: bool,
+    sample_rate: float,
+    seed: int,
+) -> float:
+    if not calibrate:
+        return epsilon
+    return calibrated_epsilon(m, h, variant=variant, sample_rate=sample_rate, seed=seed)[1]
+
+
+def pair_values_23(
+    metric: np.ndarray,
+    human: np.ndarray,
+    *,
+    variant: Variant = "acc23",
+    epsilon: float = 0.0,
+    calibrate: bool = False,
+    sample_rate: float = 1.0,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(item of each pair, its value under this metric's epsilon, pairs per item) over every
+    pair of systems inside each item: what mt-metrics-eval's ``PairwisePermutationSigDiff``
+    swaps between two metrics, each keeping its own calibrated epsilon. Two metrics scored on
+    the same cells list the same pairs in the same order."""
+    m = np.asarray(metric, dtype=float)
+    h = np.asarray(human, dtype=float)
+    eps = _fixed_epsilon(m, h, variant, epsilon, calibrate, sample_rate, seed)
+    pairs = item_pairs(m, h)
+    if not np.isfinite(eps):
+        return pairs.item, np.full(pairs.item.size, np.nan), pairs.per_item
+    values = np.asarray(WEIGHTS[variant])[pair_kinds(pairs.dm, pairs.dh, eps)]
+    return pairs.item, values, pairs.per_item
 
 
 def per_item_23(
@@ -150,21 +145,23 @@ def per_item_23(
     variant: Variant = "acc23",
     epsilon: float = 0.0,
     calibrate: bool = False,
+    sample_rate: float = 1.0,
+    seed: int = 0,
 ) -> np.ndarray:
     """Each item's own tau23 / acc23 (NaN for an item without a pair), at the fixed ``epsilon``
     or, with ``calibrate``, at the one epsilon calibrated on the whole matrix: the values whose
-    mean is the item level. The permutation test swaps these between two metrics, each keeping
-    its own epsilon (as mt-metrics-eval's ``PairwisePermutationSigDiff``)."""
-    m = np.asarray(metric, dtype=float)
-    h = np.asarray(human, dtype=float)
-    if calibrate:
-        epsilon = calibrated_epsilon(m, h, variant=variant)[1]
-        if not np.isfinite(epsilon):
-            return np.full(m.shape[1], np.nan)
-    item, dm, dh, per_item = _item_pairs(m, h)
-    num = np.bincount(
-        item, weights=np.asarray(_WEIGHTS[variant])[_kinds(dm, dh, epsilon)], minlength=m.shape[1]
+    mean is the item level. A permutation test over items swaps these between two metrics, each
+    keeping its own epsilon."""
+    item, values, per_item = pair_values_23(
+        metric,
+        human,
+        variant=variant,
+        epsilon=epsilon,
+        calibrate=calibrate,
+        sample_rate=sample_rate,
+        seed=seed,
     )
+    num = np.bincount(item, weights=values, minlength=per_item.size)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(per_item > 0, num / per_item, np.nan)
 
@@ -176,6 +173,8 @@ def kendall_23(
     variant: Variant = "acc23",
     epsilon: float = 0.0,
     calibrate: bool = False,
+    sample_rate: float = 1.0,
+    seed: int = 0,
 ) -> tuple[float, float]:
     """tau23 / acc23 of two paired vectors (``x`` the metric, ``y`` the human score); NaN for
     fewer than 2 pairs. No p-value: NaN."""
@@ -183,7 +182,13 @@ def kendall_23(
     if xs.size < 2:
         return NAN_RESULT
     v = item_mean_23(
-        xs[:, None], ys[:, None], variant=variant, epsilon=epsilon, calibrate=calibrate
+        xs[:, None],
+        ys[:, None],
+        variant=variant,
+        epsilon=epsilon,
+        calibrate=calibrate,
+        sample_rate=sample_rate,
+        seed=seed,
     )
     return float(v[0]), float("nan")
 
@@ -199,22 +204,28 @@ def _weighted_23(
     """Fixed-epsilon tau23 / acc23 over the last axis of weighted samples (pair tensors)."""
     total = w.sum(axis=-1)
     ww = w[..., :, None] * w[..., None, :]
-    kinds = _kinds(x[..., :, None] - x[..., None, :], y[..., :, None] - y[..., None, :], epsilon)
-    values = np.asarray(_WEIGHTS[variant])[kinds]
+    kinds = pair_kinds(
+        x[..., :, None] - x[..., None, :], y[..., :, None] - y[..., None, :], epsilon
+    )
+    values = np.asarray(WEIGHTS[variant])[kinds]
     # the diagonal's w_s^2 ordered pairs stand for w_s (w_s - 1) pairs of copies, tied in both
-    num = (ww * values).sum(axis=(-2, -1)) - total * _WEIGHTS[variant][4]
+    num = (ww * values).sum(axis=(-2, -1)) - total * WEIGHTS[variant][4]
     pairs = total * total - total
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(total < 2, np.nan, num / pairs)
 
 
-def _check(variant: str, epsilon: float, calibrate: bool) -> None:
+def _check(variant: str, epsilon: float, calibrate: bool, sample_rate: float, seed: int) -> None:
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
     if not isinstance(epsilon, int | float) or not epsilon >= 0:
         raise ValueError(f"epsilon must be a number >= 0, got {epsilon!r}")
     if not isinstance(calibrate, bool):
         raise ValueError(f"calibrate must be true or false, got {calibrate!r}")
+    if not isinstance(sample_rate, int | float) or not 0.0 < sample_rate <= 1.0:
+        raise ValueError(f"sample_rate must be a number in (0, 1], got {sample_rate!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
 
 
 def _item_level(
@@ -223,13 +234,18 @@ def _item_level(
     return item_mean_23(m, h, item_w, **settings)
 
 
-def _coefficient(name: str, variant: Variant, epsilon: float, calibrate: bool) -> Coefficient:
-    _check(variant, epsilon, calibrate)
+def _coefficient(
+    name: str, variant: Variant, epsilon: float, calibrate: bool, sample_rate: float, seed: int
+) -> Coefficient:
+    _check(variant, epsilon, calibrate, sample_rate, seed)
     settings: dict[str, Any] = {
         "variant": variant,
         "epsilon": float(epsilon),
         "calibrate": calibrate,
+        "sample_rate": float(sample_rate),
+        "seed": seed,
     }
+    sampled = sample_rate < 1.0
     return Coefficient(
         name,
         partial(kendall_23, **settings),
@@ -237,25 +253,37 @@ def _coefficient(name: str, variant: Variant, epsilon: float, calibrate: bool) -
         # a calibrated statistic has no per-sample weighted form: its epsilon depends on the
         # whole sample, so resamples go through item_level or the generic path
         weighted=None
-        if calibrate
+        if calibrate or sampled
         else partial(_weighted_23, variant=variant, epsilon=float(epsilon)),
         item_level=partial(_item_level, **settings),
         item_values_fixed=partial(per_item_23, **settings),
+        pair_values=partial(pair_values_23, **settings),
         williams=False,
-        options=(("calibrate", calibrate), ("epsilon", float(epsilon))),
+        options=(
+            ("calibrate", calibrate),
+            ("epsilon", float(epsilon)),
+            ("sample_rate", float(sample_rate)),
+            ("seed", seed),
+        ),
     )
 
 
-def acc23_coefficient(*, calibrate: bool = True, epsilon: float = 0.0) -> Coefficient:
+def acc23_coefficient(
+    *, calibrate: bool = True, epsilon: float = 0.0, sample_rate: float = 1.0, seed: int = 0
+) -> Coefficient:
     """``acc23``: pairwise accuracy with ties (the WMT23 segment-level statistic, with tie
-    calibration by default; ``calibrate=false`` uses the fixed ``epsilon``)."""
-    return _coefficient("acc23", "acc23", epsilon, calibrate)
+    calibration by default; ``calibrate=false`` uses the fixed ``epsilon``). ``sample_rate``
+    below 1 calibrates and scores on that share of the pairs (mt-metrics-eval's device for long
+    inputs), drawn from a generator seeded with ``seed``."""
+    return _coefficient("acc23", "acc23", epsilon, calibrate, sample_rate, seed)
 
 
-def tau23_coefficient(*, calibrate: bool = False, epsilon: float = 0.0) -> Coefficient:
+def tau23_coefficient(
+    *, calibrate: bool = False, epsilon: float = 0.0, sample_rate: float = 1.0, seed: int = 0
+) -> Coefficient:
     """``tau_23``: Kendall's tau with ties rewarded and punished (fixed ``epsilon`` by default,
-    or tie calibration)."""
-    return _coefficient("tau_23", "tau23", epsilon, calibrate)
+    or tie calibration; ``sample_rate`` and ``seed`` as for acc23)."""
+    return _coefficient("tau_23", "tau23", epsilon, calibrate, sample_rate, seed)
 
 
 register_coefficient(acc23_coefficient())

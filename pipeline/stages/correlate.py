@@ -30,6 +30,7 @@ from paraeval.pipeline.stages.correlate_settings import (
     check_correlation_config,
     coefficient_objects,
     configured_coefficients,
+    early_stop,
 )
 
 if TYPE_CHECKING:
@@ -198,6 +199,7 @@ def _correlate(
         confidence=float(cfg.get("confidence", 0.95)),
         unit=str(cfg.get("unit", AUTO_UNIT)),
         item_nan=str(cfg.get("item_nan", "skip")),
+        item_average=str(cfg.get("item_average", "macro")),
         rng=rng,
         system_metric_fns=resampling_fns(
             system_metric_fns(scores, systems, items, list(metrics)) if scores else {},
@@ -345,7 +347,11 @@ def significance(agg: Aggregated, cfg: Mapping[str, Any], rng: np.random.Generat
         n_resamples=int(sig.get("n_resamples", 1000)),
         unit=str(sig.get("unit", "items")),
         alpha=float(sig.get("alpha", 0.05)),
+        item_nan=str(cfg.get("item_nan", "skip")),
+        item_average=str(cfg.get("item_average", "macro")),
         system_metrics=system_metrics,
+        alternative=str(sig.get("alternative", "two-sided")),
         lower_is_better={c for c, info in agg.columns.items() if not info.higher_is_better},
+        early_stop=early_stop(sig),
     )
     return pd.DataFrame(rows)

@@ -7,13 +7,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from paraeval.correlation import (
+    ALTERNATIVES,
     COEFFICIENTS,
     INTERVALS,
+    ITEM_AVERAGES,
     ITEM_NAN,
     LEVELS,
     PERMUTATION_UNITS,
     TABLE_UNITS,
     Coefficient,
+    EarlyStop,
     configure,
     get_coefficient,
 )
@@ -48,7 +51,12 @@ def check_correlation_config(cfg: Mapping[str, Any]) -> tuple[list[str], list[st
             f"{levels}; "
             + "; ".join(f"{c} at {list(COEFFICIENTS[c].levels)}" for c in coefficients)
         )
-    for key, valid in {"unit": TABLE_UNITS, "item_nan": ITEM_NAN, "interval": INTERVALS}.items():
+    for key, valid in {
+        "unit": TABLE_UNITS,
+        "item_nan": ITEM_NAN,
+        "item_average": ITEM_AVERAGES,
+        "interval": INTERVALS,
+    }.items():
         if key in cfg and str(cfg[key]) not in valid:
             raise ConfigError(f"correlation.{key} must be one of {list(valid)}, got '{cfg[key]}'")
     _check_number("correlation.confidence", cfg.get("confidence", 0.95), 0.0, 1.0, open_=True)
@@ -91,9 +99,37 @@ def check_correlation_config(cfg: Mapping[str, Any]) -> tuple[list[str], list[st
                 f"correlation.significance.unit must be one of {list(PERMUTATION_UNITS)}, "
                 f"got '{sig['unit']}'"
             )
+        if str(sig.get("unit", "items")) == "pairs" and (
+            sig_level != "item" or sig_coef.pair_values is None
+        ):
+            raise ConfigError(
+                "correlation.significance.unit=pairs swaps pairs of systems inside items: it "
+                "needs level=item and a coefficient over such pairs (acc23, tau_23), not "
+                f"'{sig_coef.name}' at the '{sig_level}' level"
+            )
         _check_number("correlation.significance.n_resamples", sig.get("n_resamples", 1000), 1, None)
         _check_number("correlation.significance.alpha", sig.get("alpha", 0.05), 0.0, 1.0)
+        if str(sig.get("alternative", "two-sided")) not in ALTERNATIVES:
+            raise ConfigError(
+                f"correlation.significance.alternative must be one of {list(ALTERNATIVES)}, "
+                f"got '{sig['alternative']}'"
+            )
+        early_stop(sig)
     return levels, coefficients
+
+
+def early_stop(sig: Mapping[str, Any]) -> EarlyStop | None:
+    """The early stopping of ``correlation.significance`` (None when ``block_size`` is null)."""
+    if sig.get("block_size") is None:
+        return None
+    try:
+        return EarlyStop(
+            sig["block_size"],
+            float(sig.get("early_min", 0.02)),
+            float(sig.get("early_max", 0.5)),
+        )
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"correlation.significance: {exc}") from None
 
 
 def configured_coefficients(cfg: Mapping[str, Any]) -> dict[str, Coefficient]:

@@ -63,6 +63,8 @@ def test_settings_change_the_numbers() -> None:
         ({"kendall_like": {"margin_rule": "over"}}, "margin_rule must be one of"),
         ({"pairwise_accuracy": {"human_ties": "drop"}}, "human_ties must be one of"),
         ({"acc23": {"epsilon": -1}}, "epsilon must be"),
+        ({"acc23": {"sample_rate": 1.5}}, "sample_rate must be"),
+        ({"tau_23": {"seed": -1}}, "seed must be"),
         ({"kendal_like": {}}, "unknown coefficient 'kendal_like'"),
         ({"pearson": {"x": 1}}, "has no setting 'x'"),
     ],
@@ -97,6 +99,23 @@ def test_interval_and_permutation_unit_are_checked() -> None:
         check_correlation_config(
             {"significance": {"enabled": True, "method": "permutation", "unit": "rows"}}
         )
+
+
+@pytest.mark.parametrize(
+    ("sig", "message"),
+    [
+        ({"unit": "pairs", "level": "item", "coefficient": "pearson"}, "unit=pairs"),
+        ({"unit": "pairs", "level": "system", "coefficient": "acc23"}, "unit=pairs"),
+        ({"alternative": "less"}, "alternative must be one of"),
+        ({"block_size": 0}, "block_size must be"),
+        ({"block_size": 100, "early_min": 0.6}, "early_min <= early_max"),
+    ],
+)
+def test_significance_settings_are_checked(sig: dict, message: str) -> None:
+    node = {"enabled": True, "method": "permutation", "level": "item", "coefficient": "acc23"}
+    with pytest.raises(ConfigError, match=message) as err:
+        check_correlation_config({"significance": node | sig})
+    assert "\n" not in str(err.value)
 
 
 def test_report_says_n_beside_system_level_values() -> None:
@@ -168,7 +187,6 @@ def test_wmt23_preset_through_the_correlate_stage(caplog: pytest.LogCaptureFixtu
     got = {(r.level, r.coefficient) for r in out.itertuples()}
     assert got == {
         ("system", "pairwise_accuracy"),
-        ("system", "soft_pairwise_accuracy"),
         ("system", "pearson"),
         ("segment", "pearson"),
         ("item", "pearson"),
@@ -205,13 +223,41 @@ def test_wmt23_preset_end_to_end_on_the_demo() -> None:
         ],
     )
     corr = ev.correlations
-    assert set(corr["coefficient"]) == {
-        "pairwise_accuracy",
-        "soft_pairwise_accuracy",
-        "pearson",
-        "acc23",
-    }
+    assert set(corr["coefficient"]) == {"pairwise_accuracy", "pearson", "acc23"}
     sys_rows = corr[corr["level"] == "system"]
     assert (sys_rows["n"] == len(ev.systems)).all()
     assert set(ev.significance["coefficient"]) == {"acc23"}
     assert set(ev.significance["method"]) == {"permutation"}
+
+
+@pytest.mark.parametrize("preset", ["wmt24", "wmt25"])
+def test_wmt24_and_wmt25_presets_are_mt_metrics_eval_tasks(preset: str) -> None:
+    # tasks.WMT24()/WMT25(): system-level pce (soft pairwise accuracy) and item-averaged acc23
+    # with tie calibration on every pair, compared by the pairwise permutation test with the
+    # Task's early stopping (block 100, 0.02, 0.5) and k = 1000
+    node = yaml.safe_load((CONF / f"{preset}.yaml").read_text())
+    assert check_correlation_config(node) == (
+        ["item", "system"],
+        ["soft_pairwise_accuracy", "acc23"],
+    )
+    built = configured_coefficients(node)
+    assert dict(built["acc23"].options) == {
+        "calibrate": True,
+        "epsilon": 0.0,
+        "sample_rate": 1.0,
+        "seed": 0,
+    }
+    assert dict(built["soft_pairwise_accuracy"].options)["n_permutations"] == 1000
+    sig = node["significance"]
+    assert (sig["level"], sig["coefficient"], sig["unit"], sig["alternative"]) == (
+        "item",
+        "acc23",
+        "pairs",
+        "greater",
+    )
+    assert (sig["n_resamples"], sig["block_size"], sig["early_min"], sig["early_max"]) == (
+        1000,
+        100,
+        0.02,
+        0.5,
+    )
