@@ -1,11 +1,12 @@
-"""The ROUGE family (Lin 2004): rouge1, rouge2, rougeL, rougeLsum, rougeW, rougeS, rougeSU.
+"""The ROUGE family (Lin 2004): rouge1, rouge2, rougeN, rougeL, rougeLsum, rougeW, rougeS, rougeSU.
 
 Tokenization reproduces Google ``rouge-score``'s default tokenizer (lowercase, runs outside
 ``[a-z0-9]`` become spaces, optional Porter stemming of words over 3 characters); LCS-type
 recurrences run in compiled kernels (``metrics._lcs``).
 
 - ``rouge1``, ``rouge2``, ``rougeL``, ``rougeLsum`` equal ``rouge_score``'s ``RougeScorer``
-  (``rougeLsum``: lines as sentences, ``split_summaries=False``).
+  (``rougeLsum``: lines as sentences, ``split_summaries=False``); ``rougeN`` with ``n: N`` is
+  ``rouge<N>`` for any N >= 1 (rouge-score's scorer has N = 1..9).
 - ``rougeW``: weighted LCS with f(k) = k^w (w = 1.2), Lin (2004)'s ``R = f⁻¹(WLCS/f(|ref|))``,
   ``P = f⁻¹(WLCS/f(|cand|))``, ``F = 2PR/(P+R)``. ``formula: rouge155`` reproduces ROUGE-1.5.5.pl
   exactly instead (hits from runs on the backtracked path, recall over f(f(|ref|)), so an
@@ -55,24 +56,37 @@ __all__ = [
 
 
 class RougeN(RougeBase):
-    """ROUGE-N (clipped n-gram overlap), equal to rouge-score's ``rougeN``."""
+    """ROUGE-N, the clipped n-gram overlap of any order ``n`` >= 1, equal to rouge-score's
+    ``rouge<n>``. rouge-score's scorer names n = 1..9 only; its n-gram counts and scores are
+    defined for any n, and so is this one. The instance's name, column and signature are
+    ``rouge<n>``, as they are for :class:`Rouge1` and :class:`Rouge2`: equal settings give equal
+    signatures whichever class computed the number. ``rougeN`` is the class's config id."""
 
-    order: ClassVar[int] = 1
+    name = "rougeN"
 
     def __init__(
         self,
+        n: int,
         use_stemmer: bool = False,
         measure: str = "fmeasure",
         multi_ref: str = "max",
         group: str | None = None,
         against_source: bool = False,
     ) -> None:
+        # a bool is an int to Python, and a float order (3.0) would only hide a typo
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise MetricConfigError(f"metric '{self.name}': n must be an integer, got {n!r}")
+        if n < 1:
+            raise MetricConfigError(f"metric '{self.name}': n must be at least 1, got {n}")
+        self.n = n
+        # before the base class's checks, whose messages name the metric by its column
+        self.name = f"rouge{n}"
         super().__init__(use_stemmer, measure, multi_ref, group, against_source)
 
     def _counter(self, toks: Toks, call: Call) -> Counter[Toks]:
         hit = call.grams.get(toks)
         if hit is None:
-            n = self.order
+            n = self.n
             hit = call.grams[toks] = Counter(zip(*(toks[i:] for i in range(n)), strict=False))
         return hit
 
@@ -80,7 +94,7 @@ class RougeN(RougeBase):
         self, cands: list[str], refs: list[str], call: Call
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         tok = call.tokenizer
-        n = self.order
+        n = self.n
         m = len(cands)
         inter = np.zeros(m)
         pc = np.zeros(m)
@@ -96,14 +110,31 @@ class RougeN(RougeBase):
         return p, r_, fmeasure(p, r_)
 
 
-class Rouge1(RougeN):
+class _FixedOrderRougeN(RougeN):
+    """ROUGE-N of the class's own order: no ``n`` setting, so a config cannot give ``rouge1`` a
+    column other than its id."""
+
+    order: ClassVar[int]
+
+    def __init__(
+        self,
+        use_stemmer: bool = False,
+        measure: str = "fmeasure",
+        multi_ref: str = "max",
+        group: str | None = None,
+        against_source: bool = False,
+    ) -> None:
+        super().__init__(self.order, use_stemmer, measure, multi_ref, group, against_source)
+
+
+class Rouge1(_FixedOrderRougeN):
     """ROUGE-1: unigram overlap F (rouge-score)."""
 
     name = "rouge1"
     order = 1
 
 
-class Rouge2(RougeN):
+class Rouge2(_FixedOrderRougeN):
     """ROUGE-2: bigram overlap F (rouge-score)."""
 
     name = "rouge2"
