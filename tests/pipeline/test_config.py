@@ -192,3 +192,18 @@ def test_rouge_n_order_below_one_or_fractional_is_a_config_error(n: str) -> None
     assert isinstance(node, dict)
     with pytest.raises(ConfigError, match=r"metric 'rougeN': n must be"):
         build_metric("rougeN", node)
+
+
+def test_two_metrics_giving_one_column_are_a_config_error() -> None:
+    from paraeval.pipeline.errors import ConfigError
+
+    cfg = _compose(["metrics=[rouge2,rougeN]", "metrics.rougeN.n=2"])
+    nodes = OmegaConf.to_container(cfg.metrics, resolve=True)
+    with pytest.raises(ConfigError, match=r"'rouge2' and 'rougeN' both give the column 'rouge2'"):
+        build_metrics(nodes)  # type: ignore[arg-type]
+    # settings that differ do not help: the columns would still overwrite each other
+    cfg = _compose(
+        ["metrics=[rouge1,rougeN]", "metrics.rougeN.n=1", "metrics.rouge1.measure=recall"]
+    )
+    with pytest.raises(ConfigError, match=r"column 'rouge1'"):
+        build_metrics(OmegaConf.to_container(cfg.metrics, resolve=True))  # type: ignore[arg-type]
