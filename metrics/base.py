@@ -44,14 +44,16 @@ class MetricResult:
 
 class Metric(ABC):
     """Base class: subclasses set the class constants and implement ``_score``; ``columns``
-    defaults to ``(name,)``.
+    defaults to ``(name,)``. ``name`` is a class constant too, except where a setting changes
+    the column: an instance then sets its own (``RougeN(n=4).name == "rouge4"``), and the class's
+    is its config id.
 
     ``supports_multi_ref_rule`` is False where the reference implementation has its own rule;
     ``corpus_only`` metrics describe a whole system (NaN segment columns); ``distance_to_source``
     marks a diversity metric whose HIGHER value means FURTHER from the source (PINC).
     """
 
-    name: ClassVar[str] = ""
+    name: str = ""
     default_group: ClassVar[str] = "syntactic"
     higher_is_better: ClassVar[bool] = True
     needs_references: ClassVar[bool] = True

@@ -1,11 +1,12 @@
-"""The ROUGE family (Lin 2004): rouge1, rouge2, rougeL, rougeLsum, rougeW, rougeS, rougeSU.
+"""The ROUGE family (Lin 2004): rouge1, rouge2, rougeN, rougeL, rougeLsum, rougeW, rougeS, rougeSU.
 
 Tokenization reproduces Google ``rouge-score``'s default tokenizer (lowercase, runs outside
 ``[a-z0-9]`` become spaces, optional Porter stemming of words over 3 characters); LCS-type
 recurrences run in compiled kernels (``metrics._lcs``).
 
 - ``rouge1``, ``rouge2``, ``rougeL``, ``rougeLsum`` equal ``rouge_score``'s ``RougeScorer``
-  (``rougeLsum``: lines as sentences, ``split_summaries=False``).
+  (``rougeLsum``: lines as sentences, ``split_summaries=False``); ``rougeN`` with ``n: N`` is
+  ``rouge<N>`` for any N >= 1 (rouge-score's scorer has N = 1..9).
 - ``rougeW``: weighted LCS with f(k) = k^w (w = 1.2), Lin (2004)'s ``R = f⁻¹(WLCS/f(|ref|))``,
   ``P = f⁻¹(WLCS/f(|cand|))``, ``F = 2PR/(P+R)``. ``formula: rouge155`` reproduces ROUGE-1.5.5.pl
   exactly instead (hits from runs on the backtracked path, recall over f(f(|ref|)), so an
@@ -19,241 +20,81 @@ highest F (rouge-score's ``score_multi``), ``mean`` averages. Corpus score: the 
 
 from __future__ import annotations
 
-import re
 from collections import Counter
-from collections.abc import Sequence
 from typing import ClassVar
 
 import numpy as np
 
 from paraeval.metrics import _lcs
-from paraeval.metrics.base import (
-    Metric,
-    MetricConfigError,
-    MetricResult,
-    make_signature,
-    mean_corpus,
-    select_mean,
+from paraeval.metrics._rouge_common import (
+    MEASURES,
+    ROUGE_SCORE_VERSION,
+    Call,
+    Encoder,
+    RougeBase,
+    RougeTokenizer,
+    Toks,
+    fmeasure,
 )
+from paraeval.metrics.base import MetricConfigError
 
-_NON_ALNUM = re.compile(r"[^a-z0-9]+")
-_VALID = re.compile(r"^[a-z0-9]+$")
-MEASURES = ("fmeasure", "precision", "recall")
-
-try:
-    from importlib.metadata import version as _version
-
-    ROUGE_SCORE_VERSION = _version("rouge-score")
-except Exception:  # the reference package is only a test dependency
-    ROUGE_SCORE_VERSION = "0.1.2"
-
-Toks = tuple[str, ...]
-
-
-class RougeTokenizer:
-    """rouge-score's ``tokenize.tokenize(text, stemmer)``, each text and word once per
-    tokenizer: a metric makes one for each call."""
-
-    def __init__(self, use_stemmer: bool = False) -> None:
-        self.use_stemmer = bool(use_stemmer)
-        self._stemmer = None
-        if self.use_stemmer:
-            from nltk.stem import porter
-
-            self._stemmer = porter.PorterStemmer()
-        self._cache: dict[str, Toks] = {}
-        self._stems: dict[str, str] = {}
-
-    def _stem(self, word: str) -> str:
-        s = self._stems.get(word)
-        if s is None:
-            assert self._stemmer is not None
-            s = self._stemmer.stem(word) if len(word) > 3 else word
-            self._stems[word] = s
-        return s
-
-    def __call__(self, text: str) -> Toks:
-        hit = self._cache.get(text)
-        if hit is not None:
-            return hit
-        # after the substitution every piece matches [a-z0-9]+, so split() is rouge-score's
-        # split-and-filter; only stems need the validity check again
-        words = _NON_ALNUM.sub(" ", text.lower()).split()
-        if self.use_stemmer:
-            words = [w for w in map(self._stem, words) if _VALID.match(w)]
-        toks = self._cache[text] = tuple(words)
-        return toks
+__all__ = [
+    "MEASURES",
+    "ROUGE_SCORE_VERSION",
+    "Rouge1",
+    "Rouge2",
+    "RougeL",
+    "RougeLsum",
+    "RougeN",
+    "RougeS",
+    "RougeSU",
+    "RougeTokenizer",
+    "RougeW",
+    "fmeasure",
+    "summary_lcs_hits",
+]
 
 
-def fmeasure(p: np.ndarray, r: np.ndarray) -> np.ndarray:
-    """rouge-score's ``scoring.fmeasure``: 2PR/(P+R), 0 where P+R = 0."""
-    s = p + r
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(s > 0, 2 * p * r / np.where(s > 0, s, 1.0), 0.0)
+class RougeN(RougeBase):
+    """ROUGE-N, the clipped n-gram overlap of any order ``n`` >= 1, equal to rouge-score's
+    ``rouge<n>``. rouge-score's scorer names n = 1..9 only; its n-gram counts and scores are
+    defined for any n, and so is this one. The instance's name, column and signature are
+    ``rouge<n>``, as they are for :class:`Rouge1` and :class:`Rouge2`: equal settings give equal
+    signatures whichever class computed the number. ``rougeN`` is the class's config id."""
 
-
-class _Encoder:
-    """Token tuples -> int ids laid end to end, for the compiled kernels (one per call)."""
-
-    def __init__(self) -> None:
-        self.vocab: dict[str, int] = {}
-        self._ids: dict[Toks, np.ndarray] = {}
-
-    def ids(self, toks: Toks) -> np.ndarray:
-        arr = self._ids.get(toks)
-        if arr is None:
-            vocab = self.vocab
-            get = vocab.get
-            out = []
-            for t in toks:
-                i = get(t)
-                if i is None:
-                    i = vocab[t] = len(vocab)
-                out.append(i)
-            arr = self._ids[toks] = np.array(out, dtype=np.int64)
-        return arr
-
-    def pack(self, texts: Sequence[Toks]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        arrays = [self.ids(t) for t in texts]
-        lens = np.fromiter((a.shape[0] for a in arrays), dtype=np.int64, count=len(arrays))
-        starts = np.zeros(len(arrays), dtype=np.int64)
-        if len(arrays) > 1:
-            np.cumsum(lens[:-1], out=starts[1:])
-        flat = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
-        return flat, starts, lens
-
-
-class _Rouge(Metric):
-    """Shared machinery: tokenize once per text, score every (candidate, reference) pair in one
-    batch, then reduce over each segment's references."""
-
-    default_group = "syntactic"
-    higher_is_better = True
-    supports_multi_ref_rule = True
-    segment_local = True
-    impl: ClassVar[str] = f"paraeval=rouge-score-{ROUGE_SCORE_VERSION}"
+    name = "rougeN"
 
     def __init__(
         self,
+        n: int,
         use_stemmer: bool = False,
         measure: str = "fmeasure",
         multi_ref: str = "max",
         group: str | None = None,
         against_source: bool = False,
     ) -> None:
-        super().__init__(group=group, against_source=against_source, multi_ref=multi_ref)
-        if measure not in MEASURES:
-            raise MetricConfigError(
-                f"metric '{self.name}': measure must be one of {list(MEASURES)}, got '{measure}'"
-            )
-        self.use_stemmer = bool(use_stemmer)
-        self.measure = measure
-
-    def _sig_fields(self) -> dict[str, object]:
-        return {}
-
-    def signature(self) -> str:
-        return make_signature(
-            self.name,
-            impl=self.impl,
-            tok="rouge-score",
-            case="lc",
-            stem="porter" if self.use_stemmer else "no",
-            **self._sig_fields(),
-            measure=self.measure,
-            nrefs="var",
-            refs="max-f" if self.multi_ref == "max" else "mean",
-        )
-
-    def _pair_prf(
-        self, cands: list[str], refs: list[str], call: _Call
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Precision, recall and F of each (candidate, reference) text pair; ``call`` holds the
-        call's tokens and token ids."""
-        raise NotImplementedError
-
-    def _score(
-        self,
-        candidates: list[str],
-        references: list[list[str]],
-        sources: Sequence[str] | None,
-    ) -> MetricResult:
-        counts = [len(r) for r in references]
-        pair_c = [c for c, k in zip(candidates, counts, strict=True) for _ in range(k)]
-        pair_r = [r for refs in references for r in refs]
-        p, r, f = self._pair_prf(pair_c, pair_r, _Call(self.use_stemmer))
-        chosen = {"precision": p, "recall": r, "fmeasure": f}[self.measure]
-        seg = np.zeros(len(candidates), dtype=float)
-        start = 0
-        for i, k in enumerate(counts):
-            if k == 0:
-                seg[i] = np.nan
-            elif self.multi_ref == "max":
-                seg[i] = chosen[start + int(np.argmax(f[start : start + k]))]
-            else:
-                seg[i] = float(np.mean(chosen[start : start + k]))
-            start += k
-        return MetricResult({self.name: seg}, {self.name: mean_corpus(seg)}, self.signature())
-
-    def select(self, result: MetricResult, rows: np.ndarray) -> MetricResult:
-        return select_mean(self, result, rows)
-
-
-class _Call:
-    """What one call of a ROUGE metric shares between its pairs: each text's tokens, each token
-    tuple's ids (and n-gram counts), made once."""
-
-    def __init__(self, use_stemmer: bool) -> None:
-        self.tokenizer = RougeTokenizer(use_stemmer)
-        self.encoder = _Encoder()
-        self.grams: dict[Toks, Counter[Toks]] = {}
-
-    def packed_pairs(
-        self, a: Sequence[Toks], b: Sequence[Toks]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        index: dict[Toks, int] = {}
-        texts: list[Toks] = []
-
-        def idx(t: Toks) -> int:
-            i = index.get(t)
-            if i is None:
-                i = index[t] = len(texts)
-                texts.append(t)
-            return i
-
-        pa = np.fromiter((idx(t) for t in a), dtype=np.int64, count=len(a))
-        pb = np.fromiter((idx(t) for t in b), dtype=np.int64, count=len(b))
-        flat, starts, lens = self.encoder.pack(texts)
-        return flat, starts, lens, pa, pb
-
-
-class RougeN(_Rouge):
-    """ROUGE-N (clipped n-gram overlap), equal to rouge-score's ``rougeN``."""
-
-    order: ClassVar[int] = 1
-
-    def __init__(
-        self,
-        use_stemmer: bool = False,
-        measure: str = "fmeasure",
-        multi_ref: str = "max",
-        group: str | None = None,
-        against_source: bool = False,
-    ) -> None:
+        # a bool is an int to Python, and a float order (3.0) would only hide a typo
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise MetricConfigError(f"metric '{self.name}': n must be an integer, got {n!r}")
+        if n < 1:
+            raise MetricConfigError(f"metric '{self.name}': n must be at least 1, got {n}")
+        self.n = n
+        # before the base class's checks, whose messages name the metric by its column
+        self.name = f"rouge{n}"
         super().__init__(use_stemmer, measure, multi_ref, group, against_source)
 
-    def _counter(self, toks: Toks, call: _Call) -> Counter[Toks]:
+    def _counter(self, toks: Toks, call: Call) -> Counter[Toks]:
         hit = call.grams.get(toks)
         if hit is None:
-            n = self.order
+            n = self.n
             hit = call.grams[toks] = Counter(zip(*(toks[i:] for i in range(n)), strict=False))
         return hit
 
     def _pair_prf(
-        self, cands: list[str], refs: list[str], call: _Call
+        self, cands: list[str], refs: list[str], call: Call
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         tok = call.tokenizer
-        n = self.order
+        n = self.n
         m = len(cands)
         inter = np.zeros(m)
         pc = np.zeros(m)
@@ -269,14 +110,31 @@ class RougeN(_Rouge):
         return p, r_, fmeasure(p, r_)
 
 
-class Rouge1(RougeN):
+class _FixedOrderRougeN(RougeN):
+    """ROUGE-N of the class's own order: no ``n`` setting, so a config cannot give ``rouge1`` a
+    column other than its id."""
+
+    order: ClassVar[int]
+
+    def __init__(
+        self,
+        use_stemmer: bool = False,
+        measure: str = "fmeasure",
+        multi_ref: str = "max",
+        group: str | None = None,
+        against_source: bool = False,
+    ) -> None:
+        super().__init__(self.order, use_stemmer, measure, multi_ref, group, against_source)
+
+
+class Rouge1(_FixedOrderRougeN):
     """ROUGE-1: unigram overlap F (rouge-score)."""
 
     name = "rouge1"
     order = 1
 
 
-class Rouge2(RougeN):
+class Rouge2(_FixedOrderRougeN):
     """ROUGE-2: bigram overlap F (rouge-score)."""
 
     name = "rouge2"
@@ -292,13 +150,13 @@ def _lcs_prf(
     return p, r, fmeasure(p, r)
 
 
-class RougeL(_Rouge):
+class RougeL(RougeBase):
     """ROUGE-L: longest common subsequence F (rouge-score's ``rougeL``)."""
 
     name = "rougeL"
 
     def _pair_prf(
-        self, cands: list[str], refs: list[str], call: _Call
+        self, cands: list[str], refs: list[str], call: Call
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         a = [call.tokenizer(c) for c in cands]
         b = [call.tokenizer(r) for r in refs]
@@ -307,7 +165,7 @@ class RougeL(_Rouge):
         return _lcs_prf(hits, lens[pa].astype(float), lens[pb].astype(float))
 
 
-def summary_lcs_hits(ref_sents: list[Toks], can_sents: list[Toks], encoder: _Encoder) -> int:
+def summary_lcs_hits(ref_sents: list[Toks], can_sents: list[Toks], encoder: Encoder) -> int:
     """rouge-score's ``_summary_level_lcs`` hit count: union LCS per reference sentence, each
     token counted at most as often as it occurs on both sides (ROUGE-1.5.5's clipping)."""
     cnt_r: Counter[str] = Counter()
@@ -332,7 +190,7 @@ def summary_lcs_hits(ref_sents: list[Toks], can_sents: list[Toks], encoder: _Enc
     return hits
 
 
-class RougeLsum(_Rouge):
+class RougeLsum(RougeBase):
     """ROUGE-Lsum: summary-level union LCS over the text's lines (rouge-score's ``rougeLsum``);
     single-line texts reduce to ROUGE-L exactly, which the fast path uses."""
 
@@ -342,11 +200,11 @@ class RougeLsum(_Rouge):
         return {"split": "newline"}
 
     @staticmethod
-    def _sents(text: str, call: _Call) -> list[Toks]:
+    def _sents(text: str, call: Call) -> list[Toks]:
         return [call.tokenizer(s) for s in text.split("\n") if len(s)]
 
     def _pair_prf(
-        self, cands: list[str], refs: list[str], call: _Call
+        self, cands: list[str], refs: list[str], call: Call
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         n_pairs = len(cands)
         hits = np.zeros(n_pairs)
@@ -373,7 +231,7 @@ class RougeLsum(_Rouge):
         return _lcs_prf(hits, cl, rl)
 
 
-class RougeW(_Rouge):
+class RougeW(RougeBase):
     """ROUGE-W: weighted LCS F, f(k) = k^weight (see the module docstring for ``formula``)."""
 
     name = "rougeW"
@@ -405,7 +263,7 @@ class RougeW(_Rouge):
         return {"w": f"{self.weight:g}", "formula": self.formula}
 
     def _pair_prf(
-        self, cands: list[str], refs: list[str], call: _Call
+        self, cands: list[str], refs: list[str], call: Call
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         a = [call.tokenizer(c) for c in cands]
         b = [call.tokenizer(r) for r in refs]
@@ -428,7 +286,7 @@ class RougeW(_Rouge):
         return p, r, fmeasure(p, r)
 
 
-class _RougeSkip(_Rouge):
+class _RougeSkip(RougeBase):
     impl = "paraeval"
     unigrams: ClassVar[bool] = False
 
@@ -453,7 +311,7 @@ class _RougeSkip(_Rouge):
         return {"skip": skip, "count": "rouge155"}
 
     def _pair_prf(
-        self, cands: list[str], refs: list[str], call: _Call
+        self, cands: list[str], refs: list[str], call: Call
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         a = [call.tokenizer(c) for c in cands]
         b = [call.tokenizer(r) for r in refs]

@@ -93,11 +93,28 @@ def build_metrics(
 ) -> dict[str, Metric]:
     if not cfg_metrics:
         raise ConfigError("no metrics selected; e.g. 'metrics=[bleu,chrf]'")
-    return {
+    metrics = {
         str(key): build_metric(str(key), node, allow_external)
         for key, node in cfg_metrics.items()
         if node is not None
     }
+    _check_distinct_columns(metrics)
+    return metrics
+
+
+def _check_distinct_columns(metrics: Mapping[str, Metric]) -> None:
+    """Two metrics giving one column (``rouge2`` and ``rougeN`` with ``n: 2``) would write over
+    each other's scores in every table: a ConfigError naming both."""
+    owner: dict[str, str] = {}
+    for metric_id, metric in metrics.items():
+        suffixes = ("", "_src") if metric.against_source else ("",)
+        for column in (c + s for c in metric.output_columns for s in suffixes):
+            first = owner.setdefault(column, metric_id)
+            if first != metric_id:
+                raise ConfigError(
+                    f"metrics '{first}' and '{metric_id}' both give the column '{column}'; "
+                    "select one of them or change one's settings"
+                )
 
 
 def _check_inputs(df: pd.DataFrame, metrics: Mapping[str, Metric]) -> None:

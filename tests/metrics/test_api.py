@@ -45,7 +45,7 @@ def test_import_is_cheap_and_bleu_needs_no_torch() -> None:
 def test_every_public_metric_resolves_to_a_metric_subclass() -> None:
     names = set(paraeval.metrics.__all__)
     assert set(paraeval.metrics.METRICS) <= names
-    assert len(paraeval.metrics.METRICS) == 27
+    assert len(paraeval.metrics.METRICS) == 28
     for name in paraeval.metrics.METRICS:
         cls = getattr(paraeval.metrics, name)
         assert isinstance(cls, type) and issubclass(cls, Metric), name
@@ -72,7 +72,7 @@ def test_unknown_name_is_an_attribute_error() -> None:
 
 def test_every_config_target_is_a_public_metric() -> None:
     files = sorted((REPO / "conf" / "metrics").glob("*.yaml"))
-    assert len(files) >= 27
+    assert len(files) >= 28
     seen: set[str] = set()
     for path in files:
         targets = _targets(yaml.safe_load(path.read_text()))

@@ -19,7 +19,16 @@ from paraeval.metrics.base import Metric
 from paraeval.metrics.cider import CIDEr
 from paraeval.metrics.meteor import METEOR
 from paraeval.metrics.nist import NIST
-from paraeval.metrics.rouge import Rouge1, Rouge2, RougeL, RougeLsum, RougeS, RougeSU, RougeW
+from paraeval.metrics.rouge import (
+    Rouge1,
+    Rouge2,
+    RougeL,
+    RougeLsum,
+    RougeN,
+    RougeS,
+    RougeSU,
+    RougeW,
+)
 from paraeval.metrics.sacre import BLEU, CHRF, TER
 
 VOCAB = [f"w{i}" for i in range(12)] + ["cat", "dog", "runs", "running", "big", "large"]
@@ -30,6 +39,8 @@ item = st.tuples(sentence, st.lists(sentence, min_size=1, max_size=3))
 METRICS: list[Metric] = [
     Rouge1(),
     Rouge2(),
+    RougeN(n=3),
+    RougeN(n=4),
     RougeL(),
     RougeLsum(),
     RougeW(),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
@@ -12,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 from paraeval.pipeline.config.compose import config_dir
 from paraeval.pipeline.config.settings import DataSettings
 from paraeval.pipeline.stages.aggregate import Normalizer
-from paraeval.pipeline.stages.score import build_metric
+from paraeval.pipeline.stages.score import build_metric, build_metrics, score
 
 CONF = config_dir()
 
@@ -156,3 +157,53 @@ def test_every_compare_option(option: str) -> None:
     assert isinstance(node, dict)
     assert node["seed"] == cfg.seed
     CompareConfig(**{k: v for k, v in node.items() if k in CompareConfig.__dataclass_fields__})
+
+
+def test_rouge_n_composes_with_its_order_as_the_column() -> None:
+    cfg = _compose(["metrics=[rougeN]"])
+    assert cfg.metrics.rougeN.n == 3
+    metrics = build_metrics(OmegaConf.to_container(cfg.metrics, resolve=True))  # type: ignore[arg-type]
+    assert metrics["rougeN"].output_columns == ("rouge3",)
+    cfg = _compose(["metrics=[bleu,rougeN]", "metrics.rougeN.n=4", "metrics.rougeN.measure=recall"])
+    metrics = build_metrics(OmegaConf.to_container(cfg.metrics, resolve=True))  # type: ignore[arg-type]
+    table = pd.DataFrame(
+        {
+            "item_id": ["1", "1"],
+            "system": ["a", "b"],
+            "source": ["the cat sat on the mat", "the cat sat on the mat"],
+            "references": [["a cat sat on the mat today"]] * 2,
+            "candidate": ["a cat sat on the mat", "the dog sat on the mat"],
+        }
+    )
+    scores = score(table, metrics, progress=False)
+    # the reference has four 4-grams: the first candidate shares three, the second one
+    assert list(scores.segments["rouge4"]) == pytest.approx([3 / 4, 1 / 4], abs=1e-12)
+    info = scores.columns["rouge4"]
+    assert info.metric == "rougeN" and info.signature.startswith("rouge4|")
+    assert "measure:recall" in info.signature
+
+
+@pytest.mark.parametrize("n", ["0", "-1", "2.5"])
+def test_rouge_n_order_below_one_or_fractional_is_a_config_error(n: str) -> None:
+    from paraeval.pipeline.errors import ConfigError
+
+    cfg = _compose(["metrics=[rougeN]", f"metrics.rougeN.n={n}"])
+    node = OmegaConf.to_container(cfg.metrics.rougeN, resolve=True)
+    assert isinstance(node, dict)
+    with pytest.raises(ConfigError, match=r"metric 'rougeN': n must be"):
+        build_metric("rougeN", node)
+
+
+def test_two_metrics_giving_one_column_are_a_config_error() -> None:
+    from paraeval.pipeline.errors import ConfigError
+
+    cfg = _compose(["metrics=[rouge2,rougeN]", "metrics.rougeN.n=2"])
+    nodes = OmegaConf.to_container(cfg.metrics, resolve=True)
+    with pytest.raises(ConfigError, match=r"'rouge2' and 'rougeN' both give the column 'rouge2'"):
+        build_metrics(nodes)  # type: ignore[arg-type]
+    # settings that differ do not help: the columns would still overwrite each other
+    cfg = _compose(
+        ["metrics=[rouge1,rougeN]", "metrics.rougeN.n=1", "metrics.rouge1.measure=recall"]
+    )
+    with pytest.raises(ConfigError, match=r"column 'rouge1'"):
+        build_metrics(OmegaConf.to_container(cfg.metrics, resolve=True))  # type: ignore[arg-type]
