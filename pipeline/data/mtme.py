@@ -35,30 +35,6 @@ NO_TRANSLATION = "[No translation supplied]"
 # the JSON field that holds the text of each kind of .jsonl file
 JSONL_FIELDS = {"sources": "source", "references": "target", "system-outputs": "hypothesis"}
 
-# The outlier systems of mt-metrics-eval's meta_info.py, by test-set folder and language pair:
-# the layout's files do not mark them, and WMT's official results leave them out.
-OUTLIERS: dict[str, dict[str, tuple[str, ...]]] = {
-    "wmt20": {
-        "cs-en": ("zlabs-nlp.1149", "CUNI-DocTransformer.1457"),
-        "de-en": ("yolo.1052", "zlabs-nlp.1153", "WMTBiomedBaseline.387"),
-        "en-cs": ("zlabs-nlp.1151", "Online-G.1555"),
-        "en-de": ("zlabs-nlp.179", "WMTBiomedBaseline.388", "Online-G.1556"),
-        "en-iu": ("UEDIN.1281", "OPPO.722", "UQAM_TanLe.521"),
-        "en-ja": ("Online-G.1557", "SJTU-NICT.370"),
-        "en-pl": ("Online-Z.1634", "zlabs-nlp.180", "Online-A.1576"),
-        "en-ta": ("TALP_UPC.1049", "SJTU-NICT.386", "Online-G.1561"),
-        "iu-en": ("NiuTrans.1206", "Facebook_AI.729"),
-        "ja-en": ("Online-G.1564", "zlabs-nlp.66", "Online-Z.1640"),
-        "pl-en": ("zlabs-nlp.1162",),
-        "ru-en": ("zlabs-nlp.1164",),
-        "ta-en": ("Online-G.1568", "TALP_UPC.192"),
-        "zh-en": ("WMTBiomedBaseline.183",),
-    },
-    "wmt22": {"en-de": ("M2M100_1.2B-B4",)},
-    "wmt23": {"en-de": ("synthetic_ref",), "zh-en": ("synthetic_ref",)},
-    "wmt24": {"en-de": ("MSLC",), "en-es": ("MSLC",), "ja-zh": ("MSLC",)},
-}
-
 
 def load_mtme(
     path: str,
@@ -67,14 +43,13 @@ def load_mtme(
     gold: str | Sequence[str] | None = None,
     include_human: bool = False,
     outliers: Sequence[str] | None = None,
-    include_outliers: bool = False,
     domain: str | None = None,
     max_items: int | None = None,
     name: str = "mtme",
 ) -> pd.DataFrame:
     """One language pair of an mt-metrics-eval test set (see conf/data/mtme.yaml): items are the
     source segments, systems the files of ``system-outputs/<lp>/`` less the references (unless
-    ``include_human``) and the outliers (unless ``include_outliers``), each segment-level gold
+    ``include_human``) and the ``outliers`` named, each segment-level gold
     score an aspect ``human_<gold>``. ``ref`` names the reference; unset, it is the only one or
     the first by name."""
     folder = _test_set(path)
@@ -95,8 +70,7 @@ def load_mtme(
         set(ref_files),
         chosen,
         include_human,
-        _outliers(folder, lp, outliers),
-        include_outliers,
+        _outliers(outliers),
     )
     gold_files = _gold_files(folder, lp, gold)
     scores = {
@@ -123,7 +97,7 @@ def load_mtme(
     if not records:
         raise DataError(
             f"no system outputs to evaluate for {lp} (the folder holds only references or "
-            "outliers; see data.include_human and data.include_outliers)",
+            "outliers; see data.include_human and data.outliers)",
             file=str(folder / "system-outputs" / lp),
         )
     log.info(
@@ -266,9 +240,9 @@ def _system_files(folder: Path, lp: str) -> dict[str, Path]:
     return found
 
 
-def _outliers(folder: Path, lp: str, outliers: Sequence[str] | None) -> set[str]:
+def _outliers(outliers: Sequence[str] | None) -> set[str]:
     if outliers is None:
-        return set(OUTLIERS.get(folder.name, {}).get(lp, ()))
+        return set()
     if isinstance(outliers, str):
         return {outliers}
     return {str(s) for s in outliers}
@@ -280,18 +254,16 @@ def _select_systems(
     chosen: str | None,
     include_human: bool,
     outliers: set[str],
-    include_outliers: bool,
 ) -> list[str]:
-    """mt-metrics-eval's default: no human and no outlier "systems"; the chosen reference is
-    never one, since it would be scored against itself."""
+    """mt-metrics-eval's default: no human "systems" (and none the user names an outlier); the
+    chosen reference is never one, since it would be scored against itself."""
     left_out = {chosen: "the reference"} if chosen in outputs else {}
     if not include_human:
         left_out |= {s: "a reference" for s in references & set(outputs) if s != chosen}
-    if not include_outliers:
-        left_out |= {s: "an outlier" for s in outliers & set(outputs) if s not in left_out}
+    left_out |= {s: "an outlier" for s in outliers & set(outputs) if s not in left_out}
     if left_out:
         log.info(
-            "left out: %s (data.include_human, data.include_outliers)",
+            "left out: %s (data.include_human, data.outliers)",
             ", ".join(f"{s} ({why})" for s, why in sorted(left_out.items())),
         )
     return [s for s in outputs if s not in left_out]

@@ -64,7 +64,7 @@ SYSTEMS = {
         "Der Zug faehrt um sieben Uhr.",
         "Wir sehen uns naechste Woche.",
     ],
-    # mt-metrics-eval's outlier of wmt23 en-de, left out by default
+    # WMT23 en-de's outlier, left out when named
     "synthetic_ref": [
         "Die Katze sass auf der Matte.",
         "Heute regnet es in der Stadt.",
@@ -88,6 +88,8 @@ GOLD: dict[str, dict[str, list[float | None]]] = {
     },
 }
 DOMAINS = ["news", "news", "speech", "speech", "social"]
+# WMT23 en-de's outlier, named as a user reproducing WMT's results would
+OUT = ["synthetic_ref"]
 
 
 def write_mtme(root: Path, name: str = "wmt23") -> Path:
@@ -155,7 +157,7 @@ def _check(df: pd.DataFrame, expected: pd.DataFrame) -> None:
 
 
 def test_the_table_is_what_the_files_say(mtme: Path) -> None:
-    df = load_mtme(str(mtme), LP)
+    df = load_mtme(str(mtme), LP, outliers=OUT)
     _check(df, _expected(["sysA", "sysB", "sysC"]))
     assert sorted(c for c in df.columns if c.startswith("human_")) == ["human_da-sqm", "human_mqm"]
     # None and an unrated system are missing values, never zeros
@@ -171,7 +173,7 @@ def test_the_reference_is_the_named_one_or_the_first(
         first = load_mtme(str(mtme), LP)
     assert set(first["references"].map(tuple)) == {(r,) for r in REFERENCES["refA"]}
     assert "references refA, refB: using refA" in caplog.text
-    named = load_mtme(str(mtme), LP, ref="refB")
+    named = load_mtme(str(mtme), LP, ref="refB", outliers=OUT)
     _check(named, _expected(["sysA", "sysB", "sysC"], ref="refB"))
     with pytest.raises(ConfigError, match=r"data\.ref 'refC' is not a reference of en-de; choose"):
         load_mtme(str(mtme), LP, ref="refC")
@@ -180,28 +182,27 @@ def test_the_reference_is_the_named_one_or_the_first(
         path.unlink()
     caplog.clear()
     with caplog.at_level(logging.WARNING):
-        only = load_mtme(str(mtme), LP, gold="da-sqm")
+        only = load_mtme(str(mtme), LP, gold="da-sqm", outliers=OUT)
     assert "using" not in caplog.text
     assert set(only["system"]) == {"sysA", "sysB", "sysC"}
 
 
 def test_human_references_as_systems(mtme: Path) -> None:
-    df = load_mtme(str(mtme), LP, include_human=True)
+    df = load_mtme(str(mtme), LP, include_human=True, outliers=OUT)
     # the chosen reference is never a system: it would be scored against itself
     _check(df, _expected(["sysA", "sysB", "sysC", "refB"]))
-    other = load_mtme(str(mtme), LP, ref="refB", include_human=True)
+    other = load_mtme(str(mtme), LP, ref="refB", include_human=True, outliers=OUT)
     _check(other, _expected(["sysA", "sysB", "sysC", "refA"], ref="refB"))
 
 
-def test_outliers(mtme: Path, tmp_path: Path) -> None:
+def test_outliers(mtme: Path) -> None:
     everyone = ["sysA", "sysB", "sysC", "synthetic_ref"]
-    _check(load_mtme(str(mtme), LP, include_outliers=True), _expected(everyone))
+    _check(load_mtme(str(mtme), LP), _expected(everyone))
     _check(load_mtme(str(mtme), LP, outliers=[]), _expected(everyone))
+    _check(load_mtme(str(mtme), LP, outliers=["synthetic_ref"]), _expected(everyone[:3]))
     _check(
         load_mtme(str(mtme), LP, outliers=["sysB"]), _expected(["sysA", "sysC", "synthetic_ref"])
     )
-    # the published list belongs to wmt23: another test set's folder keeps every system
-    _check(load_mtme(str(write_mtme(tmp_path, "mine")), LP), _expected(everyone))
 
 
 def test_gold_domain_and_max_items(mtme: Path) -> None:
@@ -211,9 +212,15 @@ def test_gold_domain_and_max_items(mtme: Path) -> None:
     with pytest.raises(ConfigError, match=r"data\.gold 'esa'.*en-de: da-sqm, mqm"):
         load_mtme(str(mtme), LP, gold="esa")
     systems = ["sysA", "sysB", "sysC"]
-    _check(load_mtme(str(mtme), LP, max_items=2), _expected(systems, items=range(2)))
-    _check(load_mtme(str(mtme), LP, domain="speech"), _expected(systems, items=range(2, 4)))
-    _check(load_mtme(str(mtme), LP, domain="news", max_items=1), _expected(systems, items=range(1)))
+    _check(load_mtme(str(mtme), LP, max_items=2, outliers=OUT), _expected(systems, items=range(2)))
+    _check(
+        load_mtme(str(mtme), LP, domain="speech", outliers=OUT),
+        _expected(systems, items=range(2, 4)),
+    )
+    _check(
+        load_mtme(str(mtme), LP, domain="news", max_items=1, outliers=OUT),
+        _expected(systems, items=range(1)),
+    )
     with pytest.raises(ConfigError, match=r"data\.domain 'law'.*news, social, speech"):
         load_mtme(str(mtme), LP, domain="law")
 
@@ -236,7 +243,7 @@ def test_jsonl_files_and_missing_translations(mtme: Path) -> None:
     )
     sys_b = mtme / "system-outputs" / LP / "sysB.txt"
     sys_b.write_text(sys_b.read_text().replace("Zug sieben.", "[No translation supplied]  "))
-    df = load_mtme(str(mtme), LP)
+    df = load_mtme(str(mtme), LP, outliers=OUT)
     expected = _expected(["sysA", "sysB", "sysC"])
     expected.loc[(expected.system == "sysA") & (expected.item_id == "2"), "candidate"] = ""
     expected.loc[(expected.system == "sysB") & (expected.item_id == "4"), "candidate"] = ""
@@ -344,6 +351,7 @@ def test_end_to_end(mtme: Path, tmp_path: Path) -> None:
             "data=mtme",
             f"data.path={mtme}",
             f"data.lp={LP}",
+            "data.outliers=[synthetic_ref]",
             "metrics=[bleu,chrf]",
             "tracking=none",
             f"hydra.run.dir={out}",
