@@ -2,8 +2,9 @@
 docs/*.md runs as written, one test per block, its commands in order, as a user would type them.
 
 They run in one folder holding the files the documents name, made from the demo (``my.tsv``,
-``scores.csv``, ``src.txt`` ...), and the files the documents define (``# file: NAME.py`` blocks,
-see tests/test_docs.py). A command gets cheap metric and resampling settings for the keys it does
+``scores.csv``, ``src.txt`` ...) or written in mt-metrics-eval's layout (``mt-metrics-eval-v2/``),
+and the files the documents define (``# file: NAME.py`` blocks, see tests/test_docs.py). A
+command gets cheap metric and resampling settings for the keys it does
 not set itself, and an output folder and an MLflow store in a temporary folder unless it names
 them; the documents' server address is pointed at a real ``mlflow server`` started for the test.
 Commands of other programs in those blocks (make, pip, python scripts, mlflow) install or set up
@@ -24,6 +25,7 @@ import pytest
 from paraeval.pipeline.data.load import demo_path
 from tests.pipeline.helpers import relog, run_cli
 from tests.pipeline.test_mlflow_server import server  # noqa: F401  (the fixture)
+from tests.pipeline.test_mtme import write_mtme
 from tests.test_docs import Block, Command, all_blocks, run_blocks, run_commands
 
 BLOCKS = [b for b in run_blocks("bash") if run_commands(b)]
@@ -78,6 +80,8 @@ def _files(work: Path) -> None:
         (work / f"{name}.meaning.txt").write_text(
             "\n".join(f"{v:g}" for v in rows["human_meaning"]) + "\n"
         )
+    # a small test set in mt-metrics-eval's layout, where its download would be unpacked
+    write_mtme(work / "mt-metrics-eval-v2")
     for b in all_blocks():
         if b.file_name is not None:
             (work / b.file_name).write_text(b.code, encoding="utf-8")

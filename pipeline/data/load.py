@@ -1,7 +1,8 @@
 """Load stage: files -> the tidy (item, system) table of DESIGN.md. Where the rest of paraeval
 finds data loading; the work is done by :mod:`.readers` (files and formats), :mod:`.validate` (the
-tidy table, its checks and per-annotator aggregation) and :mod:`.loaders`. A data config's
-``_target_`` names a loader here (:data:`LOADERS`); files are read every run, nothing is kept."""
+tidy table, its checks and per-annotator aggregation), :mod:`.loaders` and :mod:`.mtme`. A data
+config's ``_target_`` names a loader here (:data:`LOADERS`); files are read every run, nothing is
+kept."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from paraeval.pipeline.data.loaders import (
     load_table,
     load_text,
 )
+from paraeval.pipeline.data.mtme import load_mtme
 from paraeval.pipeline.data.readers import read_table
 from paraeval.pipeline.data.validate import HUMAN_PREFIX, in_order, origin_error, row_groups
 from paraeval.pipeline.errors import ConfigError
@@ -31,6 +33,7 @@ __all__ = [
     "load_data",
     "load_demo",
     "load_frame",
+    "load_mtme",
     "load_parabank",
     "load_stsb",
     "load_table",
@@ -44,7 +47,7 @@ __all__ = [
 # import them from): an exact allow-list, not a module prefix
 LOADERS: dict[str, Callable[..., pd.DataFrame]] = {
     f"{__name__}.{fn.__name__}": fn
-    for fn in (load_demo, load_table, load_text, load_parabank, load_stsb, load_frame)
+    for fn in (load_demo, load_table, load_text, load_parabank, load_stsb, load_mtme, load_frame)
 }
 
 

@@ -14,6 +14,7 @@ from paraeval.pipeline.config.compose import config_dir
 from paraeval.pipeline.config.settings import DataSettings
 from paraeval.pipeline.stages.aggregate import Normalizer
 from paraeval.pipeline.stages.score import build_metric, build_metrics, score
+from tests.pipeline.test_mtme import write_mtme
 
 CONF = config_dir()
 
@@ -118,6 +119,8 @@ def _data_overrides(option: str, tmp_path: Path) -> list[str]:
             f"data.references=[{tmp_path / 'ref.txt'}]",
             f"data.systems={{s: {tmp_path / 'sys.txt'}}}",
         ]
+    if option == "mtme":
+        return [f"data.path={write_mtme(tmp_path)}", "data.lp=en-de"]
     return []
 
 

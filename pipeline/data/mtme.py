@@ -1,0 +1,383 @@
+"""Google's mt-metrics-eval data layout (the WMT metrics-task release, ``mt-metrics-eval-v2/``):
+one folder per test set (``wmt23``) holding, for each language pair ``lp``,
+
+- ``sources/<lp>.txt``: one source segment per line; a segment is an item;
+- ``references/<lp>.<ref>.txt``: line-aligned reference translations, one file per reference;
+- ``system-outputs/<lp>/<system>.txt``: line-aligned outputs, one file per system; a reference
+  copied here is a human "system";
+- ``human-scores/<lp>.<gold>.seg.score``: ``SYSTEM SCORE`` per line, each system's block holding
+  one score per segment in order, ``None`` where a segment was not rated;
+- ``documents/<lp>.docs``: ``DOMAIN DOCUMENT`` per segment.
+
+The ``.jsonl`` variants of the layout (fields ``source``, ``target``, ``hypothesis``) are read
+where the ``.txt`` file is absent. Lines are read as mt-metrics-eval reads them: trailing
+whitespace dropped, ``[No translation supplied]`` meaning no text."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from paraeval.pipeline.data.readers import read_text_lines
+from paraeval.pipeline.data.validate import aspect_column, validate
+from paraeval.pipeline.errors import ConfigError, DataError
+
+log = logging.getLogger(__name__)
+
+# mt-metrics-eval's marker of a missing translation (data.NO_TRANSLATION)
+NO_TRANSLATION = "[No translation supplied]"
+# the JSON field that holds the text of each kind of .jsonl file
+JSONL_FIELDS = {"sources": "source", "references": "target", "system-outputs": "hypothesis"}
+
+
+def load_mtme(
+    path: str,
+    lp: str,
+    ref: str | None = None,
+    gold: str | Sequence[str] | None = None,
+    include_human: bool = False,
+    outliers: Sequence[str] | None = None,
+    domain: str | None = None,
+    max_items: int | None = None,
+    name: str = "mtme",
+) -> pd.DataFrame:
+    """One language pair of an mt-metrics-eval test set (see conf/data/mtme.yaml): items are the
+    source segments, systems the files of ``system-outputs/<lp>/`` less the references (unless
+    ``include_human``) and the ``outliers`` named, each segment-level gold
+    score an aspect ``human_<gold>``. ``ref`` names the reference; unset, it is the only one or
+    the first by name."""
+    folder = _test_set(path)
+    lp = str(lp)
+    src_file = _source_file(folder, lp)
+    sources = _read_segments(src_file, "sources")
+    n = len(sources)
+    if n == 0:
+        raise DataError("the source file has no segments", file=str(src_file))
+
+    ref_files = _references(folder, lp)
+    chosen = _choose_reference(ref_files, ref, lp)
+    references = _aligned(ref_files[chosen], "references", src_file, n) if chosen else None
+
+    outputs = _system_files(folder, lp)
+    systems = _select_systems(
+        outputs,
+        set(ref_files),
+        chosen,
+        include_human,
+        _outliers(outliers),
+    )
+    gold_files = _gold_files(folder, lp, gold)
+    scores = {
+        aspect_column(g): _read_scores(file, set(outputs), n) for g, file in gold_files.items()
+    }
+    keep = _segments(folder, lp, src_file, n, domain, max_items)
+
+    width = len(str(n))
+    records: list[dict[str, Any]] = []
+    for system in systems:
+        candidates = _aligned(outputs[system], "system-outputs", src_file, n)
+        for i in keep:
+            rec: dict[str, Any] = {
+                "item_id": str(i + 1).zfill(width),
+                "system": system,
+                "source": sources[i],
+                "references": [references[i]] if references and references[i] else [],
+                "candidate": candidates[i],
+            }
+            for column, per_system in scores.items():
+                rec[column] = per_system[system][i] if system in per_system else math.nan
+            rec["origin"] = f"{outputs[system]}:{i + 1}"
+            records.append(rec)
+    if not records:
+        raise DataError(
+            f"no system outputs to evaluate for {lp} (the folder holds only references or "
+            "outliers; see data.include_human and data.outliers)",
+            file=str(folder / "system-outputs" / lp),
+        )
+    log.info(
+        "mt-metrics-eval %s %s: %d segments x %d systems, reference %s, human scores %s",
+        folder.name,
+        lp,
+        len(keep),
+        len(systems),
+        chosen or "(none)",
+        ", ".join(gold_files) or "(none)",
+    )
+    df = pd.DataFrame.from_records(records)
+    files = [src_file, *([ref_files[chosen]] if chosen else []), *(outputs[s] for s in systems)]
+    df.attrs.update(data_files=[str(f) for f in (*files, *gold_files.values())], data_name=name)
+    return validate(df, str(src_file))
+
+
+def _test_set(path: str) -> Path:
+    folder = Path(str(path)).expanduser()
+    if not folder.is_dir():
+        raise DataError(
+            "mt-metrics-eval test-set folder not found; set data.path to one test set of the "
+            "download, e.g. data.path=$HOME/.mt-metrics-eval/mt-metrics-eval-v2/wmt23",
+            file=str(folder),
+        )
+    if not (folder / "sources").is_dir():
+        inner = sorted(p.name for p in folder.iterdir() if (p / "sources").is_dir())
+        hint = (
+            f"it holds the test sets {', '.join(inner)}: set data.path to one of them"
+            if inner
+            else "set data.path to a test-set folder (it holds sources/, references/, "
+            "system-outputs/, human-scores/)"
+        )
+        raise DataError(
+            f"not an mt-metrics-eval test set (no sources/ folder); {hint}", file=str(folder)
+        )
+    return folder
+
+
+def _source_file(folder: Path, lp: str) -> Path:
+    """``sources/<lp>.txt``, or its .jsonl variant; absent, an error listing the pairs."""
+    for suffix in (".txt", ".jsonl"):
+        file = folder / "sources" / f"{lp}{suffix}"
+        if file.is_file():
+            return file
+    lps = sorted({p.name.split(".")[0] for p in (folder / "sources").iterdir()})
+    raise DataError(
+        f"no source file for language pair '{lp}' (data.lp); this test set has "
+        f"{', '.join(lps) or 'none'}",
+        file=str(folder / "sources" / f"{lp}.txt"),
+    )
+
+
+def _read_segments(file: Path, kind: str) -> list[str]:
+    """The segments of a .txt or .jsonl file, as mt-metrics-eval reads them."""
+    lines = read_text_lines(file, "data.path")
+    if file.suffix == ".jsonl":
+        lines = [_jsonl_text(line, file, row, kind) for row, line in enumerate(lines, start=1)]
+    # mt-metrics-eval drops trailing whitespace; its metric scores are of the text without it
+    return ["" if t.rstrip() == NO_TRANSLATION else t.rstrip() for t in lines]
+
+
+def _jsonl_text(line: str, file: Path, row: int, kind: str) -> str:
+    field = JSONL_FIELDS[kind]
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"invalid JSON ({exc.msg})", file=str(file), row=row) from None
+    if not isinstance(obj, dict) or not isinstance(obj.get(field, 0), str | None):
+        raise DataError(
+            f"expected a JSON object with a text field '{field}'",
+            file=str(file),
+            row=row,
+            column=field,
+        )
+    return obj[field] or ""
+
+
+def _aligned(file: Path, kind: str, src_file: Path, n: int) -> list[str]:
+    lines = _read_segments(file, kind)
+    if len(lines) != n:
+        raise DataError(
+            f"{len(lines)} lines but the source file {src_file} has {n}; every file of the "
+            "layout has one line per source segment",
+            file=str(file),
+            row=min(len(lines), n) + 1,
+        )
+    return lines
+
+
+def _references(folder: Path, lp: str) -> dict[str, Path]:
+    """Reference name -> file, from ``references/<lp>.<name>.txt`` (or .jsonl)."""
+    found: dict[str, Path] = {}
+    if not (folder / "references").is_dir():
+        return found
+    for file in _txt_first(folder / "references"):
+        if file.name.startswith(f"{lp}."):
+            found.setdefault(file.name[len(lp) + 1 : -len(file.suffix)], file)
+    return found
+
+
+def _txt_first(folder: Path) -> list[Path]:
+    """The .txt and .jsonl files of ``folder``, every .txt before any .jsonl: where a name has
+    both, the .txt is the one read (as mt-metrics-eval prefers it for sources)."""
+    files = [p for p in folder.iterdir() if p.suffix in (".txt", ".jsonl")]
+    return sorted(files, key=lambda p: (p.suffix != ".txt", p.name))
+
+
+def _choose_reference(refs: dict[str, Path], ref: str | None, lp: str) -> str | None:
+    """``ref`` when set; else the only reference, or the first by name (mt-metrics-eval's
+    standard reference is in its meta_info.py, not in the files, and is not always the first)."""
+    names = sorted(refs)
+    if ref is not None:
+        if str(ref) not in refs:
+            raise ConfigError(
+                f"data.ref '{ref}' is not a reference of {lp}; choose from "
+                f"{', '.join(names) or '(none: the test set has no references/ file for it)'}"
+            )
+        return str(ref)
+    if len(names) > 1:
+        log.warning(
+            "%s has references %s: using %s (the first by name); set data.ref to choose, "
+            "e.g. the test set's standard reference",
+            lp,
+            ", ".join(names),
+            names[0],
+        )
+    return names[0] if names else None
+
+
+def _system_files(folder: Path, lp: str) -> dict[str, Path]:
+    outputs = folder / "system-outputs" / lp
+    if not outputs.is_dir():
+        raise DataError("no system-outputs folder for the language pair", file=str(outputs))
+    found: dict[str, Path] = {}
+    for file in _txt_first(outputs):
+        found.setdefault(file.name[: -len(file.suffix)], file)
+    if not found:
+        raise DataError("no system output files (<system>.txt)", file=str(outputs))
+    return found
+
+
+def _outliers(outliers: Sequence[str] | None) -> set[str]:
+    if outliers is None:
+        return set()
+    if isinstance(outliers, str):
+        return {outliers}
+    return {str(s) for s in outliers}
+
+
+def _select_systems(
+    outputs: dict[str, Path],
+    references: set[str],
+    chosen: str | None,
+    include_human: bool,
+    outliers: set[str],
+) -> list[str]:
+    """mt-metrics-eval's default: no human "systems" (and none the user names an outlier); the
+    chosen reference is never one, since it would be scored against itself."""
+    left_out = {chosen: "the reference"} if chosen in outputs else {}
+    if not include_human:
+        left_out |= {s: "a reference" for s in references & set(outputs) if s != chosen}
+    left_out |= {s: "an outlier" for s in outliers & set(outputs) if s not in left_out}
+    if left_out:
+        log.info(
+            "left out: %s (data.include_human, data.outliers)",
+            ", ".join(f"{s} ({why})" for s, why in sorted(left_out.items())),
+        )
+    return [s for s in outputs if s not in left_out]
+
+
+def _gold_files(folder: Path, lp: str, gold: str | Sequence[str] | None) -> dict[str, Path]:
+    """Gold name -> segment-level score file; every one of the language pair when unset."""
+    scores = folder / "human-scores"
+    available: dict[str, Path] = {}
+    if scores.is_dir():
+        suffix = ".seg.score"
+        for file in sorted(scores.iterdir()):
+            if file.name.startswith(f"{lp}.") and file.name.endswith(suffix):
+                available[file.name[len(lp) + 1 : -len(suffix)]] = file
+    if gold is None:
+        return available
+    wanted = [gold] if isinstance(gold, str) else [str(g) for g in gold]
+    for g in wanted:
+        if g not in available:
+            raise ConfigError(
+                f"data.gold '{g}': no file {scores / f'{lp}.{g}.seg.score'}; segment-level "
+                f"human scores of {lp}: {', '.join(available) or 'none'}"
+            )
+    return {g: available[g] for g in wanted}
+
+
+def _read_scores(file: Path, systems: set[str], n: int) -> dict[str, list[float]]:
+    """System -> its n segment scores, NaN where the file says None. A system may be absent
+    (not rated); a system the file names must have an output and exactly n scores."""
+    scores: dict[str, list[float]] = {}
+    last_row: dict[str, int] = {}
+    for row, line in enumerate(read_text_lines(file, "data.gold"), start=1):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) != 2:
+            raise DataError(
+                f"expected 'SYSTEM SCORE' (2 fields), found {len(fields)}", file=str(file), row=row
+            )
+        system, text = fields
+        if system not in systems:
+            raise DataError(
+                f"system '{system}' has no output file in system-outputs/; every system a score "
+                "file names must have one",
+                file=str(file),
+                row=row,
+            )
+        values = scores.setdefault(system, [])
+        if len(values) == n:
+            raise DataError(
+                f"more than {n} scores for system '{system}' (one per source segment)",
+                file=str(file),
+                row=row,
+            )
+        values.append(_score(text, file, row))
+        last_row[system] = row
+    for system, values in scores.items():
+        if len(values) != n:
+            raise DataError(
+                f"{len(values)} scores for system '{system}' but the source has {n} segments; "
+                "write None for a segment without a score",
+                file=str(file),
+                row=last_row[system],
+            )
+    return scores
+
+
+def _score(text: str, file: Path, row: int) -> float:
+    if text == "None":
+        return math.nan
+    try:
+        value = float(text)
+    except ValueError:
+        raise DataError(
+            f"expected a number or None, got '{text[:40]}'", file=str(file), row=row
+        ) from None
+    if math.isinf(value):
+        raise DataError("infinite score", file=str(file), row=row)
+    return value
+
+
+def _segments(
+    folder: Path, lp: str, src_file: Path, n: int, domain: str | None, max_items: int | None
+) -> list[int]:
+    """The segment positions to evaluate: those of ``domain`` when set, then the first
+    ``max_items``."""
+    keep = list(range(n))
+    if domain is not None:
+        docs = folder / "documents" / f"{lp}.docs"
+        lines = read_text_lines(docs, "data.domain")
+        if len(lines) != n:
+            raise DataError(
+                f"{len(lines)} lines but the source file {src_file} has {n}",
+                file=str(docs),
+                row=min(len(lines), n) + 1,
+            )
+        domains = []
+        for row, line in enumerate(lines, start=1):
+            fields = line.split()
+            if len(fields) < 2:
+                raise DataError(
+                    f"expected 'DOMAIN DOCUMENT', found {len(fields)} field(s)",
+                    file=str(docs),
+                    row=row,
+                )
+            domains.append(fields[0])
+        if str(domain) not in domains:
+            raise ConfigError(
+                f"data.domain '{domain}' is not a domain of {lp}; choose from "
+                f"{', '.join(sorted(set(domains)))}"
+            )
+        keep = [i for i in keep if domains[i] == str(domain)]
+    if max_items is not None:
+        if int(max_items) < 1:
+            raise ConfigError(f"data.max_items must be at least 1, got {max_items}")
+        keep = keep[: int(max_items)]
+    return keep
