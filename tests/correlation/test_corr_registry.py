@@ -182,10 +182,12 @@ def test_built_in_coefficients_registered() -> None:
         "kendall_c",
         "kendall_like",
         "pairwise_accuracy",
+        "pdp",
         "soft_pairwise_accuracy",
         "acc23",
         "tau_23",
     ]
+    assert COEFFICIENTS["pdp"].levels == ("segment",)
     assert COEFFICIENTS["kendall_like"].levels == ("segment", "item")
     assert COEFFICIENTS["pairwise_accuracy"].levels == ("system",)
     assert COEFFICIENTS["acc23"].levels == ("item", "system")
