@@ -294,6 +294,8 @@ def _system_values(
     system_metric: np.ndarray | None,
     system_metric_fn: SystemMetricFn | None,
 ) -> np.ndarray:
+    if coefficient.matrix_system_resampled is not None:
+        return coefficient.matrix_system_resampled(m, h, res)
     if coefficient.matrix_system is not None:
         return explicit_values(m, h, "system", coefficient, res)
     x, y = system_resampled_scores(m, h, res, system_metric, system_metric_fn)

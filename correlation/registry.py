@@ -62,6 +62,9 @@ class Coefficient:
     # the system level from the system x item matrices rather than from one score per system
     # (soft pairwise accuracy permutes segment scores)
     matrix_system: MatrixSystemFn | None = None
+    # with ``matrix_system``: its value under every resample of a set, (B,), equal to it on each
+    # resampled matrix
+    matrix_system_resampled: SegmentResampledFn | None = None
     # Williams' test is derived for Pearson's r and compares correlation-like coefficients only;
     # rates over pairs (pairwise accuracy, Kendall-like, acc23 ...) set False
     williams: bool = True

@@ -4,8 +4,9 @@ of whole resamples so that memory stays bounded however many items there are."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -32,6 +33,9 @@ class Resamples:
     _weights: dict[tuple[int, int, int], np.ndarray] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    # what a coefficient computes on the human side of each resample, once for all the metrics
+    # that share the set (soft pairwise accuracy's human p-values)
+    shared: dict[Hashable, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def item_weights(self, rows: slice, n_items: int) -> np.ndarray:
         """``counts(item_idx[rows], n_items)``, read-only."""

@@ -11,11 +11,18 @@ sides are used; systems without any score are left out first.
 
 from __future__ import annotations
 
+import hashlib
 from functools import partial
 
 import numpy as np
+from numba import njit
 
 from paraeval.correlation.coefficients import Coefficient, register_coefficient, register_settings
+from paraeval.correlation.resamples import Resamples
+
+# sign matrices, and human p-values, a set of resamples keeps for the metrics that share it, at
+# most (~64 MB each)
+_KEPT_SIGN_BYTES = 64 * 2**20
 
 
 def sign_matrix(n_items: int, n_permutations: int = 1000, seed: int = 4) -> np.ndarray:
@@ -35,13 +42,42 @@ def pairwise_p_values(scores: np.ndarray, signs: np.ndarray) -> np.ndarray:
     system j on the segment ``scores`` (S, N), NaN elsewhere."""
     seg = np.asarray(scores, dtype=np.float32)
     totals = seg.sum(axis=1)
-    partial_sums = signs @ seg.T  # (K, S)
-    n_sys = seg.shape[0]
+    partial_sums = np.ascontiguousarray(signs @ seg.T)  # (K, S)
+    return _shares(partial_sums, totals)
+
+
+@njit(cache=True, nogil=True)
+def _shares(partial_sums: np.ndarray, totals: np.ndarray) -> np.ndarray:  # pragma: no cover
+    # each pair's differences in float32 as numpy forms them, counted without the (K, pairs)
+    # matrix of differences: the same p-values, bit for bit
+    k, n_sys = partial_sums.shape
     p = np.full((n_sys, n_sys), np.nan)
-    i, j = np.triu_indices(n_sys, k=1)
-    null = partial_sums[:, i] - partial_sums[:, j]
-    p[i, j] = (null >= (totals[i] - totals[j])[None, :]).mean(axis=0)
+    for i in range(n_sys):
+        for j in range(i + 1, n_sys):
+            observed = totals[i] - totals[j]
+            hits = 0
+            for r in range(k):
+                if partial_sums[r, i] - partial_sums[r, j] >= observed:
+                    hits += 1
+            p[i, j] = hits / k
     return p
+
+
+def _complete(m: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The systems with any score and the items every one of them has on both sides, or None
+    where SPA is undefined."""
+    ok = np.isfinite(m) & np.isfinite(h)
+    rows = ok.any(axis=1)
+    m, h, ok = m[rows], h[rows], ok[rows]
+    cols = ok.all(axis=0)
+    if m.shape[0] < 2 or not cols.any():
+        return None
+    return m[:, cols], h[:, cols]
+
+
+def _spa(ph: np.ndarray, pm: np.ndarray) -> float:
+    i, j = np.triu_indices(ph.shape[0], k=1)
+    return float(1.0 - np.mean(np.abs(ph[i, j] - pm[i, j])))
 
 
 def soft_pairwise_accuracy_value(
@@ -53,20 +89,60 @@ def soft_pairwise_accuracy_value(
 ) -> float:
     """SPA of two ``(n_systems, n_items)`` matrices; NaN with fewer than 2 systems or no item
     scored by all of them."""
+    kept = _complete(np.asarray(metric, dtype=float), np.asarray(human, dtype=float))
+    if kept is None:
+        return float("nan")
+    m, h = kept
+    signs = sign_matrix(m.shape[1], n_permutations, seed)
+    return _spa(pairwise_p_values(h, signs), pairwise_p_values(m, signs))
+
+
+def resampled_spa(
+    metric: np.ndarray,
+    human: np.ndarray,
+    res: Resamples,
+    *,
+    n_permutations: int = 1000,
+    seed: int = 4,
+) -> np.ndarray:
+    """SPA of every resampled matrix of ``res`` (the same numbers as on each one). The human
+    p-values of a resample are the same for every metric scored on the same cells: they are
+    kept on the set of resamples, which the metrics of a table share, as are the sign matrices
+    (one per number of items), each within a memory budget."""
     m = np.asarray(metric, dtype=float)
     h = np.asarray(human, dtype=float)
-    ok = np.isfinite(m) & np.isfinite(h)
-    rows = ok.any(axis=1)
-    m, h, ok = m[rows], h[rows], ok[rows]
-    cols = ok.all(axis=0)
-    if m.shape[0] < 2 or not cols.any():
-        return float("nan")
-    m, h = m[:, cols], h[:, cols]
-    signs = sign_matrix(m.shape[1], n_permutations, seed)
-    ph = pairwise_p_values(h, signs)
-    pm = pairwise_p_values(m, signs)
-    i, j = np.triu_indices(m.shape[0], k=1)
-    return float(1.0 - np.mean(np.abs(ph[i, j] - pm[i, j])))
+    digest = hashlib.blake2b(h.tobytes(), digest_size=16).digest()
+    kept_human = res.shared.setdefault(("soft_pairwise_accuracy", n_permutations, seed, digest), {})
+    # sign matrices by number of items, shared by the metrics too while they fit a budget
+    signs: dict[int, np.ndarray] = res.shared.setdefault(
+        ("soft_pairwise_accuracy signs", n_permutations, seed), {}
+    )
+    out = np.full(res.n_resamples, np.nan)
+    for b in range(res.n_resamples):
+        mb, hb = m, h
+        if res.item_idx is not None:
+            mb, hb = mb[:, res.item_idx[b]], hb[:, res.item_idx[b]]
+        if res.sys_idx is not None:
+            mb, hb = mb[res.sys_idx[b]], hb[res.sys_idx[b]]
+        kept = _complete(mb, hb)
+        if kept is None:
+            continue
+        mk, hk = kept
+        n = mk.shape[1]
+        drawn = signs.get(n)
+        if drawn is None:
+            drawn = sign_matrix(n, n_permutations, seed)
+            if sum(v.nbytes for v in signs.values()) + drawn.nbytes <= _KEPT_SIGN_BYTES:
+                signs[n] = drawn
+        mask = (np.isfinite(mb) & np.isfinite(hb)).tobytes()
+        cells = (b, hashlib.blake2b(mask, digest_size=16).digest())
+        ph = kept_human.get(cells)
+        if ph is None:
+            ph = pairwise_p_values(hk, drawn)
+            if (len(kept_human) + 1) * ph.nbytes <= _KEPT_SIGN_BYTES:
+                kept_human[cells] = ph
+        out[b] = _spa(ph, pairwise_p_values(mk, drawn))
+    return out
 
 
 def _vector_fn(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -89,6 +165,7 @@ def soft_pairwise_accuracy_coefficient(*, n_permutations: int = 1000, seed: int 
         matrix_system=partial(
             soft_pairwise_accuracy_value, n_permutations=n_permutations, seed=seed
         ),
+        matrix_system_resampled=partial(resampled_spa, n_permutations=n_permutations, seed=seed),
         williams=False,
         options=(("n_permutations", n_permutations), ("seed", seed)),
     )
