@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +31,7 @@ from paraeval.metrics.base import (
     make_signature,
 )
 from paraeval.metrics.encoder import Encoder, get_encoder
+from paraeval.metrics.encoder_match import STEP, locality_order
 
 _WORD = re.compile(r"\w+(?:['’-]\w+)*", re.UNICODE)
 EMBEDDINGS = ("static", "contextual")
@@ -164,14 +165,6 @@ class WMD(Metric):
         norms = np.linalg.norm(m, axis=-1, keepdims=True)
         return m / np.where(norms > 0, norms, 1.0)
 
-    def prepare(self, texts: Iterable[str]) -> None:
-        if self.encoder is None:
-            return
-        if self.embedding == "contextual":
-            self.encoder.ensure(list(texts), progress=True)
-        else:
-            self.encoder.ensure_ids(list(texts))
-
     def signature(self) -> str:
         return make_signature(
             self.name,
@@ -230,9 +223,13 @@ class WMD(Metric):
                 for ref in refs
             )
         )
-        uniq = list(dict.fromkeys(t for pair in pairs for t in pair))
-        doc = dict(zip(uniq, self._docs(uniq), strict=True))
-        distance = {(c, r): emd_distance(*doc[c], *doc[r]) for c, r in pairs}
+        distance: dict[tuple[str, str], float] = {}
+        pairs = [pairs[i] for i in locality_order([r for _, r in pairs])]
+        for start in range(0, len(pairs), STEP):  # memory holds one step's documents
+            step = pairs[start : start + STEP]
+            uniq = list(dict.fromkeys(t for pair in step for t in pair))
+            doc = dict(zip(uniq, self._docs(uniq), strict=True))
+            distance.update({(c, r): emd_distance(*doc[c], *doc[r]) for c, r in step})
         seg = np.full(len(candidates), np.nan)
         for i, (cand, refs) in enumerate(zip(candidates, references, strict=True)):
             dists = [distance[(cand, ref)] for ref in refs]

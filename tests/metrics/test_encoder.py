@@ -74,11 +74,25 @@ def test_one_forward_pass_per_unique_sentence_shared_by_metrics() -> None:
     every = TEXTS + TEXTS[:10]  # duplicates, as references shared by systems are
     bert.prepare(every)
     cos.prepare(every)
-    assert bert.encoder.forward_sentences == len(set(TEXTS))
+    assert bert.encoder.forward_sentences == 0  # scoring encodes, a step at a time
     bert.score(CANDS, REFS)
+    assert bert.encoder.forward_sentences == len(set(TEXTS))
     cos.score(CANDS, REFS)
+    bert.score_systems([(CANDS, REFS, None), (CANDS[::-1], REFS[::-1], None)])
     assert bert.encoder.forward_sentences == len(set(TEXTS))
     reset_encoders()
+
+
+def test_the_memo_is_bounded_and_an_evicted_text_is_encoded_again() -> None:
+    enc = Encoder(memo_bytes=200_000)  # a few sentences' worth of layer-6 token embeddings
+    enc.require_layer(6)
+    first = enc.token_embeddings(TEXTS, 6)
+    assert enc._memo.nbytes <= 200_000 and 0 < len(enc._memo) < len(set(TEXTS))
+    n = enc.forward_sentences
+    again = enc.token_embeddings(TEXTS[:3], 6)
+    assert enc.forward_sentences > n  # the oldest were evicted
+    for x, y in zip(first[:3], again, strict=True):  # in other batches: float32's last bits
+        np.testing.assert_allclose(x, y, atol=1e-5)
 
 
 def test_batch_size_does_not_change_vectors() -> None:
