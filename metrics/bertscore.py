@@ -45,6 +45,7 @@ from paraeval.metrics.encoder import DEFAULT_MODEL_NAME, Encoder, get_encoder
 from paraeval.metrics.encoder_match import STEP as PAIRS_PER_STEP
 from paraeval.metrics.encoder_match import pair_lists
 from paraeval.metrics.encoder_memo import Entry
+from paraeval.metrics.encoder_model import check_precision
 
 
 def _bert_score_version() -> str:
@@ -260,11 +261,14 @@ class BERTScore(Metric):
         use_cache: bool = True,
         group: str | None = None,
         against_source: bool = False,
+        precision: str = "fp32",
     ) -> None:
         super().__init__(group=group, against_source=against_source)
         self.model = model
         self.bert_score_batch_size = max(0, int(bert_score_batch_size))
-        self.encoder: Encoder = get_encoder(model, device, batch_size, cache_dir, use_cache)
+        self.encoder: Encoder = get_encoder(
+            model, device, batch_size, cache_dir, use_cache, check_precision(precision, self.name)
+        )
         self.layer = self._pick_layer(model, layer)
         self.encoder.require_layer(self.layer)
         self.idf = bool(idf)

@@ -18,6 +18,7 @@ from paraeval.metrics.base import (
 )
 from paraeval.metrics.encoder import DEFAULT_MODEL, get_encoder
 from paraeval.metrics.encoder_match import STEP, cosine_rows, locality_order, pair_lists
+from paraeval.metrics.encoder_model import check_precision
 
 
 class Cosine(Metric):
@@ -42,9 +43,12 @@ class Cosine(Metric):
         multi_ref: str = "max",
         group: str | None = None,
         against_source: bool = False,
+        precision: str = "fp32",
     ) -> None:
         super().__init__(group=group, against_source=against_source, multi_ref=multi_ref)
-        self.encoder = get_encoder(model, device, batch_size, cache_dir, use_cache)
+        self.encoder = get_encoder(
+            model, device, batch_size, cache_dir, use_cache, check_precision(precision, self.name)
+        )
         self.model = model
 
     def signature(self) -> str:

@@ -30,6 +30,7 @@ from paraeval.metrics._sacre_base import sacrebleu_signature
 from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
 from paraeval.metrics.encoder import DEFAULT_MODEL, get_encoder
 from paraeval.metrics.encoder_match import STEP, unit_sums
+from paraeval.metrics.encoder_model import check_precision
 from paraeval.metrics.sacre import check_bleu_settings
 
 SACREBLEU_VERSION = sacrebleu.__version__
@@ -322,9 +323,12 @@ class SemanticDiversity(_SystemLevel):
         cache_dir: str | None = None,
         use_cache: bool = True,
         group: str | None = None,
+        precision: str = "fp32",
     ) -> None:
         super().__init__(group=group)
-        self.encoder = get_encoder(model, device, batch_size, cache_dir, use_cache)
+        self.encoder = get_encoder(
+            model, device, batch_size, cache_dir, use_cache, check_precision(precision, self.name)
+        )
         self.model = model
 
     def signature(self) -> str:

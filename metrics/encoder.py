@@ -29,6 +29,7 @@ from paraeval.metrics.encoder_memo import DEFAULT_MEMO_BYTES, Entry, Memo
 from paraeval.metrics.encoder_model import (
     DEFAULT_MODEL,
     DEFAULT_MODEL_NAME,
+    check_precision,
     fingerprint_files,
     model_modules,
     pick_device,
@@ -48,7 +49,8 @@ __all__ = [
 ]
 
 # bumped whenever what is stored under a key changes meaning
-_CACHE_SCHEMA = "paraeval-encoder-v1"
+_CACHE_SCHEMA = "v2"  # v2: ids and sentence embeddings only (v1 kept token embeddings)
+_MODEL_SALT = "paraeval-encoder-v1"  # in the model digest: signatures keep their digests
 CHUNK = 2048  # unique sentences per step of :meth:`Encoder.ensure` (and per cache transaction)
 
 
@@ -64,9 +66,11 @@ class Encoder:
         cache_dir: str | None = None,
         use_cache: bool = True,
         memo_bytes: int = DEFAULT_MEMO_BYTES,
+        precision: str = "fp32",
     ) -> None:
         self.path, self.model_name = resolve_model_path(model)
         self.device = pick_device(device)
+        self.precision = check_precision(precision)
         self.batch_size = max(1, int(batch_size))
         self.cache_dir = str(cache_dir) if cache_dir and use_cache else None
         self.layers: set[int] = set()
@@ -75,7 +79,7 @@ class Encoder:
         self._config: Any = None
         self._fingerprint: str | None = None
         self._cache: EmbeddingCache | None = None
-        self._memo = Memo(memo_bytes)
+        self.memo = Memo(memo_bytes)  # bounded: `memo.max_bytes` may be changed
         self.forward_sentences = 0  # how many sentences went through the model (for tests)
 
     # ------------------------------------------------------------------ loading
@@ -173,7 +177,10 @@ class Encoder:
             h = hashlib.blake2b(digest_size=16)
             root = Path(self.path)
             files = fingerprint_files(root) if root.is_dir() else self.path
-            for part in (_CACHE_SCHEMA, self.model_name, files, self.device.split(":")[0]):
+            parts = [_MODEL_SALT, self.model_name, files, self.device.split(":")[0]]
+            if self.precision != "fp32":  # fp32's digest is the one it always had
+                parts.append(self.precision)
+            for part in parts:
                 h.update(str(part).encode())
                 h.update(b"\x1f")
             self._fingerprint = h.hexdigest()
@@ -181,15 +188,18 @@ class Encoder:
 
     @property
     def signature(self) -> str:
-        """``name@digest``: the model as metric signatures name it."""
-        return f"{self.model_name}@{self.fingerprint[:10]}"
+        """``name@digest``: the model as metric signatures name it; ``+bf16`` (the precision)
+        where it is not fp32."""
+        precision = "" if self.precision == "fp32" else f"+{self.precision}"
+        return f"{self.model_name}@{self.fingerprint[:10]}{precision}"
 
     @property
     def cache(self) -> EmbeddingCache | None:
         if self.cache_dir is None:
             return None
         if self._cache is None:
-            self._cache = EmbeddingCache(self.cache_dir, f"{self.model_name}-{self.fingerprint}")
+            namespace = f"{self.model_name}-{self.fingerprint}-{_CACHE_SCHEMA}"
+            self._cache = EmbeddingCache(self.cache_dir, namespace)
         return self._cache
 
     # ------------------------------------------------------------------ tokenization
@@ -241,7 +251,9 @@ class Encoder:
     ) -> dict[str, Entry]:
         """Each unique text's :class:`Entry` with its ids, the token embeddings of ``layers``
         (registered for later passes too) and, with ``sentence``, its sentence embedding: from
-        the memo, then the disk cache, the rest encoded in one pass (every registered layer).
+        the memo, then the disk cache (ids and sentence embeddings: token embeddings take 20
+        times the room and are encoded again), the rest encoded in one pass (every registered
+        layer).
         Callers pass a chunk of a pool: what is returned is held until the caller drops it."""
         for layer in layers:
             self.require_layer(layer)
@@ -249,26 +261,22 @@ class Encoder:
         out: dict[str, Entry] = {}
         missing: list[str] = []
         for text in dict.fromkeys(texts):
-            entry = self._memo.get(text)
+            entry = self.memo.get(text)
             if entry is not None and entry.has(need, sentence):
                 out[text] = entry
             else:
                 missing.append(text)
-        if missing and self.cache is not None:
-            kinds = ["ids", *(["sent"] if sentence else []), *(f"L{layer}" for layer in need)]
-            found = {kind: self.cache.get_many(kind, missing) for kind in kinds}
+        if missing and self.cache is not None and not need:
+            # the disk cache keeps ids and sentence embeddings: token embeddings mean a pass
+            found = {kind: self.cache.get_many(kind, missing) for kind in ("ids", "sent")}
             still: list[str] = []
             for text in missing:
-                entry = self._memo.get(text) or Entry()
+                entry = self.memo.get(text) or Entry()
                 entry.ids = found["ids"].get(text, entry.ids)
-                entry.sent = found.get("sent", {}).get(text, entry.sent)
-                for layer in need:
-                    arr = found[f"L{layer}"].get(text)
-                    if arr is not None:
-                        entry.tok[layer] = arr
+                entry.sent = found["sent"].get(text, entry.sent)
                 if entry.has(need, sentence):
                     out[text] = entry
-                    self._memo.put(text, entry)
+                    self.memo.put(text, entry)
                 else:
                     still.append(text)
             missing = still
@@ -281,7 +289,7 @@ class Encoder:
     def _store(self, fresh: dict[str, Entry]) -> None:
         """Newly encoded entries into the memo and the disk cache (one transaction per kind)."""
         for text, entry in fresh.items():
-            self._memo.put(text, entry)
+            self.memo.put(text, entry)
         cache = self.cache
         if cache is None:
             return
@@ -290,8 +298,6 @@ class Encoder:
             kinds.setdefault("ids", {})[text] = entry.ids  # type: ignore[assignment]
             if entry.sent is not None:
                 kinds.setdefault("sent", {})[text] = entry.sent
-            for layer, arr in entry.tok.items():
-                kinds.setdefault(f"L{layer}", {})[text] = arr
         for kind, items in kinds.items():
             cache.put_many(kind, items)
 
@@ -300,7 +306,7 @@ class Encoder:
         out: dict[str, np.ndarray] = {}
         missing: list[str] = []
         for text in dict.fromkeys(texts):
-            entry = self._memo.get(text)
+            entry = self.memo.get(text)
             if entry is not None and entry.ids is not None:
                 out[text] = entry.ids
             else:
@@ -315,8 +321,8 @@ class Encoder:
             if self.cache is not None:
                 self.cache.put_many("ids", fresh)
         for text in out:
-            if text not in self._memo:
-                self._memo.put(text, Entry(ids=out[text]))
+            if text not in self.memo:
+                self.memo.put(text, Entry(ids=out[text]))
         return out
 
     def ensure(
@@ -364,7 +370,7 @@ class Encoder:
         return np.asarray(weight.detach().float().cpu().numpy())
 
 
-_ENCODERS: dict[tuple[str, str, str | None], Encoder] = {}
+_ENCODERS: dict[tuple[str, str, str | None, str], Encoder] = {}
 
 
 def get_encoder(
@@ -373,15 +379,18 @@ def get_encoder(
     batch_size: int = 64,
     cache_dir: str | None = None,
     use_cache: bool = True,
+    precision: str = "fp32",
 ) -> Encoder:
-    """One shared encoder per (model, device, cache) in the process; the smallest requested batch
-    size wins (it is the memory bound someone asked for)."""
+    """One shared encoder per (model, device, cache, precision) in the process; the smallest
+    requested batch size wins (it is the memory bound someone asked for)."""
     path, _ = resolve_model_path(model)
     cache = str(Path(cache_dir).expanduser().resolve()) if cache_dir and use_cache else None
-    key = (path, pick_device(device), cache)
+    key = (path, pick_device(device), cache, check_precision(precision))
     enc = _ENCODERS.get(key)
     if enc is None:
-        enc = _ENCODERS[key] = Encoder(model, device, batch_size, cache, use_cache)
+        enc = _ENCODERS[key] = Encoder(
+            model, device, batch_size, cache, use_cache, precision=precision
+        )
     else:
         enc.batch_size = min(enc.batch_size, max(1, int(batch_size)))
     return enc

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-STEP = 8192  # pairs (or texts) per step of a streamed call: what memory holds at a time
+STEP = 4096  # pairs (or texts) per step of a streamed call: what memory holds at a time
 
 
 def pair_lists(cands: list[str], refs: list[list[str]]) -> tuple[list[str], list[str]]:

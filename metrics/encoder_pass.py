@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from paraeval.metrics.encoder_memo import Entry
+from paraeval.metrics.encoder_model import precision_context
 
 if TYPE_CHECKING:
     from paraeval.metrics.encoder import Encoder
@@ -70,7 +71,7 @@ def encode(
     pooling = enc.pooling
     out: dict[str, Entry] = {}
     too_long: list[str] = []
-    with torch.inference_mode():
+    with torch.inference_mode(), precision_context(enc.precision, enc.device):
         for batch in length_batches([len(x) for x in ids], enc.batch_size):
             width = max(len(ids[i]) for i in batch)
             input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
@@ -110,7 +111,7 @@ def sentence_pass(enc: Encoder, texts: list[str], max_len: int, pooling: str) ->
 
     out: dict[str, np.ndarray] = {}
     tok, model = enc.tokenizer, enc.model
-    with torch.inference_mode():
+    with torch.inference_mode(), precision_context(enc.precision, enc.device):
         for s in range(0, len(texts), enc.batch_size):
             chunk = texts[s : s + enc.batch_size]
             batch = tok(

@@ -22,6 +22,7 @@ import numpy as np
 from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, Texts, make_signature
 from paraeval.metrics.bertscore import BERTScore
 from paraeval.metrics.encoder import DEFAULT_MODEL
+from paraeval.metrics.encoder_model import check_precision
 
 F1 = "bertscore_f1"
 _Call = tuple[list[str], list[list[str]], Sequence[str] | None]
@@ -76,9 +77,11 @@ class _OnBERTScore(Metric):
         cache_dir: str | None = None,
         use_cache: bool = True,
         group: str | None = None,
+        precision: str = "fp32",
     ) -> None:
         super().__init__(group=group)
         self.bertscore = BERTScore(
+            precision=check_precision(precision, self.name),
             model=model,
             layer=layer,
             batch_size=batch_size,
@@ -152,9 +155,18 @@ class _ParaScoreBase(_OnBERTScore):
         cache_dir: str | None = None,
         use_cache: bool = True,
         group: str | None = None,
+        precision: str = "fp32",
     ) -> None:
         super().__init__(
-            model, layer, batch_size, bert_score_batch_size, device, cache_dir, use_cache, group
+            model,
+            layer,
+            batch_size,
+            bert_score_batch_size,
+            device,
+            cache_dir,
+            use_cache,
+            group,
+            precision,
         )
         try:
             self.gamma = float(gamma)
@@ -254,11 +266,20 @@ class BERTiBLEU(_OnBERTScore):
         cache_dir: str | None = None,
         use_cache: bool = True,
         group: str | None = None,
+        precision: str = "fp32",
     ) -> None:
         from paraeval.metrics.sacre import SelfBLEU
 
         super().__init__(
-            model, layer, batch_size, bert_score_batch_size, device, cache_dir, use_cache, group
+            model,
+            layer,
+            batch_size,
+            bert_score_batch_size,
+            device,
+            cache_dir,
+            use_cache,
+            group,
+            precision,
         )
         try:
             self.beta = float(beta)

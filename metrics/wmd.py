@@ -32,6 +32,7 @@ from paraeval.metrics.base import (
 )
 from paraeval.metrics.encoder import Encoder, get_encoder
 from paraeval.metrics.encoder_match import STEP, locality_order
+from paraeval.metrics.encoder_model import check_precision
 
 _WORD = re.compile(r"\w+(?:['’-]\w+)*", re.UNICODE)
 EMBEDDINGS = ("static", "contextual")
@@ -128,8 +129,10 @@ class WMD(Metric):
         multi_ref: str = "max",
         group: str | None = None,
         against_source: bool = False,
+        precision: str = "fp32",
     ) -> None:
         super().__init__(group=group, against_source=against_source, multi_ref=multi_ref)
+        precision = check_precision(precision, self.name)
         if embedding not in EMBEDDINGS:
             raise MetricConfigError(
                 f"metric 'wmd': embedding must be one of {list(EMBEDDINGS)}, got '{embedding}'"
@@ -148,7 +151,7 @@ class WMD(Metric):
             self._matrix = self._norm(matrix)
             self._source = f"w2v:{Path(vectors).name}"
         else:
-            self.encoder = get_encoder(model, device, batch_size, cache_dir, use_cache)
+            self.encoder = get_encoder(model, device, batch_size, cache_dir, use_cache, precision)
             if embedding == "contextual":
                 n = self.encoder.num_layers
                 self.layer = n if layer is None else int(layer)
