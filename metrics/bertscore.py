@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -325,6 +325,9 @@ class BERTScore(Metric):
         )
 
     # ------------------------------------------------------------------ contract
+    def prepare(self, texts: Iterable[str]) -> None:
+        self.encoder.prepare(texts)
+
     def signature(self) -> str:
         rescale = f"yes[{self.baseline_source}]" if self.rescale_with_baseline else "no"
         return make_signature(

@@ -4,7 +4,7 @@ equal to ``cos(SentenceTransformer(path).encode(c), SentenceTransformer(path).en
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -50,6 +50,9 @@ class Cosine(Metric):
             model, device, batch_size, cache_dir, use_cache, check_precision(precision, self.name)
         )
         self.model = model
+
+    def prepare(self, texts: Iterable[str]) -> None:
+        self.encoder.prepare(texts)
 
     def signature(self) -> str:
         return make_signature(

@@ -19,7 +19,7 @@ n-grams are words after sacrebleu's tokenizer (``tokenize``) and optional lowerc
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -330,6 +330,9 @@ class SemanticDiversity(_SystemLevel):
             model, device, batch_size, cache_dir, use_cache, check_precision(precision, self.name)
         )
         self.model = model
+
+    def prepare(self, texts: Iterable[str]) -> None:
+        self.encoder.prepare(texts)
 
     def signature(self) -> str:
         return make_signature(

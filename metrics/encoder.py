@@ -286,6 +286,30 @@ class Encoder:
             out.update(fresh)
         return out
 
+    def prepare(self, texts: Iterable[str]) -> None:
+        """A run's texts, before scoring: where their outputs fit in the memo, they are encoded
+        now in one pass (the batches, hence the last bits of float32, of a run that encodes all
+        its sentences at once); a larger pool is left to the scoring's steps."""
+        need = sorted(self.layers)
+        missing = [t for t in dict.fromkeys(texts) if not _has(self.memo.get(t), need)]
+        if missing and self.cache is not None and not need:  # sentence embeddings on disk
+            sent = self.cache.get_many("sent", missing)
+            ids = self.cache.get_many("ids", missing)
+            for text in missing:
+                if text in sent and text in ids:
+                    self.memo.put(text, Entry(ids=ids[text], sent=sent[text]))
+            missing = [t for t in missing if not (t in sent and t in ids)]
+        if not missing:
+            return
+        ids_list = self.tokenize(missing)
+        dim = int(read_json(Path(self.path) / "config.json").get("hidden_size", 1024))
+        tokens = sum(len(x) for x in ids_list)
+        size = tokens * dim * 4 * len(need) + len(missing) * (dim * 4 + 300)
+        if size + self.memo.nbytes > self.memo.max_bytes:
+            return
+        fresh = encode_pass(self, missing, ids_list, need)
+        self._store(fresh)
+
     def _store(self, fresh: dict[str, Entry]) -> None:
         """Newly encoded entries into the memo and the disk cache (one transaction per kind)."""
         for text, entry in fresh.items():
@@ -371,6 +395,10 @@ class Encoder:
 
 
 _ENCODERS: dict[tuple[str, str, str | None, str], Encoder] = {}
+
+
+def _has(entry: Entry | None, layers: list[int]) -> bool:
+    return entry is not None and entry.has(layers, True)
 
 
 def get_encoder(

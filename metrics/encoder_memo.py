@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 # what the memo may hold: ParaBank-Eval's 5,620 sentences with their last-layer token embeddings
-# (about 200 MB for all-MiniLM-L6-v2) fit, a larger pool streams through it
-DEFAULT_MEMO_BYTES = 256 << 20
+# (about 260 MB for all-MiniLM-L6-v2) fit, a larger pool streams through it
+DEFAULT_MEMO_BYTES = 512 << 20
 
 
 @dataclass

@@ -15,7 +15,7 @@ Corpus scores are the segment means. Higher is better for all three.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -90,6 +90,9 @@ class _OnBERTScore(Metric):
             cache_dir=cache_dir,
             use_cache=use_cache,
         )
+
+    def prepare(self, texts: Iterable[str]) -> None:
+        self.bertscore.prepare(texts)
 
     def _bertscore_sig(self) -> str:
         b = self.bertscore

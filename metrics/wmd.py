@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -167,6 +167,10 @@ class WMD(Metric):
             return m
         norms = np.linalg.norm(m, axis=-1, keepdims=True)
         return m / np.where(norms > 0, norms, 1.0)
+
+    def prepare(self, texts: Iterable[str]) -> None:
+        if self.encoder is not None and self.embedding == "contextual":
+            self.encoder.prepare(texts)
 
     def signature(self) -> str:
         return make_signature(

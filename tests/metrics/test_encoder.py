@@ -72,15 +72,21 @@ def test_one_forward_pass_per_unique_sentence_shared_by_metrics() -> None:
     cos = Cosine()
     assert bert.encoder is cos.encoder
     every = TEXTS + TEXTS[:10]  # duplicates, as references shared by systems are
-    bert.prepare(every)
+    bert.prepare(every)  # a pool that fits the memo: one pass now
     cos.prepare(every)
-    assert bert.encoder.forward_sentences == 0  # scoring encodes, a step at a time
-    bert.score(CANDS, REFS)
     assert bert.encoder.forward_sentences == len(set(TEXTS))
+    bert.score(CANDS, REFS)
     cos.score(CANDS, REFS)
     bert.score_systems([(CANDS, REFS, None), (CANDS[::-1], REFS[::-1], None)])
     assert bert.encoder.forward_sentences == len(set(TEXTS))
     reset_encoders()
+
+
+def test_a_pool_larger_than_the_memo_is_left_to_the_scoring_steps() -> None:
+    enc = Encoder(memo_bytes=200_000)
+    enc.require_layer(6)
+    enc.prepare(TEXTS)
+    assert enc.forward_sentences == 0
 
 
 def test_the_memo_is_bounded_and_an_evicted_text_is_encoded_again() -> None:

@@ -83,3 +83,12 @@ def test_precision_is_named_only_when_not_fp32_and_bf16_stays_close() -> None:
 def test_an_unknown_precision_is_a_config_error() -> None:
     with pytest.raises(MetricConfigError, match=r"metric 'cosine': precision must be one of"):
         Cosine(precision="int8")
+
+
+def test_the_device_cosines_run_on_the_cpu_equal_numpys() -> None:
+    from paraeval.metrics.encoder_match import cosine_rows, cosine_rows_torch
+
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(50, 384)), rng.normal(size=(50, 384))
+    a[3] = 0.0
+    np.testing.assert_allclose(cosine_rows_torch(a, b, "cpu"), cosine_rows(a, b), atol=1e-12)
