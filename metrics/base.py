@@ -20,6 +20,8 @@ import numpy as np
 GROUPS: tuple[str, ...] = ("syntactic", "semantic", "diversity", "paraphrase", "output_diversity")
 AVERAGED_GROUPS: tuple[str, ...] = ("syntactic", "semantic")
 MULTI_REF_RULES: tuple[str, ...] = ("max", "mean")
+# one system's texts as a metric sees them: candidates, per-segment references, sources
+Texts = tuple[Sequence[str], Sequence[Sequence[str]], Sequence[str] | None]
 
 
 class MetricConfigError(ValueError):
@@ -104,6 +106,21 @@ class Metric(ABC):
     ) -> MetricResult:
         """Score one system. ``references[i]`` is the (possibly empty, possibly ragged) list of
         references of ``candidates[i]``; ``sources[i]`` its source sentence."""
+        self.check_call(candidates, references, sources)
+        n = len(candidates)
+        result = self._score(list(candidates), [list(r) for r in references], sources)
+        for col, values in result.segment.items():
+            if len(values) != n:
+                raise AssertionError(f"{self.name}: column {col} has {len(values)} != {n} scores")
+        return result
+
+    def check_call(
+        self,
+        candidates: Sequence[str],
+        references: Sequence[Sequence[str]],
+        sources: Sequence[str] | None = None,
+    ) -> None:
+        """The checks :meth:`score` makes of its arguments."""
         n = len(candidates)
         if len(references) != n:
             raise ValueError(f"{self.name}: {n} candidates but {len(references)} reference lists")
@@ -117,11 +134,12 @@ class Metric(ABC):
                     )
         if self.needs_sources and sources is None:
             raise MetricConfigError(f"metric '{self.name}' needs sources")
-        result = self._score(list(candidates), [list(r) for r in references], sources)
-        for col, values in result.segment.items():
-            if len(values) != n:
-                raise AssertionError(f"{self.name}: column {col} has {len(values)} != {n} scores")
-        return result
+
+    def score_systems(self, calls: Sequence[Texts]) -> list[MetricResult]:
+        """:meth:`score` of each (candidates, references, sources) call, in order. A metric that
+        streams several systems' calls in one pass (the encoder metrics: the references the
+        systems share are encoded once in bounded memory) overrides it."""
+        return [self.score(*call) for call in calls]
 
     @abstractmethod
     def _score(

@@ -29,6 +29,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -37,9 +38,14 @@ from paraeval.metrics.base import (
     MetricConfigError,
     MetricResult,
     MissingResourceError,
+    Texts,
     make_signature,
 )
 from paraeval.metrics.encoder import DEFAULT_MODEL_NAME, Encoder, get_encoder
+from paraeval.metrics.encoder_match import STEP as PAIRS_PER_STEP
+from paraeval.metrics.encoder_match import pair_lists
+from paraeval.metrics.encoder_memo import Entry
+from paraeval.metrics.encoder_model import check_precision
 
 
 def _bert_score_version() -> str:
@@ -150,60 +156,82 @@ def greedy_match(
     p_floor: np.ndarray | None = None,
     r_floor: np.ndarray | None = None,
     batch_size: int = 256,
+    device: str = "cpu",
 ) -> np.ndarray:
     """(P, R, F) per pair as bert-score's ``greedy_cos_idf`` in float32; ``p_floor``/``r_floor``
-    mark pairs whose token maxima floor at 0 (:func:`padding_floors`)."""
+    mark pairs whose token maxima floor at 0 (:func:`padding_floors`). The matching runs as torch
+    operations on ``device``; only the scores come back."""
     import torch
 
     n = len(cand_emb)
     out = np.zeros((n, 3), dtype=np.float64)
     if n == 0:
         return out
-    pf = torch.from_numpy(np.zeros(n, bool) if p_floor is None else np.asarray(p_floor, bool))
-    rf = torch.from_numpy(np.zeros(n, bool) if r_floor is None else np.asarray(r_floor, bool))
+    pf = np.zeros(n, bool) if p_floor is None else np.asarray(p_floor, bool)
+    rf = np.zeros(n, bool) if r_floor is None else np.asarray(r_floor, bool)
     # similar lengths together: less padding per batch
-    order = sorted(range(n), key=lambda i: (len(cand_emb[i]), len(ref_emb[i])))
-
-    def pad(arrs: list[np.ndarray], ws: list[np.ndarray]) -> tuple[torch.Tensor, ...]:
-        width = max(len(a) for a in arrs)
-        dim = arrs[0].shape[1]
-        emb = torch.zeros((len(arrs), width, dim), dtype=torch.float32)
-        w = torch.zeros((len(arrs), width), dtype=torch.float32)
-        mask = torch.zeros((len(arrs), width), dtype=torch.bool)
-        for k, (a, wt) in enumerate(zip(arrs, ws, strict=True)):
-            t = torch.from_numpy(np.asarray(a, dtype=np.float32))
-            emb[k, : len(a)] = t / torch.norm(t, dim=-1).unsqueeze(-1)
-            w[k, : len(a)] = torch.from_numpy(np.asarray(wt, dtype=np.float32))
-            mask[k, : len(a)] = True
-        return emb, w, mask
-
+    order = np.array(sorted(range(n), key=lambda i: (len(cand_emb[i]), len(ref_emb[i]))))
+    scores = []
     with torch.inference_mode():
         for start in range(0, n, batch_size):
             idx = order[start : start + batch_size]
-            c, cw, cm = pad([cand_emb[i] for i in idx], [cand_w[i] for i in idx])
-            r, rw, rm = pad([ref_emb[i] for i in idx], [ref_w[i] for i in idx])
-            sim = torch.bmm(c, r.transpose(1, 2))
-            valid = cm.unsqueeze(2) & rm.unsqueeze(1)
-            sim = sim.masked_fill(~valid, float("-inf"))
-            word_p = sim.max(dim=2)[0]
-            word_r = sim.max(dim=1)[0]
-            sel = torch.tensor(idx)
-            word_p = torch.where(pf[sel].unsqueeze(1), word_p.clamp(min=0.0), word_p)
-            word_r = torch.where(rf[sel].unsqueeze(1), word_r.clamp(min=0.0), word_r)
-            word_p = word_p.masked_fill(~cm, 0.0)
-            word_r = word_r.masked_fill(~rm, 0.0)
-            cw = cw / cw.sum(dim=1, keepdim=True)
-            rw = rw / rw.sum(dim=1, keepdim=True)
-            p = (word_p * cw).sum(dim=1)
-            r_ = (word_r * rw).sum(dim=1)
-            f = 2 * p * r_ / (p + r_)
-            # bert-score: a sentence of only [CLS] [SEP] scores 0 (F is taken before P/R are)
-            empty = (cm.sum(dim=1) == 2) | (rm.sum(dim=1) == 2)
-            p = p.masked_fill(empty, 0.0)
-            r_ = r_.masked_fill(empty, 0.0)
-            f = f.masked_fill(torch.isnan(f), 0.0)
-            out[idx] = torch.stack([p, r_, f], dim=1).double().numpy()
+            c, cw, cm = padded_on_device(
+                [cand_emb[i] for i in idx], [cand_w[i] for i in idx], device
+            )
+            r, rw, rm = padded_on_device([ref_emb[i] for i in idx], [ref_w[i] for i in idx], device)
+            floors = torch.from_numpy(np.stack([pf[idx], rf[idx]], axis=1)).to(device)
+            scores.append(_match_batch(c, cw, cm, r, rw, rm, floors))
+        out[order] = torch.cat(scores).double().cpu().numpy()
     return out
+
+
+def padded_on_device(
+    arrs: list[np.ndarray], ws: list[np.ndarray], device: str
+) -> tuple[Any, Any, Any]:
+    """Padded unit token vectors, weights and mask of a batch of sentences, on ``device`` (from
+    pinned memory where it is CUDA)."""
+    import torch
+
+    lens = np.array([len(a) for a in arrs])
+    width, dim = int(lens.max()), int(arrs[0].shape[1])
+    emb = np.zeros((len(arrs), width, dim), dtype=np.float32)
+    w = np.zeros((len(arrs), width), dtype=np.float32)
+    for k, (a, wt) in enumerate(zip(arrs, ws, strict=True)):
+        emb[k, : len(a)] = a
+        w[k, : len(a)] = wt
+    mask = torch.from_numpy(np.arange(width)[None, :] < lens[:, None])
+    tensors = [torch.from_numpy(emb), torch.from_numpy(w), mask]
+    if str(device).startswith("cuda"):
+        tensors = [t.pin_memory().to(device, non_blocking=True) for t in tensors]
+    e, wt_, m = tensors
+    unit = torch.where(m.unsqueeze(-1), e / torch.norm(e, dim=-1, keepdim=True), 0.0)
+    return unit, wt_, m
+
+
+def _match_batch(c: Any, cw: Any, cm: Any, r: Any, rw: Any, rm: Any, floors: Any) -> Any:
+    """(P, R, F) of a padded batch of pairs, as float32 rows on the batch's device."""
+    import torch
+
+    sim = torch.bmm(c, r.transpose(1, 2))
+    valid = cm.unsqueeze(2) & rm.unsqueeze(1)
+    sim = sim.masked_fill(~valid, float("-inf"))
+    word_p = sim.max(dim=2)[0]
+    word_r = sim.max(dim=1)[0]
+    word_p = torch.where(floors[:, :1], word_p.clamp(min=0.0), word_p)
+    word_r = torch.where(floors[:, 1:], word_r.clamp(min=0.0), word_r)
+    word_p = word_p.masked_fill(~cm, 0.0)
+    word_r = word_r.masked_fill(~rm, 0.0)
+    cw = cw / cw.sum(dim=1, keepdim=True)
+    rw = rw / rw.sum(dim=1, keepdim=True)
+    p = (word_p * cw).sum(dim=1)
+    r_ = (word_r * rw).sum(dim=1)
+    f = 2 * p * r_ / (p + r_)
+    # bert-score: a sentence of only [CLS] [SEP] scores 0 (F is taken before P/R are)
+    empty = (cm.sum(dim=1) == 2) | (rm.sum(dim=1) == 2)
+    p = p.masked_fill(empty, 0.0)
+    r_ = r_.masked_fill(empty, 0.0)
+    f = f.masked_fill(torch.isnan(f), 0.0)
+    return torch.stack([p, r_, f], dim=1)
 
 
 class BERTScore(Metric):
@@ -233,11 +261,14 @@ class BERTScore(Metric):
         use_cache: bool = True,
         group: str | None = None,
         against_source: bool = False,
+        precision: str = "fp32",
     ) -> None:
         super().__init__(group=group, against_source=against_source)
         self.model = model
         self.bert_score_batch_size = max(0, int(bert_score_batch_size))
-        self.encoder: Encoder = get_encoder(model, device, batch_size, cache_dir, use_cache)
+        self.encoder: Encoder = get_encoder(
+            model, device, batch_size, cache_dir, use_cache, check_precision(precision, self.name)
+        )
         self.layer = self._pick_layer(model, layer)
         self.encoder.require_layer(self.layer)
         self.idf = bool(idf)
@@ -295,7 +326,7 @@ class BERTScore(Metric):
 
     # ------------------------------------------------------------------ contract
     def prepare(self, texts: Iterable[str]) -> None:
-        self.encoder.ensure(list(texts), progress=True)
+        self.encoder.prepare(texts)
 
     def signature(self) -> str:
         rescale = f"yes[{self.baseline_source}]" if self.rescale_with_baseline else "no"
@@ -327,30 +358,76 @@ class BERTScore(Metric):
         references: list[list[str]],
         sources: Sequence[str] | None,
     ) -> MetricResult:
-        counts = [len(r) for r in references]
-        flat_refs = [r for refs in references for r in refs]
-        flat_cands = [c for c, k in zip(candidates, counts, strict=True) for _ in range(k)]
-        enc = self.encoder
-        enc.ensure(candidates + flat_refs, progress=False)
-        cand_ids = enc.token_ids(flat_cands)
-        ref_ids = enc.token_ids(flat_refs)
+        return self._score_calls([(candidates, references)])[0]
+
+    def score_systems(self, calls: Sequence[Texts]) -> list[MetricResult]:
+        """Several systems' calls in one streamed pass: step k scores the k-th chunk of pairs of
+        every call, so the references and sources the systems share are encoded once while
+        memory holds a step's embeddings only."""
+        for call in calls:
+            self.check_call(*call)
+        return self._score_calls([(list(c), [list(r) for r in refs]) for c, refs, _ in calls])
+
+    def _score_calls(self, calls: list[tuple[list[str], list[list[str]]]]) -> list[MetricResult]:
+        flat = [pair_lists(cands, refs) for cands, refs in calls]
+        tables = [self._weight_table(refs) for _, refs in flat]
+        per_pair = [np.zeros((len(c), 3)) for c, _ in flat]
+        # pairs per call and step, a multiple of bert-score's batch: the padding rule's batches
+        # never straddle two steps
+        unit = self.bert_score_batch_size or 64
+        step = max(unit, PAIRS_PER_STEP // max(1, len(calls)) // unit * unit)
+        longest = max((len(c) for c, _ in flat), default=0)
+        for start in range(0, longest, step):
+            sl = slice(start, start + step)
+            texts = [t for cands, refs in flat for t in (*cands[sl], *refs[sl])]
+            found = self.encoder.fetch(texts, [self.layer])
+            for (cands, refs), table, out in zip(flat, tables, per_pair, strict=True):
+                if start < len(cands):
+                    pairs = [found[t] for t in cands[sl]], [found[t] for t in refs[sl]]
+                    out[sl] = self._match(*pairs, table)
+        return [
+            self._result(per_pair[k], [len(r) for r in refs]) for k, (_, refs) in enumerate(calls)
+        ]
+
+    def _weight_table(self, refs: list[str]) -> tuple[dict[int, float], float]:
+        """Token weights by id and the weight of an id not in the table; with idf, from the
+        call's references."""
+        if self.idf:
+            ids = self.encoder.ensure_ids(refs)
+            return idf_weights([ids[t] for t in refs])
+        tok = self.encoder.tokenizer
+        return {tok.sep_token_id: 0.0, tok.cls_token_id: 0.0}, 1.0
+
+    def _match(
+        self, cands: list[Entry], refs: list[Entry], table: tuple[dict[int, float], float]
+    ) -> np.ndarray:
+        weights, unseen = table
+        cand_ids = [e.ids for e in cands]
+        ref_ids = [e.ids for e in refs]
         p_floor, r_floor = padding_floors(
             [len(x) for x in cand_ids], [len(x) for x in ref_ids], self.bert_score_batch_size
         )
-        cand_w, ref_w = self._weights([cand_ids, ref_ids], ref_ids)
-        per_pair = greedy_match(
-            enc.token_embeddings(flat_cands, self.layer),
-            cand_w,
-            enc.token_embeddings(flat_refs, self.layer),
-            ref_w,
+
+        def w(ids: list[np.ndarray | None]) -> list[np.ndarray]:
+            return [np.array([weights.get(int(t), unseen) for t in s]) for s in ids]  # type: ignore[union-attr]
+
+        layer = self.layer
+        return greedy_match(
+            [e.tok[layer] for e in cands],
+            w(cand_ids),
+            [e.tok[layer] for e in refs],
+            w(ref_ids),
             p_floor,
             r_floor,
+            device=self.encoder.device,
         )
-        seg = np.full((len(candidates), 3), np.nan)
-        bounds = np.cumsum([0, *counts])
-        for i in range(len(candidates)):
-            if counts[i]:
-                seg[i] = per_pair[bounds[i] : bounds[i + 1]].max(axis=0)
+
+    def _result(self, per_pair: np.ndarray, counts: list[int]) -> MetricResult:
+        seg = np.full((len(counts), 3), np.nan)
+        has = np.asarray(counts) > 0
+        if has.any():
+            starts = np.cumsum([0, *counts])[:-1][has]
+            seg[has] = np.maximum.reduceat(per_pair, starts, axis=0)
         if self.baseline is not None:
             seg = (seg - self.baseline) / (1.0 - self.baseline)
         return MetricResult(

@@ -17,13 +17,8 @@ from paraeval.metrics.base import (
     select_mean,
 )
 from paraeval.metrics.encoder import DEFAULT_MODEL, get_encoder
-
-
-def _cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    num = np.einsum("ij,ij->i", a, b)
-    den = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(den > 0, num / np.where(den > 0, den, 1.0), 0.0)
+from paraeval.metrics.encoder_match import STEP, cosine_rows, locality_order, pair_lists
+from paraeval.metrics.encoder_model import check_precision
 
 
 class Cosine(Metric):
@@ -48,13 +43,16 @@ class Cosine(Metric):
         multi_ref: str = "max",
         group: str | None = None,
         against_source: bool = False,
+        precision: str = "fp32",
     ) -> None:
         super().__init__(group=group, against_source=against_source, multi_ref=multi_ref)
-        self.encoder = get_encoder(model, device, batch_size, cache_dir, use_cache)
+        self.encoder = get_encoder(
+            model, device, batch_size, cache_dir, use_cache, check_precision(precision, self.name)
+        )
         self.model = model
 
     def prepare(self, texts: Iterable[str]) -> None:
-        self.encoder.ensure(list(texts), progress=True)
+        self.encoder.prepare(texts)
 
     def signature(self) -> str:
         return make_signature(
@@ -71,12 +69,17 @@ class Cosine(Metric):
         references: list[list[str]],
         sources: Sequence[str] | None,
     ) -> MetricResult:
-        flat_refs = [r for refs in references for r in refs]
-        self.encoder.ensure(candidates + flat_refs, progress=False)
-        cand = self.encoder.sentence_embeddings(candidates)
-        ref = self.encoder.sentence_embeddings(flat_refs)
-        owner = np.repeat(np.arange(len(candidates)), [len(r) for r in references])
-        sims = _cosine_rows(cand[owner], ref) if len(flat_refs) else np.zeros(0)
+        flat_cands, flat_refs = pair_lists(candidates, references)
+        sims = np.zeros(len(flat_refs))
+        order = locality_order(flat_refs)
+        enc = self.encoder
+        for start in range(0, len(order), STEP):
+            idx = order[start : start + STEP]
+            texts = [t for i in idx for t in (flat_cands[i], flat_refs[i])]
+            found = enc.fetch(texts, sentence=True)
+            cand = np.stack([found[flat_cands[i]].sent for i in idx])  # type: ignore[misc]
+            ref = np.stack([found[flat_refs[i]].sent for i in idx])  # type: ignore[misc]
+            sims[idx] = cosine_rows(cand, ref, enc.device)
         bounds = np.cumsum([0] + [len(r) for r in references])
         per_ref = [sims[bounds[i] : bounds[i + 1]] for i in range(len(candidates))]
         seg = reduce_over_references(per_ref, self.multi_ref)

@@ -29,6 +29,8 @@ from sacrebleu.metrics.bleu import BLEU as SacreBLEU
 from paraeval.metrics._sacre_base import sacrebleu_signature
 from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
 from paraeval.metrics.encoder import DEFAULT_MODEL, get_encoder
+from paraeval.metrics.encoder_match import STEP, unit_sums
+from paraeval.metrics.encoder_model import check_precision
 from paraeval.metrics.sacre import check_bleu_settings
 
 SACREBLEU_VERSION = sacrebleu.__version__
@@ -321,13 +323,16 @@ class SemanticDiversity(_SystemLevel):
         cache_dir: str | None = None,
         use_cache: bool = True,
         group: str | None = None,
+        precision: str = "fp32",
     ) -> None:
         super().__init__(group=group)
-        self.encoder = get_encoder(model, device, batch_size, cache_dir, use_cache)
+        self.encoder = get_encoder(
+            model, device, batch_size, cache_dir, use_cache, check_precision(precision, self.name)
+        )
         self.model = model
 
     def prepare(self, texts: Iterable[str]) -> None:
-        self.encoder.ensure(list(texts), progress=True)
+        self.encoder.prepare(texts)
 
     def signature(self) -> str:
         return make_signature(
@@ -353,5 +358,17 @@ class SemanticDiversity(_SystemLevel):
         return 1.0 - pair_sum / (n * (n - 1) / 2.0)
 
     def _system_score(self, candidates: list[str]) -> float:
-        self.encoder.ensure(candidates, progress=False)
-        return self.mean_pairwise_distance(self.encoder.sentence_embeddings(candidates))
+        """:meth:`mean_pairwise_distance` of the candidates' embeddings, summed step by step on
+        the encoder's device (memory holds one step's embeddings)."""
+        n = len(candidates)
+        if n < 2:
+            return float("nan")
+        enc = self.encoder
+        total, squares = 0.0, 0.0
+        for start in range(0, n, STEP):
+            part = enc.sentence_embeddings(candidates[start : start + STEP])
+            sums, sq = unit_sums(part, enc.device)
+            total, squares = total + sums, squares + sq
+        vec = np.asarray(total)
+        pair_sum = (float(vec @ vec) - squares) / 2.0
+        return 1.0 - pair_sum / (n * (n - 1) / 2.0)

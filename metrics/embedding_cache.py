@@ -1,8 +1,10 @@
 """On-disk, content-addressed store for encoder outputs.
 
 One SQLite file per model signature under ``<cache_dir>/embeddings/``, rows keyed by a hash of
-(kind, sentence), kind ``ids``, ``sent`` or ``L<layer>``; values are raw array bytes with dtype and
-shape (nothing is unpickled). Writes are single transactions, processes may share the file (WAL),
+(kind, sentence), kind ``ids`` or ``sent`` (the encoder keeps no token embeddings here: at about
+20 times a sentence embedding's size they cost more room and reading than encoding them again
+saves, and the score cache serves repeated runs); values are raw array bytes with dtype and shape
+(nothing is unpickled). Writes are single transactions, processes may share the file (WAL),
 and deleting the folder only means the next run encodes again.
 """
 

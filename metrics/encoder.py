@@ -8,8 +8,9 @@ One forward pass per unique sentence serves every metric on the model: bert-scor
 (``sent_encode``), the token embeddings of each registered layer (:meth:`Encoder.require_layer`),
 and the sentence embedding pooled as sentence-transformers does (``1_Pooling/config.json``, at most
 ``max_seq_length`` tokens: a longer sentence gets its own truncated pass for this vector).
-Batches are length-sorted; results are memoised in the process and, with a ``cache_dir``, on disk
-(:mod:`metrics.embedding_cache`), so a rerun encodes nothing again.
+Callers fetch a chunk of a pool at a time (:meth:`Encoder.fetch`); results are memoised in a
+store bounded in bytes (:mod:`metrics.encoder_memo`) and, with a ``cache_dir``, on disk
+(:mod:`metrics.embedding_cache`); the pass itself is :mod:`metrics.encoder_pass`.
 """
 
 from __future__ import annotations
@@ -24,15 +25,18 @@ import numpy as np
 
 from paraeval.metrics.base import MissingResourceError
 from paraeval.metrics.embedding_cache import EmbeddingCache
+from paraeval.metrics.encoder_memo import DEFAULT_MEMO_BYTES, Entry, Memo
 from paraeval.metrics.encoder_model import (
     DEFAULT_MODEL,
     DEFAULT_MODEL_NAME,
+    check_precision,
     fingerprint_files,
     model_modules,
     pick_device,
     read_json,
     resolve_model_path,
 )
+from paraeval.metrics.encoder_pass import encode as encode_pass
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -45,14 +49,14 @@ __all__ = [
 ]
 
 # bumped whenever what is stored under a key changes meaning
-_CACHE_SCHEMA = "paraeval-encoder-v1"
-_TOKENS_PER_ROW = 128  # padded tokens per batch row allowed on average (token budget)
-_FLUSH_EVERY = 2048  # sentences between cache transactions: the crash-resume granularity
+_CACHE_SCHEMA = "v2"  # v2: ids and sentence embeddings only (v1 kept token embeddings)
+_MODEL_SALT = "paraeval-encoder-v1"  # in the model digest: signatures keep their digests
+CHUNK = 2048  # unique sentences per step of :meth:`Encoder.ensure` (and per cache transaction)
 
 
 class Encoder:
-    """A transformers encoder with length-sorted batching, a per-text memo and an optional
-    on-disk cache. Shared between metrics through :func:`get_encoder`."""
+    """A transformers encoder with length-sorted batching, a bounded per-text memo and an
+    optional on-disk cache. Shared between metrics through :func:`get_encoder`."""
 
     def __init__(
         self,
@@ -61,9 +65,12 @@ class Encoder:
         batch_size: int = 64,
         cache_dir: str | None = None,
         use_cache: bool = True,
+        memo_bytes: int = DEFAULT_MEMO_BYTES,
+        precision: str = "fp32",
     ) -> None:
         self.path, self.model_name = resolve_model_path(model)
         self.device = pick_device(device)
+        self.precision = check_precision(precision)
         self.batch_size = max(1, int(batch_size))
         self.cache_dir = str(cache_dir) if cache_dir and use_cache else None
         self.layers: set[int] = set()
@@ -72,9 +79,7 @@ class Encoder:
         self._config: Any = None
         self._fingerprint: str | None = None
         self._cache: EmbeddingCache | None = None
-        self._ids: dict[str, np.ndarray] = {}
-        self._sent: dict[str, np.ndarray] = {}
-        self._tok: dict[int, dict[str, np.ndarray]] = {}
+        self.memo = Memo(memo_bytes)  # bounded: `memo.max_bytes` may be changed
         self.forward_sentences = 0  # how many sentences went through the model (for tests)
 
     # ------------------------------------------------------------------ loading
@@ -172,7 +177,10 @@ class Encoder:
             h = hashlib.blake2b(digest_size=16)
             root = Path(self.path)
             files = fingerprint_files(root) if root.is_dir() else self.path
-            for part in (_CACHE_SCHEMA, self.model_name, files, self.device.split(":")[0]):
+            parts = [_MODEL_SALT, self.model_name, files, self.device.split(":")[0]]
+            if self.precision != "fp32":  # fp32's digest is the one it always had
+                parts.append(self.precision)
+            for part in parts:
                 h.update(str(part).encode())
                 h.update(b"\x1f")
             self._fingerprint = h.hexdigest()
@@ -180,15 +188,18 @@ class Encoder:
 
     @property
     def signature(self) -> str:
-        """``name@digest``: the model as metric signatures name it."""
-        return f"{self.model_name}@{self.fingerprint[:10]}"
+        """``name@digest``: the model as metric signatures name it; ``+bf16`` (the precision)
+        where it is not fp32."""
+        precision = "" if self.precision == "fp32" else f"+{self.precision}"
+        return f"{self.model_name}@{self.fingerprint[:10]}{precision}"
 
     @property
     def cache(self) -> EmbeddingCache | None:
         if self.cache_dir is None:
             return None
         if self._cache is None:
-            self._cache = EmbeddingCache(self.cache_dir, f"{self.model_name}-{self.fingerprint}")
+            namespace = f"{self.model_name}-{self.fingerprint}-{_CACHE_SCHEMA}"
+            self._cache = EmbeddingCache(self.cache_dir, namespace)
         return self._cache
 
     # ------------------------------------------------------------------ tokenization
@@ -234,190 +245,148 @@ class Encoder:
         if not 0 <= int(layer) <= n:
             raise ValueError(f"layer must be between 0 and {n} for {self.model_name}, got {layer}")
         self.layers.add(int(layer))
-        self._tok.setdefault(int(layer), {})
 
-    def _complete(self, text: str, layers: Iterable[int]) -> bool:
-        return (
-            text in self._sent
-            and text in self._ids
-            and all(text in self._tok.get(layer, {}) for layer in layers)
-        )
-
-    def _from_cache(self, texts: list[str], kinds: Iterable[str]) -> None:
-        cache = self.cache
-        if cache is None or not texts:
-            return
-        for kind in kinds:
-            found = cache.get_many(kind, texts)
-            if kind == "ids":
-                self._ids.update(found)
-            elif kind == "sent":
-                self._sent.update(found)
+    def fetch(
+        self, texts: Iterable[str], layers: Iterable[int] = (), sentence: bool = False
+    ) -> dict[str, Entry]:
+        """Each unique text's :class:`Entry` with its ids, the token embeddings of ``layers``
+        (registered for later passes too) and, with ``sentence``, its sentence embedding: from
+        the memo, then the disk cache (ids and sentence embeddings: token embeddings take 20
+        times the room and are encoded again), the rest encoded in one pass (every registered
+        layer).
+        Callers pass a chunk of a pool: what is returned is held until the caller drops it."""
+        for layer in layers:
+            self.require_layer(layer)
+        need = sorted({int(layer) for layer in layers})
+        out: dict[str, Entry] = {}
+        missing: list[str] = []
+        for text in dict.fromkeys(texts):
+            entry = self.memo.get(text)
+            if entry is not None and entry.has(need, sentence):
+                out[text] = entry
             else:
-                self._tok.setdefault(int(kind[1:]), {}).update(found)
-
-    def ensure_ids(self, texts: Iterable[str]) -> None:
-        """Token ids only (no forward pass): what static-embedding WMD and idf need."""
-        missing = [t for t in dict.fromkeys(texts) if t not in self._ids]
-        self._from_cache(missing, ["ids"])
-        missing = [t for t in missing if t not in self._ids]
+                missing.append(text)
+        if missing and self.cache is not None and not need:
+            # the disk cache keeps ids and sentence embeddings: token embeddings mean a pass
+            found = {kind: self.cache.get_many(kind, missing) for kind in ("ids", "sent")}
+            still: list[str] = []
+            for text in missing:
+                entry = self.memo.get(text) or Entry()
+                entry.ids = found["ids"].get(text, entry.ids)
+                entry.sent = found["sent"].get(text, entry.sent)
+                if entry.has(need, sentence):
+                    out[text] = entry
+                    self.memo.put(text, entry)
+                else:
+                    still.append(text)
+            missing = still
         if missing:
-            ids = dict(zip(missing, self.tokenize(missing), strict=True))
-            self._ids.update(ids)
+            fresh = encode_pass(self, missing, self.tokenize(missing), self.layers)
+            self._store(fresh)
+            out.update(fresh)
+        return out
+
+    def prepare(self, texts: Iterable[str]) -> None:
+        """A run's texts, before scoring: where their outputs fit in the memo, they are encoded
+        now in one pass (the batches, hence the last bits of float32, of a run that encodes all
+        its sentences at once); a larger pool is left to the scoring's steps."""
+        need = sorted(self.layers)
+        missing = [t for t in dict.fromkeys(texts) if not _has(self.memo.get(t), need)]
+        if missing and self.cache is not None and not need:  # sentence embeddings on disk
+            sent = self.cache.get_many("sent", missing)
+            ids = self.cache.get_many("ids", missing)
+            for text in missing:
+                if text in sent and text in ids:
+                    self.memo.put(text, Entry(ids=ids[text], sent=sent[text]))
+            missing = [t for t in missing if not (t in sent and t in ids)]
+        if not missing:
+            return
+        ids_list = self.tokenize(missing)
+        dim = int(read_json(Path(self.path) / "config.json").get("hidden_size", 1024))
+        tokens = sum(len(x) for x in ids_list)
+        size = tokens * dim * 4 * len(need) + len(missing) * (dim * 4 + 300)
+        if size + self.memo.nbytes > self.memo.max_bytes:
+            return
+        fresh = encode_pass(self, missing, ids_list, need)
+        self._store(fresh)
+
+    def _store(self, fresh: dict[str, Entry]) -> None:
+        """Newly encoded entries into the memo and the disk cache (one transaction per kind)."""
+        for text, entry in fresh.items():
+            self.memo.put(text, entry)
+        cache = self.cache
+        if cache is None:
+            return
+        kinds: dict[str, dict[str, np.ndarray]] = {}
+        for text, entry in fresh.items():
+            kinds.setdefault("ids", {})[text] = entry.ids  # type: ignore[assignment]
+            if entry.sent is not None:
+                kinds.setdefault("sent", {})[text] = entry.sent
+        for kind, items in kinds.items():
+            cache.put_many(kind, items)
+
+    def ensure_ids(self, texts: Iterable[str]) -> dict[str, np.ndarray]:
+        """Token ids only (no forward pass): what static-embedding WMD and idf need."""
+        out: dict[str, np.ndarray] = {}
+        missing: list[str] = []
+        for text in dict.fromkeys(texts):
+            entry = self.memo.get(text)
+            if entry is not None and entry.ids is not None:
+                out[text] = entry.ids
+            else:
+                missing.append(text)
+        if missing and self.cache is not None:
+            found = self.cache.get_many("ids", missing)
+            out.update(found)
+            missing = [t for t in missing if t not in found]
+        if missing:
+            fresh = dict(zip(missing, self.tokenize(missing), strict=True))
+            out.update(fresh)
             if self.cache is not None:
-                self.cache.put_many("ids", ids)
+                self.cache.put_many("ids", fresh)
+        for text in out:
+            if text not in self.memo:
+                self.memo.put(text, Entry(ids=out[text]))
+        return out
 
     def ensure(
         self, texts: Iterable[str], layers: Iterable[int] = (), progress: bool = True
     ) -> None:
-        """Make ids, sentence and token embeddings (registered layers and ``layers``) available
-        for each text: disk cache first, the rest in one pass."""
+        """Encode what neither the memo nor the disk cache holds, chunk by chunk (the disk cache
+        then serves later runs; the memo keeps what its bound allows)."""
+        unique = list(dict.fromkeys(texts))
         for layer in layers:
             self.require_layer(layer)
-        need = sorted(self.layers)
-        missing = [t for t in dict.fromkeys(texts) if not self._complete(t, need)]
-        if missing:
-            self._from_cache(missing, ["ids", "sent", *(f"L{layer}" for layer in need)])
-            missing = [t for t in missing if not self._complete(t, need)]
-        if missing:
-            self._encode(missing, need, progress)
-
-    def _encode(self, texts: list[str], layers: list[int], progress: bool) -> None:
-        import torch
-
-        model = self._load_model()
-        tok = self.tokenizer
-        pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
-        ids = self.tokenize(texts)
-        st_max = self.sentence_max_length
-        pooling = self.pooling
-        batches = self._batches([len(x) for x in ids])
-        iterator: Iterable[list[int]] = batches
-        if progress:
+        layers = sorted(self.layers)  # every registered layer, as a pass keeps them
+        steps: Iterable[int] = range(0, len(unique), CHUNK)
+        if progress and len(unique) > CHUNK:
             from tqdm.auto import tqdm
 
-            iterator = tqdm(
-                batches, desc=f"encode {self.model_name} ({len(texts)} sentences)", unit="batch"
-            )
-        pending: dict[str, dict[str, np.ndarray]] = {}
-        n_pending = 0
-        too_long: list[str] = []
-        with torch.inference_mode():
-            for batch in iterator:
-                width = max(len(ids[i]) for i in batch)
-                input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-                mask = torch.zeros((len(batch), width), dtype=torch.long)
-                for row, i in enumerate(batch):
-                    input_ids[row, : len(ids[i])] = torch.from_numpy(ids[i].astype(np.int64))
-                    mask[row, : len(ids[i])] = 1
-                out = model(
-                    input_ids=input_ids.to(self.device),
-                    attention_mask=mask.to(self.device),
-                    output_hidden_states=True,
-                )
-                hidden = out.hidden_states
-                per_layer = {layer: hidden[layer].float().cpu().numpy() for layer in layers}
-                pooled = _pool(out.last_hidden_state, mask.to(self.device), pooling)
-                pooled_np = pooled.float().cpu().numpy()
-                for row, i in enumerate(batch):
-                    text, n = texts[i], len(ids[i])
-                    entry = pending.setdefault(text, {})
-                    self._ids[text] = entry["ids"] = ids[i]
-                    for layer, arr in per_layer.items():
-                        vec = np.array(arr[row, :n], dtype=np.float32)
-                        self._tok.setdefault(layer, {})[text] = entry[f"L{layer}"] = vec
-                    if n <= st_max:
-                        self._sent[text] = entry["sent"] = pooled_np[row].copy()
-                    else:
-                        too_long.append(text)
-                self.forward_sentences += len(batch)
-                n_pending += len(batch)
-                if n_pending >= _FLUSH_EVERY:
-                    self._flush(pending)
-                    n_pending = 0
-        if too_long:
-            long_vecs = self._sentence_pass(too_long, st_max, pooling)
-            for text, vec in long_vecs.items():
-                self._sent[text] = pending.setdefault(text, {})["sent"] = vec
-        self._flush(pending)
-
-    def _batches(self, lengths: Sequence[int]) -> list[list[int]]:
-        """Length-sorted batches of at most ``batch_size`` sentences and ``batch_size * 128``
-        padded tokens (a long sentence pads no short ones); longest first, to fail fast on OOM."""
-        order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-        budget = self.batch_size * _TOKENS_PER_ROW
-        batches: list[list[int]] = []
-        current: list[int] = []
-        for i in order:
-            width = lengths[current[0]] if current else lengths[i]
-            full = len(current) >= self.batch_size or width * (len(current) + 1) > budget
-            if current and full:
-                batches.append(current)
-                current = []
-            current.append(i)
-        if current:
-            batches.append(current)
-        return batches
-
-    def _sentence_pass(self, texts: list[str], max_len: int, pooling: str) -> dict[str, np.ndarray]:
-        """Sentence embeddings of texts longer than sentence-transformers' limit, truncated the
-        way it truncates them."""
-        import torch
-
-        out: dict[str, np.ndarray] = {}
-        tok, model = self.tokenizer, self._load_model()
-        with torch.inference_mode():
-            for s in range(0, len(texts), self.batch_size):
-                chunk = texts[s : s + self.batch_size]
-                enc = tok(
-                    [t.strip() for t in chunk],
-                    padding=True,
-                    truncation=True,
-                    max_length=max_len,
-                    return_tensors="pt",
-                ).to(self.device)
-                hidden = model(
-                    input_ids=enc["input_ids"], attention_mask=enc["attention_mask"]
-                ).last_hidden_state
-                vecs = _pool(hidden, enc["attention_mask"], pooling).float().cpu().numpy()
-                for text, vec in zip(chunk, vecs, strict=True):
-                    out[text] = vec.copy()
-                self.forward_sentences += len(chunk)
-        return out
-
-    def _flush(self, pending: dict[str, dict[str, np.ndarray]]) -> None:
-        cache = self.cache
-        if cache is not None and pending:
-            kinds: dict[str, dict[str, np.ndarray]] = {}
-            for text, entry in pending.items():
-                for kind, arr in entry.items():
-                    kinds.setdefault(kind, {})[text] = arr
-            for kind, items in kinds.items():
-                cache.put_many(kind, items)
-        pending.clear()
+            steps = tqdm(steps, desc=f"encode {self.model_name} ({len(unique)} sentences)")
+        for start in steps:
+            self.fetch(unique[start : start + CHUNK], layers, sentence=True)
 
     # ------------------------------------------------------------------ accessors
     def token_ids(self, texts: Sequence[str]) -> list[np.ndarray]:
-        self.ensure_ids(texts)
-        return [self._ids[t] for t in texts]
+        found = self.ensure_ids(texts)
+        return [found[t] for t in texts]
 
     def token_embeddings(
         self, texts: Sequence[str], layer: int, progress: bool = False
     ) -> list[np.ndarray]:
         """Per text, an array (n_tokens, dim) of the layer's hidden states, special tokens
         included (bert-score keeps them; their idf weight decides whether they count)."""
-        self.ensure(texts, layers=[layer], progress=progress)
-        store = self._tok[int(layer)]
-        return [store[t] for t in texts]
+        found = self.fetch(texts, [layer])
+        return [found[t].tok[int(layer)] for t in texts]
 
     def sentence_embeddings(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
         """Pooled last-layer embeddings (sentence-transformers' pooling of the model), one row
-        per text, each unique text encoded once per process (and once per cache)."""
-        self.ensure(texts, progress=progress)
+        per text, each unique text encoded once while the memo or the disk cache holds it."""
         if not texts:
             dim = int(getattr(self.config, "hidden_size", 0))
             return np.zeros((0, dim))
-        return np.stack([self._sent[t] for t in texts]).astype(np.float64)
+        found = self.fetch(texts, sentence=True)
+        return np.stack([found[t].sent for t in texts]).astype(np.float64)  # type: ignore[misc]
 
     def input_embeddings(self) -> np.ndarray:
         """The model's static input token embedding matrix (vocab, dim)."""
@@ -425,23 +394,11 @@ class Encoder:
         return np.asarray(weight.detach().float().cpu().numpy())
 
 
-def _pool(hidden: Any, mask: Any, mode: str) -> Any:
-    """sentence-transformers' Pooling module for the cls/max/mean modes."""
-    import torch
-
-    if mode == "cls":
-        return hidden[:, 0]
-    expanded = mask.unsqueeze(-1).expand(hidden.size()).to(hidden.dtype)
-    if mode == "max":
-        masked = hidden.clone()
-        masked[expanded == 0] = -1e9
-        return torch.max(masked, 1)[0]
-    summed = torch.sum(hidden * expanded, 1)
-    counts = torch.clamp(expanded.sum(1), min=1e-9)
-    return summed / counts
+_ENCODERS: dict[tuple[str, str, str | None, str], Encoder] = {}
 
 
-_ENCODERS: dict[tuple[str, str, str | None], Encoder] = {}
+def _has(entry: Entry | None, layers: list[int]) -> bool:
+    return entry is not None and entry.has(layers, True)
 
 
 def get_encoder(
@@ -450,15 +407,18 @@ def get_encoder(
     batch_size: int = 64,
     cache_dir: str | None = None,
     use_cache: bool = True,
+    precision: str = "fp32",
 ) -> Encoder:
-    """One shared encoder per (model, device, cache) in the process; the smallest requested batch
-    size wins (it is the memory bound someone asked for)."""
+    """One shared encoder per (model, device, cache, precision) in the process; the smallest
+    requested batch size wins (it is the memory bound someone asked for)."""
     path, _ = resolve_model_path(model)
     cache = str(Path(cache_dir).expanduser().resolve()) if cache_dir and use_cache else None
-    key = (path, pick_device(device), cache)
+    key = (path, pick_device(device), cache, check_precision(precision))
     enc = _ENCODERS.get(key)
     if enc is None:
-        enc = _ENCODERS[key] = Encoder(model, device, batch_size, cache, use_cache)
+        enc = _ENCODERS[key] = Encoder(
+            model, device, batch_size, cache, use_cache, precision=precision
+        )
     else:
         enc.batch_size = min(enc.batch_size, max(1, int(batch_size)))
     return enc

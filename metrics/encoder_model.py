@@ -3,14 +3,16 @@ download where that is not allowed), the device, and a digest of the model's fil
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from paraeval.metrics.base import MissingResourceError
+from paraeval.metrics.base import MetricConfigError, MissingResourceError
 
 DEFAULT_MODEL = "default"
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
@@ -99,3 +101,41 @@ def model_modules(path: Path) -> list[dict[str, Any]]:
         return [m for m in data if isinstance(m, dict)] if isinstance(data, list) else []
     except (OSError, ValueError):
         return []
+
+
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+
+
+def check_precision(precision: str, metric: str = "") -> str:
+    """The precision setting, checked: fp32 (default), tf32 (TF32 matrix products on CUDA; the
+    CPU has none, so there it is fp32), bf16 or fp16 (autocast: matrix products in the half
+    type, layer norms and softmax in float32; the outputs are float32)."""
+    value = str(precision).lower()
+    if value not in PRECISIONS:
+        where = f"metric '{metric}': " if metric else ""
+        raise MetricConfigError(
+            f"{where}precision must be one of {list(PRECISIONS)}, got '{precision}'"
+        )
+    return value
+
+
+@contextlib.contextmanager
+def precision_context(precision: str, device: str) -> Iterator[None]:
+    """Run the forward passes inside it at ``precision`` on ``device``; settings changed for
+    TF32 are restored on leaving."""
+    import torch
+
+    kind = str(device).split(":")[0]
+    if precision in ("bf16", "fp16"):
+        dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+        with torch.autocast(device_type=kind, dtype=dtype):
+            yield
+    elif precision == "tf32" and kind == "cuda":
+        before = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = True
+        try:
+            yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = before
+    else:
+        yield

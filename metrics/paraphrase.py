@@ -19,11 +19,13 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
+from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, Texts, make_signature
 from paraeval.metrics.bertscore import BERTScore
 from paraeval.metrics.encoder import DEFAULT_MODEL
+from paraeval.metrics.encoder_model import check_precision
 
 F1 = "bertscore_f1"
+_Call = tuple[list[str], list[list[str]], Sequence[str] | None]
 
 
 def levenshtein(a: str, b: str) -> int:
@@ -75,9 +77,11 @@ class _OnBERTScore(Metric):
         cache_dir: str | None = None,
         use_cache: bool = True,
         group: str | None = None,
+        precision: str = "fp32",
     ) -> None:
         super().__init__(group=group)
         self.bertscore = BERTScore(
+            precision=check_precision(precision, self.name),
             model=model,
             layer=layer,
             batch_size=batch_size,
@@ -101,6 +105,38 @@ class _OnBERTScore(Metric):
             return np.zeros(0)
         return np.asarray(self.bertscore._score(candidates, references, None).segment[F1])
 
+    def _requests(self, call: _Call) -> list[tuple[list[str], list[list[str]]]]:
+        """The (candidates, references) whose BERTScore F1 the call needs: against the sources."""
+        cands, _, sources = call
+        assert sources is not None
+        return [(cands, [[s] for s in sources])]
+
+    def _from_f1(self, call: _Call, f1s: list[np.ndarray]) -> MetricResult:
+        raise NotImplementedError
+
+    def _score(
+        self,
+        candidates: list[str],
+        references: list[list[str]],
+        sources: Sequence[str] | None,
+    ) -> MetricResult:
+        return self._f1_calls([(candidates, references, sources)])[0]
+
+    def score_systems(self, calls: Sequence[Texts]) -> list[MetricResult]:
+        """Every call's F1s in one streamed BERTScore pass (:meth:`BERTScore.score_systems`)."""
+        for call in calls:
+            self.check_call(*call)
+        return self._f1_calls([(list(c), [list(r) for r in refs], s) for c, refs, s in calls])
+
+    def _f1_calls(self, calls: list[_Call]) -> list[MetricResult]:
+        requests = [self._requests(call) for call in calls]
+        done = self.bertscore._score_calls([req for reqs in requests for req in reqs])
+        f1s = iter(np.asarray(result.segment[F1]) for result in done)
+        return [
+            self._from_f1(call, [next(f1s) for _ in reqs])
+            for call, reqs in zip(calls, requests, strict=True)
+        ]
+
     def _result(self, seg: np.ndarray) -> MetricResult:
         corpus = float(np.mean(seg)) if len(seg) else float("nan")
         return MetricResult({self.name: seg}, {self.name: corpus}, self.signature())
@@ -122,9 +158,18 @@ class _ParaScoreBase(_OnBERTScore):
         cache_dir: str | None = None,
         use_cache: bool = True,
         group: str | None = None,
+        precision: str = "fp32",
     ) -> None:
         super().__init__(
-            model, layer, batch_size, bert_score_batch_size, device, cache_dir, use_cache, group
+            model,
+            layer,
+            batch_size,
+            bert_score_batch_size,
+            device,
+            cache_dir,
+            use_cache,
+            group,
+            precision,
         )
         try:
             self.gamma = float(gamma)
@@ -166,16 +211,14 @@ class ParaScore(_ParaScoreBase):
     def _refs_rule(self) -> str:
         return "max(source,max_refs)"
 
-    def _score(
-        self,
-        candidates: list[str],
-        references: list[list[str]],
-        sources: Sequence[str] | None,
-    ) -> MetricResult:
+    def _requests(self, call: _Call) -> list[tuple[list[str], list[list[str]]]]:
+        return [*super()._requests(call), (call[0], call[1])]
+
+    def _from_f1(self, call: _Call, f1s: list[np.ndarray]) -> MetricResult:
+        cands, _, sources = call
         assert sources is not None
-        f_src = self.f1(candidates, [[s] for s in sources])
-        f_ref = self.f1(candidates, references)
-        seg = np.maximum(f_src, f_ref) + self.weight * self.diversity(candidates, sources)
+        f_src, f_ref = f1s
+        seg = np.maximum(f_src, f_ref) + self.weight * self.diversity(cands, sources)
         return self._result(seg)
 
 
@@ -187,15 +230,10 @@ class ParaScoreFree(_ParaScoreBase):
     def _refs_rule(self) -> str:
         return "source"
 
-    def _score(
-        self,
-        candidates: list[str],
-        references: list[list[str]],
-        sources: Sequence[str] | None,
-    ) -> MetricResult:
+    def _from_f1(self, call: _Call, f1s: list[np.ndarray]) -> MetricResult:
+        cands, _, sources = call
         assert sources is not None
-        f_src = self.f1(candidates, [[s] for s in sources])
-        return self._result(f_src + self.weight * self.diversity(candidates, sources))
+        return self._result(f1s[0] + self.weight * self.diversity(cands, sources))
 
 
 def bert_ibleu(f1: np.ndarray, bleu: np.ndarray, beta: float) -> np.ndarray:
@@ -231,11 +269,20 @@ class BERTiBLEU(_OnBERTScore):
         cache_dir: str | None = None,
         use_cache: bool = True,
         group: str | None = None,
+        precision: str = "fp32",
     ) -> None:
         from paraeval.metrics.sacre import SelfBLEU
 
         super().__init__(
-            model, layer, batch_size, bert_score_batch_size, device, cache_dir, use_cache, group
+            model,
+            layer,
+            batch_size,
+            bert_score_batch_size,
+            device,
+            cache_dir,
+            use_cache,
+            group,
+            precision,
         )
         try:
             self.beta = float(beta)
@@ -268,13 +315,7 @@ class BERTiBLEU(_OnBERTScore):
             beta=f"{self.beta:g}",
         )
 
-    def _score(
-        self,
-        candidates: list[str],
-        references: list[list[str]],
-        sources: Sequence[str] | None,
-    ) -> MetricResult:
-        assert sources is not None
-        f_src = self.f1(candidates, [[s] for s in sources])
-        bleu = self.self_bleu.score(candidates, references, sources).segment["self_bleu"]
-        return self._result(bert_ibleu(f_src, bleu, self.beta))
+    def _from_f1(self, call: _Call, f1s: list[np.ndarray]) -> MetricResult:
+        cands, refs, sources = call
+        bleu = self.self_bleu.score(cands, refs, sources).segment["self_bleu"]
+        return self._result(bert_ibleu(f1s[0], bleu, self.beta))

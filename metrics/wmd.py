@@ -31,6 +31,8 @@ from paraeval.metrics.base import (
     make_signature,
 )
 from paraeval.metrics.encoder import Encoder, get_encoder
+from paraeval.metrics.encoder_match import STEP, locality_order
+from paraeval.metrics.encoder_model import check_precision
 
 _WORD = re.compile(r"\w+(?:['’-]\w+)*", re.UNICODE)
 EMBEDDINGS = ("static", "contextual")
@@ -127,8 +129,10 @@ class WMD(Metric):
         multi_ref: str = "max",
         group: str | None = None,
         against_source: bool = False,
+        precision: str = "fp32",
     ) -> None:
         super().__init__(group=group, against_source=against_source, multi_ref=multi_ref)
+        precision = check_precision(precision, self.name)
         if embedding not in EMBEDDINGS:
             raise MetricConfigError(
                 f"metric 'wmd': embedding must be one of {list(EMBEDDINGS)}, got '{embedding}'"
@@ -147,7 +151,7 @@ class WMD(Metric):
             self._matrix = self._norm(matrix)
             self._source = f"w2v:{Path(vectors).name}"
         else:
-            self.encoder = get_encoder(model, device, batch_size, cache_dir, use_cache)
+            self.encoder = get_encoder(model, device, batch_size, cache_dir, use_cache, precision)
             if embedding == "contextual":
                 n = self.encoder.num_layers
                 self.layer = n if layer is None else int(layer)
@@ -165,12 +169,8 @@ class WMD(Metric):
         return m / np.where(norms > 0, norms, 1.0)
 
     def prepare(self, texts: Iterable[str]) -> None:
-        if self.encoder is None:
-            return
-        if self.embedding == "contextual":
-            self.encoder.ensure(list(texts), progress=True)
-        else:
-            self.encoder.ensure_ids(list(texts))
+        if self.encoder is not None and self.embedding == "contextual":
+            self.encoder.prepare(texts)
 
     def signature(self) -> str:
         return make_signature(
@@ -230,9 +230,13 @@ class WMD(Metric):
                 for ref in refs
             )
         )
-        uniq = list(dict.fromkeys(t for pair in pairs for t in pair))
-        doc = dict(zip(uniq, self._docs(uniq), strict=True))
-        distance = {(c, r): emd_distance(*doc[c], *doc[r]) for c, r in pairs}
+        distance: dict[tuple[str, str], float] = {}
+        pairs = [pairs[i] for i in locality_order([r for _, r in pairs])]
+        for start in range(0, len(pairs), STEP):  # memory holds one step's documents
+            step = pairs[start : start + STEP]
+            uniq = list(dict.fromkeys(t for pair in step for t in pair))
+            doc = dict(zip(uniq, self._docs(uniq), strict=True))
+            distance.update({(c, r): emd_distance(*doc[c], *doc[r]) for c, r in step})
         seg = np.full(len(candidates), np.nan)
         for i, (cand, refs) in enumerate(zip(candidates, references, strict=True)):
             dists = [distance[(cand, ref)] for ref in refs]

@@ -239,8 +239,10 @@ class _Work:
                     for system in group:
                         self._done[keys[system]] = metric.select(whole, rows[system])
             else:
-                for system in todo:
-                    self._done[keys[system]] = metric.score(*self.texts(system, vs_source))
+                # one call for all: an encoder metric streams them in one pass
+                done = metric.score_systems([self.texts(s, vs_source) for s in todo])
+                for system, result in zip(todo, done, strict=True):
+                    self._done[keys[system]] = result
         return {s: self._done[keys[s]] for s in systems}
 
     def _groups(self, systems: list[str]) -> list[list[str]]:

@@ -72,13 +72,33 @@ def test_one_forward_pass_per_unique_sentence_shared_by_metrics() -> None:
     cos = Cosine()
     assert bert.encoder is cos.encoder
     every = TEXTS + TEXTS[:10]  # duplicates, as references shared by systems are
-    bert.prepare(every)
+    bert.prepare(every)  # a pool that fits the memo: one pass now
     cos.prepare(every)
     assert bert.encoder.forward_sentences == len(set(TEXTS))
     bert.score(CANDS, REFS)
     cos.score(CANDS, REFS)
+    bert.score_systems([(CANDS, REFS, None), (CANDS[::-1], REFS[::-1], None)])
     assert bert.encoder.forward_sentences == len(set(TEXTS))
     reset_encoders()
+
+
+def test_a_pool_larger_than_the_memo_is_left_to_the_scoring_steps() -> None:
+    enc = Encoder(memo_bytes=200_000)
+    enc.require_layer(6)
+    enc.prepare(TEXTS)
+    assert enc.forward_sentences == 0
+
+
+def test_the_memo_is_bounded_and_an_evicted_text_is_encoded_again() -> None:
+    enc = Encoder(memo_bytes=200_000)  # a few sentences' worth of layer-6 token embeddings
+    enc.require_layer(6)
+    first = enc.token_embeddings(TEXTS, 6)
+    assert enc.memo.nbytes <= 200_000 and 0 < len(enc.memo) < len(set(TEXTS))
+    n = enc.forward_sentences
+    again = enc.token_embeddings(TEXTS[:3], 6)
+    assert enc.forward_sentences > n  # the oldest were evicted
+    for x, y in zip(first[:3], again, strict=True):  # in other batches: float32's last bits
+        np.testing.assert_allclose(x, y, atol=1e-5)
 
 
 def test_batch_size_does_not_change_vectors() -> None:
@@ -93,17 +113,19 @@ def test_disk_cache_serves_a_new_process_without_encoding(tmp_path: Path) -> Non
     first.ensure(TEXTS, progress=False)
     assert first.forward_sentences == len(set(TEXTS))
     second = Encoder(cache_dir=str(tmp_path))
-    second.require_layer(6)
-    second.ensure(TEXTS, progress=False)
-    assert second.forward_sentences == 0
-    assert second._model is None  # a warm cache never loads the weights
     np.testing.assert_array_equal(
         second.sentence_embeddings(TEXTS), first.sentence_embeddings(TEXTS)
     )
+    for x, y in zip(second.token_ids(TEXTS), first.token_ids(TEXTS), strict=True):
+        np.testing.assert_array_equal(x, y)
+    assert second.forward_sentences == 0
+    assert second._model is None  # a warm cache never loads the weights
+    # token embeddings are not kept on disk (20 times the room): encoded again
     for x, y in zip(
         second.token_embeddings(TEXTS, 6), first.token_embeddings(TEXTS, 6), strict=True
     ):
-        np.testing.assert_array_equal(x, y)
+        np.testing.assert_allclose(x, y, atol=1e-5)
+    assert second.forward_sentences == len(set(TEXTS))
     files = list((tmp_path / "embeddings").glob("*.sqlite"))
     assert len(files) == 1 and "all-MiniLM-L6-v2" in files[0].name
     # plain typed arrays, no pickle
@@ -150,9 +172,11 @@ def test_a_new_layer_or_sentence_is_encoded_and_the_cache_is_safe_to_delete(
     first = Encoder(cache_dir=str(tmp_path))
     first.ensure(TEXTS[:5], progress=False)
     second = Encoder(cache_dir=str(tmp_path))
-    second.require_layer(3)  # not cached yet: encoded
+    second.require_layer(3)  # token embeddings are never on disk: encoded
     second.ensure(TEXTS[:5], progress=False)
     assert second.forward_sentences == 5
+    second.ensure(TEXTS[5:7], progress=False)  # a new sentence
+    assert second.forward_sentences == 7
     import shutil
 
     shutil.rmtree(tmp_path / "embeddings")

@@ -1,0 +1,177 @@
+"""Peak memory of the encoder metrics at two pool sizes: scoring streams, so a pool ten times larger
+costs its scores and its texts, not ten times the embeddings.
+
+Generates a pool of ``--systems`` systems over N items (short sentences; every fourth item has a
+second reference; the systems' candidates come from two variants per item, so they repeat as in
+real pools), with N giving ``--pairs`` candidate-reference pairs and then ``--factor`` times as
+many. Each (metric, pool) runs in a fresh process, with no disk cache: the score stage
+(``pipeline.stages.score.score``) on the table, BERTScore or cosine alone. Reported: the peak
+resident set (``ru_maxrss``), what scoring added to the resident set it found (the table built,
+the libraries imported), the difference of those increments between the pools, and the size of
+the extra scores (the segment columns and statistics the stage returns, float64).
+
+    python benchmarks/bench_semantic_memory.py                    # 20,000 and 200,000 pairs
+    python benchmarks/bench_semantic_memory.py --pairs 2000       # quicker
+    python benchmarks/bench_semantic_memory.py --memo-mb 32       # a smaller memo: a small pool
+                                                                  # already fills it
+    python benchmarks/bench_semantic_memory.py --json PATH        # the figures
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from results import row, write_rows
+
+ADJ = ["old", "new", "small", "large", "quiet", "busy", "famous", "local", "broken", "early"]
+NOUNS = ["report", "market", "village", "river", "council", "teacher", "engine", "garden"]
+NOUNS += ["painting", "station", "letter", "court", "company", "doctor", "storm", "bridge"]
+NOUNS += ["museum", "student", "farmer", "budget", "window", "island", "song", "train"]
+VERBS = ["described", "visited", "repaired", "announced", "rejected", "painted", "opened"]
+VERBS += ["closed", "studied", "sold"]
+
+
+def _sentence(rng: random.Random) -> list[str]:
+    return [
+        "The",
+        rng.choice(ADJ),
+        rng.choice(NOUNS),
+        rng.choice(VERBS),
+        "the",
+        rng.choice(ADJ),
+        rng.choice(NOUNS),
+        rng.choice(["today", "again", "twice", "at dawn", "in May", "for years"]),
+    ]
+
+
+def table(items: int, systems: int, seed: int = 0) -> Any:
+    """The tidy table the score stage takes: one row per (item, system)."""
+    import pandas as pd
+
+    rng = random.Random(seed)
+    rows = []
+    for i in range(items):
+        words = _sentence(rng)
+        ref = " ".join(words) + "."
+        refs = [ref, " ".join(_sentence(rng)) + "."] if i % 4 == 0 else [ref]
+        swapped = words[:]
+        swapped[1], swapped[5] = swapped[5], swapped[1]
+        variants = [" ".join(swapped) + ".", " ".join([*words[:3], "has", *words[3:]]) + "!"]
+        for s in range(systems):
+            rows.append((f"i{i}", f"sys{s}", ref, refs, variants[s % 2]))
+    return pd.DataFrame(rows, columns=["item_id", "system", "source", "references", "candidate"])
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def child(metric_name: str, items: int, systems: int, memo_mb: int, out: Path) -> None:
+    from paraeval.metrics.bertscore import BERTScore
+    from paraeval.metrics.cosine import Cosine
+    from paraeval.pipeline.stages.score import score
+
+    df = table(items, systems)
+    metric = (BERTScore if metric_name == "bertscore" else Cosine)(use_cache=False)
+    if memo_mb:
+        metric.encoder.memo.max_bytes = memo_mb << 20
+    import torch  # noqa: F401 - imported before the baseline, as a run has it
+
+    before = _rss_mb()
+    start = time.perf_counter()
+    scores = score(df, {metric_name: metric}, progress=False)
+    wall = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    pairs = int(df["references"].map(len).sum())
+    columns = list(metric.output_columns)
+    score_bytes = len(df) * len(columns) * 8 + sum(a.nbytes for a in scores.stats.values())
+    unique = len(set(df["candidate"]) | {r for refs in df["references"] for r in refs})
+    result = {
+        "peak_mb": peak,
+        "before_mb": before,
+        "wall": wall,
+        "rows": len(df),
+        "pairs": pairs,
+        "unique": unique,
+        "score_bytes": score_bytes,
+    }
+    out.write_text(json.dumps(result), encoding="utf-8")
+
+
+def run(metric: str, items: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    out = work / f"{metric}-{items}.json"
+    cmd = [sys.executable, __file__, "--child", metric, "--items", str(items)]
+    cmd += ["--systems", str(args.systems), "--memo-mb", str(args.memo_mb), "--out", str(out)]
+    subprocess.run(cmd, check=True)
+    return dict(json.loads(out.read_text(encoding="utf-8")))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--pairs", type=int, default=20_000, help="pairs of the smaller pool")
+    ap.add_argument("--factor", type=int, default=10)
+    ap.add_argument("--systems", type=int, default=5)
+    ap.add_argument("--metrics", default="bertscore,cosine")
+    ap.add_argument(
+        "--memo-mb", type=int, default=0, help="the encoder memo's bound (0: its default)"
+    )
+    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--items", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--out", type=Path, default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(args.child, args.items, args.systems, args.memo_mb, args.out)
+        return 0
+    import tempfile
+
+    items = max(1, round(args.pairs / (args.systems * 1.25)))
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="paraeval-bench-") as tmp:
+        for metric in args.metrics.split(","):
+            small = run(metric, items, args, Path(tmp))
+            big = run(metric, items * args.factor, args, Path(tmp))
+            for r in (small, big):
+                added = r["peak_mb"] - r["before_mb"]
+                print(
+                    f"{metric:9s} {r['pairs']:>9,} pairs {r['unique']:>8,} unique sentences: "
+                    f"peak {r['peak_mb']:7.0f} MB, scoring added {added:6.0f} MB to "
+                    f"{r['before_mb']:5.0f} MB, {r['wall']:6.1f} s"
+                )
+            growth = (big["peak_mb"] - big["before_mb"]) - (small["peak_mb"] - small["before_mb"])
+            extra = (big["score_bytes"] - small["score_bytes"]) / 2**20
+            print(
+                f"{metric:9s} {args.factor}x the pool: scoring's peak grew {growth:.0f} MB; the "
+                f"extra scores take {extra:.1f} MB (the whole peak grew "
+                f"{big['peak_mb'] - small['peak_mb']:.0f} MB, the table included)"
+            )
+            what = f"{metric}, peak memory of scoring, {big['pairs']:,} pairs ({args.factor}x)"
+            anchor = f"the same at {small['pairs']:,} pairs"
+            rows.append(
+                row(
+                    "bench_semantic_memory",
+                    what,
+                    big["peak_mb"] - big["before_mb"],
+                    "MB",
+                    anchor,
+                    small["peak_mb"] - small["before_mb"],
+                )
+            )
+    write_rows(args.json, rows)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,76 @@
+"""Torch operations on the encoder's device shared by the encoder metrics: pairs of a call, and
+cosines of sentence embeddings, computed where the encoder runs with only scores coming back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+STEP = 4096  # pairs (or texts) per step of a streamed call: what memory holds at a time
+
+
+def pair_lists(cands: list[str], refs: list[list[str]]) -> tuple[list[str], list[str]]:
+    """(candidate, reference) pairs of a call in order, as two aligned lists."""
+    counts = [len(r) for r in refs]
+    flat_refs = [r for group in refs for r in group]
+    flat_cands = [c for c, k in zip(cands, counts, strict=True) for _ in range(k)]
+    return flat_cands, flat_refs
+
+
+def locality_order(texts: list[str]) -> list[int]:
+    """Positions ordered by text: the pairs that share a text (a reference of several systems)
+    fall in one step of a streamed call, so the memo serves them from one pass."""
+    return sorted(range(len(texts)), key=texts.__getitem__)
+
+
+def to_device(array: np.ndarray, device: str) -> Any:
+    """A tensor on ``device``, through pinned memory where it is CUDA."""
+    import torch
+
+    t = torch.from_numpy(np.ascontiguousarray(array))
+    if str(device).startswith("cuda"):
+        return t.pin_memory().to(device, non_blocking=True)
+    return t
+
+
+def cosine_rows(a: np.ndarray, b: np.ndarray, device: str = "cpu") -> np.ndarray:
+    """Row-wise cosine of two (n, dim) arrays in float64 (0 where a row is zero): numpy's on the
+    CPU (the bits every earlier run gave: a tie between two segments stays a tie in rank
+    correlations), :func:`cosine_rows_torch` on another device."""
+    if not str(device).startswith("cpu"):
+        return cosine_rows_torch(a, b, device)
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    num = np.einsum("ij,ij->i", a, b)
+    den = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1.0), 0.0)
+
+
+def cosine_rows_torch(a: np.ndarray, b: np.ndarray, device: str) -> np.ndarray:
+    """:func:`cosine_rows` as torch operations on ``device``; only the cosines come back."""
+    import torch
+
+    if len(a) == 0:
+        return np.zeros(0)
+    with torch.inference_mode():
+        x = to_device(np.asarray(a, dtype=np.float64), device)
+        y = to_device(np.asarray(b, dtype=np.float64), device)
+        num = (x * y).sum(dim=1)
+        den = torch.linalg.vector_norm(x, dim=1) * torch.linalg.vector_norm(y, dim=1)
+        ok = den > 0
+        out = torch.where(ok, num / torch.where(ok, den, torch.ones_like(den)), 0.0)
+        return out.cpu().numpy()
+
+
+def unit_sums(emb: np.ndarray, device: str = "cpu") -> tuple[np.ndarray, float]:
+    """The sum of the unit rows of ``emb`` (a zero row stays zero) and the sum of their squared
+    norms, in float64 on ``device``: what the mean pairwise cosine of a set is made of."""
+    import torch
+
+    with torch.inference_mode():
+        x = to_device(np.asarray(emb, dtype=np.float64), device)
+        norms = torch.linalg.vector_norm(x, dim=1, keepdim=True)
+        unit = torch.where(norms > 0, x / torch.where(norms > 0, norms, 1.0), 0.0)
+        return unit.sum(dim=0).cpu().numpy(), float((unit * unit).sum())

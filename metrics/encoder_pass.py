@@ -1,0 +1,131 @@
+"""The encoder's forward pass over a chunk of texts: length-sorted batches under a token budget,
+the token embeddings of the registered layers and the pooled sentence embedding of each text.
+
+Kept apart from :mod:`metrics.encoder` (loading, tokenization, the memo and the disk cache): this
+module only turns token ids into arrays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from paraeval.metrics.encoder_memo import Entry
+from paraeval.metrics.encoder_model import precision_context
+
+if TYPE_CHECKING:
+    from paraeval.metrics.encoder import Encoder
+
+TOKENS_PER_ROW = 128  # padded tokens per batch row allowed on average (token budget)
+
+
+def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """Length-sorted batches of at most ``batch_size`` sentences and ``batch_size * 128``
+    padded tokens (a long sentence pads no short ones); longest first, to fail fast on OOM."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    budget = batch_size * TOKENS_PER_ROW
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        width = lengths[current[0]] if current else lengths[i]
+        full = len(current) >= batch_size or width * (len(current) + 1) > budget
+        if current and full:
+            batches.append(current)
+            current = []
+        current.append(i)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def pool(hidden: Any, mask: Any, mode: str) -> Any:
+    """sentence-transformers' Pooling module for the cls/max/mean modes."""
+    import torch
+
+    if mode == "cls":
+        return hidden[:, 0]
+    expanded = mask.unsqueeze(-1).expand(hidden.size()).to(hidden.dtype)
+    if mode == "max":
+        masked = hidden.clone()
+        masked[expanded == 0] = -1e9
+        return torch.max(masked, 1)[0]
+    summed = torch.sum(hidden * expanded, 1)
+    counts = torch.clamp(expanded.sum(1), min=1e-9)
+    return summed / counts
+
+
+def encode(
+    enc: Encoder, texts: list[str], ids: list[np.ndarray], layers: Iterable[int]
+) -> dict[str, Entry]:
+    """One entry per text: its ids, the token embeddings of ``layers`` and its sentence
+    embedding (a text longer than sentence-transformers' limit gets a truncated pass for it)."""
+    import torch
+
+    model = enc.model
+    tok = enc.tokenizer
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
+    layers = sorted(set(layers))
+    st_max = enc.sentence_max_length
+    pooling = enc.pooling
+    out: dict[str, Entry] = {}
+    too_long: list[str] = []
+    with torch.inference_mode(), precision_context(enc.precision, enc.device):
+        for batch in length_batches([len(x) for x in ids], enc.batch_size):
+            width = max(len(ids[i]) for i in batch)
+            input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+            mask = torch.zeros((len(batch), width), dtype=torch.long)
+            for row, i in enumerate(batch):
+                input_ids[row, : len(ids[i])] = torch.from_numpy(ids[i].astype(np.int64))
+                mask[row, : len(ids[i])] = 1
+            device_mask = mask.to(enc.device)
+            result = model(
+                input_ids=input_ids.to(enc.device),
+                attention_mask=device_mask,
+                output_hidden_states=True,
+            )
+            hidden = result.hidden_states
+            per_layer = {layer: hidden[layer].float().cpu().numpy() for layer in layers}
+            pooled = pool(result.last_hidden_state, device_mask, pooling).float().cpu().numpy()
+            for row, i in enumerate(batch):
+                text, n = texts[i], len(ids[i])
+                entry = out[text] = Entry(ids=ids[i])
+                for layer, arr in per_layer.items():
+                    entry.tok[layer] = np.array(arr[row, :n], dtype=np.float32)
+                if n <= st_max:
+                    entry.sent = pooled[row].copy()
+                else:
+                    too_long.append(text)
+            enc.forward_sentences += len(batch)
+    if too_long:
+        for text, vec in sentence_pass(enc, too_long, st_max, pooling).items():
+            out[text].sent = vec
+    return out
+
+
+def sentence_pass(enc: Encoder, texts: list[str], max_len: int, pooling: str) -> dict[str, Any]:
+    """Sentence embeddings of texts longer than sentence-transformers' limit, truncated the
+    way it truncates them."""
+    import torch
+
+    out: dict[str, np.ndarray] = {}
+    tok, model = enc.tokenizer, enc.model
+    with torch.inference_mode(), precision_context(enc.precision, enc.device):
+        for s in range(0, len(texts), enc.batch_size):
+            chunk = texts[s : s + enc.batch_size]
+            batch = tok(
+                [t.strip() for t in chunk],
+                padding=True,
+                truncation=True,
+                max_length=max_len,
+                return_tensors="pt",
+            ).to(enc.device)
+            hidden = model(
+                input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]
+            ).last_hidden_state
+            vecs = pool(hidden, batch["attention_mask"], pooling).float().cpu().numpy()
+            for text, vec in zip(chunk, vecs, strict=True):
+                out[text] = vec.copy()
+            enc.forward_sentences += len(chunk)
+    return out

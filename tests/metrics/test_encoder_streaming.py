@@ -1,0 +1,94 @@
+"""The encoder metrics stream a pool in steps through a bounded memo, with the numbers of one
+call per system; and the precision setting."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import paraeval.metrics.bertscore as bertscore_module
+import paraeval.metrics.cosine as cosine_module
+from paraeval.metrics.base import MetricConfigError
+from paraeval.metrics.bertscore import COLUMNS, BERTScore
+from paraeval.metrics.cosine import Cosine
+from paraeval.metrics.encoder import reset_encoders
+from paraeval.metrics.paraphrase import ParaScore
+from tests.metrics._semantic_texts import pairs
+
+CANDS, REFS = pairs(60, seed=13)
+OTHER, _ = pairs(60, seed=14)
+SOURCES = [r[0] for r in REFS]
+# bf16 against fp32 on the CPU, measured on 200 pairs: BERTScore P, R, F1 and cosine differ by
+# at most 9e-4 (fp16: 2e-4); pinned with room for other texts
+BF16_TOLERANCE = 5e-3
+
+
+def _table(metric: BERTScore, cands: list[str]) -> np.ndarray:
+    res = metric.score(cands, REFS)
+    return np.stack([res.segment[c] for c in COLUMNS], axis=1)
+
+
+def test_small_steps_and_a_tiny_memo_give_the_numbers_of_one_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    reset_encoders()
+    whole = BERTScore(use_cache=False)
+    expected = [_table(whole, CANDS), _table(whole, OTHER)]
+    cos_expected = Cosine(use_cache=False).score(CANDS, REFS).segment["cosine"]
+    reset_encoders()
+    monkeypatch.setattr(bertscore_module, "PAIRS_PER_STEP", 64)
+    monkeypatch.setattr(cosine_module, "STEP", 16)
+    streamed = BERTScore(use_cache=False)
+    streamed.encoder.memo.max_bytes = 100_000  # a handful of sentences
+    got = streamed.score_systems([(CANDS, REFS, None), (OTHER, REFS, None)])
+    for res, exp in zip(got, expected, strict=True):
+        table = np.stack([res.segment[c] for c in COLUMNS], axis=1)
+        np.testing.assert_allclose(table, exp, atol=1e-6, rtol=0)
+    cos = Cosine(use_cache=False).score(CANDS, REFS).segment["cosine"]
+    np.testing.assert_allclose(cos, cos_expected, atol=1e-6, rtol=0)
+    assert streamed.encoder.memo.nbytes <= 100_000
+    reset_encoders()
+
+
+def test_paraphrase_scores_of_several_systems_in_one_pass() -> None:
+    reset_encoders()
+    metric = ParaScore(use_cache=False)
+    one = [metric.score(c, REFS, SOURCES).segment["parascore"] for c in (CANDS, OTHER)]
+    both = metric.score_systems([(CANDS, REFS, SOURCES), (OTHER, REFS, SOURCES)])
+    for a, b in zip(one, both, strict=True):
+        np.testing.assert_allclose(b.segment["parascore"], a, atol=1e-6, rtol=0)
+    reset_encoders()
+
+
+def test_precision_is_named_only_when_not_fp32_and_bf16_stays_close() -> None:
+    reset_encoders()
+    fp32 = BERTScore(use_cache=False)
+    bf16 = BERTScore(use_cache=False, precision="bf16")
+    assert "+" not in fp32.signature() and "+bf16|" in bf16.signature()
+    assert bf16.encoder is not fp32.encoder
+    a, b = _table(fp32, CANDS), _table(bf16, CANDS)
+    assert np.abs(a - b).max() <= BF16_TOLERANCE
+    assert b.dtype == np.float64
+    cos32 = Cosine(use_cache=False).score(CANDS, REFS).segment["cosine"]
+    cos16 = Cosine(use_cache=False, precision="bf16").score(CANDS, REFS).segment["cosine"]
+    assert np.abs(cos32 - cos16).max() <= BF16_TOLERANCE
+    # the CPU has no TF32: the numbers of fp32
+    if fp32.encoder.device == "cpu":
+        np.testing.assert_array_equal(
+            _table(BERTScore(use_cache=False, precision="tf32"), CANDS), a
+        )
+    reset_encoders()
+
+
+def test_an_unknown_precision_is_a_config_error() -> None:
+    with pytest.raises(MetricConfigError, match=r"metric 'cosine': precision must be one of"):
+        Cosine(precision="int8")
+
+
+def test_the_device_cosines_run_on_the_cpu_equal_numpys() -> None:
+    from paraeval.metrics.encoder_match import cosine_rows, cosine_rows_torch
+
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(50, 384)), rng.normal(size=(50, 384))
+    a[3] = 0.0
+    np.testing.assert_allclose(cosine_rows_torch(a, b, "cpu"), cosine_rows(a, b), atol=1e-12)
