@@ -131,11 +131,12 @@ def precision_context(precision: str, device: str) -> Iterator[None]:
         with torch.autocast(device_type=kind, dtype=dtype):
             yield
     elif precision == "tf32" and kind == "cuda":
-        before = torch.backends.cuda.matmul.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = True
+        # torch's public switch for TF32 float32 matrix products ("high")
+        before = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision("high")
         try:
             yield
         finally:
-            torch.backends.cuda.matmul.allow_tf32 = before
+            torch.set_float32_matmul_precision(before)
     else:
         yield
