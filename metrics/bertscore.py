@@ -41,7 +41,7 @@ from paraeval.metrics.base import (
     Texts,
     make_signature,
 )
-from paraeval.metrics.encoder import DEFAULT_MODEL_NAME, Encoder, get_encoder
+from paraeval.metrics.encoder import DEFAULT_MODEL_NAME, Encoder, Encoders, own_encoder
 from paraeval.metrics.encoder_match import STEP as PAIRS_PER_STEP
 from paraeval.metrics.encoder_match import pair_lists
 from paraeval.metrics.encoder_memo import Entry
@@ -262,12 +262,19 @@ class BERTScore(Metric):
         group: str | None = None,
         against_source: bool = False,
         precision: str = "fp32",
+        encoders: Encoders | None = None,
     ) -> None:
         super().__init__(group=group, against_source=against_source)
         self.model = model
         self.bert_score_batch_size = max(0, int(bert_score_batch_size))
-        self.encoder: Encoder = get_encoder(
-            model, device, batch_size, cache_dir, use_cache, check_precision(precision, self.name)
+        self.encoder: Encoder = own_encoder(
+            encoders,
+            model,
+            device,
+            batch_size,
+            cache_dir,
+            use_cache,
+            check_precision(precision, self.name),
         )
         self.layer = self._pick_layer(model, layer)
         self.encoder.require_layer(self.layer)

@@ -16,7 +16,7 @@ from paraeval.metrics.base import (
     reduce_over_references,
     select_mean,
 )
-from paraeval.metrics.encoder import DEFAULT_MODEL, get_encoder
+from paraeval.metrics.encoder import DEFAULT_MODEL, Encoders, own_encoder
 from paraeval.metrics.encoder_match import STEP, cosine_rows, locality_order, pair_lists
 from paraeval.metrics.encoder_model import check_precision
 
@@ -44,10 +44,17 @@ class Cosine(Metric):
         group: str | None = None,
         against_source: bool = False,
         precision: str = "fp32",
+        encoders: Encoders | None = None,
     ) -> None:
         super().__init__(group=group, against_source=against_source, multi_ref=multi_ref)
-        self.encoder = get_encoder(
-            model, device, batch_size, cache_dir, use_cache, check_precision(precision, self.name)
+        self.encoder = own_encoder(
+            encoders,
+            model,
+            device,
+            batch_size,
+            cache_dir,
+            use_cache,
+            check_precision(precision, self.name),
         )
         self.model = model
 

@@ -28,7 +28,7 @@ from sacrebleu.metrics.bleu import BLEU as SacreBLEU
 
 from paraeval.metrics._sacre_base import sacrebleu_signature
 from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
-from paraeval.metrics.encoder import DEFAULT_MODEL, get_encoder
+from paraeval.metrics.encoder import DEFAULT_MODEL, Encoders, own_encoder
 from paraeval.metrics.encoder_match import STEP, unit_sums
 from paraeval.metrics.encoder_model import check_precision
 from paraeval.metrics.sacre import check_bleu_settings
@@ -324,10 +324,17 @@ class SemanticDiversity(_SystemLevel):
         use_cache: bool = True,
         group: str | None = None,
         precision: str = "fp32",
+        encoders: Encoders | None = None,
     ) -> None:
         super().__init__(group=group)
-        self.encoder = get_encoder(
-            model, device, batch_size, cache_dir, use_cache, check_precision(precision, self.name)
+        self.encoder = own_encoder(
+            encoders,
+            model,
+            device,
+            batch_size,
+            cache_dir,
+            use_cache,
+            check_precision(precision, self.name),
         )
         self.model = model
 

@@ -42,9 +42,9 @@ __all__ = [
     "DEFAULT_MODEL",
     "DEFAULT_MODEL_NAME",
     "Encoder",
-    "get_encoder",
+    "Encoders",
+    "own_encoder",
     "pick_device",
-    "reset_encoders",
     "resolve_model_path",
 ]
 
@@ -56,7 +56,7 @@ CHUNK = 2048  # unique sentences per step of :meth:`Encoder.ensure` (and per cac
 
 class Encoder:
     """A transformers encoder with length-sorted batching, a bounded per-text memo and an
-    optional on-disk cache. Shared between metrics through :func:`get_encoder`."""
+    optional on-disk cache. Shared between the metrics of a run through :class:`Encoders`."""
 
     def __init__(
         self,
@@ -388,20 +388,65 @@ class Encoder:
         found = self.fetch(texts, sentence=True)
         return np.stack([found[t].sent for t in texts]).astype(np.float64)  # type: ignore[misc]
 
+    def close(self) -> None:
+        if self._cache is not None:
+            self._cache.close()
+            self._cache = None
+
     def input_embeddings(self) -> np.ndarray:
         """The model's static input token embedding matrix (vocab, dim)."""
         weight = self._load_model().get_input_embeddings().weight
         return np.asarray(weight.detach().float().cpu().numpy())
 
 
-_ENCODERS: dict[tuple[str, str, str | None, str], Encoder] = {}
-
-
 def _has(entry: Entry | None, layers: list[int]) -> bool:
     return entry is not None and entry.has(layers, True)
 
 
-def get_encoder(
+class Encoders:
+    """The encoders of one run, one per (model, device, disk cache, precision): the metrics built
+    with the same ``Encoders`` share one forward pass per unique sentence. The score stage makes
+    one per run and gives it to the metrics it builds (``encoders=``); a metric built without one
+    gets an encoder of its own. Nothing outlives the object: no state is kept per process."""
+
+    def __init__(self) -> None:
+        self._by_key: dict[tuple[str, str, str | None, str], Encoder] = {}
+
+    def get(
+        self,
+        model: str = DEFAULT_MODEL,
+        device: str | None = None,
+        batch_size: int = 64,
+        cache_dir: str | None = None,
+        use_cache: bool = True,
+        precision: str = "fp32",
+    ) -> Encoder:
+        """The shared encoder for these settings; the smallest requested batch size wins (it is
+        the memory bound someone asked for)."""
+        path, _ = resolve_model_path(model)
+        cache = str(Path(cache_dir).expanduser().resolve()) if cache_dir and use_cache else None
+        key = (path, pick_device(device), cache, check_precision(precision))
+        enc = self._by_key.get(key)
+        if enc is None:
+            enc = self._by_key[key] = Encoder(
+                model, device, batch_size, cache, use_cache, precision=precision
+            )
+        else:
+            enc.batch_size = min(enc.batch_size, max(1, int(batch_size)))
+        return enc
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+    def close(self) -> None:
+        """Close the disk caches (the models go with the object)."""
+        for enc in self._by_key.values():
+            enc.close()
+        self._by_key.clear()
+
+
+def own_encoder(
+    encoders: Encoders | None,
     model: str = DEFAULT_MODEL,
     device: str | None = None,
     batch_size: int = 64,
@@ -409,24 +454,6 @@ def get_encoder(
     use_cache: bool = True,
     precision: str = "fp32",
 ) -> Encoder:
-    """One shared encoder per (model, device, cache, precision) in the process; the smallest
-    requested batch size wins (it is the memory bound someone asked for)."""
-    path, _ = resolve_model_path(model)
-    cache = str(Path(cache_dir).expanduser().resolve()) if cache_dir and use_cache else None
-    key = (path, pick_device(device), cache, check_precision(precision))
-    enc = _ENCODERS.get(key)
-    if enc is None:
-        enc = _ENCODERS[key] = Encoder(
-            model, device, batch_size, cache, use_cache, precision=precision
-        )
-    else:
-        enc.batch_size = min(enc.batch_size, max(1, int(batch_size)))
-    return enc
-
-
-def reset_encoders() -> None:
-    """Drop every shared encoder (tests and benchmarks: a cold start in the same process)."""
-    for enc in _ENCODERS.values():
-        if enc._cache is not None:
-            enc._cache.close()
-    _ENCODERS.clear()
+    """A metric's encoder: from the run's ``encoders`` when given, else one of its own."""
+    pool = encoders if encoders is not None else Encoders()
+    return pool.get(model, device, batch_size, cache_dir, use_cache, precision)

@@ -21,7 +21,7 @@ import numpy as np
 
 from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, Texts, make_signature
 from paraeval.metrics.bertscore import BERTScore
-from paraeval.metrics.encoder import DEFAULT_MODEL
+from paraeval.metrics.encoder import DEFAULT_MODEL, Encoders
 from paraeval.metrics.encoder_model import check_precision
 
 F1 = "bertscore_f1"
@@ -78,9 +78,11 @@ class _OnBERTScore(Metric):
         use_cache: bool = True,
         group: str | None = None,
         precision: str = "fp32",
+        encoders: Encoders | None = None,
     ) -> None:
         super().__init__(group=group)
         self.bertscore = BERTScore(
+            encoders=encoders,
             precision=check_precision(precision, self.name),
             model=model,
             layer=layer,
@@ -159,6 +161,7 @@ class _ParaScoreBase(_OnBERTScore):
         use_cache: bool = True,
         group: str | None = None,
         precision: str = "fp32",
+        encoders: Encoders | None = None,
     ) -> None:
         super().__init__(
             model,
@@ -170,6 +173,7 @@ class _ParaScoreBase(_OnBERTScore):
             use_cache,
             group,
             precision,
+            encoders,
         )
         try:
             self.gamma = float(gamma)
@@ -270,6 +274,7 @@ class BERTiBLEU(_OnBERTScore):
         use_cache: bool = True,
         group: str | None = None,
         precision: str = "fp32",
+        encoders: Encoders | None = None,
     ) -> None:
         from paraeval.metrics.sacre import SelfBLEU
 
@@ -283,6 +288,7 @@ class BERTiBLEU(_OnBERTScore):
             use_cache,
             group,
             precision,
+            encoders,
         )
         try:
             self.beta = float(beta)

@@ -30,7 +30,7 @@ from paraeval.metrics.base import (
     MissingResourceError,
     make_signature,
 )
-from paraeval.metrics.encoder import Encoder, get_encoder
+from paraeval.metrics.encoder import Encoder, Encoders, own_encoder
 from paraeval.metrics.encoder_match import STEP, locality_order
 from paraeval.metrics.encoder_model import check_precision
 
@@ -130,6 +130,7 @@ class WMD(Metric):
         group: str | None = None,
         against_source: bool = False,
         precision: str = "fp32",
+        encoders: Encoders | None = None,
     ) -> None:
         super().__init__(group=group, against_source=against_source, multi_ref=multi_ref)
         precision = check_precision(precision, self.name)
@@ -151,7 +152,9 @@ class WMD(Metric):
             self._matrix = self._norm(matrix)
             self._source = f"w2v:{Path(vectors).name}"
         else:
-            self.encoder = get_encoder(model, device, batch_size, cache_dir, use_cache, precision)
+            self.encoder = own_encoder(
+                encoders, model, device, batch_size, cache_dir, use_cache, precision
+            )
             if embedding == "contextual":
                 n = self.encoder.num_layers
                 self.layer = n if layer is None else int(layer)

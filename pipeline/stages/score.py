@@ -17,6 +17,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, MissingResourceError
+from paraeval.metrics.encoder import Encoders
 from paraeval.pipeline.config.targets import metric_class
 from paraeval.pipeline.data.load import in_order, origin_error, row_groups
 from paraeval.pipeline.errors import ConfigError
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 # segments per metric call when several systems are scored together: bounds the metric's working
 # memory (all of ParaBank-Eval's 14,323 rows fit in one call)
 ROWS_PER_CALL = 50_000
+RUN_ARGUMENT = "encoders"  # given by the stage to the metrics that take it, never by a user
 
 
 @dataclass
@@ -61,8 +63,8 @@ def metric_settings(
     # exact names only (pipeline/targets.py); other code only with the user's opt-in
     cls = metric_class(str(target), metric_id, allow_external)
     params = inspect.signature(cls.__init__).parameters
-    valid = [p for p in params if p != "self"]
-    unknown = [k for k in settings if k not in params]
+    valid = [p for p in params if p not in ("self", RUN_ARGUMENT)]
+    unknown = [k for k in settings if k not in valid]
     if unknown and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
         near = difflib.get_close_matches(unknown[0], valid, n=1, cutoff=0.5)
         hint = f"; did you mean 'metrics.{metric_id}.{near[0]}'?" if near else ""
@@ -73,10 +75,16 @@ def metric_settings(
 
 
 def build_metric(
-    metric_id: str, settings: Mapping[str, Any], allow_external: bool = False
+    metric_id: str,
+    settings: Mapping[str, Any],
+    allow_external: bool = False,
+    encoders: Encoders | None = None,
 ) -> Metric:
-    """Instantiate one metric from its config node; errors are one line naming the key."""
+    """Instantiate one metric from its config node; errors are one line naming the key. A metric
+    on an encoder gets the run's ``encoders`` (one forward pass per sentence for all of them)."""
     cls, settings = metric_settings(metric_id, settings, allow_external)
+    if RUN_ARGUMENT in inspect.signature(cls.__init__).parameters:
+        settings[RUN_ARGUMENT] = encoders if encoders is not None else Encoders()
     try:
         metric = cls(**settings)
     except (MetricConfigError, MissingResourceError) as exc:
@@ -91,10 +99,13 @@ def build_metric(
 def build_metrics(
     cfg_metrics: Mapping[str, Any] | None, allow_external: bool = False
 ) -> dict[str, Metric]:
+    """The run's metrics, those on an encoder sharing one :class:`Encoders` (made here: nothing
+    is shared with another run)."""
     if not cfg_metrics:
         raise ConfigError("no metrics selected; e.g. 'metrics=[bleu,chrf]'")
+    encoders = Encoders()
     metrics = {
-        str(key): build_metric(str(key), node, allow_external)
+        str(key): build_metric(str(key), node, allow_external, encoders)
         for key, node in cfg_metrics.items()
         if node is not None
     }

@@ -12,7 +12,7 @@ from bert_score.utils import get_model, get_tokenizer, sent_encode
 from paraeval.metrics.base import MissingResourceError
 from paraeval.metrics.bertscore import BERTScore
 from paraeval.metrics.cosine import Cosine
-from paraeval.metrics.encoder import Encoder, get_encoder, reset_encoders, resolve_model_path
+from paraeval.metrics.encoder import Encoder, Encoders, resolve_model_path
 from tests.metrics._semantic_texts import pairs
 
 MODEL_PATH, _ = resolve_model_path("default")
@@ -67,10 +67,11 @@ def test_layer_embeddings_equal_bert_scores_cut_model() -> None:
 
 
 def test_one_forward_pass_per_unique_sentence_shared_by_metrics() -> None:
-    reset_encoders()
-    bert = BERTScore()
-    cos = Cosine()
+    encoders = Encoders()
+    bert = BERTScore(encoders=encoders)
+    cos = Cosine(encoders=encoders)
     assert bert.encoder is cos.encoder
+    assert Cosine().encoder is not cos.encoder  # without the run's encoders: its own
     every = TEXTS + TEXTS[:10]  # duplicates, as references shared by systems are
     bert.prepare(every)  # a pool that fits the memo: one pass now
     cos.prepare(every)
@@ -79,7 +80,6 @@ def test_one_forward_pass_per_unique_sentence_shared_by_metrics() -> None:
     cos.score(CANDS, REFS)
     bert.score_systems([(CANDS, REFS, None), (CANDS[::-1], REFS[::-1], None)])
     assert bert.encoder.forward_sentences == len(set(TEXTS))
-    reset_encoders()
 
 
 def test_a_pool_larger_than_the_memo_is_left_to_the_scoring_steps() -> None:
@@ -196,10 +196,12 @@ def test_corrupt_cache_file_is_bypassed(tmp_path: Path, capsys: pytest.CaptureFi
     assert "disabled" in capsys.readouterr().err
 
 
-def test_get_encoder_shares_and_keeps_the_smallest_batch(tmp_path: Path) -> None:
-    reset_encoders()
-    a = get_encoder("default", None, 64, str(tmp_path), True)
-    b = get_encoder("default", None, 16, str(tmp_path), True)
-    c = get_encoder("default", None, 64, None, True)
-    assert a is b and a.batch_size == 16 and c is not a
-    reset_encoders()
+def test_encoders_share_and_keep_the_smallest_batch(tmp_path: Path) -> None:
+    encoders = Encoders()
+    a = encoders.get("default", None, 64, str(tmp_path), True)
+    b = encoders.get("default", None, 16, str(tmp_path), True)
+    c = encoders.get("default", None, 64, None, True)
+    assert a is b and a.batch_size == 16 and c is not a and len(encoders) == 2
+    assert Encoders().get("default", None, 64, str(tmp_path), True) is not a  # nothing global
+    encoders.close()
+    assert len(encoders) == 0

@@ -11,7 +11,6 @@ import paraeval.metrics.cosine as cosine_module
 from paraeval.metrics.base import MetricConfigError
 from paraeval.metrics.bertscore import COLUMNS, BERTScore
 from paraeval.metrics.cosine import Cosine
-from paraeval.metrics.encoder import reset_encoders
 from paraeval.metrics.paraphrase import ParaScore
 from tests.metrics._semantic_texts import pairs
 
@@ -31,11 +30,9 @@ def _table(metric: BERTScore, cands: list[str]) -> np.ndarray:
 def test_small_steps_and_a_tiny_memo_give_the_numbers_of_one_call(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    reset_encoders()
     whole = BERTScore(use_cache=False)
     expected = [_table(whole, CANDS), _table(whole, OTHER)]
     cos_expected = Cosine(use_cache=False).score(CANDS, REFS).segment["cosine"]
-    reset_encoders()
     monkeypatch.setattr(bertscore_module, "PAIRS_PER_STEP", 64)
     monkeypatch.setattr(cosine_module, "STEP", 16)
     streamed = BERTScore(use_cache=False)
@@ -47,21 +44,17 @@ def test_small_steps_and_a_tiny_memo_give_the_numbers_of_one_call(
     cos = Cosine(use_cache=False).score(CANDS, REFS).segment["cosine"]
     np.testing.assert_allclose(cos, cos_expected, atol=1e-6, rtol=0)
     assert streamed.encoder.memo.nbytes <= 100_000
-    reset_encoders()
 
 
 def test_paraphrase_scores_of_several_systems_in_one_pass() -> None:
-    reset_encoders()
     metric = ParaScore(use_cache=False)
     one = [metric.score(c, REFS, SOURCES).segment["parascore"] for c in (CANDS, OTHER)]
     both = metric.score_systems([(CANDS, REFS, SOURCES), (OTHER, REFS, SOURCES)])
     for a, b in zip(one, both, strict=True):
         np.testing.assert_allclose(b.segment["parascore"], a, atol=1e-6, rtol=0)
-    reset_encoders()
 
 
 def test_precision_is_named_only_when_not_fp32_and_bf16_stays_close() -> None:
-    reset_encoders()
     fp32 = BERTScore(use_cache=False)
     bf16 = BERTScore(use_cache=False, precision="bf16")
     assert "+" not in fp32.signature() and "+bf16|" in bf16.signature()
@@ -77,7 +70,6 @@ def test_precision_is_named_only_when_not_fp32_and_bf16_stays_close() -> None:
         np.testing.assert_array_equal(
             _table(BERTScore(use_cache=False, precision="tf32"), CANDS), a
         )
-    reset_encoders()
 
 
 def test_an_unknown_precision_is_a_config_error() -> None:

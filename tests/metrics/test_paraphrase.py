@@ -157,14 +157,14 @@ def test_bad_settings_are_one_line_errors() -> None:
 
 def test_shares_the_encoder_pass_with_bertscore() -> None:
     from paraeval.metrics.bertscore import BERTScore
-    from paraeval.metrics.encoder import reset_encoders
+    from paraeval.metrics.encoder import Encoders
 
-    reset_encoders()
-    a, b = BERTScore(), ParaScore()
+    encoders = Encoders()
+    a, b = BERTScore(encoders=encoders), ParaScore(encoders=encoders)
     assert a.encoder is b.bertscore.encoder
     cands, refs, sources = _triples(12, seed=2)
     every = cands + sources + [r for rs in refs for r in rs]
     b.score(cands, refs, sources)
     a.score(cands, refs)
-    BERTiBLEU().score(cands, refs, sources)
+    BERTiBLEU(encoders=encoders).score(cands, refs, sources)
     assert a.encoder.forward_sentences == len(set(every))

@@ -13,7 +13,7 @@ from paraeval.metrics.base import MissingResourceError
 from paraeval.metrics.bertscore import BERTScore
 from paraeval.metrics.bleurt import BLEURT
 from paraeval.metrics.cosine import Cosine
-from paraeval.metrics.encoder import reset_encoders
+from paraeval.metrics.encoder import Encoders
 from paraeval.metrics.wmd import WMD
 from tests.metrics._semantic_texts import pairs
 
@@ -28,11 +28,10 @@ def test_network_is_blocked_and_hub_is_offline() -> None:
 
 
 def test_semantic_suite_runs_offline_with_one_pass(tmp_path) -> None:
-    reset_encoders()
     cands_a, refs = pairs(30, seed=5)
     cands_b, _ = pairs(30, seed=6)
     sources = [r[0] for r in refs]
-    cfg = {"cache_dir": str(tmp_path), "use_cache": True}
+    cfg = {"cache_dir": str(tmp_path), "use_cache": True, "encoders": Encoders()}
     metrics = [
         BERTScore(**cfg),
         BERTScore(rescale_with_baseline=True, **cfg),
@@ -51,7 +50,6 @@ def test_semantic_suite_runs_offline_with_one_pass(tmp_path) -> None:
             for col in m.output_columns:
                 assert np.isfinite(res.segment[col]).all()
     assert enc.forward_sentences == len(set(every))
-    reset_encoders()
 
 
 @pytest.mark.parametrize(

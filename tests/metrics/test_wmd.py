@@ -10,7 +10,7 @@ import ot
 import pytest
 
 from paraeval.metrics.base import MissingResourceError
-from paraeval.metrics.encoder import Encoder, reset_encoders
+from paraeval.metrics.encoder import Encoder
 from paraeval.metrics.wmd import WMD, load_word_vectors
 
 WORDS = [
@@ -144,7 +144,6 @@ def test_multi_reference_mean_and_missing_file(vectors: tuple[Path, np.ndarray])
 
 
 def test_static_wordpiece_variant_by_hand() -> None:
-    reset_encoders()
     metric = WMD()
     enc = Encoder()
     matrix = enc.input_embeddings().astype(np.float64)
@@ -165,7 +164,6 @@ def test_static_wordpiece_variant_by_hand() -> None:
 
 
 def test_contextual_variant_shares_the_encoder_pass() -> None:
-    reset_encoders()
     metric = WMD(embedding="contextual")
     texts = CANDS + [r for refs in REFS for r in refs]
     metric.prepare(texts)
@@ -180,4 +178,3 @@ def test_contextual_variant_shares_the_encoder_pass() -> None:
     same = metric.score(["the cat sat"], [["the cat sat"]]).segment["wmd"][0]
     assert same == pytest.approx(0.0, abs=1e-6)
     assert "contextual:" in metric.signature() and ":L6" in metric.signature()
-    reset_encoders()

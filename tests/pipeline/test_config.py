@@ -210,3 +210,23 @@ def test_two_metrics_giving_one_column_are_a_config_error() -> None:
     )
     with pytest.raises(ConfigError, match=r"column 'rouge1'"):
         build_metrics(OmegaConf.to_container(cfg.metrics, resolve=True))  # type: ignore[arg-type]
+
+
+def test_the_metrics_of_a_run_share_one_encoder_and_runs_share_none() -> None:
+    cfg = _compose(["metrics=[bertscore,cosine,parascore]"])
+    nodes = OmegaConf.to_container(cfg.metrics, resolve=True)
+    first = build_metrics(nodes)  # type: ignore[arg-type]
+    encoders = {id(first["bertscore"].encoder), id(first["cosine"].encoder)}  # type: ignore[attr-defined]
+    encoders.add(id(first["parascore"].bertscore.encoder))  # type: ignore[attr-defined]
+    assert len(encoders) == 1
+    second = build_metrics(nodes)  # type: ignore[arg-type]
+    assert id(second["cosine"].encoder) not in encoders  # type: ignore[attr-defined]
+
+
+def test_the_run_encoders_argument_is_not_a_user_setting() -> None:
+    from paraeval.pipeline.errors import ConfigError
+
+    cfg = _compose(["metrics=[cosine]"])
+    node = {**OmegaConf.to_container(cfg.metrics.cosine, resolve=True), "encoders": "x"}  # type: ignore[dict-item]
+    with pytest.raises(ConfigError, match=r"metrics\.cosine: unknown setting\(s\) \['encoders'\]"):
+        build_metric("cosine", node)
