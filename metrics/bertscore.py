@@ -45,7 +45,6 @@ from paraeval.metrics.encoder import DEFAULT_MODEL_NAME, Encoder, Encoders, own_
 from paraeval.metrics.encoder_match import STEP as PAIRS_PER_STEP
 from paraeval.metrics.encoder_match import pair_lists
 from paraeval.metrics.encoder_memo import Entry
-from paraeval.metrics.encoder_model import check_precision
 
 
 def _bert_score_version() -> str:
@@ -267,15 +266,8 @@ class BERTScore(Metric):
         super().__init__(group=group, against_source=against_source)
         self.model = model
         self.bert_score_batch_size = max(0, int(bert_score_batch_size))
-        self.encoder: Encoder = own_encoder(
-            encoders,
-            model,
-            device,
-            batch_size,
-            cache_dir,
-            use_cache,
-            check_precision(precision, self.name),
-        )
+        settings = (model, device, batch_size, cache_dir, use_cache, precision)
+        self.encoder: Encoder = own_encoder(encoders, self.name, *settings)
         self.layer = self._pick_layer(model, layer)
         self.encoder.require_layer(self.layer)
         self.idf = bool(idf)

@@ -18,7 +18,6 @@ from paraeval.metrics.base import (
 )
 from paraeval.metrics.encoder import DEFAULT_MODEL, Encoders, own_encoder
 from paraeval.metrics.encoder_match import STEP, cosine_rows, locality_order, pair_lists
-from paraeval.metrics.encoder_model import check_precision
 
 
 class Cosine(Metric):
@@ -47,15 +46,8 @@ class Cosine(Metric):
         encoders: Encoders | None = None,
     ) -> None:
         super().__init__(group=group, against_source=against_source, multi_ref=multi_ref)
-        self.encoder = own_encoder(
-            encoders,
-            model,
-            device,
-            batch_size,
-            cache_dir,
-            use_cache,
-            check_precision(precision, self.name),
-        )
+        settings = (model, device, batch_size, cache_dir, use_cache, precision)
+        self.encoder = own_encoder(encoders, self.name, *settings)
         self.model = model
 
     def prepare(self, texts: Iterable[str]) -> None:

@@ -30,7 +30,6 @@ from paraeval.metrics._sacre_base import sacrebleu_signature
 from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
 from paraeval.metrics.encoder import DEFAULT_MODEL, Encoders, own_encoder
 from paraeval.metrics.encoder_match import STEP, unit_sums
-from paraeval.metrics.encoder_model import check_precision
 from paraeval.metrics.sacre import check_bleu_settings
 
 SACREBLEU_VERSION = sacrebleu.__version__
@@ -327,15 +326,8 @@ class SemanticDiversity(_SystemLevel):
         encoders: Encoders | None = None,
     ) -> None:
         super().__init__(group=group)
-        self.encoder = own_encoder(
-            encoders,
-            model,
-            device,
-            batch_size,
-            cache_dir,
-            use_cache,
-            check_precision(precision, self.name),
-        )
+        settings = (model, device, batch_size, cache_dir, use_cache, precision)
+        self.encoder = own_encoder(encoders, self.name, *settings)
         self.model = model
 
     def prepare(self, texts: Iterable[str]) -> None:

@@ -447,13 +447,17 @@ class Encoders:
 
 def own_encoder(
     encoders: Encoders | None,
-    model: str = DEFAULT_MODEL,
-    device: str | None = None,
-    batch_size: int = 64,
-    cache_dir: str | None = None,
-    use_cache: bool = True,
-    precision: str = "fp32",
+    metric: str,
+    model: str,
+    device: str | None,
+    batch_size: int,
+    cache_dir: str | None,
+    use_cache: bool,
+    precision: str,
 ) -> Encoder:
-    """A metric's encoder: from the run's ``encoders`` when given, else one of its own."""
+    """Metric ``metric``'s encoder: from the run's ``encoders`` when given, else one of its own.
+    An unknown precision is the metric's config error."""
     pool = encoders if encoders is not None else Encoders()
-    return pool.get(model, device, batch_size, cache_dir, use_cache, precision)
+    return pool.get(
+        model, device, batch_size, cache_dir, use_cache, check_precision(precision, metric)
+    )

@@ -152,9 +152,8 @@ class WMD(Metric):
             self._matrix = self._norm(matrix)
             self._source = f"w2v:{Path(vectors).name}"
         else:
-            self.encoder = own_encoder(
-                encoders, model, device, batch_size, cache_dir, use_cache, precision
-            )
+            settings = (model, device, batch_size, cache_dir, use_cache, precision)
+            self.encoder = own_encoder(encoders, self.name, *settings)
             if embedding == "contextual":
                 n = self.encoder.num_layers
                 self.layer = n if layer is None else int(layer)
