@@ -29,7 +29,7 @@ def test_hydras_errors_are_one_line_exit_2(tmp_path: Path, argument: str, said: 
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("paraeval: error: "), proc.stderr[-2000:]
     assert said in lines[0]
-    assert not (tmp_path / "o").exists()  # nothing ran
+    assert not (tmp_path / "o" / "paraeval.log").exists()  # no run began
 
 
 @pytest.mark.slow
