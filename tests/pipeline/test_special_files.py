@@ -144,3 +144,19 @@ def test_a_process_substitution_is_read(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     scores = pd.read_parquet(tmp_path / "out" / "segment_scores.parquet")
     assert len(scores) == len(ROWS) and {"bleu", "chrf"} <= set(scores.columns)
+
+
+@pytest.mark.slow
+def test_a_sweep_job_with_a_bad_path_says_which_and_the_sweep_goes_on(tmp_path: Path) -> None:
+    plain = tmp_path / "data.jsonl"
+    plain.write_text(TEXT, encoding="utf-8")
+    sweep = tmp_path / "sweep"
+    proc = run_cli(
+        ["-m", "data=table", f"data.path={tmp_path},{plain}", f"hydra.sweep.dir={sweep}", *FAST],
+        tmp_path,
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("paraeval: error:")]
+    assert len(errors) == 1 and errors[0].startswith(f"paraeval: error: sweep job 0 ({sweep}/0)")
+    assert "data.path is a directory" in errors[0]
+    assert (sweep / "1" / "segment_scores.parquet").is_file()  # the later job ran
