@@ -362,7 +362,10 @@ class Encoder:
         if progress and len(unique) > CHUNK:
             from tqdm.auto import tqdm
 
-            steps = tqdm(steps, desc=f"encode {self.model_name} ({len(unique)} sentences)")
+            # disable=None: on a terminal only, never raw into a log or a pipe
+            steps = tqdm(
+                steps, desc=f"encode {self.model_name} ({len(unique)} sentences)", disable=None
+            )
         for start in steps:
             self.fetch(unique[start : start + CHUNK], layers, sentence=True)
 

@@ -70,6 +70,10 @@ class Interrupted(BaseException):
         self.status = 128 + signum  # the shell's convention: 130 for SIGINT, 143 for SIGTERM
         super().__init__(self.name)
 
+    def __reduce__(self) -> tuple[type[Interrupted], tuple[int]]:
+        # rebuilt from its number where a sweep's worker sends it back to the command
+        return (Interrupted, (self.signum,))
+
 
 # Signals the CLI's handler deferred because they landed in code an exception must not cut (the
 # MLflow store's session): a retry timer raises them once it is left, and so does

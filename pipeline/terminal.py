@@ -21,14 +21,26 @@ printable = show
 
 
 class TerminalFormatter(logging.Formatter):
-    """``paraeval: warning: <message>``, wrapped at 100 columns, control characters escaped;
-    the log file keeps the full record with its time and logger."""
+    """``paraeval: warning: <message>``, control characters escaped, on one line; wrapped at 100
+    columns where ``wrap`` (default: when stderr is a terminal, so that a pipe or a log
+    collector gets one line per message). The log file keeps the full record with its time and
+    logger."""
+
+    def __init__(self, wrap: bool | None = None) -> None:
+        super().__init__()
+        self.wrap = wrap
 
     def format(self, record: logging.LogRecord) -> str:
+        prefix = f"paraeval: {record.levelname.lower()}: "
+        # a message of several lines (a table) is still one line: its lines joined
+        message = " ".join(printable(record.getMessage(), keep_newlines=True).split("\n"))
+        wrap = sys.stderr.isatty() if self.wrap is None else self.wrap
+        if not wrap:
+            return prefix + message
         return textwrap.fill(
-            printable(record.getMessage()),
+            message,
             width=WIDTH,
-            initial_indent=f"paraeval: {record.levelname.lower()}: ",
+            initial_indent=prefix,
             subsequent_indent="  ",
             break_on_hyphens=False,
             break_long_words=False,
@@ -36,11 +48,13 @@ class TerminalFormatter(logging.Formatter):
 
 
 class FileOnly(logging.Filter):
-    """Records marked ``extra={"file_only": True}`` (an error already printed as one line)
-    stay out of the terminal."""
+    """The terminal shows paraeval's own records; a library's (MLflow, Hydra, transformers,
+    Python warnings captured from any of them) and records marked ``extra={"file_only": True}``
+    (an error already printed as one line) go to the log file only."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not getattr(record, "file_only", False)
+        own = record.name == "paraeval" or record.name.startswith("paraeval.")
+        return own and not getattr(record, "file_only", False)
 
 
 class Status:
@@ -67,5 +81,5 @@ class Status:
         # a stage that failed says so in its error line, not here
         elapsed = time.perf_counter() - start
         if self.enabled and elapsed >= STATUS_AFTER_S:
-            self.stream.write(f"{name}: {elapsed:.1f} s\n")
+            self.stream.write(f"paraeval: {name}: {elapsed:.1f} s\n")
             self.stream.flush()

@@ -10,6 +10,8 @@ import logging
 import os
 import signal
 import sys
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import nullcontext
 from pathlib import Path
 from types import FrameType
 from typing import NoReturn
@@ -22,15 +24,18 @@ os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import HydraException
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from paraeval import __version__
+from paraeval.pipeline.cli import outcome
+from paraeval.pipeline.cli.outcome import EXIT_NOT_LOGGED, EXIT_USER_ERROR
 from paraeval.pipeline.config.compose import config_dir
 from paraeval.pipeline.errors import DEFERRED_SIGNALS, ConfigError, Interrupted, raise_deferred
+from paraeval.pipeline.lifetime import RUN_PID_ENV, in_sweep_worker
 from paraeval.pipeline.names import escape_log_output, escape_warnings, show
 
-EXIT_USER_ERROR = 2
-EXIT_NOT_LOGGED = 3  # outputs written but not logged; the warning line says how to log them
 GROUPS = ("data", "metrics", "normalize", "correlation", "tracking", "experiment", "compare")
 
 
@@ -72,6 +77,24 @@ def _overrides(argv: list[str]) -> list[str]:
     return out
 
 
+def check_grammar(argv: list[str]) -> None:
+    """An override Hydra cannot parse (``'metrics=[bleu,chrf'``) as one line naming it."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = OverridesParser.create()
+    for arg in _overrides(argv):
+        try:
+            parser.parse_overrides([arg])
+        except OverrideParseException as exc:
+            # Hydra's text: the parser's complaint, then a line pointing at its grammar page
+            said = exc.message.splitlines()[0] if exc.message else "syntax error"
+            _fail(
+                f"cannot read the override '{arg}' (Hydra's parser: {said}); check its brackets, "
+                "braces and quotes, e.g. 'metrics=[bleu,chrf]'"
+            )
+
+
 def check_group_overrides(argv: list[str], conf: Path) -> None:
     """Unknown group options (``metrics=[bleu,nosuch]``) as one line before Hydra composes."""
     folders = [*user_config_dirs(argv), conf]
@@ -87,13 +110,13 @@ def check_group_overrides(argv: list[str], conf: Path) -> None:
 
 
 def check_override_keys(argv: list[str], conf: Path) -> None:
-    """A setting that does not exist (``metrics.ibleu.alhpa=0.5``) as one line naming the nearest
-    valid key (Hydra would suggest adding it with ``+``)."""
+    """A setting that does not exist (``metrics.ibleu.alhpa=0.5``, ``hydra.run.dri=out``) as one
+    line naming the nearest valid key (Hydra would suggest adding it with ``+``)."""
     overrides = [(arg, arg.partition("=")[0]) for arg in _overrides(argv)]
     plain = []
     for arg, key in overrides:
         special = key.startswith(("+", "~")) or "/" in key or "@" in key or key in GROUPS
-        if not special and key.split(".")[0] != "hydra":
+        if not special:
             plain.append((arg, key))
     if not plain:
         return
@@ -107,7 +130,7 @@ def check_override_keys(argv: list[str], conf: Path) -> None:
     try:
         GlobalHydra.instance().clear()
         with initialize_config_dir(str(conf), version_base="1.3", job_name="paraeval"):
-            cfg = compose("config", overrides=selections)
+            cfg = compose("config", overrides=selections, return_hydra_config=True)
     except Exception:  # Hydra reports a selection it cannot compose itself
         return
     finally:
@@ -121,7 +144,7 @@ def check_override_keys(argv: list[str], conf: Path) -> None:
             valid = [str(k) for k in node]  # `in` on a DictConfig skips keys set to ???
             if part not in valid:
                 near = difflib.get_close_matches(part, valid, n=1, cutoff=0.5)
-                hint = f"valid here: {', '.join(valid)}"
+                hint = f"valid here: {', '.join(valid)}" if valid else f"add it with '+{arg}'"
                 if near:
                     hint = f"did you mean '{'.'.join([*path, near[0]])}'?"
                 _fail(f"unknown setting '{'.'.join([*path, part])}' in '{arg}'; {hint}")
@@ -166,20 +189,53 @@ def _hydra_main(cfg: DictConfig) -> None:
     from paraeval.metrics.base import MetricConfigError, MissingResourceError
     from paraeval.pipeline.cli.app import run
     from paraeval.pipeline.errors import UserError
+    from paraeval.pipeline.report.figures import FIGURES_MISSING
+    from paraeval.pipeline.tracking.trackers import NOT_LOGGED
 
     hc = HydraConfig.get()
     # names and cells from data reach the console and the log file escaped
     escape_log_output()
     escape_warnings()
+    # warnings of libraries (MLflow's dataset source, say) go to paraeval.log, not the terminal
+    logging.captureWarnings(True)
     _OUTPUT_DIR[:] = [Path(hc.runtime.output_dir)]
     # what is alive between jobs is long-lived: frozen, the collector stops rescanning it
     gc.freeze()
+    out = Path(hc.runtime.output_dir)
+    worker = in_sweep_worker()
+    if worker:  # SIGTERM sent to this worker alone stops its job, not the sweep
+        signal.signal(signal.SIGTERM, _on_signal)
     try:
-        run(cfg, hc.runtime.output_dir, list(hc.overrides.task))
+        run(cfg, out, list(hc.overrides.task))
     except (UserError, MetricConfigError, MissingResourceError) as exc:
         # printed once by _fail; the log file keeps it too
         logging.getLogger("paraeval").error("%s", exc, extra={"file_only": True})
-        _fail(str(exc))
+        if hc.mode != RunMode.MULTIRUN:
+            _fail(str(exc))
+        # one job's mistake (a value of the sweep) does not stop the others
+        print(f"paraeval: error: sweep job {hc.job.num} ({out}): {show(exc)}", file=sys.stderr)
+        outcome.record(EXIT_USER_ERROR)
+        return
+    except Interrupted as exc:
+        if not worker:
+            raise  # the command's own Ctrl-C or SIGTERM: the sweep stops
+        print(
+            f"paraeval: interrupted ({exc.name}): sweep job {hc.job.num} ({out}) stopped; "
+            "the sweep goes on",
+            file=sys.stderr,
+            flush=True,
+        )
+        outcome.record(exc.status)
+        return
+    finally:
+        if worker:  # between jobs a worker is joblib's
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if out in NOT_LOGGED:
+        outcome.record(EXIT_NOT_LOGGED)
+    elif out in FIGURES_MISSING:
+        outcome.record(outcome.EXIT_INCOMPLETE)
+    else:
+        outcome.record(outcome.EXIT_OK)
     gc.freeze()
 
 
@@ -253,10 +309,19 @@ def _interrupted(exc: BaseException) -> None:
 
 
 def main() -> None:
+    # the workers of a parallel sweep die with this process (their initializer reads it)
+    os.environ[RUN_PID_ENV] = str(os.getpid())
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
+    argv = sys.argv[1:]
+    # the jobs of a sweep may run in other processes: they record their status in a file
+    multirun = any(a in ("-m", "--multirun", "hydra.mode=MULTIRUN") for a in argv)
     try:
-        _main(sys.argv[1:])
+        with outcome.recording() if multirun else nullcontext(outcome.RECORDED) as statuses:
+            _main(argv)
+        status = outcome.worst(statuses)
+        if status != outcome.EXIT_OK:
+            sys.exit(status)
     except (KeyboardInterrupt, Interrupted) as exc:
         _interrupted(exc)
 
@@ -268,14 +333,30 @@ def _main(argv: list[str]) -> None:
         print(f"paraeval {__version__}")
         return
     if not any(a in ("--help", "-h", "--hydra-help", "--info", "--cfg", "-c") for a in argv):
+        check_grammar(argv)
         check_group_overrides(argv, config_dir())
         check_override_keys(argv, config_dir())
         check_output_dir_overrides(argv)
-    _hydra_main()
-    from paraeval.pipeline.tracking.trackers import NOT_LOGGED
-
-    if NOT_LOGGED:
-        sys.exit(EXIT_NOT_LOGGED)
+    # Hydra's own errors come back here (rather than printed over several lines) to be one line
+    full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        _hydra_main()
+    except HydraException as exc:
+        if full_error:
+            raise  # the user asked for Hydra's whole story
+        # the first paragraph says what is wrong; the rest lists search paths and the like
+        said = " ".join(line.strip() for line in str(exc).strip().split("\n\n")[0].splitlines())
+        _fail(said or type(exc).__name__)
+    except BrokenProcessPool:
+        # a worker of a parallel sweep was killed (the out-of-memory killer, kill -9): joblib
+        # gives the other jobs up
+        print(
+            "paraeval: error: the sweep stopped: one of its worker processes was killed (out of "
+            "memory? kill -9?); the jobs finished before it keep their folders and MLflow runs",
+            file=sys.stderr,
+        )
+        sys.exit(1)
 
 
 if __name__ == "__main__":

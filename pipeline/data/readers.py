@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,15 +27,56 @@ def _column_at(raw: bytes, offset: int, sep: bytes) -> str | None:
     return header[index].strip('"') if index < len(header) else None
 
 
+# what a path that is not a file is, for the error line
+_NOT_FILES = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+# a pipe's bytes (a FIFO, a process substitution such as <(zcat data.gz)) can be read only once:
+# kept for the later jobs of a sweep in this process
+_PIPED: dict[str, bytes] = {}
+
+
+def check_input(path: Path, label: str) -> None:
+    """A DataError naming what ``path`` is unless it is a file or a pipe (a FIFO, a process
+    substitution such as ``<(zcat data.jsonl.gz)``, read like a file)."""
+    if str(path) in _PIPED:
+        return
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise DataError(f"file not found ({label}); check the path", file=str(path)) from None
+    except OSError as exc:
+        raise DataError(f"cannot read file ({exc.strerror})", file=str(path)) from None
+    for test, kind in _NOT_FILES:
+        if test(mode):
+            raise DataError(
+                f"{label} is {kind}; expected a file (or a pipe), check the path", file=str(path)
+            )
+
+
+def read_input(path: Path, label: str) -> bytes:
+    """The bytes of the file or pipe ``path``, read once from start to end: no seek, no size
+    taken from its metadata, so that a pipe reads like a file."""
+    check_input(path, label)
+    if str(path) in _PIPED:
+        return _PIPED[str(path)]
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+            if stat.S_ISFIFO(os.fstat(f.fileno()).st_mode):
+                _PIPED[str(path)] = raw
+    except OSError as exc:
+        raise DataError(f"cannot read file ({exc.strerror})", file=str(path)) from None
+    return raw
+
+
 def _read_text(path: Path, label: str, sep: str | None = None) -> str:
     """The file decoded as UTF-8 (a BOM dropped); a bad byte is reported with its row and, for a
     delimited file, its column."""
-    if not path.is_file():
-        raise DataError(f"file not found ({label}); check the path", file=str(path))
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise DataError(f"cannot read file ({exc.strerror})", file=str(path)) from None
+    raw = read_input(path, label)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -138,7 +181,10 @@ READERS: dict[str, Reader] = {
     # sentences contain quotes: a TSV is read without quote processing
     "tsv": Reader((".tsv", ".tab"), lambda p: _read_delimited(p, "\t", csv.QUOTE_NONE), 2),
     "jsonl": Reader((".jsonl", ".json", ".ndjson"), _read_jsonl),
-    "parquet": Reader((".parquet", ".pq"), pd.read_parquet),
+    # Parquet seeks to its footer: read into memory first, so that a pipe works too
+    "parquet": Reader(
+        (".parquet", ".pq"), lambda p: pd.read_parquet(io.BytesIO(read_input(p, "data.path")))
+    ),
 }
 
 
@@ -167,8 +213,7 @@ def detect_format(path: Path, fmt: str | None) -> str:
 def read_table(path: str | Path, fmt: str | None = None) -> pd.DataFrame:
     """Read a long table with the reader of its format."""
     p = Path(path)
-    if not p.is_file():
-        raise DataError("file not found; check data.path", file=str(p))
+    check_input(p, "data.path")
     kind = detect_format(p, fmt)
     try:
         return READERS[kind].read(p)

@@ -5,12 +5,12 @@ The command line draws each figure while the run goes on (:class:`Figures`), as 
 tables exist, in a forked process: the fork shares the run's memory copy-on-write, so there is
 nothing to import or send, and the kernel kills the process when the run ends
 (``PR_SET_PDEATHSIG``), ``kill -9`` included. Elsewhere than on Linux they are drawn in the run's
-own process.
+own process. A drawing process that is killed (by a user, by the out-of-memory killer) costs its
+figures: a warning names the run's folder and each missing figure, and the command exits 4.
 """
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import logging
 import os
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from paraeval.pipeline.files import PLOTS_DIR
+from paraeval.pipeline.lifetime import die_with_parent
 from paraeval.pipeline.names import slug
 from paraeval.pipeline.report.alpha_plot import plot_alpha_curve
 from paraeval.pipeline.report.compare_plots import diversity_adequacy_plot
@@ -50,6 +51,8 @@ HEATMAP_COLUMNS = ["metric", "aspect", "level", "coefficient", "value", "n"]
 
 Plan = list[tuple[Path, partial[bool]]]
 log = logging.getLogger(__name__)
+# the output folders whose figures a killed drawing process left missing (the CLI exits 4)
+FIGURES_MISSING: list[Path] = []
 
 
 def figure_plan(ev: Evaluation, out_dir: str | Path) -> Plan:
@@ -98,6 +101,7 @@ class Figures:
         self.started: Plan = []
         self.here: Plan = []  # drawn by wait() where no process can be started
         self.pids: list[int] = []
+        self.plans: dict[int, list[Path]] = {}  # each process's figures
 
     def start_ready(self, ev: Evaluation) -> None:
         """Starts drawing the figures of ``ev``'s tables that are not started yet."""
@@ -114,21 +118,26 @@ class Figures:
         for path, _ in plan:
             # a file of an earlier run in this folder would read as drawn
             path.unlink(missing_ok=True)
-        self.pids.append(_fork(plan))
+        pid = _fork(plan)
+        self.pids.append(pid)
+        self.plans[pid] = [path for path, _ in plan]
 
     def wait(self) -> list[Path]:
         """Waits for every figure started; the files drawn."""
         try:
             while self.pids:
                 code = os.waitstatus_to_exitcode(os.waitpid(self.pids[0], 0)[1])
-                self.pids.pop(0)
-                if code != 0:
+                plan = self.plans.pop(self.pids.pop(0), [])
+                missing = [path.name for path in plan if not path.exists()]
+                if code != 0 and missing:
                     how = f"signal {-code}" if code < 0 else f"exit status {code}"
+                    FIGURES_MISSING.append(self.out_dir)
                     log.warning(
-                        "the figure process for %s ended with %s; some figures are missing; the "
-                        "tables are written",
+                        "run in %s: the figure process ended with %s; figures missing: %s; "
+                        "the tables are written",
                         self.out_dir,
                         how,
+                        ", ".join(missing),
                     )
         except BaseException:
             self.stop()  # an interrupt while waiting: the figures are not wanted any more
@@ -141,6 +150,7 @@ class Figures:
         """Kills the processes still drawing, and reaps them."""
         while self.pids:
             pid = self.pids.pop()
+            self.plans.pop(pid, None)
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
 
@@ -157,21 +167,10 @@ def _fork(plan: Plan) -> int:
         gc.freeze()
         code = 1
         try:
-            _die_with_parent(parent)
+            die_with_parent(parent)
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's to handle
             _draw(plan)
             code = 0
         finally:
             os._exit(code)
     return pid
-
-
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-
-
-def _die_with_parent(parent: int) -> None:
-    """SIGKILL from the kernel when the run's process ends, however it ends."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != parent:
-        # no death signal, or the run ended before it was set
-        os._exit(1)

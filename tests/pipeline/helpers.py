@@ -48,3 +48,13 @@ def relog(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         timeout=300,
         check=False,
     )
+
+
+def logged_run_args(tmp_path: Path) -> list[str]:
+    """A short run of the demo into ``tmp_path/out``, logged to a SQLite store in ``tmp_path``."""
+    return [
+        f"hydra.run.dir={tmp_path / 'out'}",
+        f"tracking.store_dir={tmp_path / 'store'}",
+        "metrics=[bleu,ibleu,chrf,ter]",
+        "report.print_tables=false",
+    ]

@@ -74,7 +74,7 @@ def test_log_records_are_one_short_escaped_entry() -> None:
     record = logging.LogRecord(
         "paraeval", logging.WARNING, __file__, 1, "system %s: " + "word " * 40, (ESC_NAME,), None
     )
-    text = terminal.TerminalFormatter().format(record)
+    text = terminal.TerminalFormatter(wrap=True).format(record)
     assert text.startswith("paraeval: warning: system evil\\x1b]0;pwned")
     assert "\x1b" not in text
     assert all(len(line) <= 100 for line in text.splitlines())
@@ -82,6 +82,27 @@ def test_log_records_are_one_short_escaped_entry() -> None:
     assert terminal.FileOnly().filter(record)
     record.file_only = True
     assert not terminal.FileOnly().filter(record)
+
+
+def test_log_records_are_one_line_each_off_a_terminal() -> None:
+    record = logging.LogRecord(
+        "paraeval.x", logging.WARNING, __file__, 1, "first\nsecond " + "word " * 40, None, None
+    )
+    # pytest's stderr is not a terminal: the default is not to wrap
+    text = terminal.TerminalFormatter().format(record)
+    assert "\n" not in text and text.startswith("paraeval: warning: first second word")
+    assert len(text) > 100
+
+
+def test_the_terminal_shows_paraevals_records_only() -> None:
+    def record(name: str) -> logging.LogRecord:
+        return logging.LogRecord(name, logging.WARNING, __file__, 1, "m", None, None)
+
+    shown = terminal.FileOnly()
+    assert shown.filter(record("paraeval")) and shown.filter(record("paraeval.pipeline.x"))
+    assert not shown.filter(record("py.warnings"))  # captured Python warnings
+    assert not shown.filter(record("mlflow.data"))
+    assert not shown.filter(record("paraevalish"))
 
 
 def test_status_lines(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -93,7 +114,7 @@ def test_status_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(terminal, "STATUS_AFTER_S", 0.0)
     with status.stage("slow"):
         pass
-    assert stream.getvalue().startswith("slow: 0.0 s")
+    assert stream.getvalue().startswith("paraeval: slow: 0.0 s")
     with pytest.raises(RuntimeError), status.stage("failing"):
         raise RuntimeError("boom")
     assert "failing" not in stream.getvalue()  # its error line says it
