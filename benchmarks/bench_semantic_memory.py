@@ -78,7 +78,7 @@ def _rss_mb() -> float:
     return float("nan")
 
 
-def child(metric_name: str, items: int, systems: int, memo_mb: int, out: Path) -> None:
+def child(metric_name: str, items: int, systems: int, memo_mb: int, step: int, out: Path) -> None:
     from paraeval.metrics.bertscore import BERTScore
     from paraeval.metrics.cosine import Cosine
     from paraeval.pipeline.stages.score import score
@@ -87,6 +87,8 @@ def child(metric_name: str, items: int, systems: int, memo_mb: int, out: Path) -
     metric = (BERTScore if metric_name == "bertscore" else Cosine)(use_cache=False)
     if memo_mb:
         metric.encoder.memo.max_bytes = memo_mb << 20
+    if step:
+        metric.encoder.step = step
     import torch  # noqa: F401 - imported before the baseline, as a run has it
 
     before = _rss_mb()
@@ -114,6 +116,7 @@ def run(metric: str, items: int, args: argparse.Namespace, work: Path) -> dict[s
     out = work / f"{metric}-{items}.json"
     cmd = [sys.executable, __file__, "--child", metric, "--items", str(items)]
     cmd += ["--systems", str(args.systems), "--memo-mb", str(args.memo_mb), "--out", str(out)]
+    cmd += ["--step", str(args.step)]
     subprocess.run(cmd, check=True)
     return dict(json.loads(out.read_text(encoding="utf-8")))
 
@@ -127,13 +130,16 @@ def main() -> int:
     ap.add_argument(
         "--memo-mb", type=int, default=0, help="the encoder memo's bound (0: its default)"
     )
+    ap.add_argument(
+        "--step", type=int, default=0, help="pairs per scoring step (0: the encoder's default)"
+    )
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--items", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(args.child, args.items, args.systems, args.memo_mb, args.out)
+        child(args.child, args.items, args.systems, args.memo_mb, args.step, args.out)
         return 0
     import tempfile
 

@@ -42,7 +42,6 @@ from paraeval.metrics.base import (
     make_signature,
 )
 from paraeval.metrics.encoder import DEFAULT_MODEL_NAME, Encoder, Encoders, own_encoder
-from paraeval.metrics.encoder_match import STEP as PAIRS_PER_STEP
 from paraeval.metrics.encoder_match import pair_lists
 from paraeval.metrics.encoder_memo import Entry
 
@@ -374,7 +373,7 @@ class BERTScore(Metric):
         # pairs per call and step, a multiple of bert-score's batch: the padding rule's batches
         # never straddle two steps
         unit = self.bert_score_batch_size or 64
-        step = max(unit, PAIRS_PER_STEP // max(1, len(calls)) // unit * unit)
+        step = max(unit, self.encoder.step // max(1, len(calls)) // unit * unit)
         longest = max((len(c) for c, _ in flat), default=0)
         for start in range(0, longest, step):
             sl = slice(start, start + step)

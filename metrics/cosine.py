@@ -17,7 +17,7 @@ from paraeval.metrics.base import (
     select_mean,
 )
 from paraeval.metrics.encoder import DEFAULT_MODEL, Encoders, own_encoder
-from paraeval.metrics.encoder_match import STEP, cosine_rows, locality_order, pair_lists
+from paraeval.metrics.encoder_match import cosine_rows, locality_order, pair_lists
 
 
 class Cosine(Metric):
@@ -72,8 +72,9 @@ class Cosine(Metric):
         sims = np.zeros(len(flat_refs))
         order = locality_order(flat_refs)
         enc = self.encoder
-        for start in range(0, len(order), STEP):
-            idx = order[start : start + STEP]
+        step = self.encoder.step
+        for start in range(0, len(order), step):
+            idx = order[start : start + step]
             texts = [t for i in idx for t in (flat_cands[i], flat_refs[i])]
             found = enc.fetch(texts, sentence=True)
             cand = np.stack([found[flat_cands[i]].sent for i in idx])  # type: ignore[misc]

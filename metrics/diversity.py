@@ -29,7 +29,7 @@ from sacrebleu.metrics.bleu import BLEU as SacreBLEU
 from paraeval.metrics._sacre_base import sacrebleu_signature
 from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
 from paraeval.metrics.encoder import DEFAULT_MODEL, Encoders, own_encoder
-from paraeval.metrics.encoder_match import STEP, unit_sums
+from paraeval.metrics.encoder_match import unit_sums
 from paraeval.metrics.sacre import check_bleu_settings
 
 SACREBLEU_VERSION = sacrebleu.__version__
@@ -364,8 +364,8 @@ class SemanticDiversity(_SystemLevel):
             return float("nan")
         enc = self.encoder
         total, squares = 0.0, 0.0
-        for start in range(0, n, STEP):
-            part = enc.sentence_embeddings(candidates[start : start + STEP])
+        for start in range(0, n, enc.step):
+            part = enc.sentence_embeddings(candidates[start : start + enc.step])
             sums, sq = unit_sums(part, enc.device)
             total, squares = total + sums, squares + sq
         vec = np.asarray(total)

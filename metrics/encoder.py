@@ -25,6 +25,7 @@ import numpy as np
 
 from paraeval.metrics.base import MissingResourceError
 from paraeval.metrics.embedding_cache import EmbeddingCache
+from paraeval.metrics.encoder_match import STEP
 from paraeval.metrics.encoder_memo import DEFAULT_MEMO_BYTES, Entry, Memo
 from paraeval.metrics.encoder_model import (
     DEFAULT_MODEL,
@@ -80,6 +81,8 @@ class Encoder:
         self._fingerprint: str | None = None
         self._cache: EmbeddingCache | None = None
         self.memo = Memo(memo_bytes)  # bounded: `memo.max_bytes` may be changed
+        # pairs (or texts) a metric scores per step: with the memo, what bounds its memory
+        self.step = STEP
         self.forward_sentences = 0  # how many sentences went through the model (for tests)
 
     # ------------------------------------------------------------------ loading
