@@ -23,7 +23,7 @@ from paraeval.pipeline.names import show
 from paraeval.pipeline.tracking.payload import RunPayload
 from paraeval.pipeline.tracking.run_record import read_run_info
 from paraeval.pipeline.tracking.store import TrackingUnavailable
-from paraeval.pipeline.tracking.trackers import MLflowTracker, first_line
+from paraeval.pipeline.tracking.trackers import MLflowTracker, failure_reason
 
 PROG = "paraeval-log"
 
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{PROG}: error: {show(exc)}; {show(out_dir)} not logged", file=sys.stderr)
             status = max(status, 1)
         except Exception as exc:
-            reason = show(first_line(exc))
+            reason = show(failure_reason(exc))
             print(f"{PROG}: error: logging {show(out_dir)} failed: {reason}", file=sys.stderr)
             status = max(status, 1)
         else:

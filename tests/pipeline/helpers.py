@@ -37,14 +37,25 @@ def run_cli(
     )
 
 
-def relog(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def relog(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
     """``paraeval-log ARGS`` (directories, options), as a user would run it."""
     return subprocess.run(
         [sys.executable, "-m", "paraeval.pipeline.cli.relog", *args],
         cwd=cwd,
-        env=cli_env(),
+        env=cli_env(**env),
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
+
+
+def files_containing(text: str, *roots: Path) -> list[Path]:
+    """Every file under ``roots`` (hidden ones included) whose bytes hold ``text``."""
+    needle = text.encode()
+    found = []
+    for root in roots:
+        for path in [root] if root.is_file() else sorted(root.rglob("*")):
+            if path.is_file() and not path.is_symlink() and needle in path.read_bytes():
+                found.append(path)
+    return found
