@@ -8,6 +8,14 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+# a run that is quick to score and tracks the same way as any other
+FAST = [
+    "metrics=[bleu]",
+    "correlation.ci=false",
+    "compare.enabled=false",
+    "alpha_curve.enabled=false",
+    "report.print_tables=false",
+]
 
 
 def cli_env(**extra: str) -> dict[str, str]:

@@ -17,20 +17,13 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from paraeval.pipeline.secrets import client_credentials, credentials_in_env, redact
-from tests.pipeline.helpers import files_containing, relog, run_cli
+from tests.pipeline.helpers import FAST, files_containing, relog, run_cli
 from tests.pipeline.servers import mlflow_server
 
 USER = "alice"
 # an "@" in it: the URI carries it percent-encoded, the environment as it is
 TOKEN = secrets.token_hex(10)  # found in the password in any encoding
 PASSWORD = f"Pw@{TOKEN}"
-FAST = [
-    "metrics=[bleu]",
-    "correlation.ci=false",
-    "compare.enabled=false",
-    "alpha_curve.enabled=false",
-    "report.print_tables=false",
-]
 
 
 @pytest.fixture(scope="module")
