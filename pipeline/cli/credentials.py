@@ -7,7 +7,9 @@ a config file cannot be taken out, and is a config error."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from contextlib import suppress
+from pathlib import Path
 from typing import Any
 
 from paraeval.pipeline.errors import ConfigError
@@ -65,6 +67,18 @@ def check_config_passwords(config: Any) -> None:
                 f"{key} holds a password, which Hydra would save in .hydra/config.yaml: remove it "
                 f"from the config file and set it in the environment ({ENV_HINT})"
             )
+
+
+def check_config_files(folders: Iterable[Path]) -> None:
+    """Raise :class:`ConfigError` naming the first YAML file under ``folders`` with a password."""
+    for folder in folders:
+        for path in sorted(folder.rglob("*.yaml")):
+            with suppress(OSError, UnicodeDecodeError):
+                if has_password(path.read_text(encoding="utf-8")):
+                    raise ConfigError(
+                        f"{path} holds a password, which Hydra would save in .hydra/: remove it "
+                        f"from the file and set it in the environment ({ENV_HINT})"
+                    )
 
 
 def _strings(node: Any, prefix: str) -> Iterator[tuple[str, str]]:

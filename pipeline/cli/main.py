@@ -25,7 +25,11 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from paraeval import __version__
-from paraeval.pipeline.cli.credentials import check_config_passwords, move_passwords_to_env
+from paraeval.pipeline.cli.credentials import (
+    check_config_files,
+    check_config_passwords,
+    move_passwords_to_env,
+)
 from paraeval.pipeline.config.compose import config_dir
 from paraeval.pipeline.errors import DEFERRED_SIGNALS, ConfigError, Interrupted, raise_deferred
 from paraeval.pipeline.names import escape_log_output, escape_warnings, show
@@ -145,14 +149,17 @@ def _compose_selections(argv: list[str], conf: Path) -> DictConfig | None:
 def check_config_file_passwords(argv: list[str], conf: Path) -> None:
     """A password in a user's config file (paraeval's own files hold none) as one line, before
     Hydra saves it in ``.hydra/config.yaml``."""
-    if not user_config_dirs(argv):
+    folders = user_config_dirs(argv)
+    if not folders:
         return
     cfg = _compose_selections(argv, conf)
-    if cfg is not None:
-        try:
+    try:
+        if cfg is not None:
             check_config_passwords(OmegaConf.to_container(cfg, resolve=False))
-        except ConfigError as exc:
-            _fail(str(exc))
+        else:  # a sweep over groups does not compose here: every file of the folders is read
+            check_config_files(folders)
+    except ConfigError as exc:
+        _fail(str(exc))
 
 
 def check_output_dir_overrides(argv: list[str]) -> None:

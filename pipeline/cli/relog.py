@@ -19,7 +19,7 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 
 from paraeval.pipeline.errors import UserError
-from paraeval.pipeline.names import show
+from paraeval.pipeline.names import escape_log_output, show
 from paraeval.pipeline.tracking.payload import RunPayload
 from paraeval.pipeline.tracking.run_record import read_run_info
 from paraeval.pipeline.tracking.store import TrackingUnavailable
@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--experiment", help="experiment name (default: the run's)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    escape_log_output()  # a library's record quoting a URI shows it without its password
     status = 0
     for out_dir in args.output_dirs:
         try:

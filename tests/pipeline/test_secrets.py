@@ -140,7 +140,17 @@ def test_the_environment_variables_log_a_run(
     assert files_containing(TOKEN, tmp_path) == []
 
 
-def test_a_password_in_a_config_file_is_refused_before_hydra_saves_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("selection", "names"),
+    [
+        (["tracking=team"], "tracking.uri"),
+        # a sweep over groups is not composed before Hydra runs: the files are read
+        (["-m", "tracking=team,none"], "team.yaml"),
+    ],
+)
+def test_a_password_in_a_config_file_is_refused_before_hydra_saves_it(
+    selection: list[str], names: str, tmp_path: Path
+) -> None:
     conf = tmp_path / "conf"
     (conf / "tracking").mkdir(parents=True)
     (conf / "tracking" / "team.yaml").write_text(
@@ -148,12 +158,12 @@ def test_a_password_in_a_config_file_is_refused_before_hydra_saves_it(tmp_path: 
         f"uri: http://{USER}:{quote(PASSWORD, safe='')}@127.0.0.1:9/\n"
     )
     out = tmp_path / "out"
-    args = ["--config-dir", str(conf), "tracking=team", f"hydra.run.dir={out}"]
-    proc = run_cli(args, cwd=tmp_path)
+    folders = [f"hydra.run.dir={out}", f"hydra.sweep.dir={out}"]
+    proc = run_cli(["--config-dir", str(conf), *selection, *folders], cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr[-3000:]
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("paraeval: error: tracking.uri holds a password")
-    assert "MLFLOW_TRACKING_PASSWORD" in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("paraeval: error: "), proc.stderr[-3000:]
+    assert f"{names} holds a password" in lines[0] and "MLFLOW_TRACKING_PASSWORD" in lines[0]
     assert not out.exists()
     assert TOKEN not in proc.stdout + proc.stderr
 
