@@ -147,6 +147,7 @@ def test_the_environment_variables_log_a_run(
         # a sweep over groups is not composed before Hydra runs: the files are read
         (["-m", "tracking=team,none"], "team.yaml"),
     ],
+    ids=["run", "sweep-over-groups"],
 )
 def test_a_password_in_a_config_file_is_refused_before_hydra_saves_it(
     selection: list[str], names: str, tmp_path: Path
@@ -178,6 +179,7 @@ def test_a_password_in_a_config_file_is_refused_before_hydra_saves_it(
             "two passwords",
         ),
     ],
+    ids=["other-setting", "other-scheme", "two-passwords"],
 )
 def test_a_password_without_a_safe_route_is_refused(
     override: str, expected: str, tmp_path: Path
