@@ -134,6 +134,14 @@ def test_the_environment_variables_log_a_run(
         MLFLOW_TRACKING_PASSWORD=PASSWORD,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # without the variables the server refuses, and the line says what to set
+    refused = relog(str(out), "--experiment", "env-again", cwd=tmp_path)
+    assert refused.returncode == 1, refused.stderr[-3000:]
+    (line,) = refused.stderr.strip().splitlines()
+    assert (
+        "error code 401" in line
+        and "set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD" in line
+    )
     monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", USER)
     monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", PASSWORD)
     assert len(_parents(MlflowClient(url), "env")) == 1
