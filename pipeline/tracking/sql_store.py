@@ -56,7 +56,10 @@ def missing_driver(uri: str) -> str | None:
         return None
     driver = driver_uri(uri).partition("://")[0].partition("+")[2].lower()
     module = drivers.get(driver, driver)
-    return None if find_spec(module) else module
+    if find_spec(module):
+        return None
+    # plain postgresql:// takes either driver: named, the one the postgres extra brings
+    return "psycopg" if name == "postgresql" and not driver else module
 
 
 def check_store(uri: str) -> None:

@@ -151,7 +151,7 @@ def test_a_missing_driver_says_which_extra_to_install(tmp_path: Path) -> None:
         check=False,
     )
     line = _one_error_line(proc)
-    assert "needs a postgresql driver" in line
+    assert "needs a postgresql driver (psycopg is not installed)" in line
     assert line.endswith("install it with: pip install 'paraeval[postgres]'"), line
     assert not (out / "segment_scores.parquet").exists() and TOKEN not in proc.stderr
 
