@@ -9,7 +9,7 @@ export TRANSFORMERS_OFFLINE := 1
 export MLFLOW_DISABLE_TELEMETRY := true
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup setup-dev wordnet chromium run test lint bench clean demo-data
+.PHONY: setup setup-dev wordnet chromium postgresql run test lint bench clean demo-data
 
 $(VENV)/bin/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -50,7 +50,15 @@ chromium:
 	   (apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null)) || \
 	  echo "chromium not installed: install Debian's chromium package (the report page test needs it)"
 
-setup-dev: $(VENV)/.dev $(FOREIGN_WHEELS)/.complete wordnet chromium
+# PostgreSQL (Debian's package): tests/pipeline/test_sql_stores.py starts a server of its own from
+# its programs (initdb, pg_ctl), which Debian keeps in /usr/lib/postgresql/<version>/bin
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || \
+	  (apt-get install -y -q postgresql >/dev/null 2>&1 || \
+	   (apt-get update -q >/dev/null && apt-get install -y -q postgresql >/dev/null)) || \
+	  echo "postgresql not installed: install Debian's postgresql package (the SQL store tests need it)"
+
+setup-dev: $(VENV)/.dev $(FOREIGN_WHEELS)/.complete wordnet chromium postgresql
 
 run: setup
 	$(VENV)/bin/paraeval

@@ -10,6 +10,8 @@ import logging
 import re
 import warnings
 
+from paraeval.pipeline.secrets import redact
+
 SAFE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 MAX_PART = 96
 # C0 controls, DEL, C1 controls, and the Unicode bidi embeddings/overrides/isolates (they reorder
@@ -32,8 +34,9 @@ def slug(name: object, max_len: int = MAX_PART) -> str:
 
 def show(text: object, keep_newlines: bool = False) -> str:
     """``text`` with control characters escaped (``\\x1b``, ``\\u202e``); tabs are kept, and
-    newlines where ``keep_newlines`` (a multi-line table or log message)."""
-    return (_CONTROL_NO_NL if keep_newlines else _CONTROL).sub(_escape, str(text))
+    newlines where ``keep_newlines`` (a multi-line table or log message). A URI in it loses its
+    password."""
+    return (_CONTROL_NO_NL if keep_newlines else _CONTROL).sub(_escape, redact(str(text)))
 
 
 def _escape(match: re.Match[str]) -> str:

@@ -28,6 +28,7 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
     out = Path(out_dir)
     check_writable(out)
     settings = Settings.from_config(cfg)
+    settings.tracker.check()
     status = report.Status(enabled=settings.report.progress)
     with status.stage("load"):
         table = settings.data.load()

@@ -26,10 +26,15 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException
 from hydra.types import RunMode
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from paraeval import __version__
 from paraeval.pipeline.cli import outcome
+from paraeval.pipeline.cli.credentials import (
+    check_config_files,
+    check_config_passwords,
+    move_passwords_to_env,
+)
 from paraeval.pipeline.cli.outcome import EXIT_NOT_LOGGED, EXIT_USER_ERROR
 from paraeval.pipeline.config.compose import config_dir
 from paraeval.pipeline.errors import DEFERRED_SIGNALS, ConfigError, Interrupted, raise_deferred
@@ -120,21 +125,9 @@ def check_override_keys(argv: list[str], conf: Path) -> None:
             plain.append((arg, key))
     if not plain:
         return
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    selections = [arg for arg, key in overrides if key.lstrip("+~") in GROUPS or "/" in key]
-    searchpath = [f"file://{d.resolve()}" for d in user_config_dirs(argv)]
-    if searchpath:
-        selections.append(f"hydra.searchpath=[{','.join(searchpath)}]")
-    try:
-        GlobalHydra.instance().clear()
-        with initialize_config_dir(str(conf), version_base="1.3", job_name="paraeval"):
-            cfg = compose("config", overrides=selections, return_hydra_config=True)
-    except Exception:  # Hydra reports a selection it cannot compose itself
+    cfg = _compose_selections(argv, conf, hydra_config=True)
+    if cfg is None:
         return
-    finally:
-        GlobalHydra.instance().clear()
     for arg, key in plain:
         node: object = cfg
         path: list[str] = []
@@ -153,6 +146,46 @@ def check_override_keys(argv: list[str], conf: Path) -> None:
             except Exception:  # ??? or an interpolation: nothing to check below it
                 break
             path.append(part)
+
+
+def _compose_selections(
+    argv: list[str], conf: Path, hydra_config: bool = False
+) -> DictConfig | None:
+    """The config composed from the group selections of ``argv`` and the user's config folders
+    (the other overrides left out; with ``hydra_config``, Hydra's own node too); None where Hydra
+    cannot compose it (it then says why)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    overrides = [(arg, arg.partition("=")[0]) for arg in _overrides(argv)]
+    selections = [arg for arg, key in overrides if key.lstrip("+~") in GROUPS or "/" in key]
+    searchpath = [f"file://{d.resolve()}" for d in user_config_dirs(argv)]
+    if searchpath:
+        selections.append(f"hydra.searchpath=[{','.join(searchpath)}]")
+    try:
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(str(conf), version_base="1.3", job_name="paraeval"):
+            return compose("config", overrides=selections, return_hydra_config=hydra_config)
+    except Exception:  # Hydra reports a selection it cannot compose itself
+        return None
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def check_config_file_passwords(argv: list[str], conf: Path) -> None:
+    """A password in a user's config file (paraeval's own files hold none) as one line, before
+    Hydra saves it in ``.hydra/config.yaml``."""
+    folders = user_config_dirs(argv)
+    if not folders:
+        return
+    cfg = _compose_selections(argv, conf)
+    try:
+        if cfg is not None:
+            check_config_passwords(OmegaConf.to_container(cfg, resolve=False))
+        else:  # a sweep over groups does not compose here: every file of the folders is read
+            check_config_files(folders)
+    except ConfigError as exc:
+        _fail(str(exc))
 
 
 def check_output_dir_overrides(argv: list[str]) -> None:
@@ -332,6 +365,14 @@ def _main(argv: list[str]) -> None:
     if argv[:1] in (["--version"], ["-V"]):
         print(f"paraeval {__version__}")
         return
+    # before Hydra sees the command line: it saves the overrides in the output folder
+    try:
+        argv = move_passwords_to_env(argv)
+    except ConfigError as exc:
+        _fail(str(exc))
+    sys.argv[1:] = argv
+    if not any(a in ("--help", "-h", "--hydra-help") for a in argv):
+        check_config_file_passwords(argv, config_dir())
     if not any(a in ("--help", "-h", "--hydra-help", "--info", "--cfg", "-c") for a in argv):
         check_grammar(argv)
         check_group_overrides(argv, config_dir())

@@ -19,11 +19,11 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 
 from paraeval.pipeline.errors import UserError
-from paraeval.pipeline.names import show
+from paraeval.pipeline.names import escape_log_output, show
 from paraeval.pipeline.tracking.payload import RunPayload
 from paraeval.pipeline.tracking.run_record import read_run_info
 from paraeval.pipeline.tracking.store import TrackingUnavailable
-from paraeval.pipeline.tracking.trackers import MLflowTracker, first_line
+from paraeval.pipeline.tracking.trackers import MLflowTracker, failure_reason
 
 PROG = "paraeval-log"
 
@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--experiment", help="experiment name (default: the run's)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    escape_log_output()  # a library's record quoting a URI shows it without its password
     status = 0
     for out_dir in args.output_dirs:
         try:
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{PROG}: error: {show(exc)}; {show(out_dir)} not logged", file=sys.stderr)
             status = max(status, 1)
         except Exception as exc:
-            reason = show(first_line(exc))
+            reason = show(failure_reason(exc))
             print(f"{PROG}: error: logging {show(out_dir)} failed: {reason}", file=sys.stderr)
             status = max(status, 1)
         else:

@@ -17,6 +17,7 @@ from paraeval.pipeline.config import targets
 from paraeval.pipeline.config.compose import flatten
 from paraeval.pipeline.data.load import load_data
 from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.secrets import redact_values
 from paraeval.pipeline.stages.aggregate import Normalizer
 from paraeval.pipeline.stages.alpha import AlphaCurveSettings
 from paraeval.pipeline.stages.compare import CompareConfig
@@ -99,7 +100,8 @@ class Settings:
             report=_report(_node(tree, "report")),
             tracking=_node(tree, "tracking"),
             tracker=tracker_from_config(_node(tree, "tracking")),
-            params=flatten(tree),
+            # MLflow params and the report: a tracking URI's password is left out
+            params=redact_values(flatten(tree)),
         )
 
     def tracker_with(self, changes: Mapping[str, object]) -> Tracker:

@@ -175,7 +175,7 @@ def where_lines(out_dir: Path, run_id: str | None, tracking_uri: str | None) -> 
     lines = [f"Outputs:      {printable(out_dir.resolve())}"]
     if tracking_uri:
         lines.append(f"MLflow store: {printable(tracking_uri)}  (run {run_id})")
-        if tracking_uri.startswith("sqlite:"):
+        if not tracking_uri.startswith(("http://", "https://")):  # a SQL store
             lines.append(f"Open it with: mlflow ui --backend-store-uri {printable(tracking_uri)}")
         else:
             lines.append(f"Open it in a browser: {printable(tracking_uri)}")

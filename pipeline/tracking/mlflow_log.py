@@ -28,7 +28,9 @@ import pandas as pd
 from paraeval.pipeline.errors import raise_deferred
 from paraeval.pipeline.files import output_digest
 from paraeval.pipeline.names import show, slug
+from paraeval.pipeline.secrets import credentials_in_env, redact
 from paraeval.pipeline.tracking.payload import RunPayload, frame_digest
+from paraeval.pipeline.tracking.sql_store import check_store, driver_uri
 from paraeval.pipeline.tracking.store import (
     check_reachable,
     experiment_id,
@@ -263,7 +265,10 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
     record, out_dir = payload.record, Path(payload.out_dir)
     tracking = dict(record.tracking if tracking is None else tracking)
     uri, artifact_location = resolve_tracking_uri(tracking)
+    # the URI as printed and returned: no password, the driver named (what `mlflow ui` needs)
+    shown = redact(driver_uri(uri))
     check_reachable(uri)
+    check_store(uri)
     content_hash = output_digest(out_dir, record.run_uid)
     digest = frame_digest(payload.dataset)
     metrics = headline_metrics(payload.correlations)
@@ -275,16 +280,18 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
     tags["paraeval.dataset_digest"] = digest
     tags["paraeval.role"] = "invocation"
 
-    with store_lock(uri):
-        mlflow.set_tracking_uri(uri)
-        client = MlflowClient(uri)
+    # the client gets the password through the environment, never inside the URI (MLflow
+    # quotes the URI of a failed request in its error message)
+    with store_lock(uri), credentials_in_env(driver_uri(uri)) as target:
+        mlflow.set_tracking_uri(target)
+        client = MlflowClient(target)
         exp_id = experiment_id(
             client, str(tracking.get("experiment") or "paraeval"), artifact_location
         )
         existing = find_logged(client, exp_id, content_hash)
         if existing is not None:
             payload.finish_outputs()
-            return Logged(existing, uri, True)
+            return Logged(existing, shown, True)
         leftovers = close_leftovers(client, exp_id, record.run_uid)
         start, end = record.started_ms or None, record.ended_ms or None
         if leftovers:
@@ -341,7 +348,7 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
             with suppress(Exception):
                 end_unfinished(client, exp_id, record.run_uid, status)
             raise
-    return Logged(parent_id, uri, False)
+    return Logged(parent_id, shown, False)
 
 
 def find_logged(client: Any, exp_id: str, content_hash: str) -> str | None:

@@ -20,6 +20,7 @@ import pandas as pd
 
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.files import RUN_INFO, atomic_write
+from paraeval.pipeline.secrets import redact, redact_values
 
 RUN_INFO_FORMAT = "paraeval-run/1"
 LIBRARIES = (
@@ -150,7 +151,7 @@ def run_record(
         "paraeval.data": s.data.name,
         "paraeval.git_commit": git_commit(),
         "paraeval.output_dir": str(out.resolve()),
-        "paraeval.overrides": " ".join(overrides),
+        "paraeval.overrides": " ".join(redact(o) for o in overrides),
     }
     tags.update({f"signature.{k}": v for k, v in ev.signatures.items()})
     tags.update(library_versions())
@@ -158,10 +159,11 @@ def run_record(
     files = [str(f) for f in ev.table.attrs.get("data_files", []) if not str(f).startswith("<")]
     dataset = dataset_label(s.data.name, files)
     return RunRecord(
-        tracking=tracking,
+        # a password stays out of the record: paraeval-log takes it from the environment
+        tracking=redact_values(tracking),
         params=params,
         tags=tags,
-        run_name=run_name or sweep_run_name(readable_run_name(dataset, overrides), tags),
+        run_name=redact(run_name or sweep_run_name(readable_run_name(dataset, overrides), tags)),
         metrics=dict(ev.run_metrics),
         data_name=dataset,
         data_source=str(Path(files[0]).resolve()) if files else "",

@@ -16,6 +16,8 @@ from contextlib import closing, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+from paraeval.pipeline.secrets import client_credentials, redact
+
 log = logging.getLogger("paraeval.pipeline.tracking")
 
 LOCK_TIMEOUT_S = 600.0
@@ -74,7 +76,8 @@ def check_reachable(uri: str, timeout: float = 5.0) -> None:
         return
     for name, value in HTTP_RETRY_DEFAULTS.items():
         os.environ.setdefault(name, value)
-    url = uri.rstrip("/") + "/health"
+    # urllib takes no user in a URL; /health answers without credentials
+    url = client_credentials(uri)[0].rstrip("/") + "/health"
     problem = ""
     for attempt in range(HEALTH_ATTEMPTS):
         if attempt:
@@ -89,7 +92,7 @@ def check_reachable(uri: str, timeout: float = 5.0) -> None:
             problem = f"answers HTTP {exc.code} {exc.reason}".rstrip()
         except (urllib.error.URLError, OSError, TimeoutError) as exc:
             problem = f"is unreachable ({getattr(exc, 'reason', exc)})"
-    raise TrackingUnavailable(f"MLflow tracking server {uri} {problem}")
+    raise TrackingUnavailable(f"MLflow tracking server {redact(uri)} {problem}")
 
 
 def store_state(db: Path) -> str:

@@ -20,9 +20,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from paraeval.pipeline.errors import ConfigError, not_allowed
+from paraeval.pipeline.secrets import HTTP_PASSWORD_VAR, HTTP_USER_VAR
 from paraeval.pipeline.tracking.mlflow_log import Logged, log_payload
 from paraeval.pipeline.tracking.payload import RunPayload
 from paraeval.pipeline.tracking.run_record import Evaluated, write_run_info
+from paraeval.pipeline.tracking.sql_store import check_store
 from paraeval.pipeline.tracking.store import TrackingUnavailable, resolved_tracking
 
 log = logging.getLogger("paraeval.pipeline.tracking")
@@ -80,6 +82,10 @@ class Tracker(ABC):
     def send(self, payload: RunPayload) -> Logged | None:
         """Log the run to the backend; a failure is a warning line and None, never an exception."""
 
+    def check(self) -> None:  # noqa: B027 (a tracker that cannot tell keeps this no-op)
+        """Raise :class:`ConfigError` for a backend that cannot take the run, found before any
+        work (a failure found only when the run is logged is a warning line then)."""
+
 
 class _StoreSettings(Tracker):
     """The settings of ``conf/tracking/{sqlite,server,none}.yaml``: where an MLflow store is."""
@@ -117,6 +123,16 @@ class MLflowTracker(_StoreSettings):
         known = inspect.signature(cls.__init__).parameters
         return cls(**{k: v for k, v in settings.items() if k in known and k != "self"})
 
+    def check(self) -> None:
+        """A SQL store (the embedded SQLite one included, once it exists) that lacks its driver,
+        refuses the connection or is at another schema revision; an MLflow server is probed when
+        the run is logged (a server down now may be up by then, and the outputs are kept)."""
+        uri = self.settings.get("uri") or f"sqlite:///{Path(self.settings['store_dir'])}/mlflow.db"
+        try:
+            check_store(str(uri))
+        except TrackingUnavailable as exc:
+            raise ConfigError(str(exc)) from None
+
     def log_or_raise(self, payload: RunPayload) -> Logged:
         """Log the run (or find it already logged); raise on failure."""
         return log_payload(payload, self.settings)
@@ -138,15 +154,25 @@ def not_logged_warning(out_dir: Path, exc: BaseException) -> tuple[str, ...]:
     if isinstance(exc, TrackingUnavailable):
         problem = str(exc)
     else:
-        problem = f"MLflow logging failed ({first_line(exc)})"
+        problem = f"MLflow logging failed ({failure_reason(exc)})"
     out = str(out_dir)
     return ("%s; outputs kept in %s; log them later with: paraeval-log %s", problem, out, out)
 
 
+def failure_reason(exc: BaseException) -> str:
+    """:func:`first_line`, with what to do where a server refused the credentials."""
+    reason = first_line(exc)
+    if "error code 401" in reason:
+        reason += f"; set {HTTP_USER_VAR} and {HTTP_PASSWORD_VAR} (or fix them)"
+    return reason
+
+
 def first_line(exc: BaseException) -> str:
-    """The first line of an error's message (its type's name if empty), at most 300 characters."""
+    """The first line of an error's message (its type's name if empty), at most 300 characters,
+    cut at a word."""
     text = str(exc).strip()
-    return (text.splitlines()[0] if text else type(exc).__name__)[:300]
+    line = text.splitlines()[0] if text else type(exc).__name__
+    return line if len(line) <= 300 else line[:300].rsplit(" ", 1)[0] + " …"
 
 
 class NoTracker(_StoreSettings):

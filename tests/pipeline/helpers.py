@@ -8,6 +8,14 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+# a run that is quick to score and tracks the same way as any other
+FAST = [
+    "metrics=[bleu]",
+    "correlation.ci=false",
+    "compare.enabled=false",
+    "alpha_curve.enabled=false",
+    "report.print_tables=false",
+]
 
 
 def cli_env(**extra: str) -> dict[str, str]:
@@ -37,12 +45,12 @@ def run_cli(
     )
 
 
-def relog(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def relog(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
     """``paraeval-log ARGS`` (directories, options), as a user would run it."""
     return subprocess.run(
         [sys.executable, "-m", "paraeval.pipeline.cli.relog", *args],
         cwd=cwd,
-        env=cli_env(),
+        env=cli_env(**env),
         capture_output=True,
         text=True,
         timeout=300,
@@ -58,3 +66,14 @@ def logged_run_args(tmp_path: Path) -> list[str]:
         "metrics=[bleu,ibleu,chrf,ter]",
         "report.print_tables=false",
     ]
+
+
+def files_containing(text: str, *roots: Path) -> list[Path]:
+    """Every file under ``roots`` (hidden ones included) whose bytes hold ``text``."""
+    needle = text.encode()
+    found = []
+    for root in roots:
+        for path in [root] if root.is_file() else sorted(root.rglob("*")):
+            if path.is_file() and not path.is_symlink() and needle in path.read_bytes():
+                found.append(path)
+    return found

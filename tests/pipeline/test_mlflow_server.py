@@ -3,87 +3,20 @@ root), then the runs read back through the same server."""
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.pipeline.helpers import cli_env, relog, run_cli
-
-STARTUP_TIMEOUT_S = 120.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/health", timeout=2) as resp:
-            return resp.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
+from tests.pipeline.helpers import relog, run_cli
+from tests.pipeline.servers import mlflow_server
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    root = tmp_path_factory.mktemp("mlflow-server")
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    log_file = (root / "server.log").open("w")
-    env = cli_env()
-    env.pop("MLFLOW_TRACKING_URI", None)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mlflow",
-            "server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            "1",
-            "--backend-store-uri",
-            f"sqlite:///{root / 'mlflow.db'}",
-            "--artifacts-destination",
-            str(root / "artifacts"),
-        ],
-        cwd=root,
-        env=env,
-        stdout=log_file,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,  # its worker processes end with it
-    )
-    try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while not _healthy(url):
-            if proc.poll() is not None:
-                pytest.fail(f"mlflow server exited: {(root / 'server.log').read_text()[-2000:]}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"mlflow server not up after {STARTUP_TIMEOUT_S:.0f} s")
-            time.sleep(0.5)
+    with mlflow_server(tmp_path_factory.mktemp("mlflow-server")) as url:
         yield url
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, 15)
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, 9)
-                proc.wait(timeout=20)
-        log_file.close()
 
 
 @pytest.mark.slow

@@ -1,0 +1,106 @@
+"""Passwords in tracking URIs (``http://user:PASSWORD@host``,
+``postgresql://user:PASSWORD@host/db``): never written, handed to the client through the
+environment variables it reads.
+
+Every string paraeval writes that can hold a URI passes :func:`redact` (the run record, MLflow
+params and tags, the report, the terminal and the log file through
+:func:`paraeval.pipeline.names.show`). A client is given the URI without its password, the
+password going through :func:`client_credentials`: ``MLFLOW_TRACKING_USERNAME`` /
+``MLFLOW_TRACKING_PASSWORD`` for an MLflow server (what ``MlflowClient`` reads), ``PGPASSWORD``
+for PostgreSQL (what libpq reads).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import unquote
+
+# scheme://user:password@ ; the password runs to the last "@" of the authority (an unescaped "@"
+# in a password is then still removed whole)
+_USERINFO = re.compile(
+    r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^\s/?#@:]*):(?P<password>[^\s/?#]*)@"
+)
+_USER_ONLY = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^\s/?#@:]+)@")
+
+HTTP_USER_VAR = "MLFLOW_TRACKING_USERNAME"
+HTTP_PASSWORD_VAR = "MLFLOW_TRACKING_PASSWORD"
+POSTGRES_PASSWORD_VAR = "PGPASSWORD"
+
+
+def redact(text: str) -> str:
+    """``text`` with the password of every URI in it removed (``http://user@host``): what is
+    left is still a URI that works once the password is in the environment."""
+    if "://" not in text or "@" not in text:
+        return text
+    return _USERINFO.sub(lambda m: m["head"] + (m["user"] + "@" if m["user"] else ""), text)
+
+
+def redact_values(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` with every string value redacted."""
+    return {k: redact(v) if isinstance(v, str) else v for k, v in values.items()}
+
+
+def has_password(text: str) -> bool:
+    return redact(text) != text
+
+
+def password_var(uri: str) -> str | None:
+    """The environment variable through which the client of ``uri`` takes a password, or None
+    where paraeval knows of none."""
+    scheme = uri.partition("://")[0].lower()
+    if scheme in ("http", "https"):
+        return HTTP_PASSWORD_VAR
+    if scheme.partition("+")[0] == "postgresql":
+        return POSTGRES_PASSWORD_VAR
+    return None
+
+
+def passwords(uri: str) -> list[tuple[str, str]]:
+    """(environment variable, password) for each password in ``uri`` (several in a sweep's
+    ``a,b`` list); the variable is "" where the scheme has none."""
+    out = []
+    for match in _USERINFO.finditer(uri):
+        scheme_uri = match["head"] + match["user"] + "@"
+        out.append((password_var(scheme_uri) or "", unquote(match["password"])))
+    return out
+
+
+def client_credentials(uri: str) -> tuple[str, dict[str, str]]:
+    """(the URI a client is given, the environment variables it needs for the credentials that
+    were in ``uri``). An MLflow server's URI loses its whole user part (MLflow sends the
+    variables as basic auth; a user left in the URL would be sent without the password); a
+    PostgreSQL URI keeps its user and loses its password."""
+    found = list(_USERINFO.finditer(uri))
+    var = password_var(uri)
+    if var == HTTP_PASSWORD_VAR:
+        match = found[0] if found else _USER_ONLY.match(uri)
+        if match is None:
+            return uri, {}
+        env = {HTTP_USER_VAR: unquote(match["user"])}
+        if found:
+            env[HTTP_PASSWORD_VAR] = unquote(found[0]["password"])
+        return uri[: match.start()] + match["head"] + uri[match.end() :], env
+    if var == POSTGRES_PASSWORD_VAR and found:
+        return redact(uri), {POSTGRES_PASSWORD_VAR: unquote(found[0]["password"])}
+    return uri, {}
+
+
+@contextmanager
+def credentials_in_env(uri: str) -> Iterator[str]:
+    """The URI to give the client, with the credentials ``uri`` holds in the environment while
+    the block runs (variables set before are restored after it)."""
+    target, env = client_credentials(uri)
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        yield target
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
