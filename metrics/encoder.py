@@ -304,12 +304,14 @@ class Encoder:
             missing = [t for t in missing if not (t in sent and t in ids)]
         if not missing:
             return
-        ids_list = self.tokenize(missing)
         dim = int(read_json(Path(self.path) / "config.json").get("hidden_size", 1024))
-        tokens = sum(len(x) for x in ids_list)
-        size = tokens * dim * 4 * len(need) + len(missing) * (dim * 4 + 300)
-        if size + self.memo.nbytes > self.memo.max_bytes:
-            return
+        room = self.memo.max_bytes - self.memo.nbytes
+        ids_list: list[np.ndarray] = []
+        for start in range(0, len(missing), CHUNK):  # a pool too large is found chunk by chunk
+            ids_list += self.tokenize(missing[start : start + CHUNK])
+            tokens = sum(len(x) for x in ids_list)
+            if tokens * dim * 4 * len(need) + len(ids_list) * (dim * 4 + 300) > room:
+                return
         fresh = encode_pass(self, missing, ids_list, need)
         self._store(fresh)
 
