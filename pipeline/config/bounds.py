@@ -33,6 +33,7 @@ METRIC_COUNTS: dict[str, int] = {
     "char_order": 0,
     "word_order": 0,
     "max_length": 1,
+    "n": 1,  # rougeN's order
 }
 # metrics whose corpus statistics have two counts per n-gram order (and their order setting)
 NGRAM_ORDERS = ("max_ngram_order", "max_order")
