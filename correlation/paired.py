@@ -223,10 +223,24 @@ class PairedScores(ABC):
         """Approximate-randomization p-value of ``system`` against ``base``."""
         return self.ar_all(base, [system], masks)[system]
 
-    @abstractmethod
     def ar_all(self, base: str, systems: list[str], masks: ArMasks) -> dict[str, float]:
         """:meth:`ar` of every system in ``systems`` against ``base`` (NaN where a score is not
         finite)."""
+        out = dict.fromkeys(systems, float("nan"))
+        for s, stats in self.ar_stats(base, systems, masks).items():
+            out[s] = p_value(stats, self.ar_difference(base, s))
+        return out
+
+    def ar_difference(self, base: str, system: str) -> float:
+        """The observed difference the randomized ones are compared with."""
+        return abs(self.point(base) - self.point(system))
+
+    @abstractmethod
+    def ar_stats(self, base: str, systems: list[str], masks: ArMasks) -> dict[str, np.ndarray]:
+        """The randomized differences of every system of ``systems`` whose score and the base's
+        are finite, one per mask (row of ``masks``): the trials are independent, so the masks
+        may come a block of rows at a time (:func:`ar_blocks`) and the p-value is
+        :func:`p_value` of the blocks' differences together."""
 
     def _testable(self, base: str, systems: list[str]) -> list[str]:
         real_b = self.point(base)
@@ -252,8 +266,8 @@ class MeanScores(PairedScores):
         with np.errstate(invalid="ignore", divide="ignore"):
             return (counts @ self.zeroed[system]) / (counts @ self.finite[system])
 
-    def ar_all(self, base: str, systems: list[str], masks: ArMasks) -> dict[str, float]:
-        out = dict.fromkeys(systems, float("nan"))
+    def ar_stats(self, base: str, systems: list[str], masks: ArMasks) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
         todo = self._testable(base, systems)
         if not todo:
             return out
@@ -270,9 +284,7 @@ class MeanScores(PairedScores):
             num_a, den_a = kept[:, 2 * j] + vs.sum(), kept[:, 2 * j + 1] + fs.sum()
             num_b, den_b = vb.sum() + vs.sum() - num_a, fb.sum() + fs.sum() - den_a
             with np.errstate(invalid="ignore", divide="ignore"):
-                out[s] = p_value(
-                    np.abs(num_a / den_a - num_b / den_b), abs(self.point(base) - self.point(s))
-                )
+                out[s] = np.abs(num_a / den_a - num_b / den_b)
         return out
 
 
@@ -340,34 +352,32 @@ class StatsScores(PairedScores):
             sums[start : start + chunk] = st32[idx[start : start + chunk]].sum(axis=1)
         return self.fn(sums)
 
-    def _ar_one(self, base: str, system: str, masks: ArMasks) -> float:
-        """The test of one system whose statistics are not all integers, or that has no
-        vectorised score."""
-        diff = abs(self.point(base) - self.point(system))
+    def _ar_one(self, base: str, system: str, masks: ArMasks) -> np.ndarray:
+        """The randomized differences of one system whose statistics are not all integers, or
+        that has no vectorised score."""
         bl, sy = self.stats[base], self.stats[system]
         if self.fn is None and self.sums is not None and len(bl) and masks.shape[0]:
             shuf_a, shuf_b = _masked_sums(masks.keep_t, bl, sy)
-            return p_value(np.abs(self.sums(shuf_a.T) - self.sums(shuf_b.T)), diff)
+            return np.abs(self.sums(shuf_a.T) - self.sums(shuf_b.T))
         if self.fn is None:
             keep = masks.keep
             a = np.array([self._generic(np.where(m[:, None], bl, sy)) for m in keep])
             b = np.array([self._generic(np.where(m[:, None], sy, bl)) for m in keep])
-            return p_value(np.abs(a - b), diff)
+            return np.abs(a - b)
         # sacrebleu: pos_sel @ bl + ~pos_sel @ sys with bool masks; float copies of the masks give
-        # the same products (tested) and are converted once per run instead of once per call
+        # the same products (tested) and are converted once per block instead of once per call
         shuf_a = masks.apply(lambda k, w: k @ bl + w @ sy)
         shuf_b = masks.apply(lambda k, w: w @ bl + k @ sy)
-        return p_value(np.abs(self.fn(shuf_a) - self.fn(shuf_b)), diff)
+        return np.abs(self.fn(shuf_a) - self.fn(shuf_b))
 
-    def ar_all(self, base: str, systems: list[str], masks: ArMasks) -> dict[str, float]:
-        out = dict.fromkeys(systems, float("nan"))
+    def ar_stats(self, base: str, systems: list[str], masks: ArMasks) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
         todo = self._testable(base, systems)
         if not todo:
             return out
         fn = self.fn
         if fn is None or not self.integer:
-            out.update({s: self._ar_one(base, s, masks) for s in todo})
-            return out
+            return {s: self._ar_one(base, s, masks) for s in todo}
         bl = self.stats[base]
         width = bl.shape[1]
         # integer statistics: the shuffled sums are exact whatever the product's shape, so all
@@ -379,8 +389,7 @@ class StatsScores(PairedScores):
             sy = self.stats[s]
             shuf_a = products[:, j * width : (j + 1) * width] + sy.sum(axis=0)
             shuf_b = (bl.sum(axis=0) + sy.sum(axis=0)) - shuf_a
-            diff = abs(self.point(base) - self.point(s))
-            out[s] = p_value(np.abs(fn(shuf_a) - fn(shuf_b)), diff)
+            out[s] = np.abs(fn(shuf_a) - fn(shuf_b))
         return out
 
 

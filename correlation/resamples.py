@@ -4,6 +4,8 @@ of whole resamples so that memory stays bounded however many items there are."""
 
 from __future__ import annotations
 
+import bisect
+import threading
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +31,7 @@ class Resamples:
 
     n_resamples: int
     sys_idx: np.ndarray | None  # (B, n_systems)
-    item_idx: np.ndarray | None  # (B, n_items)
+    item_idx: np.ndarray | DrawnRows | None  # (B, n_items)
     _weights: dict[tuple[int, int, int], np.ndarray] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -68,7 +70,82 @@ def draw_resamples(
     return Resamples(n_resamples, sys_idx, item_idx)
 
 
-def _draw_indices(rng: np.random.Generator, n: int, n_resamples: int) -> np.ndarray:
+# A set whose item indices would hold more than this keeps the generator's states instead, and
+# draws its rows again where they are read (:class:`DrawnRows`): memory bounded whatever
+# n_resamples, at the cost of drawing again (sets this large only)
+HELD_INDEX_BYTES = 2**28
+
+
+class DrawnRows:
+    """The item indices of a set of resamples, kept as the state of the generator before each
+    block of rows: the rows read are drawn again from those states, block by block, which gives
+    the same numbers (one bounded 32-bit draw after another, whatever the blocks). Reads like a
+    (resamples x items) array: a row, a slice of rows, or the whole (``np.asarray``); each thread
+    keeps the last block it drew, so reading the rows in order draws each block once."""
+
+    ndim = 2
+
+    def __init__(
+        self, states: list[tuple[int, Any]], bit_generator: type, n_rows: int, n: int
+    ) -> None:
+        self._states = states  # (first row, generator state) of each block
+        self._bit_generator = bit_generator
+        self._starts = [start for start, _ in states]
+        self.shape = (n_rows, n)
+        self.dtype = np.dtype(np.uint16 if n <= np.iinfo(np.uint16).max + 1 else np.int32)
+        self._local = threading.local()
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.shape[0] * self.shape[1] * self.dtype.itemsize)
+
+    def _block(self, k: int) -> tuple[int, np.ndarray]:
+        kept = getattr(self._local, "block", None)
+        if kept is not None and kept[0] == k:
+            return self._starts[k], kept[1]
+        start, state = self._states[k]
+        stop = self._starts[k + 1] if k + 1 < len(self._starts) else self.shape[0]
+        bit_generator = self._bit_generator()
+        bit_generator.state = state
+        rows = np.random.Generator(bit_generator).integers(
+            0, self.shape[1], size=(stop - start, self.shape[1]), dtype=np.int32
+        )
+        block = rows.astype(self.dtype, copy=False)
+        self._local.block = (k, block)
+        return start, block
+
+    def _rows(self, lo: int, hi: int) -> np.ndarray:
+        parts = []
+        k = bisect.bisect_right(self._starts, lo) - 1
+        while lo < hi:
+            start, block = self._block(k)
+            end = min(hi, start + len(block))
+            parts.append(block[lo - start : end - start])
+            lo, k = end, k + 1
+        if len(parts) == 1:
+            return parts[0]
+        return np.concatenate(parts) if parts else np.empty((0, self.shape[1]), self.dtype)
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        if isinstance(key, int | np.integer):
+            row = int(key) + (self.shape[0] if key < 0 else 0)
+            if not 0 <= row < self.shape[0]:
+                raise IndexError(f"row {key} of {self.shape[0]}")
+            return self._rows(row, row + 1)[0]
+        if isinstance(key, slice) and key.step in (None, 1):
+            lo, hi, _ = key.indices(self.shape[0])
+            return self._rows(lo, max(lo, hi))
+        return np.asarray(self)[key]
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        whole = self._rows(0, self.shape[0])
+        return whole if dtype is None else whole.astype(dtype)
+
+
+def _draw_indices(rng: np.random.Generator, n: int, n_resamples: int) -> np.ndarray | DrawnRows:
     """``rng.integers(0, n, size=(n_resamples, n))`` stored in the narrowest type that holds the
     values: the same numbers, and ``rng`` ends in the same state.
 
@@ -80,6 +157,14 @@ def _draw_indices(rng: np.random.Generator, n: int, n_resamples: int) -> np.ndar
     shape = (n_resamples, n)
     if n > np.iinfo(np.int32).max:
         return rng.integers(0, n, size=shape)
+    if n_resamples * n * index_itemsize(n) > HELD_INDEX_BYTES:
+        # drawn once (the generator ends where it would), kept as the states between blocks
+        states: list[tuple[int, Any]] = []
+        step = max(1, CHUNK_ELEMENTS // max(n, 1))
+        for start in range(0, n_resamples, step):
+            states.append((start, rng.bit_generator.state))
+            rng.integers(0, n, size=(min(step, n_resamples - start), n), dtype=np.int32)
+        return DrawnRows(states, type(rng.bit_generator), n_resamples, n)
     if n > np.iinfo(np.uint16).max + 1:
         return rng.integers(0, n, size=shape, dtype=np.int32)
     out = np.empty(shape, dtype=np.uint16)
@@ -88,6 +173,27 @@ def _draw_indices(rng: np.random.Generator, n: int, n_resamples: int) -> np.ndar
         rows = min(step, n_resamples - start)
         out[start : start + rows] = rng.integers(0, n, size=(rows, n), dtype=np.int32)
     return out
+
+
+def index_itemsize(n: int) -> int:
+    """Bytes of one item index as :func:`draw_resamples` stores it (:func:`_draw_indices`)."""
+    if n > np.iinfo(np.int32).max:
+        return 8
+    return 4 if n > np.iinfo(np.uint16).max + 1 else 2
+
+
+def resamples_nbytes(n_resamples: int, n_systems: int, n_items: int, unit: str) -> int:
+    """Bytes one set of :func:`draw_resamples` holds: its item indices in their narrowest type
+    (and the int32 block they are drawn in), its system indices (int64), and the item
+    multiplicities it keeps for its users (at most ``_KEPT_WEIGHT_ELEMENTS`` float64)."""
+    items = unit in ("items", "both")
+    held = n_resamples * n_items * index_itemsize(n_items) if items else 0
+    held += 4 * min(CHUNK_ELEMENTS, n_resamples * n_items) if items else 0
+    if held > HELD_INDEX_BYTES:  # drawn again where read: a block per thread (DrawnRows)
+        held = 4 * CHUNK_ELEMENTS * 4
+    held += n_resamples * n_systems * 8 if unit in ("systems", "both") else 0
+    kept = 8 * n_resamples * n_items if n_resamples * n_items <= _KEPT_WEIGHT_ELEMENTS else 0
+    return held + (kept if items else 0)
 
 
 def counts(idx: np.ndarray, k: int) -> np.ndarray:

@@ -183,8 +183,10 @@ def _rows_constant(x: np.ndarray) -> np.ndarray:
     )
 
 
-def _slices(k: int, per_row: int) -> list[slice]:
+def _slices(k: int, per_row: int, align: int = 1) -> list[slice]:
     size = max(1, min(k, _CHUNK_ELEMENTS // max(per_row, 1)))
+    if size < k:
+        size = max(align, size // align * align)
     return [slice(i, min(i + size, k)) for i in range(0, k, size)]
 
 
@@ -305,26 +307,77 @@ def permutation_test(
     observed = float(deltas(np.zeros((1, 1, 1), dtype=bool))[0])
     if not math.isfinite(observed):
         return float("nan")
+    per = 2 * int(ok.sum()) if pooled is not None else 4 * n_sys * n_items
     if unit == "both":
         # Perm-Both: swap whole systems, then whole items of the result; a cell is swapped when
-        # exactly one of the two swaps touched it
-        masks = (rng.random((n_resamples, n_sys, 1)) < 0.5) ^ (
-            rng.random((n_resamples, 1, n_items)) < 0.5
-        )
+        # exactly one of the two swaps touched it. Every system swap is drawn before any item
+        # swap, as one call each would draw them
+        systems = _swaps(rng, (n_resamples, n_sys, 1))
+        items = _Draws(lambda k: _swaps(rng, (k, 1, n_items)), n_resamples, n_items)
+        draws = items
+
+        def mask_rows(rows: slice) -> np.ndarray:
+            return systems[rows] ^ items.take(rows)
     else:
         shape = {
-            "items": (n_resamples, 1, n_items),
-            "systems": (n_resamples, n_sys, 1),
-            "cells": (n_resamples, n_sys, n_items),
+            "items": (1, n_items),
+            "systems": (n_sys, 1),
+            "cells": (n_sys, n_items),
         }[unit]
-        masks = rng.random(shape) < 0.5
-    per = 2 * int(ok.sum()) if pooled is not None else 4 * n_sys * n_items
+        draws = _Draws(lambda k: _swaps(rng, (k, *shape)), n_resamples, shape[0] * shape[1])
+        mask_rows = draws.take
 
     def block(rows: slice) -> np.ndarray:
-        part = masks[rows]
-        return np.concatenate([deltas(part[sl]) for sl in _slices(part.shape[0], max(per, 1))])
+        # a few permutations at a time, their swaps drawn as they are reached: memory bounded
+        # whatever n_resamples
+        parts = _slices(rows.stop - rows.start, max(per, 1))
+        return np.concatenate(
+            [deltas(mask_rows(slice(rows.start + sl.start, rows.start + sl.stop))) for sl in parts]
+        )
 
-    return _p_value(observed, n_resamples, block, alternative, early_stop)
+    return _p_value(observed, n_resamples, block, alternative, early_stop, draws.finish)
+
+
+class _Draws:
+    """The rows of one random draw (``draw(k)`` makes the next ``k`` rows), made when the test
+    reaches them, in order: a generator's draws of doubles, and of binomials, continue from one
+    call to the next, so they are the rows one call for all of them would make. :meth:`finish`
+    draws the rows never reached (a test stopped early), so that the generator ends in the state
+    the one call leaves it in, and the tests after it draw what they drew before."""
+
+    def __init__(self, draw: Callable[[int], np.ndarray], n_rows: int, per_row: int) -> None:
+        self.draw, self.n_rows, self.done = draw, n_rows, 0
+        self.step = max(1, _CHUNK_ELEMENTS // max(per_row, 1))
+
+    def take(self, rows: slice) -> np.ndarray:
+        if rows.start != self.done:
+            raise RuntimeError("permutations are drawn in order")
+        self.done = rows.stop
+        return self.draw(rows.stop - rows.start)
+
+    def finish(self) -> None:
+        while self.done < self.n_rows:
+            k = min(self.step, self.n_rows - self.done)
+            self.draw(k)
+            self.done += k
+
+
+def _swaps(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """``rng.random(shape) < 0.5`` without the doubles of the whole shape: a block of rows at a
+    time (the same numbers: see :class:`_Draws`)."""
+    out = np.empty(shape, dtype=bool)
+    per_row = int(np.prod(shape[1:]))
+    for sl in _slices(shape[0], per_row):
+        out[sl] = rng.random((sl.stop - sl.start, *shape[1:])) < 0.5
+    return out
+
+
+def permutation_nbytes(n_resamples: int, n_systems: int, n_items: int, unit: str) -> int:
+    """Peak bytes of :func:`permutation_test`'s permutations (the estimate the config check
+    uses): the system swaps of Perm-Both held whole, every difference (float64), and a block of
+    drawn swaps with its working copies (a few float64 arrays of ``_CHUNK_ELEMENTS``)."""
+    held = n_resamples * (n_systems if unit == "both" else 0) + 16 * n_resamples
+    return held + 8 * 8 * _CHUNK_ELEMENTS
 
 
 def _p_value(
@@ -333,9 +386,10 @@ def _p_value(
     block: Callable[[slice], np.ndarray],
     alternative: str,
     early_stop: EarlyStop | None,
+    finish: Callable[[], None] | None = None,
 ) -> float:
     """The permutation p-value from the differences ``block(rows)`` of the permutations in
-    ``rows``, block by block when stopping early."""
+    ``rows``, block by block when stopping early; ``finish()`` after the last block run."""
     # a tolerance so that rounding in a recomputed but mathematically equal difference counts
     tol = 1e-12
     size = early_stop.block_size if early_stop is not None else n_resamples
@@ -352,6 +406,8 @@ def _p_value(
             p = (1 + extreme) / (1 + used)
             if p < early_stop.early_min or p > early_stop.early_max:
                 break
+    if finish is not None:
+        finish()
     return float((1 + extreme) / (1 + used))
 
 
@@ -381,12 +437,25 @@ def _pairs_test(
     term = (va - vb) / (per_item[item] * n_used)
     observed = float(term.sum())
     values, counts = np.unique(term[term != 0], return_counts=True)
-    kept = rng.binomial(counts, 0.5, size=(n_resamples, counts.size))
+    draws = _Draws(
+        lambda k: rng.binomial(counts, 0.5, size=(k, counts.size)), n_resamples, counts.size
+    )
 
     def block(rows: slice) -> np.ndarray:
-        return np.asarray((2 * kept[rows] - counts) @ values, dtype=float)
+        # whole multiples of 256 rows: a block's product then equals those rows of one product
+        parts = _slices(rows.stop - rows.start, max(counts.size, 1), align=256)
+        return np.concatenate(
+            [
+                np.asarray(
+                    (2 * draws.take(slice(rows.start + sl.start, rows.start + sl.stop)) - counts)
+                    @ values,
+                    dtype=float,
+                )
+                for sl in parts
+            ]
+        )
 
-    return _p_value(observed, n_resamples, block, alternative, early_stop)
+    return _p_value(observed, n_resamples, block, alternative, early_stop, draws.finish)
 
 
 def significance_clusters(

@@ -37,6 +37,13 @@ def sign_matrix(n_items: int, n_permutations: int = 1000, seed: int = 4) -> np.n
     return signs
 
 
+def sign_matrix_nbytes(n_items: int, n_permutations: int, n_systems: int) -> int:
+    """Peak bytes of one :func:`sign_matrix` and the p-values taken with it: the float32 signs
+    (a set of resamples may keep one per number of items, within ``_KEPT_SIGN_BYTES``, so two are
+    counted) and the partial sums of every permutation and system (float32)."""
+    return 2 * 4 * n_permutations * n_items + 2 * 4 * n_permutations * n_systems
+
+
 def pairwise_p_values(scores: np.ndarray, signs: np.ndarray) -> np.ndarray:
     """(S, S) matrix whose upper triangle holds the permutation p-value that system i beats
     system j on the segment ``scores`` (S, N), NaN elsewhere."""

@@ -36,6 +36,7 @@ from paraeval.correlation.levels import (
     level_unit,
     valid_combination,
 )
+from paraeval.correlation.resamples import WEIGHT_BLOCK_ELEMENTS, resamples_nbytes
 
 CORRELATION_COLUMNS: tuple[str, ...] = (
     "metric",
@@ -135,6 +136,46 @@ def draw_table_resamples(
             res = draw_resamples(rng, n_sys, n_items, n_resamples, unit_here) if ci else None
             out.append((k, level, combos, res))
     return out
+
+
+def table_nbytes(
+    n_aspects: int,
+    levels: Sequence[str],
+    coefficients: Sequence[CoefficientLike],
+    n_sys: int,
+    n_items: int,
+    n_resamples: int,
+    unit: str = AUTO_UNIT,
+    workers: int | None = None,
+) -> int:
+    """Peak bytes of :func:`correlation_table`'s resampling (the estimate the config check uses):
+    every set of resamples (one per aspect and level, all drawn before any work:
+    :func:`~correlation.resamples.resamples_nbytes`), the human side of each system-level set
+    (resamples x systems, float64), and what each worker thread makes for one job: a block of
+    item multiplicities and the few temporaries of its size, the resampled metric scores
+    (resamples x systems), the resampled values and their finite copy (resamples), and, for a
+    coefficient with an item level of its own (acc23, tau_23), the item multiplicities of every
+    resample at once. Not counted: what grows with the data alone, not with ``n_resamples`` (the
+    item-pair matrices Kendall's tau takes over few items)."""
+    coefs = [get_coefficient(c) for c in coefficients]
+    workers = min(4, os.cpu_count() or 1) if workers is None else workers
+    held = job = 0
+    for level in levels:
+        combos = [c for c in coefs if valid_combination(level, c)]
+        if not combos:
+            continue
+        unit_here = level_unit(unit, level)
+        held += n_aspects * resamples_nbytes(n_resamples, n_sys, n_items, unit_here)
+        if level == "system":
+            held += n_aspects * 8 * n_resamples * n_sys
+        own_items = level == "item" and any(c.item_level is not None for c in combos)
+        job = max(
+            job,
+            4 * 8 * WEIGHT_BLOCK_ELEMENTS
+            + 8 * n_resamples * (2 * n_sys + 3)
+            + (8 * n_resamples * n_items if own_items else 0),
+        )
+    return held + min(workers, 4) * job
 
 
 @on_one_blas_thread

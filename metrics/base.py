@@ -195,6 +195,12 @@ class Metric(ABC):
         return f"{type(self).__name__}({self.signature()})"
 
 
+def ngram_stats_nbytes(n_rows: int, max_order: int) -> int:
+    """Bytes of the per-segment statistics of an n-gram metric of orders 1..``max_order`` (BLEU,
+    iBLEU, NIST: matches and totals per order and two lengths, float64) and one copy of them."""
+    return 2 * 8 * n_rows * (2 * max_order + 2)
+
+
 def has_corpus_from_stats(metric: Metric) -> bool:
     """Whether the metric recomputes its corpus score from sufficient statistics."""
     return type(metric).corpus_from_stats is not Metric.corpus_from_stats

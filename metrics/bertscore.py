@@ -127,6 +127,18 @@ def idf_weights(ref_ids: Sequence[np.ndarray]) -> tuple[dict[int, float], float]
     return {tok: math.log((n + 1) / (c + 1)) for tok, c in df.items()}, math.log(n + 1)
 
 
+def step_nbytes(bert_score_batch_size: int, n_pairs: int, tokens: int) -> int:
+    """Peak bytes of one step of :meth:`BERTScore._score_calls`: the token embeddings of its
+    pairs' two sentences (float32, a large encoder's hidden size), ``tokens`` per sentence; a step
+    is the encoder's default step (:data:`metrics.encoder_match.STEP` pairs) or one padding batch
+    if larger, and no more pairs than there are."""
+    from paraeval.metrics.encoder_match import STEP
+    from paraeval.metrics.encoder_pass import LARGE_HIDDEN
+
+    pairs = min(max(1, n_pairs), max(bert_score_batch_size, STEP))
+    return pairs * 2 * tokens * LARGE_HIDDEN * 4
+
+
 def padding_floors(
     cand_lens: Sequence[int], ref_lens: Sequence[int], batch_size: int
 ) -> tuple[np.ndarray, np.ndarray]:

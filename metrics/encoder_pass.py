@@ -21,6 +21,21 @@ if TYPE_CHECKING:
 TOKENS_PER_ROW = 128  # padded tokens per batch row allowed on average (token budget)
 
 
+# an encoder as large as the estimates allow for (BERT-large, RoBERTa-large): its hidden size,
+# attention heads and longest input
+LARGE_HIDDEN, LARGE_HEADS, MAX_WIDTH = 1024, 16, 512
+
+
+def batch_nbytes(batch_size: int, n_sentences: int) -> int:
+    """Peak bytes of one forward pass of :func:`encode` over a batch of :func:`length_batches`:
+    its padded tokens (at most ``batch_size * TOKENS_PER_ROW``, and no more batch rows than
+    sentences to encode) times what a token holds in a layer of a large encoder (a dozen float32
+    vectors of the hidden size: hidden states, query, key, value, the feed-forward's four, their
+    outputs) and its attention scores (one float32 per head and position of its row)."""
+    tokens = min(batch_size, max(1, n_sentences)) * TOKENS_PER_ROW
+    return tokens * 4 * (12 * LARGE_HIDDEN + LARGE_HEADS * MAX_WIDTH)
+
+
 def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
     """Length-sorted batches of at most ``batch_size`` sentences and ``batch_size * 128``
     padded tokens (a long sentence pads no short ones); longest first, to fail fast on OOM."""

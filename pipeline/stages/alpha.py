@@ -106,6 +106,13 @@ def find_ibleu(metrics: Mapping[str, Metric]) -> str | None:
     return next((mid for mid, metric in metrics.items() if isinstance(metric, IBLEU)), None)
 
 
+def alpha_curve_nbytes(n_alphas: int, n_rows: int, n_levels: int, n_aspects: int) -> int:
+    """Peak bytes of :func:`alpha_curve`: one α's iBLEU matrix and segment halves at a time
+    (float64 per row, four arrays), and a record (about 256 bytes) per α, level, aspect and split
+    held until the end."""
+    return 4 * 8 * n_rows + 256 * 2 * n_alphas * max(1, n_levels) * max(1, n_aspects)
+
+
 def alpha_curve(
     segments: pd.DataFrame,
     stats: Mapping[tuple[str, str], np.ndarray],

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -35,14 +35,18 @@ import pandas as pd
 
 from paraeval.correlation.bootstrap import is_segment_mean
 from paraeval.correlation.paired import (
-    ArMasks,
     MeanScores,
     PairedScores,
     StatsScores,
-    bootstrap_indices,
+    p_value,
     paired_bs_clusters,
     paired_bs_p,
-    resample_counts,
+)
+from paraeval.correlation.paired_blocks import (
+    ar_block_nbytes,
+    ar_blocks,
+    bootstrap_block_nbytes,
+    bootstrap_blocks,
 )
 from paraeval.metrics.base import Metric, batched_corpus_fn, has_corpus_from_stats
 from paraeval.pipeline.data.load import in_order
@@ -221,6 +225,40 @@ def _build_columns(
     return columns
 
 
+def _by_blocks(
+    n_rows: int,
+    columns: list[_Column],
+    blocks: Iterator[tuple[Any, ...]],
+    fn: Callable[..., dict[str, np.ndarray]],
+) -> dict[str, dict[str, np.ndarray]]:
+    """Per column and system, ``fn(column, *block)`` of every block ``(rows, *block)`` put
+    together in one array of ``n_rows`` (its type the first block's: float32 sums stay float32)."""
+    out: dict[str, dict[str, np.ndarray]] = {col.name: {} for col in columns}
+    for rows, *block in blocks:
+        for col in columns:
+            held = out[col.name]
+            for s, part in fn(col, *block).items():
+                part = np.asarray(part)
+                if s not in held:
+                    held[s] = np.empty(n_rows, dtype=part.dtype)
+                held[s][rows] = part
+            del held
+        del block
+    return out
+
+
+def compare_nbytes(
+    n_items: int, n_systems: int, n_columns: int, n_bootstrap: int, n_ar: int
+) -> int:
+    """Peak bytes of the comparison's resampling (:func:`compare`), the estimate the config
+    check uses: the larger of a bootstrap block and a randomization block, what every column
+    keeps (its systems' scores on each resample and each tested system's randomized
+    differences, float64), and the copies a column's intervals and p-values take at the end."""
+    blocks = max(bootstrap_block_nbytes(n_items, n_bootstrap), ar_block_nbytes(n_items, n_ar))
+    held = 8 * n_columns * (n_systems * n_bootstrap + max(0, n_systems - 1) * n_ar)
+    return blocks + held + 4 * 8 * max(n_bootstrap, n_ar)
+
+
 def _corpus_value(metric: Metric, column: str, stats: np.ndarray) -> float:
     return float(metric.corpus_from_stats(stats).get(column, np.nan))
 
@@ -247,21 +285,33 @@ def compare(scores: Scores, agg: Aggregated, cfg: CompareConfig) -> Comparison:
                 "the systems share a single item: their scores are ranked, without intervals, "
                 "paired tests or significance clusters"
             )
-        # the randomization masks first, straight into bits, before the bootstrap arrays exist
-        # (each has its own generator: the order changes no draw)
-        if len(systems) > 1:
-            masks = ArMasks.draw(n, cfg.n_ar, cfg.seed)
-        else:
-            masks = ArMasks(np.zeros((0, n), bool))
-        idx = bootstrap_indices(n, cfg.n_bootstrap, cfg.seed)
-        counts = resample_counts(idx)
+        columns = _build_columns(scores, agg, systems, positions)
+        others = [s for s in systems if s != baseline]
+        # resamples and trials a block of rows at a time, every column on each block (memory
+        # bounded whatever n_bootstrap and n_ar; each draw has its own generator, so the order
+        # changes no draw); each column keeps its scores on every resample and its randomized
+        # differences, what the intervals and p-values are taken from
+        boot = _by_blocks(
+            cfg.n_bootstrap,
+            columns,
+            bootstrap_blocks(n, cfg.n_bootstrap, cfg.seed),
+            lambda col, idx, counts: {s: col.scores.bootstrap(s, idx, counts) for s in systems},
+        )
+        trials = _by_blocks(
+            cfg.n_ar if tested and others else 0,
+            columns,
+            ar_blocks(n, cfg.n_ar, cfg.seed) if tested and others else iter(()),
+            lambda col, masks: col.scores.ar_stats(baseline, others, masks),
+        )
         lo_q, hi_q = (1 - cfg.confidence) / 2, 1 - (1 - cfg.confidence) / 2
-        for col in _build_columns(scores, agg, systems, positions):
+        for col in columns:
             paired = col.scores
             points = {s: paired.point(s) for s in systems}
-            res = {s: paired.bootstrap(s, idx, counts) for s in systems}
+            res = boot.pop(col.name)
             rank, cluster = paired_bs_clusters(points, res, col.higher_is_better, cfg.alpha)
-            p_ar = paired.ar_all(baseline, [s for s in systems if s != baseline], masks)
+            p_ar = dict.fromkeys(others, np.nan)
+            for s, stats in trials.pop(col.name, {}).items():
+                p_ar[s] = p_value(stats, paired.ar_difference(baseline, s))
             for s in systems:
                 r = np.asarray(res[s], dtype=np.float64)
                 r = r[np.isfinite(r)] if tested else r[:0]

@@ -20,6 +20,7 @@ from paraeval.correlation import (
     configure,
     get_coefficient,
 )
+from paraeval.pipeline.config.bounds import count
 from paraeval.pipeline.errors import ConfigError
 
 SMALL_N_DEFAULT = 10
@@ -60,7 +61,7 @@ def check_correlation_config(cfg: Mapping[str, Any]) -> tuple[list[str], list[st
         if key in cfg and str(cfg[key]) not in valid:
             raise ConfigError(f"correlation.{key} must be one of {list(valid)}, got '{cfg[key]}'")
     _check_number("correlation.confidence", cfg.get("confidence", 0.95), 0.0, 1.0, open_=True)
-    _check_number("correlation.n_resamples", cfg.get("n_resamples", 1000), 1, None)
+    count(cfg.get("n_resamples", 1000), "correlation.n_resamples")
     _check_number("correlation.warn_below_n", cfg.get("warn_below_n", SMALL_N_DEFAULT), 0, None)
     configured = configured_coefficients(cfg)
     sig = cfg.get("significance") or {}
@@ -107,7 +108,9 @@ def check_correlation_config(cfg: Mapping[str, Any]) -> tuple[list[str], list[st
                 "needs level=item and a coefficient over such pairs (acc23, tau_23), not "
                 f"'{sig_coef.name}' at the '{sig_level}' level"
             )
-        _check_number("correlation.significance.n_resamples", sig.get("n_resamples", 1000), 1, None)
+        count(sig.get("n_resamples", 1000), "correlation.significance.n_resamples")
+        if sig.get("block_size") is not None:
+            count(sig["block_size"], "correlation.significance.block_size")
         _check_number("correlation.significance.alpha", sig.get("alpha", 0.05), 0.0, 1.0)
         if str(sig.get("alternative", "two-sided")) not in ALTERNATIVES:
             raise ConfigError(
