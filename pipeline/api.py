@@ -16,6 +16,7 @@ from paraeval.pipeline.data.load import load_frame
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.outputs import write_outputs
 from paraeval.pipeline.stages import evaluation as stages
+from paraeval.pipeline.stages.memory_bounds import check_memory
 
 # config groups: a string value for one of these names picks a file of that group
 GROUPS = ("data", "normalize", "correlation", "compare", "tracking", "experiment")
@@ -95,6 +96,7 @@ def evaluate(
     else:
         table = resolved.data.load()
     check_table(resolved, table)
+    check_memory(resolved, table)
     return Evaluation.of(stages.compute(table, resolved))
 
 

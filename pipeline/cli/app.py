@@ -18,6 +18,7 @@ from paraeval.pipeline.files import check_writable
 from paraeval.pipeline.outputs import writing_outputs
 from paraeval.pipeline.report import summary as report
 from paraeval.pipeline.stages.evaluation import compute
+from paraeval.pipeline.stages.memory_bounds import check_memory
 
 log = logging.getLogger("paraeval")
 
@@ -33,6 +34,7 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
     with status.stage("load"):
         table = settings.data.load()
     check_table(settings, table)
+    check_memory(settings, table)
     log.info(
         "loaded %d rows: %d items x %d systems",
         len(table),

@@ -14,7 +14,7 @@ import pandas as pd
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from paraeval.pipeline.config import targets
-from paraeval.pipeline.config.bounds import check_counts, check_memory
+from paraeval.pipeline.config.bounds import check_counts
 from paraeval.pipeline.config.compose import flatten
 from paraeval.pipeline.data.load import load_data
 from paraeval.pipeline.errors import ConfigError
@@ -235,9 +235,9 @@ def _cache(tree: Mapping[str, object]) -> Node | None:
 
 
 def check_table(settings: Settings, table: pd.DataFrame) -> None:
-    """The settings that name things in the data (the comparison's baseline system) and the
-    count settings whose memory grows with its shape (:mod:`paraeval.pipeline.config.bounds`),
-    checked once it is loaded, before any scoring."""
+    """The settings that name things in the data (the comparison's baseline system), checked
+    once it is loaded, before any scoring (with the memory of the count settings,
+    :func:`paraeval.pipeline.stages.memory_bounds.check_memory`)."""
     compare = settings.compare
     if compare is not None and compare.baseline is not None:
         systems = sorted(map(str, table["system"].unique()))
@@ -248,4 +248,3 @@ def check_table(settings: Settings, table: pd.DataFrame) -> None:
                 f"compare.baseline '{compare.baseline}' is not a system; {hint}choose from "
                 f"{systems}"
             )
-    check_memory(settings, table)

@@ -13,10 +13,10 @@ import pytest
 
 from paraeval.correlation import resamples as resamples_module
 from paraeval.correlation.table import correlation_table
-from paraeval.pipeline.config.bounds import Shape, available_memory, check_memory, estimates
 from paraeval.pipeline.config.compose import compose_config
 from paraeval.pipeline.config.settings import Settings
 from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.stages.memory_bounds import Shape, available_memory, check_memory, estimates
 from tests.pipeline.helpers import run_cli
 
 FAST = ["tracking=none", "report.print_tables=false", "metrics=[bleu,chrf]"]
