@@ -576,7 +576,7 @@ def test_seed_not_an_integer(runs: dict[str, Run]) -> None:
         ({"unit": "rows"}, "correlation.unit must be one of ['items', 'systems', 'both', 'auto']"),
         ({"item_nan": "drop"}, "correlation.item_nan must be one of ['skip', 'zero']"),
         ({"confidence": 95}, "correlation.confidence must be in (0, 1), got 95"),
-        ({"n_resamples": 0}, "correlation.n_resamples must be in [1, inf), got 0"),
+        ({"n_resamples": 0}, "correlation.n_resamples must be a positive integer, got 0"),
         ({"levels": ["segment", "corpus"]}, "unknown level 'corpus'"),
         ({"coefficients": "tau"}, "unknown coefficient 'tau'"),
         (
