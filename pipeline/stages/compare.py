@@ -242,8 +242,7 @@ def _by_blocks(
                 if s not in held:
                     held[s] = np.empty(n_rows, dtype=part.dtype)
                 held[s][rows] = part
-            del held
-        del block
+        del block  # not alive while the next block is made
     return out
 
 
