@@ -237,8 +237,20 @@ def _parallel_sweep(tmp_path: Path) -> list[str]:
     ]
 
 
+def _parent(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2 :].split()[1])
+
+
 def _workers(pid: int) -> list[int]:
-    return [p for p, command in children(pid) if "LokyProcess" in command]
+    """The loky workers: children of the command. A figure process a worker forks carries the
+    same command line but is the worker's child."""
+    found = []
+    for p, command in children(pid):
+        with contextlib.suppress(OSError):  # ended while we looked
+            if "LokyProcess" in command and _parent(p) == pid:
+                found.append(p)
+    return found
 
 
 def _logged_jobs(store: Path) -> list[str]:
