@@ -22,19 +22,23 @@ from tests.pipeline.helpers import run_cli
 FAST = ["tracking=none", "report.print_tables=false", "metrics=[bleu,chrf]"]
 
 
-def _table(path: Path, n: int = 6) -> Path:
-    rows = [
+def _rows(n: int, varied_ratings: bool) -> list[dict[str, object]]:
+    return [
         {
             "item_id": f"i{i}",
             "system": s,
             "source": f"the source sentence {i}",
             "references": [f"a reference sentence {i}"],
             "candidate": f"candidate {s} {i}",
-            "human_meaning": float((i * 7 + ord(s)) % 5),
+            "human_meaning": float((i * 7 + ord(s)) % 5) if varied_ratings else 1.0,
         }
         for i in range(n)
         for s in ("a", "b", "c")
     ]
+
+
+def _table(path: Path, n: int = 6) -> Path:
+    rows = _rows(n, varied_ratings=True)
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
     return path
 
@@ -44,19 +48,7 @@ def _settings(*overrides: str) -> Settings:
 
 
 def _frame(n: int = 6) -> pd.DataFrame:
-    rows = [
-        {
-            "item_id": f"i{i}",
-            "system": s,
-            "source": f"the source sentence {i}",
-            "references": [f"a reference sentence {i}"],
-            "candidate": f"candidate {s} {i}",
-            "human_meaning": 1.0,
-        }
-        for i in range(n)
-        for s in ("a", "b", "c")
-    ]
-    return pd.DataFrame(rows)
+    return pd.DataFrame(_rows(n, varied_ratings=False))
 
 
 @pytest.mark.parametrize(
