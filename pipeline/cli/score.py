@@ -118,15 +118,17 @@ def read_inputs(
         name = STDIN_NAME if path == "-" else system_name(path, list(systems))
         systems[name] = _read_lines(path, "-i")
         named[name] = "<stdin>" if path == "-" else path
-    first_name, first = next(iter(systems.items()))
-    for path, lines in [*texts.items(), *((named[s], c) for s, c in systems.items())]:
+    # the first file given is the yardstick that the messages name
+    every = [*texts.items(), *((named[s], c) for s, c in systems.items())]
+    yard, first = every[0]
+    for path, lines in every[1:]:
         if len(lines) != len(first):
             raise ScoreError(
-                f"{path} has {len(lines)} lines but {named[first_name]} has {len(first)}; "
+                f"{path} has {len(lines)} lines but {yard} has {len(first)}; "
                 "every file must have one line per segment"
             )
     if not first:
-        raise ScoreError(f"{named[first_name]} is empty: nothing to score")
+        raise ScoreError(f"{yard} is empty: nothing to score")
     per_line = [
         [r[i] for r in (texts[p] for p in references) if r[i].strip()] for i in range(len(first))
     ]
@@ -146,12 +148,12 @@ def _value(text: str) -> Any:
 def metric_settings(ids: Sequence[str], overrides: Sequence[str]) -> dict[str, dict[str, Any]]:
     """Each metric's settings: its YAML file with ``--set METRIC.KEY=VALUE`` applied and the
     cache settings turned off (this command writes nothing)."""
+    import yaml
     from omegaconf import OmegaConf
 
     folder = resources.files("paraeval.conf") / "metrics"
     # each file is keyed by its own metric id, as Hydra's multi-select group merges them
-    files = {m: OmegaConf.create((folder / f"{m}.yaml").read_text(encoding="utf-8")) for m in ids}
-    nodes = {m: files[m][m] for m in ids}
+    nodes = {m: yaml.safe_load((folder / f"{m}.yaml").read_text(encoding="utf-8"))[m] for m in ids}
     root = OmegaConf.create({"cache": {"enabled": False, "dir": None}, "metrics": nodes})
     for override in overrides:
         key, eq, value = override.partition("=")
