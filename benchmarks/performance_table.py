@@ -37,6 +37,7 @@ ORDER = (
     "bench_sweep",
     "bench_syntactic",
     "bench_ter",
+    "bench_quick",
     "bench_semantic",
     "bench_correlation",
     "bench_compare",

@@ -29,7 +29,7 @@ LANGUAGES = ("python", "bash", "text")
 # what a block may need that the test machine lacks
 LACKING = ("GPU", "SLURM", "Ray cluster", "remote server", "remote cluster")
 # the commands the tests run; any other command of a bash block is setup
-RUN = ("paraeval", "paraeval-log")
+RUN = ("paraeval", "paraeval-log", "paraeval-score")
 SETUP = ("make", "pip", "python", "mlflow", ".venv/bin/pytest")
 ENV_WORD = re.compile(r"^[A-Z_][A-Z0-9_]*=")
 FILE_LINE = re.compile(r"^# file: ([\w.-]+\.py)[ \t]*$")

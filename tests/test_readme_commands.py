@@ -1,5 +1,6 @@
-"""Every ``paraeval`` and ``paraeval-log`` command in the ```bash blocks of README.md and
-docs/*.md runs as written, one test per block, its commands in order, as a user would type them.
+"""Every ``paraeval``, ``paraeval-log`` and ``paraeval-score`` command in the ```bash blocks of
+README.md and docs/*.md runs as written, one test per block, its commands in order, as a user
+would type them.
 
 They run in one folder holding the files the documents name, made from the demo (``my.tsv``,
 ``scores.csv``, ``src.txt`` ...) or written in mt-metrics-eval's layout (``mt-metrics-eval-v2/``),
@@ -17,13 +18,15 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from paraeval.pipeline.data.load import demo_path
-from tests.pipeline.helpers import relog, run_cli
+from tests.pipeline.helpers import cli_env, relog, run_cli
 from tests.pipeline.test_mlflow_server import server  # noqa: F401  (the fixture)
 from tests.pipeline.test_mtme import write_mtme
 from tests.test_docs import Block, Command, all_blocks, run_blocks, run_commands
@@ -169,6 +172,27 @@ def _run_relog(command: Command, work: Path) -> None:
     assert again.returncode == 0 and "already logged as run" in again.stdout, where
 
 
+def _run_score(command: Command, work: Path) -> None:
+    """``paraeval-score ARGS`` as a user runs it (the module, as the console script does)."""
+    where = f"{command.id}: paraeval-score {' '.join(command.args)}"
+    proc = subprocess.run(
+        [sys.executable, "-m", "paraeval.pipeline.cli.score", *command.args],
+        cwd=work,
+        env=cli_env(**command.env),
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0 and proc.stderr == "", (where, proc.stderr[-2000:])
+    header, *lines = proc.stdout.splitlines()
+    assert header.split() == ["system", "metric", "score", "signature"], where
+    # each score's signature starts with its metric's id
+    rows = [line.split() for line in lines]
+    assert rows and all(r[3].startswith(f"{r[1]}|") for r in rows), (where, proc.stdout)
+
+
 @pytest.mark.parametrize("block", BLOCKS, ids=[b.id for b in BLOCKS])
 def test_document_commands_run(
     block: Block,
@@ -182,5 +206,7 @@ def test_document_commands_run(
     for command in commands:
         if command.program == "paraeval-log":
             _run_relog(command, work)
+        elif command.program == "paraeval-score":
+            _run_score(command, work)
         else:
             _run_paraeval(command, work, server, shared_data_or_none)

@@ -5,30 +5,28 @@ cache or is computed, with work that several systems and metrics share done once
 
 from __future__ import annotations
 
-import difflib
-import inspect
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, MissingResourceError
-from paraeval.metrics.encoder import Encoders
-from paraeval.pipeline.config.targets import metric_class
+from paraeval.metrics.base import Metric, MetricResult
 from paraeval.pipeline.data.load import in_order, origin_error, row_groups
-from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.names import show
+
+# the metric builders are imported from here too (the config check, the tests)
+from paraeval.pipeline.stages.build import build_metric as build_metric
+from paraeval.pipeline.stages.build import build_metrics as build_metrics
+from paraeval.pipeline.stages.build import metric_settings as metric_settings
 from paraeval.pipeline.stages.cache import ScoreCache, cache_signature, key_of, texts_digest
 
 log = logging.getLogger(__name__)
 # segments per metric call when several systems are scored together: bounds the metric's working
 # memory (all of ParaBank-Eval's 14,323 rows fit in one call)
 ROWS_PER_CALL = 50_000
-RUN_ARGUMENT = "encoders"  # given by the stage to the metrics that take it, never by a user
 
 
 @dataclass
@@ -49,83 +47,6 @@ class Scores:
     columns: dict[str, ColumnInfo]
     stats: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
     metrics: dict[str, Metric] = field(default_factory=dict)
-
-
-def metric_settings(
-    metric_id: str, settings: Mapping[str, Any], allow_external: bool = False
-) -> tuple[type[Metric], dict[str, Any]]:
-    """The class and keyword arguments of one metric's config node, checked without building
-    it: ``_target_`` on the allow-list, every setting a parameter of the class."""
-    settings = dict(settings)
-    target = settings.pop("_target_", None)
-    if not target:
-        raise ConfigError(f"metrics.{metric_id} has no _target_")
-    # exact names only (pipeline/targets.py); other code only with the user's opt-in
-    cls = metric_class(str(target), metric_id, allow_external)
-    params = inspect.signature(cls.__init__).parameters
-    valid = [p for p in params if p not in ("self", RUN_ARGUMENT)]
-    unknown = [k for k in settings if k not in valid]
-    if unknown and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        near = difflib.get_close_matches(unknown[0], valid, n=1, cutoff=0.5)
-        hint = f"; did you mean 'metrics.{metric_id}.{near[0]}'?" if near else ""
-        raise ConfigError(
-            f"metrics.{metric_id}: unknown setting(s) {unknown}{hint}; valid: {valid}"
-        )
-    return cls, settings
-
-
-def build_metric(
-    metric_id: str,
-    settings: Mapping[str, Any],
-    allow_external: bool = False,
-    encoders: Encoders | None = None,
-) -> Metric:
-    """Instantiate one metric from its config node; errors are one line naming the key. A metric
-    on an encoder gets the run's ``encoders`` (one forward pass per sentence for all of them)."""
-    cls, settings = metric_settings(metric_id, settings, allow_external)
-    if RUN_ARGUMENT in inspect.signature(cls.__init__).parameters:
-        settings[RUN_ARGUMENT] = encoders if encoders is not None else Encoders()
-    try:
-        metric = cls(**settings)
-    except (MetricConfigError, MissingResourceError) as exc:
-        raise ConfigError(str(exc)) from None
-    except TypeError as exc:
-        raise ConfigError(f"metrics.{metric_id}: {exc}") from None
-    if metric.name != metric_id:
-        log.debug("metric config key %s builds metric %s", metric_id, metric.name)
-    return metric
-
-
-def build_metrics(
-    cfg_metrics: Mapping[str, Any] | None, allow_external: bool = False
-) -> dict[str, Metric]:
-    """The run's metrics, those on an encoder sharing one :class:`Encoders` (made here: nothing
-    is shared with another run)."""
-    if not cfg_metrics:
-        raise ConfigError("no metrics selected; e.g. 'metrics=[bleu,chrf]'")
-    encoders = Encoders()
-    metrics = {
-        str(key): build_metric(str(key), node, allow_external, encoders)
-        for key, node in cfg_metrics.items()
-        if node is not None
-    }
-    _check_distinct_columns(metrics)
-    return metrics
-
-
-def _check_distinct_columns(metrics: Mapping[str, Metric]) -> None:
-    """Two metrics giving one column (``rouge2`` and ``rougeN`` with ``n: 2``) would write over
-    each other's scores in every table: a ConfigError naming both."""
-    owner: dict[str, str] = {}
-    for metric_id, metric in metrics.items():
-        suffixes = ("", "_src") if metric.against_source else ("",)
-        for column in (c + s for c in metric.output_columns for s in suffixes):
-            first = owner.setdefault(column, metric_id)
-            if first != metric_id:
-                raise ConfigError(
-                    f"metrics '{first}' and '{metric_id}' both give the column '{column}'; "
-                    "select one of them or change one's settings"
-                )
 
 
 def _check_inputs(df: pd.DataFrame, metrics: Mapping[str, Metric]) -> None:

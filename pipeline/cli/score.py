@@ -1,0 +1,384 @@
+"""``paraeval-score``: corpus-level scores of line-aligned files, as ``sacrebleu`` gives them.
+
+``paraeval-score -r ref.txt [ref2.txt ...] [-s src.txt] -m bleu chrf [-i a.txt b.txt] [-f json]``
+scores each system (a file given with ``-i``, named by its stem, or stdin) with paraeval's metrics
+at their default settings (``conf/metrics/<id>.yaml``) and prints each score with its signature.
+Nothing is written: no output folder, no MLflow run, no score cache, no encoder cache. The numbers
+are those of the pipeline's system-level table: the same metric classes, built and called as the
+score stage does (pipeline/stages/score.py).
+
+The import path stays light: the n-gram metrics answer in about a second, so pandas, Hydra,
+MLflow and torch are imported only by a metric that needs them.
+
+Exit codes: 0 scored; 2 bad arguments or input (one line on stderr, no traceback)."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from paraeval.pipeline.errors import UserError
+
+PROG = "paraeval-score"
+STDIN_NAME = "stdin"
+EXAMPLES = """examples:
+  paraeval-score -r ref.txt -m bleu chrf < hyp.txt
+  paraeval-score -r ref1.txt ref2.txt -s src.txt -m bleu ibleu bertscore -i a.txt b.txt -f json
+  paraeval-score -r ref.txt -m bleu --set bleu.tokenize=intl -i a.txt"""
+
+
+class ScoreError(UserError):
+    """A bad argument or input file of ``paraeval-score``; printed as one line."""
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The line-aligned texts: each system's candidates, each line's references (empty lines of a
+    reference file dropped, as the text loader does) and the sources, if given."""
+
+    systems: dict[str, list[str]]
+    references: list[list[str]]
+    sources: list[str] | None
+
+
+@dataclass(frozen=True)
+class Score:
+    system: str
+    metric: str  # the output column: the metric id, or one of its columns (bertscore_f1)
+    score: float
+    signature: str
+
+
+def metric_ids() -> list[str]:
+    """The metric ids: the names of ``conf/metrics/*.yaml``."""
+    folder = resources.files("paraeval.conf") / "metrics"
+    return sorted(p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def check_metric_ids(requested: Sequence[str]) -> list[str]:
+    """``requested`` without repeats, or a ScoreError with the nearest id for an unknown one."""
+    known = metric_ids()
+    for metric_id in requested:
+        if metric_id not in known:
+            near = difflib.get_close_matches(metric_id, known, n=1)
+            hint = f"did you mean '{near[0]}'? " if near else ""
+            raise ScoreError(f"unknown metric '{metric_id}'; {hint}choose from {', '.join(known)}")
+    return list(dict.fromkeys(requested))
+
+
+def _read_lines(path: str, role: str) -> list[str]:
+    """The lines of a UTF-8 file as the text loader reads them (pipeline/data/readers.py: a BOM
+    dropped, a final newline ends the last line, a trailing CR removed)."""
+    if path == "-":
+        raw = sys.stdin.buffer.read()
+        path = "<stdin>"
+    else:
+        try:
+            raw = Path(path).read_bytes()
+        except FileNotFoundError:
+            raise ScoreError(f"{path}: file not found ({role})") from None
+        except OSError as exc:
+            raise ScoreError(f"{path}: cannot read file ({role}): {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ScoreError(f"{path}: line {line} is not valid UTF-8 ({role})") from None
+    lines = text.removeprefix("\ufeff").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [ln.rstrip("\r") for ln in lines]
+
+
+def system_name(path: str, taken: Sequence[str]) -> str:
+    """A system's name: its file's stem, or the file's path where two stems are the same."""
+    stem = Path(path).stem
+    return path if stem in taken else stem
+
+
+def read_inputs(
+    references: Sequence[str], source: str | None, hypotheses: Sequence[str] | None
+) -> Inputs:
+    """Every file read and checked to have one line per segment (stdin: the one system)."""
+    files: list[tuple[str, str]] = [(p, "-r") for p in references]
+    if source is not None:
+        files.append((source, "-s"))
+    texts = {path: _read_lines(path, role) for path, role in files}
+    systems: dict[str, list[str]] = {}
+    named: dict[str, str] = {}  # system -> its file, for the messages
+    for path in hypotheses if hypotheses else ["-"]:
+        name = STDIN_NAME if path == "-" else system_name(path, list(systems))
+        systems[name] = _read_lines(path, "-i")
+        named[name] = "<stdin>" if path == "-" else path
+    # the first file given is the yardstick that the messages name
+    every = [*texts.items(), *((named[s], c) for s, c in systems.items())]
+    yard, first = every[0]
+    for path, lines in every[1:]:
+        if len(lines) != len(first):
+            raise ScoreError(
+                f"{path} has {len(lines)} lines but {yard} has {len(first)}; "
+                "every file must have one line per segment"
+            )
+    if not first:
+        raise ScoreError(f"{yard} is empty: nothing to score")
+    per_line = [
+        [r[i] for r in (texts[p] for p in references) if r[i].strip()] for i in range(len(first))
+    ]
+    return Inputs(systems, per_line, texts[source] if source is not None else None)
+
+
+def _value(text: str) -> Any:
+    """A ``--set`` value as YAML reads it (``true``, ``0.5``, ``null``, ``intl``)."""
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def metric_settings(ids: Sequence[str], overrides: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Each metric's settings: its YAML file with ``--set METRIC.KEY=VALUE`` applied and the
+    cache settings turned off (this command writes nothing)."""
+    import yaml
+    from omegaconf import OmegaConf
+
+    folder = resources.files("paraeval.conf") / "metrics"
+    # each file is keyed by its own metric id, as Hydra's multi-select group merges them
+    nodes = {m: yaml.safe_load((folder / f"{m}.yaml").read_text(encoding="utf-8"))[m] for m in ids}
+    root = OmegaConf.create({"cache": {"enabled": False, "dir": None}, "metrics": nodes})
+    for override in overrides:
+        key, eq, value = override.partition("=")
+        metric_id, dot, setting = key.partition(".")
+        if not (eq and dot and setting):
+            raise ScoreError(
+                f"--set {override}: expected METRIC.KEY=VALUE, e.g. bleu.tokenize=intl"
+            )
+        if metric_id not in nodes:
+            raise ScoreError(
+                f"--set {override}: metric '{metric_id}' is not among -m {' '.join(ids)}"
+            )
+        OmegaConf.update(root, f"metrics.{key}", _value(value), merge=True)
+    out = OmegaConf.to_container(root.metrics, resolve=True)
+    assert isinstance(out, dict)
+    return {str(k): dict(v) for k, v in out.items()}
+
+
+def _check_needs(metrics: dict[str, Any], inputs: Inputs, source: str | None) -> None:
+    """What the score stage's input check requires (pipeline/stages/score.py), said in terms of
+    this command's options."""
+    for metric_id, metric in metrics.items():
+        if metric.needs_references:
+            missing = next((i for i, r in enumerate(inputs.references) if not r), None)
+            if missing is not None:
+                where = (
+                    "no -r file given"
+                    if not any(inputs.references)
+                    else (f"line {missing + 1} is empty in every -r file")
+                )
+                raise ScoreError(f"metric '{metric_id}' needs references: {where}")
+        if metric.needs_sources or metric.against_source:
+            if inputs.sources is None:
+                raise ScoreError(
+                    f"metric '{metric_id}' needs the source sentences: give them with -s SRC.txt"
+                )
+            empty = next((i for i, s in enumerate(inputs.sources) if not s.strip()), None)
+            if empty is not None:
+                raise ScoreError(
+                    f"{source}: line {empty + 1} is empty but metric '{metric_id}' needs a source"
+                )
+
+
+def _run_texts(inputs: Inputs) -> list[str]:
+    """Every text once, in the order of the score stage's ``run_texts`` on the text loader's
+    table (rows system by system): encoders batch them in this order."""
+    n = len(inputs.references)
+    candidates = [c for cands in inputs.systems.values() for c in cands]
+    sources = inputs.sources or []
+    refs = [r for _ in inputs.systems for i in range(n) for r in inputs.references[i]]
+    return list(dict.fromkeys([*candidates, *sources, *refs]))
+
+
+def _calls(inputs: Inputs, vs_source: bool) -> list[tuple[list[str], list[list[str]], Any]]:
+    """Each system's (candidates, references, sources); against the source, the references are
+    the source."""
+    refs = [[s] for s in inputs.sources or []] if vs_source else inputs.references
+    return [(cands, refs, inputs.sources) for cands in inputs.systems.values()]
+
+
+def _results(metric: Any, calls: list[Any], run_texts: list[str], vs_source: bool) -> list[Any]:
+    """Each call's result, a metric made of parts (iBLEU) from its parts' results, as the score
+    stage computes them."""
+    parts = metric.parts()
+    if parts:
+        done = [
+            _results(
+                part,
+                _calls_on_source(calls) if on_src and not vs_source else calls,
+                run_texts,
+                vs_source or on_src,
+            )
+            for part, on_src in parts
+        ]
+        return [metric.from_parts([d[k] for d in done]) for k in range(len(calls))]
+    metric.prepare(run_texts)
+    return list(metric.score_systems(calls))
+
+
+def _calls_on_source(calls: list[Any]) -> list[Any]:
+    return [(cands, [[s] for s in srcs], srcs) for cands, _, srcs in calls]
+
+
+def score_inputs(
+    inputs: Inputs, settings: dict[str, dict[str, Any]], source: str | None
+) -> list[Score]:
+    """Every system's corpus scores, system by system, each metric's columns in the score
+    stage's order (columns against the source, ``<id>_src``, after all others)."""
+    from paraeval.pipeline.stages.build import build_metrics
+
+    metrics = build_metrics(settings)
+    _check_needs(metrics, inputs, source)
+    counts = {len(r) for r in inputs.references}
+    nrefs = counts.pop() if len(counts) == 1 else None  # sacrebleu's nrefs:var where it varies
+    run_texts = _run_texts(inputs)
+    jobs = [(mid, m, False) for mid, m in metrics.items()]
+    jobs += [(mid, m, True) for mid, m in metrics.items() if m.against_source]
+    columns: list[tuple[str, list[float], str]] = []
+    for _, metric, vs_source in jobs:
+        suffix = "_src" if vs_source else ""
+        results = _results(metric, _calls(inputs, vs_source), run_texts, vs_source)
+        signature = metric.signature_on(1 if vs_source else nrefs) + (
+            "|vs:source" if vs_source else ""
+        )
+        for col in metric.output_columns:
+            columns.append((col + suffix, [float(r.corpus[col]) for r in results], signature))
+    return [
+        Score(system, name, values[k], signature)
+        for k, system in enumerate(inputs.systems)
+        for name, values, signature in columns
+    ]
+
+
+def _number(value: float, width: int | None) -> str:
+    if math.isnan(value):
+        return "nan"
+    return f"{value:.{width}f}" if width is not None else f"{value:.4g}"
+
+
+def format_text(scores: Sequence[Score], width: int | None) -> str:
+    """One aligned line per (system, metric): system, metric, score, signature."""
+    rows = [("system", "metric", "score", "signature")]
+    rows += [(s.system, s.metric, _number(s.score, width), s.signature) for s in scores]
+    widths = [max(len(r[k]) for r in rows) for k in range(3)]
+    return "\n".join(
+        f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}" for r in rows
+    )
+
+
+def format_json(scores: Sequence[Score], width: int | None) -> str:
+    """A list of objects, as ``sacrebleu -f json`` gives one per metric; the score unrounded
+    unless ``-w`` is given, NaN as null."""
+    out = [
+        {
+            "system": s.system,
+            "metric": s.metric,
+            "score": None
+            if math.isnan(s.score)
+            else (round(s.score, width) if width is not None else s.score),
+            "signature": s.signature,
+        }
+        for s in scores
+    ]
+    return json.dumps(out, indent=1, ensure_ascii=False)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description="Corpus-level scores of line-aligned text files, with their signatures "
+        "(nothing is written or logged).",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "-r",
+        "--references",
+        nargs="+",
+        default=[],
+        metavar="REF",
+        help="reference files, one per reference set; an empty line: no reference",
+    )
+    p.add_argument("-s", "--source", metavar="SRC", help="the source sentences (iBLEU, PINC, ...)")
+    p.add_argument(
+        "-i",
+        "--input",
+        nargs="+",
+        metavar="HYP",
+        help="one file per system, named by its stem (default: one system on stdin)",
+    )
+    p.add_argument(
+        "-m",
+        "--metrics",
+        nargs="+",
+        default=["bleu"],
+        metavar="METRIC",
+        help="metric ids of conf/metrics/, at their default settings (default: bleu)",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        dest="overrides",
+        metavar="METRIC.KEY=VALUE",
+        help="change a metric's setting, e.g. --set bleu.tokenize=intl (repeatable)",
+    )
+    p.add_argument("-f", "--format", choices=["text", "json"], default="text")
+    p.add_argument(
+        "-w",
+        "--width",
+        type=int,
+        metavar="N",
+        help="decimals of the scores (default: 4 significant digits; JSON: unrounded)",
+    )
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        if not args.input and sys.stdin.isatty():
+            raise ScoreError("no hypotheses: give -i FILE ... or pipe one system on stdin")
+        ids = check_metric_ids(args.metrics)
+        settings = metric_settings(ids, args.overrides)
+        inputs = read_inputs(args.references, args.source, args.input)
+        scores = score_inputs(inputs, settings, args.source)
+    except UserError as exc:
+        print(f"paraeval: error: {exc}", file=sys.stderr)
+        return 2
+    except (ValueError, RuntimeError) as exc:
+        # a metric's own check (MetricConfigError) or a missing model (MissingResourceError)
+        from paraeval.metrics.base import MetricConfigError, MissingResourceError
+
+        if not isinstance(exc, MetricConfigError | MissingResourceError):
+            raise
+        print(f"paraeval: error: {exc}", file=sys.stderr)
+        return 2
+    text = (
+        format_json(scores, args.width)
+        if args.format == "json"
+        else format_text(scores, args.width)
+    )
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""Building the run's metrics from their config nodes: the ``_target_`` on the allow-list, every
+setting a parameter of the class, errors one line naming the key. Kept apart from the score stage
+so that ``paraeval-score`` builds metrics without importing pandas."""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from paraeval.metrics.base import Metric, MetricConfigError, MissingResourceError
+from paraeval.metrics.encoder import Encoders
+from paraeval.pipeline.config.targets import metric_class
+from paraeval.pipeline.errors import ConfigError
+
+log = logging.getLogger(__name__)
+RUN_ARGUMENT = "encoders"  # given by the stage to the metrics that take it, never by a user
+
+
+def metric_settings(
+    metric_id: str, settings: Mapping[str, Any], allow_external: bool = False
+) -> tuple[type[Metric], dict[str, Any]]:
+    """The class and keyword arguments of one metric's config node, checked without building
+    it: ``_target_`` on the allow-list, every setting a parameter of the class."""
+    settings = dict(settings)
+    target = settings.pop("_target_", None)
+    if not target:
+        raise ConfigError(f"metrics.{metric_id} has no _target_")
+    # exact names only (pipeline/targets.py); other code only with the user's opt-in
+    cls = metric_class(str(target), metric_id, allow_external)
+    params = inspect.signature(cls.__init__).parameters
+    valid = [p for p in params if p not in ("self", RUN_ARGUMENT)]
+    unknown = [k for k in settings if k not in valid]
+    if unknown and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        near = difflib.get_close_matches(unknown[0], valid, n=1, cutoff=0.5)
+        hint = f"; did you mean 'metrics.{metric_id}.{near[0]}'?" if near else ""
+        raise ConfigError(
+            f"metrics.{metric_id}: unknown setting(s) {unknown}{hint}; valid: {valid}"
+        )
+    return cls, settings
+
+
+def build_metric(
+    metric_id: str,
+    settings: Mapping[str, Any],
+    allow_external: bool = False,
+    encoders: Encoders | None = None,
+) -> Metric:
+    """Instantiate one metric from its config node; errors are one line naming the key. A metric
+    on an encoder gets the run's ``encoders`` (one forward pass per sentence for all of them)."""
+    cls, settings = metric_settings(metric_id, settings, allow_external)
+    if RUN_ARGUMENT in inspect.signature(cls.__init__).parameters:
+        settings[RUN_ARGUMENT] = encoders if encoders is not None else Encoders()
+    try:
+        metric = cls(**settings)
+    except (MetricConfigError, MissingResourceError) as exc:
+        raise ConfigError(str(exc)) from None
+    except TypeError as exc:
+        raise ConfigError(f"metrics.{metric_id}: {exc}") from None
+    if metric.name != metric_id:
+        log.debug("metric config key %s builds metric %s", metric_id, metric.name)
+    return metric
+
+
+def build_metrics(
+    cfg_metrics: Mapping[str, Any] | None, allow_external: bool = False
+) -> dict[str, Metric]:
+    """The run's metrics, those on an encoder sharing one :class:`Encoders` (made here: nothing
+    is shared with another run)."""
+    if not cfg_metrics:
+        raise ConfigError("no metrics selected; e.g. 'metrics=[bleu,chrf]'")
+    encoders = Encoders()
+    metrics = {
+        str(key): build_metric(str(key), node, allow_external, encoders)
+        for key, node in cfg_metrics.items()
+        if node is not None
+    }
+    _check_distinct_columns(metrics)
+    return metrics
+
+
+def _check_distinct_columns(metrics: Mapping[str, Metric]) -> None:
+    """Two metrics giving one column (``rouge2`` and ``rougeN`` with ``n: 2``) would write over
+    each other's scores in every table: a ConfigError naming both."""
+    owner: dict[str, str] = {}
+    for metric_id, metric in metrics.items():
+        suffixes = ("", "_src") if metric.against_source else ("",)
+        for column in (c + s for c in metric.output_columns for s in suffixes):
+            first = owner.setdefault(column, metric_id)
+            if first != metric_id:
+                raise ConfigError(
+                    f"metrics '{first}' and '{metric_id}' both give the column '{column}'; "
+                    "select one of them or change one's settings"
+                )
