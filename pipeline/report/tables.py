@@ -46,7 +46,10 @@ def _number(d: int, signed: bool = False) -> Callable[[object], str]:
 
     def fmt(v: object) -> str:
         f = float(v)  # type: ignore[arg-type]
-        return DASH if not math.isfinite(f) else f"{f:{sign}.{d}f}"
+        if not math.isfinite(f):
+            return DASH
+        # a value that rounds to zero is written without a sign ("-0.0" reads as a typo)
+        return f"{0.0 if round(f, d) == 0 else f:{sign}.{d}f}"
 
     return fmt
 
@@ -129,11 +132,14 @@ def system_tables(ev: Evaluation, style: FigureStyle) -> list[tuple[str, Markup]
     summary = [c for c in summary if systems[c].notna().any()]
     out = []
     for title, columns in [("Averages, human ratings and counts", summary), *groups.items()]:
-        for part in _chunks([c for c in columns if c != "n_items"] or columns):
+        parts = list(_chunks([c for c in columns if c != "n_items"] or columns))
+        for i, part in enumerate(parts, 1):
             frame = systems[part].copy()
             frame.columns = [style.label(str(c)).removeprefix("human_") for c in part]
             frame.insert(0, "system", [str(s) for s in systems.index])
-            out.append((title, table(frame)))
+            out.append(
+                (title + (f" ({i} of {len(parts)})" if len(parts) > 1 else ""), table(frame))
+            )
     return out
 
 

@@ -330,11 +330,11 @@ def test_table_columns_have_one_precision_each() -> None:
 
     frame = pd.DataFrame(
         {
-            "system": ["a<b", "c"],
-            "n_items": [3, 40],
-            "bleu": [1.339, 52.6],
-            "score": [0.12345, math.nan],
-            "cluster": [1.0, 2.0],
+            "system": ["a<b", "c", "d"],
+            "n_items": [3, 40, 7],
+            "bleu": [1.339, 52.6, -0.03],
+            "score": [0.12345, math.nan, -0.5],
+            "cluster": [1.0, 2.0, math.nan],
         }
     )
     rows = next(t for _, t in _tables(table(frame)))
@@ -342,5 +342,6 @@ def test_table_columns_have_one_precision_each() -> None:
     assert rows.to_numpy().tolist() == [
         ["a<b", "3", "1.3", "0.123", "1"],
         ["c", "40", "52.6", "–", "2"],
+        ["d", "7", "0.0", "-0.500", "–"],
     ]
     assert "a&lt;b" in table(frame)
