@@ -210,6 +210,8 @@ def agreement_table(agree: Agreement, aspect: str, style: FigureStyle, best: boo
             frame[c] = [sacrebleu_p(p, agree.alpha) for p in frame[c]]
     if best:
         frame = frame.drop(columns=[c for c in ("p vs best", "p vs next", "n") if c in frame])
+    if frame["cluster"].isna().all():  # no significance test was run
+        frame = frame.drop(columns=["cluster"])
     frame = frame.rename(columns={"value": agree.coefficient})
     return table(frame, signed=frozenset({agree.coefficient}))
 

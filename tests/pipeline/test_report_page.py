@@ -16,7 +16,12 @@ import pytest
 
 import paraeval
 from paraeval.pipeline.data.load import demo_path, read_table
-from paraeval.pipeline.report.plots import COEFFICIENT_NAMES, LOWER_MARK, SOURCE_MARK
+from paraeval.pipeline.report.plots import (
+    COEFFICIENT_NAMES,
+    LOWER_MARK,
+    SOURCE_MARK,
+    FigureStyle,
+)
 
 CHEAP = {
     "correlation": {"n_resamples": 100, "significance": {"n_resamples": 100}},
@@ -345,3 +350,26 @@ def test_table_columns_have_one_precision_each() -> None:
         ["d", "7", "0.0", "-0.500", "–"],
     ]
     assert "a&lt;b" in table(frame)
+
+
+def test_without_the_significance_test_metrics_rank_by_direction_adjusted_value() -> None:
+    from paraeval.pipeline.report.answers import agreement
+    from paraeval.pipeline.report.tables import agreement_table
+
+    ev = paraeval.evaluate(
+        read_table(demo_path()),
+        ["bleu", "ter"],
+        **{**CHEAP, "correlation": {"n_resamples": 50, "significance": {"enabled": False}}},
+    )
+    agree = agreement(ev)
+    assert (agree.coefficient, agree.level, agree.method) == ("pearson", "segment", "")
+    ranked = agree.by_aspect["human_meaning"]
+    assert ranked["agreement"].is_monotonic_decreasing
+    # TER's r is negative: its agreement is -r, above BLEU's r
+    ter = ranked.set_index("metric").loc["ter"]
+    assert ter["value"] < 0 and ter["agreement"] == -ter["value"]
+    assert list(ranked["metric"]).index("ter") < list(ranked["metric"]).index("bleu")
+    shown = next(
+        t for _, t in _tables(agreement_table(agree, "human_meaning", FigureStyle(), True))
+    )
+    assert "cluster" not in shown.columns and len(shown) == 3
