@@ -83,6 +83,10 @@ def test_wheel_installs_next_to_the_generic_distributions_and_runs_outside_the_r
     conf_yaml = {p.relative_to(REPO / "conf").as_posix() for p in (REPO / "conf").rglob("*.yaml")}
     assert {n.removeprefix("paraeval/conf/") for n in names if n.endswith(".yaml")} == conf_yaml
     assert "paraeval/pipeline/data/demo/demo.jsonl" in names
+    # report.html's template and style sheet
+    templates = {p.name for p in (REPO / "pipeline" / "report" / "templates").iterdir()}
+    assert {"report.html.j2", "report.css"} <= templates
+    assert {f"paraeval/pipeline/report/templates/{t}" for t in templates} <= set(names)
     assets = {p.name for p in (REPO / "metrics" / "assets").iterdir() if p.is_file()}
     assert assets and {f"paraeval/metrics/assets/{a}" for a in assets} <= set(names)
     assert "paraeval/__init__.py" in names and "paraeval/__main__.py" in names
@@ -198,6 +202,8 @@ def test_wheel_installs_next_to_the_generic_distributions_and_runs_outside_the_r
     )
     version, metrics_file = api.stdout.split()[-2:]
     assert (outside / "api_out" / "system_scores.csv").is_file()
+    page = (outside / "api_out" / "report.html").read_text(encoding="utf-8")
+    assert '<section id="answers">' in page and "Best system: strong" in page
     assert version == VERSION
     assert Path(metrics_file).is_relative_to(site) and not Path(metrics_file).is_relative_to(REPO)
 

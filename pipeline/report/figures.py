@@ -26,6 +26,7 @@ from paraeval.pipeline.lifetime import die_with_parent
 from paraeval.pipeline.names import slug
 from paraeval.pipeline.report.alpha_plot import plot_alpha_curve
 from paraeval.pipeline.report.compare_plots import diversity_adequacy_plot
+from paraeval.pipeline.report.headline import headline_coefficient
 from paraeval.pipeline.report.heatmap import correlation_heatmap
 from paraeval.pipeline.report.plots import FigureStyle, drawn
 from paraeval.pipeline.report.ranking import ranking_plot
@@ -63,7 +64,9 @@ def figure_plan(ev: Evaluation, out_dir: str | Path) -> Plan:
     draws: list[tuple[str, partial[bool]]] = []
     if not ev.correlations.empty:
         shown = ev.correlations[[c for c in HEATMAP_COLUMNS if c in ev.correlations.columns]]
-        draws.append(("correlation_heatmap", partial(correlation_heatmap, shown, style=style)))
+        headline = headline_coefficient(ev.settings.correlation, shown["coefficient"])
+        draw = partial(correlation_heatmap, shown, coefficient=headline, style=style)
+        draws.append(("correlation_heatmap", draw))
     for metric in scatter_columns(agg.segments, list(agg.columns)):
         for aspect in ev.aspects:
             draw = partial(metric_vs_human, agg.segments, agg.systems, metric, aspect, style=style)

@@ -10,6 +10,7 @@ from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
 
 from paraeval.pipeline.report import plots
+from paraeval.pipeline.report.headline import headline_coefficient
 from paraeval.pipeline.report.plots import FigureStyle
 
 # the frame, in inches: the title above the rows, each row, the column headers below, the
@@ -20,11 +21,6 @@ BOTTOM_IN = 0.7
 RIGHT_IN = 1.1
 COLUMN_IN = 1.0
 CMAP = "RdBu_r"
-
-
-def _coefficient(corr: pd.DataFrame) -> str:
-    present = set(corr["coefficient"])
-    return "kendall_b" if "kendall_b" in present else str(corr["coefficient"].iloc[0])
 
 
 def _headers(sub: pd.DataFrame, columns: pd.Index) -> list[str]:
@@ -43,12 +39,13 @@ def _headers(sub: pd.DataFrame, columns: pd.Index) -> list[str]:
 def correlation_heatmap(
     corr: pd.DataFrame, path: Path, coefficient: str | None = None, style: FigureStyle | None = None
 ) -> bool:
-    """Metrics x (aspect, level) for one coefficient (Kendall τ-b where there is one), NaN cells
-    blank; False when there is nothing to draw."""
+    """Metrics x (aspect, level) for one coefficient (the run's headline coefficient, given by
+    the caller; without it the first in ``corr``), NaN cells blank; False when there is nothing
+    to draw."""
     if corr.empty:
         return False
     style = style or FigureStyle()
-    coefficient = coefficient or _coefficient(corr)
+    coefficient = coefficient or headline_coefficient({}, corr["coefficient"])
     sub = corr[corr["coefficient"] == coefficient]
     table = sub.pivot_table(
         index="metric", columns=["aspect", "level"], values="value", aggfunc="first", sort=False

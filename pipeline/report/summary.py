@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from paraeval import __version__
+from paraeval.pipeline.report.headline import headline_coefficient
 from paraeval.pipeline.report.plots import AVERAGES, LOWER_MARK
 from paraeval.pipeline.terminal import Status, printable
 
@@ -108,7 +109,7 @@ def correlations_block(ev: Evaluation, max_rows: int) -> Block | None:
     corr = ev.correlations
     if corr.empty:
         return None
-    coefficient = str(corr["coefficient"].iloc[0])
+    coefficient = headline_coefficient(ev.settings.correlation, corr["coefficient"])
     sub = corr[corr["coefficient"] == coefficient]
     pivot = {"index": "metric", "columns": ["aspect", "level"], "aggfunc": "first", "sort": False}
     wide = sub.pivot_table(values="value", **pivot)

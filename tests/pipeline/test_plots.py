@@ -106,7 +106,12 @@ def test_the_heatmap_shows_every_value_with_its_marks_and_n(tmp_path: Path) -> N
     style = plots.FigureStyle(fmt="svg", lower=frozenset({"ter"}), source=frozenset({"self_bleu"}))
     assert correlation_heatmap(_correlations(), path, style=style)
     text = _text(path)
-    assert "Kendall τ-b: metric vs human ratings" in text  # τ-b where there is one
+    # without the run's headline coefficient: the first in the table (Pearson here)
+    assert "Pearson r: metric vs human ratings" in text
+    kendall = tmp_path / "kendall.svg"
+    assert correlation_heatmap(_correlations(), kendall, coefficient="kendall_b", style=style)
+    text = _text(kendall)
+    assert "Kendall τ-b: metric vs human ratings" in text
     # each value at both levels, Kendall's (0.01 above Pearson's); a missing one left blank
     assert text.count(">0.31<") == 2 and text.count(">-0.59<") == 2 and ">0.30<" not in text
     assert text.count(">0.21<") == 1 and ">nan<" not in text.lower()

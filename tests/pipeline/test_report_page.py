@@ -3,9 +3,12 @@ Chromium), the figures in each format, the ranking as one figure, directions mar
 
 from __future__ import annotations
 
+import json
+import math
 import re
 import shutil
 import subprocess
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pandas as pd
@@ -13,7 +16,12 @@ import pytest
 
 import paraeval
 from paraeval.pipeline.data.load import demo_path, read_table
-from paraeval.pipeline.report.plots import LOWER_MARK, SOURCE_MARK
+from paraeval.pipeline.report.plots import (
+    COEFFICIENT_NAMES,
+    LOWER_MARK,
+    SOURCE_MARK,
+    FigureStyle,
+)
 
 CHEAP = {
     "correlation": {"n_resamples": 100, "significance": {"n_resamples": 100}},
@@ -31,7 +39,8 @@ def _browser() -> str:
 
 
 def _rendered_dom(page: Path) -> str:
-    """The page's DOM after a headless Chromium loaded it (scripts run, images decoded)."""
+    """The page's DOM after a headless Chromium 1,400 px wide loaded it (scripts run, images
+    decoded)."""
     proc = subprocess.run(
         [
             _browser(),
@@ -39,6 +48,8 @@ def _rendered_dom(page: Path) -> str:
             "--no-sandbox",
             "--disable-gpu",
             "--disable-dev-shm-usage",
+            "--window-size=1400,1000",
+            "--hide-scrollbars",
             "--virtual-time-budget=10000",
             "--dump-dom",
             page.as_uri(),
@@ -82,14 +93,14 @@ def test_the_page_holds_tables_signatures_and_config(written: Path) -> None:
     systems = pd.read_csv(written / "system_scores.csv")
     signatures = pd.read_csv(written / "signatures.csv")
     for system in systems["system"]:
-        assert f"<td>{system}</td>" in html
+        assert re.search(rf">{system}</td>", html)
     for signature in signatures["signature"]:
         assert signature in html.replace("&#x27;", "'")
     # direction marks on lower-is-better and similarity-to-source columns
     assert f"ter {LOWER_MARK}" in html and f"self_bleu {SOURCE_MARK}" in html
     assert "metrics.ibleu.alpha: 0.8" in html
     # system-level correlations say on how many systems they rest
-    assert "/ system (n = 4)" in html
+    assert "system (n = 4)</th>" in html
 
 
 def test_figure_formats(written: Path) -> None:
@@ -145,19 +156,220 @@ def test_bad_format_is_one_config_error() -> None:
         paraeval.evaluate(read_table(demo_path()), ["bleu"], report={"format": "jpeg"})
 
 
-def test_table_cells_are_those_of_the_values() -> None:
-    """A table's HTML, hand-written for a small frame (one dtype per row, as ``iterrows``
-    gives it: the integers of a numeric frame are floats); changed values give their own
-    cells."""
-    from paraeval.pipeline.report import html as html_report
+class _Tables(HTMLParser):
+    """Every table of a page as rows of cell texts, each under the ``data-ranking`` or
+    ``data-aspect`` of the answer box (or the section id) that holds it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: list[tuple[str, list[list[str]]]] = []
+        self.where: list[str] = []
+        self.stack: list[str] = []
+        self.cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag in ("div", "section"):
+            label = a.get("data-ranking") or a.get("data-aspect") or a.get("id") or ""
+            self.stack.append(label)
+            if label:
+                self.where.append(label)
+        elif tag == "table":
+            self.tables.append((self.where[-1] if self.where else "", []))
+        elif tag == "tr" and self.tables:
+            self.tables[-1][1].append([])
+        elif tag in ("td", "th"):
+            self.cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("div", "section") and self.stack and self.stack.pop():
+            self.where.pop()
+        elif tag in ("td", "th") and self.cell is not None:
+            self.tables[-1][1][-1].append("".join(self.cell).strip())
+            self.cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self.cell is not None:
+            self.cell.append(data)
+
+
+def _tables(html: str) -> list[tuple[str, pd.DataFrame]]:
+    parser = _Tables()
+    parser.feed(html)
+    return [(where, pd.DataFrame(rows[1:], columns=rows[0])) for where, rows in parser.tables]
+
+
+def _sacrebleu_p(p: float, alpha: float = 0.05) -> str:
+    # sacrebleu.utils prints a paired test's p-value as f"(p = {p:.4f})", "*" when p <= 0.05
+    return f"{p:.4f}" + ("*" if p <= alpha else "")
+
+
+# Written into a copy of the page: what the browser laid out at 1,400 px, as JSON in the DOM
+_LAYOUT_CHECK = """<script>
+window.addEventListener('load', function () {
+  var doc = document.documentElement, bad = [];
+  if (doc.scrollWidth > doc.clientWidth) bad.push('page ' + doc.scrollWidth);
+  var tables = document.querySelectorAll('table');
+  tables.forEach(function (t, i) {
+    var box = t.parentElement, right = t.getBoundingClientRect().right;
+    if (box.scrollWidth > box.clientWidth || right > doc.clientWidth) {
+      bad.push('table ' + i + ': ' + right + ', ' + box.scrollWidth + ' > ' + box.clientWidth);
+    }
+  });
+  var out = document.createElement('pre');
+  out.id = 'layout-check';
+  out.textContent = JSON.stringify({width: doc.clientWidth, tables: tables.length, bad: bad});
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo with the default metric set (28 columns in system_scores.csv)."""
+    ev = paraeval.evaluate(read_table(demo_path()), **CHEAP)
+    return ev.write(tmp_path_factory.mktemp("page_full"))
+
+
+@pytest.mark.slow
+def test_no_table_is_cut_off_at_1400_px_and_every_figure_decodes(full: Path) -> None:
+    page = full / "report.html"
+    checked = full / "checked.html"
+    checked.write_text(
+        page.read_text(encoding="utf-8").replace("</body>", _LAYOUT_CHECK + "</body>"),
+        encoding="utf-8",
+    )
+    dom = _rendered_dom(checked)
+    found = re.search(r'<pre id="layout-check">(.*?)</pre>', dom)
+    assert found, dom[-2000:]
+    layout = json.loads(found.group(1).replace("&gt;", ">"))
+    assert layout["width"] == 1400 and layout["tables"] >= 15, layout
+    assert layout["bad"] == [], layout["bad"]
+    loaded = re.findall(r'data-loaded="(yes|no)"', dom)
+    assert loaded and set(loaded) == {"yes"}, loaded
+    # the systems table is split: no table of the page has more than ten value columns
+    assert max(len(t.columns) for _, t in _tables(page.read_text(encoding="utf-8"))) <= 11
+
+
+def test_the_answers_come_first_and_rank_as_the_tables_do(written: Path) -> None:
+    html = (written / "report.html").read_text(encoding="utf-8")
+    answers, details = html.index('<section id="answers">'), html.index('<section id="details">')
+    assert answers < details and "<table" not in html[:answers]
+    systems = pd.read_csv(written / "system_scores.csv").set_index("system")
+    best = systems["syntactic"].idxmax()
+    assert f"Best system: {best} (first by syntactic" in html[answers:details]
+    tables = _tables(html)
+    ranking = next(t for where, t in tables if where == "syntactic")
+    assert list(ranking["system"]) == list(systems["syntactic"].sort_values(ascending=False).index)
+    assert list(ranking["rank"]) == [str(i) for i in range(1, len(systems) + 1)]
+    # scores of a 0-1 average at three decimals, clusters as integers
+    assert all(re.fullmatch(r"\d\.\d{3}", s) for s in ranking["score"])
+    assert all(re.fullmatch(r"\d+", c) for c in ranking["cluster"])
+    comparison = pd.read_csv(written / "system_comparison.csv")
+    rows = comparison[comparison["metric"] == "syntactic"].set_index("system")
+    for system, p_boot, p_ar in zip(
+        ranking["system"], ranking["p (bootstrap)"], ranking["p (AR)"], strict=True
+    ):
+        expected = rows.loc[system, ["p_bootstrap", "p_ar"]].astype(float)
+        if system == rows["baseline"].iloc[0]:
+            assert p_boot == p_ar == "baseline"
+        else:
+            assert [p_boot, p_ar] == [_sacrebleu_p(v) for v in expected]
+    # BLEU, a 0-100 score, at one decimal in its own comparison table
+    bleu = next(t for where, t in tables if where == "details" and "bleu" in str(t.columns))
+    assert all(re.fullmatch(r"-?\d+\.\d", v) for v in bleu["bleu"])
+
+
+def test_best_metrics_are_ranked_whatever_their_direction(written: Path) -> None:
+    """The metric-vs-metric table ranks TER (lower is better) by its agreement, not its sign:
+    the order of the significance test's clusters, then of the direction-adjusted value."""
+    html = (written / "report.html").read_text(encoding="utf-8")
+    corr = pd.read_csv(written / "correlations.csv")
+    sig = pd.read_csv(written / "significance.csv")
+    signatures = pd.read_csv(written / "signatures.csv").set_index("column")
+    level, coefficient = sig["level"].iloc[0], sig["coefficient"].iloc[0]
+    assert f"{COEFFICIENT_NAMES[coefficient]} at the {level}" in html
+    tables = [(w, t) for w, t in _tables(html) if coefficient in t.columns and "p vs best" in t]
+    assert {w for w, _ in tables} == {"meaning", "fluency"}
+    for aspect, shown in tables:
+        pairs = sig[sig["aspect"] == f"human_{aspect}"]
+        cluster = dict(zip(pairs["metric_a"], pairs["cluster_a"], strict=True))
+        cluster.update(zip(pairs["metric_b"], pairs["cluster_b"], strict=True))
+        values = corr[
+            (corr["aspect"] == f"human_{aspect}")
+            & (corr["level"] == level)
+            & (corr["coefficient"] == coefficient)
+        ].set_index("metric")["value"]
+        sign = {m: 1 if signatures.loc[m, "higher_is_better"] else -1 for m in values.index}
+        expected = sorted(values.index, key=lambda m: (cluster[m], -sign[m] * values[m]))
+        metrics = [m.split(" ")[0] for m in shown["metric"]]
+        assert metrics == expected
+        assert list(shown["cluster"]) == [str(int(cluster[m])) for m in expected]
+        best = expected[0]
+        for m, p in zip(metrics[1:], shown["p vs best"].iloc[1:], strict=True):
+            pair = pairs[(pairs["metric_a"] == best) & (pairs["metric_b"] == m)]
+            assert p == _sacrebleu_p(float(pair["p_value"].iloc[0]))
+    # TER's negative correlation counts as agreement: it ranks above BLEU on meaning here
+    meaning = dict(tables)["meaning"]
+    names = [m.split(" ")[0] for m in meaning["metric"]]
+    assert names.index("ter") < names.index("bleu"), names
+
+
+def test_figures_come_in_the_story_order_with_captions(written: Path) -> None:
+    html = (written / "report.html").read_text(encoding="utf-8")
+    captions = re.findall(r"<figcaption>(.*?)</figcaption>", html)
+    assert len(captions) == len(list((written / "plots").iterdir()))
+    assert captions[0].startswith("The systems on every compared column")
+    heatmap = next(i for i, c in enumerate(captions) if "of every metric with every" in c)
+    scatter = [i for i, c in enumerate(captions) if "segment by segment" in c]
+    assert 0 < heatmap < min(scatter) and captions[-1].startswith("iBLEU")
+    assert captions[heatmap].startswith("Pearson r") and not any(".png" in c for c in captions)
+    # the human-rating report and the α choice are on the page
+    assert "Human ratings" in html and "chosen_alpha" in html
+
+
+def test_table_columns_have_one_precision_each() -> None:
+    """A column has one precision whatever each value's size; counts are integers; text is
+    escaped."""
+    from paraeval.pipeline.report.tables import table
 
     frame = pd.DataFrame(
-        {"n": [3, 40], "score": [0.12345, float("nan")]}, index=pd.Index(["a<b", "c"], name="sys")
+        {
+            "system": ["a<b", "c", "d"],
+            "n_items": [3, 40, 7],
+            "bleu": [1.339, 52.6, -0.03],
+            "score": [0.12345, math.nan, -0.5],
+            "cluster": [1.0, 2.0, math.nan],
+        }
     )
-    assert html_report._table(frame) == (
-        '<div class="scroll"><table><thead><tr><th>sys</th><th>n</th><th>score</th></tr>'
-        "</thead><tbody><tr><td>a&lt;b</td><td>3.000</td><td>0.123</td></tr>"
-        "<tr><td>c</td><td>40.0</td><td>–</td></tr></tbody></table></div>"
+    rows = next(t for _, t in _tables(table(frame)))
+    assert list(rows.columns) == ["system", "n_items", "bleu", "score", "cluster"]
+    assert rows.to_numpy().tolist() == [
+        ["a<b", "3", "1.3", "0.123", "1"],
+        ["c", "40", "52.6", "–", "2"],
+        ["d", "7", "0.0", "-0.500", "–"],
+    ]
+    assert "a&lt;b" in table(frame)
+
+
+def test_without_the_significance_test_metrics_rank_by_direction_adjusted_value() -> None:
+    from paraeval.pipeline.report.answers import agreement
+    from paraeval.pipeline.report.tables import agreement_table
+
+    ev = paraeval.evaluate(
+        read_table(demo_path()),
+        ["bleu", "ter"],
+        **{**CHEAP, "correlation": {"n_resamples": 50, "significance": {"enabled": False}}},
     )
-    changed = html_report._table(frame.assign(score=[12.5, -0.5]), index=False)
-    assert "<td>12.5</td>" in changed and "<td>-0.500</td>" in changed and "0.123" not in changed
+    agree = agreement(ev)
+    assert (agree.coefficient, agree.level, agree.method) == ("pearson", "segment", "")
+    ranked = agree.by_aspect["human_meaning"]
+    assert ranked["agreement"].is_monotonic_decreasing
+    # TER's r is negative: its agreement is -r, above BLEU's r
+    ter = ranked.set_index("metric").loc["ter"]
+    assert ter["value"] < 0 and ter["agreement"] == -ter["value"]
+    assert list(ranked["metric"]).index("ter") < list(ranked["metric"]).index("bleu")
+    shown = next(
+        t for _, t in _tables(agreement_table(agree, "human_meaning", FigureStyle(), True))
+    )
+    assert "cluster" not in shown.columns and len(shown) == 3
