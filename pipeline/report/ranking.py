@@ -46,7 +46,7 @@ def ranking_figure(result: Comparison, style: FigureStyle | None = None) -> Figu
         return None
     caption = (
         f"System ranking: {result.config.confidence:.0%} bootstrap intervals; systems in the same "
-        f"cluster do not differ significantly (paired bootstrap, alpha {result.config.alpha:g}); "
+        f"cluster do not differ significantly (paired bootstrap, alpha {result.config.alpha:g})\n"
         "better is to the right in every panel"
     )
     return draw_ranking(layout, caption)
@@ -106,7 +106,7 @@ def _panel(ax: Axes, layout: RankingLayout, panel: Panel, names: bool) -> None:
         ax.scatter(
             np.full(int(at.sum()), CLUSTER_X),
             y[at],
-            s=CLUSTER_SIZE,
+            s=CLUSTER_SIZE * len(f"{cluster:g}") ** 2,  # a marker fits its width: 10 as tall as 9
             marker=_number(float(cluster)),
             c="0.25",
             linewidths=0,

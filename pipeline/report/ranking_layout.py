@@ -141,7 +141,9 @@ def ranking_layout(
         sub = table[table["metric"] == metric]
         sub = sub.drop_duplicates("system").set_index("system", drop=False).reindex(systems)
         sub["higher_is_better"] = first[metric]
-        title = f"{style.label(metric)}\n({style.direction(metric, not lower[metric])})"
+        # the short form of a similarity's direction: the long one is wider than a panel
+        way = "lower = more diverse" if metric in style.source else None
+        title = f"{style.label(metric)}\n({way or style.direction(metric, not lower[metric])})"
         panels.append(
             Panel(
                 metric,
