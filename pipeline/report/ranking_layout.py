@@ -101,15 +101,30 @@ def system_order(table: pd.DataFrame, lower: dict[str, bool]) -> list[str]:
     return sorted(systems, key=lambda s: (not math.isfinite(mean.get(s, math.nan)), mean.get(s, 0)))
 
 
-def _display_clusters(sub: pd.DataFrame, lower: bool) -> np.ndarray:
+def _display_clusters(cluster: np.ndarray, table_lower: bool, lower: bool) -> np.ndarray:
     """The compared clusters numbered from the best in the panel's direction: where the table
     ranked the other way (a similarity to the source, higher = closer to a copy), the same
     groups of indistinguishable systems numbered from the other end."""
-    cluster = sub["cluster"].to_numpy(dtype=float)
-    table_lower = not bool(sub["higher_is_better"].iloc[0])
     if lower == table_lower or not np.isfinite(cluster).any():
         return cluster
     return np.nanmax(cluster) + 1 - cluster
+
+
+def _lower(table: pd.DataFrame, style: FigureStyle) -> dict[str, bool]:
+    """Whether each column reads lower-is-better: a similarity to the source reads "lower =
+    more diverse", whatever the table ranked by."""
+    first = table.drop_duplicates("metric").set_index("metric")["higher_is_better"]
+    return {c: (not bool(first[c])) or c in style.source for c in first.index}
+
+
+def comparison_colors(
+    table: pd.DataFrame, style: FigureStyle | None = None
+) -> dict[str, tuple[float, float, float, float]]:
+    """Each compared system's colour in the ranking, for the other figures of the comparison:
+    a system has one colour in all of them."""
+    if table.empty:
+        return {}
+    return system_colors(system_order(table, _lower(table, style or FigureStyle())))
 
 
 def _grid(n_systems: int, n_panels: int) -> tuple[int, int, float]:
@@ -133,14 +148,12 @@ def ranking_layout(
         return None
     chosen = plots.averages_first(table["metric"])
     first = table.drop_duplicates("metric").set_index("metric")["higher_is_better"]
-    # a similarity to the source reads "lower = more diverse", whatever the table ranked by
-    lower = {c: (not bool(first[c])) or c in style.source for c in chosen}
+    lower = _lower(table, style)
     systems = system_order(table, lower)
     panels = []
     for metric in chosen:
         sub = table[table["metric"] == metric]
         sub = sub.drop_duplicates("system").set_index("system", drop=False).reindex(systems)
-        sub["higher_is_better"] = first[metric]
         # the short form of a similarity's direction: the long one is wider than a panel
         way = "lower = more diverse" if metric in style.source else None
         title = f"{style.label(metric)}\n({way or style.direction(metric, not lower[metric])})"
@@ -152,7 +165,9 @@ def ranking_layout(
                 sub["score"].to_numpy(dtype=float),
                 sub["ci_low"].to_numpy(dtype=float),
                 sub["ci_high"].to_numpy(dtype=float),
-                _display_clusters(sub, lower[metric]),
+                _display_clusters(
+                    sub["cluster"].to_numpy(dtype=float), not first[metric], lower[metric]
+                ),
             )
         )
     columns, rows, pitch = _grid(len(systems), len(panels))
