@@ -12,6 +12,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.markers import MarkerStyle
+from matplotlib.textpath import TextPath
 from matplotlib.ticker import MaxNLocator
 
 from paraeval.pipeline.report import plots
@@ -36,7 +37,7 @@ LEGEND_FONT = 7
 # the artists' ids, by which a reader of the figure (a test) finds them in each panel
 POINTS_GID, INTERVALS_GID, BASELINE_GID, CLUSTER_GID = "systems", "intervals", "baseline", "cluster"
 CLUSTER_X = 1.07  # the cluster numbers' place, in the panel's widths
-CLUSTER_SIZE = 20.0  # a cluster number's marker, in points squared
+CLUSTER_PT = 4.5  # a cluster number's height, in points
 
 
 def ranking_figure(result: Comparison, style: FigureStyle | None = None) -> Figure | None:
@@ -99,17 +100,19 @@ def _panel(ax: Axes, layout: RankingLayout, panel: Panel, names: bool) -> None:
     if panel.lower_is_better:
         ax.invert_xaxis()  # better to the right, as in every other panel
     rows = ax.get_yaxis_transform()
-    # the cluster numbers right of the panel, drawn as markers (a collection per number): a
+    # the cluster numbers right of the panel, drawn as the markers of a line per number: a
     # text per system and panel would be most of the figure's drawing time at 40 systems
     for cluster in np.unique(panel.cluster[np.isfinite(panel.cluster)]):
         at = panel.cluster == cluster
-        ax.scatter(
+        marker, size = _number(float(cluster))
+        ax.plot(
             np.full(int(at.sum()), CLUSTER_X),
             y[at],
-            s=CLUSTER_SIZE * len(f"{cluster:g}") ** 2,  # a marker fits its width: 10 as tall as 9
-            marker=_number(float(cluster)),
-            c="0.25",
-            linewidths=0,
+            ls="",
+            marker=marker,
+            ms=size,
+            color="0.25",
+            mew=0,
             transform=rows,
             clip_on=False,
             gid=f"{CLUSTER_GID} {cluster:g}",
@@ -135,9 +138,13 @@ def _panel(ax: Axes, layout: RankingLayout, panel: Panel, names: bool) -> None:
 
 
 @cache
-def _number(value: float) -> MarkerStyle:
-    """A number as a marker, made once: its outline is laid out by mathtext, slowly."""
-    return MarkerStyle(f"${value:g}$")
+def _number(value: float) -> tuple[MarkerStyle, float]:
+    """A number as a marker and the marker's size that makes it CLUSTER_PT tall, made once: its
+    outline is laid out by mathtext, slowly. A marker is scaled to fit its larger side, its
+    width where the number has several digits."""
+    text = f"${value:g}$"
+    box = TextPath((0, 0), text).get_extents()
+    return MarkerStyle(text), CLUSTER_PT * max(box.width, box.height) / box.height
 
 
 def _header(fig: Figure, bottom: float, inch: float, baseline: str, caption: str) -> None:

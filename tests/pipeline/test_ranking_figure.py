@@ -176,8 +176,8 @@ def test_the_cluster_is_the_fill_and_a_number_never_the_place_or_colour(
         assert filled.any() and not filled.all()
         # each system's cluster number on its row right of the panel
         for cluster in np.unique(panel.cluster):
-            at = _artist(ax, f"{CLUSTER_GID} {cluster:g}").get_offsets()
-            assert sorted(at[:, 1]) == sorted(rows[panel.cluster == cluster])
+            (line,) = [x for x in ax.lines if x.get_gid() == f"{CLUSTER_GID} {cluster:g}"]
+            assert sorted(line.get_ydata()) == sorted(rows[panel.cluster == cluster])
 
 
 def test_the_best_cluster_is_the_best_in_the_panels_direction(
