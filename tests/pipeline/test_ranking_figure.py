@@ -29,6 +29,7 @@ from paraeval.pipeline.report.ranking import (
     INTERVALS_GID,
     POINTS_GID,
     ranking_figure,
+    ranking_plot,
 )
 from paraeval.pipeline.report.ranking_layout import (
     MAX_HEIGHT_IN,
@@ -257,3 +258,27 @@ def test_the_diversity_view_colours_each_system_as_the_ranking_does(tmp_path: Pa
     # every system's ranking colour is a point's fill: forty colours, none repeated
     for system in names:
         assert f"fill: {to_hex(ranking[system])}" in text, system
+
+
+def test_the_png_keeps_the_cluster_numbers_right_of_a_reversed_last_panel(tmp_path: Path) -> None:
+    """The PNG is cropped to its contents: the numbers right of the panels' last column, the
+    first row's reversed (TER-like m05), are in it."""
+    table = _table()
+    table = table[
+        table["metric"].isin(["syntactic", "semantic", *(f"m{j:02d}" for j in range(2, 16))])
+    ]
+    layout = ranking_layout(table, "sys07", STYLE)
+    assert layout is not None and layout.columns == 6  # wider than the caption
+    assert layout.panels[5].metric == "m05" and layout.panels[5].lower_is_better
+    path = tmp_path / "ranking.png"
+    assert ranking_plot(_comparison(table), path, STYLE)
+    with Image.open(path) as image:
+        grey = np.asarray(image.convert("L"))
+    dark = grey < 60
+    # the panels' frames: columns dark over most of a panel's height; the last is the right
+    # edge of the reversed panel
+    frames = np.flatnonzero(dark.sum(axis=0) > 0.5 * grey.shape[0])
+    right = frames.max()
+    assert right < grey.shape[1] - 20
+    numbers = grey[:, right + 5 :] < 200
+    assert numbers.any(axis=0).sum() >= 4  # the digits' ink, not just the crop's margin
