@@ -6,14 +6,13 @@ import logging
 import math
 from typing import TYPE_CHECKING, Any
 
-import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
-from matplotlib.colors import Colormap
 from matplotlib.transforms import Bbox
 
 from paraeval.pipeline.report.plots import new_figure, save_figure
+from paraeval.pipeline.report.ranking_layout import comparison_colors
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -21,6 +20,7 @@ if TYPE_CHECKING:
     from paraeval.pipeline.stages.compare import Comparison
 
 log = logging.getLogger(__name__)
+Color = str | tuple[float, float, float, float]
 
 
 def paraphrase_scores(result: Comparison) -> pd.DataFrame:
@@ -35,7 +35,7 @@ def paraphrase_scores(result: Comparison) -> pd.DataFrame:
     return wide.reindex(index=result.systems.index, columns=cols)
 
 
-def _paraphrase_table(ax: Axes, combined: pd.DataFrame, cmap: Colormap) -> None:
+def _paraphrase_table(ax: Axes, combined: pd.DataFrame, colors: list[Color]) -> None:
     """The combined adequacy + diversity scores, a row per system in the color of its point."""
     ax.axis("off")
     cells = [
@@ -52,7 +52,7 @@ def _paraphrase_table(ax: Axes, combined: pd.DataFrame, cmap: Colormap) -> None:
     table.auto_set_font_size(False)
     table.set_fontsize(8)
     for i in range(len(combined)):
-        table[i + 1, -1].get_text().set_color(cmap(i % cmap.N))
+        table[i + 1, -1].get_text().set_color(colors[i])
     ax.set_title("combined adequacy + diversity (paraphrase group, system scores)", fontsize=8)
 
 
@@ -65,17 +65,19 @@ def diversity_adequacy_plot(result: Comparison, path: Path) -> bool:
     if drawable.empty:
         log.info("no system has both a diversity and an adequacy value: no diversity plot")
         return False
-    cmap = matplotlib.colormaps["tab10" if len(drawable) <= 10 else "tab20"]
+    # each system in its colour of the ranking
+    known = comparison_colors(result.table)
+    colors: list[Color] = [known.get(str(s), "0.4") for s in drawable.index]
     if len(combined.columns):
         rows = len(drawable) + 1
         fig = new_figure((6.5, 5.0 + 0.22 * rows), layout="constrained")
         ax, ax_table = fig.subplots(2, 1, height_ratios=[5.0, 0.22 * rows + 0.3])
-        _paraphrase_table(ax_table, combined.reindex(drawable.index), cmap)
+        _paraphrase_table(ax_table, combined.reindex(drawable.index), colors)
     else:
         fig = new_figure((6.5, 5.0), layout="constrained")
         ax = fig.subplots()
     for i, (system, row) in enumerate(drawable.iterrows()):
-        color = cmap(i % cmap.N)
+        color = colors[i]
         iqr: dict[str, Any] = {"color": color, "alpha": 0.5, "lw": 1.5}
         ax.plot([row.diversity_q25, row.diversity_q75], [row.adequacy] * 2, **iqr)
         ax.plot([row.diversity] * 2, [row.adequacy_q25, row.adequacy_q75], **iqr)

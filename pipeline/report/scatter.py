@@ -14,6 +14,8 @@ from paraeval.pipeline.report.plots import FigureStyle
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from matplotlib.figure import Figure
+
 # systems up to which the segments are drawn one collection per system, with a legend
 LEGEND_MAX_SYSTEMS = 12
 MAX_SCATTER = 4
@@ -41,18 +43,24 @@ def _agreement(frame: pd.DataFrame, metric: str, aspect: str) -> str:
     return f"r = {r:+.3f}   τ = {tau:+.3f}   n = {n}"
 
 
-def metric_vs_human(
+def scatter_title(metric: str, aspect: str, style: FigureStyle) -> str:
+    """The figure's title: the metric (with its direction mark) and the human aspect."""
+    return f"{style.label(metric)} vs human {aspect.removeprefix('human_')}"
+
+
+def scatter_figure(
     segments: pd.DataFrame,
     systems: pd.DataFrame,
     metric: str,
     aspect: str,
-    path: Path,
     style: FigureStyle | None = None,
-) -> bool:
+) -> Figure:
     """Segment-level points coloured by system, system means as large markers with their
-    names; Pearson r, Kendall τ and n in each panel's title."""
+    names; the metric and the aspect in the figure's title, the level and Pearson r, Kendall τ
+    and n in each panel's."""
     style = style or FigureStyle()
     fig = plots.new_figure((10, 4.2))
+    fig.suptitle(scatter_title(metric, aspect, style), fontsize=10)
     seg_ax, sys_ax = fig.subplots(1, 2)
     fig.subplots_adjust(wspace=0.25)
     # markers of a line per system: Agg stamps one rendered marker, where a scatter
@@ -83,5 +91,17 @@ def metric_vs_human(
     sys_ax.set_ylabel(f"mean human {human}")
     if style.marked([metric]):
         plots.marks_note(fig)
-    plots.save_figure(fig, path)
+    return fig
+
+
+def metric_vs_human(
+    segments: pd.DataFrame,
+    systems: pd.DataFrame,
+    metric: str,
+    aspect: str,
+    path: Path,
+    style: FigureStyle | None = None,
+) -> bool:
+    """:func:`scatter_figure` to ``path``."""
+    plots.save_figure(scatter_figure(segments, systems, metric, aspect, style), path)
     return True
