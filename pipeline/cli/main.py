@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import difflib
 import gc
+import io
 import logging
 import os
 import signal
 import sys
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import nullcontext
+from contextlib import nullcontext, redirect_stdout
 from pathlib import Path
 from types import FrameType
 from typing import NoReturn
@@ -40,6 +41,7 @@ from paraeval.pipeline.config.compose import config_dir
 from paraeval.pipeline.errors import DEFERRED_SIGNALS, ConfigError, Interrupted, raise_deferred
 from paraeval.pipeline.lifetime import RUN_PID_ENV, in_sweep_worker
 from paraeval.pipeline.names import escape_log_output, escape_warnings, show
+from paraeval.pipeline.terminal import fit
 
 GROUPS = ("data", "metrics", "normalize", "correlation", "tracking", "experiment", "compare")
 
@@ -111,7 +113,18 @@ def check_group_overrides(argv: list[str], conf: Path) -> None:
         options = {p.stem for folder in folders for p in (folder / key).glob("*.yaml")}
         for choice in [v.strip() for v in value.strip("[]").split(",") if v.strip()]:
             if choice not in options and "/" not in choice and "$" not in choice:
-                _fail(f"unknown {key} option '{choice}' in '{arg}'; choose from {sorted(options)}")
+                _fail(f"unknown {key} option '{choice}' in '{arg}'; {_hint(choice, options, key)}")
+
+
+def _hint(choice: str, options: set[str], group: str) -> str:
+    """The options nearest a misspelt one; the whole list only where it is short (28 metrics
+    would bury the answer)."""
+    near = difflib.get_close_matches(choice, sorted(options), n=3, cutoff=0.6)
+    if near:
+        return f"did you mean {' or '.join(repr(n) for n in near)}?"
+    if len(options) <= 10:
+        return f"choose from {sorted(options)}"
+    return f"paraeval --help lists the {len(options)} {group} options"
 
 
 def check_override_keys(argv: list[str], conf: Path) -> None:
@@ -371,9 +384,13 @@ def _main(argv: list[str]) -> None:
     except ConfigError as exc:
         _fail(str(exc))
     sys.argv[1:] = argv
-    if not any(a in ("--help", "-h", "--hydra-help") for a in argv):
+    # Hydra's shell completion (``-sc install=bash``, ``-sc query=bash``) is no run: its
+    # ``install=``/``query=`` are Hydra's words, not settings, and nothing is written
+    completion = any(a in ("-sc", "--shell-completion") for a in argv)
+    if not completion and not any(a in ("--help", "-h", "--hydra-help") for a in argv):
         check_config_file_passwords(argv, config_dir())
-    if not any(a in ("--help", "-h", "--hydra-help", "--info", "--cfg", "-c") for a in argv):
+    info = ("--help", "-h", "--hydra-help", "--info", "--cfg", "-c")
+    if not completion and not any(a in info for a in argv):
         check_grammar(argv)
         check_group_overrides(argv, config_dir())
         check_override_keys(argv, config_dir())
@@ -382,7 +399,10 @@ def _main(argv: list[str]) -> None:
     full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
-        _hydra_main()
+        if any(a in ("--help", "-h", "--hydra-help") for a in argv):
+            _help()
+        else:
+            _hydra_main()
     except HydraException as exc:
         if full_error:
             raise  # the user asked for Hydra's whole story
@@ -398,6 +418,18 @@ def _main(argv: list[str]) -> None:
             file=sys.stderr,
         )
         sys.exit(1)
+
+
+def _help() -> None:
+    """Hydra's help text fitted to the terminal's 100 columns (it prints a config group's options
+    on one line, 260 characters for the metrics)."""
+    buffer = io.StringIO()
+    try:
+        with redirect_stdout(buffer):
+            _hydra_main()
+    finally:
+        sys.stdout.write(fit(buffer.getvalue()))
+        sys.stdout.flush()
 
 
 if __name__ == "__main__":
