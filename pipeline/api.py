@@ -15,6 +15,7 @@ from paraeval.pipeline.config.settings import Settings, check_table
 from paraeval.pipeline.data.load import load_frame
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.outputs import write_outputs
+from paraeval.pipeline.report import notebook
 from paraeval.pipeline.stages import evaluation as stages
 from paraeval.pipeline.stages.memory_bounds import check_memory
 
@@ -26,6 +27,9 @@ class Evaluation(stages.Evaluation):
     """Scores, correlations and comparison of one evaluation: the tables of the output files,
     which :meth:`write` writes and :meth:`log` sends to MLflow."""
 
+    # where :meth:`write` (or the command line) last put the output files
+    out_dir: Path | None = None
+
     @classmethod
     def of(cls, ev: stages.Evaluation) -> Evaluation:
         """The same evaluation, with writing and logging."""
@@ -33,7 +37,16 @@ class Evaluation(stages.Evaluation):
 
     def write(self, out_dir: str | Path) -> Path:
         """Writes every output file, figure and ``report.html`` into ``out_dir``."""
-        return write_outputs(self, out_dir)
+        self.out_dir = write_outputs(self, out_dir)
+        return self.out_dir
+
+    def __repr__(self) -> str:
+        # a notebook cell's echo: what was evaluated and where it went, not every setting
+        return notebook.short_repr(self, self.out_dir)
+
+    def _repr_html_(self) -> str:
+        """The ranked systems and the best metric per human aspect (Jupyter's rich display)."""
+        return notebook.html_summary(self, self.out_dir)
 
     def log(
         self,

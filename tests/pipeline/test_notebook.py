@@ -11,6 +11,8 @@ import pytest
 from omegaconf import OmegaConf
 
 import paraeval
+from paraeval.pipeline.data.load import demo_path
+from paraeval.pipeline.report.notebook import best_metrics, ranked_systems
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "metrics"
 
@@ -62,3 +64,59 @@ def test_list_metrics_settings_are_the_config_defaults(metrics: pd.DataFrame) ->
     assert settings["bleu"]["tokenize"] == "13a"
     # interpolations resolved as a run resolves them (the cache folder is a path, not ${...})
     assert "${" not in str(settings["bertscore"]["cache_dir"])
+
+
+CHEAP = {
+    "correlation": {"n_resamples": 50, "significance": {"n_resamples": 50}},
+    "compare": {"n_bootstrap": 50, "n_ar": 100},
+    "report": {"progress": False},
+    "cache": {"enabled": False},
+    "alpha_curve": {"enabled": False},
+}
+
+
+@pytest.fixture(scope="module")
+def demo() -> paraeval.Evaluation:
+    return paraeval.evaluate(demo_path(), ["bleu", "chrf", "ter", "self_bleu", "ibleu"], **CHEAP)
+
+
+def test_repr_is_one_short_line(demo: paraeval.Evaluation, tmp_path: Path) -> None:
+    text = repr(demo)
+    assert len(text) < 300 and "\n" not in text, text
+    assert text.startswith("Evaluation(data='table:demo")
+    assert "systems=4, items=48" in text
+    assert "metrics=[bleu, chrf, ter, self_bleu, ibleu]" in text
+    assert "out_dir=None" in text
+    # no setting is dumped (the dataclass repr printed the whole Settings tree)
+    assert "Settings" not in text and "n_resamples" not in text
+
+
+def test_html_summary_ranks_the_systems_and_names_the_best_metrics(
+    demo: paraeval.Evaluation,
+) -> None:
+    page = demo._repr_html_()
+    assert len(page) < 6000 and "<img" not in page
+    for system in ("copy", "strong", "medium", "weak"):
+        assert f"<th>{system}</th>" in page
+    ranked = ranked_systems(demo)
+    assert list(ranked["rank"]) == [1, 2, 3, 4]
+    assert ranked["syntactic"].is_monotonic_decreasing
+    assert ranked.index[0] == "strong"
+    best = best_metrics(demo)
+    assert list(best.index) == ["meaning", "fluency"]
+    assert list(best.columns) == ["segment", "item", "system"]
+    corr = demo.correlations
+    corr = corr[(corr["coefficient"] == "pearson") & (corr["metric"] != "syntactic")]
+    for aspect in best.index:
+        for level in best.columns:
+            metric, value = best.loc[aspect, level].split()
+            cell = corr[(corr["aspect"] == f"human_{aspect}") & (corr["level"] == level)]
+            # agreement: a lower-is-better metric (TER) agrees when its correlation is negative
+            agreement = cell["value"].where(cell["metric"] != "ter", -cell["value"])
+            assert float(value) == pytest.approx(
+                cell.set_index("metric").loc[metric, "value"], abs=5e-4
+            )
+            assert agreement[cell["metric"] == metric].iloc[0] == agreement.max()
+            assert f"{metric} {value}" in page
+    # TER's -0.6 beats chrF's +0.6 at the system level: ranked by agreement, not by value
+    assert best.loc["fluency", "system"].startswith("ter -")
