@@ -370,6 +370,11 @@ def main() -> None:
             sys.exit(status)
     except (KeyboardInterrupt, Interrupted) as exc:
         _interrupted(exc)
+    except BrokenPipeError:
+        # stdout's reader went away (`paraeval -sc install=bash | head`): nothing more to say,
+        # and Python's flush at exit must not fail again (the recipe of Python's signal docs)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
 
 
 def _main(argv: list[str]) -> None:

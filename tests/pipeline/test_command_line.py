@@ -3,11 +3,14 @@ columns, and "did you mean" for a misspelt option."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.pipeline.helpers import relog, run_cli
+from tests.pipeline.helpers import cli_env, relog, run_cli
 
 
 @pytest.mark.parametrize("flag", ["-sc", "--shell-completion"])
@@ -85,3 +88,24 @@ def test_misspelt_options_get_a_suggestion(tmp_path: Path, argument: str, said: 
     # a near miss names the nearest option only, not the other 27 metrics
     assert "bertscore" not in lines[0] and "Traceback" not in proc.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_a_closed_pipe_is_no_traceback(tmp_path: Path) -> None:
+    # `paraeval -sc install=bash | head -1`: the reader is gone before the script is printed
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "paraeval", "-sc", "install=bash"],
+            cwd=tmp_path,
+            env=cli_env(),
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert proc.returncode == 1
+    assert proc.stderr == ""
