@@ -10,10 +10,10 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import OmegaConf, open_dict
 
-from paraeval.pipeline.config.compose import compose_config
+from paraeval.pipeline.config.compose import compose_config, config_dir
 from paraeval.pipeline.config.settings import Settings, check_table
 from paraeval.pipeline.data.load import load_frame
-from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.errors import ConfigError, suggest
 from paraeval.pipeline.outputs import write_outputs
 from paraeval.pipeline.report import notebook
 from paraeval.pipeline.stages import evaluation as stages
@@ -80,6 +80,11 @@ def evaluate(
     """
     chosen = [f"{k}={v}" for k, v in settings.items() if k in GROUPS and isinstance(v, str)]
     if metrics is not None:
+        # before Hydra, whose error names a file ('metrics/chfr') and lists its search path
+        known = {p.stem for p in (config_dir() / "metrics").glob("*.yaml")}
+        for name in metrics:
+            if name not in known:
+                raise ConfigError(f"unknown metric '{name}'; {suggest(name, known, 'metrics')}")
         chosen.append(f"metrics=[{','.join(metrics)}]")
     # a DataFrame is a long table already read: the table layout's options (data.columns,
     # data.human, data.annotator, data.aggregate) apply to it as to a file
@@ -89,7 +94,7 @@ def evaluate(
     with open_dict(cfg):
         for key, value in values.items():
             if key not in cfg:
-                raise ConfigError(f"unknown setting '{key}'; valid: {sorted(map(str, cfg))}")
+                raise ConfigError(f"unknown setting '{key}'; {suggest(key, map(str, cfg), 'keys')}")
             OmegaConf.update(cfg, key, _plain(value), merge=True)
         if isinstance(data, str | Path):
             # set after composing: a path may hold characters Hydra's override grammar reserves

@@ -38,7 +38,13 @@ from paraeval.pipeline.cli.credentials import (
 )
 from paraeval.pipeline.cli.outcome import EXIT_NOT_LOGGED, EXIT_USER_ERROR
 from paraeval.pipeline.config.compose import config_dir
-from paraeval.pipeline.errors import DEFERRED_SIGNALS, ConfigError, Interrupted, raise_deferred
+from paraeval.pipeline.errors import (
+    DEFERRED_SIGNALS,
+    ConfigError,
+    Interrupted,
+    raise_deferred,
+    suggest,
+)
 from paraeval.pipeline.lifetime import RUN_PID_ENV, in_sweep_worker
 from paraeval.pipeline.names import escape_log_output, escape_warnings, show
 from paraeval.pipeline.terminal import fit
@@ -113,18 +119,8 @@ def check_group_overrides(argv: list[str], conf: Path) -> None:
         options = {p.stem for folder in folders for p in (folder / key).glob("*.yaml")}
         for choice in [v.strip() for v in value.strip("[]").split(",") if v.strip()]:
             if choice not in options and "/" not in choice and "$" not in choice:
-                _fail(f"unknown {key} option '{choice}' in '{arg}'; {_hint(choice, options, key)}")
-
-
-def _hint(choice: str, options: set[str], group: str) -> str:
-    """The options nearest a misspelt one; the whole list only where it is short (28 metrics
-    would bury the answer)."""
-    near = difflib.get_close_matches(choice, sorted(options), n=3, cutoff=0.6)
-    if near:
-        return f"did you mean {' or '.join(repr(n) for n in near)}?"
-    if len(options) <= 10:
-        return f"choose from {sorted(options)}"
-    return f"paraeval --help lists the {len(options)} {group} options"
+                hint = suggest(choice, options, f"{key} options")
+                _fail(f"unknown {key} option '{choice}' in '{arg}'; {hint}")
 
 
 def check_override_keys(argv: list[str], conf: Path) -> None:
