@@ -3,8 +3,10 @@ characters escaped. Light on imports: Hydra loads the formatter before the run s
 
 from __future__ import annotations
 
+import argparse
 import logging
 import re
+import shutil
 import sys
 import textwrap
 import time
@@ -40,6 +42,15 @@ def fit(text: str, width: int = WIDTH) -> str:
         )
         out.extend(wrapped or [line])
     return "".join(line + "\n" for line in out)
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's help at the terminal's width, at most :data:`WIDTH` columns (argparse alone
+    fills a wide terminal), for every console script's ``formatter_class``."""
+
+    def __init__(self, prog: str) -> None:
+        columns = shutil.get_terminal_size().columns - 2  # argparse's own margin
+        super().__init__(prog, width=min(columns, WIDTH))
 
 
 class TerminalFormatter(logging.Formatter):

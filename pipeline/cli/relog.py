@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -21,7 +20,7 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 
 from paraeval.pipeline.errors import UserError
 from paraeval.pipeline.names import escape_log_output, show
-from paraeval.pipeline.terminal import WIDTH
+from paraeval.pipeline.terminal import HelpFormatter
 from paraeval.pipeline.tracking.payload import RunPayload
 from paraeval.pipeline.tracking.run_record import read_run_info
 from paraeval.pipeline.tracking.store import TrackingUnavailable
@@ -51,19 +50,11 @@ def relog(
     return logged.run_id, logged.already, logged.uri
 
 
-class _HelpFormatter(argparse.HelpFormatter):
-    """argparse's help at the terminal's width, at most the 100 columns of paraeval's output."""
-
-    def __init__(self, prog: str) -> None:
-        columns = shutil.get_terminal_size().columns - 2  # argparse's own margin
-        super().__init__(prog, width=min(columns, WIDTH))
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog=PROG,
         description="Log finished paraeval output directories to MLflow (idempotent).",
-        formatter_class=_HelpFormatter,
+        formatter_class=HelpFormatter,
     )
     p.add_argument("output_dirs", nargs="+", metavar="OUTPUT_DIR", type=Path)
     p.add_argument(
