@@ -42,6 +42,38 @@ def test_completion_offers_metrics_and_keys(tmp_path: Path) -> None:
     assert "correlation=" in _query("paraeval cor", tmp_path)
 
 
+def test_completion_in_bash(tmp_path: Path) -> None:
+    # the script as `eval "$(paraeval -sc install=bash)"` installs it, then its function called
+    # as bash calls it on <Tab>; `paraeval` is a console script as pip writes one
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "paraeval"
+    script.write_text(f"#!{sys.executable}\nfrom paraeval.pipeline.cli.main import main\nmain()\n")
+    script.chmod(0o755)
+    tab = (
+        'eval "$(paraeval -sc install=bash)"\n'
+        "complete -p paraeval\n"
+        'COMP_LINE="paraeval seed=1 metrics=ch"; COMP_POINT=${#COMP_LINE}\n'
+        "COMP_WORDS=($COMP_LINE); COMP_CWORD=2\n"
+        "hydra_bash_completion\n"
+        'echo "reply: ${COMPREPLY[*]}"\n'
+    )
+    env = cli_env(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    proc = subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", tab],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0].endswith("-F hydra_bash_completion paraeval"), lines
+    assert lines[-1] == "reply: metrics=chrf", lines
+
+
 def test_help_fits_100_columns(tmp_path: Path) -> None:
     proc = run_cli(["--help"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
