@@ -11,7 +11,7 @@ import pytest
 from omegaconf import OmegaConf
 
 import paraeval
-from paraeval.pipeline.data.load import demo_path
+from paraeval.pipeline.data.load import demo_path, read_table
 from paraeval.pipeline.report.notebook import best_metrics, ranked_systems
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "metrics"
@@ -120,3 +120,12 @@ def test_html_summary_ranks_the_systems_and_names_the_best_metrics(
             assert f"{metric} {value}" in page
     # TER's -0.6 beats chrF's +0.6 at the system level: ranked by agreement, not by value
     assert best.loc["fluency", "system"].startswith("ter -")
+
+
+def test_html_summary_escapes_names_from_data() -> None:
+    frame = read_table(demo_path())
+    frame["system"] = frame["system"].replace({"weak": "<script>alert(1)</script>"})
+    ev = paraeval.evaluate(frame, ["bleu"], **CHEAP)
+    page = ev._repr_html_()
+    assert "<script>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
