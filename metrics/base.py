@@ -64,6 +64,9 @@ class Metric(ABC):
     supports_multi_ref_rule: ClassVar[bool] = False
     corpus_only: ClassVar[bool] = False
     distance_to_source: ClassVar[bool] = False
+    # what scoring loads beyond the texts ("encoder": a transformer model, "WordNet", ...), for
+    # paraeval.list_metrics(): a user sees before a run which metrics need a download
+    resources: ClassVar[tuple[str, ...]] = ()
     # each segment's numbers depend on its own inputs only, and :meth:`select` gives any subset:
     # the score stage scores segments shared by several systems once (pipeline/stages/score.py).
     # False where the call's other segments matter (CIDEr/NIST corpus weights, BERTScore idf).

@@ -249,6 +249,7 @@ class BERTScore(Metric):
     ``_f1``). Corpus score: the mean of the segment scores, as bert-score reports it."""
 
     name = "bertscore"
+    resources = ("encoder",)
     default_group = "semantic"
     higher_is_better = True
     columns = COLUMNS

@@ -42,6 +42,7 @@ class BLEURT(Metric):
     """BLEURT score of each candidate against its references (higher is better)."""
 
     name = "bleurt"
+    resources = ("BLEURT checkpoint",)
     default_group = "semantic"
     higher_is_better = True
     supports_multi_ref_rule = True

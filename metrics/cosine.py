@@ -25,6 +25,7 @@ class Cosine(Metric):
     rule (``max`` or ``mean``) combines references. Corpus score: mean of segment scores."""
 
     name = "cosine"
+    resources = ("encoder",)
     default_group = "semantic"
     higher_is_better = True
     supports_multi_ref_rule = True

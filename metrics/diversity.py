@@ -312,6 +312,7 @@ class SemanticDiversity(_SystemLevel):
     """Mean pairwise ``1 − cos`` between the sentence embeddings of a system's outputs."""
 
     name = "semantic_diversity"
+    resources = ("encoder",)
     higher_is_better = True
 
     def __init__(

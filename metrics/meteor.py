@@ -98,6 +98,7 @@ class METEOR(Metric):
     """METEOR with exact, Porter-stem and WordNet-synonym modules (NLTK's algorithm)."""
 
     name = "meteor"
+    resources = ("WordNet",)
     default_group = "syntactic"
     higher_is_better = True
     supports_multi_ref_rule = False

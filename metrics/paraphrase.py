@@ -66,6 +66,7 @@ class _OnBERTScore(Metric):
     higher_is_better = True
     needs_sources = True
     needs_references = False
+    resources = ("encoder",)
 
     def __init__(
         self,

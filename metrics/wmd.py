@@ -108,6 +108,7 @@ class WMD(Metric):
     """Word Mover's Distance of each candidate to its references (lower is better)."""
 
     name = "wmd"
+    resources = ("encoder or word vectors",)
     default_group = "semantic"
     higher_is_better = False
     supports_multi_ref_rule = True

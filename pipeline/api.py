@@ -10,11 +10,12 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import OmegaConf, open_dict
 
-from paraeval.pipeline.config.compose import compose_config
+from paraeval.pipeline.config.compose import compose_config, config_dir
 from paraeval.pipeline.config.settings import Settings, check_table
 from paraeval.pipeline.data.load import load_frame
-from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.errors import ConfigError, suggest
 from paraeval.pipeline.outputs import write_outputs
+from paraeval.pipeline.report import notebook
 from paraeval.pipeline.stages import evaluation as stages
 from paraeval.pipeline.stages.memory_bounds import check_memory
 
@@ -26,6 +27,9 @@ class Evaluation(stages.Evaluation):
     """Scores, correlations and comparison of one evaluation: the tables of the output files,
     which :meth:`write` writes and :meth:`log` sends to MLflow."""
 
+    # where :meth:`write` (or the command line) last put the output files
+    out_dir: Path | None = None
+
     @classmethod
     def of(cls, ev: stages.Evaluation) -> Evaluation:
         """The same evaluation, with writing and logging."""
@@ -33,7 +37,16 @@ class Evaluation(stages.Evaluation):
 
     def write(self, out_dir: str | Path) -> Path:
         """Writes every output file, figure and ``report.html`` into ``out_dir``."""
-        return write_outputs(self, out_dir)
+        self.out_dir = write_outputs(self, out_dir)
+        return self.out_dir
+
+    def __repr__(self) -> str:
+        # a notebook cell's echo: what was evaluated and where it went, not every setting
+        return notebook.short_repr(self, self.out_dir)
+
+    def _repr_html_(self) -> str:
+        """The ranked systems and the best metric per human aspect (Jupyter's rich display)."""
+        return notebook.html_summary(self, self.out_dir)
 
     def log(
         self,
@@ -67,6 +80,11 @@ def evaluate(
     """
     chosen = [f"{k}={v}" for k, v in settings.items() if k in GROUPS and isinstance(v, str)]
     if metrics is not None:
+        # before Hydra, whose error names a file ('metrics/chfr') and lists its search path
+        known = {p.stem for p in (config_dir() / "metrics").glob("*.yaml")}
+        for name in metrics:
+            if name not in known:
+                raise ConfigError(f"unknown metric '{name}'; {suggest(name, known, 'metrics')}")
         chosen.append(f"metrics=[{','.join(metrics)}]")
     # a DataFrame is a long table already read: the table layout's options (data.columns,
     # data.human, data.annotator, data.aggregate) apply to it as to a file
@@ -76,7 +94,7 @@ def evaluate(
     with open_dict(cfg):
         for key, value in values.items():
             if key not in cfg:
-                raise ConfigError(f"unknown setting '{key}'; valid: {sorted(map(str, cfg))}")
+                raise ConfigError(f"unknown setting '{key}'; {suggest(key, map(str, cfg), 'keys')}")
             OmegaConf.update(cfg, key, _plain(value), merge=True)
         if isinstance(data, str | Path):
             # set after composing: a path may hold characters Hydra's override grammar reserves

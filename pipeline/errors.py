@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import signal
+from collections.abc import Iterable
 
 
 class UserError(Exception):
@@ -48,6 +49,18 @@ class OutputError(UserError):
             "output folder (hydra.run.dir) and run again"
         )
         self.path, self.errno = path, exc.errno
+
+
+def suggest(choice: str, options: Iterable[str], what: str) -> str:
+    """The options nearest a misspelt one (``did you mean 'chrf'?``); the whole list only where it
+    is short: 28 metric names would bury the answer."""
+    ordered = sorted(options)
+    near = difflib.get_close_matches(choice, ordered, n=3, cutoff=0.6)
+    if near:
+        return f"did you mean {' or '.join(repr(n) for n in near)}?"
+    if len(ordered) <= 10:
+        return f"choose from {ordered}"
+    return f"paraeval --help lists the {len(ordered)} {what}"
 
 
 def not_allowed(where: str, name: str, kind: str, choices: list[str]) -> ConfigError:

@@ -3,7 +3,10 @@ characters escaped. Light on imports: Hydra loads the formatter before the run s
 
 from __future__ import annotations
 
+import argparse
 import logging
+import re
+import shutil
 import sys
 import textwrap
 import time
@@ -18,6 +21,36 @@ WIDTH = 100
 STATUS_AFTER_S = 1.0
 # text from data for the terminal, control characters escaped
 printable = show
+
+
+def fit(text: str, width: int = WIDTH) -> str:
+    """``text`` with every line longer than ``width`` wrapped at spaces, its continuation lines
+    indented past its ``key: `` (a config group's options) or its own indentation."""
+    out: list[str] = []
+    for line in text.splitlines():
+        if len(line) <= width:
+            out.append(line)
+            continue
+        key = re.match(r"\s*[\w.-]+: ", line)
+        indent = " " * (key.end() if key else len(line) - len(line.lstrip()) + 4)
+        wrapped = textwrap.wrap(
+            line,
+            width=width,
+            subsequent_indent=indent,
+            break_on_hyphens=False,
+            break_long_words=False,
+        )
+        out.extend(wrapped or [line])
+    return "".join(line + "\n" for line in out)
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's help at the terminal's width, at most :data:`WIDTH` columns (argparse alone
+    fills a wide terminal), for every console script's ``formatter_class``."""
+
+    def __init__(self, prog: str) -> None:
+        columns = shutil.get_terminal_size().columns - 2  # argparse's own margin
+        super().__init__(prog, width=min(columns, WIDTH))
 
 
 class TerminalFormatter(logging.Formatter):

@@ -48,6 +48,7 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
             table, settings, status=status, started_at=started, after_stage=outputs.draw_ready
         )
         ev = Evaluation.of(computed)
+        ev.out_dir = out
         with status.stage("write tables"):
             outputs.write_tables(ev)
         with status.stage("figures, page, MLflow"):

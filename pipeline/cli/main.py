@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import difflib
 import gc
+import io
 import logging
 import os
 import signal
 import sys
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import nullcontext
+from contextlib import nullcontext, redirect_stdout
 from pathlib import Path
 from types import FrameType
 from typing import NoReturn
@@ -37,9 +38,16 @@ from paraeval.pipeline.cli.credentials import (
 )
 from paraeval.pipeline.cli.outcome import EXIT_NOT_LOGGED, EXIT_USER_ERROR
 from paraeval.pipeline.config.compose import config_dir
-from paraeval.pipeline.errors import DEFERRED_SIGNALS, ConfigError, Interrupted, raise_deferred
+from paraeval.pipeline.errors import (
+    DEFERRED_SIGNALS,
+    ConfigError,
+    Interrupted,
+    raise_deferred,
+    suggest,
+)
 from paraeval.pipeline.lifetime import RUN_PID_ENV, in_sweep_worker
 from paraeval.pipeline.names import escape_log_output, escape_warnings, show
+from paraeval.pipeline.terminal import fit
 
 GROUPS = ("data", "metrics", "normalize", "correlation", "tracking", "experiment", "compare")
 
@@ -111,7 +119,8 @@ def check_group_overrides(argv: list[str], conf: Path) -> None:
         options = {p.stem for folder in folders for p in (folder / key).glob("*.yaml")}
         for choice in [v.strip() for v in value.strip("[]").split(",") if v.strip()]:
             if choice not in options and "/" not in choice and "$" not in choice:
-                _fail(f"unknown {key} option '{choice}' in '{arg}'; choose from {sorted(options)}")
+                hint = suggest(choice, options, f"{key} options")
+                _fail(f"unknown {key} option '{choice}' in '{arg}'; {hint}")
 
 
 def check_override_keys(argv: list[str], conf: Path) -> None:
@@ -357,6 +366,11 @@ def main() -> None:
             sys.exit(status)
     except (KeyboardInterrupt, Interrupted) as exc:
         _interrupted(exc)
+    except BrokenPipeError:
+        # stdout's reader went away (`paraeval -sc install=bash | head`): nothing more to say,
+        # and Python's flush at exit must not fail again (the recipe of Python's signal docs)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
 
 
 def _main(argv: list[str]) -> None:
@@ -371,9 +385,13 @@ def _main(argv: list[str]) -> None:
     except ConfigError as exc:
         _fail(str(exc))
     sys.argv[1:] = argv
-    if not any(a in ("--help", "-h", "--hydra-help") for a in argv):
+    # Hydra's shell completion (``-sc install=bash``, ``-sc query=bash``) is no run: its
+    # ``install=``/``query=`` are Hydra's words, not settings, and nothing is written
+    completion = any(a in ("-sc", "--shell-completion") for a in argv)
+    if not completion and not any(a in ("--help", "-h", "--hydra-help") for a in argv):
         check_config_file_passwords(argv, config_dir())
-    if not any(a in ("--help", "-h", "--hydra-help", "--info", "--cfg", "-c") for a in argv):
+    info = ("--help", "-h", "--hydra-help", "--info", "--cfg", "-c")
+    if not completion and not any(a in info for a in argv):
         check_grammar(argv)
         check_group_overrides(argv, config_dir())
         check_override_keys(argv, config_dir())
@@ -382,7 +400,10 @@ def _main(argv: list[str]) -> None:
     full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
-        _hydra_main()
+        if any(a in ("--help", "-h", "--hydra-help") for a in argv):
+            _help()
+        else:
+            _hydra_main()
     except HydraException as exc:
         if full_error:
             raise  # the user asked for Hydra's whole story
@@ -398,6 +419,18 @@ def _main(argv: list[str]) -> None:
             file=sys.stderr,
         )
         sys.exit(1)
+
+
+def _help() -> None:
+    """Hydra's help text fitted to the terminal's 100 columns (it prints a config group's options
+    on one line, 260 characters for the metrics)."""
+    buffer = io.StringIO()
+    try:
+        with redirect_stdout(buffer):
+            _hydra_main()
+    finally:
+        sys.stdout.write(fit(buffer.getvalue()))
+        sys.stdout.flush()
 
 
 if __name__ == "__main__":

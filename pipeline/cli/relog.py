@@ -20,6 +20,7 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 
 from paraeval.pipeline.errors import UserError
 from paraeval.pipeline.names import escape_log_output, show
+from paraeval.pipeline.terminal import HelpFormatter
 from paraeval.pipeline.tracking.payload import RunPayload
 from paraeval.pipeline.tracking.run_record import read_run_info
 from paraeval.pipeline.tracking.store import TrackingUnavailable
@@ -51,7 +52,9 @@ def relog(
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog=PROG, description="Log finished paraeval output directories to MLflow (idempotent)."
+        prog=PROG,
+        description="Log finished paraeval output directories to MLflow (idempotent).",
+        formatter_class=HelpFormatter,
     )
     p.add_argument("output_dirs", nargs="+", metavar="OUTPUT_DIR", type=Path)
     p.add_argument(

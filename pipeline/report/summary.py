@@ -134,16 +134,17 @@ def correlations_block(ev: Evaluation, max_rows: int) -> Block | None:
     return table, caption
 
 
-def _comparison_cell(sub: pd.DataFrame, system: str, alpha: float) -> str:
-    """``score [low, high] (cluster)`` and the marks of a significant difference."""
+def _comparison_cells(sub: pd.DataFrame, system: str, alpha: float) -> tuple[str, str]:
+    """``score [low, high] (cluster)`` and the marks of a significant difference, in two cells:
+    a right-justified cell loses its trailing blanks, so a row without marks would shift."""
     if system not in sub.index:
-        return ""
+        return "", ""
     r: Any = sub.loc[system]
     d = _digits(sub["score"])
     mark = ("*" if r.p_bootstrap < alpha else "") + ("†" if r.p_ar < alpha else "")
     cluster = f" ({int(r.cluster)})" if math.isfinite(r.cluster) else ""
     interval = f"[{_number(r.ci_low, d)}, {_number(r.ci_high, d)}]"
-    return f"{_number(r.score, d)} {interval}{cluster}{mark or '  '}"
+    return f"{_number(r.score, d)} {interval}{cluster}", mark
 
 
 def comparison_block(ev: Evaluation, max_rows: int) -> Block | None:
@@ -162,10 +163,11 @@ def comparison_block(ev: Evaluation, max_rows: int) -> Block | None:
     )
     for m in chosen:
         table.add_column(m, justify="right", no_wrap=True)
+        table.add_column("", justify="left", no_wrap=True, min_width=2)
     systems = list(dict.fromkeys(t["system"]))
     by_metric = {m: t[t["metric"] == m].set_index("system") for m in chosen}
     for s in systems[:max_rows]:
-        cells = [_comparison_cell(by_metric[m], s, alpha) for m in chosen]
+        cells = [c for m in chosen for c in _comparison_cells(by_metric[m], s, alpha)]
         label = printable(s) + (" (baseline)" if s == compared.baseline else "")
         table.add_row(Text(label), *cells)
     _more(table, len(systems), max_rows)

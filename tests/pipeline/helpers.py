@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -77,3 +78,45 @@ def files_containing(text: str, *roots: Path) -> list[Path]:
             if path.is_file() and not path.is_symlink() and needle in path.read_bytes():
                 found.append(path)
     return found
+
+
+def table_rows(text: str) -> dict[str, list[list[tuple[int, int, str]]]]:
+    """The tables of a terminal summary, by title: for each data row, its cells as (start, end,
+    text). A table is a title, its header, a rule of ``─`` and rows whose cells are separated by
+    two or more blanks (the note under a table has none)."""
+    lines = text.splitlines()
+    tables: dict[str, list[list[tuple[int, int, str]]]] = {}
+    for i, line in enumerate(lines):
+        if not line.startswith("─"):
+            continue
+        title = next(lines[j] for j in range(i - 1, -1, -1) if lines[j - 1] == "")
+        rows = tables.setdefault(title, [])
+        for row in lines[i + 1 :]:
+            if "  " not in row.strip():
+                break
+            rows.append([(m.start(), m.end(), m.group()) for m in re.finditer(r"\S+( \S+)*", row)])
+    return tables
+
+
+NUMBER = re.compile(r"[-+]?\d+(\.\d+)?|–|n/a")
+
+
+def assert_aligned(text: str) -> int:
+    """Every table of ``text`` has its columns aligned: the same number of cells on every row,
+    each column's values ending at one character position, and so each number of a value
+    (``0.210 [0.19, 0.23] (3)``: four), numbers being right-justified; significance marks in a
+    column of their own, starting at one position. Returns how many tables it checked."""
+    tables = table_rows(text)
+    for title, rows in tables.items():
+        rows = [r for r in rows if not r[0][2].startswith("…")]  # "… 18 more"
+        assert rows, title
+        marks = {r[-1][0] for r in rows if re.fullmatch(r"[*†]+", r[-1][2])}
+        assert len(marks) <= 1, (title, rows)  # the marks start in one place
+        cells = [[c for c in r[1:] if not re.fullmatch(r"[*†]+", c[2])] for r in rows]
+        assert len({len(c) for c in cells}) == 1, (title, rows)
+        for k in range(len(cells[0])):
+            ends = {c[k][1] for c in cells}
+            assert len(ends) == 1, (title, k, [c[k] for c in cells])
+            numbers = {tuple(c[k][0] + m.end() for m in NUMBER.finditer(c[k][2])) for c in cells}
+            assert len(numbers) == 1, (title, k, [c[k] for c in cells])
+    return len(tables)

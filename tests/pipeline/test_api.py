@@ -101,3 +101,8 @@ def test_mistakes_are_user_errors() -> None:
         paraeval.evaluate(frame, ["bleu"])
     with pytest.raises(ConfigError, match="unknown setting 'nosuch'"):
         paraeval.evaluate(_demo_frame(), ["bleu"], nosuch=1)
+    # a misspelt name: the nearest, not the 28 metrics or every key
+    with pytest.raises(ConfigError, match=r"^unknown metric 'chfr'; did you mean 'chrf'\?$"):
+        paraeval.evaluate(_demo_frame(), ["bleu", "chfr"])
+    with pytest.raises(ConfigError, match=r"^unknown setting 'sede'; did you mean 'seed'\?$"):
+        paraeval.evaluate(_demo_frame(), ["bleu"], sede=1)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.pipeline.helpers import run_cli
+from tests.pipeline.helpers import assert_aligned, run_cli
 
 SYSTEMS = {"copy", "strong", "medium", "weak"}
 
@@ -121,6 +121,12 @@ def test_terminal_summary(demo_run: tuple[Path, Path, str]) -> None:
         assert "Creating initial MLflow" not in line and "INFO" not in line, line
     assert "paraeval: warning: 3 empty or whitespace-only candidates" in stderr
     assert "score: " in stderr  # the scoring stage took more than a second
+
+
+def test_terminal_tables_are_aligned(demo_run: tuple[Path, Path, str]) -> None:
+    stdout = demo_run[2].partition("\n<<stderr>>\n")[0]
+    # systems, correlations, comparison: numbers right-justified, marks in a column of their own
+    assert assert_aligned(stdout) == 3
 
 
 def test_mlflow_contents(demo_run: tuple[Path, Path, str]) -> None:

@@ -11,7 +11,9 @@ import pytest
 
 import paraeval
 from paraeval.pipeline import terminal
+from paraeval.pipeline.data.load import demo_path
 from paraeval.pipeline.report.summary import render_summary
+from tests.pipeline.helpers import assert_aligned, table_rows
 
 CHEAP = {
     "correlation": {"n_resamples": 50, "significance": {"n_resamples": 50}},
@@ -142,3 +144,15 @@ def test_no_ratings_names_the_columns_it_saw(
     )
     assert set(mapped.correlations["aspect"]) == {"human_meaning"}
     assert mapped.systems["human_meaning"].notna().all()
+
+
+def test_every_table_has_its_columns_aligned(summary: str, tmp_path: Path) -> None:
+    # systems, correlations, comparison: every value of a column ends at the same character
+    assert assert_aligned(summary) == 3
+    # the demo's baseline (copy) differs from no system significantly: a row without marks
+    ev = paraeval.evaluate(demo_path(), ["bleu", "chrf", "ter"], **CHEAP)
+    demo = render_summary(ev, tmp_path, None, None)
+    rows = table_rows(demo)["System comparison"]
+    marked = ["†" in " ".join(c[2] for c in r) for r in rows]
+    assert any(marked) and not all(marked), rows
+    assert assert_aligned(demo) == 3

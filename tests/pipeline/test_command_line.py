@@ -1,0 +1,143 @@
+"""What a user meets at the shell before any run: Hydra's tab completion, help that fits 100
+columns, and "did you mean" for a misspelt option."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.pipeline.helpers import cli_env, relog, run_cli
+
+
+@pytest.mark.parametrize("flag", ["-sc", "--shell-completion"])
+def test_completion_script_installs(tmp_path: Path, flag: str) -> None:
+    proc = run_cli([flag, "install=bash"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stderr == ""
+    # Hydra's bash script: a completion function registered with `complete`
+    assert "hydra_bash_completion()" in proc.stdout
+    assert "complete -o nospace -o default -F hydra_bash_completion" in proc.stdout
+    assert not (tmp_path / "outputs").exists()  # no run began
+
+
+def _query(line: str, cwd: Path) -> list[str]:
+    """The candidates the completion script asks the command for, as bash asks: the command line
+    typed so far in COMP_LINE, the cursor in COMP_POINT, then ``-sc query=bash``."""
+    proc = run_cli(["-sc", "query=bash"], cwd, COMP_LINE=line, COMP_POINT=str(len(line)))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout.split()
+
+
+def test_completion_offers_metrics_and_keys(tmp_path: Path) -> None:
+    metrics = _query("paraeval metrics=", tmp_path)
+    names = {p.stem for p in (Path(__file__).parents[2] / "conf" / "metrics").glob("*.yaml")}
+    assert {c.removeprefix("metrics=") for c in metrics} == names
+    assert _query("paraeval metrics=ch", tmp_path) == ["metrics=chrf"]
+    data = _query("paraeval data.", tmp_path)
+    assert "data.name=" in data and all(c.startswith("data.") for c in data), data
+    assert "correlation=" in _query("paraeval cor", tmp_path)
+
+
+def test_completion_in_bash(tmp_path: Path) -> None:
+    # the script as `eval "$(paraeval -sc install=bash)"` installs it, then its function called
+    # as bash calls it on <Tab>; `paraeval` is a console script as pip writes one
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "paraeval"
+    script.write_text(f"#!{sys.executable}\nfrom paraeval.pipeline.cli.main import main\nmain()\n")
+    script.chmod(0o755)
+    tab = (
+        'eval "$(paraeval -sc install=bash)"\n'
+        "complete -p paraeval\n"
+        'COMP_LINE="paraeval seed=1 metrics=ch"; COMP_POINT=${#COMP_LINE}\n'
+        "COMP_WORDS=($COMP_LINE); COMP_CWORD=2\n"
+        "hydra_bash_completion\n"
+        'echo "reply: ${COMPREPLY[*]}"\n'
+    )
+    env = cli_env(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    proc = subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", tab],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0].endswith("-F hydra_bash_completion paraeval"), lines
+    assert lines[-1] == "reply: metrics=chrf", lines
+
+
+def test_help_fits_100_columns(tmp_path: Path) -> None:
+    proc = run_cli(["--help"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 100, max(lines, key=len)
+    # the metric options are all there, wrapped under their group's name
+    for name in ("bert_ibleu", "semantic_diversity", "wmd"):
+        assert name in proc.stdout
+    first = next(i for i, line in enumerate(lines) if line.startswith("metrics: "))
+    assert lines[first + 1].startswith(" " * len("metrics: ") + lines[first + 1].strip())
+
+
+def test_paraeval_log_help_fits_100_columns(tmp_path: Path) -> None:
+    # a wide terminal: argparse would fill it
+    proc = relog("--help", cwd=tmp_path, COLUMNS="250")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 100, max(lines, key=len)
+    assert "--store-dir" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("argument", "said"),
+    [
+        (
+            "metrics=[bleu,chfr]",
+            "unknown metrics option 'chfr' in 'metrics=[bleu,chfr]'; did you mean 'chrf'?",
+        ),
+        (
+            "normalize=zcore",
+            "unknown normalize option 'zcore' in 'normalize=zcore'; did you mean 'zscore'?",
+        ),
+        ("metrics=[qqqq]", "paraeval --help lists the "),
+        ("normalize=qqqq", "choose from ['bounds', 'minmax', 'rank', 'zscore']"),
+        ("seed=1 correlaton.n_resamples=5", "did you mean 'correlation'?"),
+    ],
+)
+def test_misspelt_options_get_a_suggestion(tmp_path: Path, argument: str, said: str) -> None:
+    proc = run_cli([*argument.split(), "tracking=none", f"hydra.run.dir={tmp_path}/o"], tmp_path)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("paraeval: error: "), proc.stderr[-2000:]
+    assert said in lines[0]
+    # a near miss names the nearest option only, not the other 27 metrics
+    assert "bertscore" not in lines[0] and "Traceback" not in proc.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_closed_pipe_is_no_traceback(tmp_path: Path) -> None:
+    # `paraeval -sc install=bash | head -1`: the reader is gone before the script is printed
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "paraeval", "-sc", "install=bash"],
+            cwd=tmp_path,
+            env=cli_env(),
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert proc.returncode == 1
+    assert proc.stderr == ""
