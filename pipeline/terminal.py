@@ -53,6 +53,11 @@ class HelpFormatter(argparse.HelpFormatter):
         super().__init__(prog, width=min(columns, WIDTH))
 
 
+class RawDescriptionHelpFormatter(argparse.RawDescriptionHelpFormatter, HelpFormatter):
+    """:class:`HelpFormatter` that keeps the description's and the epilog's line breaks (a
+    command's examples)."""
+
+
 class TerminalFormatter(logging.Formatter):
     """``paraeval: warning: <message>``, control characters escaped, on one line; wrapped at 100
     columns where ``wrap`` (default: when stderr is a terminal, so that a pipe or a log

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from paraeval.pipeline.errors import UserError
+from paraeval.pipeline.terminal import RawDescriptionHelpFormatter
 
 PROG = "paraeval-score"
 STDIN_NAME = "stdin"
@@ -303,10 +304,10 @@ def format_json(scores: Sequence[Score], width: int | None) -> str:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG,
-        description="Corpus-level scores of line-aligned text files, with their signatures "
+        description="Corpus-level scores of line-aligned text files, with their signatures\n"
         "(nothing is written or logged).",
         epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=RawDescriptionHelpFormatter,
     )
     p.add_argument(
         "-r",

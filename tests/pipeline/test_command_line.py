@@ -95,6 +95,22 @@ def test_paraeval_log_help_fits_100_columns(tmp_path: Path) -> None:
     assert "--store-dir" in proc.stdout
 
 
+def test_paraeval_score_help_fits_100_columns(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "paraeval.pipeline.cli.score", "--help"],
+        cwd=tmp_path,
+        env=cli_env(COLUMNS="250"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 100, max(lines, key=len)
+    assert "paraeval-score -r ref.txt -m bleu chrf < hyp.txt" in proc.stdout  # examples kept
+
+
 @pytest.mark.parametrize(
     ("argument", "said"),
     [
