@@ -97,6 +97,9 @@ def _captions(ev: Evaluation) -> dict[str, str]:
     return captions
 
 
+_WIDE_FIGURES = frozenset({"system_ranking", "correlation_heatmap"})
+
+
 def _figures(ev: Evaluation, out: Path) -> Iterator[bytes]:
     """The figures' part of the page in the story's order, piece by piece: several megabytes of
     images are encoded straight into the file, never joined into one text with the page."""
@@ -107,6 +110,7 @@ def _figures(ev: Evaluation, out: Path) -> Iterator[bytes]:
         return
     captions = _captions(ev)
     order = {stem: i for i, stem in enumerate(captions)}
+    yield b'<div class="figures">'
     for p in sorted(files, key=lambda p: (order.get(p.stem, len(order)), p.name)):
         caption = html.escape(captions.get(p.stem, p.stem.replace("_", " ")))
         mime = _MIME.get(p.suffix)
@@ -114,9 +118,12 @@ def _figures(ev: Evaluation, out: Path) -> Iterator[bytes]:
             link = f'<a href="plots/{html.escape(p.name)}">{html.escape(p.name)}</a> (PDF)'
             yield f"<p>{caption} {link}</p>".encode()
             continue
-        yield f'<figure><img alt="{caption}" src="data:{mime};base64,'.encode()
+        # the many-panel figures take the page's width; the others go two to a row
+        wide = ' class="wide"' if p.stem in _WIDE_FIGURES else ""
+        yield f'<figure{wide}><img alt="{caption}" src="data:{mime};base64,'.encode()
         yield base64.b64encode(p.read_bytes())
         yield f'"><figcaption>{caption}</figcaption></figure>'.encode()
+    yield b"</div>"
 
 
 def page_around_figures(ev: Evaluation) -> tuple[str, str]:
@@ -178,6 +185,7 @@ def page_around_figures(ev: Evaluation) -> tuple[str, str]:
             figures=Markup(_FIGURES),
             signatures=tables.signature_table(ev),
             config="\n".join(f"{k}: {v}" for k, v in sorted(ev.settings.params.items())),
+            n_settings=len(ev.settings.params),
         )
     )
     head, _, tail = page.partition(_FIGURES)

@@ -326,6 +326,10 @@ def test_figures_come_in_the_story_order_with_captions(written: Path) -> None:
     assert captions[heatmap].startswith("Pearson r") and not any(".png" in c for c in captions)
     # the human-rating report and the α choice are on the page
     assert "Human ratings" in html and "chosen_alpha" in html
+    # the many-panel figures take the width, the others share rows; the settings are folded
+    wide = re.findall(r'<figure class="wide"><img alt="([^"]*)"', html)
+    assert len(wide) == 2 and wide[0] == captions[0] and wide[1] == captions[heatmap]
+    assert re.search(r"<details><summary>Every setting of the run \(\d+\)</summary>\s*<pre>", html)
 
 
 def test_table_columns_have_one_precision_each() -> None:
