@@ -141,7 +141,7 @@ def test_wheel_installs_next_to_the_generic_distributions_and_runs_outside_the_r
     )
     assert "correlation.py" in foreign_files["correlation"]
     installed = _record((site / dist_info / "RECORD").read_text())
-    scripts = {"../../../bin/paraeval", "../../../bin/paraeval-log"}
+    scripts = {f"../../../bin/{name}" for name in ("paraeval", "paraeval-log", "paraeval-score")}
     assert scripts <= set(installed)
     stray = [
         f
