@@ -32,7 +32,7 @@ COEFFICIENT_TAG = "paraeval.correlation.coefficient"
 AVERAGES = ("syntactic", "semantic")
 HUMAN_PREFIX = "human_"
 CACHE_PREFIX = "cache."
-CACHE_TOTAL = "(all)"
+CACHE_TOTAL = "(all metrics)"
 SIGNATURE_TAG = "sig."
 SIGNATURE_TAG_MAX = 100  # characters of a signature tag's value; the full one is in a table
 # the metric groups whose columns compete for "best metric" (diversity columns measure
@@ -70,8 +70,8 @@ def correlation_metrics(correlations: pd.DataFrame) -> dict[str, float]:
 
 def split_cache(metrics: Mapping[str, float]) -> tuple[dict[str, float], pd.DataFrame]:
     """The run's metrics without the cache counts, and the counts as one table (``stage``,
-    ``hits``, ``misses``; the row ``(all)`` holds the totals): a count per metric is a number
-    to look up once, not a chart to compare across runs."""
+    ``hits``, ``misses``; the row ``(all metrics)`` holds the metrics' totals): a count per
+    metric is a number to look up once, not a chart to compare across runs."""
     rest: dict[str, float] = {}
     counts: dict[str, dict[str, float]] = {}
     for name, value in metrics.items():
