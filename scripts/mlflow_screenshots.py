@@ -29,6 +29,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 WINDOW = "1400,1000"
+# the run page is long: its description comes after the run's details, datasets and tags
+TALL = {"run": "1400,2400"}
 STARTUP_TIMEOUT_S = 120.0
 RENDER_BUDGET_MS = 20_000  # virtual time Chromium gives the page's scripts before the shot
 MACHINE_LEARNING = "machine_learning"
@@ -109,9 +111,7 @@ def pages(url: str) -> dict[str, str]:
         raise SystemExit("no paraeval run in this store")
     parent = max(runs, key=lambda r: r.info.start_time)
     exp_id, run_id = parent.info.experiment_id, parent.info.run_id
-    children = client.search_runs(
-        [exp_id], filter_string=f"tags.`mlflow.parentRunId` = '{run_id}'"
-    )
+    children = client.search_runs([exp_id], filter_string=f"tags.`mlflow.parentRunId` = '{run_id}'")
     compare = urllib.parse.urlencode(
         {
             "runs": json.dumps([c.info.run_id for c in children]),
@@ -129,7 +129,7 @@ def pages(url: str) -> dict[str, str]:
     }
 
 
-def screenshot(chromium: str, address: str, png: Path, profile: Path) -> None:
+def screenshot(chromium: str, address: str, png: Path, profile: Path, window: str = WINDOW) -> None:
     command = [
         chromium,
         "--headless",
@@ -142,7 +142,7 @@ def screenshot(chromium: str, address: str, png: Path, profile: Path) -> None:
         "--hide-scrollbars",
         f"--user-data-dir={profile}",
         f"--virtual-time-budget={RENDER_BUDGET_MS}",
-        f"--window-size={WINDOW}",
+        f"--window-size={window}",
         f"--screenshot={png}",
         address,
     ]
@@ -164,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         with mlflow_server(store, work / "server.log") as url:
             for name, address in pages(url).items():
                 png = args.out / f"{name}.png"
-                screenshot(args.chromium, address, png, work / "chromium")
+                window = TALL.get(name, WINDOW)
+                screenshot(args.chromium, address, png, work / "chromium", window)
                 print(png)
     return 0
 
