@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -27,9 +26,22 @@ import pandas as pd
 
 from paraeval.pipeline.errors import raise_deferred
 from paraeval.pipeline.files import output_digest
-from paraeval.pipeline.names import show, slug
+from paraeval.pipeline.names import show
 from paraeval.pipeline.secrets import credentials_in_env, redact
+from paraeval.pipeline.tracking.keys import finite, key
 from paraeval.pipeline.tracking.payload import RunPayload, frame_digest
+from paraeval.pipeline.tracking.run_view import (
+    COEFFICIENT_TAG,
+    DESCRIPTION_TAG,
+    EXPERIMENT_KIND_TAG,
+    MODEL_DEVELOPMENT,
+    correlation_metrics,
+    description,
+    headline_coefficient,
+    signature_tags,
+    split_cache,
+    system_metric_order,
+)
 from paraeval.pipeline.tracking.sql_store import check_store, driver_uri
 from paraeval.pipeline.tracking.store import (
     check_reachable,
@@ -51,12 +63,13 @@ ENTRIES_PER_REQUEST = 1000
 
 CORRELATION_TABLE = "tables/correlations.json"
 COMPARISON_TABLE = "tables/system_comparison.json"
+CACHE_TABLE = "tables/cache_counts.csv"
 # the run tag through which the MLflow UI and ``MlflowClient.load_table`` find a run's tables
 LOGGED_ARTIFACTS_TAG = "mlflow.loggedArtifacts"
 # the per-system statistics of system_comparison.csv, logged as <column>.<statistic>
 COMPARISON_STATS = ("ci_low", "ci_high", "p_bootstrap", "p_ar", "cluster")
-HEADLINE_COLUMNS = ("syntactic", "semantic")
 SYSTEM_ALPHA_METRIC = "ibleu_by_alpha"
+SIGNATURE_PREFIX = "signature."  # the run record's tags of the columns' full signatures
 
 # a metric history: (step, value) pairs
 History = list[tuple[int, float]]
@@ -70,56 +83,18 @@ class Logged:
 
 
 # --------------------------------------------------------------------------- names and values
-_ALLOWED = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./ ")
-
-
-def key(*parts: str) -> str:
-    """An MLflow key from parts that may come from data: a part MLflow accepts as it is stays
-    unchanged, any other passes through :func:`paraeval.pipeline.names.slug`."""
-    return ".".join(part if _safe(part) else slug(part) for part in parts)
-
-
-def _safe(part: str) -> bool:
-    """MLflow allows alphanumerics, ``_ - . /`` and space, but no key that resolves as a path."""
-    return all(ch in _ALLOWED for ch in part) and ".." not in part and not part.startswith("/")
-
-
-def _finite(value: Any) -> bool:
-    try:
-        return math.isfinite(float(value))
-    except (TypeError, ValueError):
-        return False
-
-
-def headline_metrics(correlations: pd.DataFrame) -> dict[str, float]:
-    """The group averages' correlations (first coefficient) at every level and aspect, as
-    ``corr.<level>.<coefficient>.<column>.<aspect>``; the whole table is an MLflow table."""
-    if correlations.empty:
-        return {}
-    first = correlations["coefficient"].iloc[0]
-    rows = correlations[
-        (correlations["coefficient"] == first) & correlations["metric"].isin(HEADLINE_COLUMNS)
-    ]
-    metrics = {}
-    for corr in rows.to_dict("records"):
-        if _finite(corr["value"]):
-            name = key(*(str(corr[k]) for k in ("level", "coefficient", "metric", "aspect")))
-            metrics[f"corr.{name}"] = float(corr["value"])
-    return metrics
-
-
 def system_metrics(systems: pd.DataFrame, comparison: pd.DataFrame) -> dict[str, dict[str, float]]:
     """Per system: each column's score and its comparison statistics (``<column>.ci_low`` ...)."""
     out: dict[str, dict[str, float]] = {}
     for row in systems.to_dict("records"):
         system = str(row.pop("system"))
-        out[system] = {key(str(k)): float(v) for k, v in row.items() if _finite(v)}
+        out[system] = {key(str(k)): float(v) for k, v in row.items() if finite(v)}
     for row in comparison.to_dict("records"):
         values = out.setdefault(str(row["system"]), {})
         for stat in COMPARISON_STATS:
-            if stat in row and _finite(row[stat]):
+            if stat in row and finite(row[stat]):
                 values[key(str(row["metric"]), stat)] = float(row[stat])
-    return out
+    return {system: system_metric_order(values) for system, values in out.items()}
 
 
 def alpha_steps(alphas: Iterable[float]) -> dict[float, int]:
@@ -157,7 +132,7 @@ def _histories(
     steps = alpha_steps(frame["alpha"])
     out: dict[str, History] = {}
     for row in frame.to_dict("records"):
-        if _finite(row[column]):
+        if finite(row[column]):
             out.setdefault(name(row), []).append((steps[float(row["alpha"])], float(row[column])))
     return out
 
@@ -176,7 +151,7 @@ def _log_batch(
     from mlflow.entities import Metric, Param, RunTag
 
     now = int(time.time() * 1000)
-    ms = [Metric(key(k), float(v), now, 0) for k, v in (metrics or {}).items() if _finite(v)]
+    ms = [Metric(key(k), float(v), now, 0) for k, v in (metrics or {}).items() if finite(v)]
     for name, history in (histories or {}).items():
         ms += [Metric(key(name), value, now, step) for step, value in history]
     ps = [Param(key(k), str(v)[:PARAM_MAX]) for k, v in (params or {}).items()]
@@ -189,33 +164,52 @@ def _log_batch(
         client.log_batch(run_id, metrics=m_part, params=p_part, tags=t_part)
 
 
-def _log_tables(client: Any, run_id: str, tables: Mapping[str, pd.DataFrame]) -> dict[str, str]:
-    """The non-empty ``tables`` as MLflow tables in one upload; returns the tag that lists them
-    (what ``MlflowClient.log_table`` writes, with one request per table)."""
+def _log_tables(
+    client: Any,
+    run_id: str,
+    tables: Mapping[str, pd.DataFrame],
+    csv_files: Mapping[str, pd.DataFrame] | None = None,
+) -> dict[str, str]:
+    """The non-empty ``tables`` as MLflow tables and ``csv_files`` as CSV artifacts, in one
+    upload; returns the tag that lists the tables (what ``MlflowClient.log_table`` writes, with
+    one request per table)."""
     logged = [(name, frame) for name, frame in tables.items() if not frame.empty]
-    if not logged:
+    files = [(name, frame) for name, frame in (csv_files or {}).items() if not frame.empty]
+    if not logged and not files:
         return {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, frame in logged:
+        for name, frame in logged + files:
             path = Path(tmp, name)
             path.parent.mkdir(parents=True, exist_ok=True)
-            frame.to_json(path, orient="split", index=False, date_format="iso")
+            if name.endswith(".csv"):
+                frame.to_csv(path, index=False)
+            else:
+                frame.to_json(path, orient="split", index=False, date_format="iso")
         client.log_artifacts(run_id, tmp)
+    if not logged:
+        return {}
     listed = [{"path": name, "type": "table"} for name, _ in logged]
     return {LOGGED_ARTIFACTS_TAG: json.dumps(listed)}
 
 
-def _log_dataset(client: Any, run_id: str, payload: RunPayload, digest: str) -> None:
-    """The input table as the run's MLflow dataset (context ``evaluation``)."""
+def dataset_input(payload: RunPayload, digest: str) -> Any:
+    """The input table as an MLflow dataset input (context ``evaluation``), named after the
+    input file with its path as source."""
+    from mlflow.data.dataset_source_registry import get_dataset_source_from_json
     from mlflow.data.pandas_dataset import from_pandas
     from mlflow.entities import Dataset, DatasetInput, InputTag
 
     record = payload.record
-    # without a source (a DataFrame given to the API) MLflow records where it was called from
-    source = {"source": record.data_source} if record.data_source else {}
-    described = from_pandas(
-        payload.dataset, name=record.data_name, digest=digest, **source
-    ).to_dict()
+    # a path given as a string is resolved among the registered sources, and the local
+    # artifact source is registered for two URI schemes: MLflow warns that it is ambiguous.
+    # A source of the named type is not resolved. Without a source (a DataFrame given to the
+    # API) MLflow records where it was called from.
+    source: dict[str, Any] = {}
+    if record.data_source:
+        uri = json.dumps({"uri": record.data_source})
+        source["source"] = get_dataset_source_from_json(uri, "local")
+    dataset = from_pandas(payload.dataset, name=record.data_name, digest=digest, **source)
+    described = dataset.to_dict()
     entity = Dataset(
         name=described["name"],
         digest=described["digest"],
@@ -224,20 +218,27 @@ def _log_dataset(client: Any, run_id: str, payload: RunPayload, digest: str) -> 
         schema=described.get("schema"),
         profile=described.get("profile"),
     )
-    client.log_inputs(
-        run_id, [DatasetInput(entity, tags=[InputTag("mlflow.data.context", "evaluation")])]
-    )
+    return DatasetInput(entity, tags=[InputTag("mlflow.data.context", "evaluation")])
+
+
+def mark_model_development(client: Any, exp_id: str) -> None:
+    """Tag the experiment as model development, unless its kind is already set (a user's
+    choice stays)."""
+    if EXPERIMENT_KIND_TAG not in client.get_experiment(exp_id).tags:
+        client.set_experiment_tag(exp_id, EXPERIMENT_KIND_TAG, MODEL_DEVELOPMENT)
 
 
 @dataclass
 class SystemRun:
-    """One system's child run: its name, tags, corpus-level metrics, params and histories."""
+    """One system's child run: its name, tags, corpus-level metrics, params, histories and
+    dataset input."""
 
     name: str
     tags: dict[str, str]
     metrics: Mapping[str, float]
     params: dict[str, str]
     histories: dict[str, History] = field(default_factory=dict)
+    dataset: Any = None
 
 
 def log_system_runs(
@@ -252,6 +253,8 @@ def log_system_runs(
         _log_batch(
             client, child_id, metrics=run.metrics, params=run.params, histories=run.histories
         )
+        if run.dataset is not None:
+            client.log_inputs(child_id, [run.dataset])
         client.set_terminated(child_id, end_time=end)
 
 
@@ -271,14 +274,14 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
     check_store(uri)
     content_hash = output_digest(out_dir, record.run_uid)
     digest = frame_digest(payload.dataset)
-    metrics = headline_metrics(payload.correlations)
-    metrics.update({k: float(v) for k, v in record.metrics.items()})
+    metrics = correlation_metrics(payload.correlations)
+    run_metrics, cache_counts = split_cache(record.metrics)
+    metrics.update(run_metrics)
     per_system = system_metrics(payload.systems, payload.comparison)
     by_alpha = system_alpha_histories(payload.alpha_systems)
-    tags = dict(record.tags)
+    tags, signature_tags = parent_tags(payload)
     tags[CONTENT_HASH_TAG] = content_hash
     tags["paraeval.dataset_digest"] = digest
-    tags["paraeval.role"] = "invocation"
 
     # the client gets the password through the environment, never inside the URI (MLflow
     # quotes the URI of a failed request in its error message)
@@ -288,6 +291,7 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
         exp_id = experiment_id(
             client, str(tracking.get("experiment") or "paraeval"), artifact_location
         )
+        mark_model_development(client, exp_id)
         existing = find_logged(client, exp_id, content_hash)
         if existing is not None:
             payload.finish_outputs()
@@ -314,7 +318,8 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
                 params=dict(params[:PARAMS_PER_REQUEST]),
                 histories=alpha_curve_histories(payload.alpha_curve),
             )
-            _log_dataset(client, parent_id, payload, digest)
+            dataset = dataset_input(payload, digest)
+            client.log_inputs(parent_id, [dataset])
             shared = {k: v for k, v in tags.items() if k.startswith(("paraeval.sweep", "version."))}
             children = [
                 SystemRun(
@@ -325,16 +330,18 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
                         "paraeval.system": system,
                         "paraeval.role": "system",
                         **shared,
+                        **signature_tags,
                     },
                     metrics=values,
                     params={"system": system},
                     histories={SYSTEM_ALPHA_METRIC: by_alpha[system]} if system in by_alpha else {},
+                    dataset=dataset,
                 )
                 for system, values in per_system.items()
             ]
             log_system_runs(client, exp_id, children, start, end)
             tables = {CORRELATION_TABLE: payload.correlations, COMPARISON_TABLE: payload.comparison}
-            tags.update(_log_tables(client, parent_id, tables))
+            tags.update(_log_tables(client, parent_id, tables, {CACHE_TABLE: cache_counts}))
             raise_deferred()
             payload.finish_outputs()
             client.log_artifacts(parent_id, str(out_dir))
@@ -349,6 +356,32 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
                 end_unfinished(client, exp_id, record.run_uid, status)
             raise
     return Logged(parent_id, shown, False)
+
+
+def parent_tags(payload: RunPayload) -> tuple[dict[str, str], dict[str, str]]:
+    """The parent run's tags (its description included) and the short signature tags, which
+    the system runs carry too; the columns' full signatures are in ``signatures.csv``."""
+    record = payload.record
+    full = {
+        k.removeprefix(SIGNATURE_PREFIX): v
+        for k, v in record.tags.items()
+        if k.startswith(SIGNATURE_PREFIX)
+    }
+    signatures = signature_tags(payload.signatures, full)
+    tags = {k: v for k, v in record.tags.items() if not k.startswith(SIGNATURE_PREFIX)}
+    tags.update(signatures)
+    tags["paraeval.role"] = "invocation"
+    coefficient = headline_coefficient(payload.correlations)
+    if coefficient is not None:
+        tags[COEFFICIENT_TAG] = coefficient
+    tags[DESCRIPTION_TAG] = description(
+        payload.systems,
+        payload.correlations,
+        payload.comparison,
+        payload.signatures,
+        record.metrics,
+    )
+    return tags, signatures
 
 
 def find_logged(client: Any, exp_id: str, content_hash: str) -> str | None:

@@ -24,6 +24,7 @@ COMPARISON_FILE = "system_comparison.csv"
 ALPHA_CURVE_FILE = "alpha_curve.csv"
 ALPHA_SYSTEMS_FILE = "alpha_systems.csv"
 SEGMENTS_FILE = "segment_scores.parquet"
+SIGNATURES_FILE = "signatures.csv"
 
 # the input's own columns: what the MLflow dataset of a run holds (computed scores are results)
 DATASET_COLUMNS = ("item_id", "system", "source", "references", "candidate")
@@ -43,6 +44,8 @@ class RunPayload:
     comparison: pd.DataFrame = field(default_factory=pd.DataFrame)
     alpha_curve: pd.DataFrame = field(default_factory=pd.DataFrame)
     alpha_systems: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # one row per output column: column, metric, group, higher_is_better, signature
+    signatures: pd.DataFrame = field(default_factory=pd.DataFrame)
     # the figures and report.html may still be drawn until this returns: a tracker calls it
     # before it reads or logs the folder's files
     finish_outputs: Callable[[], None] = field(default=lambda: None)
@@ -68,6 +71,7 @@ class RunPayload:
             comparison=ev.comparison if ev.compared is not None else pd.DataFrame(),
             alpha_curve=curve.curve if curve is not None else pd.DataFrame(),
             alpha_systems=curve.system_scores if curve is not None else pd.DataFrame(),
+            signatures=ev.signature_table(),
         )
 
     @classmethod
@@ -84,6 +88,7 @@ class RunPayload:
             comparison=_read_csv(out / COMPARISON_FILE, keep_default_na=False, na_values=[""]),
             alpha_curve=_read_csv(out / ALPHA_CURVE_FILE),
             alpha_systems=_read_csv(out / ALPHA_SYSTEMS_FILE),
+            signatures=_read_csv(out / SIGNATURES_FILE, keep_default_na=False, na_values=[""]),
         )
 
 

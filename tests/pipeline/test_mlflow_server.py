@@ -47,7 +47,7 @@ def test_pipeline_logs_to_a_server_over_http(server: str, tmp_path: Path) -> Non
     parent = parents[0]
     assert parent.data.params["metrics.selected"] == "bleu,ibleu,self_bleu"
     assert parent.data.tags["paraeval.output_dir"] == str(out.resolve())
-    assert "corr.segment.pearson.syntactic.human_meaning" in parent.data.metrics
+    assert "corr.meaning.segment.syntactic" in parent.data.metrics
     assert parent.inputs is not None
     assert (
         parent.inputs.dataset_inputs[0].dataset.digest

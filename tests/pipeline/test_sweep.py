@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -139,13 +140,19 @@ def test_multirun_alpha_sweep_is_served_from_the_cache(tmp_path: Path) -> None:
     assert parents[0].data.tags["paraeval.sweep"] == str(sweep.resolve())
     names = [r.info.run_name for r in parents]
     assert len(set(names)) == 3 and all("metrics.ibleu.alpha=" in n for n in names)
-    first = parents[0].data.metrics
-    assert first["cache.misses"] == 4 * 4 and first["cache.hits"] == 0
+    client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+
+    def cache(run: Any) -> pd.DataFrame:
+        path = client.download_artifacts(run.info.run_id, "tables/cache_counts.csv")
+        return pd.read_csv(path).set_index("stage")
+
+    first = cache(parents[0])
+    assert first.loc["(all metrics)", "misses"] == 4 * 4
+    assert first.loc["(all metrics)", "hits"] == 0
     for later in parents[1:]:
-        m = later.data.metrics
+        m = cache(later)
         for metric_id in ("bleu", "ibleu", "self_bleu", "chrf"):
-            assert m[f"cache.hits.{metric_id}"] == 4
-            assert m[f"cache.misses.{metric_id}"] == 0
+            assert (m.loc[metric_id, "hits"], m.loc[metric_id, "misses"]) == (4, 0)
     for job in (1, 2):
         log_text = (sweep / str(job) / "paraeval.log").read_text()
         assert "16 hits, 0 misses" in log_text

@@ -70,6 +70,9 @@ def test_child_runs_carry_each_systems_scores(
     assert set(children) == SYSTEMS
     versions = {k: v for k, v in record.tags.items() if k.startswith("version.")}
     assert versions  # not vacuous: the shared tags reach every child
+    parent_tags = client.get_run(logged.run_id).data.tags
+    signatures = {k: v for k, v in parent_tags.items() if k.startswith("sig.")}
+    assert {"sig.bleu", "sig.ibleu", "sig.chrf", "sig.syntactic"} <= set(signatures)
     for system, found in children.items():
         run = client.get_run(found.info.run_id)  # type: ignore[attr-defined]
         assert run.info.status == "FINISHED" and run.info.lifecycle_stage == "active"
@@ -84,6 +87,7 @@ def test_child_runs_carry_each_systems_scores(
             "paraeval.system": system,
             "paraeval.role": "system",
             **versions,
+            **signatures,
         }
         scores = systems.to_dict("index")[system]
         want = {str(k): float(v) for k, v in scores.items() if math.isfinite(float(v))}

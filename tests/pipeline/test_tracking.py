@@ -74,6 +74,10 @@ def _output_dir(out: Path) -> Path:
     return out
 
 
+def client_download(uri: str, run_id: str, path: str) -> str:
+    return MlflowClient(uri).download_artifacts(run_id, path)
+
+
 def _record(tracker: Tracker) -> RunRecord:
     return RunRecord(
         tracking=tracker.settings,
@@ -131,9 +135,9 @@ def test_every_tracking_option_instantiates_and_logs(
         assert logged.uri == f"sqlite:///{store / 'mlflow.db'}"
         run = MlflowClient(logged.uri).get_run(logged.run_id)
         assert run.data.params["seed"] == "1234"
-        # a headline metric for the group average; every correlation in the MLflow table
-        assert run.data.metrics["corr.segment.pearson.syntactic.human_fluency"] == 0.5
-        assert "corr.segment.pearson.bleu.human_fluency" not in run.data.metrics
+        # every column's correlation is a metric; intervals and p-values in the MLflow table
+        assert run.data.metrics["corr.fluency.segment.syntactic"] == 0.5
+        assert run.data.metrics["corr.fluency.segment.bleu"] == 1.0
         import mlflow
 
         mlflow.set_tracking_uri(logged.uri)  # load_table searches through the global store
@@ -143,7 +147,10 @@ def test_every_tracking_option_instantiates_and_logs(
             run_ids=[logged.run_id],
         )
         assert set(table["metric"]) == {"bleu", "syntactic"}
-        assert run.data.metrics["cache.hits"] == 3.0
+        # cache counts are one table, not metrics
+        assert "cache.hits" not in run.data.metrics
+        cache = pd.read_csv(client_download(logged.uri, logged.run_id, "tables/cache_counts.csv"))
+        assert cache.to_dict("records") == [{"stage": "(all metrics)", "hits": 3}]
         assert run.data.tags["paraeval.role"] == "invocation"
         # the same content is not logged twice
         again = tracker.log(_payload(out, record))

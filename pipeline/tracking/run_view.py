@@ -1,0 +1,245 @@
+"""What a person reads of a run in MLflow's UI, built from a run's tables (no MLflow here): the
+run's description, the correlations as metrics with readable names, one short signature tag per
+metric, the cache counts as one table, and the order of a system run's metrics.
+
+Names of the correlation metrics: ``corr.<aspect>.<level>.<column>`` with the headline coefficient
+(the first one configured, the one the terminal shows; the run's tag
+``paraeval.correlation.coefficient`` names it), e.g. ``corr.meaning.segment.bertscore_f1``: MLflow's
+charts group metrics by the prefix before the first dots, so one aspect at one level is one group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from paraeval.pipeline.names import show
+from paraeval.pipeline.tracking.keys import finite, key
+
+# the experiment tag through which MLflow 3's UI decides what an experiment page opens on;
+# "custom_model_development" is the value of its CUSTOM_MODEL_DEVELOPMENT experiment kind (an
+# enum of the UI bundle, mlflow/server/js/build; MLflow's Python names only "genai_development"):
+# the page opens on the runs table instead of the GenAI overview
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+MODEL_DEVELOPMENT = "custom_model_development"
+# the run tag that MLflow's run page shows (and edits) as the run's description, in Markdown
+DESCRIPTION_TAG = "mlflow.note.content"
+COEFFICIENT_TAG = "paraeval.correlation.coefficient"
+
+AVERAGES = ("syntactic", "semantic")
+HUMAN_PREFIX = "human_"
+CACHE_PREFIX = "cache."
+CACHE_TOTAL = "(all metrics)"
+SIGNATURE_TAG = "sig."
+SIGNATURE_TAG_MAX = 100  # characters of a signature tag's value; the full one is in a table
+# the metric groups whose columns compete for "best metric" (diversity columns measure
+# distance from the source, not agreement with a rating)
+RANKED_GROUPS = ("syntactic", "semantic")
+
+
+def aspect_name(aspect: str) -> str:
+    return aspect.removeprefix(HUMAN_PREFIX)
+
+
+def headline_coefficient(correlations: pd.DataFrame) -> str | None:
+    if correlations.empty:
+        return None
+    return str(correlations["coefficient"].iloc[0])
+
+
+def _headline_rows(correlations: pd.DataFrame) -> pd.DataFrame:
+    coefficient = headline_coefficient(correlations)
+    if coefficient is None:
+        return correlations
+    return correlations[correlations["coefficient"] == coefficient]
+
+
+def correlation_metrics(correlations: pd.DataFrame) -> dict[str, float]:
+    """Every column's correlation with every aspect at every level (headline coefficient), as
+    ``corr.<aspect>.<level>.<column>``; intervals and p-values stay in the correlation table."""
+    out = {}
+    for row in _headline_rows(correlations).to_dict("records"):
+        if finite(row["value"]):
+            parts = (aspect_name(str(row["aspect"])), str(row["level"]), str(row["metric"]))
+            out[f"corr.{key(*parts)}"] = float(row["value"])
+    return out
+
+
+def split_cache(metrics: Mapping[str, float]) -> tuple[dict[str, float], pd.DataFrame]:
+    """The run's metrics without the cache counts, and the counts as one table (``stage``,
+    ``hits``, ``misses``; the row ``(all metrics)`` holds the metrics' totals): a count per
+    metric is a number to look up once, not a chart to compare across runs."""
+    rest: dict[str, float] = {}
+    counts: dict[str, dict[str, float]] = {}
+    for name, value in metrics.items():
+        kind, _, stage = name.removeprefix(CACHE_PREFIX).partition(".")
+        if name.startswith(CACHE_PREFIX) and kind in ("hits", "misses"):
+            counts.setdefault(stage or CACHE_TOTAL, {})[kind] = float(value)
+        else:
+            rest[name] = float(value)
+    if not counts:
+        return rest, pd.DataFrame()
+    table = pd.DataFrame([{"stage": s, **c} for s, c in counts.items()])
+    total = table["stage"] == CACHE_TOTAL
+    table = pd.concat([table[~total], table[total]], ignore_index=True)
+    return rest, table.astype({c: "int64" for c in ("hits", "misses") if c in table})
+
+
+def short_signature(metric: str, signature: str) -> str:
+    """The signature without the metric's name that the tag's key already says, cut at a
+    ``|`` to at most :data:`SIGNATURE_TAG_MAX` characters (``…`` says it was cut)."""
+    text = signature.removeprefix(f"{metric}|")
+    if len(text) <= SIGNATURE_TAG_MAX:
+        return text
+    cut = text[: SIGNATURE_TAG_MAX - 1]
+    at_field = cut.rsplit("|", 1)[0]
+    # a field cut short beats a tag that keeps a third of its room
+    return (at_field if len(at_field) >= SIGNATURE_TAG_MAX // 2 else cut) + "…"
+
+
+def signature_tags(signatures: pd.DataFrame, columns: Mapping[str, str]) -> dict[str, str]:
+    """``sig.<metric>``: one short tag per metric (BERTScore's three columns share one). From
+    the signature table, or from the columns' signatures where a run has no table."""
+    if signatures.empty:
+        pairs = [(c, s) for c, s in columns.items()]
+    else:
+        pairs = [(str(r["metric"]), str(r["signature"])) for r in signatures.to_dict("records")]
+    tags: dict[str, str] = {}
+    for metric, signature in pairs:
+        tags.setdefault(SIGNATURE_TAG + key(metric), short_signature(metric, signature))
+    return tags
+
+
+def system_metric_order(values: Mapping[str, float]) -> dict[str, float]:
+    """A system run's metrics in the order a compare view should offer them: the group
+    averages, the human means, the metric scores, then the comparison statistics and the item
+    count. MLflow's compare page opens its parallel-coordinates plot on the first metric that
+    all compared runs share, in the order the store returns them (the order they were logged)."""
+
+    def rank(name: str) -> int:
+        if name in AVERAGES:
+            return 0
+        if name.startswith(HUMAN_PREFIX):
+            return 1
+        if name == "n_items":
+            return 4
+        return 3 if "." in name else 2
+
+    return {k: values[k] for k in sorted(values, key=rank)}
+
+
+# --------------------------------------------------------------------------- the description
+def _name(text: object) -> str:
+    """A name from data as Markdown code: shown verbatim, never read as markup."""
+    return "`" + show(text).replace("`", "'") + "`"
+
+
+def _directions(signatures: pd.DataFrame) -> dict[str, bool]:
+    if signatures.empty or "higher_is_better" not in signatures:
+        return {}
+    flags = signatures.set_index("column")["higher_is_better"]
+    return {str(c): str(v).lower() in ("true", "1", "1.0") for c, v in flags.items()}
+
+
+def _ranked_columns(signatures: pd.DataFrame, columns: list[str]) -> list[str]:
+    if signatures.empty or "group" not in signatures:
+        return [c for c in columns if c not in AVERAGES]
+    groups = signatures.set_index("column")["group"].astype(str)
+    return [c for c in columns if groups.get(c) in RANKED_GROUPS]
+
+
+def best_systems_line(systems: pd.DataFrame, comparison: pd.DataFrame) -> str | None:
+    """The best system by each group average, and who shares its significance cluster."""
+    if systems.empty or "system" not in systems:
+        return None
+    parts = []
+    for column in [c for c in AVERAGES if c in systems]:
+        scores = pd.to_numeric(systems[column], errors="coerce")
+        if scores.notna().sum() == 0:
+            continue
+        best = systems.iloc[int(np.nanargmax(scores.to_numpy(dtype=float)))]
+        text = f"by {column}: {_name(best['system'])} {float(best[column]):.3f}"
+        if not comparison.empty and {"metric", "system", "cluster"} <= set(comparison):
+            rows = comparison[comparison["metric"] == column].set_index("system")["cluster"]
+            cluster = rows.get(best["system"])
+            if cluster is not None and finite(cluster):
+                tied = [str(s) for s, c in rows.items() if c == cluster and s != best["system"]]
+                with_ = ", ".join(_name(s) for s in tied)
+                text += f" (top cluster shared with {with_})" if tied else " (alone in its cluster)"
+        parts.append(text)
+    return "**Best system** " + "; ".join(parts) if parts else None
+
+
+def best_metric_lines(correlations: pd.DataFrame, signatures: pd.DataFrame) -> list[str]:
+    """Per aspect, the metric that agrees best with it at each level, direction-aware: a
+    lower-is-better metric (TER, WMD) agrees when its correlation is negative."""
+    rows = _headline_rows(correlations)
+    if rows.empty:
+        return []
+    higher = _directions(signatures)
+    ranked = set(_ranked_columns(signatures, list(dict.fromkeys(rows["metric"].astype(str)))))
+    lines = [f"**Best metric** per human aspect ({headline_coefficient(correlations)}):"]
+    for aspect, by_aspect in rows.groupby("aspect", sort=False):
+        parts = []
+        for level, sub in by_aspect.groupby("level", sort=False):
+            sub = sub[sub["metric"].astype(str).isin(ranked)]
+            values = pd.to_numeric(sub["value"], errors="coerce")
+            signs = [1.0 if higher.get(str(m), True) else -1.0 for m in sub["metric"]]
+            agreement = (values * signs).to_numpy(dtype=float)
+            if np.isnan(agreement).all():
+                continue
+            best = sub.iloc[int(np.nanargmax(agreement))]
+            mark = "" if higher.get(str(best["metric"]), True) else " ↓"
+            parts.append(f"{level} {_name(best['metric'])}{mark} {float(best['value']):+.3f}")
+        if parts:
+            lines.append(f"- {aspect_name(str(aspect))}: " + " · ".join(parts))
+    return lines if len(lines) > 1 else []
+
+
+def alpha_lines(metrics: Mapping[str, Any]) -> list[str]:
+    """The α iBLEU's curve chose per aspect and level, with its test correlation (ordered by
+    name: a run's record keeps its metrics sorted)."""
+    chosen: dict[tuple[str, str], dict[str, float]] = {}
+    coefficients = set()
+    for name, value in metrics.items():
+        parts = name.split(".")
+        if parts[0] == "alpha_curve" and len(parts) == 5:
+            _, level, coefficient, aspect, what = parts
+            chosen.setdefault((aspect, level), {})[what] = float(value)
+            coefficients.add(coefficient)
+    by_aspect: dict[str, list[str]] = {}
+    for (aspect, level), v in sorted(chosen.items(), key=lambda kv: (kv[0][0], _level(kv[0][1]))):
+        if finite(v.get("chosen_alpha")):
+            test = f" (test {v['test']:+.3f})" if finite(v.get("test")) else ""
+            by_aspect.setdefault(aspect, []).append(f"{v['chosen_alpha']:g} at {level} level{test}")
+    if not by_aspect:
+        return []
+    head = f"**α of iBLEU** chosen on the dev split ({', '.join(sorted(coefficients))}):"
+    return [head] + [f"- {aspect_name(a)}: " + " · ".join(p) for a, p in by_aspect.items()]
+
+
+def _level(level: str) -> tuple[int, str]:
+    order = ("segment", "item", "system")
+    return (order.index(level) if level in order else len(order), level)
+
+
+def description(
+    systems: pd.DataFrame,
+    correlations: pd.DataFrame,
+    comparison: pd.DataFrame,
+    signatures: pd.DataFrame,
+    metrics: Mapping[str, Any],
+) -> str:
+    """The run's description (Markdown): best systems, best metric per aspect, the α choice."""
+    blocks: list[list[str]] = []
+    best = best_systems_line(systems, comparison)
+    if best:
+        blocks.append([best])
+    for lines in (best_metric_lines(correlations, signatures), alpha_lines(metrics)):
+        if lines:
+            blocks.append(lines)
+    blocks.append(["Every table is an artifact; `report.html` shows them all."])
+    return "\n\n".join("\n".join(block) for block in blocks)

@@ -1,0 +1,203 @@
+"""What a person sees of a run in MLflow, read back through ``MlflowClient``: the experiment opens
+on its runs (model-development kind, a user's kind kept), the parent run's description sums the
+run up, every column's correlation is a metric with a readable name, cache counts are one table,
+signatures are one short tag per metric, and each system run carries the dataset, the signatures
+and its group averages and human means first (what MLflow's compare view opens on)."""
+
+from __future__ import annotations
+
+import subprocess
+import warnings
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+from paraeval.pipeline.tracking import mlflow_log, run_view
+from paraeval.pipeline.tracking.payload import RunPayload
+from tests.pipeline.helpers import run_cli
+
+METRICS = ("bleu", "ibleu", "self_bleu", "chrf", "ter")
+
+
+@pytest.fixture(scope="module")
+def finished_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    work = tmp_path_factory.mktemp("mlflow-view")
+    out = work / "out"
+    proc: subprocess.CompletedProcess[str] = run_cli(
+        [
+            f"metrics=[{','.join(METRICS)}]",
+            "tracking=none",
+            f"hydra.run.dir={out}",
+            "correlation.ci=false",
+            "report.print_tables=false",
+        ],
+        cwd=work,
+        PARAEVAL_CACHE_DIR=str(work / "cache"),
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def logged(
+    finished_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[mlflow_log.Logged, list[str]]:
+    store = tmp_path_factory.mktemp("store")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = mlflow_log.log_payload(
+            RunPayload.from_dir(finished_dir), {"store_dir": str(store)}
+        )
+    assert not result.already
+    return result, [str(w.message) for w in caught]
+
+
+def test_experiment_opens_on_runs_and_a_users_kind_is_kept(
+    logged: tuple[mlflow_log.Logged, list[str]], finished_dir: Path, tmp_path: Path
+) -> None:
+    result, _ = logged
+    client = MlflowClient(result.uri)
+    exp = client.get_experiment(client.get_run(result.run_id).info.experiment_id)
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
+    # a user's own choice of kind is not overridden by a later logging
+    store = tmp_path / "store"
+    mine = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    exp_id = mine.create_experiment("paraeval")
+    mine.set_experiment_tag(exp_id, "mlflow.experimentKind", "genai_development")
+    mlflow_log.log_payload(RunPayload.from_dir(finished_dir), {"store_dir": str(store)})
+    assert mine.get_experiment(exp_id).tags["mlflow.experimentKind"] == "genai_development"
+
+
+def test_description_sums_up_the_run(
+    logged: tuple[mlflow_log.Logged, list[str]], finished_dir: Path
+) -> None:
+    result, _ = logged
+    note = MlflowClient(result.uri).get_run(result.run_id).data.tags["mlflow.note.content"]
+    systems = pd.read_csv(finished_dir / "system_scores.csv").set_index("system")
+    best = systems["syntactic"].idxmax()
+    assert f"by syntactic: `{best}` {systems.loc[best, 'syntactic']:.3f}" in note
+    assert "**Best metric** per human aspect (pearson):" in note
+    assert "- meaning: segment `" in note and "- fluency: segment `" in note
+    assert "**α of iBLEU** chosen on the dev split" in note
+    assert 5 <= len(note.splitlines()) <= 20  # a few lines, not a table
+    assert "://" not in note  # nothing of a store or server address
+
+
+def test_every_columns_correlation_is_a_readable_metric(
+    logged: tuple[mlflow_log.Logged, list[str]], finished_dir: Path
+) -> None:
+    result, _ = logged
+    run = MlflowClient(result.uri).get_run(result.run_id)
+    corr = pd.read_csv(finished_dir / "correlations.csv")
+    headline = corr[corr["coefficient"] == "pearson"].dropna(subset=["value"])
+    want = {
+        f"corr.{r.aspect.removeprefix('human_')}.{r.level}.{r.metric}": r.value
+        for r in headline.itertuples()
+    }
+    got = {k: v for k, v in run.data.metrics.items() if k.startswith("corr.")}
+    assert got == pytest.approx(want)
+    # every metric and both averages, with both aspects, at the three levels
+    assert len(want) == (len(METRICS) + 1) * 2 * 3  # these metrics: one average, syntactic
+    assert run.data.tags["paraeval.correlation.coefficient"] == "pearson"
+
+
+def test_cache_counts_are_one_table_not_metrics(
+    logged: tuple[mlflow_log.Logged, list[str]],
+) -> None:
+    result, _ = logged
+    client = MlflowClient(result.uri)
+    run = client.get_run(result.run_id)
+    assert not [k for k in run.data.metrics if k.startswith("cache.")]
+    table = pd.read_csv(client.download_artifacts(result.run_id, "tables/cache_counts.csv"))
+    assert list(table.columns) == ["stage", "hits", "misses"]
+    assert set(METRICS) <= set(table["stage"]) and table["stage"].iloc[-1] == "(all metrics)"
+    rows = table.set_index("stage")
+    per_metric = rows.drop(["(all metrics)", "correlation"])
+    assert rows.loc["(all metrics)"].tolist() == per_metric.sum().tolist()
+    assert rows.loc["bleu", "hits"] + rows.loc["bleu", "misses"] == 4  # one entry per system
+
+
+def test_signatures_are_a_table_and_one_short_tag_per_metric(
+    logged: tuple[mlflow_log.Logged, list[str]], finished_dir: Path
+) -> None:
+    result, _ = logged
+    client = MlflowClient(result.uri)
+    tags = client.get_run(result.run_id).data.tags
+    table = pd.read_csv(client.download_artifacts(result.run_id, "signatures.csv"))
+    assert {"column", "metric", "signature"} <= set(table.columns)
+    sig_tags = {k: v for k, v in tags.items() if k.startswith("sig.")}
+    assert set(sig_tags) == {f"sig.{m}" for m in table["metric"]}
+    assert not [k for k in tags if k.startswith("signature.")]
+    for row in table.itertuples():
+        value = sig_tags[f"sig.{row.metric}"]
+        assert len(value) <= run_view.SIGNATURE_TAG_MAX
+        full = row.signature.removeprefix(f"{row.metric}|")
+        assert value == full or (value.endswith("…") and full.startswith(value[:-1]))
+    assert tags["sig.bleu"].startswith("nrefs:") and "version:" in tags["sig.bleu"]
+
+
+def test_system_runs_carry_dataset_signatures_and_compare_metrics_first(
+    logged: tuple[mlflow_log.Logged, list[str]],
+) -> None:
+    result, messages = logged
+    client = MlflowClient(result.uri)
+    parent = client.get_run(result.run_id)
+    assert parent.inputs is not None
+    (parent_input,) = parent.inputs.dataset_inputs
+    assert parent_input.dataset.source_type == "local"
+    assert "demo.jsonl" in parent_input.dataset.source
+    # a path given as a string makes MLflow warn that two sources could read it
+    assert not [m for m in messages if "interpreted in multiple ways" in m]
+    children = client.search_runs(
+        [parent.info.experiment_id],
+        filter_string=f"tags.`mlflow.parentRunId` = '{result.run_id}'",
+    )
+    assert len(children) == 4
+    signatures = {k: v for k, v in parent.data.tags.items() if k.startswith("sig.")}
+    for found in children:
+        child = client.get_run(found.info.run_id)
+        assert child.inputs is not None
+        (child_input,) = child.inputs.dataset_inputs
+        assert child_input.dataset.digest == parent_input.dataset.digest
+        assert {k: v for k, v in child.data.tags.items() if k.startswith("sig.")} == signatures
+        # the store returns a run's metrics in the order they were logged, and MLflow's
+        # compare page opens its parallel-coordinates plot on the first one runs share
+        order = list(child.data.metrics)
+        assert order[:3] == ["syntactic", "human_meaning", "human_fluency"]
+        assert order.index("n_items") > order.index("bleu.ci_low") > order.index("bleu")
+
+
+def test_best_metric_is_direction_aware() -> None:
+    """A lower-is-better metric (TER, WMD) agrees with a rating when its correlation is
+    negative: -0.9 beats +0.5."""
+    corr = pd.DataFrame(
+        {
+            "metric": ["bleu", "wmd", "self_bleu", "semantic"],
+            "aspect": ["human_meaning"] * 4,
+            "level": ["segment"] * 4,
+            "coefficient": ["kendall"] * 4,
+            "value": [0.5, -0.9, 0.95, 0.97],
+        }
+    )
+    signatures = pd.DataFrame(
+        {
+            "column": ["bleu", "wmd", "self_bleu", "semantic"],
+            "group": ["syntactic", "semantic", "diversity", "average"],
+            "higher_is_better": [True, False, True, True],
+        }
+    )
+    lines = run_view.best_metric_lines(corr, signatures)
+    # diversity columns and the group averages do not compete
+    assert lines == [
+        "**Best metric** per human aspect (kendall):",
+        "- meaning: segment `wmd` ↓ -0.900",
+    ]
+
+
+def test_short_signature_keeps_whole_fields() -> None:
+    sig = "m|" + "|".join(f"field{i}:value" for i in range(20))
+    short = run_view.short_signature("m", sig)
+    assert len(short) <= run_view.SIGNATURE_TAG_MAX and short.endswith("value…")
+    assert run_view.short_signature("bleu", "bleu|tok:13a") == "tok:13a"
