@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from paraeval.pipeline.report.headline import headline_coefficient, headline_level
 from paraeval.pipeline.report.plots import AVERAGES
+from paraeval.pipeline.stages.headline import headline_coefficient, headline_level
 
 if TYPE_CHECKING:
     from paraeval.pipeline.stages.evaluation import Evaluation

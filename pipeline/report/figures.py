@@ -26,11 +26,11 @@ from paraeval.pipeline.lifetime import die_with_parent
 from paraeval.pipeline.names import slug
 from paraeval.pipeline.report.alpha_plot import plot_alpha_curve
 from paraeval.pipeline.report.compare_plots import diversity_adequacy_plot
-from paraeval.pipeline.report.headline import headline_coefficient
 from paraeval.pipeline.report.heatmap import correlation_heatmap
 from paraeval.pipeline.report.plots import FigureStyle, drawn
 from paraeval.pipeline.report.ranking import ranking_plot
 from paraeval.pipeline.report.scatter import metric_vs_human, scatter_columns
+from paraeval.pipeline.stages.headline import headline_coefficient
 
 if TYPE_CHECKING:
     from paraeval.pipeline.stages.evaluation import Evaluation

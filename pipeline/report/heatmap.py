@@ -10,8 +10,8 @@ from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
 
 from paraeval.pipeline.report import plots
-from paraeval.pipeline.report.headline import headline_coefficient
 from paraeval.pipeline.report.plots import FigureStyle
+from paraeval.pipeline.stages.headline import headline_coefficient
 
 # the frame, in inches: the title above the rows, each row, the column headers below, the
 # colour bar's room on the right

@@ -23,9 +23,9 @@ from paraeval.pipeline.names import slug
 from paraeval.pipeline.report import tables
 from paraeval.pipeline.report.answers import agreement, alpha_choice, ranked_columns, system_ranking
 from paraeval.pipeline.report.figures import figure_style
-from paraeval.pipeline.report.headline import headline_coefficient
 from paraeval.pipeline.report.plots import COEFFICIENT_NAMES, MARKS_NOTE, FigureStyle
 from paraeval.pipeline.report.scatter import scatter_columns
+from paraeval.pipeline.stages.headline import headline_coefficient
 
 if TYPE_CHECKING:
     from paraeval.pipeline.stages.evaluation import Evaluation

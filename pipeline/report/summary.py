@@ -16,8 +16,8 @@ from rich.table import Table
 from rich.text import Text
 
 from paraeval import __version__
-from paraeval.pipeline.report.headline import headline_coefficient
 from paraeval.pipeline.report.plots import AVERAGES, LOWER_MARK
+from paraeval.pipeline.stages.headline import headline_coefficient
 from paraeval.pipeline.terminal import Status, printable
 
 if TYPE_CHECKING:

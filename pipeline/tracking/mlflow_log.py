@@ -195,26 +195,24 @@ def _log_tables(
 def dataset_input(payload: RunPayload, digest: str) -> Any:
     """The input table as an MLflow dataset input (context ``evaluation``), named after the
     input file with its path as source."""
-    from mlflow.data.dataset_source_registry import get_dataset_source_from_json
     from mlflow.data.pandas_dataset import from_pandas
     from mlflow.entities import Dataset, DatasetInput, InputTag
 
     record = payload.record
-    # a path given as a string is resolved among the registered sources, and the local
-    # artifact source is registered for two URI schemes: MLflow warns that it is ambiguous.
-    # A source of the named type is not resolved. Without a source (a DataFrame given to the
-    # API) MLflow records where it was called from.
-    source: dict[str, Any] = {}
+    described = from_pandas(payload.dataset, name=record.data_name, digest=digest).to_dict()
+    # the input file as the dataset's source, written as MLflow's local source writes itself
+    # (type "local", {"uri": path}). Given to from_pandas as a string, a path is resolved among
+    # the registered sources, where the local source is registered for two URI schemes, and
+    # MLflow warns that it is ambiguous. Without a file (a DataFrame given to the API), the
+    # source is where MLflow was called from.
+    source_type, source = described["source_type"], described["source"]
     if record.data_source:
-        uri = json.dumps({"uri": record.data_source})
-        source["source"] = get_dataset_source_from_json(uri, "local")
-    dataset = from_pandas(payload.dataset, name=record.data_name, digest=digest, **source)
-    described = dataset.to_dict()
+        source_type, source = "local", json.dumps({"uri": record.data_source})
     entity = Dataset(
         name=described["name"],
         digest=described["digest"],
-        source_type=described["source_type"],
-        source=described["source"],
+        source_type=source_type,
+        source=source,
         schema=described.get("schema"),
         profile=described.get("profile"),
     )
@@ -274,7 +272,7 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
     check_store(uri)
     content_hash = output_digest(out_dir, record.run_uid)
     digest = frame_digest(payload.dataset)
-    metrics = correlation_metrics(payload.correlations)
+    metrics = correlation_metrics(payload.correlations, payload.record.tags.get(COEFFICIENT_TAG))
     run_metrics, cache_counts = split_cache(record.metrics)
     metrics.update(run_metrics)
     per_system = system_metrics(payload.systems, payload.comparison)
@@ -371,7 +369,7 @@ def parent_tags(payload: RunPayload) -> tuple[dict[str, str], dict[str, str]]:
     tags = {k: v for k, v in record.tags.items() if not k.startswith(SIGNATURE_PREFIX)}
     tags.update(signatures)
     tags["paraeval.role"] = "invocation"
-    coefficient = headline_coefficient(payload.correlations)
+    coefficient = headline_coefficient(payload.correlations, record.tags.get(COEFFICIENT_TAG))
     if coefficient is not None:
         tags[COEFFICIENT_TAG] = coefficient
     tags[DESCRIPTION_TAG] = description(
@@ -380,6 +378,7 @@ def parent_tags(payload: RunPayload) -> tuple[dict[str, str], dict[str, str]]:
         payload.comparison,
         payload.signatures,
         record.metrics,
+        coefficient,
     )
     return tags, signatures
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -21,6 +22,8 @@ import pandas as pd
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.files import RUN_INFO, atomic_write
 from paraeval.pipeline.secrets import redact, redact_values
+from paraeval.pipeline.stages.headline import headline_coefficient
+from paraeval.pipeline.tracking.run_view import COEFFICIENT_TAG
 
 RUN_INFO_FORMAT = "paraeval-run/1"
 LIBRARIES = (
@@ -153,8 +156,14 @@ def run_record(
         "paraeval.git_commit": git_commit(),
         "paraeval.output_dir": str(out.resolve()),
         "paraeval.overrides": " ".join(redact(o) for o in overrides),
+        # MLflow's system tags of a run's source, which its run page shows
+        "mlflow.source.type": "LOCAL",
+        "mlflow.source.name": Path(sys.argv[0]).name or "python",
     }
     tags.update({f"signature.{k}": v for k, v in ev.signatures.items()})
+    if not ev.correlations.empty:
+        # the coefficient the terminal, the report and the heatmap lead with
+        tags[COEFFICIENT_TAG] = headline_coefficient(s.correlation, ev.correlations["coefficient"])
     tags.update(library_versions())
     tags.update(hydra_tags())
     files = [str(f) for f in ev.table.attrs.get("data_files", []) if not str(f).startswith("<")]

@@ -44,24 +44,27 @@ def aspect_name(aspect: str) -> str:
     return aspect.removeprefix(HUMAN_PREFIX)
 
 
-def headline_coefficient(correlations: pd.DataFrame) -> str | None:
+def headline_coefficient(correlations: pd.DataFrame, chosen: str | None = None) -> str | None:
+    """``chosen`` (the run's headline coefficient, recorded when it ran) where the table has it,
+    else the table's first coefficient (a run recorded before the choice was)."""
     if correlations.empty:
         return None
-    return str(correlations["coefficient"].iloc[0])
+    present = set(correlations["coefficient"].astype(str))
+    return chosen if chosen in present else str(correlations["coefficient"].iloc[0])
 
 
-def _headline_rows(correlations: pd.DataFrame) -> pd.DataFrame:
-    coefficient = headline_coefficient(correlations)
+def _headline_rows(correlations: pd.DataFrame, chosen: str | None = None) -> pd.DataFrame:
+    coefficient = headline_coefficient(correlations, chosen)
     if coefficient is None:
         return correlations
     return correlations[correlations["coefficient"] == coefficient]
 
 
-def correlation_metrics(correlations: pd.DataFrame) -> dict[str, float]:
+def correlation_metrics(correlations: pd.DataFrame, chosen: str | None = None) -> dict[str, float]:
     """Every column's correlation with every aspect at every level (headline coefficient), as
     ``corr.<aspect>.<level>.<column>``; intervals and p-values stay in the correlation table."""
     out = {}
-    for row in _headline_rows(correlations).to_dict("records"):
+    for row in _headline_rows(correlations, chosen).to_dict("records"):
         if finite(row["value"]):
             parts = (aspect_name(str(row["aspect"])), str(row["level"]), str(row["metric"]))
             out[f"corr.{key(*parts)}"] = float(row["value"])
@@ -173,15 +176,18 @@ def best_systems_line(systems: pd.DataFrame, comparison: pd.DataFrame) -> str | 
     return "**Best system** " + "; ".join(parts) if parts else None
 
 
-def best_metric_lines(correlations: pd.DataFrame, signatures: pd.DataFrame) -> list[str]:
+def best_metric_lines(
+    correlations: pd.DataFrame, signatures: pd.DataFrame, chosen: str | None = None
+) -> list[str]:
     """Per aspect, the metric that agrees best with it at each level, direction-aware: a
     lower-is-better metric (TER, WMD) agrees when its correlation is negative."""
-    rows = _headline_rows(correlations)
+    rows = _headline_rows(correlations, chosen)
     if rows.empty:
         return []
     higher = _directions(signatures)
     ranked = set(_ranked_columns(signatures, list(dict.fromkeys(rows["metric"].astype(str)))))
-    lines = [f"**Best metric** per human aspect ({headline_coefficient(correlations)}):"]
+    coefficient = headline_coefficient(correlations, chosen)
+    lines = [f"**Best metric** per human aspect ({coefficient}):"]
     for aspect, by_aspect in rows.groupby("aspect", sort=False):
         parts = []
         for level, sub in by_aspect.groupby("level", sort=False):
@@ -232,13 +238,16 @@ def description(
     comparison: pd.DataFrame,
     signatures: pd.DataFrame,
     metrics: Mapping[str, Any],
+    coefficient: str | None = None,
 ) -> str:
-    """The run's description (Markdown): best systems, best metric per aspect, the α choice."""
+    """The run's description (Markdown): best systems, best metric per aspect (``coefficient``:
+    the run's headline coefficient), the α choice."""
     blocks: list[list[str]] = []
     best = best_systems_line(systems, comparison)
     if best:
         blocks.append([best])
-    for lines in (best_metric_lines(correlations, signatures), alpha_lines(metrics)):
+    best_metrics = best_metric_lines(correlations, signatures, coefficient)
+    for lines in (best_metrics, alpha_lines(metrics)):
         if lines:
             blocks.append(lines)
     blocks.append(["Every table is an artifact; `report.html` shows them all."])

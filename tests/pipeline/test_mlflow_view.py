@@ -201,3 +201,35 @@ def test_short_signature_keeps_whole_fields() -> None:
     short = run_view.short_signature("m", sig)
     assert len(short) <= run_view.SIGNATURE_TAG_MAX and short.endswith("value…")
     assert run_view.short_signature("bleu", "bleu|tok:13a") == "tok:13a"
+
+
+def test_the_logged_coefficient_is_the_one_the_report_leads_with(tmp_path: Path) -> None:
+    """Kendall first in the table, the significance test on Pearson: the report, the terminal and
+    the heatmap lead with Pearson, and so do the run's correlation metrics and description."""
+    out = tmp_path / "out"
+    proc = run_cli(
+        [
+            "metrics=[bleu,chrf]",
+            "tracking=none",
+            f"hydra.run.dir={out}",
+            "correlation.ci=false",
+            "correlation.coefficients=[kendall_b,pearson]",
+            "correlation.significance.coefficient=pearson",
+            "report.print_tables=false",
+        ],
+        cwd=tmp_path,
+        PARAEVAL_CACHE_DIR=str(tmp_path / "cache"),
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    corr = pd.read_csv(out / "correlations.csv")
+    assert corr["coefficient"].iloc[0] == "kendall_b"
+    result = mlflow_log.log_payload(RunPayload.from_dir(out), {"store_dir": str(tmp_path / "s")})
+    run = MlflowClient(result.uri).get_run(result.run_id)
+    tags = run.data.tags
+    assert tags["paraeval.correlation.coefficient"] == "pearson"
+    assert "**Best metric** per human aspect (pearson):" in tags["mlflow.note.content"]
+    pearson = corr[(corr["coefficient"] == "pearson") & (corr["metric"] == "chrf")]
+    row = pearson[(pearson["aspect"] == "human_meaning") & (pearson["level"] == "segment")]
+    assert run.data.metrics["corr.meaning.segment.chrf"] == pytest.approx(row["value"].iloc[0])
+    # the run's source, as MLflow's run page shows it
+    assert tags["mlflow.source.type"] == "LOCAL" and tags["mlflow.source.name"]
