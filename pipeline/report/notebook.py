@@ -12,6 +12,7 @@ import pandas as pd
 
 from paraeval.pipeline.names import show
 from paraeval.pipeline.report.plots import AVERAGES
+from paraeval.pipeline.stages.headline import RANKED_GROUPS, best_agreeing, headline_coefficient
 
 if TYPE_CHECKING:
     from paraeval.pipeline.stages.evaluation import Evaluation
@@ -54,20 +55,18 @@ def ranked_systems(ev: Evaluation) -> pd.DataFrame:
 
 def best_metrics(ev: Evaluation) -> pd.DataFrame:
     """For each human aspect (row) and level (column), the metric whose scores agree best with
-    the ratings under the first coefficient, and its correlation: a lower-is-better metric (WMD,
-    TER) agrees when its correlation is negative, so it is ranked with the sign turned."""
+    the ratings under the headline coefficient, and its correlation: a lower-is-better metric
+    (WMD, TER) agrees when its correlation is negative, so it is ranked with the sign turned."""
     corr = ev.correlations
     if corr.empty or ev.aggregated is None:
         return pd.DataFrame()
-    coefficient = str(corr["coefficient"].iloc[0])
+    coefficient = headline_coefficient(ev.settings.correlation, corr["coefficient"])
     info = ev.aggregated.columns
-    sub = corr[(corr["coefficient"] == coefficient) & ~corr["metric"].isin(AVERAGES)].copy()
-    lower = {c for c, i in info.items() if i.higher_is_better is False}
-    sub["agreement"] = sub["value"].where(~sub["metric"].isin(lower), -sub["value"])
-    sub = sub.dropna(subset=["agreement"])
-    if sub.empty:
+    lower = [c for c, i in info.items() if i.higher_is_better is False]
+    ranked = [c for c, i in info.items() if i.group in RANKED_GROUPS]
+    best = best_agreeing(corr, coefficient, lower, ranked)
+    if best.empty:
         return pd.DataFrame()
-    best = sub.loc[sub.groupby(["aspect", "level"], sort=False)["agreement"].idxmax()]
     cells = best["metric"] + " " + best["value"].map("{:+.3f}".format)
     table = cells.set_axis(pd.MultiIndex.from_frame(best[["aspect", "level"]])).unstack("level")
     table = table.reindex(columns=list(dict.fromkeys(best["level"])))

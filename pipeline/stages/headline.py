@@ -3,8 +3,14 @@ terminal, report.html, the heatmap), chosen from the ``correlation`` settings in
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
+
+import pandas as pd
+
+# the metric groups whose columns compete for "best metric" (diversity columns measure
+# distance from the source, not agreement with a rating)
+RANKED_GROUPS = ("syntactic", "semantic")
 
 
 def headline_coefficient(cfg: Mapping[str, Any], present: Iterable[str]) -> str:
@@ -36,3 +42,21 @@ def headline_level(cfg: Mapping[str, Any], present: Iterable[str]) -> str:
     levels = cfg.get("levels", present)
     configured = [levels] if isinstance(levels, str) else list(levels)
     return next((str(v) for v in configured if str(v) in present), present[0])
+
+
+def best_agreeing(
+    correlations: pd.DataFrame, coefficient: str, lower: Collection[str], ranked: Collection[str]
+) -> pd.DataFrame:
+    """Per (aspect, level), in order of first appearance, the ``correlations`` row of the
+    ``ranked`` column whose ``coefficient`` agrees best with the ratings: a lower-is-better
+    column's (``lower``: TER, WMD) correlation counts with its sign turned."""
+    sub = correlations[
+        (correlations["coefficient"] == coefficient) & correlations["metric"].isin(list(ranked))
+    ].copy()
+    values = pd.to_numeric(sub["value"], errors="coerce")
+    sub["agreement"] = values.where(~sub["metric"].isin(list(lower)), -values)
+    sub = sub.dropna(subset=["agreement"])
+    if sub.empty:
+        return sub
+    best = sub.loc[sub.groupby(["aspect", "level"], sort=False)["agreement"].idxmax()]
+    return best.reset_index(drop=True)

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from paraeval.pipeline.names import show
+from paraeval.pipeline.stages.headline import RANKED_GROUPS, best_agreeing
 from paraeval.pipeline.tracking.keys import finite, key
 
 # the experiment tag through which MLflow 3's UI decides what an experiment page opens on;
@@ -35,9 +36,6 @@ CACHE_PREFIX = "cache."
 CACHE_TOTAL = "(all metrics)"
 SIGNATURE_TAG = "sig."
 SIGNATURE_TAG_MAX = 100  # characters of a signature tag's value; the full one is in a table
-# the metric groups whose columns compete for "best metric" (diversity columns measure
-# distance from the source, not agreement with a rating)
-RANKED_GROUPS = ("syntactic", "semantic")
 
 
 def aspect_name(aspect: str) -> str:
@@ -185,23 +183,17 @@ def best_metric_lines(
     if rows.empty:
         return []
     higher = _directions(signatures)
-    ranked = set(_ranked_columns(signatures, list(dict.fromkeys(rows["metric"].astype(str)))))
+    lower = [c for c, up in higher.items() if not up]
+    ranked = _ranked_columns(signatures, list(dict.fromkeys(rows["metric"].astype(str))))
     coefficient = headline_coefficient(correlations, chosen)
     lines = [f"**Best metric** per human aspect ({coefficient}):"]
-    for aspect, by_aspect in rows.groupby("aspect", sort=False):
-        parts = []
-        for level, sub in by_aspect.groupby("level", sort=False):
-            sub = sub[sub["metric"].astype(str).isin(ranked)]
-            values = pd.to_numeric(sub["value"], errors="coerce")
-            signs = [1.0 if higher.get(str(m), True) else -1.0 for m in sub["metric"]]
-            agreement = (values * signs).to_numpy(dtype=float)
-            if np.isnan(agreement).all():
-                continue
-            best = sub.iloc[int(np.nanargmax(agreement))]
-            mark = "" if higher.get(str(best["metric"]), True) else " ↓"
-            parts.append(f"{level} {_name(best['metric'])}{mark} {float(best['value']):+.3f}")
-        if parts:
-            lines.append(f"- {aspect_name(str(aspect))}: " + " · ".join(parts))
+    best = best_agreeing(rows, str(coefficient), lower, ranked)
+    for aspect, by_aspect in best.groupby("aspect", sort=False):
+        parts = [
+            f"{r.level} {_name(r.metric)}{' ↓' if r.metric in lower else ''} {float(r.value):+.3f}"
+            for r in by_aspect.itertuples()
+        ]
+        lines.append(f"- {aspect_name(str(aspect))}: " + " · ".join(parts))
     return lines if len(lines) > 1 else []
 
 
