@@ -142,7 +142,10 @@ def test_report_says_n_beside_system_level_values() -> None:
 
     from rich.console import Console
 
-    block = correlations_block(SimpleNamespace(correlations=corr, aggregated=None), 40)  # type: ignore[arg-type]
+    ev = SimpleNamespace(
+        correlations=corr, aggregated=None, settings=SimpleNamespace(correlation={})
+    )
+    block = correlations_block(ev, 40)  # type: ignore[arg-type]
     assert block is not None
     buffer = io.StringIO()
     Console(file=buffer, width=100, color_system=None).print(block[0])
