@@ -25,6 +25,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from paraeval.pipeline.config.targets import metric_ids
 from paraeval.pipeline.errors import UserError
 from paraeval.pipeline.terminal import RawDescriptionHelpFormatter
 
@@ -56,12 +57,6 @@ class Score:
     metric: str  # the output column: the metric id, or one of its columns (bertscore_f1)
     score: float
     signature: str
-
-
-def metric_ids() -> list[str]:
-    """The metric ids: the names of ``conf/metrics/*.yaml``."""
-    folder = resources.files("paraeval.conf") / "metrics"
-    return sorted(p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
 def check_metric_ids(requested: Sequence[str]) -> list[str]:

@@ -8,8 +8,8 @@ from typing import Any
 import pandas as pd
 from omegaconf import OmegaConf
 
-from paraeval.pipeline.config.compose import compose_config, config_dir
-from paraeval.pipeline.config.targets import metric_class
+from paraeval.pipeline.config.compose import compose_config
+from paraeval.pipeline.config.targets import metric_class, metric_ids
 
 COLUMNS = ("id", "group", "direction", "needs", "settings")
 
@@ -19,7 +19,7 @@ def list_metrics() -> pd.DataFrame:
     ``group`` (syntactic, semantic, diversity, ...), ``direction`` (``higher`` or ``lower`` is
     better), what it ``needs`` (references, sources, an encoder model, WordNet, ...) and its
     default ``settings`` (a dict, the config file's keys but ``_target_``)."""
-    ids = sorted(p.stem for p in (config_dir() / "metrics").glob("*.yaml"))
+    ids = metric_ids()
     # composed as a run would compose them: interpolations (the cache folder) resolved
     cfg = compose_config([f"metrics=[{','.join(ids)}]"])
     rows = []

@@ -7,6 +7,7 @@ from paraeval's own registries (:func:`allowed`); a metric class from elsewhere 
 from __future__ import annotations
 
 import importlib
+from importlib import resources
 
 from paraeval.pipeline.errors import ConfigError, not_allowed
 
@@ -18,6 +19,12 @@ KINDS = {
     "tracking": "tracker",
 }
 NORMALIZER = "paraeval.pipeline.stages.aggregate.Normalizer"
+
+
+def metric_ids() -> list[str]:
+    """The metric ids a run can choose: the names of ``conf/metrics/*.yaml``, sorted."""
+    folder = resources.files("paraeval.conf") / "metrics"
+    return sorted(p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
 def metric_targets() -> dict[str, tuple[str, str]]:

@@ -69,6 +69,26 @@ def logged_run_args(tmp_path: Path) -> list[str]:
     ]
 
 
+def finished_run(work: Path, metrics: str, *settings: str) -> Path:
+    """A demo run with ``metrics`` (``bleu,chrf``), no tracking and no intervals, in
+    ``work/out``: the output folder a tracker logs from."""
+    out = work / "out"
+    proc = run_cli(
+        [
+            f"metrics=[{metrics}]",
+            "tracking=none",
+            f"hydra.run.dir={out}",
+            "correlation.ci=false",
+            "report.print_tables=false",
+            *settings,
+        ],
+        cwd=work,
+        PARAEVAL_CACHE_DIR=str(work / "cache"),
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return out
+
+
 def files_containing(text: str, *roots: Path) -> list[Path]:
     """Every file under ``roots`` (hidden ones included) whose bytes hold ``text``."""
     needle = text.encode()

@@ -6,7 +6,6 @@ and its group averages and human means first (what MLflow's compare view opens o
 
 from __future__ import annotations
 
-import subprocess
 import warnings
 from pathlib import Path
 
@@ -16,28 +15,14 @@ from mlflow.tracking import MlflowClient
 
 from paraeval.pipeline.tracking import mlflow_log, run_view
 from paraeval.pipeline.tracking.payload import RunPayload
-from tests.pipeline.helpers import run_cli
+from tests.pipeline.helpers import finished_run
 
 METRICS = ("bleu", "ibleu", "self_bleu", "chrf", "ter")
 
 
 @pytest.fixture(scope="module")
 def finished_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    work = tmp_path_factory.mktemp("mlflow-view")
-    out = work / "out"
-    proc: subprocess.CompletedProcess[str] = run_cli(
-        [
-            f"metrics=[{','.join(METRICS)}]",
-            "tracking=none",
-            f"hydra.run.dir={out}",
-            "correlation.ci=false",
-            "report.print_tables=false",
-        ],
-        cwd=work,
-        PARAEVAL_CACHE_DIR=str(work / "cache"),
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return out
+    return finished_run(tmp_path_factory.mktemp("mlflow-view"), ",".join(METRICS))
 
 
 @pytest.fixture(scope="module")
@@ -206,21 +191,12 @@ def test_short_signature_keeps_whole_fields() -> None:
 def test_the_logged_coefficient_is_the_one_the_report_leads_with(tmp_path: Path) -> None:
     """Kendall first in the table, the significance test on Pearson: the report, the terminal and
     the heatmap lead with Pearson, and so do the run's correlation metrics and description."""
-    out = tmp_path / "out"
-    proc = run_cli(
-        [
-            "metrics=[bleu,chrf]",
-            "tracking=none",
-            f"hydra.run.dir={out}",
-            "correlation.ci=false",
-            "correlation.coefficients=[kendall_b,pearson]",
-            "correlation.significance.coefficient=pearson",
-            "report.print_tables=false",
-        ],
-        cwd=tmp_path,
-        PARAEVAL_CACHE_DIR=str(tmp_path / "cache"),
+    out = finished_run(
+        tmp_path,
+        "bleu,chrf",
+        "correlation.coefficients=[kendall_b,pearson]",
+        "correlation.significance.coefficient=pearson",
     )
-    assert proc.returncode == 0, proc.stderr[-2000:]
     corr = pd.read_csv(out / "correlations.csv")
     assert corr["coefficient"].iloc[0] == "kendall_b"
     result = mlflow_log.log_payload(RunPayload.from_dir(out), {"store_dir": str(tmp_path / "s")})

@@ -6,7 +6,6 @@ run's metric histories, one step per α, and each system's iBLEU per α its chil
 from __future__ import annotations
 
 import math
-import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -16,7 +15,7 @@ from mlflow.tracking import MlflowClient
 from paraeval.pipeline.tracking import mlflow_log
 from paraeval.pipeline.tracking.payload import RunPayload
 from paraeval.pipeline.tracking.run_record import read_run_info
-from tests.pipeline.helpers import run_cli
+from tests.pipeline.helpers import finished_run
 
 SYSTEMS = {"copy", "strong", "medium", "weak"}
 STATS = ("ci_low", "ci_high", "p_bootstrap", "p_ar", "cluster")
@@ -24,21 +23,7 @@ STATS = ("ci_low", "ci_high", "p_bootstrap", "p_ar", "cluster")
 
 @pytest.fixture(scope="module")
 def finished_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    work = tmp_path_factory.mktemp("system-runs")
-    out = work / "out"
-    proc: subprocess.CompletedProcess[str] = run_cli(
-        [
-            "metrics=[bleu,ibleu,self_bleu,chrf]",
-            "tracking=none",
-            f"hydra.run.dir={out}",
-            "correlation.ci=false",
-            "report.print_tables=false",
-        ],
-        cwd=work,
-        PARAEVAL_CACHE_DIR=str(work / "cache"),
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return out
+    return finished_run(tmp_path_factory.mktemp("system-runs"), "bleu,ibleu,self_bleu,chrf")
 
 
 @pytest.fixture(scope="module")
