@@ -11,13 +11,19 @@ the libraries imported), the difference of those increments between the pools, a
 the extra scores (the segment columns and statistics the stage returns, float64).
 
 What bounds the embeddings held is the encoder's memo (512 MB by default) and its scoring step
-(4,096 pairs). The defaults here make both small (8 MB, 256 pairs) so that both pools exceed them
-within minutes on a CPU, as a pool past 512 MB of embeddings (some 30,000 sentences) does at the
-defaults.
+(4,096 pairs); what bounds the texts a metric call holds is the score stage's ``rows_per_call``
+(16,384 segments). The defaults here make all three small (256 kB, 256 pairs, 1,024 segments) so
+that both pools exceed them within minutes on a CPU, as a pool past 512 MB of embeddings (some
+30,000 sentences) does at the defaults.
 
-    python benchmarks/bench_semantic_memory.py                    # 1,000 and 10,000 pairs
-    python benchmarks/bench_semantic_memory.py --pairs 20000      # 20,000 and 200,000
-    python benchmarks/bench_semantic_memory.py --memo-mb 0 --step 0   # the encoder's defaults
+Most of what then remains of the growth is glibc's heap: a forward pass frees its activations,
+glibc keeps them for reuse, and its dynamic mmap threshold makes the later, differently shaped
+batches fragment it. ``--mmap-threshold 65536`` runs the children with ``MALLOC_MMAP_THRESHOLD_``
+set (large buffers mapped and unmapped each time): the growth left is paraeval's own.
+
+    python benchmarks/bench_semantic_memory.py                    # 2,000 and 20,000 pairs
+    python benchmarks/bench_semantic_memory.py --mmap-threshold 65536
+    python benchmarks/bench_semantic_memory.py --memo-kb 0 --step 0 --rows-per-call 0  # defaults
     python benchmarks/bench_semantic_memory.py --json PATH        # the figures
 """
 
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import resource
 import subprocess
@@ -82,22 +89,24 @@ def _rss_mb() -> float:
     return float("nan")
 
 
-def child(metric_name: str, items: int, systems: int, memo_mb: int, step: int, out: Path) -> None:
+def child(metric_name: str, items: int, args: argparse.Namespace) -> None:
     from paraeval.metrics.bertscore import BERTScore
     from paraeval.metrics.cosine import Cosine
     from paraeval.pipeline.stages.score import score
 
-    df = table(items, systems)
+    df = table(items, args.systems)
     metric = (BERTScore if metric_name == "bertscore" else Cosine)(use_cache=False)
-    if memo_mb:
-        metric.encoder.memo.max_bytes = memo_mb << 20
-    if step:
-        metric.encoder.step = step
+    if args.memo_kb:
+        metric.encoder.memo.max_bytes = args.memo_kb << 10
+    if args.step:
+        metric.encoder.step = args.step
     import torch  # noqa: F401 - imported before the baseline, as a run has it
 
     before = _rss_mb()
     start = time.perf_counter()
-    scores = score(df, {metric_name: metric}, progress=False)
+    scores = score(
+        df, {metric_name: metric}, progress=False, rows_per_call=args.rows_per_call or None
+    )
     wall = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     pairs = int(df["references"].map(len).sum())
@@ -113,26 +122,41 @@ def child(metric_name: str, items: int, systems: int, memo_mb: int, step: int, o
         "unique": unique,
         "score_bytes": score_bytes,
     }
-    out.write_text(json.dumps(result), encoding="utf-8")
+    args.out.write_text(json.dumps(result), encoding="utf-8")
 
 
 def run(metric: str, items: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     out = work / f"{metric}-{items}.json"
     cmd = [sys.executable, __file__, "--child", metric, "--items", str(items)]
-    cmd += ["--systems", str(args.systems), "--memo-mb", str(args.memo_mb), "--out", str(out)]
-    cmd += ["--step", str(args.step)]
-    subprocess.run(cmd, check=True)
+    cmd += ["--systems", str(args.systems), "--memo-kb", str(args.memo_kb), "--out", str(out)]
+    cmd += ["--step", str(args.step), "--rows-per-call", str(args.rows_per_call)]
+    env = dict(os.environ)
+    if args.mmap_threshold:
+        env["MALLOC_MMAP_THRESHOLD_"] = str(args.mmap_threshold)
+    subprocess.run(cmd, check=True, env=env)
     return dict(json.loads(out.read_text(encoding="utf-8")))
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--pairs", type=int, default=1_000, help="pairs of the smaller pool")
+    ap.add_argument("--pairs", type=int, default=2_000, help="pairs of the smaller pool")
     ap.add_argument("--factor", type=int, default=10)
     ap.add_argument("--systems", type=int, default=5)
     ap.add_argument("--metrics", default="bertscore,cosine")
     ap.add_argument(
-        "--memo-mb", type=int, default=8, help="the encoder memo's bound (0: its default)"
+        "--memo-kb", type=int, default=256, help="the encoder memo's bound (0: its default)"
+    )
+    ap.add_argument(
+        "--rows-per-call",
+        type=int,
+        default=1_024,
+        help="segments per call of a segment-local metric (0: the score stage's default)",
+    )
+    ap.add_argument(
+        "--mmap-threshold",
+        type=int,
+        default=0,
+        help="MALLOC_MMAP_THRESHOLD_ for the children (0: glibc's dynamic threshold)",
     )
     ap.add_argument(
         "--step", type=int, default=256, help="pairs per scoring step (0: the encoder's default)"
@@ -143,7 +167,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(args.child, args.items, args.systems, args.memo_mb, args.step, args.out)
+        child(args.child, args.items, args)
         return 0
     import tempfile
 
@@ -169,6 +193,8 @@ def main() -> int:
             )
             what = f"{metric}, peak memory of scoring, {big['pairs']:,} pairs ({args.factor}x)"
             anchor = f"the same at {small['pairs']:,} pairs"
+            if args.mmap_threshold:
+                what += f", MALLOC_MMAP_THRESHOLD_={args.mmap_threshold}"
             rows.append(
                 row(
                     "bench_semantic_memory",

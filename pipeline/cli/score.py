@@ -194,8 +194,8 @@ def _check_needs(metrics: dict[str, Any], inputs: Inputs, source: str | None) ->
 
 
 def _run_texts(inputs: Inputs) -> list[str]:
-    """Every text once, in the order of the score stage's ``run_texts`` on the text loader's
-    table (rows system by system): encoders batch them in this order."""
+    """Every text once, in the order of the score stage's ``RunTexts.unique`` on the text
+    loader's table (rows system by system): encoders batch them in this order."""
     n = len(inputs.references)
     candidates = [c for cands in inputs.systems.values() for c in cands]
     sources = inputs.sources or []

@@ -22,11 +22,12 @@ from paraeval.pipeline.stages.build import build_metric as build_metric
 from paraeval.pipeline.stages.build import build_metrics as build_metrics
 from paraeval.pipeline.stages.build import metric_settings as metric_settings
 from paraeval.pipeline.stages.cache import ScoreCache, cache_signature, key_of, texts_digest
+from paraeval.pipeline.stages.texts import RunTexts, Texts, chunks
 
 log = logging.getLogger(__name__)
-# segments per metric call when several systems are scored together: bounds the metric's working
-# memory (all of ParaBank-Eval's 14,323 rows fit in one call)
-ROWS_PER_CALL = 50_000
+# distinct segments per call of a segment-local metric: bounds the call's working memory (all of
+# ParaBank-Eval's 14,323 rows fit in one call)
+ROWS_PER_CALL = 16_384
 
 
 @dataclass
@@ -75,21 +76,13 @@ def _raise_first(
         )
 
 
-def run_texts(df: pd.DataFrame) -> list[str]:
-    """Every text of the run, each once, in a stable order."""
-    refs = [ref for row_refs in df["references"] for ref in row_refs]
-    return list(dict.fromkeys([*df["candidate"].tolist(), *df["source"].tolist(), *refs]))
-
-
-# one system's texts as a metric sees them: candidates, per-segment references, sources
-Texts = tuple[list[str], list[list[str]], list[str]]
-
-
 class _Work:
     """The metric calls of one score stage, each made once: the same metric on the same texts is
     computed once (a shared :meth:`Metric.parts` such as iBLEU's BLEU against the sources, or two
     systems with the same outputs); a :attr:`Metric.segment_local` metric scores the distinct
-    segments of all systems in one call and each system gets its rows (:meth:`Metric.select`)."""
+    segments of all systems, in calls of at most ``rows_per_call`` segments, and each system gets
+    its rows (:meth:`Metric.select`). Texts are held as codes (:class:`RunTexts`): a call's lists
+    are built for that call, so memory beyond the scores does not grow with the table."""
 
     def __init__(
         self,
@@ -97,27 +90,20 @@ class _Work:
         systems: list[str],
         positions: dict[str, np.ndarray],
         cache: ScoreCache | None,
+        rows_per_call: int,
     ) -> None:
-        self.df, self.systems, self.positions, self.cache = df, systems, positions, cache
-        self._texts: dict[tuple[str, bool], Texts] = {}
+        self.systems, self.positions, self.cache = systems, positions, cache
+        self.rows_per_call = rows_per_call
+        self.codes = RunTexts(df)
         self._digests: dict[tuple[str, bool], str] = {}
         # results by (the metric's cache signature, the texts' digest)
         self._done: dict[tuple[str, str], MetricResult] = {}
-        # the distinct segments of some systems: (texts, each system's rows among them)
-        self._unions: dict[tuple[tuple[str, ...], bool], tuple[Texts, dict[str, np.ndarray]]] = {}
         # the metrics prepared so far, kept by identity (a part is a new object each time)
         self._prepared: dict[int, Metric] = {}
-        self._run_texts: list[str] | None = None
 
     def texts(self, system: str, vs_source: bool) -> Texts:
         """One system's texts; against the source, the references are the source."""
-        key = (system, vs_source)
-        if key not in self._texts:
-            sub = self.df.iloc[self.positions[system]]
-            srcs = sub["source"].tolist()
-            refs = [[x] for x in srcs] if vs_source else sub["references"].tolist()
-            self._texts[key] = (sub["candidate"].tolist(), refs, srcs)
-        return self._texts[key]
+        return self.codes.texts(self.positions[system], vs_source)
 
     def digest(self, system: str, vs_source: bool) -> str:
         key = (system, vs_source)
@@ -164,66 +150,52 @@ class _Work:
         todo = list(firsts.values())
         if todo:
             self._prepare(metric)
-            if metric.segment_local and len(todo) > 1:
-                for group in self._groups(todo):
-                    texts, rows = self._union(group, vs_source)
-                    whole = metric.score(*texts)
-                    for system in group:
-                        self._done[keys[system]] = metric.select(whole, rows[system])
+            if metric.segment_local:
+                done = self._score_segments(metric, todo, vs_source)
             else:
                 # one call for all: an encoder metric streams them in one pass
                 done = metric.score_systems([self.texts(s, vs_source) for s in todo])
-                for system, result in zip(todo, done, strict=True):
-                    self._done[keys[system]] = result
+            for system, result in zip(todo, done, strict=True):
+                self._done[keys[system]] = result
         return {s: self._done[keys[s]] for s in systems}
 
-    def _groups(self, systems: list[str]) -> list[list[str]]:
-        """``systems`` in consecutive groups of at most :data:`ROWS_PER_CALL` rows (one system
-        may exceed it alone): a metric's working memory grows with the segments of one call."""
-        groups: list[list[str]] = [[]]
-        rows = 0
+    def _score_segments(
+        self, metric: Metric, systems: list[str], vs_source: bool
+    ) -> list[MetricResult]:
+        """The distinct segments of ``systems`` scored in calls of at most ``rows_per_call``,
+        each system's result selected from them (segment-local metrics only)."""
+        rows = np.concatenate([self.positions[s] for s in systems])
+        firsts, where = self.codes.segments(rows, vs_source)
+        calls = [
+            metric.score(*self.codes.texts(firsts[part], vs_source))
+            for part in chunks(len(firsts), self.rows_per_call)
+        ]
+        whole = calls[0] if len(calls) == 1 else _joined(calls)
+        out = []
+        start = 0
         for system in systems:
             n = len(self.positions[system])
-            if groups[-1] and rows + n > ROWS_PER_CALL:
-                groups.append([])
-                rows = 0
-            groups[-1].append(system)
-            rows += n
-        return groups
+            out.append(metric.select(whole, where[start : start + n]))
+            start += n
+        return out
 
     def _prepare(self, metric: Metric) -> None:
         # encoders batch every text of the run once, and only when something is computed
         if id(metric) not in self._prepared:
-            if self._run_texts is None:
-                self._run_texts = run_texts(self.df)
-            metric.prepare(self._run_texts)
+            metric.prepare(self.codes.unique)
             self._prepared[id(metric)] = metric
 
-    def _union(self, systems: list[str], vs_source: bool) -> tuple[Texts, dict[str, np.ndarray]]:
-        """The distinct (candidate, references, source) segments of ``systems``, in order of
-        first appearance, and each system's segments' positions among them."""
-        key = (tuple(systems), vs_source)
-        found = self._unions.get(key)
-        if found is None:
-            index: dict[tuple[str, tuple[str, ...], str], int] = {}
-            cands: list[str] = []
-            refs: list[list[str]] = []
-            srcs: list[str] = []
-            rows: dict[str, np.ndarray] = {}
-            for system in systems:
-                c, r, src = self.texts(system, vs_source)
-                pos = np.empty(len(c), dtype=np.intp)
-                for i, segment in enumerate(zip(c, map(tuple, r), src, strict=True)):
-                    j = index.get(segment)
-                    if j is None:
-                        j = index[segment] = len(cands)
-                        cands.append(segment[0])
-                        refs.append(list(segment[1]))
-                        srcs.append(segment[2])
-                    pos[i] = j
-                rows[system] = pos
-            found = self._unions[key] = ((cands, refs, srcs), rows)
-        return found
+
+def _joined(calls: list[MetricResult]) -> MetricResult:
+    """The results of consecutive calls of a segment-local metric as one call's, for
+    :meth:`Metric.select` (which computes the corpus scores of what it selects)."""
+    segment = {
+        col: np.concatenate([np.asarray(c.segment[col]) for c in calls]) for col in calls[0].segment
+    }
+    stats = None
+    if calls[0].stats is not None:
+        stats = np.concatenate([c.stats for c in calls if c.stats is not None])
+    return MetricResult(segment, {}, calls[0].signature, stats)
 
 
 def _reference_count(df: pd.DataFrame) -> int | None:
@@ -238,8 +210,10 @@ def score(
     metrics: Mapping[str, Metric],
     progress: bool = True,
     cache: ScoreCache | None = None,
+    rows_per_call: int | None = None,
 ) -> Scores:
-    """Every metric on every system; ``cache``: the run's score cache."""
+    """Every metric on every system; ``cache``: the run's score cache; ``rows_per_call``: the
+    segments of one call of a segment-local metric (default :data:`ROWS_PER_CALL`)."""
     systems = in_order(df["system"])
     _check_inputs(df, metrics)
     corpus_rows: dict[str, dict[str, float]] = {s: {} for s in systems}
@@ -248,7 +222,9 @@ def score(
     positions = dict(row_groups(df["system"]))  # each system's row positions, ascending
     jobs = [(mid, m, False) for mid, m in metrics.items()]
     jobs += [(mid, m, True) for mid, m in metrics.items() if m.against_source]
-    work = _Work(df, systems, positions, cache)
+    work = _Work(
+        df, systems, positions, cache, ROWS_PER_CALL if rows_per_call is None else rows_per_call
+    )
     nrefs = _reference_count(df)
     seg_values: dict[str, np.ndarray] = {}
     # no bar when stderr is not a terminal (a log file would collect every redraw)

@@ -1,0 +1,91 @@
+"""The texts of a run as integer codes into its unique texts, for the score stage.
+
+A tidy table holds every candidate, source and reference of every row; the score stage needs each
+system's texts, the distinct segments several systems share, and every text once for the encoders.
+Held as Python lists, those cost about a kilobyte per row (pandas' Arrow strings become new
+Python objects on each ``tolist``); as codes they cost a few integers per row, and a text becomes a
+Python string once, in :attr:`RunTexts.unique`, whatever the number of rows it appears in. The
+lists a metric call gets are built from the codes for that call only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+import pandas as pd
+
+# one system's texts as a metric sees them: candidates, per-segment references, sources
+Texts = tuple[list[str], list[list[str]], list[str]]
+
+
+class RunTexts:
+    """Codes of a tidy table's texts (columns ``candidate``, ``source``, ``references``).
+
+    :attr:`unique` lists every text once in the order of first appearance among the candidates,
+    then the sources, then the references (row by row): the order every earlier run gave the
+    encoders, whose batches, hence the last bits of float32, follow it.
+    """
+
+    def __init__(self, df: pd.DataFrame) -> None:
+        index: dict[str, int] = {}
+
+        def codes(values: Iterable[str], count: int) -> np.ndarray:
+            # setdefault's default is evaluated first: a new text gets the next code
+            return np.fromiter((index.setdefault(v, len(index)) for v in values), np.int32, count)
+
+        n = len(df)
+        self.candidate = codes(df["candidate"], n)
+        self.source = codes(df["source"], n)
+        counts = np.fromiter((len(r) for r in df["references"]), np.int64, n)
+        self.ref_starts = np.concatenate([[0], np.cumsum(counts)])
+        total = int(self.ref_starts[-1])
+        self.references = codes((r for refs in df["references"] for r in refs), total)
+        self.unique: list[str] = list(index)
+        # one code per distinct reference list, so that segments compare as three integers
+        sets: dict[bytes, int] = {}
+        starts = self.ref_starts
+        self.reference_set = np.fromiter(
+            (
+                sets.setdefault(self.references[starts[i] : starts[i + 1]].tobytes(), len(sets))
+                for i in range(n)
+            ),
+            np.int32,
+            n,
+        )
+
+    def __len__(self) -> int:
+        return len(self.candidate)
+
+    def texts(self, rows: np.ndarray, vs_source: bool) -> Texts:
+        """The texts of the table's rows ``rows`` (positions); against the source, each
+        candidate's one reference is its source."""
+        u = self.unique
+        cands = [u[i] for i in self.candidate[rows]]
+        srcs = [u[i] for i in self.source[rows]]
+        if vs_source:
+            return cands, [[s] for s in srcs], srcs
+        starts, flat = self.ref_starts, self.references
+        refs = [[u[j] for j in flat[starts[i] : starts[i + 1]]] for i in rows]
+        return cands, refs, srcs
+
+    def segments(self, rows: np.ndarray, vs_source: bool) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct (candidate, references, source) segments among ``rows``: one row of the
+        table standing for each, in order of first appearance, and each of ``rows``' position
+        among them."""
+        if len(rows) == 0:
+            return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp)
+        refs = self.source[rows] if vs_source else self.reference_set[rows]
+        keys = np.stack([self.candidate[rows], refs, self.source[rows]], axis=1)
+        _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")
+        rank = np.empty(len(order), dtype=np.intp)
+        rank[order] = np.arange(len(order))
+        return rows[first[order]], rank[inverse.reshape(-1)]
+
+
+def chunks(n: int, size: int) -> Iterator[slice]:
+    """Consecutive slices of at most ``size`` (at least 1) over ``range(n)``."""
+    size = max(1, int(size))
+    for start in range(0, n, size):
+        yield slice(start, min(n, start + size))
