@@ -10,6 +10,7 @@ would end every Ray process of the machine, other people's clusters included."""
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import ipaddress
 import os
 import shutil
@@ -22,12 +23,20 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 # names the processes of one test cluster (its value: the cluster's temp folder)
 MARKER = "PARAEVAL_TEST_RAY_CLUSTER"
 RAY_ENV = {
     "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
     "RAY_USAGE_STATS_ENABLED": "0",
 }
+
+
+def skip_without_ray() -> None:
+    """Skips the test where the ray extra (Ray, hydra-ray-launcher) is not installed."""
+    if importlib.util.find_spec("hydra_plugins.hydra_ray_launcher") is None:
+        pytest.skip("the ray extra is not installed (pip install -e '.[ray]'; make test does)")
 
 
 def free_port() -> int:

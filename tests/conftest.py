@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import socket
 from collections.abc import Iterator
@@ -10,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster import RayCluster, start_cluster
+from tests.cluster import RayCluster, skip_without_ray, start_cluster
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
@@ -67,8 +66,7 @@ def shared_data_or_none() -> Path | None:
 def ray_cluster() -> Iterator[RayCluster]:
     """One real Ray cluster on 127.0.0.1 for the test session (tests/cluster.py), stopped at its
     end with every process of it."""
-    if importlib.util.find_spec("hydra_plugins.hydra_ray_launcher") is None:
-        pytest.skip("the ray extra is not installed (pip install -e '.[ray]'; make test does)")
+    skip_without_ray()
     cluster = start_cluster()
     try:
         yield cluster

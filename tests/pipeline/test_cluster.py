@@ -7,8 +7,11 @@ The cluster keeps to 127.0.0.1."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +23,9 @@ from tests.cluster import (
     free_port,
     inet_sockets,
     outside_loopback,
+    processes_holding,
     ray_env,
+    skip_without_ray,
 )
 from tests.pipeline.helpers import FAST, invocation_runs, run_cli
 
@@ -152,6 +157,28 @@ def test_ray_sweep_joins_the_cluster_and_logs_each_job(
         assert (tmp_path / "sweep" / str(job) / "system_scores.csv").is_file()
     # the cluster is the user's: it outlives the sweep
     assert cluster_pids <= set(ray_cluster.pids())
+
+
+@pytest.mark.slow
+def test_a_ray_instance_the_sweep_starts_ends_with_it(tmp_path: Path) -> None:
+    """With no address the launcher starts Ray on this machine for the sweep: its processes
+    (found by the files they hold in the instance's temp folder, under TMPDIR) end with the
+    command."""
+    skip_without_ray()
+    tmp = Path(tempfile.mkdtemp(prefix="pe-tmp-"))  # short: Ray's socket paths live under it
+    try:
+        args = sweep_args(tmp_path, "ray_cluster", "hydra.launcher.ray.remote.num_cpus=1")
+        proc = run_cli(args, cwd=tmp_path, TMPDIR=str(tmp), **RAY_ENV)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert "Started a local Ray instance" in proc.stderr
+        assert (tmp / "ray").is_dir()
+        assert_each_job_logged(tmp_path / "store", "RayLauncher")
+        deadline = time.monotonic() + 10  # the processes Ray ends are reaped by then
+        while processes_holding(tmp) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert processes_holding(tmp) == []
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.mark.slow
