@@ -22,9 +22,10 @@ $(VENV)/.runtime: $(VENV)/bin/activate pyproject.toml
 	touch $@
 
 # parascore: the ParaScore toolkit, the test oracle of metrics/paraphrase.py. Without its
-# dependencies: it asks for an unpinned torch, and everything else it needs is a runtime dependency
+# dependencies: it asks for an unpinned torch, and everything else it needs is a runtime dependency.
+# The ray extra: tests/pipeline/test_cluster.py starts a Ray cluster and sweeps on it
 $(VENV)/.dev: $(VENV)/.runtime pyproject.toml
-	$(PIP) install --quiet -e ".[dev]"
+	$(PIP) install --quiet -e ".[dev,ray]"
 	$(PIP) install --quiet --no-deps parascore==1.0.5
 	touch $@
 

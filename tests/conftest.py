@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.cluster import RayCluster, skip_without_ray, start_cluster
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
@@ -57,3 +60,17 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def shared_data_or_none() -> Path | None:
     return SHARED_DATA if SHARED_DATA.is_dir() else None
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[RayCluster]:
+    """One real Ray cluster on 127.0.0.1 for the test session (tests/cluster.py), stopped at its
+    end with every process of it."""
+    skip_without_ray()
+    cluster = start_cluster()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+    left = cluster.pids()
+    assert not left, f"processes of the test Ray cluster left running: {left}"

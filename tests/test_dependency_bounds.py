@@ -14,9 +14,9 @@ from packaging.version import Version
 
 PYPROJECT = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
 PROJECT = PYPROJECT["project"]
-REQUIREMENTS = [
-    Requirement(r) for r in PROJECT["dependencies"] + PROJECT["optional-dependencies"]["dev"]
-]
+# the extras `make test` installs: dev and ray
+EXTRAS = PROJECT["optional-dependencies"]["dev"] + PROJECT["optional-dependencies"]["ray"]
+REQUIREMENTS = [Requirement(r) for r in PROJECT["dependencies"] + EXTRAS]
 
 
 @pytest.mark.parametrize("req", REQUIREMENTS, ids=lambda r: r.name)

@@ -6,8 +6,8 @@ The documents are README.md and docs/*.md. Their fenced blocks are of three kind
   ``# file: NAME.py`` is also a file the document defines: it is written to the folder where that
   document's blocks and commands run, before they run.
 - ```bash: their ``paraeval`` and ``paraeval-log`` lines are run by tests/test_readme_commands.py,
-  in order. Lines with other commands (make, pip, python scripts, mlflow) install or set things up
-  and are not run by the tests (``make test`` has done that setup).
+  in order. Lines with other commands (make, pip, python scripts, mlflow, ray) install or set
+  things up and are not run by the tests (``make test`` has done that setup).
 - ```text: output shown to the reader; nothing to run.
 
 A block right below an HTML comment ``<!-- not run here: REASON -->`` needs what the test machine
@@ -30,7 +30,7 @@ LANGUAGES = ("python", "bash", "text")
 LACKING = ("GPU", "SLURM", "Ray cluster", "remote server", "remote cluster")
 # the commands the tests run; any other command of a bash block is setup
 RUN = ("paraeval", "paraeval-log", "paraeval-score")
-SETUP = ("make", "pip", "python", "mlflow", ".venv/bin/pytest")
+SETUP = ("make", "pip", "python", "mlflow", "ray", ".venv/bin/pytest")
 ENV_WORD = re.compile(r"^[A-Z_][A-Z0-9_]*=")
 FILE_LINE = re.compile(r"^# file: ([\w.-]+\.py)[ \t]*$")
 

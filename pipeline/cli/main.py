@@ -217,6 +217,19 @@ def check_output_dir_overrides(argv: list[str]) -> None:
         _probe(Path.cwd() / default, str(Path.cwd() / default), wanted)
 
 
+def check_cluster_address(argv: list[str], conf: Path) -> None:
+    """A sweep's Ray cluster that does not answer as one line, before any job starts."""
+    from paraeval.pipeline.cli.cluster import check_reachable, given_address
+
+    if not any(a in ("-m", "--multirun", "hydra.mode=MULTIRUN") for a in argv):
+        return
+    cfg = _compose_selections(argv, conf, hydra_config=True)
+    try:
+        check_reachable(given_address(_overrides(argv), cfg))
+    except ConfigError as exc:
+        _fail(str(exc))
+
+
 def _probe(folder: Path, shown: str, key: str) -> None:
     from paraeval.pipeline.files import check_writable
 
@@ -395,6 +408,7 @@ def _main(argv: list[str]) -> None:
         check_grammar(argv)
         check_group_overrides(argv, config_dir())
         check_override_keys(argv, config_dir())
+        check_cluster_address(argv, config_dir())
         check_output_dir_overrides(argv)
     # Hydra's own errors come back here (rather than printed over several lines) to be one line
     full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 # a run that is quick to score and tracks the same way as any other
@@ -140,3 +141,14 @@ def assert_aligned(text: str) -> int:
             numbers = {tuple(c[k][0] + m.end() for m in NUMBER.finditer(c[k][2])) for c in cells}
             assert len(numbers) == 1, (title, k, [c[k] for c in cells])
     return len(tables)
+
+
+def invocation_runs(store: Path) -> list[Any]:
+    """The parent runs (one per job of a sweep) of the SQLite store in ``store``."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("paraeval")
+    assert exp is not None
+    runs = client.search_runs([exp.experiment_id])
+    return [r for r in runs if r.data.tags.get("paraeval.role") == "invocation"]

@@ -21,7 +21,7 @@ from paraeval.pipeline.config.compose import config_dir
 from paraeval.pipeline.data.load import load_demo
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.stages.alpha import AlphaCurveSettings, alpha_curve, split_items
-from tests.pipeline.helpers import run_cli
+from tests.pipeline.helpers import invocation_runs, run_cli
 
 SMALL = "metrics=[bleu,ibleu,self_bleu,chrf]"
 
@@ -108,14 +108,6 @@ def test_curve_equals_rescoring_every_alpha_on_each_split() -> None:
         assert choice.loc[level, "n_dev_items"] == len(dev)
 
 
-def _parents(store: Path) -> list:  # type: ignore[type-arg]
-    client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
-    exp = client.get_experiment_by_name("paraeval")
-    assert exp is not None
-    runs = client.search_runs([exp.experiment_id])
-    return [r for r in runs if r.data.tags.get("paraeval.role") == "invocation"]
-
-
 @pytest.mark.slow
 def test_multirun_alpha_sweep_is_served_from_the_cache(tmp_path: Path) -> None:
     store, sweep = tmp_path / "store", tmp_path / "sweep"
@@ -134,7 +126,7 @@ def test_multirun_alpha_sweep_is_served_from_the_cache(tmp_path: Path) -> None:
         PARAEVAL_CACHE_DIR=str(tmp_path / "cache"),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    parents = sorted(_parents(store), key=lambda r: int(r.data.tags["paraeval.sweep_job"]))
+    parents = sorted(invocation_runs(store), key=lambda r: int(r.data.tags["paraeval.sweep_job"]))
     assert [r.data.params["metrics.ibleu.alpha"] for r in parents] == ["0.2", "0.5", "0.9"]
     assert len({r.data.tags["paraeval.sweep"] for r in parents}) == 1
     assert parents[0].data.tags["paraeval.sweep"] == str(sweep.resolve())
@@ -196,7 +188,7 @@ def test_parallel_jobs_share_one_sqlite_store(tmp_path: Path) -> None:
     for text in (output, logs):
         assert "database is locked" not in text
         assert "MLflow logging failed" not in text
-    parents = _parents(store)
+    parents = invocation_runs(store)
     assert sorted(r.data.params["metrics.ibleu.alpha"] for r in parents) == ["0.1", "0.4", "0.7"]
     assert {r.data.tags["paraeval.hydra.launcher"] for r in parents} == {"JoblibLauncher"}
     assert all(r.info.status == "FINISHED" for r in parents)
@@ -205,6 +197,7 @@ def test_parallel_jobs_share_one_sqlite_store(tmp_path: Path) -> None:
 LAUNCHERS = {
     "parallel": "hydra_plugins.hydra_joblib_launcher",
     "slurm": "hydra_plugins.hydra_submitit_launcher",
+    "slurm_local": "hydra_plugins.hydra_submitit_launcher",
     "ray_cluster": "hydra_plugins.hydra_ray_launcher",
 }
 
