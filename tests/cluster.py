@@ -28,6 +28,10 @@ import pytest
 # names the processes of one test cluster (its value: the cluster's temp folder)
 MARKER = "PARAEVAL_TEST_RAY_CLUSTER"
 RAY_ENV = {
+    # `ray start` turns token authentication on where ~/.ray/auth_token exists (`ray
+    # get-auth-token --generate`), and a driver that joins by address does not send the token: the
+    # test cluster keeps to loopback and runs without it, whatever the machine's home holds
+    "RAY_AUTH_MODE": "disabled",
     "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
     "RAY_USAGE_STATS_ENABLED": "0",
 }
