@@ -13,16 +13,18 @@ the extra scores (the segment columns and statistics the stage returns, float64)
 What bounds the embeddings held is the encoder's memo (512 MB by default) and its scoring step
 (4,096 pairs); what bounds the texts a metric call holds is the score stage's ``rows_per_call``
 (16,384 segments). The defaults here make all three small (256 kB, 256 pairs, 1,024 segments) so
-that both pools exceed them within minutes on a CPU, as a pool past 512 MB of embeddings (some
-30,000 sentences) does at the defaults.
+that both pools exceed them, as a pool past 512 MB of embeddings (some 30,000 sentences) does at
+the defaults. 20,000 and 200,000 pairs take about 20 minutes on 2 CPU cores.
 
-Most of what then remains of the growth is glibc's heap: a forward pass frees its activations,
-glibc keeps them for reuse, and its dynamic mmap threshold makes the later, differently shaped
-batches fragment it. ``--mmap-threshold 65536`` runs the children with ``MALLOC_MMAP_THRESHOLD_``
-set (large buffers mapped and unmapped each time): the growth left is paraeval's own.
+At small pools glibc's heap adds a growth of its own that stops later: a forward pass frees its
+activations, glibc keeps them for reuse, and its dynamic mmap threshold lets differently shaped
+batches fragment the heap (from 2,000 to 20,000 pairs cosine's peak grew 48 MB with glibc's
+defaults, 4 MB with ``MALLOC_MMAP_THRESHOLD_=65536``, which maps and unmaps large buffers each
+time and makes the encoder several times slower on a CPU). ``--mmap-thresholds 0,65536`` runs each
+pool with both.
 
-    python benchmarks/bench_semantic_memory.py                    # 2,000 and 20,000 pairs
-    python benchmarks/bench_semantic_memory.py --mmap-threshold 65536
+    python benchmarks/bench_semantic_memory.py                    # 20,000 and 200,000 pairs
+    python benchmarks/bench_semantic_memory.py --pairs 2000 --mmap-thresholds 0,65536
     python benchmarks/bench_semantic_memory.py --memo-kb 0 --step 0 --rows-per-call 0  # defaults
     python benchmarks/bench_semantic_memory.py --json PATH        # the figures
 """
@@ -125,21 +127,67 @@ def child(metric_name: str, items: int, args: argparse.Namespace) -> None:
     args.out.write_text(json.dumps(result), encoding="utf-8")
 
 
-def run(metric: str, items: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+def run(
+    metric: str, items: int, threshold: int, args: argparse.Namespace, work: Path
+) -> dict[str, Any]:
     out = work / f"{metric}-{items}.json"
     cmd = [sys.executable, __file__, "--child", metric, "--items", str(items)]
     cmd += ["--systems", str(args.systems), "--memo-kb", str(args.memo_kb), "--out", str(out)]
     cmd += ["--step", str(args.step), "--rows-per-call", str(args.rows_per_call)]
     env = dict(os.environ)
-    if args.mmap_threshold:
-        env["MALLOC_MMAP_THRESHOLD_"] = str(args.mmap_threshold)
+    if threshold:
+        env["MALLOC_MMAP_THRESHOLD_"] = str(threshold)
     subprocess.run(cmd, check=True, env=env)
     return dict(json.loads(out.read_text(encoding="utf-8")))
 
 
+def compare(
+    metric: str, items: int, threshold: int, args: argparse.Namespace, work: Path
+) -> list[dict[str, Any]]:
+    """The metric on the two pools; its figures as rows of the performance table."""
+    small = run(metric, items, threshold, args, work)
+    big = run(metric, items * args.factor, threshold, args, work)
+    heap = f"MALLOC_MMAP_THRESHOLD_={threshold}" if threshold else "glibc's defaults"
+    for r in (small, big):
+        added = r["peak_mb"] - r["before_mb"]
+        print(
+            f"{metric:9s} {heap}: {r['pairs']:>9,} pairs {r['unique']:>8,} unique sentences: "
+            f"peak {r['peak_mb']:7.0f} MB, scoring added {added:6.0f} MB to "
+            f"{r['before_mb']:5.0f} MB, {r['wall']:6.1f} s"
+        )
+    small_added = small["peak_mb"] - small["before_mb"]
+    big_added = big["peak_mb"] - big["before_mb"]
+    growth = big_added - small_added
+    extra = (big["score_bytes"] - small["score_bytes"]) / 2**20
+    print(
+        f"{metric:9s} {heap}: {args.factor}x the pool: scoring's peak grew {growth:.1f} MB; the "
+        f"extra scores take {extra:.1f} MB (the whole peak grew "
+        f"{big['peak_mb'] - small['peak_mb']:.0f} MB, the table included)"
+    )
+    sizes = f"{small['pairs']:,} to {big['pairs']:,} pairs"
+    return [
+        row(
+            "bench_semantic_memory",
+            f"{metric}, peak memory scoring added, {big['pairs']:,} pairs, {heap}",
+            big_added,
+            "MB",
+            f"the same at {small['pairs']:,} pairs",
+            small_added,
+        ),
+        row(
+            "bench_semantic_memory",
+            f"{metric}, growth of that peak from {sizes}, {heap}",
+            growth,
+            "MB",
+            "the extra scores (segment columns and statistics, float64)",
+            extra,
+        ),
+    ]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--pairs", type=int, default=2_000, help="pairs of the smaller pool")
+    ap.add_argument("--pairs", type=int, default=20_000, help="pairs of the smaller pool")
     ap.add_argument("--factor", type=int, default=10)
     ap.add_argument("--systems", type=int, default=5)
     ap.add_argument("--metrics", default="bertscore,cosine")
@@ -153,10 +201,9 @@ def main() -> int:
         help="segments per call of a segment-local metric (0: the score stage's default)",
     )
     ap.add_argument(
-        "--mmap-threshold",
-        type=int,
-        default=0,
-        help="MALLOC_MMAP_THRESHOLD_ for the children (0: glibc's dynamic threshold)",
+        "--mmap-thresholds",
+        default="0",
+        help="MALLOC_MMAP_THRESHOLD_ of the children, each in turn (0: glibc's dynamic one)",
     )
     ap.add_argument(
         "--step", type=int, default=256, help="pairs per scoring step (0: the encoder's default)"
@@ -174,37 +221,9 @@ def main() -> int:
     items = max(1, round(args.pairs / (args.systems * 1.25)))
     rows = []
     with tempfile.TemporaryDirectory(prefix="paraeval-bench-") as tmp:
-        for metric in args.metrics.split(","):
-            small = run(metric, items, args, Path(tmp))
-            big = run(metric, items * args.factor, args, Path(tmp))
-            for r in (small, big):
-                added = r["peak_mb"] - r["before_mb"]
-                print(
-                    f"{metric:9s} {r['pairs']:>9,} pairs {r['unique']:>8,} unique sentences: "
-                    f"peak {r['peak_mb']:7.0f} MB, scoring added {added:6.0f} MB to "
-                    f"{r['before_mb']:5.0f} MB, {r['wall']:6.1f} s"
-                )
-            growth = (big["peak_mb"] - big["before_mb"]) - (small["peak_mb"] - small["before_mb"])
-            extra = (big["score_bytes"] - small["score_bytes"]) / 2**20
-            print(
-                f"{metric:9s} {args.factor}x the pool: scoring's peak grew {growth:.0f} MB; the "
-                f"extra scores take {extra:.1f} MB (the whole peak grew "
-                f"{big['peak_mb'] - small['peak_mb']:.0f} MB, the table included)"
-            )
-            what = f"{metric}, peak memory of scoring, {big['pairs']:,} pairs ({args.factor}x)"
-            anchor = f"the same at {small['pairs']:,} pairs"
-            if args.mmap_threshold:
-                what += f", MALLOC_MMAP_THRESHOLD_={args.mmap_threshold}"
-            rows.append(
-                row(
-                    "bench_semantic_memory",
-                    what,
-                    big["peak_mb"] - big["before_mb"],
-                    "MB",
-                    anchor,
-                    small["peak_mb"] - small["before_mb"],
-                )
-            )
+        for threshold in [int(t) for t in args.mmap_thresholds.split(",")]:
+            for metric in args.metrics.split(","):
+                rows += compare(metric, items, threshold, args, Path(tmp))
     write_rows(args.json, rows)
     return 0
 
