@@ -20,7 +20,7 @@ from paraeval.pipeline.stages import evaluation as stages
 from paraeval.pipeline.stages.memory_bounds import check_memory
 
 # config groups: a string value for one of these names picks a file of that group
-GROUPS = ("data", "normalize", "correlation", "compare", "tracking", "experiment")
+GROUPS = ("data", "normalize", "correlation", "compare", "tracking", "engine", "experiment")
 
 
 class Evaluation(stages.Evaluation):

@@ -32,9 +32,10 @@ def given_address(overrides: list[str], cfg: Any) -> str | None:
     return None if address is None else str(address)
 
 
-def host_and_port(address: str) -> tuple[str, int] | None:
+def host_and_port(address: str, key: str = ADDRESS_KEY) -> tuple[str, int] | None:
     """``host:port`` or ``ray://host:port`` (an IPv6 host in brackets); None for what is not
-    an address to connect to (``auto``, an interpolation, a sweep over addresses)."""
+    an address to connect to (``auto``, an interpolation, a sweep over addresses); ``key``: the
+    setting that gave it, for the message."""
     address = address.strip().strip("'\"")
     if address.lower() in NOT_AN_ADDRESS or "${" in address or "," in address:
         return None
@@ -42,17 +43,18 @@ def host_and_port(address: str) -> tuple[str, int] | None:
     host, sep, port = rest.rpartition(":")
     if not sep or not port.isdigit():
         raise ConfigError(
-            f"{ADDRESS_KEY}='{address}' is not a Ray cluster address; give host:port (the "
+            f"{key}='{address}' is not a Ray cluster address; give host:port (the "
             "address 'ray start --head' prints), ray://host:10001, auto or null"
         )
     return host.strip("[]"), int(port)
 
 
-def check_reachable(address: str | None) -> None:
-    """Raises :class:`ConfigError` naming the address when a TCP connection to it fails."""
+def check_reachable(address: str | None, key: str = ADDRESS_KEY) -> None:
+    """Raises :class:`ConfigError` naming the address (and ``key``, the setting that gave it)
+    when a TCP connection to it fails."""
     if address is None:
         return
-    target = host_and_port(address)
+    target = host_and_port(address, key)
     if target is None:
         return
     try:
@@ -63,6 +65,6 @@ def check_reachable(address: str | None) -> None:
         if isinstance(exc, TimeoutError | socket.timeout):
             reason = f"no answer in {CONNECT_TIMEOUT_S:g} s"
         raise ConfigError(
-            f"cannot reach the Ray cluster at {ADDRESS_KEY}='{address}' ({reason}); start it "
+            f"cannot reach the Ray cluster at {key}='{address}' ({reason}); start it "
             "with 'ray start --head' or give the address it prints"
         ) from None

@@ -49,7 +49,16 @@ from paraeval.pipeline.lifetime import RUN_PID_ENV, in_sweep_worker
 from paraeval.pipeline.names import escape_log_output, escape_warnings, show
 from paraeval.pipeline.terminal import fit
 
-GROUPS = ("data", "metrics", "normalize", "correlation", "tracking", "experiment", "compare")
+GROUPS = (
+    "data",
+    "metrics",
+    "normalize",
+    "correlation",
+    "tracking",
+    "engine",
+    "experiment",
+    "compare",
+)
 
 
 def _fail(message: str) -> NoReturn:

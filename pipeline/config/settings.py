@@ -17,6 +17,7 @@ from paraeval.pipeline.config import targets
 from paraeval.pipeline.config.bounds import check_counts
 from paraeval.pipeline.config.compose import flatten
 from paraeval.pipeline.data.load import load_data
+from paraeval.pipeline.engine.settings import EngineSettings
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.secrets import redact_values
 from paraeval.pipeline.stages.aggregate import Normalizer
@@ -73,6 +74,7 @@ class Settings:
     report: ReportSettings
     tracking: Node
     tracker: Tracker
+    engine: EngineSettings
     params: dict[str, str]  # the flattened resolved config, as MLflow params
 
     @classmethod
@@ -102,6 +104,7 @@ class Settings:
             report=_report(_node(tree, "report")),
             tracking=_node(tree, "tracking"),
             tracker=tracker_from_config(_node(tree, "tracking")),
+            engine=_engine(tree),
             # MLflow params and the report: a tracking URI's password is left out
             params=redact_values(flatten(tree)),
         )
@@ -204,6 +207,7 @@ TOP_LEVEL = (
     "alpha_curve",
     "report",
     "allow_external_metrics",
+    "engine",
 )
 REPORT_KEYS = ("print_tables", "max_rows", "progress", "format", "parallel_figures")
 CACHE_KEYS = ("enabled", "dir")
@@ -222,6 +226,14 @@ def _report(node: Node) -> ReportSettings:
         raise ConfigError(f"report.format must be one of {list(FORMATS)}, got '{node['format']}'")
     parallel = _bool(node.get("parallel_figures", True), "report.parallel_figures")
     return ReportSettings(print_tables, max_rows, progress, str(node["format"]), parallel)
+
+
+def _engine(tree: Mapping[str, object]) -> EngineSettings:
+    # an absent group: a config composed before engines existed (a saved run's), run locally
+    engine = EngineSettings.from_node(_node(tree, "engine")) if "engine" in tree else None
+    engine = engine or EngineSettings()
+    engine.check_reachable()
+    return engine
 
 
 def _cache(tree: Mapping[str, object]) -> Node | None:

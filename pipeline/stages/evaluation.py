@@ -24,6 +24,7 @@ from paraeval.metrics.base import Metric
 from paraeval.pipeline.config.settings import Settings
 from paraeval.pipeline.data.humans import human_report
 from paraeval.pipeline.data.load import HUMAN_PREFIX
+from paraeval.pipeline.engine import open_engine
 from paraeval.pipeline.files import write_csv, write_parquet
 from paraeval.pipeline.stages.aggregate import Aggregated, aggregate
 from paraeval.pipeline.stages.alpha import AlphaCurve, compute_alpha_curve, curve_metrics
@@ -113,7 +114,12 @@ def score_stage(ev: Evaluation) -> None:
     s = ev.settings
     ev.metrics = build_metrics(s.metrics, s.allow_external_metrics)
     ev.cache = ScoreCache.from_config(s.cache)
-    ev.scores = score(ev.table, ev.metrics, progress=s.report.progress, cache=ev.cache)
+    # the engine (a Ray instance started for the run) ends with the stage: the later stages
+    # run here
+    with open_engine(s.engine, s.metrics, s.allow_external_metrics) as engine:
+        ev.scores = score(
+            ev.table, ev.metrics, progress=s.report.progress, cache=ev.cache, engine=engine
+        )
     if ev.cache is not None:
         ev.cache.log_summary()
         ev.run_metrics.update(ev.cache.metrics())

@@ -15,6 +15,8 @@ from tqdm.auto import tqdm
 
 from paraeval.metrics.base import Metric, MetricResult
 from paraeval.pipeline.data.load import in_order, origin_error, row_groups
+from paraeval.pipeline.engine.base import Engine, Origin, joined
+from paraeval.pipeline.engine.local import LocalEngine
 from paraeval.pipeline.names import show
 
 # the metric builders are imported from here too (the config check, the tests)
@@ -91,9 +93,10 @@ class _Work:
         positions: dict[str, np.ndarray],
         cache: ScoreCache | None,
         rows_per_call: int,
+        engine: Engine,
     ) -> None:
         self.systems, self.positions, self.cache = systems, positions, cache
-        self.rows_per_call = rows_per_call
+        self.rows_per_call, self.engine = rows_per_call, engine
         self.codes = RunTexts(df)
         self._digests: dict[tuple[str, bool], str] = {}
         # results by (the metric's cache signature, the texts' digest)
@@ -111,9 +114,11 @@ class _Work:
             self._digests[key] = texts_digest(*self.texts(system, vs_source))
         return self._digests[key]
 
-    def results(self, name: str, metric: Metric, vs_source: bool) -> dict[str, MetricResult]:
+    def results(
+        self, name: str, metric: Metric, vs_source: bool, origin: Origin
+    ) -> dict[str, MetricResult]:
         """Every system's result of ``metric`` (``name``: its output name for the cache's
-        counts, ``<id>_src`` against the source)."""
+        counts, ``<id>_src`` against the source; ``origin``: the run's metric it is)."""
         out: dict[str, MetricResult] = {}
         if self.cache is not None:
             signature = cache_signature(metric)
@@ -124,7 +129,7 @@ class _Work:
                     out[system] = hit
         todo = [s for s in self.systems if s not in out]
         if todo:
-            fresh = self._compute(metric, vs_source, todo)
+            fresh = self._compute(metric, vs_source, todo, origin)
             for system in todo:
                 out[system] = fresh[system]
                 if self.cache is not None:
@@ -133,12 +138,15 @@ class _Work:
         return out
 
     def _compute(
-        self, metric: Metric, vs_source: bool, systems: list[str]
+        self, metric: Metric, vs_source: bool, systems: list[str], origin: Origin
     ) -> dict[str, MetricResult]:
         parts = metric.parts()
         if parts:
             # a part against the sources is scored on the system's texts against the source
-            done = [self._compute(part, vs_source or on_src, systems) for part, on_src in parts]
+            done = [
+                self._compute(part, vs_source or on_src, systems, origin.part(i))
+                for i, (part, on_src) in enumerate(parts)
+            ]
             return {s: metric.from_parts([d[s] for d in done]) for s in systems}
         signature = cache_signature(metric)
         keys = {s: (signature, self.digest(s, vs_source)) for s in systems}
@@ -151,26 +159,26 @@ class _Work:
         if todo:
             self._prepare(metric)
             if metric.segment_local:
-                done = self._score_segments(metric, todo, vs_source)
+                done = self._score_segments(metric, todo, vs_source, origin)
             else:
-                # one call for all: an encoder metric streams them in one pass
-                done = metric.score_systems([self.texts(s, vs_source) for s in todo])
+                calls = [self.texts(s, vs_source) for s in todo]
+                done = self.engine.score_systems(metric, origin, calls)
             for system, result in zip(todo, done, strict=True):
                 self._done[keys[system]] = result
         return {s: self._done[keys[s]] for s in systems}
 
     def _score_segments(
-        self, metric: Metric, systems: list[str], vs_source: bool
+        self, metric: Metric, systems: list[str], vs_source: bool, origin: Origin
     ) -> list[MetricResult]:
         """The distinct segments of ``systems`` scored in calls of at most ``rows_per_call``,
         each system's result selected from them (segment-local metrics only)."""
         rows = np.concatenate([self.positions[s] for s in systems])
         firsts, where = self.codes.segments(rows, vs_source)
-        calls = [
-            metric.score(*self.codes.texts(firsts[part], vs_source))
+        calls = (
+            self.codes.texts(firsts[part], vs_source)
             for part in chunks(len(firsts), self.rows_per_call)
-        ]
-        whole = calls[0] if len(calls) == 1 else _joined(calls)
+        )
+        whole = joined(self.engine.score_calls(metric, origin, calls))
         out = []
         start = 0
         for system in systems:
@@ -182,20 +190,8 @@ class _Work:
     def _prepare(self, metric: Metric) -> None:
         # encoders batch every text of the run once, and only when something is computed
         if id(metric) not in self._prepared:
-            metric.prepare(self.codes.unique)
+            self.engine.prepare(metric, self.codes.unique)
             self._prepared[id(metric)] = metric
-
-
-def _joined(calls: list[MetricResult]) -> MetricResult:
-    """The results of consecutive calls of a segment-local metric as one call's, for
-    :meth:`Metric.select` (which computes the corpus scores of what it selects)."""
-    segment = {
-        col: np.concatenate([np.asarray(c.segment[col]) for c in calls]) for col in calls[0].segment
-    }
-    stats = None
-    if calls[0].stats is not None:
-        stats = np.concatenate([c.stats for c in calls if c.stats is not None])
-    return MetricResult(segment, {}, calls[0].signature, stats)
 
 
 def _reference_count(df: pd.DataFrame) -> int | None:
@@ -211,9 +207,11 @@ def score(
     progress: bool = True,
     cache: ScoreCache | None = None,
     rows_per_call: int | None = None,
+    engine: Engine | None = None,
 ) -> Scores:
     """Every metric on every system; ``cache``: the run's score cache; ``rows_per_call``: the
-    segments of one call of a segment-local metric (default :data:`ROWS_PER_CALL`)."""
+    segments of one call of a segment-local metric (default :data:`ROWS_PER_CALL`);
+    ``engine``: where the metric calls run (default: this process)."""
     systems = in_order(df["system"])
     _check_inputs(df, metrics)
     corpus_rows: dict[str, dict[str, float]] = {s: {} for s in systems}
@@ -222,9 +220,8 @@ def score(
     positions = dict(row_groups(df["system"]))  # each system's row positions, ascending
     jobs = [(mid, m, False) for mid, m in metrics.items()]
     jobs += [(mid, m, True) for mid, m in metrics.items() if m.against_source]
-    work = _Work(
-        df, systems, positions, cache, ROWS_PER_CALL if rows_per_call is None else rows_per_call
-    )
+    per_call = ROWS_PER_CALL if rows_per_call is None else rows_per_call
+    work = _Work(df, systems, positions, cache, per_call, engine or LocalEngine())
     nrefs = _reference_count(df)
     seg_values: dict[str, np.ndarray] = {}
     # no bar when stderr is not a terminal (a log file would collect every redraw)
@@ -238,7 +235,7 @@ def score(
     for metric_id, metric, vs_source in jobs:
         suffix = "_src" if vs_source else ""
         bar.set_postfix_str(show(f"{metric_id}{suffix}"))
-        results = work.results(metric_id + suffix, metric, vs_source)
+        results = work.results(metric_id + suffix, metric, vs_source, Origin(metric_id))
         # scored against the source, a candidate has one reference
         refs_here = 1 if vs_source else nrefs
         corpus_sig = metric.signature_on(refs_here) + ("|vs:source" if vs_source else "")

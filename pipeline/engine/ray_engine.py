@@ -1,0 +1,142 @@
+"""The score stage's calls on a Ray cluster, through Ray Data.
+
+Each call is cut into shards (a segment-local metric's distinct segments, ``rows_per_shard`` at a
+time; any other metric's call of one system whole), the shards become the rows of a dataset, and
+``map_batches`` scores one shard per batch: by tasks where the metric loads nothing, by a pool of
+``actors_per_encoder`` actors that build the metric once each where it loads a model or a
+resource (``num_gpus=gpus_per_actor`` for an encoder). A shard's result comes back pickled, bit
+for bit what the metric returned, and the shards of a call are joined in order
+(:func:`~paraeval.pipeline.engine.base.joined`), so corpus scores come from the same statistics
+as in one process. A shard whose worker died is run again by Ray (Ray Data restarts a pool's
+actors and retries their calls without limit; a task is retried as Ray retries tasks, 3 times):
+a metric call is a pure function of its texts, so a rerun gives the same numbers.
+
+With no address, Ray is started here for the run (``ray.init(address="local")``) and ended with
+it; an address joins the user's cluster, which stays.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from paraeval.metrics.base import Metric, MetricResult
+from paraeval.pipeline.engine.base import Origin, Recipe, joined
+from paraeval.pipeline.engine.settings import EngineSettings
+from paraeval.pipeline.engine.shards import ShardScorer, score_shards
+from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.stages.texts import Texts, chunks
+
+log = logging.getLogger("paraeval")
+
+
+def loads_something(metric: Metric) -> bool:
+    """Whether building or calling the metric loads a resource worth keeping in an actor."""
+    return bool(metric.resources)
+
+
+def on_encoder(metric: Metric) -> bool:
+    return any("encoder" in r for r in metric.resources)
+
+
+class RayEngine:
+    kind = "ray"
+
+    def __init__(
+        self,
+        settings: EngineSettings,
+        metrics: Mapping[str, Mapping[str, Any]],
+        allow_external: bool = False,
+        progress: bool = False,
+    ) -> None:
+        try:
+            import ray
+            import ray.data
+        except ImportError:
+            raise ConfigError("engine=ray needs Ray Data: pip install 'paraeval[ray]'") from None
+        self.settings = settings
+        self.metrics = {k: dict(v) for k, v in metrics.items()}
+        self.allow_external = allow_external
+        # "local" starts a new instance even where another runs on this machine
+        address = settings.address if settings.address is not None else "local"
+        ray.init(
+            address=address,
+            include_dashboard=False,
+            logging_level=logging.WARNING,
+            log_to_driver=False,
+        )
+        self.started = settings.address is None
+        where = "a Ray instance started for this run" if self.started else address
+        log.info("engine=ray: scoring on %s", where)
+        # Ray Data logs each dataset's execution at INFO: one line per metric and shard size
+        logging.getLogger("ray.data").setLevel(logging.WARNING)
+        context = ray.data.DataContext.get_current()
+        context.enable_progress_bars = progress
+        context.print_on_execution_start = False
+
+    def close(self) -> None:
+        """Ends a Ray instance started for the run; leaves a joined cluster (disconnects)."""
+        import ray
+
+        ray.shutdown()
+
+    def prepare(self, metric: Metric, texts: list[str]) -> None:
+        """Nothing here: the model is loaded where the shards are scored, not by the driver."""
+
+    def score_calls(
+        self, metric: Metric, origin: Origin, calls: Iterable[Texts]
+    ) -> list[MetricResult]:
+        calls = list(calls)
+        shards: list[Texts] = []
+        owners: list[int] = []
+        for k, (cands, refs, srcs) in enumerate(calls):
+            # an empty call is one empty shard: the metric says what it gives for none
+            for part in list(chunks(len(cands), self.settings.rows_per_shard)) or [slice(0, 0)]:
+                shards.append((cands[part], refs[part], srcs[part]))
+                owners.append(k)
+        results = self._run(metric, origin, shards, "score")
+        per_call: list[list[MetricResult]] = [[] for _ in calls]
+        for k, result in zip(owners, results, strict=True):
+            per_call[k].append(result)
+        return [joined(r) for r in per_call]
+
+    def score_systems(
+        self, metric: Metric, origin: Origin, calls: Sequence[Texts]
+    ) -> list[MetricResult]:
+        # a system's whole call is one shard: corpus-dependent weights (CIDEr's document
+        # frequencies, NIST's information, BERTScore's idf) come from the call's own texts
+        return self._run(metric, origin, list(calls), "systems")
+
+    def _run(
+        self, metric: Metric, origin: Origin, shards: list[Texts], mode: str
+    ) -> list[MetricResult]:
+        import ray.data
+
+        recipe = Recipe(origin, self.metrics[origin.metric_id], self.allow_external)
+        items = [
+            {"shard": i, "candidates": c, "references": r, "sources": s}
+            for i, (c, r, s) in enumerate(shards)
+        ]
+        data = ray.data.from_items(items, override_num_blocks=len(items))
+        common: dict[str, Any] = {"batch_size": 1, "batch_format": "pyarrow"}
+        if loads_something(metric):
+            actors = max(1, min(self.settings.actors_per_encoder, len(items)))
+            scored = data.map_batches(
+                ShardScorer,
+                fn_constructor_kwargs={"recipe": recipe, "mode": mode},
+                compute=ray.data.ActorPoolStrategy(size=actors),
+                num_gpus=self.settings.gpus_per_actor if on_encoder(metric) else 0,
+                **common,
+            )
+        else:
+            scored = data.map_batches(
+                score_shards,
+                fn_kwargs={"recipe": recipe, "mode": mode},
+                **common,
+            )
+        rows = sorted(scored.take_all(), key=lambda row: int(row["shard"]))
+        if len(rows) != len(shards):
+            raise RuntimeError(f"Ray returned {len(rows)} of {len(shards)} shards of {origin}")
+        return [pickle.loads(row["result"]) for row in rows]
