@@ -1,20 +1,11 @@
-"""The Ray cluster a sweep joins (``hydra/launcher=ray_cluster``), checked before any work: an
-address nothing answers at is one line and exit 2, not a traceback from Ray after the sweep folder
-is made. Only a connection to the address is tried (a cluster given by its address is the user's:
-nothing is started or stopped here)."""
+"""The Ray cluster a sweep joins (``hydra/launcher=ray_cluster``): its address, which the command
+checks before any work (:func:`paraeval.pipeline.engine.address.check_reachable`)."""
 
 from __future__ import annotations
 
-import socket
 from typing import Any
 
-from paraeval.pipeline.errors import ConfigError
-
 ADDRESS_KEY = "hydra.launcher.ray.init.address"
-# long enough for a head node across a data centre, short enough not to stall a typo
-CONNECT_TIMEOUT_S = 3.0
-# Ray's own words for "start one here" and "find the running one": nothing to check beforehand
-NOT_AN_ADDRESS = ("", "auto", "local")
 
 
 def given_address(overrides: list[str], cfg: Any) -> str | None:
@@ -30,41 +21,3 @@ def given_address(overrides: list[str], cfg: Any) -> str | None:
         if key.lstrip("+") == ADDRESS_KEY:
             address = None if value == "null" else value
     return None if address is None else str(address)
-
-
-def host_and_port(address: str, key: str = ADDRESS_KEY) -> tuple[str, int] | None:
-    """``host:port`` or ``ray://host:port`` (an IPv6 host in brackets); None for what is not
-    an address to connect to (``auto``, an interpolation, a sweep over addresses); ``key``: the
-    setting that gave it, for the message."""
-    address = address.strip().strip("'\"")
-    if address.lower() in NOT_AN_ADDRESS or "${" in address or "," in address:
-        return None
-    rest = address.removeprefix("ray://")
-    host, sep, port = rest.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ConfigError(
-            f"{key}='{address}' is not a Ray cluster address; give host:port (the "
-            "address 'ray start --head' prints), ray://host:10001, auto or null"
-        )
-    return host.strip("[]"), int(port)
-
-
-def check_reachable(address: str | None, key: str = ADDRESS_KEY) -> None:
-    """Raises :class:`ConfigError` naming the address (and ``key``, the setting that gave it)
-    when a TCP connection to it fails."""
-    if address is None:
-        return
-    target = host_and_port(address, key)
-    if target is None:
-        return
-    try:
-        with socket.create_connection(target, timeout=CONNECT_TIMEOUT_S):
-            pass
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        if isinstance(exc, TimeoutError | socket.timeout):
-            reason = f"no answer in {CONNECT_TIMEOUT_S:g} s"
-        raise ConfigError(
-            f"cannot reach the Ray cluster at {key}='{address}' ({reason}); start it "
-            "with 'ray start --head' or give the address it prints"
-        ) from None

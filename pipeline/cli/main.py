@@ -228,13 +228,14 @@ def check_output_dir_overrides(argv: list[str]) -> None:
 
 def check_cluster_address(argv: list[str], conf: Path) -> None:
     """A sweep's Ray cluster that does not answer as one line, before any job starts."""
-    from paraeval.pipeline.cli.cluster import check_reachable, given_address
+    from paraeval.pipeline.cli.cluster import ADDRESS_KEY, given_address
+    from paraeval.pipeline.engine.address import check_reachable
 
     if not any(a in ("-m", "--multirun", "hydra.mode=MULTIRUN") for a in argv):
         return
     cfg = _compose_selections(argv, conf, hydra_config=True)
     try:
-        check_reachable(given_address(_overrides(argv), cfg))
+        check_reachable(given_address(_overrides(argv), cfg), ADDRESS_KEY)
     except ConfigError as exc:
         _fail(str(exc))
 

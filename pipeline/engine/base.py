@@ -51,7 +51,7 @@ class Recipe:
 class Engine(Protocol):
     """Where the score stage's metric calls run."""
 
-    def prepare(self, metric: Metric, texts: list[str]) -> None:
+    def prepare(self, metric: Metric, texts: Iterable[str]) -> None:
         """Before ``metric``'s first call: every text of the run (encoders batch them once)."""
 
     def score_calls(

@@ -12,7 +12,7 @@ from paraeval.pipeline.stages.texts import Texts
 class LocalEngine:
     kind = "local"
 
-    def prepare(self, metric: Metric, texts: list[str]) -> None:
+    def prepare(self, metric: Metric, texts: Iterable[str]) -> None:
         metric.prepare(texts)
 
     def score_calls(

@@ -11,8 +11,8 @@ as in one process. A shard whose worker died is run again by Ray (Ray Data resta
 actors and retries their calls without limit; a task is retried as Ray retries tasks, 3 times):
 a metric call is a pure function of its texts, so a rerun gives the same numbers.
 
-With no address, Ray is started here for the run (``ray.init(address="local")``) and ended with
-it; an address joins the user's cluster, which stays.
+With no address, Ray is started here for the run and ended with it, ``kill -9`` included
+(:mod:`~paraeval.pipeline.engine.local_ray`); an address joins the user's cluster, which stays.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 
 from paraeval.metrics.base import Metric, MetricResult
 from paraeval.pipeline.engine.base import Origin, Recipe, joined
+from paraeval.pipeline.engine.local_ray import LocalRay
 from paraeval.pipeline.engine.settings import EngineSettings
 from paraeval.pipeline.engine.shards import ShardScorer, score_shards
 from paraeval.pipeline.errors import ConfigError
@@ -59,15 +60,14 @@ class RayEngine:
         self.settings = settings
         self.metrics = {k: dict(v) for k, v in metrics.items()}
         self.allow_external = allow_external
-        # "local" starts a new instance even where another runs on this machine
-        address = settings.address if settings.address is not None else "local"
-        ray.init(
-            address=address,
-            include_dashboard=False,
-            logging_level=logging.WARNING,
-            log_to_driver=False,
-        )
-        self.started = settings.address is None
+        self.local = LocalRay() if settings.address is None else None
+        address = self.local.address if self.local is not None else settings.address
+        try:
+            ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+        except BaseException:
+            self.close()
+            raise
+        self.started = self.local is not None
         where = "a Ray instance started for this run" if self.started else address
         log.info("engine=ray: scoring on %s", where)
         # Ray Data logs each dataset's execution at INFO: one line per metric and shard size
@@ -81,8 +81,10 @@ class RayEngine:
         import ray
 
         ray.shutdown()
+        if self.local is not None:
+            self.local.stop()
 
-    def prepare(self, metric: Metric, texts: list[str]) -> None:
+    def prepare(self, metric: Metric, texts: Iterable[str]) -> None:
         """Nothing here: the model is loaded where the shards are scored, not by the driver."""
 
     def score_calls(

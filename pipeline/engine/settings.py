@@ -1,6 +1,6 @@
 """The ``engine`` config group checked before any work: ``engine=local`` (the default) or
 ``engine=ray`` with its settings; a wrong key or value is one config error naming it, and an
-address nothing answers at is one too (:func:`paraeval.pipeline.cli.cluster.check_reachable`)."""
+address nothing answers at is one too (:func:`paraeval.pipeline.engine.address.check_reachable`)."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ class EngineSettings:
 
     def check_reachable(self) -> None:
         """A cluster address nothing answers at: one config error, before any work."""
-        from paraeval.pipeline.cli.cluster import check_reachable
+        from paraeval.pipeline.engine.address import check_reachable
 
         if self.kind == "ray":
             check_reachable(self.address, ADDRESS_KEY)

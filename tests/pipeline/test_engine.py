@@ -64,7 +64,8 @@ def assert_same(ray: Scores, local: Scores, tolerance: float) -> None:
             else:
                 assert np.allclose(a, b, rtol=0, atol=tolerance, equal_nan=True), (table, column)
     for key, stats in local.stats.items():
-        assert np.array_equal(ray.stats[key], stats), key
+        # an encoder metric's statistics are its segment scores (BERTScore's P, R, F1)
+        assert np.allclose(ray.stats[key], stats, rtol=0, atol=tolerance, equal_nan=True), key
 
 
 @pytest.fixture(scope="module")
@@ -173,16 +174,12 @@ def test_a_ray_instance_the_run_starts_ends_with_it(tmp_path: Path, short_tmp: P
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="Ray 2.60: after a SIGKILLed driver its GCS and raylet end, but the raylet's "
-    "DashboardAgent and RuntimeEnvAgent stay (no public setting ends them)",
-)
 def test_a_ray_instance_the_run_starts_ends_when_the_run_is_killed(
     tmp_path: Path, short_tmp: Path
 ) -> None:
-    """SIGKILL leaves the run no chance to stop Ray: Ray's processes should end with their
-    driver. Whatever stays is ended here, by its id."""
+    """SIGKILL leaves the run no chance to stop Ray: the kernel's signal to the `ray start`
+    child does (its agents included, which ray.init's own start left behind). Whatever stays is
+    ended here, by its id, after the assertion."""
     skip_without_ray()
     args = run_args(tmp_path / "out", "engine=ray", "metrics=[bleu,cosine]")
     run = subprocess.Popen(
