@@ -49,8 +49,10 @@ class LocalRay:
 
     def __init__(self) -> None:
         port = _free_port()
+        # in this process too: ray.init, joining by address, must use the instance's mode (it
+        # does not read ~/.ray/auth_token as `ray start` does, and then cannot connect)
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         env = dict(os.environ)
-        env.setdefault("RAY_AUTH_MODE", "disabled")
         env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         # keeps Ray on loopback on Linux (it advertises the machine's address otherwise)
         env.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
