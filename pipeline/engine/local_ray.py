@@ -43,19 +43,26 @@ def _ray_command() -> str:
     return found
 
 
+def use_own_instance_settings() -> None:
+    """The environment of a run that starts its own instance, set in this process before Ray is
+    imported (Ray reads it then) and inherited by the instance: the driver and the instance must
+    agree on token authentication (``ray start`` turns it on where ``~/.ray/auth_token`` exists,
+    a driver joining by address does not, and then cannot connect); usage statistics off; on
+    Linux, 127.0.0.1 rather than the machine's network address. A value the environment already
+    has is kept."""
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+
 class LocalRay:
     """``ray start --head --block`` on 127.0.0.1 as a child of this process; :attr:`address` is
     what ``ray.init`` joins. :meth:`stop` ends it (SIGTERM: Ray stops its node's processes)."""
 
     def __init__(self) -> None:
         port = _free_port()
-        # in this process too: ray.init, joining by address, must use the instance's mode (it
-        # does not read ~/.ray/auth_token as `ray start` does, and then cannot connect)
-        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+        use_own_instance_settings()
         env = dict(os.environ)
-        env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        # keeps Ray on loopback on Linux (it advertises the machine's address otherwise)
-        env.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         cmd = [
             _ray_command(),
             "start",

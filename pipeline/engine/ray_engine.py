@@ -24,7 +24,7 @@ from typing import Any
 
 from paraeval.metrics.base import Metric, MetricResult
 from paraeval.pipeline.engine.base import Origin, Recipe, joined
-from paraeval.pipeline.engine.local_ray import LocalRay
+from paraeval.pipeline.engine.local_ray import LocalRay, use_own_instance_settings
 from paraeval.pipeline.engine.settings import EngineSettings
 from paraeval.pipeline.engine.shards import ShardScorer, score_shards
 from paraeval.pipeline.errors import ConfigError
@@ -52,6 +52,8 @@ class RayEngine:
         allow_external: bool = False,
         progress: bool = False,
     ) -> None:
+        if settings.address is None:
+            use_own_instance_settings()
         try:
             import ray
             import ray.data
