@@ -151,6 +151,17 @@ class RayCluster:
         marked = set(processes_with(MARKER, str(self.temp_dir)))
         return sorted(marked | set(processes_holding(self.temp_dir)))
 
+    def head(self) -> set[int]:
+        """The cluster's GCS and raylet processes: what outlives a run that joins it (idle
+        workers come and go)."""
+        found = set()
+        for pid in self.pids():
+            with contextlib.suppress(OSError):
+                program = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+                if program.endswith((b"/gcs_server", b"/raylet")):
+                    found.add(pid)
+        return found
+
     def stop(self, grace_s: float = 2.0) -> None:
         """SIGTERM to every process of the cluster, SIGKILL to those left after ``grace_s``."""
         for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 2.0)):

@@ -54,9 +54,6 @@ class RunTexts:
             n,
         )
 
-    def __len__(self) -> int:
-        return len(self.candidate)
-
     def texts(self, rows: np.ndarray, vs_source: bool) -> Texts:
         """The texts of the table's rows ``rows`` (positions); against the source, each
         candidate's one reference is its source."""

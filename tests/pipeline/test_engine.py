@@ -106,17 +106,6 @@ def test_encoder_columns_on_the_cluster_are_within_1e_6(ray_env_here: RayCluster
     assert_same(scored(ENCODER, engine), scored(ENCODER, EngineSettings()), tolerance=1e-6)
 
 
-def head_processes(pids: list[int]) -> set[int]:
-    """The GCS and raylet processes among ``pids``."""
-    found = set()
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            program = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
-            if program.endswith((b"/gcs_server", b"/raylet")):
-                found.add(pid)
-    return found
-
-
 def run_args(out: Path, *settings: str) -> list[str]:
     return [
         "metrics=[bleu,ibleu,chrf,cider,cosine]",
@@ -133,7 +122,7 @@ def run_args(out: Path, *settings: str) -> list[str]:
 def test_the_demo_on_the_cluster_writes_the_tables_of_a_local_run(
     tmp_path: Path, ray_cluster: RayCluster
 ) -> None:
-    head = head_processes(ray_cluster.pids())
+    head = ray_cluster.head()
     ray = run_cli(
         run_args(tmp_path / "ray", "engine=ray", f"engine.address={ray_cluster.address}"),
         cwd=tmp_path,
@@ -153,7 +142,7 @@ def test_the_demo_on_the_cluster_writes_the_tables_of_a_local_run(
             for column in ("bleu", "ibleu", "chrf", "cider"):
                 assert np.array_equal(a[column], b[column], equal_nan=True), (name, column)
     # the cluster is the user's: it outlives the run (its GCS and raylet; idle workers come and go)
-    assert head and head <= head_processes(ray_cluster.pids())
+    assert head and head <= ray_cluster.head()
 
 
 @pytest.fixture
