@@ -8,9 +8,10 @@ signature that pins everything that changes the number.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -42,6 +43,22 @@ class MetricResult:
     signature: str
     stats: np.ndarray | None = None
     extra: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class CorpusCounts:
+    """What a metric's corpus-dependent weights come from: a total and counts over a call's texts
+    (CIDEr: items and document frequencies; NIST: reference words and n-gram frequencies;
+    BERTScore with idf: references and token document frequencies). Both add over any split of
+    the call's rows, so shards' counts summed are the whole call's."""
+
+    total: int = 0
+    counts: Counter[Any] = field(default_factory=Counter)
+
+    def __add__(self, other: CorpusCounts) -> CorpusCounts:
+        counts = Counter(self.counts)
+        counts.update(other.counts)
+        return CorpusCounts(self.total + other.total, counts)
 
 
 class Metric(ABC):
@@ -184,6 +201,48 @@ class Metric(ABC):
         equal to :meth:`score`'s."""
         raise NotImplementedError(f"{self.name} is not made of parts")
 
+    # ------------------------------------------------ corpus-weighted metrics, in shards
+    # A metric whose call's rows affect each other only through :class:`CorpusCounts` of the
+    # call's texts sets this: an engine then scores a call in shards (:meth:`shard_bounds`),
+    # counts each shard (:meth:`corpus_counts`), adds the counts, scores each shard with the sum
+    # (:meth:`score_counted`) and joins the shards (:meth:`joined_shards`), equal to :meth:`score`.
+    corpus_weighted: ClassVar[bool] = False
+
+    @property
+    def uses_counts(self) -> bool:
+        """Whether :meth:`corpus_counts` gives anything (an engine counts only where it does)."""
+        return self.corpus_weighted
+
+    def corpus_counts(
+        self,
+        candidates: Sequence[str],
+        references: Sequence[Sequence[str]],
+        sources: Sequence[str] | None = None,
+    ) -> CorpusCounts:
+        """The counts of these rows (:attr:`corpus_weighted` only)."""
+        raise NotImplementedError(f"{self.name} is not corpus-weighted")
+
+    def score_counted(
+        self,
+        counts: CorpusCounts,
+        candidates: Sequence[str],
+        references: Sequence[Sequence[str]],
+        sources: Sequence[str] | None = None,
+    ) -> MetricResult:
+        """These rows scored as part of a call whose :meth:`corpus_counts` are ``counts``: their
+        segment scores and statistics (the corpus score comes from :meth:`joined_shards`)."""
+        raise NotImplementedError(f"{self.name} is not corpus-weighted")
+
+    def joined_shards(self, shards: Sequence[MetricResult]) -> MetricResult:
+        """A call's result from :meth:`score_counted` of its consecutive shards, in order."""
+        raise NotImplementedError(f"{self.name} is not corpus-weighted")
+
+    def shard_bounds(self, references: Sequence[Sequence[str]], rows: int) -> list[slice]:
+        """Where a call with these references may be cut into shards of about ``rows`` rows
+        (every ``rows`` rows; a metric whose batches are not independent cuts between them)."""
+        n = len(references)
+        return [slice(s, min(s + rows, n)) for s in range(0, n, max(1, rows))] or [slice(0, 0)]
+
     def corpus_from_stats(self, stats: np.ndarray) -> dict[str, float]:
         """Corpus score from (a subset or resample of) per-segment sufficient statistics.
         Metrics whose corpus score is the mean of segment scores need not override this."""
@@ -217,6 +276,18 @@ def batched_corpus_fn(metric: Metric | None) -> Callable[[np.ndarray], np.ndarra
     ):
         return None
     return metric.corpus_from_stats_batched
+
+
+def joined_segments(
+    shards: Sequence[MetricResult],
+) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+    """The segment columns and statistics of consecutive shards' results, concatenated."""
+    segment = {
+        col: np.concatenate([np.asarray(s.segment[col], dtype=float) for s in shards])
+        for col in shards[0].segment
+    }
+    stats = [s.stats for s in shards if s.stats is not None]
+    return segment, (np.concatenate(stats) if stats else None)
 
 
 def mean_corpus(segment: np.ndarray) -> float:

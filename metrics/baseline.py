@@ -16,14 +16,58 @@ import argparse
 import re
 import sys
 from collections.abc import Sequence
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
-from paraeval.metrics.encoder import resolve_model_path
+from paraeval.metrics.base import MetricConfigError, MissingResourceError
+from paraeval.metrics.encoder import DEFAULT_MODEL_NAME, resolve_model_path
 
+SHIPPED_BASELINES = {DEFAULT_MODEL_NAME: "bertscore_baseline_all-MiniLM-L6-v2.csv"}
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 _MAX_WORDS = 32  # bert-score keeps lines with fewer than 32 words
+
+
+def shipped_baseline(model_name: str) -> Path | None:
+    name = SHIPPED_BASELINES.get(model_name)
+    if name is None:
+        return None
+    path = Path(str(resources.files("paraeval.metrics").joinpath("assets", name)))
+    return path if path.is_file() else None
+
+
+def bert_score_baseline(model: str, lang: str) -> Path | None:
+    """bert-score's own baseline file for a hub model name, if it ships one."""
+    try:
+        import bert_score
+    except ImportError:  # pragma: no cover
+        return None
+    path = Path(bert_score.__file__).parent / "rescale_baseline" / lang / f"{model}.tsv"
+    return path if path.is_file() else None
+
+
+def read_baseline(path: Path, layer: int) -> np.ndarray:
+    """The (P, R, F) baseline of ``layer`` from a ``LAYER,P,R,F`` file."""
+    import pandas as pd
+
+    try:
+        table = pd.read_csv(path)
+    except (OSError, ValueError) as exc:
+        raise MissingResourceError(f"cannot read BERTScore baseline file '{path}': {exc}") from None
+    cols = [c.strip() for c in table.columns]
+    table.columns = cols
+    if not {"P", "R", "F"} <= set(cols):
+        raise MetricConfigError(
+            f"BERTScore baseline file '{path}' needs the columns LAYER,P,R,F; it has {cols}"
+        )
+    if "LAYER" in cols:
+        rows = table[table["LAYER"] == layer]
+    else:  # bert-score reads row ``layer`` by position
+        rows = table.iloc[[layer]] if layer < len(table) else table.iloc[[]]
+    if len(rows) != 1:
+        raise MissingResourceError(f"BERTScore baseline file '{path}' has no row for layer {layer}")
+    return rows[["P", "R", "F"]].to_numpy(dtype=np.float64)[0]
 
 
 def pydoc_sentences() -> list[str]:

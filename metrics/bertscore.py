@@ -27,20 +27,22 @@ import hashlib
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from paraeval.metrics.base import (
+    CorpusCounts,
     Metric,
     MetricConfigError,
     MetricResult,
     MissingResourceError,
     Texts,
+    joined_segments,
     make_signature,
 )
+from paraeval.metrics.baseline import bert_score_baseline, read_baseline, shipped_baseline
 from paraeval.metrics.encoder import DEFAULT_MODEL_NAME, Encoder, Encoders, own_encoder
 from paraeval.metrics.encoder_match import pair_lists
 from paraeval.metrics.encoder_memo import Entry
@@ -73,58 +75,22 @@ def _bert_score_version() -> str:
 BERT_SCORE_VERSION = _bert_score_version()
 
 DEFAULT_LAYERS = {DEFAULT_MODEL_NAME: 6}
-SHIPPED_BASELINES = {DEFAULT_MODEL_NAME: "bertscore_baseline_all-MiniLM-L6-v2.csv"}
 COLUMNS = ("bertscore_precision", "bertscore_recall", "bertscore_f1")
 
 
-def shipped_baseline(model_name: str) -> Path | None:
-    name = SHIPPED_BASELINES.get(model_name)
-    if name is None:
-        return None
-    path = Path(str(resources.files("paraeval.metrics").joinpath("assets", name)))
-    return path if path.is_file() else None
-
-
-def bert_score_baseline(model: str, lang: str) -> Path | None:
-    """bert-score's own baseline file for a hub model name, if it ships one."""
-    try:
-        import bert_score
-    except ImportError:  # pragma: no cover
-        return None
-    path = Path(bert_score.__file__).parent / "rescale_baseline" / lang / f"{model}.tsv"
-    return path if path.is_file() else None
-
-
-def read_baseline(path: Path, layer: int) -> np.ndarray:
-    """The (P, R, F) baseline of ``layer`` from a ``LAYER,P,R,F`` file."""
-    import pandas as pd
-
-    try:
-        table = pd.read_csv(path)
-    except (OSError, ValueError) as exc:
-        raise MissingResourceError(f"cannot read BERTScore baseline file '{path}': {exc}") from None
-    cols = [c.strip() for c in table.columns]
-    table.columns = cols
-    if not {"P", "R", "F"} <= set(cols):
-        raise MetricConfigError(
-            f"BERTScore baseline file '{path}' needs the columns LAYER,P,R,F; it has {cols}"
-        )
-    if "LAYER" in cols:
-        rows = table[table["LAYER"] == layer]
-    else:  # bert-score reads row ``layer`` by position
-        rows = table.iloc[[layer]] if layer < len(table) else table.iloc[[]]
-    if len(rows) != 1:
-        raise MissingResourceError(f"BERTScore baseline file '{path}' has no row for layer {layer}")
-    return rows[["P", "R", "F"]].to_numpy(dtype=np.float64)[0]
-
-
-def idf_weights(ref_ids: Sequence[np.ndarray]) -> tuple[dict[int, float], float]:
-    """bert-score's ``get_idf_dict``: document frequency over the given reference token ids."""
+def document_frequencies(ref_ids: Sequence[np.ndarray]) -> CorpusCounts:
+    """References, and the references each token id occurs in (bert-score's ``get_idf_dict``)."""
     df: Counter[int] = Counter()
     for ids in ref_ids:
         df.update(set(int(i) for i in ids))
-    n = len(ref_ids)
-    return {tok: math.log((n + 1) / (c + 1)) for tok, c in df.items()}, math.log(n + 1)
+    return CorpusCounts(len(ref_ids), df)
+
+
+def idf_weights(counts: CorpusCounts) -> tuple[dict[int, float], float]:
+    """bert-score's idf of each token id, and of an id no reference has: ``log((N + 1) / (df +
+    1))``."""
+    n = counts.total
+    return {tok: math.log((n + 1) / (c + 1)) for tok, c in counts.counts.items()}, math.log(n + 1)
 
 
 def step_nbytes(bert_score_batch_size: int, n_pairs: int, tokens: int) -> int:
@@ -254,6 +220,7 @@ class BERTScore(Metric):
     higher_is_better = True
     columns = COLUMNS
     supports_multi_ref_rule = False
+    corpus_weighted = True
     MODEL = "default"
     BATCH_SIZE = 64
 
@@ -352,17 +319,6 @@ class BERTScore(Metric):
             pad=f"bs{self.bert_score_batch_size}" if self.bert_score_batch_size else "none",
         )
 
-    def _weights(
-        self, groups: Sequence[Sequence[np.ndarray]], ref_ids: Sequence[np.ndarray]
-    ) -> list[list[np.ndarray]]:
-        """Token weights of each id sequence in each group; with idf, from ``ref_ids``."""
-        if self.idf:
-            table, unseen = idf_weights(ref_ids)
-        else:
-            tok = self.encoder.tokenizer
-            table, unseen = {tok.sep_token_id: 0.0, tok.cls_token_id: 0.0}, 1.0
-        return [[np.array([table.get(int(t), unseen) for t in s]) for s in ids] for ids in groups]
-
     def _score(
         self,
         candidates: list[str],
@@ -379,9 +335,68 @@ class BERTScore(Metric):
             self.check_call(*call)
         return self._score_calls([(list(c), [list(r) for r in refs]) for c, refs, _ in calls])
 
-    def _score_calls(self, calls: list[tuple[list[str], list[list[str]]]]) -> list[MetricResult]:
+    @property
+    def uses_counts(self) -> bool:
+        return self.idf
+
+    def corpus_counts(
+        self,
+        candidates: Sequence[str],
+        references: Sequence[Sequence[str]],
+        sources: Sequence[str] | None = None,
+    ) -> CorpusCounts:
+        """With idf, one document per (candidate, reference) pair; without, nothing."""
+        _, refs = pair_lists(list(candidates), [list(r) for r in references])
+        return self._pair_counts(refs)
+
+    def score_counted(
+        self,
+        counts: CorpusCounts,
+        candidates: Sequence[str],
+        references: Sequence[Sequence[str]],
+        sources: Sequence[str] | None = None,
+    ) -> MetricResult:
+        self.check_call(candidates, references, sources)
+        call = (list(candidates), [list(r) for r in references])
+        return self._score_calls([call], [counts])[0]
+
+    def joined_shards(self, shards: Sequence[MetricResult]) -> MetricResult:
+        _, stats = joined_segments(shards)
+        assert stats is not None
+        return MetricResult(
+            {col: stats[:, k] for k, col in enumerate(COLUMNS)},
+            self.corpus_from_stats(stats),
+            self.signature(),
+            stats=stats,
+        )
+
+    def shard_bounds(self, references: Sequence[Sequence[str]], rows: int) -> list[slice]:
+        """Cuts after ``rows`` rows or more, where a whole number of bert-score's batches of
+        pairs ends (its padding rule depends on the batch): a call with no such place is one."""
+        unit = self.bert_score_batch_size
+        if not unit:
+            return super().shard_bounds(references, rows)
+        bounds: list[slice] = []
+        start = pairs = 0
+        for i, refs in enumerate(references):
+            pairs += len(refs)
+            if i + 1 - start >= rows and pairs % unit == 0:
+                bounds.append(slice(start, i + 1))
+                start = i + 1
+        if start < len(references) or not bounds:
+            bounds.append(slice(start, len(references)))
+        return bounds
+
+    def _score_calls(
+        self,
+        calls: list[tuple[list[str], list[list[str]]]],
+        counts: Sequence[CorpusCounts] | None = None,
+    ) -> list[MetricResult]:
+        """``counts``: each call's :meth:`corpus_counts` (default: of the call itself)."""
         flat = [pair_lists(cands, refs) for cands, refs in calls]
-        tables = [self._weight_table(refs) for _, refs in flat]
+        if counts is None:
+            counts = [self._pair_counts(refs) for _, refs in flat]
+        tables = [self._weight_table(c) for c in counts]
         per_pair = [np.zeros((len(c), 3)) for c, _ in flat]
         # pairs per call and step, a multiple of bert-score's batch: the padding rule's batches
         # never straddle two steps
@@ -400,12 +415,17 @@ class BERTScore(Metric):
             self._result(per_pair[k], [len(r) for r in refs]) for k, (_, refs) in enumerate(calls)
         ]
 
-    def _weight_table(self, refs: list[str]) -> tuple[dict[int, float], float]:
+    def _pair_counts(self, refs: list[str]) -> CorpusCounts:
+        if not self.idf:
+            return CorpusCounts()
+        ids = self.encoder.ensure_ids(refs)
+        return document_frequencies([ids[t] for t in refs])
+
+    def _weight_table(self, counts: CorpusCounts) -> tuple[dict[int, float], float]:
         """Token weights by id and the weight of an id not in the table; with idf, from the
-        call's references."""
+        counts of the call's references."""
         if self.idf:
-            ids = self.encoder.ensure_ids(refs)
-            return idf_weights([ids[t] for t in refs])
+            return idf_weights(counts)
         tok = self.encoder.tokenizer
         return {tok.sep_token_id: 0.0, tok.cls_token_id: 0.0}, 1.0
 

@@ -16,7 +16,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from paraeval.metrics._ngram import WordTokenizer
-from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
+from paraeval.metrics.base import (
+    CorpusCounts,
+    Metric,
+    MetricConfigError,
+    MetricResult,
+    joined_segments,
+    make_signature,
+    mean_corpus,
+)
 
 Toks = tuple[str, ...]
 Gram = tuple[str, ...]
@@ -43,6 +51,7 @@ class CIDEr(Metric):
     default_group = "syntactic"
     higher_is_better = True
     supports_multi_ref_rule = False
+    corpus_weighted = True
     MAX_ORDER = 4
     SIGMA = 6.0
     TOKENIZE = "13a"
@@ -136,39 +145,70 @@ class CIDEr(Metric):
             val[k] = acc * penalty
         return val
 
-    def _score(
+    def _cooked_call(
+        self, candidates: Sequence[str], references: Sequence[Sequence[str]]
+    ) -> tuple[list[dict[Gram, int]], list[list[dict[Gram, int]]]]:
+        cand_toks, ref_toks = self.tokenizer.segments(list(candidates), references)
+        return [self._cook(t) for t in cand_toks], [
+            [self._cook(t) for t in refs] for refs in ref_toks
+        ]
+
+    def corpus_counts(
         self,
-        candidates: list[str],
-        references: list[list[str]],
-        sources: Sequence[str] | None,
-    ) -> MetricResult:
-        cand_toks, ref_toks = self.tokenizer.segments(candidates, references)
-        hyps = [self._cook(t) for t in cand_toks]
-        refss = [[self._cook(t) for t in refs] for refs in ref_toks]
+        candidates: Sequence[str],
+        references: Sequence[Sequence[str]],
+        sources: Sequence[str] | None = None,
+    ) -> CorpusCounts:
+        """Items, and each n-gram's document frequency: the items whose references have it."""
+        _, refss = self._cooked_call(candidates, references)
+        return self._document_frequencies(refss)
+
+    @staticmethod
+    def _document_frequencies(refss: list[list[dict[Gram, int]]]) -> CorpusCounts:
         df: Counter[Gram] = Counter()
         for refs in refss:
             grams: set[Gram] = set()
             for ref in refs:
                 grams.update(ref)
             df.update(grams)
-        n_items = len(refss)
+        return CorpusCounts(len(refss), df)
+
+    def score_counted(
+        self,
+        counts: CorpusCounts,
+        candidates: Sequence[str],
+        references: Sequence[Sequence[str]],
+        sources: Sequence[str] | None = None,
+    ) -> MetricResult:
+        self.check_call(candidates, references, sources)
+        hyps, refss = self._cooked_call(candidates, references)
+        seg = self._segments(counts, list(candidates), references, hyps, refss, {})
+        return MetricResult({self.name: seg}, {}, self.signature())
+
+    def joined_shards(self, shards: Sequence[MetricResult]) -> MetricResult:
+        segment, _ = joined_segments(shards)
+        seg = segment[self.name]
+        return MetricResult(segment, {self.name: mean_corpus(seg)}, self.signature())
+
+    def _segments(
+        self,
+        counts: CorpusCounts,
+        candidates: list[str],
+        references: Sequence[Sequence[str]],
+        hyps: list[dict[Gram, int]],
+        refss: list[list[dict[Gram, int]]],
+        done: dict[tuple[str, tuple[str, ...]], float],
+    ) -> np.ndarray:
+        """Segment scores under the document frequencies ``counts``; ``done``: scores already
+        computed under the same frequencies, by (candidate, references)."""
+        n_items = counts.total
         ref_len = float(np.log(float(n_items))) if n_items else 0.0
         # idf = log(#items) - log(max(1, df)); df takes only the values 1..#items
         log_df = [float(np.log(max(1.0, float(k)))) for k in range(n_items + 1)]
-        weight = {gram: ref_len - log_df[d] for gram, d in df.items()}
+        weight = {gram: ref_len - log_df[d] for gram, d in counts.counts.items()}
         # a reference shared by several items is vectorised once
         ref_vecs: dict[int, tuple[list[dict[Gram, float]], list[float], int]] = {}
-        # the document frequencies depend on the call's reference lists only: calls with the
-        # same lists (systems that paraphrase the same items) share segment scores, so a
-        # candidate several of them produced is scored once
-        corpus_key = tuple(sorted(tuple(refs) for refs in references))
-        done = self._by_corpus.pop(corpus_key, None)
-        if done is None:
-            done = {}
-            while len(self._by_corpus) >= _CORPORA_KEPT:
-                self._by_corpus.pop(next(iter(self._by_corpus)))
-        self._by_corpus[corpus_key] = done  # most recently used last
-        seg = np.zeros(n_items, dtype=float)
+        seg = np.zeros(len(hyps), dtype=float)
         for i, (hyp, refs) in enumerate(zip(hyps, refss, strict=True)):
             pair = (candidates[i], tuple(references[i]))
             hit = done.get(pair)
@@ -187,5 +227,25 @@ class CIDEr(Metric):
             avg /= len(refs)
             avg *= 10.0
             seg[i] = done[pair] = float(avg)
-        corpus = float(np.mean(seg)) if n_items else float("nan")
-        return MetricResult({self.name: seg}, {self.name: corpus}, self.signature())
+        return seg
+
+    def _score(
+        self,
+        candidates: list[str],
+        references: list[list[str]],
+        sources: Sequence[str] | None,
+    ) -> MetricResult:
+        hyps, refss = self._cooked_call(candidates, references)
+        # the document frequencies depend on the call's reference lists only: calls with the
+        # same lists (systems that paraphrase the same items) share segment scores, so a
+        # candidate several of them produced is scored once
+        corpus_key = tuple(sorted(tuple(refs) for refs in references))
+        done = self._by_corpus.pop(corpus_key, None)
+        if done is None:
+            done = {}
+            while len(self._by_corpus) >= _CORPORA_KEPT:
+                self._by_corpus.pop(next(iter(self._by_corpus)))
+        self._by_corpus[corpus_key] = done  # most recently used last
+        counts = self._document_frequencies(refss)
+        seg = self._segments(counts, candidates, references, hyps, refss, done)
+        return self.joined_shards([MetricResult({self.name: seg}, {}, self.signature())])

@@ -19,7 +19,14 @@ import nltk
 import numpy as np
 
 from paraeval.metrics._ngram import WordTokenizer, ngram_counter
-from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
+from paraeval.metrics.base import (
+    CorpusCounts,
+    Metric,
+    MetricConfigError,
+    MetricResult,
+    joined_segments,
+    make_signature,
+)
 
 Toks = tuple[str, ...]
 Gram = tuple[str, ...]
@@ -69,6 +76,7 @@ class NIST(Metric):
     default_group = "syntactic"
     higher_is_better = True
     supports_multi_ref_rule = False
+    corpus_weighted = True
     MAX_ORDER = 5
     TOKENIZE = "13a"
 
@@ -170,58 +178,96 @@ class NIST(Metric):
             precision += 0.0 if den == 0 else num / den
         return precision * nist_length_penalty(l_ref, l_sys)
 
+    def corpus_counts(
+        self,
+        candidates: Sequence[str],
+        references: Sequence[Sequence[str]],
+        sources: Sequence[str] | None = None,
+    ) -> CorpusCounts:
+        """Reference words, and each n-gram's frequency over every reference."""
+        _, ref_lists = self.tokenizer.segments(list(candidates), references)
+        freq: Counter[Gram] = Counter()
+        total = sum(self._ref_table(refs, freq) for refs in ref_lists)
+        return CorpusCounts(total, freq)
+
+    def score_counted(
+        self,
+        counts: CorpusCounts,
+        candidates: Sequence[str],
+        references: Sequence[Sequence[str]],
+        sources: Sequence[str] | None = None,
+    ) -> MetricResult:
+        self.check_call(candidates, references, sources)
+        hyps, ref_lists = self.tokenizer.segments(list(candidates), references)
+        refss = [tuple(refs) for refs in ref_lists]
+        overlaps = self._call_overlaps(hyps, refss)
+        seg = self._sentences(hyps, refss, overlaps)
+        weights = _Weights(counts.counts, counts.total)
+        stats = np.zeros((len(hyps), 2 * self.max_order + 2), dtype=float)
+        for k, (hyp, refs) in enumerate(zip(hyps, refss, strict=True)):
+            nums, dens, l_ref, l_sys = self._segment_stats(hyp, refs, overlaps[k], weights)
+            stats[k] = [*nums, *dens, l_ref, l_sys]
+        return MetricResult({self.name: seg}, {}, self.signature(), stats)
+
+    def joined_shards(self, shards: Sequence[MetricResult]) -> MetricResult:
+        segment, stats = joined_segments(shards)
+        assert stats is not None
+        corpus = float("nan")
+        if len(stats):
+            # summed row by row in order, as one call sums its segments
+            m = self.max_order
+            tot_num = [0.0] * m
+            tot_den = [0] * m
+            tot_ref = tot_sys = 0
+            for row in stats.tolist():
+                for i in range(m):
+                    tot_num[i] += row[i]
+                    tot_den[i] += round(row[m + i])
+                tot_ref += round(row[2 * m])
+                tot_sys += round(row[2 * m + 1])
+            corpus = self._score_from(tot_num, tot_den, tot_ref, tot_sys)
+        return MetricResult(segment, {self.name: corpus}, self.signature(), stats)
+
+    def _call_overlaps(
+        self, hyps: list[Toks], refss: list[tuple[Toks, ...]]
+    ) -> list[list[list[Counter[Gram]]]]:
+        if len(self._overlaps) > _PAIRS_MAX or len(self._sentence) > _PAIRS_MAX:
+            self._overlaps.clear()
+            self._sentence.clear()
+        # clipped n-gram overlaps do not depend on the weights: counted once per (hypothesis,
+        # reference), across calls too (a candidate several systems share)
+        return [
+            [self._overlap(hyp, ref) for ref in refs] for hyp, refs in zip(hyps, refss, strict=True)
+        ]
+
+    def _sentences(
+        self,
+        hyps: list[Toks],
+        refss: list[tuple[Toks, ...]],
+        overlaps: list[list[list[Counter[Gram]]]],
+    ) -> np.ndarray:
+        """Sentence scores: each segment's weights come from its own references."""
+        seg = np.zeros(len(hyps), dtype=float)
+        for k, (hyp, refs) in enumerate(zip(hyps, refss, strict=True)):
+            value = self._sentence.get((hyp, refs))
+            if value is None:
+                freq: Counter[Gram] = Counter()
+                total = self._ref_table(refs, freq)
+                nums, dens, l_ref, l_sys = self._segment_stats(
+                    hyp, refs, overlaps[k], _Weights(freq, total)
+                )
+                value = self._sentence[(hyp, refs)] = self._score_from(nums, dens, l_ref, l_sys)
+            seg[k] = value
+        return seg
+
     def _score(
         self,
         candidates: list[str],
         references: list[list[str]],
         sources: Sequence[str] | None,
     ) -> MetricResult:
-        hyps, ref_lists = self.tokenizer.segments(candidates, references)
-        refss = [tuple(refs) for refs in ref_lists]
-        n_seg = len(hyps)
-        if len(self._overlaps) > _PAIRS_MAX or len(self._sentence) > _PAIRS_MAX:
-            self._overlaps.clear()
-            self._sentence.clear()
-        # clipped n-gram overlaps do not depend on the weights: counted once per (hypothesis,
-        # reference), across calls too (a candidate several systems share)
-        overlaps = [
-            [self._overlap(hyp, ref) for ref in refs] for hyp, refs in zip(hyps, refss, strict=True)
-        ]
-        seg = np.zeros(n_seg, dtype=float)
-        global_freq: Counter[Gram] = Counter()
-        global_total = 0
-        for k, (hyp, refs) in enumerate(zip(hyps, refss, strict=True)):
-            freq: Counter[Gram] = Counter()
-            total = self._ref_table(refs, freq)
-            global_freq.update(freq)
-            global_total += total
-            # the sentence score depends on the segment's own texts only (its weights come
-            # from its own references)
-            value = self._sentence.get((hyp, refs))
-            if value is None:
-                nums, dens, l_ref, l_sys = self._segment_stats(
-                    hyp, refs, overlaps[k], _Weights(freq, total)
-                )
-                value = self._sentence[(hyp, refs)] = self._score_from(nums, dens, l_ref, l_sys)
-            seg[k] = value
-        corpus = float("nan")
-        # per-segment statistics under the corpus-level weights, for resampled corpus scores
-        stats = np.zeros((n_seg, 2 * self.max_order + 2), dtype=float)
-        if n_seg:
-            weights = _Weights(global_freq, global_total)
-            tot_num = [0.0] * self.max_order
-            tot_den = [0] * self.max_order
-            tot_ref = tot_sys = 0
-            for k, (hyp, refs) in enumerate(zip(hyps, refss, strict=True)):
-                nums, dens, l_ref, l_sys = self._segment_stats(hyp, refs, overlaps[k], weights)
-                stats[k] = [*nums, *dens, l_ref, l_sys]
-                for i in range(self.max_order):
-                    tot_num[i] += nums[i]
-                    tot_den[i] += dens[i]
-                tot_ref += l_ref
-                tot_sys += l_sys
-            corpus = self._score_from(tot_num, tot_den, tot_ref, tot_sys)
-        return MetricResult({self.name: seg}, {self.name: corpus}, self.signature(), stats)
+        counts = self.corpus_counts(candidates, references, sources)
+        return self.joined_shards([self.score_counted(counts, candidates, references, sources)])
 
     def corpus_from_sums(self, totals: np.ndarray) -> np.ndarray:
         """:meth:`corpus_from_stats` bit for bit of many summed rows (``stats.sum(axis=0)``);

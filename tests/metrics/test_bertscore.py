@@ -10,8 +10,15 @@ import pytest
 import torch
 
 from paraeval.metrics.base import MetricConfigError, MissingResourceError
-from paraeval.metrics.baseline import compute_baseline, random_pairs, read_corpus, write_baseline
-from paraeval.metrics.bertscore import COLUMNS, BERTScore, read_baseline, shipped_baseline
+from paraeval.metrics.baseline import (
+    compute_baseline,
+    random_pairs,
+    read_baseline,
+    read_corpus,
+    shipped_baseline,
+    write_baseline,
+)
+from paraeval.metrics.bertscore import COLUMNS, BERTScore
 from paraeval.metrics.encoder import resolve_model_path
 from tests.metrics._semantic_texts import pairs
 
