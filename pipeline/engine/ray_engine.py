@@ -7,9 +7,13 @@ time; any other metric's call of one system whole), the shards become the rows o
 resource (``num_gpus=gpus_per_actor`` for an encoder). A shard's result comes back pickled, bit
 for bit what the metric returned, and the shards of a call are joined in order
 (:func:`~paraeval.pipeline.engine.base.joined`), so corpus scores come from the same statistics
-as in one process. A shard whose worker died is run again by Ray (Ray Data restarts a pool's
-actors and retries their calls without limit; a task is retried as Ray retries tasks, 3 times):
-a metric call is a pure function of its texts, so a rerun gives the same numbers.
+as in one process. A shard whose worker died is run again by Ray, without limit: Ray Data's
+defaults retry its tasks (``max_retries=-1``) and restart a pool's actors, retrying their calls
+(``max_restarts=-1``, ``max_task_retries=-1``); an exception a metric raises is not retried. A
+metric call is a pure function of its texts, so a rerun gives the same numbers
+(``tests/pipeline/test_engine_faults.py`` kills a task's and an actor's worker mid-shard). A shard
+that kills every worker it runs on (a crash in a metric's native code) is retried until the run
+is stopped.
 
 With no address, Ray is started here for the run and ended with it, ``kill -9`` included
 (:mod:`~paraeval.pipeline.engine.local_ray`); an address joins the user's cluster, which stays.
