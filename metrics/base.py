@@ -56,9 +56,14 @@ class CorpusCounts:
     counts: Counter[Any] = field(default_factory=Counter)
 
     def __add__(self, other: CorpusCounts) -> CorpusCounts:
-        counts = Counter(self.counts)
-        counts.update(other.counts)
-        return CorpusCounts(self.total + other.total, counts)
+        out = CorpusCounts(self.total, Counter(self.counts))
+        out += other
+        return out
+
+    def __iadd__(self, other: CorpusCounts) -> CorpusCounts:
+        self.total += other.total
+        self.counts.update(other.counts)
+        return self
 
 
 class Metric(ABC):

@@ -1,19 +1,21 @@
 """The score stage's calls on a Ray cluster, through Ray Data.
 
-Each call is cut into shards (a segment-local metric's distinct segments, ``rows_per_shard`` at a
-time; any other metric's call of one system whole), the shards become the rows of a dataset, and
-``map_batches`` scores one shard per batch: by tasks where the metric loads nothing, by a pool of
-``actors_per_encoder`` actors that build the metric once each where it loads a model or a
-resource (``num_gpus=gpus_per_actor`` for an encoder). A shard's result comes back pickled, bit
-for bit what the metric returned, and the shards of a call are joined in order
-(:func:`~paraeval.pipeline.engine.base.joined`), so corpus scores come from the same statistics
-as in one process. A shard whose worker died is run again by Ray, without limit: Ray Data's
-defaults retry its tasks (``max_retries=-1``) and restart a pool's actors, retrying their calls
-(``max_restarts=-1``, ``max_task_retries=-1``); an exception a metric raises is not retried. A
+Each call is cut into shards, the shards become the rows of a dataset, and ``map_batches`` scores
+one shard per batch: by tasks where the metric loads nothing, by a pool of ``actors_per_encoder``
+actors that build the metric once each where it loads a model or a resource
+(``num_gpus=gpus_per_actor`` for an encoder). The shards: a segment-local metric's distinct
+segments, ``rows_per_shard`` at a time; a corpus-weighted metric's (CIDEr, NIST, BERTScore) system's
+rows, where :meth:`Metric.shard_bounds` allows, in two passes (map: each shard's
+:class:`CorpusCounts`; reduce: each system's sum, here; then each shard scored with its system's
+sum); any other metric's system whole. A shard's result comes back pickled, bit for bit what the
+metric returned, and the shards of a call are joined in order, so corpus scores come from the same
+statistics as in one process. A shard whose worker died is run again by Ray, without limit: Ray
+Data's defaults retry its tasks (``max_retries=-1``) and restart a pool's actors, retrying their
+calls (``max_restarts=-1``, ``max_task_retries=-1``); an exception a metric raises is not retried. A
 metric call is a pure function of its texts, so a rerun gives the same numbers
 (``tests/pipeline/test_engine_faults.py`` kills a task's and an actor's worker mid-shard). A shard
-that kills every worker it runs on (a crash in a metric's native code) is retried until the run
-is stopped.
+that kills every worker it runs on (a crash in a metric's native code) is retried until the run is
+stopped.
 
 With no address, Ray is started here for the run and ended with it, ``kill -9`` included
 (:mod:`~paraeval.pipeline.engine.local_ray`); an address joins the user's cluster, which stays.
@@ -26,7 +28,7 @@ import pickle
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from paraeval.metrics.base import Metric, MetricResult
+from paraeval.metrics.base import CorpusCounts, Metric, MetricResult
 from paraeval.pipeline.engine.base import Origin, Recipe, joined
 from paraeval.pipeline.engine.local_ray import LocalRay, use_own_instance_settings
 from paraeval.pipeline.engine.settings import EngineSettings
@@ -35,6 +37,9 @@ from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.stages.texts import Texts, chunks
 
 log = logging.getLogger("paraeval")
+
+# a shard row's texts, as the dataset's columns
+FIELDS = ("candidates", "references", "sources")
 
 
 def loads_something(metric: Metric) -> bool:
@@ -104,7 +109,7 @@ class RayEngine:
             for part in list(chunks(len(cands), self.settings.rows_per_shard)) or [slice(0, 0)]:
                 shards.append((cands[part], refs[part], srcs[part]))
                 owners.append(k)
-        results = self._run(metric, origin, shards, "score")
+        results = self._run(metric, origin, shards, "score", owners)
         per_call: list[list[MetricResult]] = [[] for _ in calls]
         for k, result in zip(owners, results, strict=True):
             per_call[k].append(result)
@@ -113,37 +118,63 @@ class RayEngine:
     def score_systems(
         self, metric: Metric, origin: Origin, calls: Sequence[Texts]
     ) -> list[MetricResult]:
-        # a system's whole call is one shard: corpus-dependent weights (CIDEr's document
-        # frequencies, NIST's information, BERTScore's idf) come from the call's own texts
-        return self._run(metric, origin, list(calls), "systems")
+        if not metric.corpus_weighted:
+            # a system's whole call is one shard: its rows depend on each other otherwise than
+            # through counts (a whole system's diversity, ParaScore's normalisation)
+            return self._run(metric, origin, list(calls), "systems")
+        shards: list[Texts] = []
+        owners: list[int] = []
+        for k, (cands, refs, srcs) in enumerate(calls):
+            for part in metric.shard_bounds(refs, self.settings.rows_per_shard):
+                shards.append((cands[part], refs[part], None if srcs is None else srcs[part]))
+                owners.append(k)
+        # map: each shard's counts; reduce: each call's sum, given to every shard of the call
+        counts = [CorpusCounts() for _ in calls]
+        if metric.uses_counts:
+            found = self._run(metric, origin, shards, "counts", owners)
+            for k, shard_counts in zip(owners, found, strict=True):
+                counts[k] += shard_counts
+        results = self._run(metric, origin, shards, "counted", owners, counts)
+        per_call: list[list[MetricResult]] = [[] for _ in calls]
+        for k, result in zip(owners, results, strict=True):
+            per_call[k].append(result)
+        return [metric.joined_shards(r) for r in per_call]
 
     def _run(
-        self, metric: Metric, origin: Origin, shards: list[Texts], mode: str
-    ) -> list[MetricResult]:
+        self,
+        metric: Metric,
+        origin: Origin,
+        shards: list[Texts],
+        mode: str,
+        owners: Sequence[int] = (),
+        counts: Sequence[CorpusCounts] = (),
+    ) -> list[Any]:
+        """Each shard's unpickled result, in order; ``owners``: the call each shard is of."""
         import ray.data
 
         recipe = Recipe(origin, self.metrics[origin.metric_id], self.allow_external)
         items = [
-            {"shard": i, "candidates": c, "references": r, "sources": s}
-            for i, (c, r, s) in enumerate(shards)
+            {
+                "shard": i,
+                "call": owners[i] if owners else 0,
+                **dict(zip(FIELDS, shard, strict=True)),
+            }
+            for i, shard in enumerate(shards)
         ]
         data = ray.data.from_items(items, override_num_blocks=len(items))
         common: dict[str, Any] = {"batch_size": 1, "batch_format": "pyarrow"}
+        kwargs = {"recipe": recipe, "mode": mode, "counts": list(counts)}
         if loads_something(metric):
             actors = max(1, min(self.settings.actors_per_encoder, len(items)))
             scored = data.map_batches(
                 ShardScorer,
-                fn_constructor_kwargs={"recipe": recipe, "mode": mode},
+                fn_constructor_kwargs=kwargs,
                 compute=ray.data.ActorPoolStrategy(size=actors),
                 num_gpus=self.settings.gpus_per_actor if on_encoder(metric) else 0,
                 **common,
             )
         else:
-            scored = data.map_batches(
-                score_shards,
-                fn_kwargs={"recipe": recipe, "mode": mode},
-                **common,
-            )
+            scored = data.map_batches(score_shards, fn_kwargs=kwargs, **common)
         rows = sorted(scored.take_all(), key=lambda row: int(row["shard"]))
         if len(rows) != len(shards):
             raise RuntimeError(f"Ray returned {len(rows)} of {len(shards)} shards of {origin}")

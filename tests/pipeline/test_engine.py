@@ -34,15 +34,15 @@ NGRAM = ["bleu", "ibleu", "self_bleu", "chrf", "ter", "nist", "meteor", "cider",
 ENCODER = ["cosine", "bertscore", "wmd"]
 
 
-def metric_nodes(ids: list[str]) -> dict[str, Any]:
-    cfg = compose_config([f"metrics=[{','.join(ids)}]"])
+def metric_nodes(ids: list[str], *overrides: str) -> dict[str, Any]:
+    cfg = compose_config([f"metrics=[{','.join(ids)}]", *overrides])
     nodes = OmegaConf.to_container(cfg.metrics, resolve=True)
     assert isinstance(nodes, dict)
     return nodes
 
 
-def scored(ids: list[str], engine: EngineSettings) -> Scores:
-    nodes = metric_nodes(ids)
+def scored(ids: list[str], engine: EngineSettings, *overrides: str) -> Scores:
+    nodes = metric_nodes(ids, *overrides)
     with open_engine(engine, nodes) as on:
         return score(load_demo(), build_metrics(nodes), progress=False, engine=on)
 
@@ -101,9 +101,16 @@ def test_ngram_columns_on_the_cluster_are_identical_for_any_shard_size(
 @pytest.mark.slow
 def test_encoder_columns_on_the_cluster_are_within_1e_6(ray_env_here: RayCluster) -> None:
     """Two actors per encoder metric, each building its metric (its model) once, on shards of 7
-    segments: batches differ from one process's, the numbers by float32's last bits only."""
+    segments: batches differ from one process's, the numbers by float32's last bits only.
+    BERTScore with idf, in batches of 4 pairs: its shards end where batches end, and its idf
+    comes from the counts of every shard of the system."""
     engine = EngineSettings("ray", ray_env_here.address, actors_per_encoder=2, rows_per_shard=7)
-    assert_same(scored(ENCODER, engine), scored(ENCODER, EngineSettings()), tolerance=1e-6)
+    bertscore = ("metrics.bertscore.idf=true", "metrics.bertscore.bert_score_batch_size=4")
+    local = scored(ENCODER, EngineSettings(), *bertscore)
+    assert_same(scored(ENCODER, engine, *bertscore), local, tolerance=1e-6)
+    # idf changed the numbers: it was in force
+    plain = scored(["bertscore"], EngineSettings(), bertscore[1])
+    assert not np.allclose(plain.segments["bertscore_f1"], local.segments["bertscore_f1"])
 
 
 def run_args(out: Path, *settings: str) -> list[str]:
