@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -40,6 +41,21 @@ log = logging.getLogger("paraeval")
 
 # a shard row's texts, as the dataset's columns
 FIELDS = ("candidates", "references", "sources")
+
+
+def to_run_log(names: tuple[str, ...] = ("ray", "ray.data")) -> None:
+    """Ray's loggers without their own handlers on stderr, propagating to the run's: its records
+    go to the run's log file, not the terminal (:class:`paraeval.pipeline.terminal.FileOnly`).
+    One line stays on stderr: Ray's C++ core worker logs an error-level line for every Ray Data
+    actor pool (Ray Data sends the pool's function to the actors through the object store), and
+    setting its level (``RAY_BACKEND_LOG_LEVEL``) makes it print a line saying so."""
+    for name in names:
+        logger = logging.getLogger(name)
+        for handler in list(logger.handlers):
+            stream = getattr(handler, "stream", None)
+            if isinstance(handler, logging.StreamHandler) and stream in (sys.stderr, sys.stdout):
+                logger.removeHandler(handler)
+        logger.propagate = True
 
 
 def loads_something(metric: Metric) -> bool:
@@ -83,6 +99,7 @@ class RayEngine:
         log.info("engine=ray: scoring on %s", where)
         # Ray Data logs each dataset's execution at INFO: one line per metric and shard size
         logging.getLogger("ray.data").setLevel(logging.WARNING)
+        to_run_log()
         context = ray.data.DataContext.get_current()
         context.enable_progress_bars = progress
         context.print_on_execution_start = False
