@@ -64,7 +64,7 @@ class RayEngine:
         self.metrics = {k: dict(v) for k, v in metrics.items()}
         self.allow_external = allow_external
         start = time.perf_counter()
-        self.local = LocalRay() if settings.address is None else None
+        self.local = LocalRay(settings.actors_per_encoder) if settings.address is None else None
         address = self.local.address if self.local is not None else settings.address
         try:
             ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
