@@ -7,7 +7,9 @@ child that the kernel sends SIGTERM when the run ends (``PR_SET_PDEATHSIG``), on
 command stops every process of its node; the run then joins it by its address. It listens on
 127.0.0.1 only, without a dashboard or usage statistics; token authentication is left off unless
 the environment asks for it (``RAY_AUTH_MODE``), since ``ray start`` would turn it on where a
-``~/.ray/auth_token`` exists and the run, joining by address, would not send the token.
+``~/.ray/auth_token`` exists and the run, joining by address, would not send the token. Its node
+is stopped without Ray's drain (which waited 30 s at every run's end), and its workers' torch
+gets the machine's cores (Ray would give an actor one thread).
 """
 
 from __future__ import annotations
