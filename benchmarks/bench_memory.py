@@ -94,10 +94,8 @@ def overrides(path: Path, out: Path) -> list[str]:
     ]
 
 
-def tree_pss(root: int) -> int:
-    """Bytes of memory that process ``root`` and its descendants hold together: the sum of their
-    proportional set sizes (a page shared by k processes counts 1/k in each: the run's pages
-    that a forked figure process shares copy-on-write are counted once, not twice as by RSS)."""
+def parent_map() -> dict[int, int]:
+    """Each process of the machine and its parent, from /proc."""
     parents: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -106,6 +104,14 @@ def tree_pss(root: int) -> int:
             except OSError:
                 continue
             parents[int(entry.name)] = int(stat[stat.rindex(")") + 2 :].split()[1])
+    return parents
+
+
+def tree_pss(root: int) -> int:
+    """Bytes of memory that process ``root`` and its descendants hold together: the sum of their
+    proportional set sizes (a page shared by k processes counts 1/k in each: the run's pages
+    that a forked figure process shares copy-on-write are counted once, not twice as by RSS)."""
+    parents = parent_map()
     tree, total = {root}, 0
     for pid in sorted(parents):  # a child's pid is not always larger: close the tree first
         ancestor = parents.get(pid)

@@ -35,6 +35,7 @@ ORDER = (
     "bench_run",
     "bench_memory",
     "bench_sweep",
+    "bench_engine",
     "bench_syntactic",
     "bench_ter",
     "bench_quick",

@@ -7,7 +7,9 @@ child that the kernel sends SIGTERM when the run ends (``PR_SET_PDEATHSIG``), on
 command stops every process of its node; the run then joins it by its address. It listens on
 127.0.0.1 only, without a dashboard or usage statistics; token authentication is left off unless
 the environment asks for it (``RAY_AUTH_MODE``), since ``ray start`` would turn it on where a
-``~/.ray/auth_token`` exists and the run, joining by address, would not send the token.
+``~/.ray/auth_token`` exists and the run, joining by address, would not send the token. Its node
+is stopped without Ray's drain (which waited 30 s at every run's end), and its workers' torch
+gets the machine's cores (Ray would give an actor one thread).
 """
 
 from __future__ import annotations
@@ -59,10 +61,20 @@ class LocalRay:
     """``ray start --head --block`` on 127.0.0.1 as a child of this process; :attr:`address` is
     what ``ray.init`` joins. :meth:`stop` ends it (SIGTERM: Ray stops its node's processes)."""
 
-    def __init__(self) -> None:
+    def __init__(self, actors_per_encoder: int = 1) -> None:
         port = _free_port()
         use_own_instance_settings()
         env = dict(os.environ)
+        # on SIGTERM Ray first drains the node for up to this many seconds (30 by default), for
+        # a serving cluster's traffic; Ray Data's idle actors never let the run's node drain, so
+        # every run waited the whole 30 s at its end. Nothing else uses this instance
+        env.setdefault("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S", "0")
+        # Ray sets a worker's OMP_NUM_THREADS to its CPUs, 1 for Ray Data's actors, unless the
+        # environment sets it: an encoder actor then ran torch on one thread where engine=local
+        # uses every core (BERTScore took twice as long). The machine's cores go to the
+        # actors that encode at once
+        threads = max(1, (os.cpu_count() or 1) // max(1, actors_per_encoder))
+        env.setdefault("OMP_NUM_THREADS", str(threads))
         cmd = [
             _ray_command(),
             "start",
