@@ -4,7 +4,9 @@ the peak memory of a Ray worker for pools ten times apart.
 1. The run: ``paraeval data=parabank`` with the default metric set, score cache and tracking off,
    as a user runs it (a fresh process each), ``engine=local`` and ``engine=ray`` (a Ray instance
    the run starts on this machine and stops after scoring), interleaved ``--repeat`` times (the
-   median run of each side). Reported: wall seconds, the score stage's seconds, the ratio ray /
+   median run of each side). Each pair's segment and system scores are compared: every n-gram
+   column identical, every encoder column within 1e-6 (the script exits otherwise).
+   Reported: wall seconds, the score stage's seconds, the ratio ray /
    local (target: at most 1.3x), the part of the ray run that is Ray's start and stop (the seconds
    ``paraeval.log`` gives for them), and the CPU seconds of the command and the processes it
    waited for (printed only: Ray's workers are not among them).
@@ -145,11 +147,50 @@ RUN = ["data=parabank", "cache.enabled=false", "tracking=none", "report.print_ta
 WHAT = "ParaBank-Eval, the whole default run (cache and tracking off)"
 
 
+# the columns that come from an encoder (float32 batches differ between engines: within 1e-6),
+# and what is made of them (the semantic average, adequacy); every other number is identical
+ENCODER_COLUMNS = re.compile(r"^(bertscore_.*|cosine|wmd|semantic|adequacy)$")
+TOLERANCE = 1e-6
+
+
+def same_numbers(local: Path, ray: Path) -> tuple[float, float]:
+    """The largest difference between the two runs' segment and system scores, over the columns
+    that must be identical and over the encoder columns; exits where either is out of bounds."""
+    import numpy as np
+    import pandas as pd
+
+    worst = {True: 0.0, False: 0.0}
+    for name, read in (("segment_scores.parquet", pd.read_parquet),
+                       ("system_scores.csv", pd.read_csv)):  # fmt: skip
+        a, b = read(local / name), read(ray / name)
+        if list(a.columns) != list(b.columns) or len(a) != len(b):
+            sys.exit(f"engine=ray's {name} has other columns or rows than engine=local's")
+        for column in a.columns:
+            if a[column].dtype.kind != "f":
+                if not a[column].equals(b[column]):
+                    sys.exit(f"engine=ray's {name} differs in column {column}")
+                continue
+            x, y = a[column].to_numpy(float), b[column].to_numpy(float)
+            if not np.array_equal(np.isnan(x), np.isnan(y)):
+                sys.exit(f"engine=ray's {name}: column {column} is NaN in other rows")
+            diff = float(np.max(np.abs(x - y), initial=0.0, where=~np.isnan(x)))
+            encoder = bool(ENCODER_COLUMNS.match(column))
+            worst[encoder] = max(worst[encoder], diff)
+    if worst[False] != 0.0 or worst[True] > TOLERANCE:
+        sys.exit(f"engine=ray's numbers differ: n-gram by {worst[False]}, encoder by {worst[True]}")
+    return worst[False], worst[True]
+
+
 def compare_engines(work: Path, repeat: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     runs: dict[str, list[dict[str, Any]]] = {"local": [], "ray": []}
     for i in range(repeat):  # interleaved: load that drifts touches both sides alike
         for kind in runs:
             runs[kind].append(run_cli([*RUN, f"engine={kind}"], work, f"{kind}-{i}"))
+        ngram, encoder = same_numbers(work / f"out-local-{i}", work / f"out-ray-{i}")
+        print(
+            f"  same numbers: n-gram columns differ by {ngram:g}, encoder columns by at most "
+            f"{encoder:.2g} (bound {TOLERANCE:g})"
+        )
     median = {k: sorted(v, key=lambda r: r["wall"])[len(v) // 2] for k, v in runs.items()}
     local, ray = median["local"], median["ray"]
     fixed = ray["ray_start"] + ray["ray_stop"]
