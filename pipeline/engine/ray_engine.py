@@ -140,14 +140,21 @@ class RayEngine:
     def score_systems(
         self, metric: Metric, origin: Origin, calls: Sequence[Texts]
     ) -> list[MetricResult]:
-        if not metric.corpus_weighted:
+        bounds = [
+            metric.shard_bounds(refs, self.settings.rows_per_shard)
+            if metric.corpus_weighted
+            else []
+            for _, refs, _ in calls
+        ]
+        if all(len(b) <= 1 for b in bounds):
             # a system's whole call is one shard: its rows depend on each other otherwise than
-            # through counts (a whole system's diversity, ParaScore's normalisation)
+            # through counts (a whole system's diversity, ParaScore's normalisation), or every
+            # system fits one shard, which counts its own texts (no counting pass)
             return self._run(metric, origin, list(calls), "systems")
         shards: list[Texts] = []
         owners: list[int] = []
-        for k, (cands, refs, srcs) in enumerate(calls):
-            for part in metric.shard_bounds(refs, self.settings.rows_per_shard):
+        for k, ((cands, refs, srcs), parts) in enumerate(zip(calls, bounds, strict=True)):
+            for part in parts:
                 shards.append((cands[part], refs[part], None if srcs is None else srcs[part]))
                 owners.append(k)
         # map: each shard's counts; reduce: each call's sum, given to every shard of the call
