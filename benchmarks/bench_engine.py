@@ -46,8 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_memory import make_table, parent_map
-from bench_run import STAGE_LINE, _load
-from bench_run import _env as run_env
+from bench_run import STAGE_LINE, load_average, run_env
 from results import row, write_rows
 
 REPO = Path(__file__).resolve().parents[1]
@@ -105,7 +104,7 @@ def run_cli(overrides: list[str], work: Path, tag: str) -> dict[str, Any]:
     out = work / f"out-{tag}"
     args = [sys.executable, "-m", "paraeval", *overrides, f"hydra.run.dir={out}"]
     err_path = work / f"{tag}.stderr"
-    print(f"  {tag} starts: {_load()}", flush=True)
+    print(f"  {tag} starts: {load_average()}", flush=True)
     peaks: dict[int, int] = {}
     start = time.perf_counter()
     with err_path.open("w") as err:
@@ -120,7 +119,7 @@ def run_cli(overrides: list[str], work: Path, tag: str) -> dict[str, Any]:
             time.sleep(SAMPLE_S)
     wall = time.perf_counter() - start
     code = os.waitstatus_to_exitcode(status)
-    print(f"  {tag} ends:   {_load()} ({wall:.1f} s)", flush=True)
+    print(f"  {tag} ends:   {load_average()} ({wall:.1f} s)", flush=True)
     stderr = err_path.read_text(encoding="utf-8", errors="replace")
     if code != 0:
         sys.exit(f"{tag} failed ({code}):\n{stderr[-4000:]}")
@@ -258,7 +257,7 @@ def breakdown_child(items: int) -> None:
 
 def breakdown(work: Path, items: int) -> list[dict[str, Any]]:
     cmd = [sys.executable, __file__, "--child-breakdown", str(items)]
-    print(f"  breakdown starts: {_load()}", flush=True)
+    print(f"  breakdown starts: {load_average()}", flush=True)
     proc = subprocess.run(cmd, env=_env(work), cwd=work, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"breakdown failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
@@ -337,7 +336,7 @@ def main() -> None:
         return
     work = (args.work or Path(tempfile.mkdtemp(prefix="bench-engine-"))).resolve()
     work.mkdir(parents=True, exist_ok=True)
-    start_load = _load()
+    start_load = load_average()
     rows: list[dict[str, Any]] = []
     if not args.skip_run:
         print("ParaBank-Eval, default run, engine=local and engine=ray, interleaved")
@@ -350,7 +349,7 @@ def main() -> None:
         for metric in [m for m in POOLS if m not in wanted]:
             POOLS.pop(metric)
         rows += pool_memory(work, args.scale)
-    print(f"\nstart: {start_load}\nend:   {_load()}")
+    print(f"\nstart: {start_load}\nend:   {load_average()}")
     write_rows(args.json, rows)
     print(f"scratch folder: {work}")
 

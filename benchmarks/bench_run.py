@@ -54,7 +54,7 @@ TARGET_RATIO = 3.0
 
 
 # --------------------------------------------------------------------------- shared
-def _env(work: Path, data: Path) -> dict[str, str]:
+def run_env(work: Path, data: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         PARAEVAL_CACHE_DIR=str(work / "cache"),
@@ -95,15 +95,15 @@ def paraeval_cli(
         f"hydra.run.dir={out}",
         *extra,
     ]
-    env = _env(work, data)
+    env = run_env(work, data)
     env["PARAEVAL_CACHE_DIR"] = str(cache)
-    print(f"  {tag} starts: {_load()}", flush=True)
+    print(f"  {tag} starts: {load_average()}", flush=True)
     cpu = _cpu_children()
     start = time.perf_counter()
     proc = subprocess.run(args, env=env, cwd=work, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - start
     cpu = _cpu_children() - cpu
-    print(f"  {tag} ends:   {_load()}", flush=True)
+    print(f"  {tag} ends:   {load_average()}", flush=True)
     if proc.returncode != 0:
         sys.exit(f"{tag} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     stages: dict[str, float] = {}
@@ -297,7 +297,7 @@ def plain_script(out: Path, n_systems: int | None) -> None:
 
 
 # --------------------------------------------------------------------------- parent
-def _load() -> str:
+def load_average() -> str:
     one, five, fifteen = os.getloadavg()
     return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f} on {os.cpu_count()} CPUs"
 
@@ -314,15 +314,15 @@ def _child(role: str, work: Path, data: Path, n_systems: int | None) -> tuple[fl
     args = [sys.executable, __file__, "--child", role, "--work", str(work)]
     if n_systems:
         args += ["--systems", str(n_systems)]
-    print(f"  {role} starts: {_load()}", flush=True)
+    print(f"  {role} starts: {load_average()}", flush=True)
     cpu = _cpu_children()
     start = time.perf_counter()
     proc = subprocess.run(
-        args, env=_env(work, data), cwd=work, capture_output=True, text=True, check=False
+        args, env=run_env(work, data), cwd=work, capture_output=True, text=True, check=False
     )
     wall = time.perf_counter() - start
     cpu = _cpu_children() - cpu
-    print(f"  {role} ends:   {_load()}", flush=True)
+    print(f"  {role} ends:   {load_average()}", flush=True)
     if proc.returncode != 0:
         sys.exit(f"{role} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     result = json.loads(out.read_text(encoding="utf-8"))
@@ -409,7 +409,7 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     data = args.data_dir.resolve()
     print("ParaBank-Eval, all systems, default run: cold (empty cache, new MLflow store), warm")
-    start_load = _load()
+    start_load = load_average()
     print(f"start: {start_load}")
     runs: dict[str, dict[str, Any]] = {}
     sides = [("", sys.executable)]
@@ -447,7 +447,7 @@ def main() -> None:
     # the verdict last, where it is read
     print("\nsummary")
     print(f"  start: {start_load}")
-    print(f"  end:   {_load()}")
+    print(f"  end:   {load_average()}")
     for name, run in runs.items():
         walls = f"  (median of {run['walls']})" if "walls" in run else ""
         print(f"  paraeval {name:24s} {run['wall']:7.1f} s wall, {run['cpu']:7.1f} s CPU{walls}")
