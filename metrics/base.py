@@ -288,7 +288,7 @@ def joined_segments(
 ) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
     """The segment columns and statistics of consecutive shards' results, concatenated."""
     segment = {
-        col: np.concatenate([np.asarray(s.segment[col], dtype=float) for s in shards])
+        col: np.concatenate([np.asarray(s.segment[col]) for s in shards])
         for col in shards[0].segment
     }
     stats = [s.stats for s in shards if s.stats is not None]

@@ -13,9 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import numpy as np
-
-from paraeval.metrics.base import Metric, MetricResult
+from paraeval.metrics.base import Metric, MetricResult, joined_segments
 from paraeval.pipeline.stages.texts import Texts
 
 
@@ -70,10 +68,5 @@ def joined(calls: list[MetricResult]) -> MetricResult:
     :meth:`Metric.select` (which computes the corpus scores of what it selects)."""
     if len(calls) == 1:
         return calls[0]
-    segment = {
-        col: np.concatenate([np.asarray(c.segment[col]) for c in calls]) for col in calls[0].segment
-    }
-    stats = None
-    if calls[0].stats is not None:
-        stats = np.concatenate([c.stats for c in calls if c.stats is not None])
+    segment, stats = joined_segments(calls)
     return MetricResult(segment, {}, calls[0].signature, stats)
