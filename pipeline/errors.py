@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import signal
+import sys
 from collections.abc import Iterable
 
 
@@ -92,6 +93,33 @@ class Interrupted(BaseException):
 # MLflow store's session): a retry timer raises them once it is left, and so does
 # :func:`raise_deferred` between store calls, so a run never finishes as if Ctrl-C was not pressed.
 DEFERRED_SIGNALS: list[int] = []
+
+
+# The signal the CLI's handler raised, until the code that acts on it catches it and calls
+# :func:`taken`. Raised where Python swallows exceptions (a callback ``os.fork`` runs, such as
+# logging's, prints "Exception ignored" and goes on), it would be lost and the run would end
+# with status 0: the retry timer raises it again wherever it is not already being handled.
+RAISED_SIGNALS: list[int] = []
+
+
+def taken() -> None:
+    """The interrupt reached the code that acts on it: nothing is left to raise again."""
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    RAISED_SIGNALS.clear()
+    DEFERRED_SIGNALS.clear()
+
+
+def being_handled() -> bool:
+    """Whether an :class:`Interrupted` is the exception being handled here (an ``except`` or
+    ``finally`` block it is unwinding through) or what that exception arose from."""
+    exc: BaseException | None = sys.exc_info()[1]
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, Interrupted):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def raise_deferred() -> None:

@@ -40,10 +40,13 @@ from paraeval.pipeline.cli.outcome import EXIT_NOT_LOGGED, EXIT_USER_ERROR
 from paraeval.pipeline.config.compose import config_dir
 from paraeval.pipeline.errors import (
     DEFERRED_SIGNALS,
+    RAISED_SIGNALS,
     ConfigError,
     Interrupted,
+    being_handled,
     raise_deferred,
     suggest,
+    taken,
 )
 from paraeval.pipeline.lifetime import RUN_PID_ENV, in_sweep_worker
 from paraeval.pipeline.names import escape_log_output, escape_warnings, show
@@ -284,6 +287,7 @@ def _hydra_main(cfg: DictConfig) -> None:
     except Interrupted as exc:
         if not worker:
             raise  # the command's own Ctrl-C or SIGTERM: the sweep stops
+        taken()
         print(
             f"paraeval: interrupted ({exc.name}): sweep job {hc.job.num} ({out}) stopped; "
             "the sweep goes on",
@@ -333,26 +337,34 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     # one signal, one cleanup: a second Ctrl-C while MLflow runs are being closed is ignored
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGALRM, _raise_pending)
+    signal.setitimer(signal.ITIMER_REAL, _RETRY_S)
     if _in_unsafe_code(frame):
         DEFERRED_SIGNALS.append(signum)
-        signal.signal(signal.SIGALRM, _raise_pending)
-        signal.setitimer(signal.ITIMER_REAL, _RETRY_S)
         return
+    # kept until caught where it is acted on: the timer raises it again if it was swallowed
+    RAISED_SIGNALS[:] = [signum]
     raise Interrupted(signum)
 
 
 def _raise_pending(_alarm: int, frame: FrameType | None) -> None:
-    if not DEFERRED_SIGNALS:  # raised already, at a checkpoint of the tracker
+    if DEFERRED_SIGNALS:
+        if _in_unsafe_code(frame):
+            signal.setitimer(signal.ITIMER_REAL, _RETRY_S)
+            return
+        raise_deferred()  # the checkpoints' path: the timer stops, the signal is taken
+    if not RAISED_SIGNALS:  # taken already
         return
-    if _in_unsafe_code(frame):
-        signal.setitimer(signal.ITIMER_REAL, _RETRY_S)
-        return
-    raise_deferred()
+    signal.setitimer(signal.ITIMER_REAL, _RETRY_S)
+    if being_handled() or _in_unsafe_code(frame):
+        return  # on its way to the code that acts on it, or in code that would swallow it
+    raise Interrupted(RAISED_SIGNALS[0])
 
 
 def _interrupted(exc: BaseException) -> None:
     """One line and the shell's exit status for the signal (130 SIGINT, 143 SIGTERM); the line
     says how to log the output folder later (an MLflow run being logged was ended KILLED)."""
+    taken()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     name, status = (

@@ -11,7 +11,13 @@ from collections.abc import Iterator
 import pytest
 
 from paraeval.pipeline.cli import main as cli
-from paraeval.pipeline.errors import DEFERRED_SIGNALS, Interrupted, raise_deferred
+from paraeval.pipeline.errors import (
+    DEFERRED_SIGNALS,
+    RAISED_SIGNALS,
+    Interrupted,
+    raise_deferred,
+    taken,
+)
 
 # a function whose frames look like SQLAlchemy's to the handler
 _STORE_CODE = """
@@ -28,10 +34,9 @@ def flush(seconds, on_signal, signum):
 def handlers() -> Iterator[None]:
     saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)}
     yield
-    signal.setitimer(signal.ITIMER_REAL, 0)
+    taken()
     for s, h in saved.items():
         signal.signal(s, h)
-    DEFERRED_SIGNALS.clear()
 
 
 def _store_flush() -> object:
@@ -60,6 +65,65 @@ def test_signal_in_plain_code_is_raised_at_once(handlers: None) -> None:
         cli._on_signal(signal.SIGTERM, sys._getframe())
     assert caught.value.name == "SIGTERM"
     assert not DEFERRED_SIGNALS
+    # kept, with the retry timer running, until the code that acts on it takes it
+    assert RAISED_SIGNALS == [signal.SIGTERM]
+    assert signal.getitimer(signal.ITIMER_REAL)[0] > 0
+    taken()
+    assert not RAISED_SIGNALS
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_a_raised_signal_is_not_raised_again_while_it_unwinds(handlers: None) -> None:
+    """The retry timer leaves alone an interrupt that is on its way out: in the ``finally``
+    blocks it runs through (the cleanup that marks MLflow runs KILLED) nothing is raised again."""
+    cleaned = []
+    with pytest.raises(Interrupted):
+        try:
+            cli._on_signal(signal.SIGINT, sys._getframe())
+        finally:
+            end = time.monotonic() + 0.3  # many retry periods of cleanup
+            while time.monotonic() < end:
+                pass
+            cleaned.append(True)
+    assert cleaned == [True]
+
+
+# a run's process whose os.fork runs a callback (as logging registers one) that the signal lands
+# in: Python prints the exception raised there as "ignored" and goes on
+_SWALLOWED = """
+import os, signal, sys, time
+from paraeval.pipeline.cli import main as cli
+from paraeval.pipeline.errors import Interrupted, taken
+
+def after_fork_in_parent():
+    os.kill(os.getpid(), signal.SIGINT)
+    end = time.monotonic() + 0.05
+    while time.monotonic() < end:  # the signal is handled in this callback's frame
+        pass
+
+signal.signal(signal.SIGINT, cli._on_signal)
+os.register_at_fork(after_in_parent=after_fork_in_parent)
+try:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    time.sleep(3)
+    print("finished as if not interrupted")
+except Interrupted as exc:
+    taken()
+    print("interrupted", exc.name)
+"""
+
+
+def test_a_signal_swallowed_where_it_landed_is_raised_again() -> None:
+    import subprocess
+
+    proc = subprocess.run(
+        [sys.executable, "-c", _SWALLOWED], capture_output=True, text=True, timeout=60
+    )
+    assert "Exception ignored" in proc.stderr  # it did land where Python swallows it
+    assert proc.stdout.strip() == "interrupted SIGINT", proc.stderr
 
 
 def test_real_signal_during_store_work_is_deferred(handlers: None) -> None:
