@@ -83,17 +83,26 @@ def descendants(root: int) -> list[int]:
     return out
 
 
-def sample_workers(root: int, peaks: dict[int, int]) -> None:
-    """Records in ``peaks`` the VmHWM (kB) of each process under ``root`` seen scoring."""
+# what of a worker's resident set is its own: Ray's object store is shared memory that every
+# worker maps, and the pages of it a worker has touched count in its VmRSS and VmHWM too
+FIELDS = ("VmHWM", "RssAnon", "RssShmem")
+
+
+def sample_workers(root: int, peaks: dict[int, dict[str, int]]) -> None:
+    """Records in ``peaks`` the largest of each of :data:`FIELDS` (kB) seen so far for each
+    process under ``root`` seen scoring (RssAnon and RssShmem are sampled, VmHWM is the
+    kernel's peak of the whole resident set)."""
     for pid in descendants(root):
         try:
             title = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
             if not (title.startswith(SCORING) or pid in peaks):
                 continue
+            seen = peaks.setdefault(pid, dict.fromkeys(FIELDS, 0))
             for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    peaks[pid] = max(peaks.get(pid, 0), int(line.split()[1]))
-        except (OSError, UnicodeDecodeError, ValueError):
+                key, _, value = line.partition(":")
+                if key in seen:
+                    seen[key] = max(seen[key], int(value.split()[0]))
+        except (OSError, UnicodeDecodeError, ValueError, IndexError):
             continue
 
 
@@ -105,7 +114,7 @@ def run_cli(overrides: list[str], work: Path, tag: str) -> dict[str, Any]:
     args = [sys.executable, "-m", "paraeval", *overrides, f"hydra.run.dir={out}"]
     err_path = work / f"{tag}.stderr"
     print(f"  {tag} starts: {load_average()}", flush=True)
-    peaks: dict[int, int] = {}
+    peaks: dict[int, dict[str, int]] = {}
     start = time.perf_counter()
     with err_path.open("w") as err:
         proc = subprocess.Popen(
@@ -136,7 +145,9 @@ def run_cli(overrides: list[str], work: Path, tag: str) -> dict[str, Any]:
         "stages": stages,
         "ray_start": float(ready["s"]) if ready else 0.0,
         "ray_stop": float(stopped["s"]) if stopped else 0.0,
-        "worker_peak_mb": max(peaks.values(), default=0) / 1024,
+        "worker_peak_mb": max((p["VmHWM"] for p in peaks.values()), default=0) / 1024,
+        "worker_private_mb": max((p["RssAnon"] for p in peaks.values()), default=0) / 1024,
+        "worker_shared_mb": max((p["RssShmem"] for p in peaks.values()), default=0) / 1024,
         "workers": len(peaks),
     }
 
@@ -306,17 +317,25 @@ def pool_memory(work: Path, scale: float) -> list[dict[str, Any]]:
                 f"metrics=[{metric}]",
             ]
             run = run_cli(overrides, work, f"{metric}-{size}")
-            peaks.append(run["worker_peak_mb"])
+            peaks.append(run)
             print(
-                f"  {metric:9s} {size:>9,} rows: worker peak {run['worker_peak_mb']:7.0f} MB "
+                f"  {metric:9s} {size:>9,} rows: worker peak {run['worker_peak_mb']:7.0f} MB, "
+                f"of it at most {run['worker_private_mb']:.0f} MB private and "
+                f"{run['worker_shared_mb']:.0f} MB of the object store "
                 f"({run['workers']} workers scored), score stage "
                 f"{run['stages'].get('score', float('nan')):6.1f} s"
             )
-        small, big = peaks
-        growth = big / small if small else float("nan")
-        print(f"  {metric:9s} {FACTOR}x the rows: peak per worker {growth:.2f}x")
-        what = f"{metric}, peak resident memory of a Ray worker, {sizes[1]:,} rows"
-        rows.append(row("bench_engine", what, big, "MB", f"the same at {sizes[0]:,} rows", small))
+        for key, what in (
+            ("worker_peak_mb", "peak resident memory (VmHWM)"),
+            ("worker_private_mb", "peak private memory (RssAnon)"),
+        ):
+            small, big = (run[key] for run in peaks)
+            growth = big / small if small else float("nan")
+            print(f"  {metric:9s} {FACTOR}x the rows: {what} per worker {growth:.2f}x")
+            what = f"{metric}, {what} of a Ray worker, {sizes[1]:,} rows"
+            rows.append(
+                row("bench_engine", what, big, "MB", f"the same at {sizes[0]:,} rows", small)
+            )
     return rows
 
 
