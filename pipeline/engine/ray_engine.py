@@ -1,9 +1,12 @@
 """The score stage's calls on a Ray cluster, through Ray Data.
 
-Each call is cut into shards, the shards become the rows of a dataset, and ``map_batches`` scores
-one shard per batch: by tasks where the metric loads nothing, by a pool of ``actors_per_encoder``
-actors that build the metric once each where it loads a model or a resource
-(``num_gpus=gpus_per_actor`` for an encoder). The shards: a segment-local metric's distinct
+The stage asks for every metric's calls before it reads any result; the first result read runs
+all of them (:meth:`RayEngine.run_asked`). Each call is cut into shards, the shards become the
+rows of a dataset, and ``map_batches`` scores one shard per batch: one execution by tasks for the
+metrics that load nothing, one by a single pool of ``actors_per_encoder`` actors for those that
+load a model or a resource (``num_gpus=gpus_per_actor`` where one is on an encoder); an actor
+builds each such metric once, and the encoder metrics share its one encoder (one model, one
+memo of sentences). The shards: a segment-local metric's distinct
 segments, ``rows_per_shard`` at a time; a corpus-weighted metric's (CIDEr, NIST, BERTScore) system's
 rows, where :meth:`Metric.shard_bounds` allows, in two passes (map: each shard's
 :class:`CorpusCounts`; reduce: each system's sum, here; then each shard scored with its system's
@@ -27,11 +30,12 @@ import logging
 import pickle
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from paraeval.metrics.base import CorpusCounts, Metric, MetricResult
-from paraeval.pipeline.engine.base import Origin, Recipe, joined
+from paraeval.pipeline.engine.base import Calls, Later, Origin, Recipe, joined
 from paraeval.pipeline.engine.local_ray import LocalRay, use_own_instance_settings
 from paraeval.pipeline.engine.settings import EngineSettings
 from paraeval.pipeline.engine.shards import ShardScorer, score_shards
@@ -88,6 +92,8 @@ class RayEngine:
         self.settings = settings
         self.metrics = {k: dict(v) for k, v in metrics.items()}
         self.allow_external = allow_external
+        # the metrics' calls asked for and not yet run (:meth:`run_asked`)
+        self.asked: list[Asked] = []
         start = time.perf_counter()
         self.local = LocalRay(settings.actors_per_encoder) if settings.address is None else None
         address = self.local.address if self.local is not None else settings.address
@@ -117,29 +123,22 @@ class RayEngine:
             self.local.stop()
             log.info("engine=ray: Ray stopped in %.1f s", time.perf_counter() - start)
 
-    def prepare(self, metric: Metric, texts: Iterable[str]) -> None:
-        """Nothing here: the model is loaded where the shards are scored, not by the driver."""
-
     def score_calls(
-        self, metric: Metric, origin: Origin, calls: Iterable[Texts]
-    ) -> list[MetricResult]:
-        calls = list(calls)
+        self, metric: Metric, origin: Origin, calls: Calls, prepare: Callable[[], None]
+    ) -> Later:
         shards: list[Texts] = []
         owners: list[int] = []
-        for k, (cands, refs, srcs) in enumerate(calls):
+        for k, (cands, refs, srcs) in enumerate(calls()):
             # an empty call is one empty shard: the metric says what it gives for none
             for part in list(chunks(len(cands), self.settings.rows_per_shard)) or [slice(0, 0)]:
                 shards.append((cands[part], refs[part], srcs[part]))
                 owners.append(k)
-        results = self._run(metric, origin, shards, "score", owners)
-        per_call: list[list[MetricResult]] = [[] for _ in calls]
-        for k, result in zip(owners, results, strict=True):
-            per_call[k].append(result)
-        return [joined(r) for r in per_call]
+        asked = self._ask(metric, origin, "score", shards, owners, max(owners, default=0) + 1)
+        return Later(lambda: joined(self._results(asked)))
 
     def score_systems(
-        self, metric: Metric, origin: Origin, calls: Sequence[Texts]
-    ) -> list[MetricResult]:
+        self, metric: Metric, origin: Origin, calls: Sequence[Texts], prepare: Callable[[], None]
+    ) -> list[Later]:
         bounds = [
             metric.shard_bounds(refs, self.settings.rows_per_shard)
             if metric.corpus_weighted
@@ -150,61 +149,137 @@ class RayEngine:
             # a system's whole call is one shard: its rows depend on each other otherwise than
             # through counts (a whole system's diversity, ParaScore's normalisation), or every
             # system fits one shard, which counts its own texts (no counting pass)
-            return self._run(metric, origin, list(calls), "systems")
+            whole = self._ask(metric, origin, "systems", list(calls), range(len(calls)), len(calls))
+            return Later(lambda: self._results(whole)).each(len(calls))
         shards: list[Texts] = []
         owners: list[int] = []
         for k, ((cands, refs, srcs), parts) in enumerate(zip(calls, bounds, strict=True)):
             for part in parts:
                 shards.append((cands[part], refs[part], None if srcs is None else srcs[part]))
                 owners.append(k)
-        # map: each shard's counts; reduce: each call's sum, given to every shard of the call
-        counts = [CorpusCounts() for _ in calls]
-        if metric.uses_counts:
-            found = self._run(metric, origin, shards, "counts", owners)
-            for k, shard_counts in zip(owners, found, strict=True):
-                counts[k] += shard_counts
-        results = self._run(metric, origin, shards, "counted", owners, counts)
-        per_call: list[list[MetricResult]] = [[] for _ in calls]
-        for k, result in zip(owners, results, strict=True):
-            per_call[k].append(result)
-        return [metric.joined_shards(r) for r in per_call]
+        asked = self._ask(metric, origin, "counted", shards, owners, len(calls))
 
-    def _run(
+        def per_system() -> list[MetricResult]:
+            per_call: list[list[MetricResult]] = [[] for _ in calls]
+            for k, result in zip(owners, self._results(asked), strict=True):
+                per_call[k].append(result)
+            return [metric.joined_shards(r) for r in per_call]
+
+        return Later(per_system).each(len(calls))
+
+    def _ask(
         self,
         metric: Metric,
         origin: Origin,
-        shards: list[Texts],
         mode: str,
-        owners: Sequence[int] = (),
-        counts: Sequence[CorpusCounts] = (),
-    ) -> list[Any]:
-        """Each shard's unpickled result, in order; ``owners``: the call each shard is of."""
+        shards: list[Texts],
+        owners: Iterable[int],
+        calls: int,
+    ) -> Asked:
+        recipe = Recipe(origin, self.metrics[origin.metric_id], self.allow_external)
+        asked = Asked(metric, recipe, mode, shards, list(owners), calls)
+        self.asked.append(asked)
+        return asked
+
+    def _results(self, asked: Asked) -> list[Any]:
+        """The request's shard results; the first asked for runs every request made so far."""
+        if asked.results is None:
+            self.run_asked()
+        assert asked.results is not None
+        return asked.results
+
+    def run_asked(self) -> None:
+        """Every request not yet run, in at most two passes: each corpus-weighted metric's
+        counts where it has several shards (map; the reduce, each call's sum, is here), then
+        every shard; in each pass one Ray Data execution for the metrics that load nothing
+        (tasks) and one for those that do (one pool of actors for all of them)."""
+        todo, self.asked = self.asked, []
+        counting = [a for a in todo if a.mode == "counted" and a.metric.uses_counts]
+        if counting:
+            found = self._run(counting, counting=True)
+            for asked, shard_counts in zip(counting, found, strict=True):
+                for k, counts in zip(asked.owners, shard_counts, strict=True):
+                    asked.counts[k] += counts
+        for asked, results in zip(todo, self._run(todo), strict=True):
+            asked.results = results
+
+    def _run(self, todo: list[Asked], counting: bool = False) -> list[list[Any]]:
+        """Each request's unpickled shard results, in order."""
         import ray.data
 
-        recipe = Recipe(origin, self.metrics[origin.metric_id], self.allow_external)
-        items = [
-            {
-                "shard": i,
-                "call": owners[i] if owners else 0,
-                **dict(zip(FIELDS, shard, strict=True)),
-            }
-            for i, shard in enumerate(shards)
+        out: list[list[Any]] = [[] for _ in todo]
+        groups = [
+            [k for k, a in enumerate(todo) if loads_something(a.metric) == actors]
+            for actors in (False, True)
         ]
-        data = ray.data.from_items(items, override_num_blocks=len(items))
-        common: dict[str, Any] = {"batch_size": 1, "batch_format": "pyarrow"}
-        kwargs = {"recipe": recipe, "mode": mode, "counts": list(counts)}
-        if loads_something(metric):
-            actors = max(1, min(self.settings.actors_per_encoder, len(items)))
-            scored = data.map_batches(
-                ShardScorer,
-                fn_constructor_kwargs=kwargs,
-                compute=ray.data.ActorPoolStrategy(size=actors),
-                num_gpus=self.settings.gpus_per_actor if on_encoder(metric) else 0,
-                **common,
+        executions = []
+        for actors, group in zip((False, True), groups, strict=True):
+            if not group:
+                continue
+            items: list[dict[str, Any]] = []
+            for local, k in enumerate(group):
+                asked = todo[k]
+                for shard, call in zip(asked.shards, asked.owners, strict=True):
+                    row = dict(zip(FIELDS, shard, strict=True))
+                    items.append({"shard": len(items), "asked": local, "call": call, **row})
+            kwargs = {
+                "recipes": [todo[k].recipe for k in group],
+                "modes": ["counts" if counting else todo[k].mode for k in group],
+                "counts": [todo[k].counts for k in group],
+            }
+            data = ray.data.from_items(items, override_num_blocks=len(items))
+            common: dict[str, Any] = {"batch_size": 1, "batch_format": "pyarrow"}
+            if actors:
+                size = max(1, min(self.settings.actors_per_encoder, len(items)))
+                gpus = any(on_encoder(todo[k].metric) for k in group)
+                scored = data.map_batches(
+                    ShardScorer,
+                    fn_constructor_kwargs=kwargs,
+                    compute=ray.data.ActorPoolStrategy(size=size),
+                    num_gpus=self.settings.gpus_per_actor if gpus else 0,
+                    **common,
+                )
+            else:
+                scored = data.map_batches(score_shards, fn_kwargs=kwargs, **common)
+            executions.append((group, items, scored))
+        for group, items, scored in executions:
+            start = time.perf_counter()
+            rows = sorted(scored.take_all(), key=lambda row: int(row["shard"]))
+            names = ", ".join(_named(todo[k].recipe.origin) for k in group)
+            if len(rows) != len(items):
+                raise RuntimeError(f"Ray returned {len(rows)} of {len(items)} shards of {names}")
+            # where a run's time on Ray goes, in its log file
+            log.info(
+                "engine=ray: %d shards %s by %s in %.1f s: %s",
+                len(items),
+                "counted" if counting else "scored",
+                "actors" if loads_something(todo[group[0]].metric) else "tasks",
+                time.perf_counter() - start,
+                names,
             )
-        else:
-            scored = data.map_batches(score_shards, fn_kwargs=kwargs, **common)
-        rows = sorted(scored.take_all(), key=lambda row: int(row["shard"]))
-        if len(rows) != len(shards):
-            raise RuntimeError(f"Ray returned {len(rows)} of {len(shards)} shards of {origin}")
-        return [pickle.loads(row["result"]) for row in rows]
+            for item, row in zip(items, rows, strict=True):
+                out[group[item["asked"]]].append(pickle.loads(row["result"]))
+        return out
+
+
+def _named(origin: Origin) -> str:
+    """A request's metric as the log names it: ``ibleu[1]`` for iBLEU's second part."""
+    return origin.metric_id + "".join(f"[{k}]" for k in origin.parts)
+
+
+@dataclass
+class Asked:
+    """A metric's calls asked of the engine: its shards, the call each is of (``owners``), each
+    call's summed counts (``counted``), and, once run, each shard's result."""
+
+    metric: Metric
+    recipe: Recipe
+    mode: str
+    shards: list[Texts]
+    owners: list[int]
+    calls: int
+    counts: list[CorpusCounts] = field(default_factory=list)
+    results: list[Any] | None = None
+
+    def __post_init__(self) -> None:
+        self.counts = [CorpusCounts() for _ in range(self.calls)]

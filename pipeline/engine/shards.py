@@ -1,17 +1,20 @@
-"""What runs in Ray's worker processes: one shard's metric call, the metric rebuilt there from
+"""What runs in Ray's worker processes: shards of metric calls, each metric rebuilt there from
 its :class:`~paraeval.pipeline.engine.base.Recipe` (a loaded model never travels). Nothing here
-imports Ray: Ray Data calls these with a batch of shard rows (a pyarrow table) and collects
-the rows they return."""
+imports Ray: Ray Data calls these with a batch of shard rows (a pyarrow table) and collects the
+rows they return. A row names its request (``asked``: the index of a metric's calls in the
+pass), and the request says the metric (``recipes``), what a shard of it is (``modes``) and the
+summed counts of each of its calls (``counts``, ``counted`` only)."""
 
 from __future__ import annotations
 
 import pickle
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from paraeval.metrics.base import CorpusCounts, Metric, MetricResult
+from paraeval.metrics.encoder import Encoders
 from paraeval.pipeline.engine.base import Recipe
 
 # what a shard's call is: one call of a segment-local metric (``score``), one system's call of
@@ -22,16 +25,20 @@ MODES = ("score", "systems", "counts", "counted")
 
 
 def score_rows(
-    metric: Metric, mode: str, batch: Any, counts: Sequence[CorpusCounts] = ()
+    metric_of: Callable[[int], Metric],
+    modes: Sequence[str],
+    batch: Any,
+    counts: Sequence[Sequence[CorpusCounts]] = (),
 ) -> dict[str, np.ndarray]:
     """Each shard row of ``batch`` scored: its index and its pickled result (bit for bit what
-    the metric returned; the driver unpickles it). ``counts``: each call's summed counts, by the
-    row's ``call`` (``counted`` only)."""
+    the metric returned; the driver unpickles it). ``metric_of``: the metric of a request."""
     shards = batch.column("shard").to_pylist()
+    asked = batch.column("asked").to_pylist()
     calls = batch.column("call").to_pylist()
     columns = [batch.column(c).to_pylist() for c in ("candidates", "references", "sources")]
     results = []
-    for call, cands, refs, srcs in zip(calls, *columns, strict=True):
+    for request, call, cands, refs, srcs in zip(asked, calls, *columns, strict=True):
+        metric, mode = metric_of(request), modes[request]
         result: MetricResult | CorpusCounts
         if mode == "counts":
             result = metric.corpus_counts(cands, refs, srcs)
@@ -41,7 +48,7 @@ def score_rows(
             if mode == "score":
                 result = metric.score(cands, refs, srcs)
             elif mode == "counted":
-                result = metric.score_counted(counts[call], cands, refs, srcs)
+                result = metric.score_counted(counts[request][call], cands, refs, srcs)
             else:
                 (result,) = metric.score_systems([(cands, refs, srcs)])
         results.append(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
@@ -51,19 +58,37 @@ def score_rows(
 
 
 def score_shards(
-    batch: Any, recipe: Recipe, mode: str, counts: Sequence[CorpusCounts] = ()
+    batch: Any,
+    recipes: Sequence[Recipe],
+    modes: Sequence[str],
+    counts: Sequence[Sequence[CorpusCounts]] = (),
 ) -> dict[str, np.ndarray]:
-    """A task's shards: the metric is built for them (n-gram metrics build in microseconds)."""
-    return score_rows(recipe.build(), mode, batch, counts)
+    """A task's shards: each metric is built for them (n-gram metrics build in microseconds)."""
+    return score_rows(lambda k: recipes[k].build(), modes, batch, counts)
 
 
 class ShardScorer:
-    """An actor's callable: the metric (its model) is built once per actor, in the actor."""
+    """An actor's callable for every metric of a pass that loads something: each metric is built
+    once per actor, when its first shard comes, and those on an encoder share one
+    :class:`Encoders` (one model and one memo of sentences for all of them, as in one
+    process)."""
 
-    def __init__(self, recipe: Recipe, mode: str, counts: Sequence[CorpusCounts] = ()) -> None:
-        self.metric = recipe.build()
-        self.mode = mode
-        self.counts = counts
+    def __init__(
+        self,
+        recipes: Sequence[Recipe],
+        modes: Sequence[str],
+        counts: Sequence[Sequence[CorpusCounts]] = (),
+    ) -> None:
+        self.recipes, self.modes, self.counts = recipes, modes, counts
+        self.encoders = Encoders()
+        # by origin: two requests of one metric (CIDEr of two shard sizes) build it once
+        self.metrics: dict[object, Metric] = {}
+
+    def metric(self, request: int) -> Metric:
+        recipe = self.recipes[request]
+        if recipe.origin not in self.metrics:
+            self.metrics[recipe.origin] = recipe.build(self.encoders)
+        return self.metrics[recipe.origin]
 
     def __call__(self, batch: Any) -> dict[str, np.ndarray]:
-        return score_rows(self.metric, self.mode, batch, self.counts)
+        return score_rows(self.metric, self.modes, batch, self.counts)

@@ -6,7 +6,7 @@ cache or is computed, with work that several systems and metrics share done once
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -15,7 +15,7 @@ from tqdm.auto import tqdm
 
 from paraeval.metrics.base import Metric, MetricResult
 from paraeval.pipeline.data.load import in_order, origin_error, row_groups
-from paraeval.pipeline.engine.base import Engine, Origin, joined
+from paraeval.pipeline.engine.base import Engine, Later, Origin
 from paraeval.pipeline.engine.local import LocalEngine
 from paraeval.pipeline.names import show
 
@@ -100,7 +100,9 @@ class _Work:
         self.codes = RunTexts(df)
         self._digests: dict[tuple[str, bool], str] = {}
         # results by (the metric's cache signature, the texts' digest)
-        self._done: dict[tuple[str, str], MetricResult] = {}
+        self._done: dict[tuple[str, str], Later] = {}
+        # what was computed, not read from the cache: (metric, system, against the source, it)
+        self._fresh: list[tuple[Metric, str, bool, Later]] = []
         # the metrics prepared so far, kept by identity (a part is a new object each time)
         self._prepared: dict[int, Metric] = {}
 
@@ -116,30 +118,40 @@ class _Work:
 
     def results(
         self, name: str, metric: Metric, vs_source: bool, origin: Origin
-    ) -> dict[str, MetricResult]:
+    ) -> dict[str, Later]:
         """Every system's result of ``metric`` (``name``: its output name for the cache's
-        counts, ``<id>_src`` against the source; ``origin``: the run's metric it is)."""
-        out: dict[str, MetricResult] = {}
+        counts, ``<id>_src`` against the source; ``origin``: the run's metric it is), asked of
+        the engine: computed when first read (:meth:`store` puts them in the cache)."""
+        out: dict[str, Later] = {}
         if self.cache is not None:
             signature = cache_signature(metric)
             for system in self.systems:
                 key = key_of(signature, self.digest(system, vs_source))
                 hit = self.cache.get_by_key(name, metric, key, len(self.positions[system]))
                 if hit is not None:
-                    out[system] = hit
+                    out[system] = Later.now(hit)
         todo = [s for s in self.systems if s not in out]
         if todo:
             fresh = self._compute(metric, vs_source, todo, origin)
             for system in todo:
                 out[system] = fresh[system]
-                if self.cache is not None:
-                    texts = self.texts(system, vs_source)
-                    self.cache.put(metric, *texts, fresh[system], self.digest(system, vs_source))
+                self._fresh.append((metric, system, vs_source, fresh[system]))
         return out
+
+    def store(self) -> None:
+        """The results computed so far into the score cache: an interrupted run keeps them."""
+        left = []
+        for metric, system, vs_source, later in self._fresh:
+            if not later.done:
+                left.append((metric, system, vs_source, later))
+            elif self.cache is not None:
+                texts = self.texts(system, vs_source)
+                self.cache.put(metric, *texts, later.get(), self.digest(system, vs_source))
+        self._fresh = left
 
     def _compute(
         self, metric: Metric, vs_source: bool, systems: list[str], origin: Origin
-    ) -> dict[str, MetricResult]:
+    ) -> dict[str, Later]:
         parts = metric.parts()
         if parts:
             # a part against the sources is scored on the system's texts against the source
@@ -147,51 +159,63 @@ class _Work:
                 self._compute(part, vs_source or on_src, systems, origin.part(i))
                 for i, (part, on_src) in enumerate(parts)
             ]
-            return {s: metric.from_parts([d[s] for d in done]) for s in systems}
+            return {s: _from_parts(metric, [d[s] for d in done]) for s in systems}
         signature = cache_signature(metric)
         keys = {s: (signature, self.digest(s, vs_source)) for s in systems}
-        # one system per distinct call that is not done yet
+        # one system per distinct call that is not asked for yet
         firsts: dict[tuple[str, str], str] = {}
         for system in systems:
             if keys[system] not in self._done:
                 firsts.setdefault(keys[system], system)
         todo = list(firsts.values())
         if todo:
-            self._prepare(metric)
             if metric.segment_local:
                 done = self._score_segments(metric, todo, vs_source, origin)
             else:
                 calls = [self.texts(s, vs_source) for s in todo]
-                done = self.engine.score_systems(metric, origin, calls)
+                prepare = self._preparer(metric)
+                done = self.engine.score_systems(metric, origin, calls, prepare)
             for system, result in zip(todo, done, strict=True):
                 self._done[keys[system]] = result
         return {s: self._done[keys[s]] for s in systems}
 
     def _score_segments(
         self, metric: Metric, systems: list[str], vs_source: bool, origin: Origin
-    ) -> list[MetricResult]:
+    ) -> list[Later]:
         """The distinct segments of ``systems`` scored in calls of at most ``rows_per_call``,
         each system's result selected from them (segment-local metrics only)."""
         rows = np.concatenate([self.positions[s] for s in systems])
         firsts, where = self.codes.segments(rows, vs_source)
-        calls = (
-            self.codes.texts(firsts[part], vs_source)
-            for part in chunks(len(firsts), self.rows_per_call)
-        )
-        whole = joined(self.engine.score_calls(metric, origin, calls))
+
+        def calls() -> Iterator[Texts]:
+            for part in chunks(len(firsts), self.rows_per_call):
+                yield self.codes.texts(firsts[part], vs_source)
+
+        whole = self.engine.score_calls(metric, origin, calls, self._preparer(metric))
         out = []
         start = 0
         for system in systems:
             n = len(self.positions[system])
-            out.append(metric.select(whole, where[start : start + n]))
+            picked = where[start : start + n]
+            out.append(whole.then(lambda result, picked=picked: metric.select(result, picked)))
             start += n
         return out
 
-    def _prepare(self, metric: Metric) -> None:
-        # encoders batch every text of the run once, and only when something is computed
-        if id(metric) not in self._prepared:
-            self.engine.prepare(metric, self.codes.unique)
-            self._prepared[id(metric)] = metric
+    def _preparer(self, metric: Metric) -> Callable[[], None]:
+        """What gives ``metric`` every text of the run once, before its first call where it is
+        computed in this process (encoders batch them in one pass)."""
+
+        def prepare() -> None:
+            # kept by identity (a part is a new object each time)
+            if id(metric) not in self._prepared:
+                metric.prepare(self.codes.unique)
+                self._prepared[id(metric)] = metric
+
+        return prepare
+
+
+def _from_parts(metric: Metric, parts: list[Later]) -> Later:
+    return Later(lambda: metric.from_parts([p.get() for p in parts]))
 
 
 def _reference_count(df: pd.DataFrame) -> int | None:
@@ -232,10 +256,13 @@ def score(
         disable=None if progress else True,
         leave=False,
     )
-    for metric_id, metric, vs_source in jobs:
+    # every result asked for first, then read: an engine may compute them all at once
+    asked = [work.results(mid + ("_src" if vs else ""), m, vs, Origin(mid)) for mid, m, vs in jobs]
+    for (metric_id, metric, vs_source), later in zip(jobs, asked, strict=True):
         suffix = "_src" if vs_source else ""
         bar.set_postfix_str(show(f"{metric_id}{suffix}"))
-        results = work.results(metric_id + suffix, metric, vs_source, Origin(metric_id))
+        results: dict[str, MetricResult] = {s: r.get() for s, r in later.items()}
+        work.store()
         # scored against the source, a candidate has one reference
         refs_here = 1 if vs_source else nrefs
         corpus_sig = metric.signature_on(refs_here) + ("|vs:source" if vs_source else "")
