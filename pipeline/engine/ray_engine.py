@@ -38,14 +38,11 @@ from paraeval.metrics.base import CorpusCounts, Metric, MetricResult
 from paraeval.pipeline.engine.base import Calls, Later, Origin, Recipe, joined
 from paraeval.pipeline.engine.local_ray import LocalRay, use_own_instance_settings
 from paraeval.pipeline.engine.settings import EngineSettings
-from paraeval.pipeline.engine.shards import ShardScorer, score_shards
+from paraeval.pipeline.engine.shards import ShardScorer, Unit, score_shards
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.stages.texts import Texts, chunks
 
 log = logging.getLogger("paraeval")
-
-# a shard row's texts, as the dataset's columns
-FIELDS = ("candidates", "references", "sources")
 
 
 def to_run_log(names: tuple[str, ...] = ("ray", "ray.data")) -> None:
@@ -205,6 +202,7 @@ class RayEngine:
 
     def _run(self, todo: list[Asked], counting: bool = False) -> list[list[Any]]:
         """Each request's unpickled shard results, in order."""
+        import ray
         import ray.data
 
         out: list[list[Any]] = [[] for _ in todo]
@@ -216,50 +214,72 @@ class RayEngine:
         for actors, group in zip((False, True), groups, strict=True):
             if not group:
                 continue
-            items: list[dict[str, Any]] = []
+            units: list[Unit] = []
             for local, k in enumerate(group):
                 asked = todo[k]
                 for shard, call in zip(asked.shards, asked.owners, strict=True):
-                    row = dict(zip(FIELDS, shard, strict=True))
-                    items.append({"shard": len(items), "asked": local, "call": call, **row})
+                    units.append((len(units), local, call, *shard))
             kwargs = {
                 "recipes": [todo[k].recipe for k in group],
                 "modes": ["counts" if counting else todo[k].mode for k in group],
                 "counts": [todo[k].counts for k in group],
             }
+            cpus = int(ray.cluster_resources().get("CPU", 1))
+            size = max(1, self.settings.actors_per_encoder if actors else cpus)
+            bundles = bundled(units, self.settings.rows_per_shard, size)
+            items = [{"bundle": pickle.dumps(b, protocol=pickle.HIGHEST_PROTOCOL)} for b in bundles]
             data = ray.data.from_items(items, override_num_blocks=len(items))
             common: dict[str, Any] = {"batch_size": 1, "batch_format": "pyarrow"}
             if actors:
-                size = max(1, min(self.settings.actors_per_encoder, len(items)))
                 gpus = any(on_encoder(todo[k].metric) for k in group)
                 scored = data.map_batches(
                     ShardScorer,
                     fn_constructor_kwargs=kwargs,
-                    compute=ray.data.ActorPoolStrategy(size=size),
+                    compute=ray.data.ActorPoolStrategy(size=min(size, len(items))),
                     num_gpus=self.settings.gpus_per_actor if gpus else 0,
                     **common,
                 )
             else:
                 scored = data.map_batches(score_shards, fn_kwargs=kwargs, **common)
-            executions.append((group, items, scored))
-        for group, items, scored in executions:
+            executions.append((group, units, len(items), scored))
+        for group, units, bundles_n, scored in executions:
             start = time.perf_counter()
             rows = sorted(scored.take_all(), key=lambda row: int(row["shard"]))
             names = ", ".join(_named(todo[k].recipe.origin) for k in group)
-            if len(rows) != len(items):
-                raise RuntimeError(f"Ray returned {len(rows)} of {len(items)} shards of {names}")
+            if len(rows) != len(units):
+                raise RuntimeError(f"Ray returned {len(rows)} of {len(units)} shards of {names}")
             # where a run's time on Ray goes, in its log file
             log.info(
-                "engine=ray: %d shards %s by %s in %.1f s: %s",
-                len(items),
+                "engine=ray: %d shards in %d bundles %s by %s in %.1f s: %s",
+                len(units),
+                bundles_n,
                 "counted" if counting else "scored",
                 "actors" if loads_something(todo[group[0]].metric) else "tasks",
                 time.perf_counter() - start,
                 names,
             )
-            for item, row in zip(items, rows, strict=True):
-                out[group[item["asked"]]].append(pickle.loads(row["result"]))
+            for unit, row in zip(units, rows, strict=True):
+                out[group[unit[1]]].append(pickle.loads(row["result"]))
         return out
+
+
+def bundled(units: Sequence[Unit], rows: int, workers: int) -> list[list[Unit]]:
+    """Consecutive shards in bundles of about ``rows`` rows, one Ray Data row each: an encoder
+    encodes a bundle's texts in one length-sorted pass (36 one-system shards of 400 rows, each
+    encoded alone, took 48 s of encoder time against 35 s in one pass), and a task builds its
+    metric once per bundle. Bundles are smaller where the shards would otherwise fill fewer
+    than two per worker (``workers``: the actors of the pool, or the cluster's CPUs)."""
+    total = sum(len(unit[3]) for unit in units)
+    target = max(1, min(rows, -(-total // (2 * workers))))
+    out: list[list[Unit]] = []
+    filled = target
+    for unit in units:
+        if filled >= target:
+            out.append([])
+            filled = 0
+        out[-1].append(unit)
+        filled += len(unit[3])
+    return out
 
 
 def _named(origin: Origin) -> str:

@@ -1,9 +1,9 @@
 """What runs in Ray's worker processes: shards of metric calls, each metric rebuilt there from
 its :class:`~paraeval.pipeline.engine.base.Recipe` (a loaded model never travels). Nothing here
-imports Ray: Ray Data calls these with a batch of shard rows (a pyarrow table) and collects the
-rows they return. A row names its request (``asked``: the index of a metric's calls in the
-pass), and the request says the metric (``recipes``), what a shard of it is (``modes``) and the
-summed counts of each of its calls (``counts``, ``counted`` only)."""
+imports Ray: Ray Data calls these with a batch of rows (a pyarrow table), each a bundle of
+shards, and collects the rows they return, one per shard. A shard names its request (the index
+of a metric's calls in the pass), and the request says the metric (``recipes``), what a shard of
+it is (``modes``) and the summed counts of each of its calls (``counts``, ``counted`` only)."""
 
 from __future__ import annotations
 
@@ -24,34 +24,46 @@ from paraeval.pipeline.engine.base import Recipe
 MODES = ("score", "systems", "counts", "counted")
 
 
+# one shard of a request: its index in the pass, the request (``asked``), the call it is of, and
+# its texts: candidates, references, sources (None where the metric takes none)
+Unit = tuple[int, int, int, list[str], list[list[str]], "list[str] | None"]
+
+
 def score_rows(
     metric_of: Callable[[int], Metric],
     modes: Sequence[str],
     batch: Any,
     counts: Sequence[Sequence[CorpusCounts]] = (),
 ) -> dict[str, np.ndarray]:
-    """Each shard row of ``batch`` scored: its index and its pickled result (bit for bit what
-    the metric returned; the driver unpickles it). ``metric_of``: the metric of a request."""
-    shards = batch.column("shard").to_pylist()
-    asked = batch.column("asked").to_pylist()
-    calls = batch.column("call").to_pylist()
-    columns = [batch.column(c).to_pylist() for c in ("candidates", "references", "sources")]
-    results = []
-    for request, call, cands, refs, srcs in zip(asked, calls, *columns, strict=True):
-        metric, mode = metric_of(request), modes[request]
-        result: MetricResult | CorpusCounts
-        if mode == "counts":
-            result = metric.corpus_counts(cands, refs, srcs)
-        else:
-            # encoders batch the shard's texts in one pass, as the local engine the run's
-            metric.prepare([*cands, *(r for rs in refs for r in rs), *(srcs or ())])
-            if mode == "score":
+    """Each shard of the bundles in ``batch`` (a pickled list of :data:`Unit` per row) scored:
+    one output row per shard, its index and its pickled result (bit for bit what the metric
+    returned; the driver unpickles it). ``metric_of``: the metric of a request."""
+    shards: list[int] = []
+    results: list[bytes] = []
+    for payload in batch.column("bundle").to_pylist():
+        units: list[Unit] = pickle.loads(payload)
+        # encoders batch the bundle's texts in one pass, as one process batches the run's:
+        # length-sorted batches over many texts pad less than each shard's alone
+        texts: dict[int, list[str]] = {}
+        for _, request, _, cands, refs, srcs in units:
+            if modes[request] != "counts":
+                every = [*cands, *(r for rs in refs for r in rs), *(srcs or ())]
+                texts.setdefault(request, []).extend(every)
+        for request, some in texts.items():
+            metric_of(request).prepare(some)
+        for shard, request, call, cands, refs, srcs in units:
+            metric, mode = metric_of(request), modes[request]
+            result: MetricResult | CorpusCounts
+            if mode == "counts":
+                result = metric.corpus_counts(cands, refs, srcs)
+            elif mode == "score":
                 result = metric.score(cands, refs, srcs)
             elif mode == "counted":
                 result = metric.score_counted(counts[request][call], cands, refs, srcs)
             else:
                 (result,) = metric.score_systems([(cands, refs, srcs)])
-        results.append(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
+            shards.append(shard)
+            results.append(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
     out = np.empty(len(results), dtype=object)
     out[:] = results
     return {"shard": np.asarray(shards, dtype=np.int64), "result": out}

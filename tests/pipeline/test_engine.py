@@ -241,3 +241,34 @@ def test_a_wrong_engine_setting_is_one_line_before_any_work(
     assert len(lines) == 1 and lines[0].startswith("paraeval: error: "), proc.stderr
     assert said in lines[0]
     assert not list(tmp_path.rglob("segment_scores.parquet"))
+
+
+def _units(sizes: list[int]) -> list[Any]:
+    return [(k, 0, 0, ["c"] * n, [["r"]] * n, None) for k, n in enumerate(sizes)]
+
+
+@pytest.mark.parametrize(
+    ("sizes", "rows", "workers", "expected"),
+    [
+        ([400] * 36, 2048, 2, 6),  # ParaBank-Eval's one-system shards: 6 of them a bundle
+        ([2048, 2048, 100, 7, 2048], 2048, 2, 3),  # target 1,563 rows: 2048 | 2048 | 100+7+2048
+        ([7] * 50, 7, 2, 50),  # shards of the shard size stay alone
+        ([10] * 12, 2048, 3, 6),  # a small pool: two bundles per worker, not one
+        ([0, 0, 5], 2048, 1, 1),  # empty shards (an empty call) are kept, with the next
+    ],
+)
+def test_bundles_keep_every_shard_in_order_and_about_the_shard_size(
+    sizes: list[int], rows: int, workers: int, expected: int
+) -> None:
+    from paraeval.pipeline.engine.ray_engine import bundled
+
+    bundles = bundled(_units(sizes), rows, workers)
+    assert len(bundles) == expected
+    flat = [unit[0] for bundle in bundles for unit in bundle]
+    assert flat == list(range(len(sizes)))  # each shard once, in order
+    target = max(1, min(rows, -(-sum(sizes) // (2 * workers))))
+    for bundle in bundles[:-1]:
+        filled = sum(len(unit[3]) for unit in bundle)
+        # full once it reaches the target, and never by more than its last shard
+        assert filled >= target
+        assert filled - len(bundle[-1][3]) < target
