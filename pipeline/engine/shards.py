@@ -75,8 +75,15 @@ def score_shards(
     modes: Sequence[str],
     counts: Sequence[Sequence[CorpusCounts]] = (),
 ) -> dict[str, np.ndarray]:
-    """A task's shards: each metric is built for them (n-gram metrics build in microseconds)."""
-    return score_rows(lambda k: recipes[k].build(), modes, batch, counts)
+    """A task's shards: each metric is built once for them, in the task."""
+    built: dict[int, Metric] = {}
+
+    def metric_of(request: int) -> Metric:
+        if request not in built:
+            built[request] = recipes[request].build()
+        return built[request]
+
+    return score_rows(metric_of, modes, batch, counts)
 
 
 class ShardScorer:
