@@ -1,24 +1,27 @@
 """The score stage's calls on a Ray cluster, through Ray Data.
 
 The stage asks for every metric's calls before it reads any result; the first result read runs
-all of them (:meth:`RayEngine.run_asked`). Each call is cut into shards, the shards become the
-rows of a dataset, and ``map_batches`` scores one shard per batch: one execution by tasks for the
-metrics that load nothing, one by a single pool of ``actors_per_encoder`` actors for those that
-load a model or a resource (``num_gpus=gpus_per_actor`` where one is on an encoder); an actor
-builds each such metric once, and the encoder metrics share its one encoder (one model, one
-memo of sentences). The shards: a segment-local metric's distinct
-segments, ``rows_per_shard`` at a time; a corpus-weighted metric's (CIDEr, NIST, BERTScore) system's
-rows, where :meth:`Metric.shard_bounds` allows, in two passes (map: each shard's
-:class:`CorpusCounts`; reduce: each system's sum, here; then each shard scored with its system's
-sum); any other metric's system whole. A shard's result comes back pickled, bit for bit what the
-metric returned, and the shards of a call are joined in order, so corpus scores come from the same
-statistics as in one process. A shard whose worker died is run again by Ray, without limit: Ray
-Data's defaults retry its tasks (``max_retries=-1``) and restart a pool's actors, retrying their
-calls (``max_restarts=-1``, ``max_task_retries=-1``); an exception a metric raises is not retried. A
+all of them (:meth:`RayEngine.run_asked`). Each call is cut into shards: a segment-local metric's
+distinct segments, ``rows_per_shard`` at a time; a corpus-weighted metric's (CIDEr, NIST,
+BERTScore) system's rows, where :meth:`Metric.shard_bounds` allows, in two passes (map: each
+shard's :class:`CorpusCounts`; reduce: each system's sum, here; then each shard scored with its
+system's sum); any other metric's system whole. Shards travel in bundles of about
+``rows_per_shard`` rows (:func:`bundled`), each a row of a dataset, and ``map_batches`` scores one
+bundle per batch: one execution by tasks for the metrics that load nothing, one by a single pool
+of ``actors_per_encoder`` actors for those that load a model or a resource
+(``num_gpus=gpus_per_actor`` where one is on an encoder). An actor builds each such metric once,
+the encoder metrics on one encoder (one model, one memo of sentences), and encodes a bundle's
+texts in one pass. A shard's result comes back pickled, bit for bit what the metric returned, and
+the shards of a call are joined in order, so corpus scores come from the same statistics as in
+one process.
+
+A bundle whose worker died is run again by Ray, without limit: Ray Data's defaults retry its
+tasks (``max_retries=-1``) and restart a pool's actors, retrying their calls
+(``max_restarts=-1``, ``max_task_retries=-1``); an exception a metric raises is not retried. A
 metric call is a pure function of its texts, so a rerun gives the same numbers
-(``tests/pipeline/test_engine_faults.py`` kills a task's and an actor's worker mid-shard). A shard
-that kills every worker it runs on (a crash in a metric's native code) is retried until the run is
-stopped.
+(``tests/pipeline/test_engine_faults.py`` kills a task's and an actor's worker mid-shard). A
+bundle that kills every worker it runs on (a crash in a metric's native code) is retried until
+the run is stopped.
 
 With no address, Ray is started here for the run and ended with it, ``kill -9`` included
 (:mod:`~paraeval.pipeline.engine.local_ray`); an address joins the user's cluster, which stays.
