@@ -20,7 +20,9 @@ the peak memory of a Ray worker for pools ten times apart.
    correlation's intervals, the comparison and the alpha curve off. While the run goes, the
    peak resident set (``VmHWM`` of ``/proc/PID/status``) of each of the instance's worker
    processes that scored (Ray titles them ``ray::MapBatches(...)`` or ``ray::MapWorker(...)``)
-   is sampled; reported: the largest, at each size, and its growth. Sizes: BLEU and chrF
+   is read, and its private memory (``RssAnon``) and object store pages (``RssShmem``: Ray's
+   shared memory, which ``VmHWM`` counts too) sampled; reported: the largest of each, at each
+   size, and the growth of the first two. Sizes: BLEU and chrF
    100,000 and 1,000,000 rows, BERTScore 10,000 and 100,000 (two CPU cores encode some 240
    sentences/s: the larger pool takes about ten minutes); ``--scale 0.1`` divides them by ten.
 

@@ -1,27 +1,26 @@
 """The score stage's calls on a Ray cluster, through Ray Data.
 
-The stage asks for every metric's calls before it reads any result; the first result read runs
-all of them (:meth:`RayEngine.run_asked`). Each call is cut into shards: a segment-local metric's
+The stage asks for every metric's calls before it reads any result; the first result read runs all
+of them (:meth:`RayEngine.run_asked`). Each call is cut into shards: a segment-local metric's
 distinct segments, ``rows_per_shard`` at a time; a corpus-weighted metric's (CIDEr, NIST,
 BERTScore) system's rows, where :meth:`Metric.shard_bounds` allows, in two passes (map: each
 shard's :class:`CorpusCounts`; reduce: each system's sum, here; then each shard scored with its
 system's sum); any other metric's system whole. Shards travel in bundles of about
 ``rows_per_shard`` rows (:func:`bundled`), each a row of a dataset, and ``map_batches`` scores one
-bundle per batch: one execution by tasks for the metrics that load nothing, one by a single pool
-of ``actors_per_encoder`` actors for those that load a model or a resource
-(``num_gpus=gpus_per_actor`` where one is on an encoder). An actor builds each such metric once,
-the encoder metrics on one encoder (one model, one memo of sentences), and encodes a bundle's
-texts in one pass. A shard's result comes back pickled, bit for bit what the metric returned, and
-the shards of a call are joined in order, so corpus scores come from the same statistics as in
-one process.
+bundle per batch: one execution by tasks for the metrics that load nothing, one by a single pool of
+``actors_per_encoder`` actors for those that load a model or a resource
+(``num_gpus=gpus_per_actor`` where one is on an encoder), the two at the same time. An actor builds
+each such metric once, the encoder metrics on one encoder (one model, one memo of sentences), and
+encodes a bundle's texts in one pass. A shard's result comes back pickled, bit for bit what the
+metric returned, and the shards of a call are joined in order, so corpus scores come from the same
+statistics as in one process.
 
-A bundle whose worker died is run again by Ray, without limit: Ray Data's defaults retry its
-tasks (``max_retries=-1``) and restart a pool's actors, retrying their calls
-(``max_restarts=-1``, ``max_task_retries=-1``); an exception a metric raises is not retried. A
-metric call is a pure function of its texts, so a rerun gives the same numbers
-(``tests/pipeline/test_engine_faults.py`` kills a task's and an actor's worker mid-shard). A
-bundle that kills every worker it runs on (a crash in a metric's native code) is retried until
-the run is stopped.
+A bundle whose worker died is run again by Ray, without limit: Ray Data's defaults retry its tasks
+(``max_retries=-1``) and restart a pool's actors, retrying their calls (``max_restarts=-1``,
+``max_task_retries=-1``); an exception a metric raises is not retried. A metric call is a pure
+function of its texts, so a rerun gives the same numbers (``tests/pipeline/test_engine_faults.py``
+kills a task's and an actor's worker mid-shard). A bundle that kills every worker it runs on (a
+crash in a metric's native code) is retried until the run is stopped.
 
 With no address, Ray is started here for the run and ended with it, ``kill -9`` included
 (:mod:`~paraeval.pipeline.engine.local_ray`); an address joins the user's cluster, which stays.
@@ -34,6 +33,7 @@ import pickle
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -245,9 +245,12 @@ class RayEngine:
             else:
                 scored = data.map_batches(score_shards, fn_kwargs=kwargs, **common)
             executions.append((group, units, len(items), scored))
-        for group, units, bundles_n, scored in executions:
-            start = time.perf_counter()
-            rows = sorted(scored.take_all(), key=lambda row: int(row["shard"]))
+        # the executions run at once: tasks use the CPUs the actors leave while they start
+        # (import torch, load the model) and between bundles
+        with ThreadPoolExecutor(max_workers=len(executions) or 1) as pool:
+            taken = list(pool.map(_taken, (scored for *_, scored in executions)))
+        for (group, units, bundles_n, _), (found, seconds) in zip(executions, taken, strict=True):
+            rows = sorted(found, key=lambda row: int(row["shard"]))
             names = ", ".join(_named(todo[k].recipe.origin) for k in group)
             if len(rows) != len(units):
                 raise RuntimeError(f"Ray returned {len(rows)} of {len(units)} shards of {names}")
@@ -258,12 +261,18 @@ class RayEngine:
                 bundles_n,
                 "counted" if counting else "scored",
                 "actors" if loads_something(todo[group[0]].metric) else "tasks",
-                time.perf_counter() - start,
+                seconds,
                 names,
             )
             for unit, row in zip(units, rows, strict=True):
                 out[group[unit[1]]].append(pickle.loads(row["result"]))
         return out
+
+
+def _taken(scored: Any) -> tuple[list[dict[str, Any]], float]:
+    """A dataset's rows, and the seconds its execution took."""
+    start = time.perf_counter()
+    return scored.take_all(), time.perf_counter() - start
 
 
 def bundled(units: Sequence[Unit], rows: int, workers: int) -> list[list[Unit]]:
