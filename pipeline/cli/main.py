@@ -388,6 +388,9 @@ def _interrupted(exc: BaseException) -> None:
 def main() -> None:
     # the workers of a parallel sweep die with this process (their initializer reads it)
     os.environ[RUN_PID_ENV] = str(os.getpid())
+    # loading the encoder drew transformers' "Loading weights" bar on stderr, which holds
+    # paraeval's lines only: huggingface_hub's switch, read when transformers is imported
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
     argv = sys.argv[1:]

@@ -25,6 +25,9 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]
             "correlation.n_resamples=200",
         ],
         cwd=work,
+        # a cache of its own: scored from another test's cache, the stage takes under a second
+        # on a fast machine and prints no time (test_terminal_summary reads it)
+        PARAEVAL_CACHE_DIR=str(work / "cache"),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     # stdout, then stderr after a marker line
