@@ -22,7 +22,9 @@ the peak memory of a Ray worker for pools ten times apart.
    processes that scored (Ray titles them ``ray::MapBatches(...)`` or ``ray::MapWorker(...)``)
    is read, and its private memory (``RssAnon``) and object store pages (``RssShmem``: Ray's
    shared memory, which ``VmHWM`` counts too) sampled; reported: the largest of each, at each
-   size, and the growth of the first two. Sizes: BLEU and chrF
+   size, the growth of the first two, and, for the worker with the most private memory, the
+   largest private memory in the first and in the second half of its samples (no more in the
+   second half: it stopped growing with the rows it scored). Sizes: BLEU and chrF
    100,000 and 1,000,000 rows, BERTScore 10,000 and 100,000 (two CPU cores encode some 240
    sentences/s: the larger pool takes about ten minutes); ``--scale 0.1`` divides them by ten.
 
@@ -90,10 +92,12 @@ def descendants(root: int) -> list[int]:
 FIELDS = ("VmHWM", "RssAnon", "RssShmem")
 
 
-def sample_workers(root: int, peaks: dict[int, dict[str, int]]) -> None:
+def sample_workers(
+    root: int, peaks: dict[int, dict[str, int]], private: dict[int, list[int]]
+) -> None:
     """Records in ``peaks`` the largest of each of :data:`FIELDS` (kB) seen so far for each
     process under ``root`` seen scoring (RssAnon and RssShmem are sampled, VmHWM is the
-    kernel's peak of the whole resident set)."""
+    kernel's peak of the whole resident set), and appends each one's RssAnon to ``private``."""
     for pid in descendants(root):
         try:
             title = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
@@ -104,8 +108,17 @@ def sample_workers(root: int, peaks: dict[int, dict[str, int]]) -> None:
                 key, _, value = line.partition(":")
                 if key in seen:
                     seen[key] = max(seen[key], int(value.split()[0]))
+                if key == "RssAnon":
+                    private.setdefault(pid, []).append(int(value.split()[0]))
         except (OSError, UnicodeDecodeError, ValueError, IndexError):
             continue
+
+
+def halves(samples: list[int]) -> tuple[float, float]:
+    """The largest of the first and of the second half of a worker's samples (MB): where the
+    second is no larger, its memory stopped growing with the rows it had scored."""
+    mid = len(samples) // 2
+    return max(samples[:mid], default=0) / 1024, max(samples[mid:], default=0) / 1024
 
 
 def run_cli(overrides: list[str], work: Path, tag: str) -> dict[str, Any]:
@@ -117,6 +130,7 @@ def run_cli(overrides: list[str], work: Path, tag: str) -> dict[str, Any]:
     err_path = work / f"{tag}.stderr"
     print(f"  {tag} starts: {load_average()}", flush=True)
     peaks: dict[int, dict[str, int]] = {}
+    private: dict[int, list[int]] = {}
     start = time.perf_counter()
     with err_path.open("w") as err:
         proc = subprocess.Popen(
@@ -126,7 +140,7 @@ def run_cli(overrides: list[str], work: Path, tag: str) -> dict[str, Any]:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
-            sample_workers(proc.pid, peaks)
+            sample_workers(proc.pid, peaks, private)
             time.sleep(SAMPLE_S)
     wall = time.perf_counter() - start
     code = os.waitstatus_to_exitcode(status)
@@ -151,6 +165,8 @@ def run_cli(overrides: list[str], work: Path, tag: str) -> dict[str, Any]:
         "worker_private_mb": max((p["RssAnon"] for p in peaks.values()), default=0) / 1024,
         "worker_shared_mb": max((p["RssShmem"] for p in peaks.values()), default=0) / 1024,
         "workers": len(peaks),
+        # the worker with the most private memory: its samples' halves
+        "private_halves": halves(max(private.values(), key=max, default=[])),
     }
 
 
@@ -327,6 +343,11 @@ def pool_memory(work: Path, scale: float) -> list[dict[str, Any]]:
                 f"({run['workers']} workers scored), score stage "
                 f"{run['stages'].get('score', float('nan')):6.1f} s"
             )
+            first, second = run["private_halves"]
+            print(
+                f"  {'':9s} {'':>9s}       that worker's private memory: at most {first:.0f} MB "
+                f"in the first half of its samples, {second:.0f} MB in the second"
+            )
         for key, what in (
             ("worker_peak_mb", "peak resident memory (VmHWM)"),
             ("worker_private_mb", "peak private memory (RssAnon)"),
@@ -338,6 +359,12 @@ def pool_memory(work: Path, scale: float) -> list[dict[str, Any]]:
             rows.append(
                 row("bench_engine", what, big, "MB", f"the same at {sizes[0]:,} rows", small)
             )
+        first, second = peaks[1]["private_halves"]
+        what = (
+            f"{metric}, private memory (RssAnon) of the Ray worker with the most, {sizes[1]:,} "
+            "rows, second half of its samples"
+        )
+        rows.append(row("bench_engine", what, second, "MB", "the first half", first))
     return rows
 
 

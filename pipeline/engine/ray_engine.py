@@ -235,6 +235,8 @@ class RayEngine:
             common: dict[str, Any] = {"batch_size": 1, "batch_format": "pyarrow"}
             if actors:
                 gpus = any(on_encoder(todo[k].metric) for k in group)
+                if gpus:
+                    self._check_gpus()
                 scored = data.map_batches(
                     ShardScorer,
                     fn_constructor_kwargs=kwargs,
@@ -244,12 +246,14 @@ class RayEngine:
                 )
             else:
                 scored = data.map_batches(score_shards, fn_kwargs=kwargs, **common)
-            executions.append((group, units, len(items), scored))
+            executions.append((group, units, len(items), actors, scored))
         # the executions run at once: tasks use the CPUs the actors leave while they start
         # (import torch, load the model) and between bundles
         with ThreadPoolExecutor(max_workers=len(executions) or 1) as pool:
             taken = list(pool.map(_taken, (scored for *_, scored in executions)))
-        for (group, units, bundles_n, _), (found, seconds) in zip(executions, taken, strict=True):
+        for (group, units, bundles_n, actors, _), (found, seconds) in zip(
+            executions, taken, strict=True
+        ):
             rows = sorted(found, key=lambda row: int(row["shard"]))
             names = ", ".join(_named(todo[k].recipe.origin) for k in group)
             if len(rows) != len(units):
@@ -260,13 +264,36 @@ class RayEngine:
                 len(units),
                 bundles_n,
                 "counted" if counting else "scored",
-                "actors" if loads_something(todo[group[0]].metric) else "tasks",
+                "actors" if actors else "tasks",
                 seconds,
                 names,
             )
             for unit, row in zip(units, rows, strict=True):
                 out[group[unit[1]]].append(pickle.loads(row["result"]))
         return out
+
+    def _check_gpus(self) -> None:
+        """Actors that ask for more GPUs than the cluster has would wait for them: for ever on
+        the instance this run started (one machine, whose GPUs Ray found at its start); on a
+        cluster that may add a node with GPUs, a warning."""
+        import ray
+
+        wanted = self.settings.gpus_per_actor
+        have = float(ray.cluster_resources().get("GPU", 0))
+        if wanted <= have:
+            return
+        if self.started:
+            raise ConfigError(
+                f"engine.gpus_per_actor={wanted:g}: Ray finds {have:g} GPUs on this machine "
+                "(those CUDA_VISIBLE_DEVICES shows); set engine.gpus_per_actor=0 to encode on "
+                "the CPU"
+            )
+        log.warning(
+            "engine.gpus_per_actor=%g: the cluster has %g GPUs now; the encoder actors wait "
+            "until a node with enough joins",
+            wanted,
+            have,
+        )
 
 
 def _taken(scored: Any) -> tuple[list[dict[str, Any]], float]:
@@ -310,7 +337,7 @@ class Asked:
     shards: list[Texts]
     owners: list[int]
     calls: int
-    counts: list[CorpusCounts] = field(default_factory=list)
+    counts: list[CorpusCounts] = field(init=False)
     results: list[Any] | None = None
 
     def __post_init__(self) -> None:

@@ -243,6 +243,26 @@ def test_a_wrong_engine_setting_is_one_line_before_any_work(
     assert not list(tmp_path.rglob("segment_scores.parquet"))
 
 
+@pytest.mark.slow
+def test_gpus_the_machine_lacks_are_one_line_and_ray_ends(tmp_path: Path, short_tmp: Path) -> None:
+    """Actors asking for a GPU on the run's own instance, which has none (CUDA_VISIBLE_DEVICES
+    empty), would wait for ever: one line, exit 2, before the scoring, and Ray is stopped."""
+    skip_without_ray()
+    args = ["engine=ray", "engine.gpus_per_actor=1", "metrics=[bleu,cosine]", "tracking=none"]
+    args.append("cache.enabled=false")  # scores from a cache would not reach the actors
+    env = {"TMPDIR": str(short_tmp), "CUDA_VISIBLE_DEVICES": "", **RAY_ENV}
+    proc = run_cli([*args, f"hydra.run.dir={tmp_path / 'out'}"], cwd=tmp_path, **env)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = [line for line in proc.stderr.splitlines() if "core_worker.cc" not in line]
+    errors = [line for line in lines if line.startswith("paraeval: error: ")]
+    assert len(errors) == 1, proc.stderr
+    assert "engine.gpus_per_actor=1: Ray finds 0 GPUs" in errors[0]
+    # the rest is the demo's own warnings (its empty candidates), no traceback
+    assert all(line.startswith("paraeval: warning: ") for line in lines if line not in errors)
+    assert not list(tmp_path.rglob("segment_scores.parquet"))
+    assert wait_gone(short_tmp, 10) == []
+
+
 def _units(sizes: list[int]) -> list[Any]:
     return [(k, 0, 0, ["c"] * n, [["r"]] * n, None) for k, n in enumerate(sizes)]
 
