@@ -168,7 +168,8 @@ def run_stages(path: Path, trace: bool, extra: list[str]) -> None:
 
     from paraeval.pipeline.config.compose import compose_config
     from paraeval.pipeline.config.settings import Settings
-    from paraeval.pipeline.stages.evaluation import STAGES, Evaluation, release_free_memory
+    from paraeval.pipeline.heap import release_free_memory
+    from paraeval.pipeline.stages.evaluation import STAGES, Evaluation
 
     def peak_rss() -> float:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10

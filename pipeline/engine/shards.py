@@ -16,6 +16,7 @@ import numpy as np
 from paraeval.metrics.base import CorpusCounts, Metric, MetricResult
 from paraeval.metrics.encoder import Encoders
 from paraeval.pipeline.engine.base import Recipe
+from paraeval.pipeline.heap import release_free_memory
 
 # what a shard's call is: one call of a segment-local metric (``score``), one system's call of
 # any other metric (``systems``: :meth:`Metric.score_systems`, one call), or a shard of a
@@ -64,6 +65,9 @@ def score_rows(
                 (result,) = metric.score_systems([(cands, refs, srcs)])
             shards.append(shard)
             results.append(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
+        # a worker scores bundle after bundle: without this its heaps keep each one's freed
+        # pages (an encoder actor's resident set grew with the rows it had scored)
+        release_free_memory()
     out = np.empty(len(results), dtype=object)
     out[:] = results
     return {"shard": np.asarray(shards, dtype=np.int64), "result": out}

@@ -7,10 +7,7 @@ here reads the config tree or talks to MLflow.
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import logging
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +23,7 @@ from paraeval.pipeline.data.humans import human_report
 from paraeval.pipeline.data.load import HUMAN_PREFIX
 from paraeval.pipeline.engine import open_engine
 from paraeval.pipeline.files import write_csv, write_parquet
+from paraeval.pipeline.heap import release_free_memory
 from paraeval.pipeline.stages.aggregate import Aggregated, aggregate
 from paraeval.pipeline.stages.alpha import AlphaCurve, compute_alpha_curve, curve_metrics
 from paraeval.pipeline.stages.cache import ScoreCache
@@ -208,29 +206,6 @@ def compute(
         if after_stage is not None:
             after_stage(ev)
     return ev
-
-
-def release_free_memory() -> None:
-    """Gives the C heap's free pages back to the system between stages (glibc's ``malloc_trim``).
-
-    Worker threads leave freed arrays in per-thread heaps that the next stage's large arrays
-    cannot reuse: without this a run's peak is the sum of its stages' leftovers."""
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
-
-
-@functools.cache
-def _malloc_trim() -> Callable[[int], int] | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        fn = ctypes.CDLL(None).malloc_trim  # the running process's C library
-    except (OSError, AttributeError):  # another C library (musl) has none
-        return None
-    fn.argtypes = [ctypes.c_size_t]
-    fn.restype = ctypes.c_int
-    return fn  # type: ignore[no-any-return]
 
 
 # --------------------------------------------------------------------------- files
