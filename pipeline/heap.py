@@ -2,9 +2,9 @@
 
 Freed arrays stay in the heap that allocated them, often between pages still in use, and a
 process's resident set keeps them: threads each have a heap of their own that another thread's
-large arrays cannot reuse. A run trims between its stages, and a Ray actor after each bundle
-(its calls run on a thread of Ray Data's; over 30,000 rows of BERTScore its heaps grew to 1,304
-MB, 598 MB of them free, while what it used stayed at 706 MB)."""
+large arrays cannot reuse. A run trims between its stages, and a Ray worker after each bundle
+(an encoder actor's calls run on a thread of Ray Data's; over 30,000 rows of BERTScore its heaps
+grew to 1,304 MB, 598 MB of them free, while what it used stayed at 706 MB)."""
 
 from __future__ import annotations
 
