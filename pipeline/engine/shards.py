@@ -79,15 +79,8 @@ def score_shards(
     modes: Sequence[str],
     counts: Sequence[Sequence[CorpusCounts]] = (),
 ) -> dict[str, np.ndarray]:
-    """A task's shards: each metric is built once for them, in the task."""
-    built: dict[int, Metric] = {}
-
-    def metric_of(request: int) -> Metric:
-        if request not in built:
-            built[request] = recipes[request].build()
-        return built[request]
-
-    return score_rows(metric_of, modes, batch, counts)
+    """A task's bundle: each metric is built once for it, in the task, as an actor builds it."""
+    return ShardScorer(recipes, modes, counts)(batch)
 
 
 class ShardScorer:
