@@ -74,7 +74,8 @@ class Metric(ABC):
 
     ``supports_multi_ref_rule`` is False where the reference implementation has its own rule;
     ``corpus_only`` metrics describe a whole system (NaN segment columns); ``distance_to_source``
-    marks a diversity metric whose HIGHER value means FURTHER from the source (PINC).
+    marks a diversity metric whose HIGHER value means FURTHER from the source (PINC);
+    ``needs_own_references`` a metric that contrasts the references with the sources (iBLEU).
     """
 
     name: str = ""
@@ -86,6 +87,9 @@ class Metric(ABC):
     supports_multi_ref_rule: ClassVar[bool] = False
     corpus_only: ClassVar[bool] = False
     distance_to_source: ClassVar[bool] = False
+    # the value means nothing when the references are the sources (iBLEU is then
+    # (2α − 1) · BLEU(candidate, source)): a reference-free run leaves the metric out
+    needs_own_references: ClassVar[bool] = False
     # what scoring loads beyond the texts ("encoder": a transformer model, "WordNet", ...), for
     # paraeval.list_metrics(): a user sees before a run which metrics need a download
     resources: ClassVar[tuple[str, ...]] = ()

@@ -183,6 +183,7 @@ class IBLEU(BLEU):
 
     name = "ibleu"
     needs_sources = True
+    needs_own_references = True
     ALPHA = 0.8
 
     def __init__(

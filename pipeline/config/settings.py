@@ -35,15 +35,20 @@ class DataSettings:
     target: str
     options: Node  # the loader's keyword arguments
     name: str
+    # systems that are controls (a copy of the source, an off-topic system): shown apart, never
+    # ranked, out of the correlations unless correlation.include_controls
+    controls: tuple[str, ...] = ()
 
     @classmethod
     def from_node(cls, node: Mapping[str, object]) -> DataSettings:
         options = {str(k): v for k, v in node.items()}
         target = targets.check("data", options.pop("_target_", ""))
+        controls = _names(options.pop("controls", None), "data.controls")
         missing = [k for k, v in options.items() if v == "???"]
         if missing:
             raise ConfigError(f"data.{missing[0]} is required, e.g. data.{missing[0]}=<path>")
-        return cls(target=target, options=options, name=str(options.get("name", "data")))
+        name = str(options.get("name", "data"))
+        return cls(target=target, options=options, name=name, controls=controls)
 
     def load(self) -> pd.DataFrame:
         return load_data(self.target, self.options)
@@ -164,6 +169,19 @@ def _normalizer(node: Node) -> Normalizer:
         return Normalizer(**options)  # type: ignore[arg-type]
     except TypeError as exc:
         raise ConfigError(f"normalize: {exc}") from None
+
+
+def _names(value: object, key: str) -> tuple[str, ...]:
+    """A list of system names (null: none; one name alone: that one)."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, Sequence) or any(
+        isinstance(v, Mapping | Sequence) and not isinstance(v, str) for v in value
+    ):
+        raise ConfigError(f"{key} must be a list of system names, got {value!r}")
+    return tuple(str(v) for v in value)
 
 
 def _integer(value: object, key: str) -> int:

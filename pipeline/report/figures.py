@@ -25,7 +25,7 @@ from paraeval.pipeline.files import PLOTS_DIR
 from paraeval.pipeline.lifetime import die_with_parent
 from paraeval.pipeline.names import slug
 from paraeval.pipeline.report.alpha_plot import plot_alpha_curve
-from paraeval.pipeline.report.compare_plots import diversity_adequacy_plot
+from paraeval.pipeline.report.frontier_plot import frontier_plot
 from paraeval.pipeline.report.heatmap import correlation_heatmap
 from paraeval.pipeline.report.plots import FigureStyle, drawn
 from paraeval.pipeline.report.ranking import ranking_plot
@@ -72,8 +72,9 @@ def figure_plan(ev: Evaluation, out_dir: str | Path) -> Plan:
             draw = partial(metric_vs_human, agg.segments, agg.systems, metric, aspect, style=style)
             # the names come from the data: made file-safe
             draws.append((f"scatter_{slug(metric)}_{slug(aspect)}", draw))
+    if ev.paraphrase is not None:
+        draws.append(("paraphrase_frontier", partial(frontier_plot, ev.paraphrase)))
     if ev.compared is not None:
-        draws.append(("diversity_adequacy", partial(diversity_adequacy_plot, ev.compared)))
         draws.append(("system_ranking", partial(ranking_plot, ev.compared, style=style)))
     if ev.alpha_curve is not None:
         draws.append(("alpha_curve", partial(plot_alpha_curve, ev.alpha_curve)))

@@ -91,6 +91,11 @@ def save_figure(fig: Figure, path: Path, dpi: int = PNG_DPI) -> None:
     # the crop measured here, at the saving resolution, and given as a box: with "tight"
     # savefig draws the whole figure once more to measure it, a third of a figure's time
     fig.set_dpi(dpi)
+    engine = fig.get_layout_engine()
+    if engine is not None:
+        # a layout engine places the axes when the figure is drawn: measured before that, the
+        # box would be the unplaced axes' and cut off titles and labels
+        engine.execute(fig)
     box = fig.get_tightbbox(fig.canvas.get_renderer()).padded(PAD_INCHES)  # type: ignore[attr-defined]
     atomic_write(path, lambda p: fig.savefig(p, format=fmt, dpi=dpi, bbox_inches=box, **extra))
 

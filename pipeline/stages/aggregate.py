@@ -6,7 +6,7 @@ scores over a handful of systems would be degenerate)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -118,3 +118,19 @@ def aggregate(scores: Scores, normalizer: Normalizer | None = None) -> Aggregate
         systems[col] = by_system[col].mean()
         columns.setdefault(col, ColumnInfo(col, "precomputed", True, f"{col}|precomputed"))
     return Aggregated(seg, norm, systems, pd.DataFrame(params), columns)
+
+
+def without_systems(agg: Aggregated, systems: Collection[str]) -> Aggregated:
+    """``agg`` without the rows of ``systems`` (the controls, for the correlations): the
+    normalization fitted on the whole pool is kept, so a group average has one value whatever
+    the table it is read from."""
+    if not systems:
+        return agg
+    keep = ~agg.segments["system"].isin(list(systems))
+    return Aggregated(
+        agg.segments[keep],
+        agg.normalized[keep],
+        agg.systems[~agg.systems.index.isin(list(systems))],
+        agg.normalization,
+        agg.columns,
+    )

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -82,6 +82,7 @@ COMPARISON_COLUMNS = [
     "p_ar",
     "cluster",
     "rank",
+    "control",
     "higher_is_better",
     "n_items",
     "signature",
@@ -94,6 +95,7 @@ AVERAGES = ("syntactic", "semantic")
 class CompareConfig:
     enabled: bool = True
     baseline: str | None = None
+    baseline_is_control: bool = True
     n_bootstrap: int = 1000
     n_ar: int = 10000
     confidence: float = 0.95
@@ -112,6 +114,11 @@ class CompareConfig:
         if self.seed is not None and (not isinstance(self.seed, int) or self.seed < 0):
             raise ConfigError(
                 f"compare.seed must be a non-negative integer or null, got {self.seed!r}"
+            )
+        if not isinstance(self.baseline_is_control, bool):
+            raise ConfigError(
+                "compare.baseline_is_control must be true or false, got "
+                f"{self.baseline_is_control!r}"
             )
         if self.baseline is not None:
             self.baseline = str(self.baseline)
@@ -262,11 +269,17 @@ def _corpus_value(metric: Metric, column: str, stats: np.ndarray) -> float:
     return float(metric.corpus_from_stats(stats).get(column, np.nan))
 
 
-def compare(scores: Scores, agg: Aggregated, cfg: CompareConfig) -> Comparison:
-    """Scores with intervals, paired tests against the baseline, clusters, diversity/adequacy."""
+def compare(
+    scores: Scores, agg: Aggregated, cfg: CompareConfig, controls: Sequence[str] = ()
+) -> Comparison:
+    """Scores with intervals, paired tests against the baseline, clusters, diversity/adequacy.
+    ``controls`` have scores, intervals and p-values, and no rank or cluster: the others are
+    ranked among themselves. The baseline is ``cfg.baseline``, else the first control, else the
+    first system."""
     seg = agg.segments
     systems = in_order(seg["system"])
-    baseline = cfg.baseline if cfg.baseline is not None else systems[0]
+    first = next((s for s in systems if s in controls), systems[0])
+    baseline = cfg.baseline if cfg.baseline is not None else first
     if baseline not in systems:
         raise ConfigError(f"compare.baseline '{baseline}' is not a system; choose from {systems}")
     items, positions = _align(seg, systems, baseline)
@@ -307,7 +320,13 @@ def compare(scores: Scores, agg: Aggregated, cfg: CompareConfig) -> Comparison:
             paired = col.scores
             points = {s: paired.point(s) for s in systems}
             res = boot.pop(col.name)
-            rank, cluster = paired_bs_clusters(points, res, col.higher_is_better, cfg.alpha)
+            ranked = [s for s in systems if s not in controls]
+            rank, cluster = paired_bs_clusters(
+                {s: points[s] for s in ranked},
+                {s: res[s] for s in ranked},
+                col.higher_is_better,
+                cfg.alpha,
+            )
             p_ar = dict.fromkeys(others, np.nan)
             for s, stats in trials.pop(col.name, {}).items():
                 p_ar[s] = p_value(stats, paired.ar_difference(baseline, s))
@@ -330,6 +349,7 @@ def compare(scores: Scores, agg: Aggregated, cfg: CompareConfig) -> Comparison:
                         "p_ar": np.nan if untested else p_ar[s],
                         "cluster": cluster.get(s, np.nan) if tested else np.nan,
                         "rank": rank.get(s, np.nan),
+                        "control": s in controls,
                         "higher_is_better": col.higher_is_better,
                         "n_items": n,
                         "signature": f"{col.signature}|{signature}",

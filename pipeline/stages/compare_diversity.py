@@ -9,20 +9,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from paraeval.pipeline.stages.roles import copy_rates
+
 if TYPE_CHECKING:
     from paraeval.pipeline.stages.aggregate import Aggregated
     from paraeval.pipeline.stages.score import Scores
-
-
-def normalize_text(text: str) -> str:
-    return " ".join(str(text).split()).casefold()
-
-
-def copy_rates(segments: pd.DataFrame) -> pd.Series:
-    pairs = zip(segments["candidate"], segments["source"], strict=True)
-    same = [normalize_text(c) == normalize_text(s) for c, s in pairs]
-    copied = pd.Series(same, index=segments.index, dtype=float)
-    return copied.groupby(segments["system"], sort=False).mean()
 
 
 def diversity_columns(scores: Scores) -> tuple[list[str], list[str]]:

@@ -26,6 +26,14 @@ from paraeval.pipeline.errors import ConfigError
 SMALL_N_DEFAULT = 10
 
 
+def include_controls(cfg: Mapping[str, Any]) -> bool | str:
+    """``correlation.include_controls``: False (the default), True or ``"both"``."""
+    value = cfg.get("include_controls", False)
+    if value is True or value is False or value == "both":
+        return value  # type: ignore[no-any-return]
+    raise ConfigError(f"correlation.include_controls must be false, true or both, got '{value}'")
+
+
 def check_correlation_config(cfg: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     """(levels, coefficients) of ``correlation``; a ConfigError for an unknown name, a bad value
     or a choice that computes nothing (e.g. no coefficient defined at any listed level)."""
@@ -60,6 +68,7 @@ def check_correlation_config(cfg: Mapping[str, Any]) -> tuple[list[str], list[st
     }.items():
         if key in cfg and str(cfg[key]) not in valid:
             raise ConfigError(f"correlation.{key} must be one of {list(valid)}, got '{cfg[key]}'")
+    include_controls(cfg)
     _check_number("correlation.confidence", cfg.get("confidence", 0.95), 0.0, 1.0, open_=True)
     count(cfg.get("n_resamples", 1000), "correlation.n_resamples")
     _check_number("correlation.warn_below_n", cfg.get("warn_below_n", SMALL_N_DEFAULT), 0, None)

@@ -22,17 +22,22 @@ from paraeval.pipeline.config.settings import Settings
 from paraeval.pipeline.data.humans import human_report
 from paraeval.pipeline.data.load import HUMAN_PREFIX
 from paraeval.pipeline.engine import open_engine
+from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.files import write_csv, write_parquet
 from paraeval.pipeline.heap import release_free_memory
-from paraeval.pipeline.stages.aggregate import Aggregated, aggregate
+from paraeval.pipeline.stages.aggregate import Aggregated, aggregate, without_systems
 from paraeval.pipeline.stages.alpha import AlphaCurve, compute_alpha_curve, curve_metrics
 from paraeval.pipeline.stages.cache import ScoreCache
 from paraeval.pipeline.stages.compare import COMPARISON_COLUMNS, SYSTEM_COLUMNS, Comparison, compare
 from paraeval.pipeline.stages.correlate import correlate, significance
+from paraeval.pipeline.stages.correlate_settings import include_controls
+from paraeval.pipeline.stages.paraphrase_table import ParaphraseTable, paraphrase_table
+from paraeval.pipeline.stages.roles import Roles, find_roles
 from paraeval.pipeline.stages.score import Scores, build_metrics, score
 from paraeval.pipeline.terminal import Status
 
 log = logging.getLogger("paraeval")
+PARAPHRASE_FILE = "paraphrase.csv"
 
 
 @dataclass
@@ -42,14 +47,18 @@ class Evaluation:
 
     settings: Settings
     table: pd.DataFrame  # the loaded tidy table
+    roles: Roles = field(default_factory=Roles)  # the controls; whether it is reference-free
     metrics: dict[str, Metric] = field(default_factory=dict)
     cache: ScoreCache | None = None
     scores: Scores | None = None
     aggregated: Aggregated | None = None
     correlations: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # with correlation.include_controls=both: the correlations with the controls too
+    correlations_with_controls: pd.DataFrame = field(default_factory=pd.DataFrame)
     significance: pd.DataFrame = field(default_factory=pd.DataFrame)
     humans: pd.DataFrame = field(default_factory=pd.DataFrame)
     compared: Comparison | None = None
+    paraphrase: ParaphraseTable | None = None  # the headline: adequacy, diversity, both at once
     alpha_curve: AlphaCurve | None = None
     run_metrics: dict[str, float] = field(default_factory=dict)  # logged besides correlations
     started_at: float = field(default_factory=time.time)  # when the run started (epoch seconds)
@@ -69,7 +78,8 @@ class Evaluation:
     def systems(self) -> pd.DataFrame:
         """One row per system (the index): corpus scores, group averages, mean human scores and
         the comparison's diversity, adequacy and copy rate (``system_scores.csv``)."""
-        systems = self._agg.systems
+        systems = self._agg.systems.copy()
+        systems["control"] = systems.index.isin(self.roles.controls)
         if self.compared is None:
             return systems
         extra = self.compared.systems.reindex(systems.index)[list(SYSTEM_COLUMNS)]
@@ -111,6 +121,8 @@ class Evaluation:
 def score_stage(ev: Evaluation) -> None:
     s = ev.settings
     ev.metrics = build_metrics(s.metrics, s.allow_external_metrics)
+    if ev.roles.reference_free:
+        ev.metrics = _without_own_reference_metrics(ev.metrics, ev.roles)
     ev.cache = ScoreCache.from_config(s.cache)
     # the engine (a Ray instance started for the run) ends with the stage: the later stages
     # run here
@@ -123,15 +135,43 @@ def score_stage(ev: Evaluation) -> None:
         ev.run_metrics.update(ev.cache.metrics())
 
 
+def _without_own_reference_metrics(metrics: dict[str, Metric], roles: Roles) -> dict[str, Metric]:
+    """The metrics of a reference-free run: those that contrast the references with the
+    sources (iBLEU) are left out, with one warning that says why."""
+    left = {k: m for k, m in metrics.items() if not m.needs_own_references}
+    dropped = [k for k in metrics if k not in left]
+    if dropped and not left:
+        raise ConfigError(
+            f"nothing to score: {', '.join(dropped)} means nothing on reference-free data "
+            f"({roles.reason}); choose other metrics"
+        )
+    if dropped:
+        log.warning(
+            "reference-free data (%s): %s not computed, nor the alpha curve: iBLEU is then "
+            "(2*alpha - 1) * BLEU(candidate, source), a multiple of BLEU whose alpha means nothing",
+            roles.reason,
+            ", ".join(dropped),
+        )
+    return left
+
+
 def aggregate_stage(ev: Evaluation) -> None:
     assert ev.scores is not None
     agg = ev.aggregated = aggregate(ev.scores, ev.settings.normalizer)
     ev.humans = human_report(agg.segments)
 
 
+def correlated(ev: Evaluation) -> Aggregated:
+    """The rows the correlations are computed on: without the controls unless
+    ``correlation.include_controls`` is true."""
+    if include_controls(ev.settings.correlation) is True:
+        return ev._agg
+    return without_systems(ev._agg, ev.roles.controls)
+
+
 def correlate_stage(ev: Evaluation) -> None:
     assert ev.scores is not None
-    agg, settings = ev._agg, ev.settings.correlation
+    agg, settings = correlated(ev), ev.settings.correlation
     rng = np.random.default_rng(ev.settings.seed)
     # unchanged columns' rows come from the cache, with the result and generator state of a
     # full computation
@@ -140,6 +180,10 @@ def correlate_stage(ev: Evaluation) -> None:
     if ev.cache is not None:
         ev.run_metrics.update(ev.cache.metrics())
     ev.significance = significance(agg, settings, rng)
+    if include_controls(settings) == "both" and ev.roles.controls:
+        # a generator of its own: the table without controls is the one a run without "both" has
+        both = np.random.default_rng(ev.settings.seed)
+        ev.correlations_with_controls = correlate(ev._agg, settings, both, ev.scores)
     if not ev.aspects and settings.get("levels"):
         log.warning("%s", no_ratings_message(ev.table))
 
@@ -159,16 +203,25 @@ def no_ratings_message(table: pd.DataFrame) -> str:
 
 
 def compare_stage(ev: Evaluation) -> None:
-    if ev.settings.compare is None or ev.scores is None:
+    if ev.scores is None:
         return
-    ev.compared = compare(ev.scores, ev._agg, ev.settings.compare)
+    if ev.settings.compare is not None:
+        ev.compared = compare(ev.scores, ev._agg, ev.settings.compare, ev.roles.controls)
+    seed = ev.settings.compare.seed if ev.settings.compare is not None else ev.settings.seed
+    ev.paraphrase = paraphrase_table(
+        ev._agg, ev.compared, ev.roles, np.random.default_rng(seed), ev.scores.metrics
+    )
 
 
 def alpha_curve_stage(ev: Evaluation) -> None:
     if ev.scores is None:
         return
     ev.alpha_curve = compute_alpha_curve(
-        ev.settings.alpha_curve, ev._agg.segments, ev.scores.stats, ev.scores.metrics, ev.aspects
+        ev.settings.alpha_curve,
+        correlated(ev).segments,
+        ev.scores.stats,
+        ev.scores.metrics,
+        ev.aspects,
     )
     if ev.alpha_curve is not None:
         ev.run_metrics.update(curve_metrics(ev.alpha_curve))
@@ -195,7 +248,14 @@ def compute(
     """Every stage on a loaded table; ``status`` tells the terminal which stage runs;
     ``started_at`` is when the run began (its loading included), for the tracker;
     ``after_stage`` is called with the evaluation after each stage."""
-    ev = Evaluation(settings, table)
+    compare = settings.compare
+    roles = find_roles(
+        table,
+        settings.data.controls,
+        compare.baseline if compare is not None else None,
+        compare.baseline_is_control if compare is not None else True,
+    )
+    ev = Evaluation(settings, table, roles)
     if started_at is not None:
         ev.started_at = started_at
     status = status if status is not None else Status(enabled=False)
@@ -211,6 +271,8 @@ def compute(
 # --------------------------------------------------------------------------- files
 def write_tables(ev: Evaluation, out: Path) -> None:
     """The output tables, in the order a reader looks for them."""
+    if ev.paraphrase is not None:
+        write_csv(ev.paraphrase.table, out / PARAPHRASE_FILE)
     if ev.compared is not None:
         write_csv(ev.compared.table, out / "system_comparison.csv")
     if ev.alpha_curve is not None:
@@ -220,6 +282,8 @@ def write_tables(ev: Evaluation, out: Path) -> None:
     write_parquet(ev.segments, out / "segment_scores.parquet")
     write_csv(ev.systems.reset_index(), out / "system_scores.csv")
     write_csv(ev.correlations, out / "correlations.csv")
+    if not ev.correlations_with_controls.empty:
+        write_csv(ev.correlations_with_controls, out / "correlations_with_controls.csv")
     if not ev.significance.empty:
         write_csv(ev.significance, out / "significance.csv")
     if not ev.humans.empty:

@@ -1,0 +1,224 @@
+"""The headline of a run (``paraphrase.csv``): per system the meaning it keeps (adequacy), how far
+its wording moves from the source (diversity), the score that weighs both at once with its interval
+and significance cluster, its copy rate and its human ratings; the controls apart.
+
+- **adequacy**: the first computed of ``bertscore_f1``, ``cosine``, ``bleurt``, ``semantic``:
+  similarity to the references, or to the source when the run is reference-free.
+- **diversity**: ``pinc`` (share of the candidate's n-grams not in its source), else
+  ``100 − self_bleu``: 0 for a copy, higher = more changed.
+- **paraphrase**: ``parascore`` (``parascore_free`` when reference-free, or when ``parascore`` is
+  off), else ``bert_ibleu``; its cluster and rank are the comparison's, among the ranked systems.
+- **edit_distance**: ParaScore's own diversity, the character edit distance to the source over
+  the longer length, whose threshold γ ends ParaScore's reward for diversity (the frontier figure
+  draws it); only where a ParaScore is the paraphrase score.
+- **frontier**: no other ranked system is better on both axes of the frontier figure (adequacy
+  and ParaScore's edit distance, else diversity) beyond their intervals (its interval's low end
+  above this one's high end, on each axis).
+
+Scores, intervals and clusters come from the comparison (its items and bootstrap); without a
+comparison the table has the systems' corpus scores and no intervals.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from paraeval.metrics.paraphrase import edit_ratio
+from paraeval.pipeline.data.load import HUMAN_PREFIX
+from paraeval.pipeline.stages.roles import Roles, copy_rates
+
+if TYPE_CHECKING:
+    from paraeval.metrics.base import Metric
+    from paraeval.pipeline.stages.aggregate import Aggregated
+    from paraeval.pipeline.stages.compare import Comparison
+
+ADEQUACY = ("bertscore_f1", "cosine", "bleurt", "semantic")
+PARASCORES = ("parascore", "parascore_free")
+N_BOOTSTRAP, CONFIDENCE = 1000, 0.95  # the edit distance's interval without a comparison
+
+
+@dataclass
+class ParaphraseTable:
+    """``table``: one row per system, the ranked ones by the paraphrase score's rank, then the
+    controls; the other fields say which columns each measure is."""
+
+    table: pd.DataFrame
+    adequacy: str = ""
+    diversity: str = ""  # "pinc" or "100 - self_bleu"
+    paraphrase: str = ""
+    reference_free: bool = False
+    gamma: float | None = None  # ParaScore's threshold on the edit distance
+    x_axis: str = "diversity"  # the frontier figure's horizontal axis: edit_distance or diversity
+
+    @property
+    def best(self) -> str:
+        """One sentence: the best system where it leads the paraphrase score's first cluster
+        alone, else who shares that cluster; "" without clusters."""
+        t = self.table[~self.table["control"]]
+        if t.empty or "cluster" not in t or not t["cluster"].notna().any():
+            return ""
+        first = t[t["cluster"] == t["cluster"].min()]
+        names = ", ".join(map(str, first["system"]))
+        if len(first) == 1:
+            return f"Best system: {names}, alone in the first cluster of {self.paraphrase}."
+        return (
+            f"No single best system: {len(first)} systems share the first cluster of "
+            f"{self.paraphrase} ({names})."
+        )
+
+
+def _pick(present: Sequence[str], choices: Sequence[str]) -> str:
+    return next((c for c in choices if c in present), "")
+
+
+def _measure(
+    compared: Comparison | None, systems: pd.DataFrame, column: str, flip: float | None = None
+) -> pd.DataFrame:
+    """Per system: score, low, high (the comparison's), cluster and rank; ``flip``: the
+    measure is ``flip − column`` (its interval turned around)."""
+    out = pd.DataFrame(index=systems.index, columns=["score", "low", "high", "cluster", "rank"])
+    t = compared.table if compared is not None else pd.DataFrame()
+    if not t.empty and (t["metric"] == column).any():
+        sub = t[t["metric"] == column].set_index("system").reindex(systems.index)
+        out["score"], out["low"], out["high"] = sub["score"], sub["ci_low"], sub["ci_high"]
+        out["cluster"], out["rank"] = sub["cluster"], sub["rank"]
+    elif column in systems:
+        out["score"] = systems[column]
+    out = out.astype(float)
+    if flip is not None:
+        out["score"], out["low"], out["high"] = (
+            flip - out["score"],
+            flip - out["high"],
+            flip - out["low"],
+        )
+    return out
+
+
+def edit_distances(segments: pd.DataFrame) -> pd.Series:
+    """ParaScore's diversity of each row: the character edit distance between candidate and
+    source over the longer length (each distinct pair measured once)."""
+    pairs = list(
+        zip(segments["candidate"].astype(str), segments["source"].astype(str), strict=True)
+    )
+    ratio = {pair: edit_ratio(*pair) for pair in dict.fromkeys(pairs)}
+    return pd.Series([ratio[p] for p in pairs], index=segments.index, dtype=float)
+
+
+def mean_intervals(
+    values: pd.Series, segments: pd.DataFrame, rng: np.random.Generator
+) -> pd.DataFrame:
+    """Per system the mean of ``values`` with a percentile bootstrap interval over its items
+    (``N_BOOTSTRAP`` resamples, the same item draws for every system with as many items)."""
+    rows: dict[str, tuple[float, float, float]] = {}
+    lo_q, hi_q = (1 - CONFIDENCE) / 2, 1 - (1 - CONFIDENCE) / 2
+    draws: dict[int, np.ndarray] = {}
+    for system, v in values.groupby(segments["system"], sort=False):
+        x = v.to_numpy(dtype=float)
+        n = len(x)
+        if n < 2:
+            rows[str(system)] = (float(x.mean()) if n else math.nan, math.nan, math.nan)
+            continue
+        if n not in draws:
+            draws[n] = rng.integers(0, n, size=(N_BOOTSTRAP, n))
+        means = x[draws[n]].mean(axis=1)
+        lo, hi = np.quantile(means, [lo_q, hi_q])
+        rows[str(system)] = (float(x.mean()), float(lo), float(hi))
+    return pd.DataFrame.from_dict(rows, orient="index", columns=["score", "low", "high"])
+
+
+def frontier(
+    x: np.ndarray,
+    x_low: np.ndarray,
+    x_high: np.ndarray,
+    y: np.ndarray,
+    y_low: np.ndarray,
+    y_high: np.ndarray,
+) -> np.ndarray:
+    """Whether each point is on the frontier: no other point is better on both axes beyond
+    the intervals (its low end above this one's high end on each axis). A missing interval is
+    the point itself; a point without both values is not on it."""
+    x_low, x_high = np.where(np.isfinite(x_low), x_low, x), np.where(np.isfinite(x_high), x_high, x)
+    y_low, y_high = np.where(np.isfinite(y_low), y_low, y), np.where(np.isfinite(y_high), y_high, y)
+    ok = np.isfinite(x) & np.isfinite(y)
+    beats = (x_low[:, None] > x_high[None, :]) & (y_low[:, None] > y_high[None, :])
+    beats &= ok[:, None]
+    return ok & ~beats.any(axis=0)
+
+
+def paraphrase_table(
+    agg: Aggregated,
+    compared: Comparison | None,
+    roles: Roles,
+    rng: np.random.Generator,
+    metrics: Mapping[str, Metric] | None = None,
+) -> ParaphraseTable | None:
+    """The headline table, or None where the run has no adequacy or no diversity measure."""
+    systems, seg = agg.systems, agg.segments
+    present = [c for c in systems.columns if systems[c].notna().any()]
+    adequacy = _pick(present, ADEQUACY)
+    diversity = _pick(present, ("pinc", "self_bleu"))
+    if not adequacy or not diversity:
+        return None
+    free_first = roles.reference_free or "parascore" not in present
+    paraphrase = _pick(
+        present, (*(reversed(PARASCORES) if free_first else PARASCORES), "bert_ibleu")
+    )
+    out = pd.DataFrame({"system": systems.index.astype(str)}, index=systems.index)
+    out["control"] = out["system"].isin(roles.controls)
+    measures: dict[str, pd.DataFrame] = {
+        "adequacy": _measure(compared, systems, adequacy),
+        "diversity": _measure(
+            compared, systems, diversity, flip=100.0 if diversity == "self_bleu" else None
+        ),
+    }
+    gamma = None
+    if paraphrase in PARASCORES:
+        metric: Any = (metrics or {}).get(paraphrase)
+        gamma = float(getattr(metric, "gamma", 0.35))
+        edit = mean_intervals(edit_distances(seg), seg, rng)
+        measures["edit_distance"] = edit.reindex(systems.index.astype(str)).set_axis(systems.index)
+    if paraphrase:
+        measures["paraphrase"] = _measure(compared, systems, paraphrase)
+    for name, m in measures.items():
+        out[name], out[f"{name}_low"], out[f"{name}_high"] = m["score"], m["low"], m["high"]
+    if paraphrase:
+        out["cluster"], out["rank"] = (
+            measures["paraphrase"]["cluster"],
+            measures["paraphrase"]["rank"],
+        )
+    out["copy_rate"] = copy_rates(seg).reindex(systems.index)
+    x_axis = "edit_distance" if "edit_distance" in measures else "diversity"
+    ranked_rows = ~out["control"].to_numpy()
+    on = frontier(
+        *(
+            np.where(ranked_rows, out[c].to_numpy(dtype=float), np.nan)
+            for c in (x_axis, f"{x_axis}_low", f"{x_axis}_high")
+        ),
+        *(out[c].to_numpy(dtype=float) for c in ("adequacy", "adequacy_low", "adequacy_high")),
+    )
+    out["frontier"] = on
+    for col in [c for c in systems.columns if str(c).startswith(HUMAN_PREFIX)]:
+        out[col] = systems[col]
+    # the ranked systems by rank (by score without a comparison), then the controls
+    by = ["control", "rank", "paraphrase"] if paraphrase else ["control", "adequacy"]
+    out = out.sort_values(
+        by,
+        ascending=[True, True, False][: len(by)] if paraphrase else [True, False],
+        na_position="last",
+        kind="stable",
+    ).reset_index(drop=True)
+    return ParaphraseTable(
+        out,
+        adequacy,
+        "pinc" if diversity == "pinc" else "100 - self_bleu",
+        paraphrase,
+        roles.reference_free,
+        gamma,
+        x_axis,
+    )
