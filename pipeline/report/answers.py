@@ -47,10 +47,14 @@ def system_ranking(ev: Evaluation, metric: str) -> pd.DataFrame:
     t = ev.compared.table
     sub = t[t["metric"] == metric].sort_values(["rank", "score"], ascending=[True, False])
     baseline = sub["system"] == ev.compared.baseline
+    controls = sub["control"].astype(bool) if "control" in sub else pd.Series(False, sub.index)
     return pd.DataFrame(
         {
             "rank": sub["rank"].to_numpy(),
-            "system": sub["system"].to_numpy(),
+            "system": [
+                f"{s} (control)" if c else str(s)
+                for s, c in zip(sub["system"], controls, strict=True)
+            ],
             "score": sub["score"].to_numpy(dtype=float),
             "ci_low": sub["ci_low"].to_numpy(dtype=float),
             "ci_high": sub["ci_high"].to_numpy(dtype=float),

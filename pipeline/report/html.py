@@ -56,24 +56,56 @@ def _style(ev: Evaluation) -> FigureStyle:
     return figure_style(ev) if ev.aggregated is not None else FigureStyle()
 
 
-def _best_systems(ev: Evaluation) -> str:
-    """The first system of each ranking: ``strong (first by syntactic and semantic)``."""
-    firsts = {m: str(system_ranking(ev, m)["system"].iloc[0]) for m in ranked_columns(ev)}
-    if not firsts:
+HEADLINE_FIGURE = "paraphrase_frontier"
+
+
+def _headline_figure(ev: Evaluation, out: Path | None) -> Markup:
+    """The frontier figure, shown beside the paraphrase table."""
+    plots = out / PLOTS_DIR if out is not None else None
+    found = sorted(plots.glob(f"{HEADLINE_FIGURE}.*")) if plots and plots.is_dir() else []
+    caption = html.escape(_captions(ev)[HEADLINE_FIGURE])
+    for p in found:
+        mime = _MIME.get(p.suffix)
+        if mime is None:
+            return Markup(f'<p>{caption} <a href="plots/{html.escape(p.name)}">{p.name}</a></p>')
+        data = base64.b64encode(p.read_bytes()).decode("ascii")
+        return Markup(
+            f'<figure class="headline" id="frontier"><a href="plots/{html.escape(p.name)}">'
+            f'<img alt="{caption}" src="data:{mime};base64,{data}"></a>'
+            f"<figcaption>{caption}</figcaption></figure>"
+        )
+    return Markup("")
+
+
+def _paraphrase_note(ev: Evaluation) -> str:
+    view = ev.paraphrase
+    if view is None:
         return ""
-    if len(set(firsts.values())) == 1:
-        return f"{next(iter(firsts.values()))} (first by {' and '.join(firsts)})"
-    return ", ".join(f"{s} by {m}" for m, s in firsts.items())
+    against = "the source" if view.reference_free else "the references"
+    diversity = "PINC" if view.diversity == "pinc" else "100 − self-BLEU"
+    parts = [
+        f"adequacy: {view.adequacy}, similarity to {against} (meaning kept)",
+        f"diversity: {diversity}, distance from the source (0 = a copy)",
+    ]
+    if "edit_distance" in view.table:
+        parts.append("edit_distance: ParaScore's character edit distance to the source")
+    if view.paraphrase:
+        parts.append(f"{view.paraphrase} weighs both at once; its clusters rank the systems")
+    return (
+        "; ".join(parts) + ". Frontier: no ranked system is better on both axes of the figure "
+        "beyond the intervals. Controls are shown apart and never ranked (paraphrase.csv)."
+    )
 
 
 def _captions(ev: Evaluation) -> dict[str, str]:
     """Each figure's caption, by file stem, in the order of the page's story: systems, then
     metrics against ratings, then iBLEU's α."""
     captions = {
+        HEADLINE_FIGURE: "Each system's adequacy against its distance from the source, with "
+        "their intervals; the frontier and the controls marked, ParaScore's threshold drawn. "
+        "Click to enlarge.",
         "system_ranking": "The systems on every compared column, with their bootstrap "
         "intervals and significance clusters.",
-        "diversity_adequacy": "Each system's diversity (distance from the source) against "
-        "its adequacy, with the spread over items.",
     }
     corr = ev.correlations
     if not corr.empty:
@@ -105,6 +137,7 @@ def _figures(ev: Evaluation, out: Path) -> Iterator[bytes]:
     images are encoded straight into the file, never joined into one text with the page."""
     plots = out / PLOTS_DIR
     files = [p for p in plots.glob("*") if p.is_file()] if plots.is_dir() else []
+    files = [p for p in files if p.stem != HEADLINE_FIGURE]  # shown with the answers
     if not files:
         yield b"<p>No figures were drawn.</p>"
         return
@@ -126,8 +159,9 @@ def _figures(ev: Evaluation, out: Path) -> Iterator[bytes]:
     yield b"</div>"
 
 
-def page_around_figures(ev: Evaluation) -> tuple[str, str]:
-    """The page before and after its figures, which :func:`write_html` puts between them."""
+def page_around_figures(ev: Evaluation, out: Path | None = None) -> tuple[str, str]:
+    """The page before and after its figures, which :func:`write_html` puts between them
+    (``out``: the folder whose headline figure goes with the answers)."""
     t = ev.table
     style = _style(ev)
     agree = agreement(ev)
@@ -151,7 +185,11 @@ def page_around_figures(ev: Evaluation) -> tuple[str, str]:
             meta=f"paraeval {__version__} · {len(t)} rows, {t['item_id'].nunique()} items × "
             f"{t['system'].nunique()} systems · {len(ev.metrics)} metrics · written {when}",
             marks_note=MARKS_NOTE,
-            best_systems=_best_systems(ev),
+            reference_note=ev.roles.note(),
+            best_line=ev.paraphrase.best if ev.paraphrase is not None else "",
+            paraphrase=tables.paraphrase_table(ev),
+            paraphrase_note=_paraphrase_note(ev),
+            frontier=_headline_figure(ev, out),
             rankings=[
                 (style.label(m), tables.table(tables.with_interval(system_ranking(ev, m), "score")))
                 for m in ranked_columns(ev)
@@ -200,7 +238,7 @@ def write_html(ev: Evaluation, out: Path, around: tuple[str, str] | None = None)
     """``report.html`` in ``out`` with the figures there now; ``around``: the page rendered
     before without them (:func:`page_around_figures`)."""
     path = out / REPORT_NAME
-    head, tail = around or page_around_figures(ev)
+    head, tail = around or page_around_figures(ev, out)
 
     def write(p: Path) -> None:
         with p.open("wb") as f:

@@ -83,6 +83,52 @@ def system_columns(ev: Evaluation) -> tuple[list[str], int]:
     return order, sum(1 for c in systems.columns if c != "n_items" and c not in chosen)
 
 
+def paraphrase_block(ev: Evaluation, max_rows: int) -> Block | None:
+    """The headline: per system adequacy, diversity, the paraphrase score with its interval and
+    cluster, the copy rate and the human ratings; the controls last, labelled."""
+    view = ev.paraphrase
+    if view is None:
+        return None
+    t = view.table
+    humans = [c for c in t.columns if str(c).startswith("human_")]
+    table = _table("Paraphrase: meaning kept and wording changed", "system")
+    columns = ["adequacy", "diversity"]
+    if "edit_distance" in t:
+        columns.append("edit_distance")
+    headers = {"adequacy": "adequacy", "diversity": "diversity", "edit_distance": "edit"}
+    for c in columns:
+        table.add_column(headers[c], justify="right", no_wrap=True)
+    if view.paraphrase:
+        table.add_column(view.paraphrase, justify="right", no_wrap=True)
+    table.add_column("copy", justify="right", no_wrap=True)
+    for c in humans:
+        table.add_column(c.removeprefix("human_"), justify="right", no_wrap=True)
+    digits = {c: _digits(t[c]) for c in [*columns, *humans]}
+    for row in t.head(max_rows).itertuples(index=False):
+        r = row._asdict()
+        name = printable(r["system"])
+        name += " (control)" if r["control"] else (" ◆" if r["frontier"] else "")
+        cells = [_number(r[c], digits[c]) for c in columns]
+        if view.paraphrase:
+            cluster = f" ({int(r['cluster'])})" if math.isfinite(r["cluster"]) else ""
+            cells.append(_number(r["paraphrase"], 3) + cluster)
+        cells.append(f"{r['copy_rate']:.0%}" if math.isfinite(r["copy_rate"]) else "–")
+        cells += [_number(r[c], digits[c]) for c in humans]
+        table.add_row(Text(name), *cells)
+    _more(table, len(t), max_rows)
+    against = "the source" if view.reference_free else "the references"
+    diversity = "PINC" if view.diversity == "pinc" else "100 - self_bleu"
+    notes = [
+        f"adequacy: {view.adequacy} to {against}; diversity: {diversity} from the source"
+        + ("; edit: ParaScore's edit distance to the source" if "edit_distance" in t else ""),
+        "◆ frontier: no system better on both adequacy and "
+        + ("edit" if view.x_axis == "edit_distance" else "diversity")
+        + " beyond their intervals; (n) the cluster; controls are never ranked; intervals in "
+        "paraphrase.csv",
+    ]
+    return table, "\n".join(notes)
+
+
 def systems_block(ev: Evaluation, max_rows: int) -> Block:
     systems = ev.systems
     columns, left_out = system_columns(ev)
@@ -92,7 +138,8 @@ def systems_block(ev: Evaluation, max_rows: int) -> Block:
         table.add_column(_header(ev, c), justify="right", no_wrap=True)
     digits = {c: _digits(systems[c]) for c in columns}
     for name, row in systems.head(max_rows).iterrows():
-        table.add_row(Text(printable(name)), *[_number(row[c], digits[c]) for c in columns])
+        label = printable(name) + (" (control)" if name in ev.roles.controls else "")
+        table.add_row(Text(label), *[_number(row[c], digits[c]) for c in columns])
     _more(table, len(systems), max_rows)
     return table, f"{more}{LOWER_MARK} = lower is better"
 
@@ -168,7 +215,12 @@ def comparison_block(ev: Evaluation, max_rows: int) -> Block | None:
     by_metric = {m: t[t["metric"] == m].set_index("system") for m in chosen}
     for s in systems[:max_rows]:
         cells = [c for m in chosen for c in _comparison_cells(by_metric[m], s, alpha)]
-        label = printable(s) + (" (baseline)" if s == compared.baseline else "")
+        role = [
+            r
+            for r, on in (("control", s in ev.roles.controls), ("baseline", s == compared.baseline))
+            if on
+        ]
+        label = printable(s) + (f" ({', '.join(role)})" if role else "")
         table.add_row(Text(label), *cells)
     _more(table, len(systems), max_rows)
     return table, caption
@@ -200,8 +252,17 @@ def render_summary(
         max_rows = ev.settings.report.max_rows
         console.print()
         console.print(Text(headline(ev)))
+        for line in (ev.roles.note(), ev.paraphrase.best if ev.paraphrase else ""):
+            if line:
+                console.print(Text(line))
         correlations = correlations_block(ev, max_rows)
-        for block in (systems_block(ev, max_rows), correlations, comparison_block(ev, max_rows)):
+        blocks = (
+            paraphrase_block(ev, max_rows),
+            systems_block(ev, max_rows),
+            correlations,
+            comparison_block(ev, max_rows),
+        )
+        for block in blocks:
             if block is not None:
                 console.print()
                 console.print(Text(str(block[0].title), style="bold"))

@@ -69,9 +69,14 @@ def _formatter(name: str, values: pd.Series, signed: bool) -> Callable[[object],
     return None
 
 
-def table(frame: pd.DataFrame, signed: frozenset[str] = frozenset(), css: str = "") -> Markup:
+def table(
+    frame: pd.DataFrame,
+    signed: frozenset[str] = frozenset(),
+    css: str = "",
+    right: frozenset[str] = frozenset(),
+) -> Markup:
     """``frame`` as an HTML table, its index hidden; the columns in ``signed`` with their sign,
-    names (text but intervals and p-values) aligned left."""
+    names (text but intervals, p-values and the columns in ``right``) aligned left."""
     formats: dict[Any, str | Callable[[object], str] | None] = {
         c: f for c in frame.columns if (f := _formatter(str(c), frame[c], c in signed)) is not None
     }
@@ -81,6 +86,7 @@ def table(frame: pd.DataFrame, signed: frozenset[str] = frozenset(), css: str = 
         if not pd.api.types.is_numeric_dtype(frame[c])
         and not pd.api.types.is_bool_dtype(frame[c])
         and not str(c).startswith(RIGHT_ALIGNED)
+        and c not in right
     ]
     styler = frame.style.format(formats, na_rep=DASH, escape="html").hide(axis="index")
     styler = styler.set_properties(subset=names, **{"text-align": "left"})
@@ -227,3 +233,33 @@ def human_table(ev: Evaluation) -> Markup | None:
 def signature_table(ev: Evaluation) -> Markup:
     frame = ev.signature_table()[["column", "group", "higher_is_better", "signature"]]
     return table(frame, css="signatures")
+
+
+def paraphrase_table(ev: Evaluation) -> Markup | None:
+    """The headline table: a row per system (the controls last, labelled), each measure with
+    its interval, the paraphrase score's cluster, the copy rate and the human ratings."""
+    view = ev.paraphrase
+    if view is None:
+        return None
+    t = view.table
+    frame = pd.DataFrame({"system": t["system"].astype(str)})
+    frame["role"] = [
+        "control" if c else ("frontier" if f else "")
+        for c, f in zip(t["control"], t["frontier"], strict=True)
+    ]
+    measures = ["adequacy", "diversity", "edit_distance", "paraphrase"]
+    shown = []
+    for m in [m for m in measures if m in t]:
+        name = view.paraphrase if m == "paraphrase" else m.replace("_", " ")
+        fmt = _number(digits(t[m]))
+        frame[name] = [
+            fmt(v) + (f" [{fmt(lo)}, {fmt(hi)}]" if math.isfinite(lo) and math.isfinite(hi) else "")
+            for v, lo, hi in zip(t[m], t[f"{m}_low"], t[f"{m}_high"], strict=True)
+        ]
+        shown.append(name)
+    if "cluster" in t:
+        frame["cluster"] = t["cluster"].to_numpy()
+    frame["copy rate"] = [f"{v:.0%}" if math.isfinite(v) else DASH for v in t["copy_rate"]]
+    for c in [c for c in t.columns if str(c).startswith("human_")]:
+        frame[str(c).removeprefix("human_")] = t[c].to_numpy()
+    return table(frame, css="paraphrase", right=frozenset([*shown, "copy rate"]))

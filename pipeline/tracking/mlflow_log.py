@@ -35,6 +35,7 @@ from paraeval.pipeline.tracking.run_view import (
     DESCRIPTION_TAG,
     EXPERIMENT_KIND_TAG,
     MODEL_DEVELOPMENT,
+    REFERENCE_FREE_TAG,
     correlation_metrics,
     description,
     headline_coefficient,
@@ -379,6 +380,8 @@ def parent_tags(payload: RunPayload) -> tuple[dict[str, str], dict[str, str]]:
         payload.signatures,
         record.metrics,
         coefficient,
+        payload.paraphrase,
+        record.tags.get(REFERENCE_FREE_TAG, ""),
     )
     return tags, signatures
 

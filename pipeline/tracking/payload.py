@@ -25,6 +25,7 @@ ALPHA_CURVE_FILE = "alpha_curve.csv"
 ALPHA_SYSTEMS_FILE = "alpha_systems.csv"
 SEGMENTS_FILE = "segment_scores.parquet"
 SIGNATURES_FILE = "signatures.csv"
+PARAPHRASE_FILE = "paraphrase.csv"
 
 # the input's own columns: what the MLflow dataset of a run holds (computed scores are results)
 DATASET_COLUMNS = ("item_id", "system", "source", "references", "candidate")
@@ -42,6 +43,7 @@ class RunPayload:
     systems: pd.DataFrame = field(default_factory=pd.DataFrame)
     correlations: pd.DataFrame = field(default_factory=pd.DataFrame)
     comparison: pd.DataFrame = field(default_factory=pd.DataFrame)
+    paraphrase: pd.DataFrame = field(default_factory=pd.DataFrame)
     alpha_curve: pd.DataFrame = field(default_factory=pd.DataFrame)
     alpha_systems: pd.DataFrame = field(default_factory=pd.DataFrame)
     # one row per output column: column, metric, group, higher_is_better, signature
@@ -69,6 +71,7 @@ class RunPayload:
             systems=ev.systems.reset_index(),
             correlations=ev.correlations,
             comparison=ev.comparison if ev.compared is not None else pd.DataFrame(),
+            paraphrase=ev.paraphrase.table if ev.paraphrase is not None else pd.DataFrame(),
             alpha_curve=curve.curve if curve is not None else pd.DataFrame(),
             alpha_systems=curve.system_scores if curve is not None else pd.DataFrame(),
             signatures=ev.signature_table(),
@@ -86,6 +89,7 @@ class RunPayload:
             systems=_read_csv(out / SYSTEMS_FILE),
             correlations=_read_csv(out / CORRELATIONS_FILE),
             comparison=_read_csv(out / COMPARISON_FILE, keep_default_na=False, na_values=[""]),
+            paraphrase=_read_csv(out / PARAPHRASE_FILE, keep_default_na=False, na_values=[""]),
             alpha_curve=_read_csv(out / ALPHA_CURVE_FILE),
             alpha_systems=_read_csv(out / ALPHA_SYSTEMS_FILE),
             signatures=_read_csv(out / SIGNATURES_FILE, keep_default_na=False, na_values=[""]),

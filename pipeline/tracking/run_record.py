@@ -23,7 +23,7 @@ from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.files import RUN_INFO, atomic_write
 from paraeval.pipeline.secrets import redact, redact_values
 from paraeval.pipeline.stages.headline import headline_coefficient
-from paraeval.pipeline.tracking.run_view import COEFFICIENT_TAG
+from paraeval.pipeline.tracking.run_view import COEFFICIENT_TAG, REFERENCE_FREE_TAG
 
 RUN_INFO_FORMAT = "paraeval-run/1"
 LIBRARIES = (
@@ -123,6 +123,8 @@ class Evaluated(Protocol):
     started_at: float
     correlations: pd.DataFrame
     compared: Any  # None when the comparison is off
+    paraphrase: Any  # None, or .table: the headline table
+    roles: Any  # .note(): the reference-free sentence ("" otherwise)
     alpha_curve: Any  # None, or .curve and .system_scores
 
     @property
@@ -160,6 +162,8 @@ def run_record(
         "mlflow.source.type": "LOCAL",
         "mlflow.source.name": Path(sys.argv[0]).name or "python",
     }
+    if ev.roles.note():
+        tags[REFERENCE_FREE_TAG] = ev.roles.note()
     tags.update({f"signature.{k}": v for k, v in ev.signatures.items()})
     if not ev.correlations.empty:
         # the coefficient the terminal, the report and the heatmap lead with

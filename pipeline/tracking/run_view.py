@@ -29,6 +29,8 @@ MODEL_DEVELOPMENT = "custom_model_development"
 # the run tag that MLflow's run page shows (and edits) as the run's description, in Markdown
 DESCRIPTION_TAG = "mlflow.note.content"
 COEFFICIENT_TAG = "paraeval.correlation.coefficient"
+# set on a reference-free run: the sentence that says so
+REFERENCE_FREE_TAG = "paraeval.reference_free"
 
 AVERAGES = ("syntactic", "semantic")
 HUMAN_PREFIX = "human_"
@@ -152,10 +154,38 @@ def _ranked_columns(signatures: pd.DataFrame, columns: list[str]) -> list[str]:
     return [c for c in columns if groups.get(c) in RANKED_GROUPS]
 
 
+def _is_true(values: pd.Series) -> pd.Series:
+    return values.astype(str).str.lower().isin(("true", "1", "1.0"))
+
+
+def paraphrase_line(paraphrase: pd.DataFrame) -> str | None:
+    """The paraphrase score's first cluster (controls never in it): the best system where one
+    system is alone in it, else who shares it."""
+    needed = {"system", "control", "cluster", "paraphrase"}
+    if paraphrase.empty or not needed <= set(paraphrase):
+        return None
+    ranked = paraphrase[~_is_true(paraphrase["control"])]
+    clusters = pd.to_numeric(ranked["cluster"], errors="coerce")
+    if not clusters.notna().any():
+        return None
+    first = ranked[clusters == clusters.min()]
+    names = ", ".join(_name(s) for s in first["system"])
+    if len(first) == 1:
+        score = float(first["paraphrase"].iloc[0])
+        return f"**Best system** {names} {score:.3f}, alone in the paraphrase score's first cluster"
+    return (
+        f"**No single best system**: {len(first)} share the paraphrase score's first cluster "
+        f"({names})"
+    )
+
+
 def best_systems_line(systems: pd.DataFrame, comparison: pd.DataFrame) -> str | None:
-    """The best system by each group average, and who shares its significance cluster."""
+    """The best system by each group average, and who shares its significance cluster; the
+    controls are never best."""
     if systems.empty or "system" not in systems:
         return None
+    if "control" in systems:
+        systems = systems[~_is_true(systems["control"])]
     parts = []
     for column in [c for c in AVERAGES if c in systems]:
         scores = pd.to_numeric(systems[column], errors="coerce")
@@ -231,11 +261,15 @@ def description(
     signatures: pd.DataFrame,
     metrics: Mapping[str, Any],
     coefficient: str | None = None,
+    paraphrase: pd.DataFrame | None = None,
+    note: str = "",
 ) -> str:
-    """The run's description (Markdown): best systems, best metric per aspect (``coefficient``:
-    the run's headline coefficient), the α choice."""
-    blocks: list[list[str]] = []
-    best = best_systems_line(systems, comparison)
+    """The run's description (Markdown): the reference-free ``note``, the best system (by the
+    paraphrase score where the run has one, else by each group average), best metric per aspect
+    (``coefficient``: the run's headline coefficient), the α choice."""
+    blocks: list[list[str]] = [[note]] if note else []
+    best = paraphrase_line(paraphrase) if paraphrase is not None else None
+    best = best or best_systems_line(systems, comparison)
     if best:
         blocks.append([best])
     best_metrics = best_metric_lines(correlations, signatures, coefficient)
