@@ -101,7 +101,9 @@ def evaluate(
             cfg.data.path = str(Path(data).resolve())
         if isinstance(data, pd.DataFrame):
             # a DataFrame needs no loader; the data node only names it in signatures and MLflow
-            options = {k: cfg.data[k] for k in ("columns", "human", "annotator", "aggregate")}
+            options = {
+                k: cfg.data[k] for k in ("columns", "human", "annotator", "aggregate", "controls")
+            }
             cfg.data = {
                 "_target_": "paraeval.pipeline.data.load.load_frame",
                 "name": "dataframe",

@@ -30,6 +30,7 @@ CHEAP = {
     "cache": {"enabled": False},
 }
 METRICS = ["bleu", "ibleu", "self_bleu", "chrf", "ter"]
+CONTROLS = ["data.controls=[copy]"]  # the demo's system that returns its input
 
 
 def _browser() -> str:
@@ -68,7 +69,10 @@ def written(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     fmt = request.param
     frame = read_table(demo_path())
     ev = paraeval.evaluate(
-        frame, METRICS, **{**CHEAP, "report": {"progress": False, "format": fmt}}
+        frame,
+        METRICS,
+        overrides=CONTROLS,
+        **{**CHEAP, "report": {"progress": False, "format": fmt}},
     )
     return ev.write(tmp_path_factory.mktemp(f"page_{fmt}"))
 
@@ -99,8 +103,8 @@ def test_the_page_holds_tables_signatures_and_config(written: Path) -> None:
     # direction marks on lower-is-better and similarity-to-source columns
     assert f"ter {LOWER_MARK}" in html and f"self_bleu {SOURCE_MARK}" in html
     assert "metrics.ibleu.alpha: 0.8" in html
-    # system-level correlations say on how many systems they rest
-    assert "system (n = 4)</th>" in html
+    # system-level correlations say on how many systems they rest (the control left out)
+    assert "system (n = 3)</th>" in html
 
 
 def test_figure_formats(written: Path) -> None:
@@ -227,7 +231,7 @@ window.addEventListener('load', function () {
 @pytest.fixture(scope="module")
 def full(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo with the default metric set (28 columns in system_scores.csv)."""
-    ev = paraeval.evaluate(read_table(demo_path()), **CHEAP)
+    ev = paraeval.evaluate(read_table(demo_path()), overrides=CONTROLS, **CHEAP)
     return ev.write(tmp_path_factory.mktemp("page_full"))
 
 
@@ -256,19 +260,26 @@ def test_the_answers_come_first_and_rank_as_the_tables_do(written: Path) -> None
     answers, details = html.index('<section id="answers">'), html.index('<section id="details">')
     assert answers < details and "<table" not in html[:answers]
     systems = pd.read_csv(written / "system_scores.csv").set_index("system")
-    best = systems["syntactic"].idxmax()
-    assert f"Best system: {best} (first by syntactic" in html[answers:details]
+    ranked = systems[~systems["control"]]
+    # no adequacy measure among these metrics: no paraphrase table, and no best-system line
+    assert 'id="best-system"' not in html
     tables = _tables(html)
     ranking = next(t for where, t in tables if where == "syntactic")
-    assert list(ranking["system"]) == list(systems["syntactic"].sort_values(ascending=False).index)
-    assert list(ranking["rank"]) == [str(i) for i in range(1, len(systems) + 1)]
+    # the control (the demo's copy) last, labelled, without rank or cluster
+    expected = list(ranked["syntactic"].sort_values(ascending=False).index)
+    assert list(ranking["system"]) == [*expected, "copy (control)"]
+    assert list(ranking["rank"]) == [*(str(i) for i in range(1, len(ranked) + 1)), "–"]
     # scores of a 0-1 average at three decimals, clusters as integers
     assert all(re.fullmatch(r"\d\.\d{3}", s) for s in ranking["score"])
-    assert all(re.fullmatch(r"\d+", c) for c in ranking["cluster"])
+    assert all(re.fullmatch(r"\d+", c) for c in ranking["cluster"][:-1])
+    assert ranking["cluster"].iloc[-1] == "–"
     comparison = pd.read_csv(written / "system_comparison.csv")
     rows = comparison[comparison["metric"] == "syntactic"].set_index("system")
     for system, p_boot, p_ar in zip(
-        ranking["system"], ranking["p (bootstrap)"], ranking["p (AR)"], strict=True
+        ranking["system"].str.removesuffix(" (control)"),
+        ranking["p (bootstrap)"],
+        ranking["p (AR)"],
+        strict=True,
     ):
         expected = rows.loc[system, ["p_bootstrap", "p_ar"]].astype(float)
         if system == rows["baseline"].iloc[0]:
@@ -309,10 +320,11 @@ def test_best_metrics_are_ranked_whatever_their_direction(written: Path) -> None
         for m, p in zip(metrics[1:], shown["p vs best"].iloc[1:], strict=True):
             pair = pairs[(pairs["metric_a"] == best) & (pairs["metric_b"] == m)]
             assert p == _sacrebleu_p(float(pair["p_value"].iloc[0]))
-    # TER's negative correlation counts as agreement: it ranks above BLEU on meaning here
+    # TER's negative correlation counts as agreement: it ranks above self-BLEU on meaning here
+    # (by its signed value it would be last)
     meaning = dict(tables)["meaning"]
     names = [m.split(" ")[0] for m in meaning["metric"]]
-    assert names.index("ter") < names.index("bleu"), names
+    assert names.index("ter") < names.index("self_bleu"), names
 
 
 def test_figures_come_in_the_story_order_with_captions(written: Path) -> None:
@@ -377,3 +389,25 @@ def test_without_the_significance_test_metrics_rank_by_direction_adjusted_value(
         t for _, t in _tables(agreement_table(agree, "human_meaning", FigureStyle(), True))
     )
     assert "cluster" not in shown.columns and len(shown) == 3
+
+
+@pytest.mark.slow
+def test_the_paraphrase_table_and_its_figure_come_first(full: Path) -> None:
+    """The default metric set: the first table of the answers is the paraphrase table, the
+    frontier figure beside it decodes in the browser, and the copy is apart, never best."""
+    html = (full / "report.html").read_text(encoding="utf-8")
+    answers = html.index('<section id="answers">')
+    assert html.index('id="paraphrase"') < html.index("<table", answers)
+    assert html.index('id="frontier"') < html.index("Systems ranked by each group average")
+    where, first = _tables(html[answers:])[0]
+    view = pd.read_csv(full / "paraphrase.csv")
+    assert list(first["system"]) == list(view["system"])
+    assert list(first["role"])[-1] == "control" and list(first["system"])[-1] == "copy"
+    assert {"adequacy", "diversity", "parascore", "cluster", "copy rate", "meaning"} <= set(
+        first.columns
+    )
+    best = re.search(r'id="best-system">([^<]*)<', html)
+    assert best and "copy" not in best.group(1)
+    dom = _rendered_dom(full / "report.html")
+    frontier = re.search(r'<figure class="headline" id="frontier">.*?</figure>', dom, re.S)
+    assert frontier and 'data-loaded="yes"' in frontier.group(0)
