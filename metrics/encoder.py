@@ -84,6 +84,7 @@ class Encoder:
         # pairs (or texts) a metric scores per step: with the memo, what bounds its memory
         self.step = STEP
         self.forward_sentences = 0  # how many sentences went through the model (for tests)
+        self.precision_checked = False  # a half precision is timed against fp32 once
 
     # ------------------------------------------------------------------ loading
     def _load_tokenizer(self) -> Any:

@@ -6,13 +6,17 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from paraeval.metrics.base import MetricConfigError, MissingResourceError
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "default"
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
@@ -140,3 +144,49 @@ def precision_context(precision: str, device: str) -> Iterator[None]:
             torch.set_float32_matmul_precision(before)
     else:
         yield
+
+
+HALF = ("bf16", "fp16")
+
+
+def precision_verdict(precision: str, half_s: float, fp32_s: float) -> tuple[int, str]:
+    """(log level, message) of a half precision timed against fp32 on one batch: a warning
+    where it is not faster (half precision that does not pay)."""
+    figures = f"one batch took {half_s:.3f} s at {precision} against {fp32_s:.3f} s at fp32"
+    if half_s >= fp32_s:
+        return logging.WARNING, (
+            f"precision={precision} is slower than fp32 on this device ({figures}): it does not "
+            "pay here; set the metric's precision to fp32 (or tf32 on CUDA)"
+        )
+    return logging.INFO, f"precision={precision} pays on this device ({figures})"
+
+
+def time_precisions(
+    forward: Callable[[], object], precision: str, device: str, repeats: int = 2
+) -> tuple[float, float]:
+    """Seconds of ``forward()`` at ``precision`` and at fp32, the best of ``repeats`` each
+    after one untimed call (the first call of a kernel pays for its setup)."""
+    import torch
+
+    def best(context: str) -> float:
+        times = []
+        for i in range(repeats + 1):
+            with precision_context(context, device):
+                start = time.perf_counter()
+                forward()
+                if str(device).startswith("cuda"):
+                    torch.cuda.synchronize()
+                if i:
+                    times.append(time.perf_counter() - start)
+        return min(times)
+
+    return best(precision), best("fp32")
+
+
+def check_half_precision(forward: Callable[[], object], precision: str, device: str) -> None:
+    """Times one batch at a half ``precision`` against fp32 and says whether it pays (a
+    warning where it does not: on some devices and attention paths half precision is slower)."""
+    if precision not in HALF:
+        return
+    level, message = precision_verdict(precision, *time_precisions(forward, precision, device))
+    log.log(level, "%s", message)

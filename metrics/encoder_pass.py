@@ -8,12 +8,13 @@ module only turns token ids into arrays.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from paraeval.metrics.encoder_memo import Entry
-from paraeval.metrics.encoder_model import precision_context
+from paraeval.metrics.encoder_model import HALF, check_half_precision, precision_context
 
 if TYPE_CHECKING:
     from paraeval.metrics.encoder import Encoder
@@ -95,6 +96,14 @@ def encode(
                 input_ids[row, : len(ids[i])] = torch.from_numpy(ids[i].astype(np.int64))
                 mask[row, : len(ids[i])] = 1
             device_mask = mask.to(enc.device)
+            if enc.precision in HALF and not enc.precision_checked:
+                # once per encoder, on its first batch, outside the run's autocast
+                enc.precision_checked = True
+                with torch.autocast(device_type=str(enc.device).split(":")[0], enabled=False):
+                    sample = partial(
+                        model, input_ids=input_ids.to(enc.device), attention_mask=device_mask
+                    )
+                    check_half_precision(sample, enc.precision, enc.device)
             result = model(
                 input_ids=input_ids.to(enc.device),
                 attention_mask=device_mask,

@@ -3,12 +3,16 @@ call per system; and the precision setting."""
 
 from __future__ import annotations
 
+import logging
+import re
+
 import numpy as np
 import pytest
 
 from paraeval.metrics.base import MetricConfigError
 from paraeval.metrics.bertscore import COLUMNS, BERTScore
 from paraeval.metrics.cosine import Cosine
+from paraeval.metrics.encoder_model import precision_verdict
 from paraeval.metrics.paraphrase import ParaScore
 from tests.metrics._semantic_texts import pairs
 
@@ -81,3 +85,26 @@ def test_the_device_cosines_run_on_the_cpu_equal_numpys() -> None:
     a, b = rng.normal(size=(50, 384)), rng.normal(size=(50, 384))
     a[3] = 0.0
     np.testing.assert_allclose(cosine_rows_torch(a, b, "cpu"), cosine_rows(a, b), atol=1e-12)
+
+
+def test_half_precision_is_timed_against_fp32_and_said_when_it_does_not_pay(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # the verdict by hand: equal or slower is a warning naming both figures
+    level, message = precision_verdict("bf16", 0.30, 0.10)
+    assert level == logging.WARNING and "0.300 s at bf16 against 0.100 s at fp32" in message
+    assert precision_verdict("fp16", 0.10, 0.10)[0] == logging.WARNING
+    assert precision_verdict("bf16", 0.05, 0.10)[0] == logging.INFO
+    # a run at bf16 times its first batch once, and says what it measured
+    with caplog.at_level(logging.INFO, logger="paraeval.metrics.encoder_model"):
+        metric = BERTScore(use_cache=False, precision="bf16")
+        metric.score(CANDS[:8], [[r] for r in CANDS[8:16]])
+        metric.score(CANDS[16:24], [[r] for r in CANDS[:8]])
+    said = [r for r in caplog.records if "precision=bf16" in r.getMessage()]
+    assert len(said) == 1, [r.getMessage() for r in said]
+    half, full = map(float, re.findall(r"([0-9.]+) s at", said[0].getMessage()))
+    assert said[0].levelno == (logging.WARNING if half >= full else logging.INFO)
+    # fp32 is never timed
+    caplog.clear()
+    BERTScore(use_cache=False).score(CANDS[:4], [[r] for r in CANDS[4:8]])
+    assert not [r for r in caplog.records if "precision=" in r.getMessage()]
