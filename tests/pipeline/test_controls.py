@@ -144,6 +144,7 @@ def test_controls_stay_out_of_the_correlations_unless_asked(
     pd.testing.assert_frame_equal(both.correlations, corr)
     with_controls = both.correlations_with_controls
     assert set(with_controls.loc[with_controls["level"] == "system", "n"]) == {5}
+
     # one point with top similarity and top rating pulls system-level agreement up
     def chrf(frame: pd.DataFrame) -> float:
         row = frame[
@@ -179,7 +180,9 @@ def test_an_undeclared_copy_is_reported_never_excluded(caplog: pytest.LogCapture
 
 
 def test_an_unknown_control_is_one_error_naming_the_nearest() -> None:
-    with pytest.raises(ConfigError, match=r"data.controls: 'copi' is not a system; did you mean 'copy'"):
+    with pytest.raises(
+        ConfigError, match=r"data.controls: 'copi' is not a system; did you mean 'copy'"
+    ):
         paraeval.evaluate(_table(), ["bleu"], overrides=["data.controls=[copi]"], **CHEAP)
 
 

@@ -399,7 +399,7 @@ def test_the_paraphrase_table_and_its_figure_come_first(full: Path) -> None:
     answers = html.index('<section id="answers">')
     assert html.index('id="paraphrase"') < html.index("<table", answers)
     assert html.index('id="frontier"') < html.index("Systems ranked by each group average")
-    where, first = _tables(html[answers:])[0]
+    _, first = _tables(html[answers:])[0]
     view = pd.read_csv(full / "paraphrase.csv")
     assert list(first["system"]) == list(view["system"])
     assert list(first["role"])[-1] == "control" and list(first["system"])[-1] == "copy"
