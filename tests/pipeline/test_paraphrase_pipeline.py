@@ -1,6 +1,6 @@
 """The paraphrase-specific metrics in a run: groups kept out of the averages, system-level diversity
 columns in system_scores.csv and the per-system MLflow runs, PINC in the diversity view, the
-paraphrase group in the diversity–adequacy figure."""
+paraphrase score in the headline table and its frontier figure."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
 import paraeval
 from paraeval.pipeline.data.load import demo_path, read_table
-from paraeval.pipeline.report.compare_plots import paraphrase_scores
 
 CHEAP = {
     "correlation": {"n_resamples": 100, "significance": {"n_resamples": 100}},
@@ -103,19 +102,28 @@ def test_pinc_counts_as_distance_in_the_diversity_view(ev: paraeval.Evaluation) 
     np.testing.assert_allclose(view["diversity"], expected.reindex(view.index), atol=1e-12)
 
 
-def test_paraphrase_scores_in_the_diversity_adequacy_view(
-    ev: paraeval.Evaluation, tmp_path: Path
-) -> None:
-    assert ev.compared.paraphrase_columns == ["parascore", "bert_ibleu"]
-    table = paraphrase_scores(ev.compared)
-    assert list(table.columns) == ["parascore", "bert_ibleu"]
-    np.testing.assert_allclose(
-        table["parascore"], ev.systems.loc[table.index, "parascore"], atol=1e-12
-    )
-    # the copy system: BERT-iBLEU 0 (BLEU against the source is 100)
-    assert table.loc["copy", "bert_ibleu"] == 0.0
+def test_the_paraphrase_table_reads_the_comparison(ev: paraeval.Evaluation, tmp_path: Path) -> None:
+    view = ev.paraphrase
+    assert view is not None
+    # references of their own: adequacy against them, ParaScore's reference-based form
+    assert (view.adequacy, view.diversity, view.paraphrase) == ("cosine", "pinc", "parascore")
+    t = view.table.set_index("system")
+    comparison = ev.comparison
+    for column, measure in (
+        ("cosine", "adequacy"),
+        ("pinc", "diversity"),
+        ("parascore", "paraphrase"),
+    ):
+        rows = comparison[comparison["metric"] == column].set_index("system")
+        np.testing.assert_allclose(t[measure], rows.loc[t.index, "score"], atol=1e-12)
+        np.testing.assert_allclose(t[f"{measure}_low"], rows.loc[t.index, "ci_low"], atol=1e-12)
+    paraphrase = comparison[comparison["metric"] == "parascore"].set_index("system")
+    np.testing.assert_array_equal(t["cluster"], paraphrase.loc[t.index, "cluster"])
+    assert t.loc["copy", "copy_rate"] == 1.0 and t.loc["copy", "edit_distance"] == 0.0
     out = ev.write(tmp_path / "out")
-    assert (out / "plots" / "diversity_adequacy.png").stat().st_size > 0
+    assert (out / "plots" / "paraphrase_frontier.png").stat().st_size > 0
+    written = pd.read_csv(out / "paraphrase.csv")
+    assert list(written["system"]) == list(view.table["system"])
     scores = pd.read_csv(out / "system_scores.csv").set_index("system")
     for col in ("parascore", "bert_ibleu", "pinc", "distinct_1", "inter_bleu"):
         assert col in scores.columns

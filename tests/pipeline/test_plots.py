@@ -16,12 +16,13 @@ from PIL import Image
 
 from paraeval.pipeline.report import plots
 from paraeval.pipeline.report.alpha_plot import plot_alpha_curve
-from paraeval.pipeline.report.compare_plots import diversity_adequacy_plot
+from paraeval.pipeline.report.frontier_plot import frontier_plot
 from paraeval.pipeline.report.heatmap import correlation_heatmap
 from paraeval.pipeline.report.ranking import ranking_plot
 from paraeval.pipeline.report.scatter import LEGEND_MAX_SYSTEMS, metric_vs_human, scatter_columns
 from paraeval.pipeline.stages.alpha import AlphaCurve
 from paraeval.pipeline.stages.compare import CompareConfig, Comparison
+from paraeval.pipeline.stages.paraphrase_table import ParaphraseTable
 
 
 @pytest.fixture(autouse=True)
@@ -249,10 +250,34 @@ def test_the_ranking_has_a_panel_per_column_and_marks_the_baseline(tmp_path: Pat
     assert not ranking_plot(empty, tmp_path / "none.svg")
 
 
-def test_the_diversity_view_shows_each_system_and_the_baseline(tmp_path: Path) -> None:
-    path = tmp_path / "view.svg"
-    assert diversity_adequacy_plot(_comparison(), path)
-    text = _text(path)
-    assert "Diversity vs adequacy" in text
-    assert ">strong<" in text and ">weak<" in text
-    assert ">copy (baseline)  copy 100%<" in text  # the copy rate beside a copying system
+def test_the_frontier_figure_marks_controls_frontier_and_threshold(tmp_path: Path) -> None:
+    table = pd.DataFrame(
+        {
+            "system": ["strong", "medium", "weak", "copy"],
+            "control": [False, False, False, True],
+            "frontier": [True, False, True, False],
+        }
+    )
+    for m, values in {
+        "adequacy": [0.8, 0.6, 0.4, 0.65],
+        "edit_distance": [0.7, 0.3, 0.68, 0.0],
+    }.items():
+        table[m] = values
+        table[f"{m}_low"] = [v - 0.03 for v in values]
+        table[f"{m}_high"] = [v + 0.03 for v in values]
+    view = ParaphraseTable(
+        table, "bertscore_f1", "pinc", "parascore_free", True, 0.35, "edit_distance"
+    )
+    path = tmp_path / "frontier.svg"
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        assert frontier_plot(view, path)
+    text = path.read_text(encoding="utf-8")
+    assert "Meaning kept against wording changed" in text
+    assert ">copy (control)<" in text and ">strong<" in text and ">weak<" in text
+    assert "threshold γ = 0.35" in text
+    assert "similarity to the source" in text
+    # nothing to draw: no figure
+    assert not frontier_plot(
+        ParaphraseTable(table.assign(adequacy=np.nan), "cosine", "pinc", x_axis="edit_distance"),
+        tmp_path / "no.svg",
+    )

@@ -6,22 +6,19 @@ its metric."""
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from pathlib import Path
 
-import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.axes import Axes
 from matplotlib.collections import Collection
-from matplotlib.colors import to_hex, to_rgba_array
+from matplotlib.colors import to_rgba_array
 from matplotlib.figure import Figure
 from PIL import Image
 
 from paraeval.pipeline.report import plots
-from paraeval.pipeline.report.compare_plots import diversity_adequacy_plot
 from paraeval.pipeline.report.plots import FigureStyle
 from paraeval.pipeline.report.ranking import (
     BASELINE_GID,
@@ -34,7 +31,6 @@ from paraeval.pipeline.report.ranking import (
 from paraeval.pipeline.report.ranking_layout import (
     MAX_HEIGHT_IN,
     RankingLayout,
-    comparison_colors,
     ranking_layout,
 )
 from paraeval.pipeline.report.scatter import scatter_columns, scatter_figure
@@ -239,25 +235,6 @@ def test_every_scatter_plot_is_titled_with_its_metric_and_aspect(max_scatter: in
             assert aspect.removeprefix("human_") in title
             levels = [ax.get_title() for ax in fig.axes]
             assert levels[0].startswith("segments:") and levels[1].startswith("systems:")
-
-
-def test_the_diversity_view_colours_each_system_as_the_ranking_does(tmp_path: Path) -> None:
-    rng = np.random.default_rng(3)
-    names = [f"sys{i:02d}" for i in range(N_SYSTEMS)]
-    values = {c: rng.random(N_SYSTEMS) for c in ("diversity", "adequacy", "copy_rate")}
-    for c in ("diversity", "adequacy"):
-        values[f"{c}_q25"], values[f"{c}_q75"] = values[c] - 0.05, values[c] + 0.05
-    view = pd.DataFrame(values, index=pd.Index(names, name="system"))
-    result = dataclasses.replace(_comparison(_table()), systems=view)
-    path = tmp_path / "view.svg"
-    with matplotlib.rc_context({"svg.fonttype": "none"}):
-        assert diversity_adequacy_plot(result, path)
-    text = path.read_text(encoding="utf-8")
-    ranking = comparison_colors(result.table)
-    assert len(set(ranking.values())) == N_SYSTEMS
-    # every system's ranking colour is a point's fill: forty colours, none repeated
-    for system in names:
-        assert f"fill: {to_hex(ranking[system])}" in text, system
 
 
 def test_the_png_keeps_the_cluster_numbers_right_of_a_reversed_last_panel(tmp_path: Path) -> None:
