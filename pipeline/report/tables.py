@@ -190,6 +190,38 @@ def correlation_tables(
     return out
 
 
+def controls_tables(ev: Evaluation, headline: str, style: FigureStyle) -> list[tuple[str, Markup]]:
+    """With ``correlation.include_controls=both``, per aspect: each metric's ``headline``
+    correlation at every level without the controls and with them."""
+    with_controls = ev.correlations_with_controls
+    if with_controls.empty:
+        return []
+    keys = ["metric", "aspect", "level"]
+    pick = [*keys, "value", "n"]
+    without = ev.correlations[ev.correlations["coefficient"] == headline][pick]
+    both = without.merge(
+        with_controls[with_controls["coefficient"] == headline][pick],
+        on=keys,
+        suffixes=(" without", " with"),
+        sort=False,
+    )
+    out = []
+    for aspect, sub in both.groupby("aspect", sort=False):
+        frame = pd.DataFrame(
+            {"metric": [style.label(str(m)) for m in dict.fromkeys(sub["metric"])]}
+        )
+        for level, rows in sub.groupby("level", sort=False):
+            rows = rows.set_index("metric").reindex(list(dict.fromkeys(sub["metric"])))
+            for side in ("without", "with"):
+                n = pd.to_numeric(rows[f"n {side}"], errors="coerce").max()
+                label = f"{level} {side}" + (f" (n = {int(n)})" if math.isfinite(n) else "")
+                frame[label] = rows[f"value {side}"].to_numpy(dtype=float)
+        out.append(
+            (str(aspect).removeprefix("human_"), table(frame, signed=frozenset(frame.columns[1:])))
+        )
+    return out
+
+
 def comparison_tables(ev: Evaluation, style: FigureStyle) -> list[tuple[str, Markup]]:
     """system_comparison.csv, one small table per compared column (its own precision)."""
     if ev.compared is None or ev.compared.table.empty:

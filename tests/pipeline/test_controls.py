@@ -5,6 +5,7 @@ reference-free data said once and scored without iBLEU; the paraphrase table and
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -123,7 +124,7 @@ def test_controls_are_never_ranked_clustered_or_best(reference_free: paraeval.Ev
 
 
 def test_controls_stay_out_of_the_correlations_unless_asked(
-    reference_free: paraeval.Evaluation,
+    reference_free: paraeval.Evaluation, tmp_path: Path
 ) -> None:
     corr = reference_free.correlations
     system = corr[(corr["level"] == "system") & (corr["coefficient"] == "pearson")]
@@ -155,6 +156,13 @@ def test_controls_stay_out_of_the_correlations_unless_asked(
         return float(row["value"].iloc[0])
 
     assert chrf(with_controls) != chrf(corr)
+    # report.html shows both side by side; both tables are files
+    out = both.write(tmp_path / "both")
+    html = (out / "report.html").read_text(encoding="utf-8")
+    section = html[html.index('id="with-controls"') :]
+    assert "system without (n = 3)" in section and "system with (n = 5)" in section
+    written = pd.read_csv(out / "correlations_with_controls.csv")
+    assert len(written) == len(with_controls)
     put_back = paraeval.evaluate(
         _table(),
         METRICS,
