@@ -37,6 +37,8 @@ SYSTEMS = {
     "close": lambda s: s.replace("the ", "a ", 1),
     "middle": lambda s: " ".join(reversed(s.split()[:3])) + " " + " ".join(s.split()[3:]),
     "far": lambda s: "it is said that " + " ".join(w[::-1] if len(w) > 5 else w for w in s.split()),
+    # the source's first half: every n-gram is the source's (no diversity) and half the meaning
+    "truncated": lambda s: " ".join(s.split()[: len(s.split()) // 2]),
 }
 CHEAP = {
     "correlation": {"n_resamples": 50, "significance": {"enabled": False}},
@@ -52,7 +54,14 @@ SEMANTIC_CHRF = ["+metrics.chrf.group=semantic"]
 def _table(references: str = "source") -> pd.DataFrame:
     rng = np.random.default_rng(3)
     rows = []
-    meaning = {"copy": 5.0, "off_topic": 1.0, "close": 4.5, "middle": 3.5, "far": 2.0}
+    meaning = {
+        "copy": 5.0,
+        "off_topic": 1.0,
+        "close": 4.5,
+        "middle": 3.5,
+        "far": 2.0,
+        "truncated": 2.5,
+    }
     for i, src in enumerate(SOURCES):
         cands = {"copy": src, "off_topic": OFF_TOPIC} | {k: f(src) for k, f in SYSTEMS.items()}
         for system, cand in cands.items():
@@ -112,7 +121,7 @@ def test_controls_are_never_ranked_clustered_or_best(reference_free: paraeval.Ev
     assert controls["control"].all() and controls[["rank", "cluster"]].isna().all().all()
     ranked = t[~t["control"]]
     for _, per_metric in ranked.groupby("metric"):
-        assert sorted(per_metric["rank"]) == [1.0, 2.0, 3.0]
+        assert sorted(per_metric["rank"]) == [1.0, 2.0, 3.0, 4.0]
     # the copy tops every similarity to the source, and is still not ranked
     systems = ev.systems
     assert systems["chrf"].idxmax() == "copy" and systems.loc["copy", "control"]
@@ -121,6 +130,17 @@ def test_controls_are_never_ranked_clustered_or_best(reference_free: paraeval.Ev
     assert list(view.table["system"][-2:]) == ["copy", "off_topic"]
     assert "copy" not in view.best and "off_topic" not in view.best
     assert view.table.loc[view.table["control"], "frontier"].eq(False).all()
+    # the trade-off: close (meaning), middle, far (wording) are each best somewhere; the
+    # truncation keeps every n-gram of the source and loses meaning: close beats it on both
+    frontier = dict(zip(view.table["system"], view.table["frontier"], strict=True))
+    assert frontier == {
+        "close": True,
+        "middle": True,
+        "far": True,
+        "truncated": False,
+        "copy": False,
+        "off_topic": False,
+    }
 
 
 def test_controls_stay_out_of_the_correlations_unless_asked(
@@ -128,9 +148,9 @@ def test_controls_stay_out_of_the_correlations_unless_asked(
 ) -> None:
     corr = reference_free.correlations
     system = corr[(corr["level"] == "system") & (corr["coefficient"] == "pearson")]
-    assert set(system["n"]) == {3}
+    assert set(system["n"]) == {4}
     segment = corr[(corr["level"] == "segment") & (corr["coefficient"] == "pearson")]
-    assert set(segment["n"]) == {3 * len(SOURCES)}
+    assert set(segment["n"]) == {4 * len(SOURCES)}
     both = paraeval.evaluate(
         _table(),
         METRICS,
@@ -144,7 +164,7 @@ def test_controls_stay_out_of_the_correlations_unless_asked(
     # the table without controls is the one a run without "both" has
     pd.testing.assert_frame_equal(both.correlations, corr)
     with_controls = both.correlations_with_controls
-    assert set(with_controls.loc[with_controls["level"] == "system", "n"]) == {5}
+    assert set(with_controls.loc[with_controls["level"] == "system", "n"]) == {6}
 
     # one point with top similarity and top rating pulls system-level agreement up
     def chrf(frame: pd.DataFrame) -> float:
@@ -160,7 +180,7 @@ def test_controls_stay_out_of_the_correlations_unless_asked(
     out = both.write(tmp_path / "both")
     html = (out / "report.html").read_text(encoding="utf-8")
     section = html[html.index('id="with-controls"') :]
-    assert "system without (n = 3)" in section and "system with (n = 5)" in section
+    assert "system without (n = 4)" in section and "system with (n = 6)" in section
     written = pd.read_csv(out / "correlations_with_controls.csv")
     assert len(written) == len(with_controls)
     put_back = paraeval.evaluate(
