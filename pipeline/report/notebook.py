@@ -40,15 +40,19 @@ def short_repr(ev: Evaluation, out_dir: Path | None) -> str:
 
 def ranked_systems(ev: Evaluation) -> pd.DataFrame:
     """The systems by their first group average (higher is better: averages are of normalized,
-    direction-aligned scores), with the other averages and the mean human ratings."""
+    direction-aligned scores), with the other averages and the mean human ratings; the controls
+    last, unranked (rank "control")."""
     systems = ev.systems
     averages = [c for c in AVERAGES if c in systems.columns and systems[c].notna().any()]
     humans = [c for c in systems.columns if c.startswith("human_")]
     table = systems[averages + humans]
     if averages:
         table = table.sort_values(averages[0], ascending=False)
+    controls = table.index.isin(ev.roles.controls)
+    table = pd.concat([table[~controls], table[controls]])
     table = table.rename(columns=lambda c: c.removeprefix("human_"))
-    table.insert(0, "rank", range(1, len(table) + 1))
+    ranks: list[int | str] = list(range(1, int((~controls).sum()) + 1))
+    table.insert(0, "rank", ranks + ["control"] * int(controls.sum()))
     table.index.name = "system"
     return table
 

@@ -99,9 +99,16 @@ def test_html_summary_ranks_the_systems_and_names_the_best_metrics(
     for system in ("copy", "strong", "medium", "weak"):
         assert f"<th>{system}</th>" in page
     ranked = ranked_systems(demo)
-    assert list(ranked["rank"]) == [1, 2, 3, 4]
+    assert list(ranked["rank"]) == [1, 2, 3, 4]  # the demo as a table declares no control
     assert ranked["syntactic"].is_monotonic_decreasing
     assert ranked.index[0] == "strong"
+    # declared, the copy is last and unranked
+    with_control = paraeval.evaluate(
+        demo_path(), ["bleu", "chrf"], overrides=["data.controls=[copy]"], **CHEAP
+    )
+    ranked = ranked_systems(with_control)
+    assert list(ranked["rank"]) == [1, 2, 3, "control"] and ranked.index[-1] == "copy"
+    assert ranked["syntactic"].iloc[:3].is_monotonic_decreasing
     best = best_metrics(demo)
     assert list(best.index) == ["meaning", "fluency"]
     assert list(best.columns) == ["segment", "item", "system"]
