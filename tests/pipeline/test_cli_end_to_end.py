@@ -146,7 +146,7 @@ def test_mlflow_contents(demo_run: tuple[Path, Path, str]) -> None:
     assert parent.data.params["metrics.ibleu.alpha"] == "0.7"
     assert parent.data.params["metrics.selected"] == (
         "bleu,ibleu,self_bleu,chrf,ter,nist,meteor,rouge1,rouge2,rougeL,rougeLsum,rougeW,rougeS,"
-        "rougeSU,cider,bertscore,cosine,wmd"
+        "rougeSU,cider,bertscore,cosine,wmd,parascore,parascore_free,bert_ibleu,pinc"
     )
     corr_keys = [k for k in parent.data.metrics if k.startswith("corr.")]
     # the headline coefficient's correlation of every column (each metric's columns and the

@@ -395,7 +395,6 @@ def test_compare_stage_adds_system_columns_to_the_written_table(demo: Any, tmp_p
     assert list(table.columns) == COMPARISON_COLUMNS
     assert set(table["baseline"]) == {"medium"}
     assert table[table["system"] == "medium"]["p_ar"].isna().all()
-    assert (tmp_path / "plots" / "diversity_adequacy.png").stat().st_size > 1000
     assert (tmp_path / "plots" / "system_ranking.png").stat().st_size > 1000
     # the comparison's per-system columns join the system table the run writes, while the
     # aggregate stage's own table stays as that stage left it

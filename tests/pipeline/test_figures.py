@@ -49,8 +49,8 @@ def _expected(ev: Evaluation, fmt: str) -> set[str]:
     agg = ev.aggregated
     assert agg is not None
     names = {"correlation_heatmap", "system_ranking", "alpha_curve"}
-    if "semantic" in agg.segments:
-        names.add("diversity_adequacy")
+    if ev.paraphrase is not None:  # an adequacy and a diversity measure: the frontier
+        names.add("paraphrase_frontier")
     for metric in scatter_columns(agg.segments, list(agg.columns)):
         for aspect in ev.aspects:
             names.add(f"scatter_{slug(metric)}_{slug(aspect)}")
@@ -120,7 +120,7 @@ def test_figures_follow_the_evaluation_they_are_drawn_from(
     for stage in STAGES:
         stage(unrated)
     names = {p.name for p in figures.write_figures(unrated, tmp_path / "b")}
-    assert names == {"diversity_adequacy.png", "system_ranking.png"}
+    assert names == {"paraphrase_frontier.png", "system_ranking.png"}
 
 
 def _stage_by_stage(demo: Evaluation, drawing: figures.Figures) -> list[set[str]]:
@@ -147,11 +147,11 @@ def test_each_figure_starts_with_its_tables_in_a_process_and_all_are_drawn(
     stale.write_bytes(b"an earlier run's figure")
     drawing = figures.Figures(tmp_path)
     started = _stage_by_stage(demo, drawing)
-    # score: nothing; aggregate: the scatter plots; compare: ranking and diversity view;
+    # score: nothing; aggregate: the scatter plots; compare: ranking and the frontier;
     # correlate: the heatmap; α curve: its figure
     scatter = {n for n in _expected(demo, "png") if n.startswith("scatter_")}
     assert started[0] == set() and started[1] == scatter
-    assert started[2] - started[1] == {"system_ranking.png", "diversity_adequacy.png"}
+    assert started[2] - started[1] == {"system_ranking.png", "paraphrase_frontier.png"}
     assert started[3] - started[2] == {"correlation_heatmap.png"}
     assert started[4] - started[3] == {"alpha_curve.png"}
     assert len(drawing.pids) == 4  # one process per stage that made figures
