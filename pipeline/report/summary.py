@@ -100,30 +100,29 @@ def paraphrase_block(ev: Evaluation, max_rows: int) -> Block | None:
         table.add_column(headers[c], justify="right", no_wrap=True)
     if view.paraphrase:
         table.add_column(view.paraphrase, justify="right", no_wrap=True)
+        table.add_column("cluster", justify="right", no_wrap=True)
     table.add_column("copy", justify="right", no_wrap=True)
     for c in humans:
         table.add_column(c.removeprefix("human_"), justify="right", no_wrap=True)
     digits = {c: _digits(t[c]) for c in [*columns, *humans]}
-    for row in t.head(max_rows).itertuples(index=False):
-        r = row._asdict()
+    for _, r in t.head(max_rows).iterrows():
         name = printable(r["system"])
         name += " (control)" if r["control"] else (" ◆" if r["frontier"] else "")
         cells = [_number(r[c], digits[c]) for c in columns]
         if view.paraphrase:
-            cluster = f" ({int(r['cluster'])})" if math.isfinite(r["cluster"]) else ""
-            cells.append(_number(r["paraphrase"], 3) + cluster)
+            cluster = str(int(r["cluster"])) if math.isfinite(r["cluster"]) else "–"
+            cells += [_number(r["paraphrase"], 3), cluster]
         cells.append(f"{r['copy_rate']:.0%}" if math.isfinite(r["copy_rate"]) else "–")
         cells += [_number(r[c], digits[c]) for c in humans]
         table.add_row(Text(name), *cells)
     _more(table, len(t), max_rows)
-    against = "the source" if view.reference_free else "the references"
+    against = "source" if view.reference_free else "references"
     diversity = "PINC" if view.diversity == "pinc" else "100 - self_bleu"
+    edit = ", edit (ParaScore's)" if "edit_distance" in t else ""
     notes = [
-        f"adequacy: {view.adequacy} to {against}; diversity: {diversity} from the source"
-        + ("; edit: ParaScore's edit distance to the source" if "edit_distance" in t else ""),
-        "◆ frontier: no system better on both adequacy and "
-        + ("edit" if view.x_axis == "edit_distance" else "diversity")
-        + " beyond their intervals; (n) the cluster; controls are never ranked; intervals in "
+        f"adequacy: {view.adequacy} vs the {against}; "
+        f"diversity ({diversity}){edit} from the source",
+        "◆ frontier: none better on both axes beyond the intervals; controls unranked; "
         "paraphrase.csv",
     ]
     return table, "\n".join(notes)
@@ -189,7 +188,7 @@ def _comparison_cells(sub: pd.DataFrame, system: str, alpha: float) -> tuple[str
     r: Any = sub.loc[system]
     d = _digits(sub["score"])
     mark = ("*" if r.p_bootstrap < alpha else "") + ("†" if r.p_ar < alpha else "")
-    cluster = f" ({int(r.cluster)})" if math.isfinite(r.cluster) else ""
+    cluster = f" ({int(r.cluster)})" if math.isfinite(r.cluster) else " (–)"  # a control
     interval = f"[{_number(r.ci_low, d)}, {_number(r.ci_high, d)}]"
     return f"{_number(r.score, d)} {interval}{cluster}", mark
 
@@ -256,9 +255,10 @@ def render_summary(
             if line:
                 console.print(Text(line))
         correlations = correlations_block(ev, max_rows)
+        # the paraphrase table is the systems' headline; without one, their corpus scores
+        headline_block = paraphrase_block(ev, max_rows) or systems_block(ev, max_rows)
         blocks = (
-            paraphrase_block(ev, max_rows),
-            systems_block(ev, max_rows),
+            headline_block,
             correlations,
             comparison_block(ev, max_rows),
         )

@@ -120,9 +120,12 @@ def alpha_curve(
     metric_id: str,
     aspects: Sequence[str],
     settings: AlphaCurveSettings,
+    scored: pd.DataFrame | None = None,
 ) -> AlphaCurve:
     """Correlation of iBLEU with each aspect for every α, on dev and test items, and the α chosen
-    on dev per (level, aspect); ``stats[(metric_id, system)]`` in the order of its rows."""
+    on dev per (level, aspect); ``stats[(metric_id, system)]`` in the order of its rows.
+    ``scored``: the rows whose systems get iBLEU scores for every α (default ``segments``: the
+    correlations may leave out systems, the controls, that still have scores)."""
     systems = in_order(segments["system"])
     items = [str(i) for i in in_order(segments["item_id"])]
     item_pos = {item: j for j, item in enumerate(items)}
@@ -184,7 +187,9 @@ def alpha_curve(
     return AlphaCurve(
         curve,
         _choose(curve, metric, settings, len(dev), len(test)),
-        system_scores(segments, stats, metric, metric_id, settings.alphas()),
+        system_scores(
+            segments if scored is None else scored, stats, metric, metric_id, settings.alphas()
+        ),
     )
 
 
@@ -256,9 +261,10 @@ def compute_alpha_curve(
     stats: Mapping[tuple[str, str], np.ndarray],
     metrics: Mapping[str, Metric],
     aspects: Sequence[str],
+    scored: pd.DataFrame | None = None,
 ) -> AlphaCurve | None:
     """The α curve when enabled and possible (iBLEU, human ratings, two items or more), else
-    None; the choice per (level, aspect) is logged."""
+    None; the choice per (level, aspect) is logged. ``scored``: as for :func:`alpha_curve`."""
     if not settings.enabled:
         return None
     metric_id = find_ibleu(metrics)
@@ -271,7 +277,7 @@ def compute_alpha_curve(
     if segments["item_id"].nunique() < 2:
         log.info("alpha curve skipped: needs at least two items to split into dev and test")
         return None
-    result = alpha_curve(segments, stats, metrics[metric_id], metric_id, aspects, settings)
+    result = alpha_curve(segments, stats, metrics[metric_id], metric_id, aspects, settings, scored)
     for row in result.choice.itertuples(index=False):
         log.info(
             "alpha curve (%s, %s, %s): alpha %.2f chosen on %d dev items; test %s %.3f "

@@ -222,6 +222,7 @@ def alpha_curve_stage(ev: Evaluation) -> None:
         ev.scores.stats,
         ev.scores.metrics,
         ev.aspects,
+        scored=ev._agg.segments,  # iBLEU's scores per α for every system, the controls too
     )
     if ev.alpha_curve is not None:
         ev.run_metrics.update(curve_metrics(ev.alpha_curve))

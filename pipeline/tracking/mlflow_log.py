@@ -89,6 +89,7 @@ def system_metrics(systems: pd.DataFrame, comparison: pd.DataFrame) -> dict[str,
     out: dict[str, dict[str, float]] = {}
     for row in systems.to_dict("records"):
         system = str(row.pop("system"))
+        row.pop("control", None)  # a role, tagged on the run, not a score
         out[system] = {key(str(k)): float(v) for k, v in row.items() if finite(v)}
     for row in comparison.to_dict("records"):
         values = out.setdefault(str(row["system"]), {})
@@ -320,6 +321,7 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
             dataset = dataset_input(payload, digest)
             client.log_inputs(parent_id, [dataset])
             shared = {k: v for k, v in tags.items() if k.startswith(("paraeval.sweep", "version."))}
+            controls = control_systems(payload.systems)
             children = [
                 SystemRun(
                     # nested under the invocation in the UI: the system's name says it all
@@ -327,7 +329,8 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
                     tags={
                         "mlflow.parentRunId": parent_id,
                         "paraeval.system": system,
-                        "paraeval.role": "system",
+                        # a control (a copy of the source ...) is never ranked: said on its run
+                        "paraeval.role": "control" if system in controls else "system",
                         **shared,
                         **signature_tags,
                     },
@@ -384,6 +387,14 @@ def parent_tags(payload: RunPayload) -> tuple[dict[str, str], dict[str, str]]:
         record.tags.get(REFERENCE_FREE_TAG, ""),
     )
     return tags, signatures
+
+
+def control_systems(systems: pd.DataFrame) -> set[str]:
+    """The systems marked ``control`` in ``system_scores.csv``'s table."""
+    if systems.empty or not {"system", "control"} <= set(systems):
+        return set()
+    marked = systems["control"].astype(str).str.lower().isin(("true", "1", "1.0"))
+    return set(systems.loc[marked, "system"].astype(str))
 
 
 def find_logged(client: Any, exp_id: str, content_hash: str) -> str | None:

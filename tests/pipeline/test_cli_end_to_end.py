@@ -89,7 +89,8 @@ def test_output_files_and_columns(demo_run: tuple[Path, Path, str]) -> None:
     seg_bleu = corr[
         (corr.metric == "bleu") & (corr.level == "segment") & (corr.aspect == "human_meaning")
     ]
-    assert (seg_bleu["n"] == 192).all()
+    # the demo's copy is a control: out of the correlations
+    assert (seg_bleu["n"] == 144).all()
     assert (out / "plots" / "correlation_heatmap.png").stat().st_size > 1000
     assert (out / ".hydra" / "config.yaml").is_file()
     # the copy system copies: self-BLEU 100, and the weak system is worst on meaning
@@ -108,7 +109,10 @@ def test_terminal_summary(demo_run: tuple[Path, Path, str]) -> None:
     assert where[0].startswith("Outputs:") and where[1].startswith("MLflow store:"), where
     assert len(lines) <= 60, len(lines)
     assert max(len(line) for line in lines[:-3]) <= 100, max(lines[:-3], key=len)
-    assert "Systems (4, corpus level)" in stdout
+    # the paraphrase table takes the systems' place, the copy apart
+    assert "Paraphrase: meaning kept and wording changed" in stdout
+    assert "Systems (4, corpus level)" not in stdout
+    assert any(line.startswith("copy (control)") for line in lines)
     assert "Correlation with human ratings (pearson)" in stdout
     assert "System comparison" in stdout
     # lower-is-better columns are marked
@@ -128,7 +132,7 @@ def test_terminal_summary(demo_run: tuple[Path, Path, str]) -> None:
 
 def test_terminal_tables_are_aligned(demo_run: tuple[Path, Path, str]) -> None:
     stdout = demo_run[2].partition("\n<<stderr>>\n")[0]
-    # systems, correlations, comparison: numbers right-justified, marks in a column of their own
+    # paraphrase, correlations, comparison: numbers right-justified, marks in a column of their own
     assert assert_aligned(stdout) == 3
 
 
@@ -197,7 +201,10 @@ def test_mlflow_contents(demo_run: tuple[Path, Path, str]) -> None:
         for stat in ("ci_low", "ci_high", "p_bootstrap", "p_ar", "cluster"):
             if pd.notna(row[stat]):
                 assert m[f"bleu.{stat}"] == pytest.approx(float(row[stat]), rel=1e-12), stat
-        assert m["bleu.cluster"] >= 1
+        if system == "copy":  # the demo's control: never ranked, said on its run
+            assert "bleu.cluster" not in m and child.data.tags["paraeval.role"] == "control"
+        else:
+            assert m["bleu.cluster"] >= 1 and child.data.tags["paraeval.role"] == "system"
         assert child.info.start_time == parent.info.start_time
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"segment_scores.parquet", "system_scores.csv", "correlations.csv"} <= artifacts

@@ -50,6 +50,10 @@ def test_default_config_composes() -> None:
         "bertscore",
         "cosine",
         "wmd",
+        "parascore",
+        "parascore_free",
+        "bert_ibleu",
+        "pinc",
     ]
     assert cfg.metrics.ibleu.alpha == 0.8
     assert cfg.seed == 1234
