@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from paraeval.metrics._levenshtein import edit_distances
 from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, Texts, make_signature
 from paraeval.metrics.bertscore import BERTScore
 from paraeval.metrics.encoder import DEFAULT_MODEL, Encoders
@@ -29,28 +30,24 @@ _Call = tuple[list[str], list[list[str]], Sequence[str] | None]
 
 
 def levenshtein(a: str, b: str) -> int:
-    """Character-level edit distance (insertions, deletions, substitutions at cost 1), one numpy
-    row per character of the longer string: the insertion chain of a row is a running minimum,
-    ``cur[j] = j + min_{k ≤ j}(t[k] − k)``."""
-    if len(a) < len(b):
-        a, b = b, a
-    if not b:
-        return len(a)
-    codes = np.frombuffer(b.encode("utf-32-le"), dtype=np.uint32)
-    idx = np.arange(len(b) + 1)
-    prev = idx.copy()
-    t = np.empty(len(b) + 1, dtype=np.int64)
-    for k, ch in enumerate(a, start=1):
-        t[0] = k
-        np.minimum(prev[1:] + 1, prev[:-1] + (codes != ord(ch)), out=t[1:])
-        prev = np.minimum.accumulate(t - idx) + idx
-    return int(prev[-1])
+    """Character-level edit distance (insertions, deletions, substitutions at cost 1)."""
+    return int(edit_distances([(a, b)])[0])
+
+
+def edit_ratios(pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+    """Each pair's Levenshtein distance over the length of its longer string (0 for two empty
+    strings), computed once per distinct pair."""
+    distinct = list(dict.fromkeys(pairs))
+    distance = edit_distances(distinct)
+    longest = np.array([max(len(a), len(b)) for a, b in distinct], dtype=float)
+    ratio = np.divide(distance, longest, out=np.zeros(len(distinct)), where=longest > 0)
+    where = {pair: k for k, pair in enumerate(distinct)}
+    return ratio[[where[p] for p in pairs]] if pairs else np.zeros(0)
 
 
 def edit_ratio(candidate: str, source: str) -> float:
     """Levenshtein distance / length of the longer string (0 for two empty strings)."""
-    longest = max(len(candidate), len(source))
-    return levenshtein(candidate, source) / longest if longest else 0.0
+    return float(edit_ratios([(candidate, source)])[0])
 
 
 def diversity_term(d: float, gamma: float) -> float:
@@ -187,10 +184,8 @@ class _ParaScoreBase(_OnBERTScore):
             raise MetricConfigError(f"metric '{self.name}': gamma must be in (0, 1], got {gamma}")
 
     def diversity(self, candidates: Sequence[str], sources: Sequence[str]) -> np.ndarray:
-        # a candidate that several segments share with their source is measured once
-        pairs = list(zip(candidates, sources, strict=True))
-        ratio = {pair: edit_ratio(*pair) for pair in dict.fromkeys(pairs)}
-        return np.array([diversity_term(ratio[pair], self.gamma) for pair in pairs], dtype=float)
+        ratios = edit_ratios(list(zip(candidates, sources, strict=True)))
+        return np.array([diversity_term(float(d), self.gamma) for d in ratios], dtype=float)
 
     def signature(self) -> str:
         return make_signature(

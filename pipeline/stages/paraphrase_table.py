@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from paraeval.metrics.paraphrase import edit_ratio
+from paraeval.metrics.paraphrase import edit_ratios
 from paraeval.pipeline.data.load import HUMAN_PREFIX
 from paraeval.pipeline.stages.roles import Roles, copy_rates
 
@@ -106,8 +106,7 @@ def edit_distances(segments: pd.DataFrame) -> pd.Series:
     pairs = list(
         zip(segments["candidate"].astype(str), segments["source"].astype(str), strict=True)
     )
-    ratio = {pair: edit_ratio(*pair) for pair in dict.fromkeys(pairs)}
-    return pd.Series([ratio[p] for p in pairs], index=segments.index, dtype=float)
+    return pd.Series(edit_ratios(pairs), index=segments.index, dtype=float)
 
 
 def mean_intervals(

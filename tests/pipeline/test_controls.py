@@ -256,3 +256,43 @@ def test_a_run_without_a_combined_score_names_no_best_system(
     view = reference_free.paraphrase
     assert view is not None and view.paraphrase == "" and view.best == ""
     assert view.adequacy == "semantic" and view.diversity == "pinc"
+
+
+@pytest.mark.slow
+def test_a_reference_free_run_says_so_in_mlflow_and_names_no_control(tmp_path: Path) -> None:
+    """The MLflow description: the reference-free sentence, then the paraphrase score's first
+    cluster (ParaScore without references, on the encoder), never a control; the control's
+    system run is tagged as one."""
+    from mlflow.tracking import MlflowClient
+
+    ev = paraeval.evaluate(
+        _table(),
+        ["bleu", "pinc", "bertscore", "parascore_free"],
+        overrides=["data.controls=[copy,off_topic]"],
+        **CHEAP,
+    )
+    view = ev.paraphrase
+    assert view is not None and view.paraphrase == "parascore_free"
+    assert view.adequacy == "bertscore_f1" and view.x_axis == "edit_distance"
+    store = tmp_path / "store"
+    run_id = ev.log(tmp_path / "out", tracking={"store_dir": str(store), "uri": None})
+    client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    run = client.get_run(run_id)
+    note = run.data.tags["mlflow.note.content"]
+    assert note.startswith(ev.roles.note())
+    assert "Best system" in note or "No single best system" in note
+    best = note.splitlines()[2]
+    assert "copy" not in best and "off_topic" not in best
+    assert run.data.tags["paraeval.reference_free"] == ev.roles.note()
+    children = client.search_runs(
+        [run.info.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{run_id}'"
+    )
+    roles = {c.data.tags["paraeval.system"]: c.data.tags["paraeval.role"] for c in children}
+    assert roles == {
+        "copy": "control",
+        "off_topic": "control",
+        "close": "system",
+        "middle": "system",
+        "far": "system",
+        "truncated": "system",
+    }
