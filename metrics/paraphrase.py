@@ -10,7 +10,10 @@ them to a run with ``bertscore`` encodes nothing again.
 - ``bert_ibleu`` (Niu et al. 2021): ``((β / F(source, c) + 1 / (1 − BLEU/100)) / (β + 1))⁻¹``,
   β = 4, BLEU being ``self_bleu``'s sentence BLEU; a component ≤ 0 gives 0 (a copy scores 0).
 
-Corpus scores are the segment means. Higher is better for all three.
+Corpus scores are the segment means. Higher is better for all three. In a run, each is made of
+:meth:`~paraeval.metrics.base.Metric.parts` that the score stage computes once for every metric
+that shares them: the BERTScore against the sources (and ParaScore's against the references, which
+is ``bertscore``'s own), ParaScore's edit distance (:class:`EditRatio`), BERT-iBLEU's self-BLEU.
 """
 
 from __future__ import annotations
@@ -20,7 +23,15 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from paraeval.metrics._levenshtein import edit_distances
-from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, Texts, make_signature
+from paraeval.metrics.base import (
+    Metric,
+    MetricConfigError,
+    MetricResult,
+    Texts,
+    make_signature,
+    mean_corpus,
+    select_mean,
+)
 from paraeval.metrics.bertscore import BERTScore
 from paraeval.metrics.encoder import DEFAULT_MODEL, Encoders
 from paraeval.metrics.encoder_model import check_precision
@@ -53,6 +64,42 @@ def edit_ratio(candidate: str, source: str) -> float:
 def diversity_term(d: float, gamma: float) -> float:
     """ParaScore's DS: γ when d ≥ γ, else −1 + ((γ + 1)/γ)·d."""
     return gamma if d >= gamma else -1.0 + ((gamma + 1.0) / gamma) * d
+
+
+def diversity_terms(d: np.ndarray, gamma: float) -> np.ndarray:
+    """:func:`diversity_term` of each value."""
+    d = np.asarray(d, dtype=float)
+    return np.where(d >= gamma, gamma, -1.0 + ((gamma + 1.0) / gamma) * d)
+
+
+class EditRatio(Metric):
+    """ParaScore's diversity ``d`` of each candidate: its character edit distance to its first
+    reference over the longer length. A part of ParaScore, scored against the sources (whose
+    references are then the sources); corpus score: the mean."""
+
+    name = "edit_ratio"
+    default_group = "diversity"
+    distance_to_source = True
+    segment_local = True
+
+    def _score(
+        self,
+        candidates: list[str],
+        references: list[list[str]],
+        sources: Sequence[str] | None,
+    ) -> MetricResult:
+        seg = edit_ratios([(c, refs[0]) for c, refs in zip(candidates, references, strict=True)])
+        return MetricResult({self.name: seg}, {self.name: mean_corpus(seg)}, self.signature())
+
+    def select(self, result: MetricResult, rows: np.ndarray) -> MetricResult:
+        return select_mean(self, result, rows)
+
+    def signature(self) -> str:
+        return make_signature(self.name, impl="paraeval", unit="char_levenshtein", norm="longer")
+
+
+def _f1(result: MetricResult) -> np.ndarray:
+    return np.asarray(result.segment[F1], dtype=float)
 
 
 class _OnBERTScore(Metric):
@@ -182,10 +229,10 @@ class _ParaScoreBase(_OnBERTScore):
             ) from None
         if not 0.0 < self.gamma <= 1.0:
             raise MetricConfigError(f"metric '{self.name}': gamma must be in (0, 1], got {gamma}")
+        self.edit = EditRatio()
 
     def diversity(self, candidates: Sequence[str], sources: Sequence[str]) -> np.ndarray:
-        ratios = edit_ratios(list(zip(candidates, sources, strict=True)))
-        return np.array([diversity_term(float(d), self.gamma) for d in ratios], dtype=float)
+        return diversity_terms(edit_ratios(list(zip(candidates, sources, strict=True))), self.gamma)
 
     def signature(self) -> str:
         return make_signature(
@@ -221,6 +268,15 @@ class ParaScore(_ParaScoreBase):
         seg = np.maximum(f_src, f_ref) + self.weight * self.diversity(cands, sources)
         return self._result(seg)
 
+    def parts(self) -> tuple[tuple[Metric, bool], ...]:
+        return ((self.bertscore, True), (self.bertscore, False), (self.edit, True))
+
+    def from_parts(self, results: Sequence[MetricResult]) -> MetricResult:
+        f_src, f_ref, edit = results
+        d = np.asarray(edit.segment[EditRatio.name])
+        seg = np.maximum(_f1(f_src), _f1(f_ref)) + self.weight * diversity_terms(d, self.gamma)
+        return self._result(seg)
+
 
 class ParaScoreFree(_ParaScoreBase):
     """ParaScore, reference-free: F(source, c) + w·DS."""
@@ -234,6 +290,14 @@ class ParaScoreFree(_ParaScoreBase):
         cands, _, sources = call
         assert sources is not None
         return self._result(f1s[0] + self.weight * self.diversity(cands, sources))
+
+    def parts(self) -> tuple[tuple[Metric, bool], ...]:
+        return ((self.bertscore, True), (self.edit, True))
+
+    def from_parts(self, results: Sequence[MetricResult]) -> MetricResult:
+        f_src, edit = results
+        d = np.asarray(edit.segment[EditRatio.name])
+        return self._result(_f1(f_src) + self.weight * diversity_terms(d, self.gamma))
 
 
 def bert_ibleu(f1: np.ndarray, bleu: np.ndarray, beta: float) -> np.ndarray:
@@ -321,3 +385,10 @@ class BERTiBLEU(_OnBERTScore):
         cands, refs, sources = call
         bleu = self.self_bleu.score(cands, refs, sources).segment["self_bleu"]
         return self._result(bert_ibleu(f1s[0], bleu, self.beta))
+
+    def parts(self) -> tuple[tuple[Metric, bool], ...]:
+        return ((self.bertscore, True), (self.self_bleu, False))
+
+    def from_parts(self, results: Sequence[MetricResult]) -> MetricResult:
+        f_src, bleu = results
+        return self._result(bert_ibleu(_f1(f_src), bleu.segment["self_bleu"], self.beta))
