@@ -3,7 +3,6 @@ intervals, the controls marked apart, the frontier marked and ParaScore's thresh
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -57,6 +56,18 @@ def frontier_plot(view: ParaphraseTable, path: Path) -> bool:
     )
     xl, xh = t[f"{x_col}_low"].to_numpy(dtype=float), t[f"{x_col}_high"].to_numpy(dtype=float)
     yl, yh = t["adequacy_low"].to_numpy(dtype=float), t["adequacy_high"].to_numpy(dtype=float)
+    gamma = view.gamma if view.gamma is not None and x_col == "edit_distance" else None
+    limits = _limits(x, xl, xh, y, yl, yh, shown & ~controls, gamma)
+    # a control far from the ranked systems (a copy: no change, all the meaning) would squeeze
+    # them into a corner: it is drawn on the edge, its values in its label
+    off = np.zeros(len(t), dtype=bool)
+    if limits is not None:
+        (x0, x1), (y0, y1) = limits
+        off = controls & shown & ((x < x0) | (x > x1) | (y < y0) | (y > y1))
+        x, y = np.where(off, np.clip(x, x0, x1), x), np.where(off, np.clip(y, y0, y1), y)
+        xl, xh, yl, yh = (np.where(off, np.nan, a) for a in (xl, xh, yl, yh))
+        ax.set_xlim(x0, x1)
+        ax.set_ylim(y0, y1)
     for label, mask, color, marker, size in groups:
         m = mask & shown
         if not m.any():
@@ -82,25 +93,30 @@ def frontier_plot(view: ParaphraseTable, path: Path) -> bool:
             linewidths=0.5,
             zorder=3,
             label=label,
+            clip_on=False,  # a control on the edge is drawn whole
         )
     for i in np.flatnonzero(shown):
         name = str(t["system"].iloc[i]) + (" (control)" if controls[i] else "")
+        if off[i]:
+            true_x, true_y = float(t[x_col].iloc[i]), float(t["adequacy"].iloc[i])
+            name += f": {true_x:.3f}, {true_y:.3f}, off the axes"
         ax.annotate(
             name,
             (x[i], y[i]),
             fontsize=7,
-            xytext=(4, 3),
+            # a point on the edge is labelled inwards
+            xytext=(6, -10) if off[i] else (4, 3),
             textcoords="offset points",
             color=CONTROL_COLOR if controls[i] else "black",
         )
-    if view.gamma is not None and x_col == "edit_distance":
+    if gamma is not None:
         ax.axvline(
-            view.gamma,
+            gamma,
             color="0.3",
             ls="--",
             lw=1.0,
             zorder=1,
-            label=f"ParaScore's threshold γ = {view.gamma:g}: no more diversity reward beyond",
+            label=f"ParaScore's threshold γ = {gamma:g}: no more diversity reward beyond",
         )
     measure = "PINC" if view.diversity == "pinc" else "100 − self-BLEU"
     ax.set_xlabel(AXIS_LABELS[x_col].format(measure=measure))
@@ -111,10 +127,33 @@ def frontier_plot(view: ParaphraseTable, path: Path) -> bool:
         title += f" ({view.paraphrase} ranks the systems)"
     ax.set_title(title, fontsize=11)
     ax.grid(alpha=0.3)
-    ax.margins(x=0.08, y=0.08)
+    if limits is None:
+        ax.margins(x=0.08, y=0.08)
     # outside the axes (inside, it would hide points); constrained layout makes room for it
     fig.legend(loc="outside lower center", ncol=2, fontsize=8, frameon=False)
-    if not math.isfinite(float(np.nanmax(x[shown]))):
-        return False
     save_figure(fig, path)
     return True
+
+
+def _limits(
+    x: np.ndarray,
+    xl: np.ndarray,
+    xh: np.ndarray,
+    y: np.ndarray,
+    yl: np.ndarray,
+    yh: np.ndarray,
+    ranked: np.ndarray,
+    gamma: float | None,
+) -> tuple[tuple[float, float], tuple[float, float]] | None:
+    """The axes' ranges: the ranked systems with their intervals (and the threshold), 8% of
+    margin; None without a ranked system."""
+    if not ranked.any():
+        return None
+    xs = [v[ranked] for v in (x, xl, xh)] + ([np.array([gamma])] if gamma is not None else [])
+    ys = [v[ranked] for v in (y, yl, yh)]
+    out = []
+    for values in (np.concatenate(xs), np.concatenate(ys)):
+        lo, hi = float(np.nanmin(values)), float(np.nanmax(values))
+        pad = 0.08 * (hi - lo) if hi > lo else 0.05 * max(abs(hi), 1.0)
+        out.append((lo - pad, hi + pad))
+    return out[0], out[1]
