@@ -37,7 +37,6 @@ from paraeval.metrics.encoder import DEFAULT_MODEL, Encoders
 from paraeval.metrics.encoder_model import check_precision
 
 F1 = "bertscore_f1"
-_Call = tuple[list[str], list[list[str]], Sequence[str] | None]
 
 
 def levenshtein(a: str, b: str) -> int:
@@ -61,15 +60,15 @@ def edit_ratio(candidate: str, source: str) -> float:
     return float(edit_ratios([(candidate, source)])[0])
 
 
-def diversity_term(d: float, gamma: float) -> float:
-    """ParaScore's DS: γ when d ≥ γ, else −1 + ((γ + 1)/γ)·d."""
-    return gamma if d >= gamma else -1.0 + ((gamma + 1.0) / gamma) * d
-
-
 def diversity_terms(d: np.ndarray, gamma: float) -> np.ndarray:
-    """:func:`diversity_term` of each value."""
+    """ParaScore's DS of each value: γ when d ≥ γ, else −1 + ((γ + 1)/γ)·d."""
     d = np.asarray(d, dtype=float)
     return np.where(d >= gamma, gamma, -1.0 + ((gamma + 1.0) / gamma) * d)
+
+
+def diversity_term(d: float, gamma: float) -> float:
+    """:func:`diversity_terms` of one value."""
+    return float(diversity_terms(np.array([d]), gamma)[0])
 
 
 class EditRatio(Metric):
@@ -100,6 +99,12 @@ class EditRatio(Metric):
 
 def _f1(result: MetricResult) -> np.ndarray:
     return np.asarray(result.segment[F1], dtype=float)
+
+
+def _against_sources(call: Texts) -> Texts:
+    cands, _, sources = call
+    assert sources is not None
+    return cands, [[s] for s in sources], sources
 
 
 class _OnBERTScore(Metric):
@@ -146,43 +151,29 @@ class _OnBERTScore(Metric):
         pad = f"bs{b.bert_score_batch_size}" if b.bert_score_batch_size else "none"
         return f"bertscore[f1,{b.encoder.signature},L{b.layer},idf:no,rescale:no,pad:{pad}]"
 
-    def f1(self, candidates: list[str], references: list[list[str]]) -> np.ndarray:
-        """BERTScore F1 of each candidate against its references (maximum over them)."""
-        if not candidates:
-            return np.zeros(0)
-        return np.asarray(self.bertscore._score(candidates, references, None).segment[F1])
-
-    def _requests(self, call: _Call) -> list[tuple[list[str], list[list[str]]]]:
-        """The (candidates, references) whose BERTScore F1 the call needs: against the sources."""
-        cands, _, sources = call
-        assert sources is not None
-        return [(cands, [[s] for s in sources])]
-
-    def _from_f1(self, call: _Call, f1s: list[np.ndarray]) -> MetricResult:
-        raise NotImplementedError
-
     def _score(
         self,
         candidates: list[str],
         references: list[list[str]],
         sources: Sequence[str] | None,
     ) -> MetricResult:
-        return self._f1_calls([(candidates, references, sources)])[0]
+        return self._from_part_calls([(candidates, references, sources)])[0]
 
     def score_systems(self, calls: Sequence[Texts]) -> list[MetricResult]:
-        """Every call's F1s in one streamed BERTScore pass (:meth:`BERTScore.score_systems`)."""
+        """Each part scores every call in one pass (the BERTScore ones streamed,
+        :meth:`BERTScore.score_systems`), and :meth:`from_parts` puts each call's together."""
         for call in calls:
             self.check_call(*call)
-        return self._f1_calls([(list(c), [list(r) for r in refs], s) for c, refs, s in calls])
+        return self._from_part_calls(list(calls))
 
-    def _f1_calls(self, calls: list[_Call]) -> list[MetricResult]:
-        requests = [self._requests(call) for call in calls]
-        done = self.bertscore._score_calls([req for reqs in requests for req in reqs])
-        f1s = iter(np.asarray(result.segment[F1]) for result in done)
-        return [
-            self._from_f1(call, [next(f1s) for _ in reqs])
-            for call, reqs in zip(calls, requests, strict=True)
+    def _from_part_calls(self, calls: list[Texts]) -> list[MetricResult]:
+        # what the score stage does with the parts, in one process: a part against the sources
+        # has the sources for references
+        done = [
+            part.score_systems([_against_sources(call) if on_source else call for call in calls])
+            for part, on_source in self.parts()
         ]
+        return [self.from_parts([results[k] for results in done]) for k in range(len(calls))]
 
     def _result(self, seg: np.ndarray) -> MetricResult:
         corpus = float(np.mean(seg)) if len(seg) else float("nan")
@@ -231,9 +222,6 @@ class _ParaScoreBase(_OnBERTScore):
             raise MetricConfigError(f"metric '{self.name}': gamma must be in (0, 1], got {gamma}")
         self.edit = EditRatio()
 
-    def diversity(self, candidates: Sequence[str], sources: Sequence[str]) -> np.ndarray:
-        return diversity_terms(edit_ratios(list(zip(candidates, sources, strict=True))), self.gamma)
-
     def signature(self) -> str:
         return make_signature(
             self.name,
@@ -258,16 +246,6 @@ class ParaScore(_ParaScoreBase):
     def _refs_rule(self) -> str:
         return "max(source,max_refs)"
 
-    def _requests(self, call: _Call) -> list[tuple[list[str], list[list[str]]]]:
-        return [*super()._requests(call), (call[0], call[1])]
-
-    def _from_f1(self, call: _Call, f1s: list[np.ndarray]) -> MetricResult:
-        cands, _, sources = call
-        assert sources is not None
-        f_src, f_ref = f1s
-        seg = np.maximum(f_src, f_ref) + self.weight * self.diversity(cands, sources)
-        return self._result(seg)
-
     def parts(self) -> tuple[tuple[Metric, bool], ...]:
         return ((self.bertscore, True), (self.bertscore, False), (self.edit, True))
 
@@ -285,11 +263,6 @@ class ParaScoreFree(_ParaScoreBase):
 
     def _refs_rule(self) -> str:
         return "source"
-
-    def _from_f1(self, call: _Call, f1s: list[np.ndarray]) -> MetricResult:
-        cands, _, sources = call
-        assert sources is not None
-        return self._result(f1s[0] + self.weight * self.diversity(cands, sources))
 
     def parts(self) -> tuple[tuple[Metric, bool], ...]:
         return ((self.bertscore, True), (self.edit, True))
@@ -380,11 +353,6 @@ class BERTiBLEU(_OnBERTScore):
             vs="source",
             beta=f"{self.beta:g}",
         )
-
-    def _from_f1(self, call: _Call, f1s: list[np.ndarray]) -> MetricResult:
-        cands, refs, sources = call
-        bleu = self.self_bleu.score(cands, refs, sources).segment["self_bleu"]
-        return self._result(bert_ibleu(f1s[0], bleu, self.beta))
 
     def parts(self) -> tuple[tuple[Metric, bool], ...]:
         return ((self.bertscore, True), (self.self_bleu, False))
