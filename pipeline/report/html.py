@@ -60,21 +60,14 @@ HEADLINE_FIGURE = "paraphrase_frontier"
 
 
 def _headline_figure(ev: Evaluation, out: Path | None) -> Markup:
-    """The frontier figure, shown beside the paraphrase table."""
+    """The frontier figure, shown beside the paraphrase table (a click opens the file)."""
     plots = out / PLOTS_DIR if out is not None else None
     found = sorted(plots.glob(f"{HEADLINE_FIGURE}.*")) if plots and plots.is_dir() else []
+    if not found:
+        return Markup("")
     caption = html.escape(_captions(ev)[HEADLINE_FIGURE])
-    for p in found:
-        mime = _MIME.get(p.suffix)
-        if mime is None:
-            return Markup(f'<p>{caption} <a href="plots/{html.escape(p.name)}">{p.name}</a></p>')
-        data = base64.b64encode(p.read_bytes()).decode("ascii")
-        return Markup(
-            f'<figure class="headline" id="frontier"><a href="plots/{html.escape(p.name)}">'
-            f'<img alt="{caption}" src="data:{mime};base64,{data}"></a>'
-            f"<figcaption>{caption}</figcaption></figure>"
-        )
-    return Markup("")
+    attrs = ' class="headline" id="frontier"'
+    return Markup(b"".join(_figure(found[0], caption, attrs, link=True)).decode("utf-8"))
 
 
 def _paraphrase_note(ev: Evaluation) -> str:
@@ -146,17 +139,23 @@ def _figures(ev: Evaluation, out: Path) -> Iterator[bytes]:
     yield b'<div class="figures">'
     for p in sorted(files, key=lambda p: (order.get(p.stem, len(order)), p.name)):
         caption = html.escape(captions.get(p.stem, p.stem.replace("_", " ")))
-        mime = _MIME.get(p.suffix)
-        if mime is None:  # PDF: browsers do not show it inline everywhere; link it
-            link = f'<a href="plots/{html.escape(p.name)}">{html.escape(p.name)}</a> (PDF)'
-            yield f"<p>{caption} {link}</p>".encode()
-            continue
         # the many-panel figures take the page's width; the others go two to a row
-        wide = ' class="wide"' if p.stem in _WIDE_FIGURES else ""
-        yield f'<figure{wide}><img alt="{caption}" src="data:{mime};base64,'.encode()
-        yield base64.b64encode(p.read_bytes())
-        yield f'"><figcaption>{caption}</figcaption></figure>'.encode()
+        yield from _figure(p, caption, ' class="wide"' if p.stem in _WIDE_FIGURES else "")
     yield b"</div>"
+
+
+def _figure(p: Path, caption: str, attrs: str = "", link: bool = False) -> Iterator[bytes]:
+    """One figure of the page, piece by piece: a PNG or SVG embedded as a data URI (``link``:
+    a click opens the file), a PDF linked (browsers do not all show it inline)."""
+    href = f"plots/{html.escape(p.name)}"
+    mime = _MIME.get(p.suffix)
+    if mime is None:
+        yield f'<p>{caption} <a href="{href}">{html.escape(p.name)}</a> (PDF)</p>'.encode()
+        return
+    opening = f'<a href="{href}">' if link else ""
+    yield f'<figure{attrs}>{opening}<img alt="{caption}" src="data:{mime};base64,'.encode()
+    yield base64.b64encode(p.read_bytes())
+    yield f'">{"</a>" if link else ""}<figcaption>{caption}</figcaption></figure>'.encode()
 
 
 def page_around_figures(ev: Evaluation, out: Path | None = None) -> tuple[str, str]:

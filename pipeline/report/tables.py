@@ -116,6 +116,21 @@ def with_interval(
     return out
 
 
+def interval_cells(
+    values: pd.Series, lows: pd.Series, highs: pd.Series, fmt: Callable[[object], str]
+) -> list[str]:
+    """``value [low, high]`` cells: the value alone without an interval, a dash without it."""
+    return [
+        DASH
+        if not math.isfinite(v)
+        else fmt(v)
+        + (f" [{fmt(lo)}, {fmt(hi)}]" if math.isfinite(lo) and math.isfinite(hi) else "")
+        for v, lo, hi in zip(
+            values.astype(float), lows.astype(float), highs.astype(float), strict=True
+        )
+    ]
+
+
 def _chunks(columns: list[str], size: int = MAX_COLUMNS) -> Iterator[list[str]]:
     parts = max(1, math.ceil(len(columns) / size))
     step = math.ceil(len(columns) / parts) if columns else 1
@@ -162,19 +177,7 @@ def correlation_tables(
     for coefficient in order:
         for aspect, sub in corr[corr["coefficient"] == coefficient].groupby("aspect", sort=False):
             fmt = _number(3, signed=True)
-            sub = sub.assign(
-                cell=[
-                    DASH
-                    if not math.isfinite(v)
-                    else fmt(v) + (f" [{fmt(lo)}, {fmt(hi)}]" if math.isfinite(lo) else "")
-                    for v, lo, hi in zip(
-                        sub["value"].astype(float),
-                        sub["ci_low"].astype(float),
-                        sub["ci_high"].astype(float),
-                        strict=True,
-                    )
-                ]
-            )
+            sub = sub.assign(cell=interval_cells(sub["value"], sub["ci_low"], sub["ci_high"], fmt))
             wide = sub.pivot_table(
                 index="metric", columns="level", values="cell", aggfunc="first", sort=False
             )
@@ -284,10 +287,7 @@ def paraphrase_table(ev: Evaluation) -> Markup | None:
     for m in [m for m in measures if m in t]:
         name = view.paraphrase if m == "paraphrase" else m.replace("_", " ")
         fmt = _number(digits(t[m]))
-        frame[name] = [
-            fmt(v) + (f" [{fmt(lo)}, {fmt(hi)}]" if math.isfinite(lo) and math.isfinite(hi) else "")
-            for v, lo, hi in zip(t[m], t[f"{m}_low"], t[f"{m}_high"], strict=True)
-        ]
+        frame[name] = interval_cells(t[m], t[f"{m}_low"], t[f"{m}_high"], fmt)
         shown.append(name)
     if "cluster" in t:
         frame["cluster"] = t["cluster"].to_numpy()
