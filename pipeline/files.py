@@ -16,6 +16,7 @@ from paraeval.pipeline.errors import ConfigError, OutputError
 RUN_INFO = "run_info.json"
 PLOTS_DIR = "plots"
 REPORT_NAME = "report.html"
+PARAPHRASE_FILE = "paraphrase.csv"  # the headline table: written by the run, read by paraeval-log
 
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:

@@ -299,6 +299,7 @@ def compare(
             )
         columns = _build_columns(scores, agg, systems, positions)
         others = [s for s in systems if s != baseline]
+        ranked = [s for s in systems if s not in controls]
         # resamples and trials a block of rows at a time, every column on each block (memory
         # bounded whatever n_bootstrap and n_ar; each draw has its own generator, so the order
         # changes no draw); each column keeps its scores on every resample and its randomized
@@ -320,7 +321,6 @@ def compare(
             paired = col.scores
             points = {s: paired.point(s) for s in systems}
             res = boot.pop(col.name)
-            ranked = [s for s in systems if s not in controls]
             rank, cluster = paired_bs_clusters(
                 {s: points[s] for s in ranked},
                 {s: res[s] for s in ranked},

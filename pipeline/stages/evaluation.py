@@ -23,7 +23,7 @@ from paraeval.pipeline.data.humans import human_report
 from paraeval.pipeline.data.load import HUMAN_PREFIX
 from paraeval.pipeline.engine import open_engine
 from paraeval.pipeline.errors import ConfigError
-from paraeval.pipeline.files import write_csv, write_parquet
+from paraeval.pipeline.files import PARAPHRASE_FILE, write_csv, write_parquet
 from paraeval.pipeline.heap import release_free_memory
 from paraeval.pipeline.stages.aggregate import Aggregated, aggregate, without_systems
 from paraeval.pipeline.stages.alpha import AlphaCurve, compute_alpha_curve, curve_metrics
@@ -37,7 +37,6 @@ from paraeval.pipeline.stages.score import Scores, build_metrics, score
 from paraeval.pipeline.terminal import Status
 
 log = logging.getLogger("paraeval")
-PARAPHRASE_FILE = "paraphrase.csv"
 
 
 @dataclass
@@ -208,9 +207,8 @@ def compare_stage(ev: Evaluation) -> None:
     if ev.settings.compare is not None:
         ev.compared = compare(ev.scores, ev._agg, ev.settings.compare, ev.roles.controls)
     seed = ev.settings.compare.seed if ev.settings.compare is not None else ev.settings.seed
-    ev.paraphrase = paraphrase_table(
-        ev._agg, ev.compared, ev.roles, np.random.default_rng(seed), ev.scores.metrics
-    )
+    rng = np.random.default_rng(seed)
+    ev.paraphrase = paraphrase_table(ev._agg, ev.compared, ev.roles, ev.scores.metrics, rng)
 
 
 def alpha_curve_stage(ev: Evaluation) -> None:

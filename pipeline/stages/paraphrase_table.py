@@ -24,12 +24,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from paraeval.metrics.paraphrase import edit_ratios
+from paraeval.metrics.paraphrase import ParaScore, ParaScoreFree, edit_ratios
 from paraeval.pipeline.data.load import HUMAN_PREFIX
 from paraeval.pipeline.stages.roles import Roles, copy_rates
 
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 
 ADEQUACY = ("bertscore_f1", "cosine", "bleurt", "semantic")
 PARASCORES = ("parascore", "parascore_free")
-N_BOOTSTRAP, CONFIDENCE = 1000, 0.95  # the edit distance's interval without a comparison
 
 
 @dataclass
@@ -110,12 +109,16 @@ def edit_distances(segments: pd.DataFrame) -> pd.Series:
 
 
 def mean_intervals(
-    values: pd.Series, segments: pd.DataFrame, rng: np.random.Generator
+    values: pd.Series,
+    segments: pd.DataFrame,
+    rng: np.random.Generator,
+    n_bootstrap: int,
+    confidence: float,
 ) -> pd.DataFrame:
     """Per system the mean of ``values`` with a percentile bootstrap interval over its items
-    (``N_BOOTSTRAP`` resamples, the same item draws for every system with as many items)."""
+    (``n_bootstrap`` resamples, the same item draws for every system with as many items)."""
     rows: dict[str, tuple[float, float, float]] = {}
-    lo_q, hi_q = (1 - CONFIDENCE) / 2, 1 - (1 - CONFIDENCE) / 2
+    lo_q, hi_q = (1 - confidence) / 2, 1 - (1 - confidence) / 2
     draws: dict[int, np.ndarray] = {}
     for system, v in values.groupby(segments["system"], sort=False):
         x = v.to_numpy(dtype=float)
@@ -124,7 +127,7 @@ def mean_intervals(
             rows[str(system)] = (float(x.mean()) if n else math.nan, math.nan, math.nan)
             continue
         if n not in draws:
-            draws[n] = rng.integers(0, n, size=(N_BOOTSTRAP, n))
+            draws[n] = rng.integers(0, n, size=(n_bootstrap, n))
         means = x[draws[n]].mean(axis=1)
         lo, hi = np.quantile(means, [lo_q, hi_q])
         rows[str(system)] = (float(x.mean()), float(lo), float(hi))
@@ -154,10 +157,12 @@ def paraphrase_table(
     agg: Aggregated,
     compared: Comparison | None,
     roles: Roles,
+    metrics: Mapping[str, Metric],
     rng: np.random.Generator,
-    metrics: Mapping[str, Metric] | None = None,
 ) -> ParaphraseTable | None:
-    """The headline table, or None where the run has no adequacy or no diversity measure."""
+    """The headline table, or None where the run has no adequacy or no diversity measure. The
+    edit distance's interval draws from ``rng`` as many resamples as the comparison, at its
+    confidence; without a comparison no measure has an interval."""
     systems, seg = agg.systems, agg.segments
     present = [c for c in systems.columns if systems[c].notna().any()]
     adequacy = _pick(present, ADEQUACY)
@@ -178,10 +183,19 @@ def paraphrase_table(
     }
     gamma = None
     if paraphrase in PARASCORES:
-        metric: Any = (metrics or {}).get(paraphrase)
-        gamma = float(getattr(metric, "gamma", 0.35))
-        edit = mean_intervals(edit_distances(seg), seg, rng)
-        measures["edit_distance"] = edit.reindex(systems.index.astype(str)).set_axis(systems.index)
+        metric = metrics[paraphrase]
+        assert isinstance(metric, ParaScore | ParaScoreFree)
+        gamma = metric.gamma
+        distances = edit_distances(seg)
+        if compared is not None:
+            config = compared.config
+            edit = mean_intervals(distances, seg, rng, config.n_bootstrap, config.confidence)
+            edit = edit.reindex(systems.index.astype(str)).set_axis(systems.index)
+        else:
+            by_system = distances.groupby(seg["system"], sort=False).mean()
+            edit = pd.DataFrame({"score": by_system.reindex(systems.index)})
+            edit["low"] = edit["high"] = np.nan
+        measures["edit_distance"] = edit
     if paraphrase:
         measures["paraphrase"] = _measure(compared, systems, paraphrase)
     for name, m in measures.items():

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import difflib
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -42,10 +42,6 @@ class Roles:
     reference_free: bool = False
     # why the run is reference-free: "the references are the sources" or "there are no references"
     reason: str = ""
-
-    def ranked(self, systems: Iterable[str]) -> list[str]:
-        """``systems`` without the controls, in their order."""
-        return [s for s in systems if s not in self.controls]
 
     def note(self) -> str:
         """The sentence a run says once (terminal, report, MLflow) when it is reference-free."""

@@ -42,6 +42,7 @@ from paraeval.pipeline.tracking.run_view import (
     signature_tags,
     split_cache,
     system_metric_order,
+    truthy,
 )
 from paraeval.pipeline.tracking.sql_store import check_store, driver_uri
 from paraeval.pipeline.tracking.store import (
@@ -393,8 +394,7 @@ def control_systems(systems: pd.DataFrame) -> set[str]:
     """The systems marked ``control`` in ``system_scores.csv``'s table."""
     if systems.empty or not {"system", "control"} <= set(systems):
         return set()
-    marked = systems["control"].astype(str).str.lower().isin(("true", "1", "1.0"))
-    return set(systems.loc[marked, "system"].astype(str))
+    return set(systems.loc[truthy(systems["control"]), "system"].astype(str))
 
 
 def find_logged(client: Any, exp_id: str, content_hash: str) -> str | None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from paraeval.pipeline.files import PARAPHRASE_FILE
 from paraeval.pipeline.tracking.run_record import Evaluated, RunRecord, read_run_info, run_record
 
 # the output files the tables come from (written by stages.evaluation.write_tables)
@@ -25,7 +26,6 @@ ALPHA_CURVE_FILE = "alpha_curve.csv"
 ALPHA_SYSTEMS_FILE = "alpha_systems.csv"
 SEGMENTS_FILE = "segment_scores.parquet"
 SIGNATURES_FILE = "signatures.csv"
-PARAPHRASE_FILE = "paraphrase.csv"
 
 # the input's own columns: what the MLflow dataset of a run holds (computed scores are results)
 DATASET_COLUMNS = ("item_id", "system", "source", "references", "candidate")

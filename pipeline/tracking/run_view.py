@@ -140,11 +140,16 @@ def _name(text: object) -> str:
     return "`" + show(text).replace("`", "'") + "`"
 
 
+def truthy(values: pd.Series) -> pd.Series:
+    """A flag column as an output file holds it (``True``, ``true``, ``1``) as booleans."""
+    return values.astype(str).str.lower().isin(("true", "1", "1.0"))
+
+
 def _directions(signatures: pd.DataFrame) -> dict[str, bool]:
     if signatures.empty or "higher_is_better" not in signatures:
         return {}
     flags = signatures.set_index("column")["higher_is_better"]
-    return {str(c): str(v).lower() in ("true", "1", "1.0") for c, v in flags.items()}
+    return {str(c): bool(v) for c, v in truthy(flags).items()}
 
 
 def _ranked_columns(signatures: pd.DataFrame, columns: list[str]) -> list[str]:
@@ -154,17 +159,13 @@ def _ranked_columns(signatures: pd.DataFrame, columns: list[str]) -> list[str]:
     return [c for c in columns if groups.get(c) in RANKED_GROUPS]
 
 
-def _is_true(values: pd.Series) -> pd.Series:
-    return values.astype(str).str.lower().isin(("true", "1", "1.0"))
-
-
 def paraphrase_line(paraphrase: pd.DataFrame) -> str | None:
     """The paraphrase score's first cluster (controls never in it): the best system where one
     system is alone in it, else who shares it."""
     needed = {"system", "control", "cluster", "paraphrase"}
     if paraphrase.empty or not needed <= set(paraphrase):
         return None
-    ranked = paraphrase[~_is_true(paraphrase["control"])]
+    ranked = paraphrase[~truthy(paraphrase["control"])]
     clusters = pd.to_numeric(ranked["cluster"], errors="coerce")
     if not clusters.notna().any():
         return None
@@ -185,7 +186,7 @@ def best_systems_line(systems: pd.DataFrame, comparison: pd.DataFrame) -> str | 
     if systems.empty or "system" not in systems:
         return None
     if "control" in systems:
-        systems = systems[~_is_true(systems["control"])]
+        systems = systems[~truthy(systems["control"])]
     parts = []
     for column in [c for c in AVERAGES if c in systems]:
         scores = pd.to_numeric(systems[column], errors="coerce")
