@@ -260,8 +260,9 @@ def breakdown_child(items: int) -> None:
     from omegaconf import OmegaConf
 
     from paraeval.pipeline.config.compose import compose_config
-    from paraeval.pipeline.data.loaders import load_parabank
-    from paraeval.pipeline.engine import EngineSettings, open_engine
+    from paraeval.pipeline.config.nodes import EngineSettings
+    from paraeval.pipeline.data.load import load_parabank
+    from paraeval.pipeline.engine.local import open_engine
     from paraeval.pipeline.stages.score import build_metrics, score
 
     nodes = OmegaConf.to_container(compose_config([]).metrics, resolve=True)
@@ -272,7 +273,8 @@ def breakdown_child(items: int) -> None:
     for kind in ("local", "ray"):
         seconds: dict[str, float] = {}
         start = time.perf_counter()
-        with open_engine(EngineSettings(kind=kind), nodes) as engine:
+        node = OmegaConf.to_container(compose_config([f"engine={kind}"]).engine)
+        with open_engine(EngineSettings.from_node(node), nodes) as engine:  # type: ignore[arg-type]
             seconds["(engine start)"] = time.perf_counter() - start
             for metric_id, metric in build_metrics(nodes).items():
                 start = time.perf_counter()

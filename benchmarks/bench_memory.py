@@ -168,6 +168,7 @@ def run_stages(path: Path, trace: bool, extra: list[str]) -> None:
 
     from paraeval.pipeline.config.compose import compose_config
     from paraeval.pipeline.config.settings import Settings
+    from paraeval.pipeline.data.load import load_data
     from paraeval.pipeline.heap import release_free_memory
     from paraeval.pipeline.stages.evaluation import STAGES, Evaluation
 
@@ -183,7 +184,7 @@ def run_stages(path: Path, trace: bool, extra: list[str]) -> None:
     print(f"{'after imports':<22} peak RSS {peak_rss():8.0f} MiB")
     settings = Settings.from_config(cfg)
     t0 = time.perf_counter()
-    ev = Evaluation(settings=settings, table=settings.data.load())
+    ev = Evaluation(settings=settings, table=load_data(settings.data))
     print(f"{'load':<22} peak RSS {peak_rss():8.0f} MiB  {time.perf_counter() - t0:6.1f} s")
     for stage in STAGES:
         t0 = time.perf_counter()

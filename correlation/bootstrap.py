@@ -11,7 +11,6 @@ resampled values are NaN and left out of the percentiles.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 
@@ -19,11 +18,9 @@ from paraeval.correlation.coefficients import (
     Coefficient,
     CoefficientLike,
     get_coefficient,
-    kendall_like_counts,
-    pair_kendall_like_counts,
     pair_statistic,
 )
-from paraeval.correlation.fixed_pairs import FixedPairs, Groups
+from paraeval.correlation.fixed_pairs import FixedPairs
 from paraeval.correlation.levels import (
     check_item_rules,
     check_level_coefficient,
@@ -34,6 +31,8 @@ from paraeval.correlation.levels import (
 )
 from paraeval.correlation.resamples import (
     Resamples,
+    block_item_weights,
+    cell_weights,
     chunks,
     counts,
     draw_resamples,
@@ -46,24 +45,6 @@ SystemMetricFn = Callable[[np.ndarray], np.ndarray]
 # ---------------------------------------------------------------------------------------------
 # Resampled values at each level.
 # ---------------------------------------------------------------------------------------------
-
-
-def _block_weights(res: Resamples, sl: slice, n_items: int) -> np.ndarray | None:
-    """Item multiplicities of resamples ``sl`` only (None: items are not resampled)."""
-    return res.item_weights(sl, n_items) if res.item_idx is not None else None
-
-
-def _cell_weights(
-    item_w: np.ndarray | None, sys_w: np.ndarray | None, k: int, ci: np.ndarray, cs: np.ndarray
-) -> np.ndarray:
-    """Multiplicity of every pooled cell in ``k`` resamples, laid out (n_cells, k), from those
-    resamples' item and system multiplicities (rows of ``item_w``, ``sys_w``)."""
-    wt = np.ones((ci.size, k), dtype=np.int32)
-    if item_w is not None:
-        wt = item_w.T.astype(np.int32)[ci]
-    if sys_w is not None:
-        wt = wt * sys_w.T.astype(np.int32)[cs]
-    return wt
 
 
 def _segment_values(m: np.ndarray, h: np.ndarray, coef: Coefficient, res: Resamples) -> np.ndarray:
@@ -93,42 +74,10 @@ def _segment_values(m: np.ndarray, h: np.ndarray, coef: Coefficient, res: Resamp
     # small column blocks keep the (cells, resamples) working set in cache
     for sl in chunks(b, cs.size, 600_000):
         sys_part = sys_w[sl] if sys_w is not None else None
-        weights = _cell_weights(
-            _block_weights(res, sl, n_items), sys_part, sl.stop - sl.start, ci, cs
+        weights = cell_weights(
+            block_item_weights(res, sl, n_items), sys_part, sl.stop - sl.start, ci, cs
         )
         out[sl] = coef.pooled(fixed, weights)
-    return out
-
-
-def kendall_like_segment_values(
-    m: np.ndarray, h: np.ndarray, res: Resamples, **settings: Any
-) -> np.ndarray:
-    """The WMT Kendall-like tau pooled over items, for every resample: the per-item pair counts
-    are taken once (or per system resample) and weighted by the item multiplicities."""
-    n_sys, n_items = m.shape
-    b = res.n_resamples
-    sys_w = counts(res.sys_idx, n_sys) if res.sys_idx is not None else None
-    ok = np.isfinite(m) & np.isfinite(h)
-    out = np.full(b, np.nan)
-    # constant test on the resampled pool of cells, as kendall_like() does
-    cs, ci = np.nonzero(ok)
-    gm, gh = Groups(m[ok]), Groups(h[ok])
-    c0, d0 = kendall_like_counts(m, h, **settings)
-    for sl in chunks(b, n_sys * n_sys * n_items):
-        k = sl.stop - sl.start
-        item_w = _block_weights(res, sl, n_items)
-        cw = _cell_weights(item_w, sys_w[sl] if sys_w is not None else None, k, ci, cs)
-        const = (gm.present(cw) < 2) | (gh.present(cw) < 2)
-        if sys_w is None:
-            c = np.broadcast_to(c0, (k, n_items))
-            d = np.broadcast_to(d0, (k, n_items))
-        else:
-            w = sys_w[sl][:, None, :] * ok.T[None]
-            c, d = pair_kendall_like_counts(m.T[None], h.T[None], w, **settings)
-        iw = item_w if item_w is not None else np.ones((k, n_items))
-        cc, dd = (iw * c).sum(1), (iw * d).sum(1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out[sl] = np.where(const | (cc + dd == 0), np.nan, (cc - dd) / (cc + dd))
     return out
 
 
@@ -177,7 +126,7 @@ def _item_values(
     # number, and the (resamples x items) temporaries stay small
     for sl in weight_blocks(b, n_items):
         vb = v[sl]
-        iw = _block_weights(res, sl, n_items)
+        iw = block_item_weights(res, sl, n_items)
         if iw is None:
             iw = np.ones(vb.shape)
         if item_average == "micro":

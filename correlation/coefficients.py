@@ -36,13 +36,14 @@ from __future__ import annotations
 import math
 import warnings
 from functools import partial
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 from scipy import stats
 
 from paraeval.correlation.exact import EXACT_MAX_N, exact_kendall_p, exact_linear_p
 from paraeval.correlation.fixed_pairs import (
+    Groups,
     kendall_b_by_items,
     pearson_by_items,
     pooled_kendall_b,
@@ -66,6 +67,13 @@ from paraeval.correlation.registry import (
     register_coefficient,
     register_settings,
 )
+from paraeval.correlation.resamples import (
+    Resamples,
+    block_item_weights,
+    cell_weights,
+    chunks,
+    counts,
+)
 from paraeval.correlation.weighted import (
     HUMAN_TIES,
     MARGIN_RULES,
@@ -83,9 +91,6 @@ from paraeval.correlation.weighted import (
     weighted_pearson,
     weighted_spearman,
 )
-
-if TYPE_CHECKING:
-    from paraeval.correlation.resamples import Resamples
 
 __all__ = [
     "COEFFICIENTS",
@@ -327,22 +332,65 @@ def pairwise_accuracy(
 
 
 # ---------------------------------------------------------------------------------------------
-# Hooks whose kernels live in modules that import this one: looked up when first called.
+# Kendall-like's forms for the bootstrap (every resample of a set) and the permutation test (a
+# batch of permuted metric matrices): ``Coefficient.segment_resampled`` and ``segment_batch``.
 # ---------------------------------------------------------------------------------------------
 
 
-def _kendall_like_resampled(
-    metric: np.ndarray, human: np.ndarray, res: Resamples, **settings: Any
+def kendall_like_segment_values(
+    m: np.ndarray, h: np.ndarray, res: Resamples, **settings: Any
 ) -> np.ndarray:
-    from paraeval.correlation.bootstrap import kendall_like_segment_values
+    """The WMT Kendall-like tau pooled over items, for every resample: the per-item pair counts
+    are taken once (or per system resample) and weighted by the item multiplicities."""
+    n_sys, n_items = m.shape
+    b = res.n_resamples
+    sys_w = counts(res.sys_idx, n_sys) if res.sys_idx is not None else None
+    ok = np.isfinite(m) & np.isfinite(h)
+    out = np.full(b, np.nan)
+    # constant test on the resampled pool of cells, as kendall_like() does
+    cs, ci = np.nonzero(ok)
+    gm, gh = Groups(m[ok]), Groups(h[ok])
+    c0, d0 = kendall_like_counts(m, h, **settings)
+    for sl in chunks(b, n_sys * n_sys * n_items):
+        k = sl.stop - sl.start
+        item_w = block_item_weights(res, sl, n_items)
+        cw = cell_weights(item_w, sys_w[sl] if sys_w is not None else None, k, ci, cs)
+        const = (gm.present(cw) < 2) | (gh.present(cw) < 2)
+        if sys_w is None:
+            c = np.broadcast_to(c0, (k, n_items))
+            d = np.broadcast_to(d0, (k, n_items))
+        else:
+            w = sys_w[sl][:, None, :] * ok.T[None]
+            c, d = pair_kendall_like_counts(m.T[None], h.T[None], w, **settings)
+        iw = item_w if item_w is not None else np.ones((k, n_items))
+        cc, dd = (iw * c).sum(1), (iw * d).sum(1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[sl] = np.where(const | (cc + dd == 0), np.nan, (cc - dd) / (cc + dd))
+    return out
 
-    return kendall_like_segment_values(metric, human, res, **settings)
+
+def kendall_like_segment_batch(
+    metric: np.ndarray, human: np.ndarray, **settings: Any
+) -> np.ndarray:
+    """The WMT Kendall-like tau pooled over items of each matrix of a batch ``metric`` (K, S, I)
+    that shares the NaN pattern of ``human`` (S, I)."""
+    k, n_sys, n_items = metric.shape
+    out = np.empty(k)
+    ok = np.isfinite(human)
+    w = ok.T.astype(float)
+    for sl in chunks(k, n_items * n_sys * n_sys):
+        c, d = pair_kendall_like_counts(metric[sl].transpose(0, 2, 1), human.T[None], w, **settings)
+        cc, dd = c.sum(1), d.sum(1)
+        const = _rows_constant(metric[sl][:, ok]) | _rows_constant(human[ok][None])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[sl] = np.where(const | (cc + dd == 0), np.nan, (cc - dd) / (cc + dd))
+    return out
 
 
-def _kendall_like_batch(metrics: np.ndarray, human: np.ndarray, **settings: Any) -> np.ndarray:
-    from paraeval.correlation.significance import kendall_like_segment_batch
-
-    return kendall_like_segment_batch(metrics, human, **settings)
+def _rows_constant(x: np.ndarray) -> np.ndarray:
+    return (
+        np.asarray(x.min(axis=-1) >= x.max(axis=-1)) if x.shape[-1] else np.ones(x.shape[0], bool)
+    )
 
 
 register_coefficient(
@@ -407,8 +455,8 @@ def kendall_like_coefficient(
         levels=("segment", "item"),
         vector=False,
         weighted=partial(weighted_kendall_like, **settings),
-        segment_resampled=partial(_kendall_like_resampled, **settings),
-        segment_batch=partial(_kendall_like_batch, **settings),
+        segment_resampled=partial(kendall_like_segment_values, **settings),
+        segment_batch=partial(kendall_like_segment_batch, **settings),
         williams=False,
         options=tuple(sorted(settings.items())),
         ordinal=True,

@@ -15,8 +15,6 @@ from typing import Literal
 
 import numpy as np
 
-from paraeval.correlation.registry import CoefficientLike, get_coefficient
-
 # ---------------------------------------------------------------------------------------------
 # Fixed data, many weight vectors: x, y of shape (n,), weights of shape (n, B).
 # ---------------------------------------------------------------------------------------------
@@ -247,13 +245,6 @@ class FixedPairs:
             self._item_mats = (item, n_items, mats)
         return kendall_b_from_item_weights(mats, cells.astype(np.float64), item_w)
 
-    def statistic(self, coefficient: CoefficientLike, wt: np.ndarray) -> np.ndarray:
-        """``coefficient`` under each column of weights ``wt`` (n, B): shape (B,)."""
-        coef = get_coefficient(coefficient)
-        if coef.pooled is None:
-            raise ValueError(f"no resampled statistic for coefficient {coef.name!r}")
-        return coef.pooled(self, wt)
-
     @staticmethod
     def _totals(wt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         total = wt.sum(axis=0, dtype=np.float64)
@@ -268,7 +259,7 @@ class FixedPairs:
         wt, total = self._totals(wt)
         with np.errstate(invalid="ignore", divide="ignore"):
             # einsum, not a BLAS product: multi-threaded BLAS inside the worker threads of
-            # correlation_table oversubscribes the CPUs and was 10-50x slower on a busy host
+            # correlation_table oversubscribes the CPUs
             m = np.einsum("kn,nb->kb", self.moments, wt.astype(np.float64))
             return self._pearson(m, total, lambda cols: wt[:, cols])
 

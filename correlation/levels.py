@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from paraeval.blas import on_one_blas_thread
+from paraeval.correlation.blas import on_one_blas_thread
 from paraeval.correlation.coefficients import (
     LEVELS,
     NAN_RESULT,
@@ -30,12 +30,12 @@ from paraeval.correlation.coefficients import (
     get_coefficient,
     pair_statistic,
 )
+from paraeval.correlation.resamples import UNITS
 
 ITEM_NAN: tuple[str, ...] = ("skip", "zero")
 ITEM_AVERAGES: tuple[str, ...] = ("macro", "micro")
 """How the item level averages its per-item values: ``macro``, the plain mean; ``micro``, each
 item weighted by its number of scored systems (mt-metrics-eval's ``macro=False``)."""
-UNITS: tuple[str, ...] = ("items", "systems", "both")
 AUTO_UNIT = "auto"
 """The default resampling unit of a correlation table: items at the segment and item levels,
 systems and items together at the system level (Boot-Both: Deutsch et al. 2021 show that

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from paraeval.blas import on_one_blas_thread
+from paraeval.correlation.blas import on_one_blas_thread
 from paraeval.correlation.bootstrap import is_segment_mean
 from paraeval.correlation.coefficients import Coefficient, CoefficientLike
 from paraeval.correlation.levels import (

@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from paraeval.correlation.levels import UNITS
+UNITS: tuple[str, ...] = ("items", "systems", "both")
+"""What a set of resamples draws: item columns, system rows, or both."""
 
 # Largest number of float64 elements one temporary array may hold; bounds memory (~16 MB).
 CHUNK_ELEMENTS = 2_000_000
@@ -217,6 +218,24 @@ def iter_weight_blocks(res: Resamples, k: int) -> Iterator[tuple[slice, np.ndarr
     assert res.item_idx is not None
     for sl in weight_blocks(res.n_resamples, k):
         yield sl, res.item_weights(sl, k)
+
+
+def block_item_weights(res: Resamples, sl: slice, n_items: int) -> np.ndarray | None:
+    """Item multiplicities of resamples ``sl`` only (None: items are not resampled)."""
+    return res.item_weights(sl, n_items) if res.item_idx is not None else None
+
+
+def cell_weights(
+    item_w: np.ndarray | None, sys_w: np.ndarray | None, k: int, ci: np.ndarray, cs: np.ndarray
+) -> np.ndarray:
+    """Multiplicity of every pooled cell in ``k`` resamples, laid out (n_cells, k), from those
+    resamples' item and system multiplicities (rows of ``item_w``, ``sys_w``)."""
+    wt = np.ones((ci.size, k), dtype=np.int32)
+    if item_w is not None:
+        wt = item_w.T.astype(np.int32)[ci]
+    if sys_w is not None:
+        wt = wt * sys_w.T.astype(np.int32)[cs]
+    return wt
 
 
 def chunks(n_resamples: int, per_resample: int, elements: int | None = None) -> list[slice]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from scipy import special
@@ -29,7 +28,7 @@ from paraeval.correlation.levels import (
     item_weights,
     row_nanmean,
 )
-from paraeval.correlation.weighted import pair_kendall_like_counts, pair_statistic
+from paraeval.correlation.weighted import pair_statistic
 
 ALTERNATIVES: tuple[str, ...] = ("two-sided", "greater")
 PERMUTATION_UNITS: tuple[str, ...] = ("items", "systems", "both", "cells", "pairs")
@@ -87,8 +86,8 @@ def williams_test(r12: float, r13: float, r23: float, n: int) -> float:
     if denom <= 0.0:
         return 0.5 if num == 0.0 else float("nan")
     t = num / math.sqrt(denom)
-    # stats.t.sf(t, n - 3) is this function behind ~60 µs of argument checks per call; a run
-    # tests hundreds of pairs
+    # stats.t.sf(t, n - 3) is this function behind argument checks that cost more than it; a
+    # run tests hundreds of pairs
     return float(special.stdtr(n - 3, -t))
 
 
@@ -142,24 +141,6 @@ def _batch_statistic(
     return out
 
 
-def kendall_like_segment_batch(
-    metric: np.ndarray, human: np.ndarray, **settings: Any
-) -> np.ndarray:
-    """The WMT Kendall-like tau pooled over items of each matrix of a batch ``metric`` (K, S, I)
-    that shares the NaN pattern of ``human`` (S, I)."""
-    k, n_sys, n_items = metric.shape
-    out = np.empty(k)
-    ok = np.isfinite(human)
-    w = ok.T.astype(float)
-    for sl in _slices(k, n_items * n_sys * n_sys):
-        c, d = pair_kendall_like_counts(metric[sl].transpose(0, 2, 1), human.T[None], w, **settings)
-        cc, dd = c.sum(1), d.sum(1)
-        const = _rows_constant(metric[sl][:, ok]) | _rows_constant(human[ok][None])
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out[sl] = np.where(const | (cc + dd == 0), np.nan, (cc - dd) / (cc + dd))
-    return out
-
-
 def _item_mean(v: np.ndarray, item_nan: str, weights: np.ndarray | None = None) -> np.ndarray:
     """Mean over the last axis under the item-level NaN rule (see correlation.levels), each item
     weighted by ``weights`` (micro averaging) where given."""
@@ -175,12 +156,6 @@ def _batch_row_means(a: np.ndarray) -> np.ndarray:
     ok = np.isfinite(a)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(ok, a, 0.0).sum(-1) / ok.sum(-1)
-
-
-def _rows_constant(x: np.ndarray) -> np.ndarray:
-    return (
-        np.asarray(x.min(axis=-1) >= x.max(axis=-1)) if x.shape[-1] else np.ones(x.shape[0], bool)
-    )
 
 
 def _slices(k: int, per_row: int, align: int = 1) -> list[slice]:

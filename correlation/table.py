@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from paraeval.blas import on_one_blas_thread
+from paraeval.correlation.blas import on_one_blas_thread
 from paraeval.correlation.bootstrap import (
     Resamples,
     SystemMetricFn,

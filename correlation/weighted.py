@@ -293,6 +293,3 @@ def _expanded_statistic(
         ys = np.repeat(y[idx][keep], reps)
         out[idx] = coef.fn(xs, ys)[0] if coef.vector else coef.fn(xs[:, None], ys[:, None])[0]
     return out
-
-
-# Hooks whose kernels live in modules that import this one: looked up when first called.

@@ -9,15 +9,36 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from paraeval.metrics.encoder_memo import Entry
 from paraeval.metrics.encoder_model import HALF, check_half_precision, precision_context
 
-if TYPE_CHECKING:
-    from paraeval.metrics.encoder import Encoder
+
+class EncoderLike(Protocol):
+    """What a pass reads from :class:`metrics.encoder.Encoder` (declared here so that this module
+    does not import the one that imports it)."""
+
+    device: str
+    precision: str
+    batch_size: int
+    precision_checked: bool
+    forward_sentences: int
+
+    @property
+    def model(self) -> Any: ...
+
+    @property
+    def tokenizer(self) -> Any: ...
+
+    @property
+    def sentence_max_length(self) -> int: ...
+
+    @property
+    def pooling(self) -> str: ...
+
 
 TOKENS_PER_ROW = 128  # padded tokens per batch row allowed on average (token budget)
 
@@ -73,7 +94,7 @@ def pool(hidden: Any, mask: Any, mode: str) -> Any:
 
 
 def encode(
-    enc: Encoder, texts: list[str], ids: list[np.ndarray], layers: Iterable[int]
+    enc: EncoderLike, texts: list[str], ids: list[np.ndarray], layers: Iterable[int]
 ) -> dict[str, Entry]:
     """One entry per text: its ids, the token embeddings of ``layers`` and its sentence
     embedding (a text longer than sentence-transformers' limit gets a truncated pass for it)."""
@@ -128,7 +149,7 @@ def encode(
     return out
 
 
-def sentence_pass(enc: Encoder, texts: list[str], max_len: int, pooling: str) -> dict[str, Any]:
+def sentence_pass(enc: EncoderLike, texts: list[str], max_len: int, pooling: str) -> dict[str, Any]:
     """Sentence embeddings of texts longer than sentence-transformers' limit, truncated the
     way it truncates them."""
     import torch

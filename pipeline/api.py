@@ -12,20 +12,20 @@ from omegaconf import OmegaConf, open_dict
 
 from paraeval.pipeline.config.compose import compose_config, config_dir
 from paraeval.pipeline.config.settings import Settings, check_table
-from paraeval.pipeline.data.load import load_frame
+from paraeval.pipeline.data.load import load_data, load_frame
 from paraeval.pipeline.errors import ConfigError, suggest
 from paraeval.pipeline.outputs import write_outputs
-from paraeval.pipeline.report import notebook
+from paraeval.pipeline.report import summary
 from paraeval.pipeline.stages import evaluation as stages
 from paraeval.pipeline.stages.memory_bounds import check_memory
+from paraeval.pipeline.tracking.trackers import tracker_from_settings
 
 # config groups: a string value for one of these names picks a file of that group
 GROUPS = ("data", "normalize", "correlation", "compare", "tracking", "engine", "experiment")
 
 
 class Evaluation(stages.Evaluation):
-    """Scores, correlations and comparison of one evaluation: the tables of the output files,
-    which :meth:`write` writes and :meth:`log` sends to MLflow."""
+    """An evaluation's tables, which :meth:`write` writes and :meth:`log` sends to MLflow."""
 
     # where :meth:`write` (or the command line) last put the output files
     out_dir: Path | None = None
@@ -42,11 +42,11 @@ class Evaluation(stages.Evaluation):
 
     def __repr__(self) -> str:
         # a notebook cell's echo: what was evaluated and where it went, not every setting
-        return notebook.short_repr(self, self.out_dir)
+        return summary.short_repr(self, self.out_dir)
 
     def _repr_html_(self) -> str:
         """The ranked systems and the best metric per human aspect (Jupyter's rich display)."""
-        return notebook.html_summary(self, self.out_dir)
+        return summary.html_summary(self, self.out_dir)
 
     def log(
         self,
@@ -56,10 +56,8 @@ class Evaluation(stages.Evaluation):
     ) -> str | None:
         """Writes the output files into ``out_dir`` and logs them (``tracking``: tracker settings
         to change, e.g. ``{"uri": ...}``); the MLflow run id, or None when nothing was logged."""
-        s = self.settings
-        tracker = s.tracker if tracking is None else s.tracker_with(tracking)
-        out = self.write(out_dir)
-        logged = tracker.log_evaluation(self, out, overrides)
+        tracker = tracker_from_settings(self.settings.tracking.changed(tracking or {}))
+        logged = tracker.log_evaluation(self, self.write(out_dir), overrides)
         return None if logged is None else logged.run_id
 
 
@@ -78,7 +76,8 @@ def evaluate(
     (``normalize="zscore"``). ``overrides``: Hydra override strings, as on the command line.
     Nothing is written or logged until :meth:`Evaluation.write` or :meth:`Evaluation.log`.
     """
-    chosen = [f"{k}={v}" for k, v in settings.items() if k in GROUPS and isinstance(v, str)]
+    picked = {k: v for k, v in settings.items() if k in GROUPS and isinstance(v, str)}
+    chosen = [f"{k}={v}" for k, v in picked.items()]
     if metrics is not None:
         # before Hydra, whose error names a file ('metrics/chfr') and lists its search path
         known = {p.stem for p in (config_dir() / "metrics").glob("*.yaml")}
@@ -90,9 +89,10 @@ def evaluate(
     # data.human, data.annotator, data.aggregate) apply to it as to a file
     chosen.append("data=table")
     cfg = compose_config([*chosen, *overrides])
-    values = {k: v for k, v in settings.items() if not (k in GROUPS and isinstance(v, str))}
     with open_dict(cfg):
-        for key, value in values.items():
+        for key, value in settings.items():
+            if key in picked:
+                continue
             if key not in cfg:
                 raise ConfigError(f"unknown setting '{key}'; {suggest(key, map(str, cfg), 'keys')}")
             OmegaConf.update(cfg, key, _plain(value), merge=True)
@@ -101,20 +101,15 @@ def evaluate(
             cfg.data.path = str(Path(data).resolve())
         if isinstance(data, pd.DataFrame):
             # a DataFrame needs no loader; the data node only names it in signatures and MLflow
-            options = {
-                k: cfg.data[k] for k in ("columns", "human", "annotator", "aggregate", "controls")
-            }
-            cfg.data = {
-                "_target_": "paraeval.pipeline.data.load.load_frame",
-                "name": "dataframe",
-                **options,
-            }
+            keep = ("columns", "human", "annotator", "aggregate", "controls")
+            target = "paraeval.pipeline.data.load.load_frame"
+            cfg.data = {"_target_": target, "name": "dataframe", **{k: cfg.data[k] for k in keep}}
     resolved = Settings.from_config(cfg)
     if isinstance(data, pd.DataFrame):
         options = {k: v for k, v in resolved.data.options.items() if k != "name"}
         table = load_frame(data, name=resolved.data.name, **options)  # type: ignore[arg-type]
     else:
-        table = resolved.data.load()
+        table = load_data(resolved.data)
     check_table(resolved, table)
     check_memory(resolved, table)
     return Evaluation.of(stages.compute(table, resolved))

@@ -23,12 +23,10 @@ class DataError(UserError):
         row: int | None = None,
         column: str | None = None,
     ) -> None:
-        where = (
-            None if file is None else str(file),
-            None if row is None else f"row {row}",
-            None if column is None else f"column '{column}'",
-        )
-        prefix = ", ".join(part for part in where if part is not None)
+        where = [str(file)] if file is not None else []
+        where += [f"row {row}"] if row is not None else []
+        where += [f"column '{column}'"] if column is not None else []
+        prefix = ", ".join(where)
         super().__init__(f"{prefix}: {message}" if prefix else message)
         self.file, self.row, self.column = file, row, column
 
@@ -65,7 +63,7 @@ def suggest(choice: str, options: Iterable[str], what: str) -> str:
 
 
 def not_allowed(where: str, name: str, kind: str, choices: list[str]) -> ConfigError:
-    """The error for a ``_target_`` that is not on its allow-list (pipeline/targets.py)."""
+    """The error for a ``_target_`` that is not on its allow-list."""
     near = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
     hint = f"did you mean '{near[0]}'? " if near else ""
     return ConfigError(
@@ -89,26 +87,6 @@ class Interrupted(BaseException):
         return (Interrupted, (self.signum,))
 
 
-# Signals the CLI's handler deferred because they landed in code an exception must not cut (the
-# MLflow store's session): a retry timer raises them once it is left, and so does
-# :func:`raise_deferred` between store calls, so a run never finishes as if Ctrl-C was not pressed.
-DEFERRED_SIGNALS: list[int] = []
-
-
-# The signal the CLI's handler raised, until the code that acts on it catches it and calls
-# :func:`taken`. Raised where Python swallows exceptions (a callback ``os.fork`` runs, such as
-# logging's, prints "Exception ignored" and goes on), it would be lost and the run would end
-# with status 0: the retry timer raises it again wherever it is not already being handled.
-RAISED_SIGNALS: list[int] = []
-
-
-def taken() -> None:
-    """The interrupt reached the code that acts on it: nothing is left to raise again."""
-    signal.setitimer(signal.ITIMER_REAL, 0)
-    RAISED_SIGNALS.clear()
-    DEFERRED_SIGNALS.clear()
-
-
 def being_handled() -> bool:
     """Whether an :class:`Interrupted` is the exception being handled here (an ``except`` or
     ``finally`` block it is unwinding through) or what that exception arose from."""
@@ -120,12 +98,3 @@ def being_handled() -> bool:
         seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__
     return False
-
-
-def raise_deferred() -> None:
-    """Raise a deferred interrupt now, once: the retry timer is stopped and the signal taken."""
-    if DEFERRED_SIGNALS:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signum = DEFERRED_SIGNALS[0]
-        DEFERRED_SIGNALS.clear()
-        raise Interrupted(signum)

@@ -51,8 +51,8 @@ def _umask() -> int:
     return mask
 
 
-def write_csv(df: pd.DataFrame, path: Path, index: bool = False) -> None:
-    atomic_write(path, lambda p: df.to_csv(p, index=index))
+def write_csv(df: pd.DataFrame, path: Path) -> None:
+    atomic_write(path, lambda p: df.to_csv(p, index=False))
 
 
 def write_parquet(df: pd.DataFrame, path: Path) -> None:

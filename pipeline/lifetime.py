@@ -1,11 +1,6 @@
-"""A run's helper processes end with the run, however it ends (``kill -9`` and the out-of-memory
-killer included, which leave no chance to clean up): each helper asks the Linux kernel for a
-SIGKILL when its parent ends (``PR_SET_PDEATHSIG``).
-
-Three kinds of helpers call it: the processes that draw figures (forked by the run), the worker
-processes of a parallel sweep (``hydra/launcher=parallel``: joblib's loky workers, started by the
-run, whose ``initializer`` is :func:`paraeval.pipeline.cli.worker.sweep_worker`), and the Ray
-instance that ``engine=ray`` starts for a run (:mod:`paraeval.pipeline.engine.local_ray`)."""
+"""A run's helper processes (figure drawers, a parallel sweep's workers, the Ray instance of
+``engine=ray``) end with the run, however it ends (``kill -9`` and the out-of-memory killer leave
+no chance to clean up): each asks the Linux kernel for a signal when its parent ends."""
 
 from __future__ import annotations
 
@@ -15,14 +10,13 @@ import signal
 import sys
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-# the pid of the paraeval command, inherited by the workers it starts (set by the command line)
+# the pid of the paraeval command, inherited by the workers it starts
 RUN_PID_ENV = "PARAEVAL_RUN_PID"
 
 
 def die_with_parent(parent: int, sig: int = signal.SIGKILL) -> None:
-    """``sig`` from the kernel when ``parent`` (this process's parent) ends, however it ends;
-    ends this process at once if ``parent`` has ended already. The setting outlives ``exec``:
-    a program started with it as ``preexec_fn`` gets the signal too (SIGTERM lets it clean up)."""
+    """``sig`` when ``parent`` (this process's parent) ends, or an exit now if it has. It outlives
+    ``exec``: a program started with it as ``preexec_fn`` gets it too (SIGTERM lets it clean up)."""
     if sys.platform != "linux":
         return
     libc = ctypes.CDLL(None, use_errno=True)

@@ -1,7 +1,6 @@
 """The one sanitizer for names and text from data, which can be hostile or merely odd
-(``human_/../../X`` as a column name, an ESC sequence in a system name): such a string passes
-through :func:`slug` before it becomes part of a file name or an MLflow key, and through
-:func:`show` before it reaches the terminal or a log line."""
+(``human_/../../X`` as a column name, an ESC sequence in a system name): :func:`slug` before a
+file name or an MLflow key, :func:`show` before the terminal or a log line."""
 
 from __future__ import annotations
 
@@ -20,15 +19,15 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _CONTROL_NO_NL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
-def slug(name: object, max_len: int = MAX_PART) -> str:
+def slug(name: object) -> str:
     """A file-safe, MLflow-key-safe form of ``name``: letters, digits, ``_ . -``, not starting
     with a dot, no ``..``. Safe names are unchanged; others get a stable 8-hex hash suffix."""
     text = str(name)
-    if SAFE.fullmatch(text) and ".." not in text and len(text) <= max_len:
+    if SAFE.fullmatch(text) and ".." not in text and len(text) <= MAX_PART:
         return text
     digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=4).hexdigest()
     base = re.sub(r"[^A-Za-z0-9_.\-]+", "_", text)
-    base = re.sub(r"\.{2,}", "_", base).strip("._-")[: max_len - 9] or "x"
+    base = re.sub(r"\.{2,}", "_", base).strip("._-")[: MAX_PART - 9] or "x"
     return f"{base}-{digest}"
 
 
@@ -59,10 +58,9 @@ class EscapeFilter(logging.Filter):
         return True
 
 
-def escape_log_output(logger: logging.Logger | None = None) -> None:
-    """Add :class:`EscapeFilter` to every handler of ``logger`` (default: the root logger, where
-    Hydra puts the console and the log file)."""
-    for handler in (logger or logging.getLogger()).handlers:
+def escape_log_output() -> None:
+    """:class:`EscapeFilter` on every handler of the root logger (Hydra's console and log file)."""
+    for handler in logging.getLogger().handlers:
         if not any(isinstance(f, EscapeFilter) for f in handler.filters):
             handler.addFilter(EscapeFilter())
 

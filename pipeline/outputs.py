@@ -1,8 +1,5 @@
 """An evaluation's output folder: its tables, then the figures and ``report.html`` drawn from them.
-
-The stages compute tables; the report draws from the finished evaluation. This module sits above
-both, for the command line and the Python API, which write the same folder.
-"""
+Above both the stages and the report, so that the command line and the Python API write the same."""
 
 from __future__ import annotations
 
@@ -10,6 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from paraeval.pipeline.context import RunContext
 from paraeval.pipeline.report.figures import Figures
 from paraeval.pipeline.report.html import write_html
 from paraeval.pipeline.stages.evaluation import Evaluation, write_tables
@@ -23,14 +21,14 @@ def write_outputs(ev: Evaluation, out_dir: str | Path) -> Path:
 
 
 class Outputs:
-    """The output folder of an evaluation being computed: :meth:`draw_ready` after each stage
-    starts the figures whose tables exist (:class:`~paraeval.pipeline.report.figures.Figures`),
-    :meth:`write_tables` writes the tables, :meth:`finish` waits for the figures and writes
-    ``report.html`` (a tracker calls it before it logs the folder)."""
+    """The output folder of an evaluation being computed; :meth:`finish` writes ``report.html``
+    once the figures are drawn (a tracker calls it before it logs the folder)."""
 
-    def __init__(self, out_dir: str | Path, parallel_figures: bool = True) -> None:
+    def __init__(
+        self, out_dir: str | Path, parallel_figures: bool, context: RunContext | None = None
+    ) -> None:
         self.out = Path(out_dir)
-        self.figures = Figures(self.out, parallel_figures)
+        self.figures = Figures(self.out, parallel_figures, context or RunContext())
         self.written: Evaluation | None = None  # the evaluation whose tables are written
         self.finished = False
 
@@ -40,7 +38,7 @@ class Outputs:
     def write_tables(self, ev: Evaluation) -> None:
         write_tables(ev, self.out)
         self.written = ev
-        self.figures.start_ready(ev)
+        self.draw_ready(ev)
 
     def finish(self) -> None:
         if self.finished:
@@ -52,10 +50,12 @@ class Outputs:
 
 
 @contextmanager
-def writing_outputs(out_dir: str | Path, parallel_figures: bool = True) -> Iterator[Outputs]:
+def writing_outputs(
+    out_dir: str | Path, parallel_figures: bool, context: RunContext | None = None
+) -> Iterator[Outputs]:
     """An :class:`Outputs`, finished on the way out whatever the block did (a failed logging
     loses no output); an interrupt stops the figures instead."""
-    outputs = Outputs(out_dir, parallel_figures)
+    outputs = Outputs(out_dir, parallel_figures, context)
     try:
         yield outputs
     except Exception:

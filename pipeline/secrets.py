@@ -1,14 +1,6 @@
-"""Passwords in tracking URIs (``http://user:PASSWORD@host``,
-``postgresql://user:PASSWORD@host/db``): never written, handed to the client through the
-environment variables it reads.
-
-Every string paraeval writes that can hold a URI passes :func:`redact` (the run record, MLflow
-params and tags, the report, the terminal and the log file through
-:func:`paraeval.pipeline.names.show`). A client is given the URI without its password, the
-password going through :func:`client_credentials`: ``MLFLOW_TRACKING_USERNAME`` /
-``MLFLOW_TRACKING_PASSWORD`` for an MLflow server (what ``MlflowClient`` reads), ``PGPASSWORD``
-for PostgreSQL (what libpq reads).
-"""
+"""Passwords in tracking URIs (``http://user:PASSWORD@host``): never written, since every string
+paraeval writes that can hold a URI passes :func:`redact`, and handed to the client through the
+environment variables it reads (``MlflowClient``'s, libpq's ``PGPASSWORD``)."""
 
 from __future__ import annotations
 
@@ -40,7 +32,6 @@ def redact(text: str) -> str:
 
 
 def redact_values(values: Mapping[str, Any]) -> dict[str, Any]:
-    """``values`` with every string value redacted."""
     return {k: redact(v) if isinstance(v, str) else v for k, v in values.items()}
 
 
@@ -49,8 +40,7 @@ def has_password(text: str) -> bool:
 
 
 def password_var(uri: str) -> str | None:
-    """The environment variable through which the client of ``uri`` takes a password, or None
-    where paraeval knows of none."""
+    """The environment variable from which the client of ``uri`` takes a password, if known."""
     scheme = uri.partition("://")[0].lower()
     if scheme in ("http", "https"):
         return HTTP_PASSWORD_VAR

@@ -4,6 +4,7 @@ characters escaped. Light on imports: Hydra loads the formatter before the run s
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import re
 import shutil
@@ -19,28 +20,21 @@ from paraeval.pipeline.names import show
 WIDTH = 100
 # a stage that ends sooner than this gets no status line of its own
 STATUS_AFTER_S = 1.0
-# text from data for the terminal, control characters escaped
-printable = show
+printable = show  # text from data for the terminal
+_wrap = functools.partial(textwrap.wrap, break_on_hyphens=False, break_long_words=False)
 
 
-def fit(text: str, width: int = WIDTH) -> str:
-    """``text`` with every line longer than ``width`` wrapped at spaces, its continuation lines
+def fit(text: str) -> str:
+    """``text`` with every line longer than :data:`WIDTH` wrapped at spaces, its continuation lines
     indented past its ``key: `` (a config group's options) or its own indentation."""
     out: list[str] = []
     for line in text.splitlines():
-        if len(line) <= width:
+        if len(line) <= WIDTH:
             out.append(line)
             continue
         key = re.match(r"\s*[\w.-]+: ", line)
         indent = " " * (key.end() if key else len(line) - len(line.lstrip()) + 4)
-        wrapped = textwrap.wrap(
-            line,
-            width=width,
-            subsequent_indent=indent,
-            break_on_hyphens=False,
-            break_long_words=False,
-        )
-        out.extend(wrapped or [line])
+        out.extend(_wrap(line, width=WIDTH, subsequent_indent=indent) or [line])
     return "".join(line + "\n" for line in out)
 
 
@@ -54,15 +48,13 @@ class HelpFormatter(argparse.HelpFormatter):
 
 
 class RawDescriptionHelpFormatter(argparse.RawDescriptionHelpFormatter, HelpFormatter):
-    """:class:`HelpFormatter` that keeps the description's and the epilog's line breaks (a
-    command's examples)."""
+    """:class:`HelpFormatter` keeping the line breaks of the description and epilog (examples)."""
 
 
 class TerminalFormatter(logging.Formatter):
     """``paraeval: warning: <message>``, control characters escaped, on one line; wrapped at 100
-    columns where ``wrap`` (default: when stderr is a terminal, so that a pipe or a log
-    collector gets one line per message). The log file keeps the full record with its time and
-    logger."""
+    columns where ``wrap`` (default: when stderr is a terminal, so that a pipe or a log collector
+    gets one line per message)."""
 
     def __init__(self, wrap: bool | None = None) -> None:
         super().__init__()
@@ -75,14 +67,7 @@ class TerminalFormatter(logging.Formatter):
         wrap = sys.stderr.isatty() if self.wrap is None else self.wrap
         if not wrap:
             return prefix + message
-        return textwrap.fill(
-            message,
-            width=WIDTH,
-            initial_indent=prefix,
-            subsequent_indent="  ",
-            break_on_hyphens=False,
-            break_long_words=False,
-        )
+        return "\n".join(_wrap(message, width=WIDTH, initial_indent=prefix, subsequent_indent="  "))
 
 
 class FileOnly(logging.Filter):

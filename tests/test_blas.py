@@ -1,6 +1,6 @@
-"""paraeval.blas: numpy's and scipy's BLAS on one thread while paraeval computes, so that a
-long dot product (OpenBLAS splits one of more than 10,000 elements across its threads) gives
-the same bits on every machine."""
+"""paraeval.correlation.blas: numpy's and scipy's BLAS on one thread while paraeval computes, so
+that a long dot product (OpenBLAS splits one of more than 10,000 elements across its threads)
+gives the same bits on every machine."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from paraeval.blas import on_one_blas_thread, one_blas_thread
 from paraeval.correlation import correlate
+from paraeval.correlation.blas import on_one_blas_thread, one_blas_thread
 
 
 def _blas_threads() -> set[int]:
@@ -94,7 +94,7 @@ def test_a_helper_process_keeps_one_thread() -> None:
     # and those loaded after it both run on one thread
     code = (
         "import numpy\n"
-        "from paraeval.blas import one_blas_thread_for_good\n"
+        "from paraeval.correlation.blas import one_blas_thread_for_good\n"
         "one_blas_thread_for_good()\n"
         "import scipy.linalg\n"
         "from threadpoolctl import threadpool_info\n"

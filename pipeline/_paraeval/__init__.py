@@ -12,13 +12,9 @@ Importing this package is cheap: the API is loaded on first use.
 
 from __future__ import annotations
 
-from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
-try:
-    __version__ = metadata.version("paraeval")
-except metadata.PackageNotFoundError:  # a source tree that was never installed
-    __version__ = "0+unknown"
+from paraeval.pipeline.version import __version__
 
 if TYPE_CHECKING:
     from paraeval.pipeline.api import Evaluation, evaluate

@@ -1,7 +1,6 @@
-"""The whole run as a plain function of a composed config: settings -> load -> the stages of
-:mod:`paraeval.pipeline.stages.evaluation` -> output files -> tracking -> terminal summary.
-``paraeval.pipeline.cli.main`` is a thin Hydra wrapper around :func:`run`; tests call it directly.
-"""
+"""The whole run as a plain function of a composed config: settings -> load -> the stages ->
+output files -> tracking -> terminal summary; :mod:`paraeval.pipeline.cli.main` is a thin Hydra
+wrapper around :func:`run`, and tests call it directly."""
 
 from __future__ import annotations
 
@@ -13,26 +12,35 @@ from omegaconf import DictConfig
 
 from paraeval.pipeline.api import Evaluation
 from paraeval.pipeline.config.settings import Settings, check_table
-from paraeval.pipeline.errors import raise_deferred
+from paraeval.pipeline.context import RunContext
+from paraeval.pipeline.data.load import load_data
 from paraeval.pipeline.files import check_writable
 from paraeval.pipeline.outputs import writing_outputs
 from paraeval.pipeline.report import summary as report
 from paraeval.pipeline.stages.evaluation import compute
 from paraeval.pipeline.stages.memory_bounds import check_memory
+from paraeval.pipeline.tracking.trackers import tracker_from_settings
 
 log = logging.getLogger("paraeval")
 
 
-def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None) -> Evaluation:
+def run(
+    cfg: DictConfig,
+    out_dir: str | Path,
+    overrides: list[str] | None = None,
+    context: RunContext | None = None,
+) -> Evaluation:
     """Run every stage; outputs go to ``out_dir`` before anything is sent to MLflow."""
     started = time.time()
+    context = context or RunContext()
     out = Path(out_dir)
     check_writable(out)
     settings = Settings.from_config(cfg)
-    settings.tracker.check()
+    tracker = tracker_from_settings(settings.tracking)
+    tracker.check()
     status = report.Status(enabled=settings.report.progress)
     with status.stage("load"):
-        table = settings.data.load()
+        table = load_data(settings.data)
     check_table(settings, table)
     check_memory(settings, table)
     log.info(
@@ -43,7 +51,7 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
     )
     # each figure is drawn aside as soon as its tables exist; the tracker waits for them
     # (``finish``) before it logs the output folder
-    with writing_outputs(out, settings.report.parallel_figures) as outputs:
+    with writing_outputs(out, settings.report.parallel_figures, context) as outputs:
         computed = compute(
             table, settings, status=status, started_at=started, after_stage=outputs.draw_ready
         )
@@ -52,9 +60,9 @@ def run(cfg: DictConfig, out_dir: str | Path, overrides: list[str] | None = None
         with status.stage("write tables"):
             outputs.write_tables(ev)
         with status.stage("figures, page, MLflow"):
-            logged = settings.tracker.log_evaluation(ev, out, overrides or [], outputs.finish)
+            logged = tracker.log_evaluation(ev, out, overrides or [], outputs.finish, context)
     # an interrupt deferred while the store was writing, if no checkpoint took it
-    raise_deferred()
+    context.raise_deferred()
     run_id, uri = (logged.run_id, logged.uri) if logged else (None, None)
     report.print_summary(ev, out, run_id, uri)
     return ev

@@ -1,8 +1,6 @@
-"""Passwords given to ``paraeval``, kept out of what Hydra saves. Hydra writes the overrides and
-the composed config into ``.hydra/`` before paraeval's code runs, so a password in
-``tracking.uri=...`` is taken out of the command line here and handed on through the environment
-variable its client reads (:func:`paraeval.pipeline.secrets.password_var`); a password written in
-a config file cannot be taken out, and is a config error."""
+"""Passwords kept out of ``.hydra/``, which Hydra writes before paraeval's code runs: one in
+``tracking.uri=...`` is taken off the command line and handed on through the environment variable
+its client reads; one written in a config file cannot be taken out, and is a config error."""
 
 from __future__ import annotations
 
@@ -26,9 +24,8 @@ ENV_HINT = f"{HTTP_PASSWORD_VAR} for an MLflow server, {POSTGRES_PASSWORD_VAR} f
 
 
 def move_passwords_to_env(argv: list[str]) -> list[str]:
-    """``argv`` with the password of ``tracking.uri=scheme://user:PASSWORD@host`` removed and
-    put in the environment (inherited by the jobs of a sweep, whatever their launcher). Raises
-    :class:`ConfigError` for a password that has no such route."""
+    """``argv`` with the password of ``tracking.uri=scheme://user:PASSWORD@host`` moved to the
+    environment (inherited by the jobs of a sweep, whatever their launcher)."""
     found: dict[str, str] = {}
     out = []
     for arg in argv:
@@ -59,8 +56,7 @@ def move_passwords_to_env(argv: list[str]) -> list[str]:
 
 
 def check_config_passwords(config: Any) -> None:
-    """Raise :class:`ConfigError` for a password in a composed (unresolved) config: Hydra would
-    save it in ``.hydra/config.yaml``. Interpolations (``${oc.env:...}``) are saved as written."""
+    """A password in a composed, unresolved config (``${oc.env:...}`` is saved as written)."""
     for key, value in _strings(config, ""):
         if has_password(value):
             raise ConfigError(
@@ -70,7 +66,7 @@ def check_config_passwords(config: Any) -> None:
 
 
 def check_config_files(folders: Iterable[Path]) -> None:
-    """Raise :class:`ConfigError` naming the first YAML file under ``folders`` with a password."""
+    """The first YAML file under ``folders`` with a password."""
     for folder in folders:
         for path in sorted(folder.rglob("*.yaml")):
             with suppress(OSError, UnicodeDecodeError):

@@ -11,11 +11,13 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import nullcontext, redirect_stdout
+from functools import partial
 from pathlib import Path
 from types import FrameType
-from typing import NoReturn
+from typing import Any, NoReturn
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "1")
@@ -29,7 +31,6 @@ from hydra.errors import HydraException
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from paraeval import __version__
 from paraeval.pipeline.cli import outcome
 from paraeval.pipeline.cli.credentials import (
     check_config_files,
@@ -38,20 +39,14 @@ from paraeval.pipeline.cli.credentials import (
 )
 from paraeval.pipeline.cli.outcome import EXIT_NOT_LOGGED, EXIT_USER_ERROR
 from paraeval.pipeline.config.compose import config_dir
-from paraeval.pipeline.errors import (
-    DEFERRED_SIGNALS,
-    RAISED_SIGNALS,
-    ConfigError,
-    Interrupted,
-    being_handled,
-    raise_deferred,
-    suggest,
-    taken,
-)
+from paraeval.pipeline.context import RunContext
+from paraeval.pipeline.errors import ConfigError, Interrupted, being_handled, suggest
 from paraeval.pipeline.lifetime import RUN_PID_ENV, in_sweep_worker
 from paraeval.pipeline.names import escape_log_output, escape_warnings, show
 from paraeval.pipeline.terminal import fit
+from paraeval.pipeline.version import __version__
 
+ADDRESS_KEY = "hydra.launcher.ray.init.address"
 GROUPS = (
     "data",
     "metrics",
@@ -70,8 +65,7 @@ def _fail(message: str) -> NoReturn:
 
 
 def user_config_dirs(argv: list[str]) -> list[Path]:
-    """Folders a user adds to Hydra's search path (``--config-dir``/``-cd``, plain folders of
-    ``hydra.searchpath``)."""
+    """Folders a user adds to Hydra's search path (``--config-dir``, ``hydra.searchpath``)."""
     out: list[Path] = []
     for i, arg in enumerate(argv):
         for flag in ("--config-dir", "-cd"):
@@ -139,11 +133,11 @@ def check_override_keys(argv: list[str], conf: Path) -> None:
     """A setting that does not exist (``metrics.ibleu.alhpa=0.5``, ``hydra.run.dri=out``) as one
     line naming the nearest valid key (Hydra would suggest adding it with ``+``)."""
     overrides = [(arg, arg.partition("=")[0]) for arg in _overrides(argv)]
-    plain = []
-    for arg, key in overrides:
-        special = key.startswith(("+", "~")) or "/" in key or "@" in key or key in GROUPS
-        if not special:
-            plain.append((arg, key))
+    plain = [
+        (arg, key)
+        for arg, key in overrides
+        if not (key.startswith(("+", "~")) or "/" in key or "@" in key or key in GROUPS)
+    ]
     if not plain:
         return
     cfg = _compose_selections(argv, conf, hydra_config=True)
@@ -172,9 +166,8 @@ def check_override_keys(argv: list[str], conf: Path) -> None:
 def _compose_selections(
     argv: list[str], conf: Path, hydra_config: bool = False
 ) -> DictConfig | None:
-    """The config composed from the group selections of ``argv`` and the user's config folders
-    (the other overrides left out; with ``hydra_config``, Hydra's own node too); None where Hydra
-    cannot compose it (it then says why)."""
+    """The config of the group selections of ``argv`` and the user's config folders alone; None
+    where Hydra cannot compose it (it then says why)."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
@@ -231,16 +224,33 @@ def check_output_dir_overrides(argv: list[str]) -> None:
 
 def check_cluster_address(argv: list[str], conf: Path) -> None:
     """A sweep's Ray cluster that does not answer as one line, before any job starts."""
-    from paraeval.pipeline.cli.cluster import ADDRESS_KEY, given_address
-    from paraeval.pipeline.engine.address import check_reachable
+    from paraeval.pipeline.config.address import check_reachable
 
-    if not any(a in ("-m", "--multirun", "hydra.mode=MULTIRUN") for a in argv):
+    if not _multirun(argv):
         return
     cfg = _compose_selections(argv, conf, hydra_config=True)
     try:
         check_reachable(given_address(_overrides(argv), cfg), ADDRESS_KEY)
     except ConfigError as exc:
         _fail(str(exc))
+
+
+def given_address(overrides: list[str], cfg: Any) -> str | None:
+    """The address a sweep with the Ray launcher joins: the last override of the key, else the
+    composed config's value; None where no Ray launcher is selected or Ray starts locally."""
+    launcher = cfg.get("hydra", {}).get("launcher", {}) if cfg is not None else {}
+    if not str(launcher.get("_target_", "")).startswith("hydra_plugins.hydra_ray_launcher."):
+        return None
+    address = launcher.get("ray", {}).get("init", {}).get("address")
+    for arg in overrides:
+        key, _, value = arg.partition("=")
+        if key.lstrip("+") == ADDRESS_KEY:
+            address = None if value == "null" else value
+    return None if address is None else str(address)
+
+
+def _multirun(argv: list[str]) -> bool:
+    return any(a in ("-m", "--multirun", "hydra.mode=MULTIRUN") for a in argv)
 
 
 def _probe(folder: Path, shown: str, key: str) -> None:
@@ -252,13 +262,20 @@ def _probe(folder: Path, shown: str, key: str) -> None:
         _fail(str(exc))
 
 
-@hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="config")
-def _hydra_main(cfg: DictConfig) -> None:
+def _hydra_main(context: RunContext) -> None:
+    """Hydra's application over :func:`_job`, each job with the command's ``context``."""
+
+    @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="config")
+    def job(cfg: DictConfig) -> None:
+        _job(cfg, context)
+
+    job()
+
+
+def _job(cfg: DictConfig, context: RunContext) -> None:
     from paraeval.metrics.base import MetricConfigError, MissingResourceError
     from paraeval.pipeline.cli.app import run
     from paraeval.pipeline.errors import UserError
-    from paraeval.pipeline.report.figures import FIGURES_MISSING
-    from paraeval.pipeline.tracking.trackers import NOT_LOGGED
 
     hc = HydraConfig.get()
     # names and cells from data reach the console and the log file escaped
@@ -266,15 +283,14 @@ def _hydra_main(cfg: DictConfig) -> None:
     escape_warnings()
     # warnings of libraries (MLflow's dataset source, say) go to paraeval.log, not the terminal
     logging.captureWarnings(True)
-    _OUTPUT_DIR[:] = [Path(hc.runtime.output_dir)]
+    out = context.out_dir = Path(hc.runtime.output_dir)
     # what is alive between jobs is long-lived: frozen, the collector stops rescanning it
     gc.freeze()
-    out = Path(hc.runtime.output_dir)
     worker = in_sweep_worker()
     if worker:  # SIGTERM sent to this worker alone stops its job, not the sweep
-        signal.signal(signal.SIGTERM, _on_signal)
+        signal.signal(signal.SIGTERM, signal_handler(context))
     try:
-        run(cfg, out, list(hc.overrides.task))
+        run(cfg, out, list(hc.overrides.task), context)
     except (UserError, MetricConfigError, MissingResourceError) as exc:
         # printed once by _fail; the log file keeps it too
         logging.getLogger("paraeval").error("%s", exc, extra={"file_only": True})
@@ -287,7 +303,7 @@ def _hydra_main(cfg: DictConfig) -> None:
     except Interrupted as exc:
         if not worker:
             raise  # the command's own Ctrl-C or SIGTERM: the sweep stops
-        taken()
+        context.taken()
         print(
             f"paraeval: interrupted ({exc.name}): sweep job {hc.job.num} ({out}) stopped; "
             "the sweep goes on",
@@ -299,17 +315,13 @@ def _hydra_main(cfg: DictConfig) -> None:
     finally:
         if worker:  # between jobs a worker is joblib's
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    if out in NOT_LOGGED:
+    if out in context.not_logged:
         outcome.record(EXIT_NOT_LOGGED)
-    elif out in FIGURES_MISSING:
+    elif out in context.figures_missing:
         outcome.record(outcome.EXIT_INCOMPLETE)
     else:
         outcome.record(outcome.EXIT_OK)
     gc.freeze()
-
-
-# the output folder of the job in progress, for the line an interrupt prints
-_OUTPUT_DIR: list[Path] = []
 
 
 # A signal that lands in code an exception must not cut in two (SQLAlchemy between a flush and its
@@ -325,64 +337,65 @@ _RETRY_S = 0.02
 def _in_unsafe_code(frame: FrameType | None) -> bool:
     while frame is not None:
         module = str(frame.f_globals.get("__name__", ""))
-        if module.startswith(_UNSAFE_MODULES) or module in _SWALLOWING_MODULES:
-            return True
-        if frame.f_code.co_name == "__del__":
+        swallowing = module in _SWALLOWING_MODULES or frame.f_code.co_name == "__del__"
+        if module.startswith(_UNSAFE_MODULES) or swallowing:
             return True
         frame = frame.f_back
     return False
 
 
-def _on_signal(signum: int, frame: FrameType | None) -> None:
+def signal_handler(context: RunContext) -> Callable[[int, FrameType | None], None]:
+    """The handler of SIGINT and SIGTERM for the run of ``context``."""
+    return partial(_on_signal, context)
+
+
+def _on_signal(context: RunContext, signum: int, frame: FrameType | None) -> None:
     # one signal, one cleanup: a second Ctrl-C while MLflow runs are being closed is ignored
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGALRM, _raise_pending)
+    signal.signal(signal.SIGALRM, partial(_raise_pending, context))
     signal.setitimer(signal.ITIMER_REAL, _RETRY_S)
     if _in_unsafe_code(frame):
-        DEFERRED_SIGNALS.append(signum)
+        context.deferred_signals.append(signum)
         return
     # kept until caught where it is acted on: the timer raises it again if it was swallowed
-    RAISED_SIGNALS[:] = [signum]
+    context.raised_signals[:] = [signum]
     raise Interrupted(signum)
 
 
-def _raise_pending(_alarm: int, frame: FrameType | None) -> None:
-    if DEFERRED_SIGNALS:
+def _raise_pending(context: RunContext, _alarm: int, frame: FrameType | None) -> None:
+    if context.deferred_signals:
         if _in_unsafe_code(frame):
             signal.setitimer(signal.ITIMER_REAL, _RETRY_S)
             return
-        raise_deferred()  # the checkpoints' path: the timer stops, the signal is taken
-    if not RAISED_SIGNALS:  # taken already
+        context.raise_deferred()  # the checkpoints' path: the timer stops, the signal is taken
+    if not context.raised_signals:  # taken already
         return
     signal.setitimer(signal.ITIMER_REAL, _RETRY_S)
     if being_handled() or _in_unsafe_code(frame):
         return  # on its way to the code that acts on it, or in code that would swallow it
-    raise Interrupted(RAISED_SIGNALS[0])
+    raise Interrupted(context.raised_signals[0])
 
 
-def _interrupted(exc: BaseException) -> None:
+def _interrupted(exc: BaseException, context: RunContext) -> None:
     """One line and the shell's exit status for the signal (130 SIGINT, 143 SIGTERM); the line
     says how to log the output folder later (an MLflow run being logged was ended KILLED)."""
-    taken()
+    context.taken()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    name, status = (
-        (exc.name, exc.status) if isinstance(exc, Interrupted) else ("SIGINT", 128 + signal.SIGINT)
-    )
-    where = ""
-    if _OUTPUT_DIR:
-        out = _OUTPUT_DIR[0]
+    signalled = exc if isinstance(exc, Interrupted) else Interrupted(signal.SIGINT)
+    where, out = "", context.out_dir
+    if out is not None:
         where = f"; outputs written so far are kept in {out}"
         if (out / "run_info.json").is_file():
             where += f"; log them later with: paraeval-log {out}"
-    message = f"paraeval: interrupted ({name}){where}"
+    message = f"paraeval: interrupted ({signalled.name}){where}"
     tqdm = sys.modules.get("tqdm")
     if tqdm is not None:  # a progress bar on the line is moved out of the message's way
         tqdm.tqdm.write(message, file=sys.stderr)
     else:
         print(message, file=sys.stderr, flush=True)
-    sys.exit(status)
+    sys.exit(signalled.status)
 
 
 def main() -> None:
@@ -391,19 +404,19 @@ def main() -> None:
     # loading the encoder drew transformers' "Loading weights" bar on stderr, which holds
     # paraeval's lines only: huggingface_hub's switch, read when transformers is imported
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    signal.signal(signal.SIGINT, _on_signal)
-    signal.signal(signal.SIGTERM, _on_signal)
+    context = RunContext()
+    signal.signal(signal.SIGINT, signal_handler(context))
+    signal.signal(signal.SIGTERM, signal_handler(context))
     argv = sys.argv[1:]
     # the jobs of a sweep may run in other processes: they record their status in a file
-    multirun = any(a in ("-m", "--multirun", "hydra.mode=MULTIRUN") for a in argv)
     try:
-        with outcome.recording() if multirun else nullcontext(outcome.RECORDED) as statuses:
-            _main(argv)
+        with outcome.recording() if _multirun(argv) else nullcontext(outcome.RECORDED) as statuses:
+            _main(argv, context)
         status = outcome.worst(statuses)
         if status != outcome.EXIT_OK:
             sys.exit(status)
     except (KeyboardInterrupt, Interrupted) as exc:
-        _interrupted(exc)
+        _interrupted(exc, context)
     except BrokenPipeError:
         # stdout's reader went away (`paraeval -sc install=bash | head`): nothing more to say,
         # and Python's flush at exit must not fail again (the recipe of Python's signal docs)
@@ -411,7 +424,7 @@ def main() -> None:
         sys.exit(1)
 
 
-def _main(argv: list[str]) -> None:
+def _main(argv: list[str], context: RunContext) -> None:
     # a log line that cannot be written (disk full) must not print a traceback per line
     logging.raiseExceptions = False
     if argv[:1] in (["--version"], ["-V"]):
@@ -426,10 +439,10 @@ def _main(argv: list[str]) -> None:
     # Hydra's shell completion (``-sc install=bash``, ``-sc query=bash``) is no run: its
     # ``install=``/``query=`` are Hydra's words, not settings, and nothing is written
     completion = any(a in ("-sc", "--shell-completion") for a in argv)
-    if not completion and not any(a in ("--help", "-h", "--hydra-help") for a in argv):
+    help_ = any(a in ("--help", "-h", "--hydra-help") for a in argv)
+    if not completion and not help_:
         check_config_file_passwords(argv, config_dir())
-    info = ("--help", "-h", "--hydra-help", "--info", "--cfg", "-c")
-    if not completion and not any(a in info for a in argv):
+    if not (completion or help_ or any(a in ("--info", "--cfg", "-c") for a in argv)):
         check_grammar(argv)
         check_group_overrides(argv, config_dir())
         check_override_keys(argv, config_dir())
@@ -439,10 +452,10 @@ def _main(argv: list[str]) -> None:
     full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
-        if any(a in ("--help", "-h", "--hydra-help") for a in argv):
-            _help()
+        if help_:
+            _help(context)
         else:
-            _hydra_main()
+            _hydra_main(context)
     except HydraException as exc:
         if full_error:
             raise  # the user asked for Hydra's whole story
@@ -460,13 +473,12 @@ def _main(argv: list[str]) -> None:
         sys.exit(1)
 
 
-def _help() -> None:
-    """Hydra's help text fitted to the terminal's 100 columns (it prints a config group's options
-    on one line, 260 characters for the metrics)."""
+def _help(context: RunContext) -> None:
+    """Hydra's help fitted to 100 columns (it prints a group's options on one line)."""
     buffer = io.StringIO()
     try:
         with redirect_stdout(buffer):
-            _hydra_main()
+            _hydra_main(context)
     finally:
         sys.stdout.write(fit(buffer.getvalue()))
         sys.stdout.flush()

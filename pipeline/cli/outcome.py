@@ -1,7 +1,6 @@
-"""The exit status of a command that may run several jobs (a sweep), some of them in other
-processes (the workers of ``hydra/launcher=parallel``): each job records its own status in a
-file the command names in the environment, and the command exits with the most serious one once
-every job has run. A job that fails does not stop the sweep."""
+"""The exit status of a sweep, whose jobs may run in other processes (``hydra/launcher=parallel``):
+each job records its status in a file the command names in the environment, and the command exits
+with the most serious one once every job has run (a job that fails does not stop the sweep)."""
 
 from __future__ import annotations
 
@@ -15,16 +14,14 @@ EXIT_OK = 0
 EXIT_USER_ERROR = 2  # a mistake in the input or the settings, one line says which
 EXIT_NOT_LOGGED = 3  # outputs written but not logged; the warning line says how to log them
 EXIT_INCOMPLETE = 4  # tables written and logged, some figures missing; the warning names them
-# the most serious first: a job that did nothing, then one that was not logged, then one that
-# lacks figures
-SEVERITY = (EXIT_USER_ERROR, EXIT_NOT_LOGGED, EXIT_INCOMPLETE)
+SEVERITY = (EXIT_USER_ERROR, EXIT_NOT_LOGGED, EXIT_INCOMPLETE)  # the most serious first
 OUTCOME_ENV = "PARAEVAL_OUTCOME_FILE"
 
 RECORDED: list[int] = []  # where no file is named (a job run without the command line)
 
 
 def record(status: int) -> None:
-    """Records a job's exit status (0 is recorded too: the file lists every job)."""
+    """0 is recorded too: the file lists every job."""
     path = os.environ.get(OUTCOME_ENV)
     if not path:
         RECORDED.append(status)
@@ -38,8 +35,7 @@ def record(status: int) -> None:
 
 
 def worst(statuses: list[int]) -> int:
-    """The most serious of ``statuses`` (0 when every job went well): an interrupt's, then
-    :data:`SEVERITY`'s order."""
+    """An interrupt's status, then :data:`SEVERITY`'s order; 0 when every job went well."""
     interrupted = [s for s in statuses if s > 128]
     if interrupted:
         return interrupted[0]
@@ -51,8 +47,7 @@ def worst(statuses: list[int]) -> int:
 
 @contextmanager
 def recording() -> Iterator[list[int]]:
-    """Names a fresh file for the jobs of this command to record in; on the way out the list
-    yielded holds every status recorded (the file is removed)."""
+    """A fresh file for this command's jobs; on the way out the list holds every status."""
     fd, name = tempfile.mkstemp(prefix="paraeval-outcome-")
     os.close(fd)
     before = os.environ.get(OUTCOME_ENV)

@@ -1,11 +1,6 @@
-"""``paraeval-log OUTPUT_DIR``: log a finished output directory to MLflow later (a run whose
-server was unreachable, or that ran with ``tracking=none`` or offline). The run is rebuilt from
-``run_info.json`` and the output files, so it is logged as it would have been at the time.
-Idempotent: a directory whose content is already logged is reported, and runs an interrupted
-logging left unfinished are closed, soft-deleted and named in ``paraeval.replaces``.
-
-Exit codes: 0 logged or already logged; 1 the server is unreachable or logging failed; 2 not a
-paraeval output directory or bad arguments."""
+"""``paraeval-log OUTPUT_DIR``: log a finished output directory to MLflow later (docs/cli.md),
+rebuilt from ``run_info.json`` and the output files, so it is logged as it would have been at the
+time. Exit codes: 0 logged or already; 1 unreachable or failed; 2 not an output directory."""
 
 from __future__ import annotations
 

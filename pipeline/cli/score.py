@@ -1,16 +1,6 @@
-"""``paraeval-score``: corpus-level scores of line-aligned files, as ``sacrebleu`` gives them.
-
-``paraeval-score -r ref.txt [ref2.txt ...] [-s src.txt] -m bleu chrf [-i a.txt b.txt] [-f json]``
-scores each system (a file given with ``-i``, named by its stem, or stdin) with paraeval's metrics
-at their default settings (``conf/metrics/<id>.yaml``) and prints each score with its signature.
-Nothing is written: no output folder, no MLflow run, no score cache, no encoder cache. The numbers
-are those of the pipeline's system-level table: the same metric classes, built and called as the
-score stage does (pipeline/stages/score.py).
-
-The import path stays light: the n-gram metrics answer in about a second, so pandas, Hydra,
-MLflow and torch are imported only by a metric that needs them.
-
-Exit codes: 0 scored; 2 bad arguments or input (one line on stderr, no traceback)."""
+"""``paraeval-score``: corpus-level scores of line-aligned files with their signatures, as
+``sacrebleu`` gives them (docs/score.md); the numbers are those of the pipeline's system table, its
+metric classes built and called as the score stage does. Nothing is written."""
 
 from __future__ import annotations
 
@@ -25,6 +15,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+# the import path stays light: pandas, Hydra, MLflow and torch are imported only by a metric that
+# needs them
 from paraeval.pipeline.config.targets import metric_ids
 from paraeval.pipeline.errors import UserError
 from paraeval.pipeline.terminal import RawDescriptionHelpFormatter
@@ -43,8 +35,7 @@ class ScoreError(UserError):
 
 @dataclass(frozen=True)
 class Inputs:
-    """The line-aligned texts: each system's candidates, each line's references (empty lines of a
-    reference file dropped, as the text loader does) and the sources, if given."""
+    """Each line's references drop the empty lines of a reference file, as the text loader does."""
 
     systems: dict[str, list[str]]
     references: list[list[str]]
@@ -60,7 +51,7 @@ class Score:
 
 
 def check_metric_ids(requested: Sequence[str]) -> list[str]:
-    """``requested`` without repeats, or a ScoreError with the nearest id for an unknown one."""
+    """``requested`` without repeats; the nearest id for an unknown one."""
     known = metric_ids()
     for metric_id in requested:
         if metric_id not in known:
@@ -141,15 +132,36 @@ def _value(text: str) -> Any:
         return text
 
 
+def _placed(conf: Any, defaults: list[str], group: str) -> dict[str, Any]:
+    """The files a defaults list names (``/encoder/bert_score@<id>``, ``default``), each after
+    its own defaults, merged: the forms conf/metrics and conf/encoder use, without Hydra (whose
+    import this command does not pay for the n-gram metrics)."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for entry in defaults:
+        if entry == "_self_":
+            continue
+        name = entry.split("@")[0]
+        where, _, stem = (name[1:] if name.startswith("/") else f"{group}/{name}").rpartition("/")
+        node = yaml.safe_load((conf / where / f"{stem}.yaml").read_text(encoding="utf-8"))
+        out |= _placed(conf, node.pop("defaults", []), where) | node
+    return out
+
+
 def metric_settings(ids: Sequence[str], overrides: Sequence[str]) -> dict[str, dict[str, Any]]:
     """Each metric's settings: its YAML file with ``--set METRIC.KEY=VALUE`` applied and the
     cache settings turned off (this command writes nothing)."""
     import yaml
     from omegaconf import OmegaConf
 
-    folder = resources.files("paraeval.conf") / "metrics"
-    # each file is keyed by its own metric id, as Hydra's multi-select group merges them
-    nodes = {m: yaml.safe_load((folder / f"{m}.yaml").read_text(encoding="utf-8"))[m] for m in ids}
+    conf = resources.files("paraeval.conf")
+    nodes = {}
+    for m in ids:
+        # each file is keyed by its own metric id, as Hydra's multi-select group merges them;
+        # its defaults list places shared nodes (conf/encoder/) into that key first
+        node = yaml.safe_load((conf / "metrics" / f"{m}.yaml").read_text(encoding="utf-8"))
+        nodes[m] = {**_placed(conf, node.pop("defaults", []), "metrics"), **node[m]}
     root = OmegaConf.create({"cache": {"enabled": False, "dir": None}, "metrics": nodes})
     for override in overrides:
         key, eq, value = override.partition("=")
@@ -169,17 +181,14 @@ def metric_settings(ids: Sequence[str], overrides: Sequence[str]) -> dict[str, d
 
 
 def _check_needs(metrics: dict[str, Any], inputs: Inputs, source: str | None) -> None:
-    """What the score stage's input check requires (pipeline/stages/score.py), said in terms of
-    this command's options."""
+    """The score stage's input check, said in terms of this command's options."""
     for metric_id, metric in metrics.items():
         if metric.needs_references:
             missing = next((i for i, r in enumerate(inputs.references) if not r), None)
             if missing is not None:
-                where = (
-                    "no -r file given"
-                    if not any(inputs.references)
-                    else (f"line {missing + 1} is empty in every -r file")
-                )
+                where = f"line {missing + 1} is empty in every -r file"
+                if not any(inputs.references):
+                    where = "no -r file given"
                 raise ScoreError(f"metric '{metric_id}' needs references: {where}")
         if metric.needs_sources or metric.against_source:
             if inputs.sources is None:
@@ -215,15 +224,10 @@ def _results(metric: Any, calls: list[Any], run_texts: list[str], vs_source: boo
     stage computes them."""
     parts = metric.parts()
     if parts:
-        done = [
-            _results(
-                part,
-                _calls_on_source(calls) if on_src and not vs_source else calls,
-                run_texts,
-                vs_source or on_src,
-            )
-            for part, on_src in parts
-        ]
+        done = []
+        for part, on_src in parts:
+            part_calls = _calls_on_source(calls) if on_src and not vs_source else calls
+            done.append(_results(part, part_calls, run_texts, vs_source or on_src))
         return [metric.from_parts([d[k] for d in done]) for k in range(len(calls))]
     metric.prepare(run_texts)
     return list(metric.score_systems(calls))
@@ -238,22 +242,20 @@ def score_inputs(
 ) -> list[Score]:
     """Every system's corpus scores, system by system, each metric's columns in the score
     stage's order (columns against the source, ``<id>_src``, after all others)."""
-    from paraeval.pipeline.stages.build import build_metrics
+    from paraeval.pipeline.engine.build import build_metrics
 
     metrics = build_metrics(settings)
     _check_needs(metrics, inputs, source)
     counts = {len(r) for r in inputs.references}
     nrefs = counts.pop() if len(counts) == 1 else None  # sacrebleu's nrefs:var where it varies
     run_texts = _run_texts(inputs)
-    jobs = [(mid, m, False) for mid, m in metrics.items()]
-    jobs += [(mid, m, True) for mid, m in metrics.items() if m.against_source]
+    jobs = [(m, False) for m in metrics.values()]
+    jobs += [(m, True) for m in metrics.values() if m.against_source]
     columns: list[tuple[str, list[float], str]] = []
-    for _, metric, vs_source in jobs:
-        suffix = "_src" if vs_source else ""
+    for metric, vs_source in jobs:
+        suffix, vs = ("_src", "|vs:source") if vs_source else ("", "")
         results = _results(metric, _calls(inputs, vs_source), run_texts, vs_source)
-        signature = metric.signature_on(1 if vs_source else nrefs) + (
-            "|vs:source" if vs_source else ""
-        )
+        signature = metric.signature_on(1 if vs_source else nrefs) + vs
         for col in metric.output_columns:
             columns.append((col + suffix, [float(r.corpus[col]) for r in results], signature))
     return [
@@ -270,7 +272,7 @@ def _number(value: float, width: int | None) -> str:
 
 
 def format_text(scores: Sequence[Score], width: int | None) -> str:
-    """One aligned line per (system, metric): system, metric, score, signature."""
+    """One aligned line per (system, metric)."""
     rows = [("system", "metric", "score", "signature")]
     rows += [(s.system, s.metric, _number(s.score, width), s.signature) for s in scores]
     widths = [max(len(r[k]) for r in rows) for k in range(3)]
@@ -282,17 +284,12 @@ def format_text(scores: Sequence[Score], width: int | None) -> str:
 def format_json(scores: Sequence[Score], width: int | None) -> str:
     """A list of objects, as ``sacrebleu -f json`` gives one per metric; the score unrounded
     unless ``-w`` is given, NaN as null."""
-    out = [
-        {
-            "system": s.system,
-            "metric": s.metric,
-            "score": None
-            if math.isnan(s.score)
-            else (round(s.score, width) if width is not None else s.score),
-            "signature": s.signature,
-        }
-        for s in scores
-    ]
+    out = []
+    for s in scores:
+        score = None if math.isnan(s.score) else s.score if width is None else round(s.score, width)
+        out.append(
+            {"system": s.system, "metric": s.metric, "score": score, "signature": s.signature}
+        )
     return json.dumps(out, indent=1, ensure_ascii=False)
 
 
@@ -356,23 +353,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = metric_settings(ids, args.overrides)
         inputs = read_inputs(args.references, args.source, args.input)
         scores = score_inputs(inputs, settings, args.source)
-    except UserError as exc:
-        print(f"paraeval: error: {exc}", file=sys.stderr)
-        return 2
-    except (ValueError, RuntimeError) as exc:
-        # a metric's own check (MetricConfigError) or a missing model (MissingResourceError)
+    except (UserError, ValueError, RuntimeError) as exc:
+        # besides this command's: a metric's own check, or a missing model
         from paraeval.metrics.base import MetricConfigError, MissingResourceError
 
-        if not isinstance(exc, MetricConfigError | MissingResourceError):
+        if not isinstance(exc, UserError | MetricConfigError | MissingResourceError):
             raise
         print(f"paraeval: error: {exc}", file=sys.stderr)
         return 2
-    text = (
-        format_json(scores, args.width)
-        if args.format == "json"
-        else format_text(scores, args.width)
-    )
-    print(text)
+    print((format_json if args.format == "json" else format_text)(scores, args.width))
     return 0
 
 

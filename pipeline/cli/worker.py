@@ -1,5 +1,5 @@
 """The worker processes of a parallel sweep (``hydra/launcher=parallel``: joblib's loky workers),
-set up by their ``initializer`` (named in ``conf/hydra/launcher/parallel.yaml``)."""
+set up by their ``initializer``."""
 
 from __future__ import annotations
 
@@ -21,6 +21,5 @@ def sweep_worker() -> None:
 
 
 def initializer() -> Callable[[], None]:
-    """:func:`sweep_worker`, for the launcher's config (``initializer: {_target_: ...}``: Hydra
-    builds the value by calling this)."""
+    """For ``conf/hydra/launcher/parallel.yaml``: Hydra builds ``initializer`` by calling this."""
     return sweep_worker

@@ -1,5 +1,5 @@
-"""``paraeval.list_metrics()``: the metrics a run can choose, as a table, from the same ``conf/``
-the command line composes (their default settings are the ones a run would use)."""
+"""``paraeval.list_metrics()``: the metrics a run can choose, from the same ``conf/`` the command
+line composes (their default settings are the ones a run would use)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,8 @@ COLUMNS = ("id", "group", "direction", "needs", "settings")
 
 def list_metrics() -> pd.DataFrame:
     """One row per metric of ``conf/metrics/``: its ``id`` (the name ``metrics=[...]`` takes),
-    ``group`` (syntactic, semantic, diversity, ...), ``direction`` (``higher`` or ``lower`` is
-    better), what it ``needs`` (references, sources, an encoder model, WordNet, ...) and its
-    default ``settings`` (a dict, the config file's keys but ``_target_``)."""
+    ``group``, ``direction`` (``higher`` or ``lower`` is better), what it ``needs`` (references,
+    sources, an encoder model, WordNet, ...) and its default ``settings`` (but ``_target_``)."""
     ids = metric_ids()
     # composed as a run would compose them: interpolations (the cache folder) resolved
     cfg = compose_config([f"metrics=[{','.join(ids)}]"])

@@ -9,6 +9,9 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+# config keys that are not parameters of the evaluation: the tracker says nothing of the results
+NOT_PARAMS = frozenset({"tracking._target_"})
+
 
 def config_dir() -> Path:
     """conf/ of a source checkout or an installed wheel: two folders above this module's."""
@@ -19,8 +22,7 @@ def config_dir() -> Path:
 
 
 def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
-    """The config the CLI would run with these Hydra overrides (``metrics=[bleu,chrf]``,
-    ``correlation.n_resamples=200``, ...)."""
+    """The config the CLI would run with these Hydra overrides (``metrics=[bleu,chrf]``, ...)."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
@@ -30,13 +32,8 @@ def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
         return compose("config", overrides=list(overrides))
 
 
-# Config keys that are not parameters of the evaluation: the tracker says nothing of the results
-NOT_PARAMS = frozenset({"tracking._target_"})
-
-
 def flatten(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
-    """A config tree as ``dotted.key -> value`` strings: the run's MLflow params (and the
-    parameters a tracker compares runs by)."""
+    """A config tree as ``dotted.key -> value`` strings: the run's MLflow params."""
     out: dict[str, str] = {}
     for key, value in cfg.items():
         name = f"{prefix}{key}"

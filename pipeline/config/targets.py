@@ -1,23 +1,23 @@
-"""The one allow-list of what a config's ``_target_`` may name. A config must never make a run
-import or call arbitrary code (``paraeval.pipeline.data.load.pd.read_pickle`` starts with a loader
-module's name), so every ``_target_`` is looked up by its exact name in its group's table, built
-from paraeval's own registries (:func:`allowed`); a metric class from elsewhere needs
-``allow_external_metrics=true``. Any other name is a :class:`ConfigError` before any import."""
+"""The one allow-list of what a ``_target_`` may name, by exact name (a prefix would let
+``paraeval.pipeline.data.load.pd.read_pickle`` through): a config never makes a run import arbitrary
+code. A metric class from elsewhere needs ``allow_external_metrics=true``."""
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import inspect
+from collections.abc import Mapping
 from importlib import resources
+from typing import TYPE_CHECKING, Any
 
 from paraeval.pipeline.errors import ConfigError, not_allowed
 
-# what each group's _target_ names, for the error line
-KINDS = {
-    "data": "data loader",
-    "metrics": "metric",
-    "normalize": "normalizer",
-    "tracking": "tracker",
-}
+if TYPE_CHECKING:
+    from paraeval.metrics.base import Metric
+
+KINDS = {"metrics": "metric", "normalize": "normalizer"}
+RUN_ARGUMENT = "encoders"  # given by the stage to the metrics that take it, never by a user
 NORMALIZER = "paraeval.pipeline.stages.aggregate.Normalizer"
 
 
@@ -40,25 +40,18 @@ def metric_targets() -> dict[str, tuple[str, str]]:
 
 
 def allowed(group: str) -> list[str]:
-    """The exact names ``<group>._target_`` may take."""
-    if group == "data":
-        from paraeval.pipeline.data.load import LOADERS
-
-        return sorted(LOADERS)
+    """The exact names ``<group>._target_`` may take (data loaders and trackers are checked by
+    their own layers)."""
     if group == "metrics":
         return sorted(metric_targets())
     if group == "normalize":
         return [NORMALIZER]
-    if group == "tracking":
-        from paraeval.pipeline.tracking.trackers import TRACKERS
-
-        return sorted(TRACKERS)
     raise ValueError(f"no _target_ allow-list for group '{group}'")
 
 
 def check(group: str, target: object, key: str | None = None) -> str:
-    """``target`` itself when it is on the group's list; a ConfigError naming ``key`` (default
-    ``<group>._target_``), the nearest allowed name and the choices otherwise."""
+    """``target`` when it is on the group's list, else a ConfigError naming ``key`` (default
+    ``<group>._target_``) and the nearest allowed name."""
     name = str(target or "")
     choices = allowed(group)
     if name in choices:
@@ -95,3 +88,24 @@ def metric_class(target: str, metric_id: str, allow_external: bool) -> type:
     if not (isinstance(obj, type) and issubclass(obj, Metric)):
         raise ConfigError(f"_target_ '{target}' is not a paraeval metric class")
     return obj
+
+
+def metric_settings(
+    metric_id: str, settings: Mapping[str, Any], allow_external: bool = False
+) -> tuple[type[Metric], dict[str, Any]]:
+    """The class and keyword arguments of a metric's config node, checked without building it."""
+    kwargs = dict(settings)
+    target = kwargs.pop("_target_", None)
+    if not target:
+        raise ConfigError(f"metrics.{metric_id} has no _target_")
+    cls = metric_class(str(target), metric_id, allow_external)
+    params = inspect.signature(cls).parameters
+    valid = [p for p in params if p not in ("self", RUN_ARGUMENT)]
+    unknown = [k for k in kwargs if k not in valid]
+    if unknown and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        near = difflib.get_close_matches(unknown[0], valid, n=1, cutoff=0.5)
+        hint = f"; did you mean 'metrics.{metric_id}.{near[0]}'?" if near else ""
+        raise ConfigError(
+            f"metrics.{metric_id}: unknown setting(s) {unknown}{hint}; valid: {valid}"
+        )
+    return cls, kwargs

@@ -46,7 +46,6 @@ def human_report(segments: pd.DataFrame) -> pd.DataFrame:
             constant = bool(n_rated > 0 and np.ptp(rated) == 0)
             mean = float(rated.mean()) if n_rated else float("nan")
             sd = float(rated.std(ddof=0)) if n_rated else float("nan")
-            # in the order of REPORT_COLUMNS
             rows.append((aspect, system, n_items, n_rated, coverage, single, mean, sd, constant))
             if system == "(all)" and coverage < 1:
                 log.warning(

@@ -1,17 +1,6 @@
-"""Google's mt-metrics-eval data layout (the WMT metrics-task release, ``mt-metrics-eval-v2/``):
-one folder per test set (``wmt23``) holding, for each language pair ``lp``,
-
-- ``sources/<lp>.txt``: one source segment per line; a segment is an item;
-- ``references/<lp>.<ref>.txt``: line-aligned reference translations, one file per reference;
-- ``system-outputs/<lp>/<system>.txt``: line-aligned outputs, one file per system; a reference
-  copied here is a human "system";
-- ``human-scores/<lp>.<gold>.seg.score``: ``SYSTEM SCORE`` per line, each system's block holding
-  one score per segment in order, ``None`` where a segment was not rated;
-- ``documents/<lp>.docs``: ``DOMAIN DOCUMENT`` per segment.
-
-The ``.jsonl`` variants of the layout (fields ``source``, ``target``, ``hypothesis``) are read
-where the ``.txt`` file is absent. Lines are read as mt-metrics-eval reads them: trailing
-whitespace dropped, ``[No translation supplied]`` meaning no text."""
+"""Google's mt-metrics-eval data layout (the WMT metrics-task release; docs/cli.md describes it),
+with its ``.jsonl`` variants where a ``.txt`` file is absent. Lines are read as mt-metrics-eval
+reads them: trailing whitespace dropped, ``[No translation supplied]`` meaning no text."""
 
 from __future__ import annotations
 
@@ -24,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from paraeval.pipeline.data.readers import read_text_lines
+from paraeval.pipeline.data.readers import check_aligned, read_text_lines
 from paraeval.pipeline.data.validate import aspect_column, validate
 from paraeval.pipeline.errors import ConfigError, DataError
 
@@ -49,9 +38,7 @@ def load_mtme(
 ) -> pd.DataFrame:
     """One language pair of an mt-metrics-eval test set (see conf/data/mtme.yaml): items are the
     source segments, systems the files of ``system-outputs/<lp>/`` less the references (unless
-    ``include_human``) and the ``outliers`` named, each segment-level gold
-    score an aspect ``human_<gold>``. ``ref`` names the reference; unset, it is the only one or
-    the first by name."""
+    ``include_human``) and the ``outliers``, each segment-level gold score an aspect."""
     folder = _test_set(path)
     lp = str(lp)
     src_file = _source_file(folder, lp)
@@ -65,13 +52,9 @@ def load_mtme(
     references = _aligned(ref_files[chosen], "references", src_file, n) if chosen else None
 
     outputs = _system_files(folder, lp)
-    systems = _select_systems(
-        outputs,
-        set(ref_files),
-        chosen,
-        include_human,
-        _outliers(outliers),
-    )
+    outliers = [outliers] if isinstance(outliers, str) else [] if outliers is None else outliers
+    left_out = {str(s) for s in outliers}
+    systems = _select_systems(outputs, set(ref_files), chosen, include_human, left_out)
     gold_files = _gold_files(folder, lp, gold)
     scores = {
         aspect_column(g): _read_scores(file, set(outputs), n) for g, file in gold_files.items()
@@ -177,15 +160,8 @@ def _jsonl_text(line: str, file: Path, row: int, kind: str) -> str:
 
 
 def _aligned(file: Path, kind: str, src_file: Path, n: int) -> list[str]:
-    lines = _read_segments(file, kind)
-    if len(lines) != n:
-        raise DataError(
-            f"{len(lines)} lines but the source file {src_file} has {n}; every file of the "
-            "layout has one line per source segment",
-            file=str(file),
-            row=min(len(lines), n) + 1,
-        )
-    return lines
+    advice = "; every file of the layout has one line per source segment"
+    return check_aligned(_read_segments(file, kind), n, src_file, str(file), advice)
 
 
 def _references(folder: Path, lp: str) -> dict[str, Path]:
@@ -238,14 +214,6 @@ def _system_files(folder: Path, lp: str) -> dict[str, Path]:
     if not found:
         raise DataError("no system output files (<system>.txt)", file=str(outputs))
     return found
-
-
-def _outliers(outliers: Sequence[str] | None) -> set[str]:
-    if outliers is None:
-        return set()
-    if isinstance(outliers, str):
-        return {outliers}
-    return {str(s) for s in outliers}
 
 
 def _select_systems(
@@ -348,18 +316,11 @@ def _score(text: str, file: Path, row: int) -> float:
 def _segments(
     folder: Path, lp: str, src_file: Path, n: int, domain: str | None, max_items: int | None
 ) -> list[int]:
-    """The segment positions to evaluate: those of ``domain`` when set, then the first
-    ``max_items``."""
+    """The segment positions of ``domain`` when set, then the first ``max_items``."""
     keep = list(range(n))
     if domain is not None:
         docs = folder / "documents" / f"{lp}.docs"
-        lines = read_text_lines(docs, "data.domain")
-        if len(lines) != n:
-            raise DataError(
-                f"{len(lines)} lines but the source file {src_file} has {n}",
-                file=str(docs),
-                row=min(len(lines), n) + 1,
-            )
+        lines = check_aligned(read_text_lines(docs, "data.domain"), n, src_file, str(docs))
         domains = []
         for row, line in enumerate(lines, start=1):
             fields = line.split()

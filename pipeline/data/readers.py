@@ -74,8 +74,7 @@ def read_input(path: Path, label: str) -> bytes:
 
 
 def _read_text(path: Path, label: str, sep: str | None = None) -> str:
-    """The file decoded as UTF-8 (a BOM dropped); a bad byte is reported with its row and, for a
-    delimited file, its column."""
+    """The file as UTF-8 without a BOM; a bad byte's error names its row (and column: ``sep``)."""
     raw = read_input(path, label)
     try:
         text = raw.decode("utf-8")
@@ -96,6 +95,20 @@ def read_text_lines(path: Path, label: str) -> list[str]:
     if lines and lines[-1] == "":
         lines.pop()
     return [ln.rstrip("\r") for ln in lines]
+
+
+def check_aligned(
+    lines: list[str], n: int, source: object, file: str, advice: str = "", column: str | None = None
+) -> list[str]:
+    """``lines`` if there are ``n``, as in the source; else an error at the first line one lacks."""
+    if len(lines) != n:
+        raise DataError(
+            f"{len(lines)} lines but the source file {source} has {n}{advice}",
+            file=file,
+            row=min(len(lines), n) + 1,
+            column=column,
+        )
+    return lines
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,6 @@
-"""The tidy (item, system) table of DESIGN.md and its validation, once for every loader.
-
-Columns: ``item_id``, ``system``, ``source``, ``references`` (list of str, possibly empty),
-``candidate``, ``human_<aspect>`` (float, NaN = not rated), ``metric_<name>`` (precomputed
-scores) and ``origin`` (``file:row``, so that every error names the file, the row and the column).
-"""
+"""The tidy (item, system) table of DESIGN.md, validated once for every loader: ``references`` a
+list (maybe empty), ``human_<aspect>`` NaN where not rated, ``metric_<name>`` precomputed scores,
+``origin`` (``file:row``) so that every error names the file, the row and the column."""
 
 from __future__ import annotations
 

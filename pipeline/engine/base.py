@@ -1,15 +1,6 @@
-"""What the score stage asks of an engine, and what every engine shares.
-
-The stage decides what is scored (each distinct call once, from the score cache or not); an
-engine decides where and when: :class:`~paraeval.pipeline.engine.local.LocalEngine` in this
-process, each metric when its result is first asked for;
-:class:`~paraeval.pipeline.engine.ray_engine.RayEngine` on a Ray cluster, every metric the stage
-asked for at once, so that the metrics that load something share one pool of actors (one encoder
-model and one forward pass per sentence for all encoder metrics, as in one process). The stage
-therefore asks for every result first and reads them after: an engine answers with
-:class:`Later` results. A remote engine cannot send a metric object (it may hold a loaded model):
-it rebuilds the metric from its config node, which :class:`Origin` names.
-"""
+"""What the score stage asks of an engine. The stage asks for every result before reading any
+(:class:`Later`), so that a remote engine runs all metrics at once on one pool of actors, each
+rebuilt there from its config node (:class:`Recipe`): a metric may hold a loaded model."""
 
 from __future__ import annotations
 
@@ -20,10 +11,9 @@ from typing import Any, Protocol
 
 from paraeval.metrics.base import Metric, MetricResult, joined_segments
 from paraeval.metrics.encoder import Encoders
-from paraeval.pipeline.stages.texts import Texts
+from paraeval.pipeline.engine.texts import Texts
 
-# what the score stage gives an engine for a metric's calls: they are built when the engine
-# needs them (a segment-local metric's calls, one after another in this process)
+# a metric's calls, built when the engine needs them (in this process, one after another)
 Calls = Callable[[], Iterable[Texts]]
 
 
@@ -54,7 +44,7 @@ class Later:
         return Later(lambda: step(self.get()))
 
     def each(self, n: int) -> list[Later]:
-        """The items of a list result, each a :class:`Later` of its own (computed together)."""
+        """The items of a list result, each a :class:`Later` (computed together)."""
         return [self.then(operator.itemgetter(k)) for k in range(n)]
 
 
@@ -72,7 +62,7 @@ class Origin:
 
 @dataclass(frozen=True)
 class Recipe:
-    """What rebuilds a metric anywhere: its config node and its :class:`Origin`."""
+    """What rebuilds a metric anywhere."""
 
     origin: Origin
     settings: dict[str, Any]
@@ -80,7 +70,7 @@ class Recipe:
 
     def build(self, encoders: Encoders | None = None) -> Metric:
         """The metric; on an encoder, on ``encoders`` where given (shared with other metrics)."""
-        from paraeval.pipeline.stages.build import build_metric
+        from paraeval.pipeline.engine.build import build_metric
 
         metric = build_metric(self.origin.metric_id, self.settings, self.allow_external, encoders)
         for index in self.origin.parts:
@@ -89,14 +79,13 @@ class Recipe:
 
 
 class Engine(Protocol):
-    """Where and when the score stage's metric calls run. ``prepare`` runs before the metric's
-    first call where the engine runs it in this process (encoders batch the run's texts once)."""
+    """``prepare`` runs before the metric's first call where the engine runs it in this process
+    (encoders batch the run's texts once)."""
 
     def score_calls(
         self, metric: Metric, origin: Origin, calls: Calls, prepare: Callable[[], None]
     ) -> Later:
-        """A :attr:`Metric.segment_local` metric's calls, as one call's result
-        (:func:`joined`)."""
+        """A :attr:`Metric.segment_local` metric's calls, as one call's result (:func:`joined`)."""
 
     def score_systems(
         self, metric: Metric, origin: Origin, calls: Sequence[Texts], prepare: Callable[[], None]

@@ -1,13 +1,16 @@
-"""The score stage's calls in this process: what the stage always did, each metric when its
-result is first asked for (the stage asks in its order of metrics)."""
+"""The score stage's calls in this process (each metric when its result is first asked for), and
+:func:`open_engine`, which chooses it or Ray; Ray is imported only when ``engine=ray``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
 
 from paraeval.metrics.base import Metric
-from paraeval.pipeline.engine.base import Calls, Later, Origin, joined
-from paraeval.pipeline.stages.texts import Texts
+from paraeval.pipeline.config.nodes import EngineSettings
+from paraeval.pipeline.engine.base import Calls, Engine, Later, Origin, joined
+from paraeval.pipeline.engine.texts import Texts
 
 
 class LocalEngine:
@@ -32,3 +35,21 @@ class LocalEngine:
             return metric.score_systems(calls)
 
         return Later(compute).each(len(calls))
+
+
+@contextmanager
+def open_engine(
+    settings: EngineSettings, metrics: Mapping[str, Mapping[str, Any]], allow_external: bool = False
+) -> Iterator[Engine]:
+    """The engine of ``settings`` for the run's ``metrics`` (their config nodes, which a remote
+    engine rebuilds them from); a Ray instance it started ends when the block does."""
+    if settings.kind == "local":
+        yield LocalEngine()
+        return
+    from paraeval.pipeline.engine.ray_engine import RayEngine
+
+    engine = RayEngine(settings, metrics, allow_external)
+    try:
+        yield engine
+    finally:
+        engine.close()

@@ -1,16 +1,6 @@
-"""A Ray instance on this machine for one run (``engine=ray`` without an address), which ends with
-the run however the run ends.
-
-``ray.init()`` would start Ray's processes itself, and after a ``kill -9`` of the run its GCS and
-raylet end but the raylet's agents stay. Here the instance is ``ray start --head --block``, a
-child that the kernel sends SIGTERM when the run ends (``PR_SET_PDEATHSIG``), on which Ray's
-command stops every process of its node; the run then joins it by its address. It listens on
-127.0.0.1 only, without a dashboard or usage statistics; token authentication is left off unless
-the environment asks for it (``RAY_AUTH_MODE``), since ``ray start`` would turn it on where a
-``~/.ray/auth_token`` exists and the run, joining by address, would not send the token. Its node
-is stopped without Ray's drain (which waited 30 s at every run's end), and its workers' torch
-gets the machine's cores (Ray would give an actor one thread).
-"""
+"""A Ray instance on this machine for one run (``engine=ray`` without an address): ``ray start
+--head --block`` as a child that the kernel sends SIGTERM when the run ends, ``kill -9`` included
+(``ray.init()``'s own processes would leave the raylet's agents behind); the run joins it."""
 
 from __future__ import annotations
 
@@ -46,33 +36,28 @@ def _ray_command() -> str:
 
 
 def use_own_instance_settings() -> None:
-    """The environment of a run that starts its own instance, set in this process before Ray is
-    imported (Ray reads it then) and inherited by the instance: the driver and the instance must
-    agree on token authentication (``ray start`` turns it on where ``~/.ray/auth_token`` exists,
-    a driver joining by address does not, and then cannot connect); usage statistics off; on
-    Linux, 127.0.0.1 rather than the machine's network address. A value the environment already
-    has is kept."""
+    """Set before Ray is imported (it reads them then) and inherited by the instance; a value the
+    environment has is kept. Driver and instance must agree on token authentication: ``ray start``
+    turns it on where ``~/.ray/auth_token`` exists, a driver joining by address does not. Also:
+    usage statistics off and, on Linux, 127.0.0.1 rather than the machine's network address."""
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 
 class LocalRay:
-    """``ray start --head --block`` on 127.0.0.1 as a child of this process; :attr:`address` is
-    what ``ray.init`` joins. :meth:`stop` ends it (SIGTERM: Ray stops its node's processes)."""
+    """The instance, on 127.0.0.1 without a dashboard; :meth:`stop` ends it (on SIGTERM Ray stops
+    its node's processes)."""
 
     def __init__(self, actors_per_encoder: int = 1) -> None:
         port = _free_port()
         use_own_instance_settings()
         env = dict(os.environ)
-        # on SIGTERM Ray first drains the node for up to this many seconds (30 by default), for
-        # a serving cluster's traffic; Ray Data's idle actors never let the run's node drain, so
-        # every run waited the whole 30 s at its end. Nothing else uses this instance
+        # on SIGTERM Ray drains the node for up to 30 s, which Ray Data's idle actors never let
+        # end: nothing but this run uses the instance
         env.setdefault("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S", "0")
-        # Ray sets a worker's OMP_NUM_THREADS to its CPUs, 1 for Ray Data's actors, unless the
-        # environment sets it: an encoder actor then ran torch on one thread where engine=local
-        # uses every core (BERTScore took twice as long). The machine's cores go to the
-        # actors that encode at once
+        # Ray gives a worker OMP_NUM_THREADS = its CPUs unless set, 1 for Ray Data's actors: torch
+        # would encode on one thread; the machine's cores go to the actors that encode at once
         threads = max(1, (os.cpu_count() or 1) // max(1, actors_per_encoder))
         env.setdefault("OMP_NUM_THREADS", str(threads))
         cmd = [

@@ -1,30 +1,6 @@
-"""The score stage's calls on a Ray cluster, through Ray Data.
-
-The stage asks for every metric's calls before it reads any result; the first result read runs all
-of them (:meth:`RayEngine.run_asked`). Each call is cut into shards: a segment-local metric's
-distinct segments, ``rows_per_shard`` at a time; a corpus-weighted metric's (CIDEr, NIST,
-BERTScore) system's rows, where :meth:`Metric.shard_bounds` allows, in two passes (map: each
-shard's :class:`CorpusCounts`; reduce: each system's sum, here; then each shard scored with its
-system's sum); any other metric's system whole. Shards travel in bundles of about
-``rows_per_shard`` rows (:func:`bundled`), each a row of a dataset, and ``map_batches`` scores one
-bundle per batch: one execution by tasks for the metrics that load nothing, one by a single pool of
-``actors_per_encoder`` actors for those that load a model or a resource
-(``num_gpus=gpus_per_actor`` where one is on an encoder), the two at the same time. An actor builds
-each such metric once, the encoder metrics on one encoder (one model, one memo of sentences), and
-encodes a bundle's texts in one pass. A shard's result comes back pickled, bit for bit what the
-metric returned, and the shards of a call are joined in order, so corpus scores come from the same
-statistics as in one process.
-
-A bundle whose worker died is run again by Ray, without limit: Ray Data's defaults retry its tasks
-(``max_retries=-1``) and restart a pool's actors, retrying their calls (``max_restarts=-1``,
-``max_task_retries=-1``); an exception a metric raises is not retried. A metric call is a pure
-function of its texts, so a rerun gives the same numbers (``tests/pipeline/test_engine_faults.py``
-kills a task's and an actor's worker mid-shard). A bundle that kills every worker it runs on (a
-crash in a metric's native code) is retried until the run is stopped.
-
-With no address, Ray is started here for the run and ended with it, ``kill -9`` included
-(:mod:`~paraeval.pipeline.engine.local_ray`); an address joins the user's cluster, which stays.
-"""
+"""The score stage's calls on a Ray cluster through Ray Data: every asked call at once, in shards
+and bundles, by tasks for the metrics that load nothing and one actor pool for the rest (see
+docs/scaling.md, which also says how failed workers are retried)."""
 
 from __future__ import annotations
 
@@ -34,42 +10,31 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from paraeval.metrics.base import CorpusCounts, Metric, MetricResult
+from paraeval.pipeline.config.nodes import EngineSettings
 from paraeval.pipeline.engine.base import Calls, Later, Origin, Recipe, joined
 from paraeval.pipeline.engine.local_ray import LocalRay, use_own_instance_settings
-from paraeval.pipeline.engine.settings import EngineSettings
 from paraeval.pipeline.engine.shards import ShardScorer, Unit, score_shards
+from paraeval.pipeline.engine.texts import Texts, chunks
 from paraeval.pipeline.errors import ConfigError
-from paraeval.pipeline.stages.texts import Texts, chunks
 
 log = logging.getLogger("paraeval")
 
 
-def to_run_log(names: tuple[str, ...] = ("ray", "ray.data")) -> None:
-    """Ray's loggers without their own handlers on stderr, propagating to the run's: its records
-    go to the run's log file, not the terminal (:class:`paraeval.pipeline.terminal.FileOnly`).
-    One line stays on stderr: Ray's C++ core worker logs an error-level line for every Ray Data
-    actor pool (Ray Data sends the pool's function to the actors through the object store), and
-    setting its level (``RAY_BACKEND_LOG_LEVEL``) makes it print a line saying so."""
-    for name in names:
+def to_run_log() -> None:
+    """Ray's records go to the run's log file, not the terminal (``terminal.FileOnly``). One line
+    stays on stderr: Ray's C++ core worker logs an error for every Ray Data actor pool, and setting
+    its level (``RAY_BACKEND_LOG_LEVEL``) makes it print a line saying so."""
+    for name in ("ray", "ray.data"):
         logger = logging.getLogger(name)
         for handler in list(logger.handlers):
             stream = getattr(handler, "stream", None)
             if isinstance(handler, logging.StreamHandler) and stream in (sys.stderr, sys.stdout):
                 logger.removeHandler(handler)
         logger.propagate = True
-
-
-def loads_something(metric: Metric) -> bool:
-    """Whether building or calling the metric loads a resource worth keeping in an actor."""
-    return bool(metric.resources)
-
-
-def on_encoder(metric: Metric) -> bool:
-    return any("encoder" in r for r in metric.resources)
 
 
 class RayEngine:
@@ -80,7 +45,6 @@ class RayEngine:
         settings: EngineSettings,
         metrics: Mapping[str, Mapping[str, Any]],
         allow_external: bool = False,
-        progress: bool = False,
     ) -> None:
         if settings.address is None:
             use_own_instance_settings()
@@ -92,8 +56,7 @@ class RayEngine:
         self.settings = settings
         self.metrics = {k: dict(v) for k, v in metrics.items()}
         self.allow_external = allow_external
-        # the metrics' calls asked for and not yet run (:meth:`run_asked`)
-        self.asked: list[Asked] = []
+        self.asked: list[Asked] = []  # not yet run (:meth:`run_asked`)
         start = time.perf_counter()
         self.local = LocalRay(settings.actors_per_encoder) if settings.address is None else None
         address = self.local.address if self.local is not None else settings.address
@@ -104,13 +67,13 @@ class RayEngine:
             raise
         self.started = self.local is not None
         where = "a Ray instance started for this run" if self.started else address
-        # the seconds to start (or join) Ray: a fixed cost of the run, which benchmarks read
+        # benchmarks read this fixed cost of the run from the log
         log.info("engine=ray: scoring on %s (ready in %.1f s)", where, time.perf_counter() - start)
-        # Ray Data logs each dataset's execution at INFO: one line per metric and shard size
+        # Ray Data logs every dataset's execution at INFO
         logging.getLogger("ray.data").setLevel(logging.WARNING)
         to_run_log()
         context = ray.data.DataContext.get_current()
-        context.enable_progress_bars = progress
+        context.enable_progress_bars = False
         context.print_on_execution_start = False
 
     def close(self) -> None:
@@ -139,16 +102,13 @@ class RayEngine:
     def score_systems(
         self, metric: Metric, origin: Origin, calls: Sequence[Texts], prepare: Callable[[], None]
     ) -> list[Later]:
+        rows = self.settings.rows_per_shard
         bounds = [
-            metric.shard_bounds(refs, self.settings.rows_per_shard)
-            if metric.corpus_weighted
-            else []
-            for _, refs, _ in calls
+            metric.shard_bounds(r, rows) if metric.corpus_weighted else [] for _, r, _ in calls
         ]
         if all(len(b) <= 1 for b in bounds):
-            # a system's whole call is one shard: its rows depend on each other otherwise than
-            # through counts (a whole system's diversity, ParaScore's normalisation), or every
-            # system fits one shard, which counts its own texts (no counting pass)
+            # one shard per system: its rows depend on each other otherwise than through counts
+            # (diversity, ParaScore's normalisation), or each system fits one shard (no counting)
             whole = self._ask(metric, origin, "systems", list(calls), range(len(calls)), len(calls))
             return Later(lambda: self._results(whole)).each(len(calls))
         shards: list[Texts] = []
@@ -177,7 +137,8 @@ class RayEngine:
         calls: int,
     ) -> Asked:
         recipe = Recipe(origin, self.metrics[origin.metric_id], self.allow_external)
-        asked = Asked(metric, recipe, mode, shards, list(owners), calls)
+        counts = [CorpusCounts() for _ in range(calls)]
+        asked = Asked(metric, recipe, mode, shards, list(owners), counts)
         self.asked.append(asked)
         return asked
 
@@ -189,10 +150,8 @@ class RayEngine:
         return asked.results
 
     def run_asked(self) -> None:
-        """Every request not yet run, in at most two passes: each corpus-weighted metric's
-        counts where it has several shards (map; the reduce, each call's sum, is here), then
-        every shard; in each pass one Ray Data execution for the metrics that load nothing
-        (tasks) and one for those that do (one pool of actors for all of them)."""
+        """Every request not yet run: the counts of each corpus-weighted metric that has several
+        shards (summed per call here), then every shard."""
         todo, self.asked = self.asked, []
         counting = [a for a in todo if a.mode == "counted" and a.metric.uses_counts]
         if counting:
@@ -209,12 +168,10 @@ class RayEngine:
         import ray.data
 
         out: list[list[Any]] = [[] for _ in todo]
-        groups = [
-            [k for k, a in enumerate(todo) if loads_something(a.metric) == actors]
-            for actors in (False, True)
-        ]
         executions = []
-        for actors, group in zip((False, True), groups, strict=True):
+        # a metric that loads a resource (an encoder, WordNet) keeps it in an actor; others: tasks
+        for actors in (False, True):
+            group = [k for k, a in enumerate(todo) if bool(a.metric.resources) == actors]
             if not group:
                 continue
             units: list[Unit] = []
@@ -234,7 +191,7 @@ class RayEngine:
             data = ray.data.from_items(items, override_num_blocks=len(items))
             common: dict[str, Any] = {"batch_size": 1, "batch_format": "pyarrow"}
             if actors:
-                gpus = any(on_encoder(todo[k].metric) for k in group)
+                gpus = any("encoder" in r for k in group for r in todo[k].metric.resources)
                 if gpus:
                     self._check_gpus()
                 scored = data.map_batches(
@@ -247,8 +204,7 @@ class RayEngine:
             else:
                 scored = data.map_batches(score_shards, fn_kwargs=kwargs, **common)
             executions.append((group, units, len(items), actors, scored))
-        # the executions run at once: tasks use the CPUs the actors leave while they start
-        # (import torch, load the model) and between bundles
+        # at once: tasks use the CPUs the actors leave while they start and between bundles
         with ThreadPoolExecutor(max_workers=len(executions) or 1) as pool:
             taken = list(pool.map(_taken, (scored for *_, scored in executions)))
         for (group, units, bundles_n, actors, _), (found, seconds) in zip(
@@ -258,7 +214,6 @@ class RayEngine:
             names = ", ".join(_named(todo[k].recipe.origin) for k in group)
             if len(rows) != len(units):
                 raise RuntimeError(f"Ray returned {len(rows)} of {len(units)} shards of {names}")
-            # where a run's time on Ray goes, in its log file
             log.info(
                 "engine=ray: %d shards in %d bundles %s by %s in %.1f s: %s",
                 len(units),
@@ -297,17 +252,14 @@ class RayEngine:
 
 
 def _taken(scored: Any) -> tuple[list[dict[str, Any]], float]:
-    """A dataset's rows, and the seconds its execution took."""
     start = time.perf_counter()
     return scored.take_all(), time.perf_counter() - start
 
 
 def bundled(units: Sequence[Unit], rows: int, workers: int) -> list[list[Unit]]:
     """Consecutive shards in bundles of about ``rows`` rows, one Ray Data row each: an encoder
-    encodes a bundle's texts in one length-sorted pass (36 one-system shards of 400 rows, each
-    encoded alone, took 48 s of encoder time against 35 s in one pass), and a task builds its
-    metric once per bundle. Bundles are smaller where the shards would otherwise fill fewer
-    than two per worker (``workers``: the actors of the pool, or the cluster's CPUs)."""
+    encodes a bundle's texts in one length-sorted pass, a task builds its metric once per bundle.
+    Smaller where there would be fewer than two per worker (actors, or the cluster's CPUs)."""
     total = sum(len(unit[3]) for unit in units)
     target = max(1, min(rows, -(-total // (2 * workers))))
     out: list[list[Unit]] = []
@@ -336,9 +288,5 @@ class Asked:
     mode: str
     shards: list[Texts]
     owners: list[int]
-    calls: int
-    counts: list[CorpusCounts] = field(init=False)
+    counts: list[CorpusCounts]
     results: list[Any] | None = None
-
-    def __post_init__(self) -> None:
-        self.counts = [CorpusCounts() for _ in range(self.calls)]

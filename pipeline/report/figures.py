@@ -1,13 +1,6 @@
-"""Every figure of a finished evaluation, drawn into ``plots/`` from the :class:`Evaluation`'s
-tables. A figure that fails is a warning, never a failed run.
-
-The command line draws each figure while the run goes on (:class:`Figures`), as soon as its
-tables exist, in a forked process: the fork shares the run's memory copy-on-write, so there is
-nothing to import or send, and the kernel kills the process when the run ends
-(``PR_SET_PDEATHSIG``), ``kill -9`` included. Elsewhere than on Linux they are drawn in the run's
-own process. A drawing process that is killed (by a user, by the out-of-memory killer) costs its
-figures: a warning names the run's folder and each missing figure, and the command exits 4.
-"""
+"""Every figure of an evaluation, drawn into ``plots/``; a failed figure is only a warning. On
+Linux each is drawn once its tables exist, in a forked process: it shares the run's memory
+copy-on-write (nothing to send) and dies with the run (``PR_SET_PDEATHSIG``, ``kill -9`` too)."""
 
 from __future__ import annotations
 
@@ -21,15 +14,19 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from paraeval.pipeline.context import RunContext
 from paraeval.pipeline.files import PLOTS_DIR
 from paraeval.pipeline.lifetime import die_with_parent
 from paraeval.pipeline.names import slug
-from paraeval.pipeline.report.alpha_plot import plot_alpha_curve
 from paraeval.pipeline.report.frontier_plot import frontier_plot
-from paraeval.pipeline.report.heatmap import correlation_heatmap
+from paraeval.pipeline.report.human_plots import (
+    correlation_heatmap,
+    metric_vs_human,
+    plot_alpha_curve,
+    scatter_columns,
+)
 from paraeval.pipeline.report.plots import FigureStyle, drawn
 from paraeval.pipeline.report.ranking import ranking_plot
-from paraeval.pipeline.report.scatter import metric_vs_human, scatter_columns
 from paraeval.pipeline.stages.headline import headline_coefficient
 
 if TYPE_CHECKING:
@@ -46,14 +43,9 @@ def figure_style(ev: Evaluation) -> FigureStyle:
     return FigureStyle(ev.settings.report.format, lower, source)
 
 
-# what the heatmap shows of the correlation table
 HEATMAP_COLUMNS = ["metric", "aspect", "level", "coefficient", "value", "n"]
-
-
 Plan = list[tuple[Path, partial[bool]]]
 log = logging.getLogger(__name__)
-# the output folders whose figures a killed drawing process left missing (the CLI exits 4)
-FIGURES_MISSING: list[Path] = []
 
 
 def figure_plan(ev: Evaluation, out_dir: str | Path) -> Plan:
@@ -98,8 +90,9 @@ class Figures:
     """The figures of an evaluation being computed, each started as soon as its tables exist
     (:meth:`start_ready` after each stage), in forked processes; :meth:`wait` for all of them."""
 
-    def __init__(self, out_dir: str | Path, parallel: bool = True) -> None:
+    def __init__(self, out_dir: str | Path, parallel: bool, context: RunContext) -> None:
         self.out_dir = Path(out_dir)
+        self.context = context  # told of figures a killed process left missing (exit 4)
         # forked processes die with the run by a Linux-only kernel signal
         self.parallel = parallel and sys.platform == "linux"
         self.started: Plan = []
@@ -135,7 +128,7 @@ class Figures:
                 missing = [path.name for path in plan if not path.exists()]
                 if code != 0 and missing:
                     how = f"signal {-code}" if code < 0 else f"exit status {code}"
-                    FIGURES_MISSING.append(self.out_dir)
+                    self.context.figures_missing.append(self.out_dir)
                     log.warning(
                         "run in %s: the figure process ended with %s; figures missing: %s; "
                         "the tables are written",

@@ -36,28 +36,22 @@ def frontier_plot(view: ParaphraseTable, path: Path) -> bool:
     shown = np.isfinite(x) & np.isfinite(y)
     if not shown.any():
         return False
-    n = int(shown.sum())
     # room for a label per point: the figure grows with the number of systems
-    side = min(12.0, 6.0 + 0.12 * n)
+    side = min(12.0, 6.0 + 0.12 * int(shown.sum()))
     fig = new_figure((side + 1.5, side * 0.75), layout="constrained")
     ax = fig.subplots()
     controls = t["control"].to_numpy(dtype=bool)
     on = t["frontier"].to_numpy(dtype=bool)
+    frontier = "frontier (no system better on both axes beyond the intervals)"
     groups = (
-        (
-            "frontier (no system better on both axes beyond the intervals)",
-            on & ~controls,
-            FRONTIER_COLOR,
-            "D",
-            46,
-        ),
+        (frontier, on & ~controls, FRONTIER_COLOR, "D", 46),
         ("other systems", ~on & ~controls, SYSTEM_COLOR, "o", 30),
         ("controls (never ranked)", controls, CONTROL_COLOR, "X", 60),
     )
     xl, xh = t[f"{x_col}_low"].to_numpy(dtype=float), t[f"{x_col}_high"].to_numpy(dtype=float)
     yl, yh = t["adequacy_low"].to_numpy(dtype=float), t["adequacy_high"].to_numpy(dtype=float)
     gamma = view.gamma if view.gamma is not None and x_col == "edit_distance" else None
-    limits = _limits(x, xl, xh, y, yl, yh, shown & ~controls, gamma)
+    limits = _limits((x, xl, xh), (y, yl, yh), shown & ~controls, gamma)
     # a control far from the ranked systems (a copy: no change, all the meaning) would squeeze
     # them into a corner: it is drawn on the edge, its values in its label
     off = np.zeros(len(t), dtype=bool)
@@ -110,14 +104,8 @@ def frontier_plot(view: ParaphraseTable, path: Path) -> bool:
             color=CONTROL_COLOR if controls[i] else "black",
         )
     if gamma is not None:
-        ax.axvline(
-            gamma,
-            color="0.3",
-            ls="--",
-            lw=1.0,
-            zorder=1,
-            label=f"ParaScore's threshold γ = {gamma:g}: no more diversity reward beyond",
-        )
+        label = f"ParaScore's threshold γ = {gamma:g}: no more diversity reward beyond"
+        ax.axvline(gamma, color="0.3", ls="--", lw=1.0, zorder=1, label=label)
     measure = "PINC" if view.diversity == "pinc" else "100 − self-BLEU"
     ax.set_xlabel(AXIS_LABELS[x_col].format(measure=measure))
     against = "the source" if view.reference_free else "the references"
@@ -136,23 +124,14 @@ def frontier_plot(view: ParaphraseTable, path: Path) -> bool:
 
 
 def _limits(
-    x: np.ndarray,
-    xl: np.ndarray,
-    xh: np.ndarray,
-    y: np.ndarray,
-    yl: np.ndarray,
-    yh: np.ndarray,
-    ranked: np.ndarray,
-    gamma: float | None,
+    xs: tuple[np.ndarray, ...], ys: tuple[np.ndarray, ...], ranked: np.ndarray, gamma: float | None
 ) -> tuple[tuple[float, float], tuple[float, float]] | None:
-    """The axes' ranges: the ranked systems with their intervals (and the threshold), 8% of
-    margin; None without a ranked system."""
+    """The axes' ranges around the ranked systems' values and intervals (and the threshold)."""
     if not ranked.any():
         return None
-    xs = [v[ranked] for v in (x, xl, xh)] + ([np.array([gamma])] if gamma is not None else [])
-    ys = [v[ranked] for v in (y, yl, yh)]
+    shown_x = [v[ranked] for v in xs] + ([np.array([gamma])] if gamma is not None else [])
     out = []
-    for values in (np.concatenate(xs), np.concatenate(ys)):
+    for values in (np.concatenate(shown_x), np.concatenate([v[ranked] for v in ys])):
         lo, hi = float(np.nanmin(values)), float(np.nanmax(values))
         pad = 0.08 * (hi - lo) if hi > lo else 0.05 * max(abs(hi), 1.0)
         out.append((lo - pad, hi + pad))

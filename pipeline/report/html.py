@@ -1,9 +1,6 @@
-"""``report.html``: the run on one self-contained page, readable offline in a browser. It answers
-first (the systems ranked by each group average, the metrics that agree best with each human
-rating, iBLEU's α), then shows the details (tables, the significance table, the human-rating
-report, the figures in that order, signatures, config). Rendered from the jinja2 template in
-``templates/`` with tables from pandas' ``Styler``; figures are embedded as data URIs, CSS
-inline: nothing is fetched."""
+"""``report.html``: the run on one self-contained page, answers first, then the details. Rendered
+from the jinja2 template in ``templates/``, tables by pandas' ``Styler``; figures are embedded as
+data URIs and the CSS inline, so the page reads offline: nothing is fetched."""
 
 from __future__ import annotations
 
@@ -17,15 +14,15 @@ from typing import TYPE_CHECKING
 import jinja2
 from markupsafe import Markup
 
-from paraeval import __version__
 from paraeval.pipeline.files import PLOTS_DIR, REPORT_NAME, atomic_write
 from paraeval.pipeline.names import slug
 from paraeval.pipeline.report import tables
-from paraeval.pipeline.report.answers import agreement, alpha_choice, ranked_columns, system_ranking
 from paraeval.pipeline.report.figures import figure_style
+from paraeval.pipeline.report.human_plots import scatter_columns
 from paraeval.pipeline.report.plots import COEFFICIENT_NAMES, MARKS_NOTE, FigureStyle
-from paraeval.pipeline.report.scatter import scatter_columns
+from paraeval.pipeline.report.tables import agreement, alpha_choice, ranked_columns
 from paraeval.pipeline.stages.headline import headline_coefficient
+from paraeval.pipeline.version import __version__
 
 if TYPE_CHECKING:
     from paraeval.pipeline.stages.evaluation import Evaluation
@@ -43,26 +40,12 @@ window.addEventListener('load', function () {
 """
 
 
-def _environment() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
-
-
-def _style(ev: Evaluation) -> FigureStyle:
-    return figure_style(ev) if ev.aggregated is not None else FigureStyle()
-
-
 HEADLINE_FIGURE = "paraphrase_frontier"
 
 
-def _headline_figure(ev: Evaluation, out: Path | None) -> Markup:
+def _headline_figure(ev: Evaluation, out: Path) -> Markup:
     """The frontier figure, shown beside the paraphrase table (a click opens the file)."""
-    plots = out / PLOTS_DIR if out is not None else None
-    found = sorted(plots.glob(f"{HEADLINE_FIGURE}.*")) if plots and plots.is_dir() else []
+    found = sorted((out / PLOTS_DIR).glob(f"{HEADLINE_FIGURE}.*"))
     if not found:
         return Markup("")
     caption = html.escape(_captions(ev)[HEADLINE_FIGURE])
@@ -91,8 +74,7 @@ def _paraphrase_note(ev: Evaluation) -> str:
 
 
 def _captions(ev: Evaluation) -> dict[str, str]:
-    """Each figure's caption, by file stem, in the order of the page's story: systems, then
-    metrics against ratings, then iBLEU's α."""
+    """Each figure's caption by file stem, in the page's order: systems, metrics, iBLEU's α."""
     captions = {
         HEADLINE_FIGURE: "Each system's adequacy against its distance from the source, with "
         "their intervals; the frontier and the controls marked, ParaScore's threshold drawn. "
@@ -129,8 +111,8 @@ def _figures(ev: Evaluation, out: Path) -> Iterator[bytes]:
     """The figures' part of the page in the story's order, piece by piece: several megabytes of
     images are encoded straight into the file, never joined into one text with the page."""
     plots = out / PLOTS_DIR
-    files = [p for p in plots.glob("*") if p.is_file()] if plots.is_dir() else []
-    files = [p for p in files if p.stem != HEADLINE_FIGURE]  # shown with the answers
+    # the headline figure is shown with the answers
+    files = [p for p in plots.glob("*") if p.is_file() and p.stem != HEADLINE_FIGURE]
     if not files:
         yield b"<p>No figures were drawn.</p>"
         return
@@ -158,11 +140,10 @@ def _figure(p: Path, caption: str, attrs: str = "", link: bool = False) -> Itera
     yield f'">{"</a>" if link else ""}<figcaption>{caption}</figcaption></figure>'.encode()
 
 
-def page_around_figures(ev: Evaluation, out: Path | None = None) -> tuple[str, str]:
-    """The page before and after its figures, which :func:`write_html` puts between them
-    (``out``: the folder whose headline figure goes with the answers)."""
+def page_around_figures(ev: Evaluation, out: Path) -> tuple[str, str]:
+    """The page before and after its figures, which :func:`write_html` puts between them."""
     t = ev.table
-    style = _style(ev)
+    style = figure_style(ev) if ev.aggregated is not None else FigureStyle()
     agree = agreement(ev)
     compare = ev.compared
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -174,58 +155,56 @@ def page_around_figures(ev: Evaluation, out: Path | None = None) -> tuple[str, s
         else "no significance test was run (correlation.significance.enabled)"
     )
     choice = alpha_choice(ev)
-    page = (
-        _environment()
-        .get_template("report.html.j2")
-        .render(
-            name=ev.settings.data.name,
-            css=Markup((TEMPLATES / "report.css").read_text(encoding="utf-8")),
-            script=Markup(_SCRIPT),
-            meta=f"paraeval {__version__} · {len(t)} rows, {t['item_id'].nunique()} items × "
-            f"{t['system'].nunique()} systems · {len(ev.metrics)} metrics · written {when}",
-            marks_note=MARKS_NOTE,
-            reference_note=ev.roles.note(),
-            best_line=ev.paraphrase.best if ev.paraphrase is not None else "",
-            paraphrase=tables.paraphrase_table(ev),
-            paraphrase_note=_paraphrase_note(ev),
-            frontier=_headline_figure(ev, out),
-            rankings=[
-                (style.label(m), tables.table(tables.with_interval(system_ranking(ev, m), "score")))
-                for m in ranked_columns(ev)
-            ],
-            confidence=round(100 * compare.config.confidence) if compare else 95,
-            compare_alpha=f"{compare.config.alpha:g}" if compare else "",
-            baseline=compare.baseline if compare else "",
-            agreement=[
-                (a.removeprefix("human_"), tables.agreement_table(agree, a, style, best=True))
-                for a in agree.by_aspect
-            ],
-            agreement_note=f"{coefficient} at the {agree.level} level with its bootstrap "
-            f"interval, ranked by agreement whatever a metric's direction (a lower-is-better "
-            f"metric's negative correlation counts as agreement); {clusters}.",
-            alpha_choice=tables.table(choice) if not choice.empty else None,
-            systems=tables.system_tables(ev, style),
-            comparison=tables.comparison_tables(ev, style),
-            correlations=tables.correlation_tables(ev, agree.coefficient, style),
-            with_controls=tables.controls_tables(ev, agree.coefficient, style),
-            controls=", ".join(ev.roles.controls),
-            headline=agree.coefficient,
-            significance=[
-                (a.removeprefix("human_"), tables.agreement_table(agree, a, style, best=False))
-                for a in agree.by_aspect
-            ]
-            if agree.method
-            else [],
-            significance_note=f"Every metric ranked by its agreement with each rating "
-            f"({coefficient}, {agree.level} level), its cluster, and the {agree.method} test's "
-            f"p-value against the best metric and against the next one (sacrebleu's format, * "
-            f"p ≤ {agree.alpha:g}); every pair in significance.csv.",
-            humans=tables.human_table(ev),
-            figures=Markup(_FIGURES),
-            signatures=tables.signature_table(ev),
-            config="\n".join(f"{k}: {v}" for k, v in sorted(ev.settings.params.items())),
-            n_settings=len(ev.settings.params),
-        )
+
+    def by_aspect(best: bool) -> list[tuple[str, Markup]]:
+        return [
+            (a.removeprefix("human_"), tables.agreement_table(agree, a, style, best))
+            for a in agree.by_aspect
+        ]
+
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
+    page = environment.get_template("report.html.j2").render(
+        name=ev.settings.data.name,
+        css=Markup((TEMPLATES / "report.css").read_text(encoding="utf-8")),
+        script=Markup(_SCRIPT),
+        meta=f"paraeval {__version__} · {len(t)} rows, {t['item_id'].nunique()} items × "
+        f"{t['system'].nunique()} systems · {len(ev.metrics)} metrics · written {when}",
+        marks_note=MARKS_NOTE,
+        reference_note=ev.roles.note(),
+        best_line=ev.paraphrase.best if ev.paraphrase is not None else "",
+        paraphrase=tables.paraphrase_table(ev),
+        paraphrase_note=_paraphrase_note(ev),
+        frontier=_headline_figure(ev, out),
+        rankings=tables.ranking_tables(ev, style, ranked_columns(ev)),
+        confidence=round(100 * compare.config.confidence) if compare else 95,
+        compare_alpha=f"{compare.config.alpha:g}" if compare else "",
+        baseline=compare.baseline if compare else "",
+        agreement=by_aspect(best=True),
+        agreement_note=f"{coefficient} at the {agree.level} level with its bootstrap "
+        f"interval, ranked by agreement whatever a metric's direction (a lower-is-better "
+        f"metric's negative correlation counts as agreement); {clusters}.",
+        alpha_choice=tables.table(choice) if not choice.empty else None,
+        systems=tables.system_tables(ev, style),
+        comparison=tables.comparison_tables(ev, style),
+        correlations=tables.correlation_tables(ev, agree.coefficient, style),
+        with_controls=tables.controls_tables(ev, agree.coefficient, style),
+        controls=", ".join(ev.roles.controls),
+        headline=agree.coefficient,
+        significance=by_aspect(best=False) if agree.method else [],
+        significance_note=f"Every metric ranked by its agreement with each rating "
+        f"({coefficient}, {agree.level} level), its cluster, and the {agree.method} test's "
+        f"p-value against the best metric and against the next one (sacrebleu's format, * "
+        f"p ≤ {agree.alpha:g}); every pair in significance.csv.",
+        humans=tables.human_table(ev),
+        figures=Markup(_FIGURES),
+        signatures=tables.signature_table(ev),
+        config="\n".join(f"{k}: {v}" for k, v in sorted(ev.settings.params.items())),
+        n_settings=len(ev.settings.params),
     )
     head, _, tail = page.partition(_FIGURES)
     return head, tail
@@ -235,11 +214,10 @@ def page_around_figures(ev: Evaluation, out: Path | None = None) -> tuple[str, s
 _FIGURES = "<paraeval-figures/>"
 
 
-def write_html(ev: Evaluation, out: Path, around: tuple[str, str] | None = None) -> Path:
-    """``report.html`` in ``out`` with the figures there now; ``around``: the page rendered
-    before without them (:func:`page_around_figures`)."""
+def write_html(ev: Evaluation, out: Path) -> Path:
+    """``report.html`` in ``out``, with the figures there now."""
     path = out / REPORT_NAME
-    head, tail = around or page_around_figures(ev, out)
+    head, tail = page_around_figures(ev, out)
 
     def write(p: Path) -> None:
         with p.open("wb") as f:

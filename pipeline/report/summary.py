@@ -1,11 +1,14 @@
-"""The run's summary on the terminal, 100 columns wide: the columns people read first (group
-averages, human ratings, the leading metrics) and how many it left out of the output files'."""
+"""The run's summary: on the terminal, 100 columns wide, the columns people read first (group
+averages, human ratings, the leading metrics); in a notebook, a one-line repr and a compact HTML
+summary (the systems ranked, the best metric per aspect); the rest is in ``report.html``."""
 
 from __future__ import annotations
 
+import html
 import io
 import math
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,17 +18,21 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from paraeval import __version__
+from paraeval.pipeline.names import show
 from paraeval.pipeline.report.plots import AVERAGES, LOWER_MARK
-from paraeval.pipeline.stages.headline import headline_coefficient
+from paraeval.pipeline.report.tables import ranked_columns
+from paraeval.pipeline.stages.headline import RANKED_GROUPS, best_agreeing, headline_coefficient
 from paraeval.pipeline.terminal import Status, printable
+from paraeval.pipeline.version import __version__
 
 if TYPE_CHECKING:
     from paraeval.pipeline.stages.evaluation import Evaluation
 
-__all__ = ["Status", "print_summary", "render_summary"]
+__all__ = ["Status", "html_summary", "print_summary", "render_summary", "short_repr"]
 
 WIDTH = 100
+MAX_SYSTEMS = 10  # in a notebook
+MAX_NAMES = 6  # metric ids named in the repr; the others counted
 
 
 def _number(value: object, digits: int) -> str:
@@ -47,10 +54,13 @@ def _header(ev: Evaluation, column: str) -> str:
     return column.removeprefix("human_") + (f" {LOWER_MARK}" if lower else "")
 
 
-def _table(title: str, first: str) -> Table:
+def _table(title: str, first: str, right: Iterable[str] = ()) -> Table:
+    """A table whose first column is ``first``, then the right-justified columns ``right``."""
     # the title is printed above the table by render_summary: a narrow table would wrap it
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     table.add_column(first, no_wrap=True)
+    for header in right:
+        table.add_column(header, justify="right", no_wrap=True)
     return table
 
 
@@ -84,26 +94,17 @@ def system_columns(ev: Evaluation) -> tuple[list[str], int]:
 
 
 def paraphrase_block(ev: Evaluation, max_rows: int) -> Block | None:
-    """The headline: per system adequacy, diversity, the paraphrase score with its interval and
-    cluster, the copy rate and the human ratings; the controls last, labelled."""
+    """The headline table: a row per system, the controls last, labelled."""
     view = ev.paraphrase
     if view is None:
         return None
     t = view.table
     humans = [c for c in t.columns if str(c).startswith("human_")]
-    table = _table("Paraphrase: meaning kept and wording changed", "system")
-    columns = ["adequacy", "diversity"]
-    if "edit_distance" in t:
-        columns.append("edit_distance")
-    headers = {"adequacy": "adequacy", "diversity": "diversity", "edit_distance": "edit"}
-    for c in columns:
-        table.add_column(headers[c], justify="right", no_wrap=True)
-    if view.paraphrase:
-        table.add_column(view.paraphrase, justify="right", no_wrap=True)
-        table.add_column("cluster", justify="right", no_wrap=True)
-    table.add_column("copy", justify="right", no_wrap=True)
-    for c in humans:
-        table.add_column(c.removeprefix("human_"), justify="right", no_wrap=True)
+    columns = ["adequacy", "diversity", *(["edit_distance"] if "edit_distance" in t else [])]
+    headers = [c.replace("edit_distance", "edit") for c in columns]
+    headers += [view.paraphrase, "cluster"] if view.paraphrase else []
+    headers += ["copy", *(c.removeprefix("human_") for c in humans)]
+    table = _table("Paraphrase: meaning kept and wording changed", "system", headers)
     digits = {c: _digits(t[c]) for c in [*columns, *humans]}
     for _, r in t.head(max_rows).iterrows():
         name = printable(r["system"])
@@ -132,9 +133,8 @@ def systems_block(ev: Evaluation, max_rows: int) -> Block:
     systems = ev.systems
     columns, left_out = system_columns(ev)
     more = f"{left_out} more columns in system_scores.csv; " if left_out else ""
-    table = _table(f"Systems ({len(systems)}, corpus level)", "system")
-    for c in columns:
-        table.add_column(_header(ev, c), justify="right", no_wrap=True)
+    headers = [_header(ev, c) for c in columns]
+    table = _table(f"Systems ({len(systems)}, corpus level)", "system", headers)
     digits = {c: _digits(systems[c]) for c in columns}
     for name, row in systems.head(max_rows).iterrows():
         label = printable(name) + (" (control)" if name in ev.roles.controls else "")
@@ -198,9 +198,8 @@ def comparison_block(ev: Evaluation, max_rows: int) -> Block | None:
     if compared is None or compared.table.empty:
         return None
     t = compared.table
-    metrics = list(dict.fromkeys(t["metric"]))
-    chosen = [m for m in AVERAGES if m in metrics] or metrics[:2]
-    alpha = compared.config.alpha
+    chosen = ranked_columns(ev)
+    alpha, controls, baseline = compared.config.alpha, ev.roles.controls, compared.baseline
     table = _table("System comparison", "system")
     caption = (
         f"score [{round(100 * compared.config.confidence)}% bootstrap interval] (cluster); "
@@ -214,13 +213,10 @@ def comparison_block(ev: Evaluation, max_rows: int) -> Block | None:
     by_metric = {m: t[t["metric"] == m].set_index("system") for m in chosen}
     for s in systems[:max_rows]:
         cells = [c for m in chosen for c in _comparison_cells(by_metric[m], s, alpha)]
-        role = [
-            r
-            for r, on in (("control", s in ev.roles.controls), ("baseline", s == compared.baseline))
-            if on
-        ]
-        label = printable(s) + (f" ({', '.join(role)})" if role else "")
-        table.add_row(Text(label), *cells)
+        role = ", ".join(
+            r for r, on in (("control", s in controls), ("baseline", s == baseline)) if on
+        )
+        table.add_row(Text(printable(s) + (f" ({role})" if role else "")), *cells)
     _more(table, len(systems), max_rows)
     return table, caption
 
@@ -257,12 +253,7 @@ def render_summary(
         correlations = correlations_block(ev, max_rows)
         # the paraphrase table is the systems' headline; without one, their corpus scores
         headline_block = paraphrase_block(ev, max_rows) or systems_block(ev, max_rows)
-        blocks = (
-            headline_block,
-            correlations,
-            comparison_block(ev, max_rows),
-        )
-        for block in blocks:
+        for block in (headline_block, correlations, comparison_block(ev, max_rows)):
             if block is not None:
                 console.print()
                 console.print(Text(str(block[0].title), style="bold"))
@@ -291,8 +282,81 @@ def headline(ev: Evaluation) -> str:
 def print_summary(
     result: Evaluation, out_dir: Path, run_id: str | None, tracking_uri: str | None
 ) -> None:
-    """The summary on stdout; the output folder and the MLflow store are always printed, the
-    tables only with ``report.print_tables``."""
+    """The summary on stdout; the tables only with ``report.print_tables``."""
     tables = result.settings.report.print_tables
     sys.stdout.write(render_summary(result, out_dir, run_id, tracking_uri, tables=tables))
     sys.stdout.flush()
+
+
+def short_repr(ev: Evaluation, out_dir: Path | None) -> str:
+    t = ev.table
+    data = ev.settings.data
+    path = data.options.get("path")
+    # a file is named by its name: "table" says only which loader read it
+    shown = f"{data.name}:{Path(str(path)).name}" if isinstance(path, str) and path else data.name
+    ids = list(ev.metrics) or [str(k) for k in ev.settings.metrics]
+    more = f", +{len(ids) - MAX_NAMES} more" if len(ids) > MAX_NAMES else ""
+    names = ", ".join(ids[:MAX_NAMES]) + more
+    return (
+        f"Evaluation(data={show(shown)!r}, systems={t['system'].nunique()}, "
+        f"items={t['item_id'].nunique()}, metrics=[{names}], "
+        f"out_dir={show(out_dir) if out_dir is not None else None!r})"
+    )
+
+
+def ranked_systems(ev: Evaluation) -> pd.DataFrame:
+    """The systems by their first group average (higher is better: averages are of normalized,
+    direction-aligned scores), with the other averages and the mean human ratings; the controls
+    last, unranked (rank "control")."""
+    systems = ev.systems
+    averages = [c for c in AVERAGES if c in systems.columns and systems[c].notna().any()]
+    humans = [c for c in systems.columns if c.startswith("human_")]
+    table = systems[averages + humans]
+    if averages:
+        table = table.sort_values(averages[0], ascending=False)
+    controls = table.index.isin(ev.roles.controls)
+    table = pd.concat([table[~controls], table[controls]])
+    table = table.rename(columns=lambda c: c.removeprefix("human_"))
+    ranks: list[int | str] = list(range(1, int((~controls).sum()) + 1))
+    table.insert(0, "rank", ranks + ["control"] * int(controls.sum()))
+    table.index.name = "system"
+    return table
+
+
+def best_metrics(ev: Evaluation) -> pd.DataFrame:
+    """Per human aspect (row) and level (column), the metric that agrees best with the ratings, and
+    its correlation: a lower-is-better metric (WMD, TER) agrees by a negative correlation."""
+    corr = ev.correlations
+    if corr.empty or ev.aggregated is None:
+        return pd.DataFrame()
+    coefficient = headline_coefficient(ev.settings.correlation, corr["coefficient"])
+    info = ev.aggregated.columns
+    lower = [c for c, i in info.items() if i.higher_is_better is False]
+    ranked = [c for c, i in info.items() if i.group in RANKED_GROUPS]
+    best = best_agreeing(corr, coefficient, lower, ranked)
+    if best.empty:
+        return pd.DataFrame()
+    cells = best["metric"] + " " + best["value"].map("{:+.3f}".format)
+    table = cells.set_axis(pd.MultiIndex.from_frame(best[["aspect", "level"]])).unstack("level")
+    table = table.reindex(columns=list(dict.fromkeys(best["level"])))
+    table = table.reindex(index=list(dict.fromkeys(best["aspect"])))
+    table.index = table.index.str.removeprefix("human_")
+    table.columns.name = coefficient
+    return table
+
+
+def html_summary(ev: Evaluation, out_dir: Path | None) -> str:
+    ranked = ranked_systems(ev)
+    top = f" (top {MAX_SYSTEMS} of {len(ranked)})" if len(ranked) > MAX_SYSTEMS else ""
+    parts = [
+        f"<p><code>{html.escape(short_repr(ev, out_dir))}</code></p>",
+        f"<p><b>Systems</b>{top}</p>",
+        ranked.head(MAX_SYSTEMS).to_html(float_format="{:.3f}".format, border=0),
+    ]
+    best = best_metrics(ev)
+    if best.empty:
+        parts.append("<p>No human ratings: nothing to correlate.</p>")
+    else:
+        parts.append("<p><b>Metric that agrees best with each human aspect</b></p>")
+        parts.append(best.to_html(border=0))
+    return "\n".join(parts)

@@ -1,19 +1,20 @@
-"""report.html's tables, rendered by pandas' ``Styler``: each column has one precision (scores
-of 10 or more, BLEU-like 0-100 scales: one decimal; 0-1 scales: three; counts, ranks and
-clusters: integers), the index hidden, every text escaped."""
+"""report.html's answers (the systems ranked, the metrics that agree best with each human aspect,
+the α choice) and tables, rendered by pandas' ``Styler``: one precision per column (a 0-100 scale:
+one decimal; 0-1: three; counts, ranks and clusters: integers), the index hidden, text escaped."""
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from markupsafe import Markup
 
-from paraeval.pipeline.report.answers import Agreement, ranked_columns, sacrebleu_p
-from paraeval.pipeline.report.plots import AVERAGES, FigureStyle
+from paraeval.pipeline.report.plots import AVERAGES, FigureStyle, averages_first
+from paraeval.pipeline.stages.headline import headline_coefficient, headline_level
 
 if TYPE_CHECKING:
     from paraeval.pipeline.stages.evaluation import Evaluation
@@ -26,6 +27,149 @@ DASH = "–"
 RIGHT_ALIGNED = ("p ", "interval")
 # each table's own id in the page (Styler's CSS selects its cells by it)
 _IDS = itertools.count(1)
+# the answer shows a metric cluster's members, at least this many metrics and at most that many
+MIN_BEST, MAX_BEST = 3, 8
+
+
+def sacrebleu_p(p: object, alpha: float = 0.05) -> str:
+    """A p-value as sacrebleu's paired tests print it: four decimals, ``*`` when significant
+    (``p <= alpha``); ``–`` when there is none (the baseline)."""
+    try:
+        v = float(p)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return DASH
+    return DASH if not math.isfinite(v) else f"{v:.4f}" + ("*" if v <= alpha else "")
+
+
+def ranked_columns(ev: Evaluation) -> list[str]:
+    """The compared columns the systems are ranked by: the group averages, else the first two."""
+    if ev.compared is None or ev.compared.table.empty:
+        return []
+    metrics = list(dict.fromkeys(ev.compared.table["metric"]))
+    return [m for m in AVERAGES if m in metrics] or metrics[:2]
+
+
+def system_ranking(ev: Evaluation, metric: str) -> pd.DataFrame:
+    """One compared column's systems best first, with the paired p-values against the baseline."""
+    assert ev.compared is not None
+    alpha = ev.compared.config.alpha
+    t = ev.compared.table
+    sub = t[t["metric"] == metric].sort_values(["rank", "score"], ascending=[True, False])
+    baseline = sub["system"] == ev.compared.baseline
+    controls = sub["control"].astype(bool) if "control" in sub else pd.Series(False, sub.index)
+
+    def p_values(column: str) -> list[str]:
+        pairs = zip(baseline, sub[column], strict=True)
+        return ["baseline" if b else sacrebleu_p(p, alpha) for b, p in pairs]
+
+    return pd.DataFrame(
+        {
+            "rank": sub["rank"].to_numpy(),
+            "system": [
+                f"{s} (control)" if c else str(s)
+                for s, c in zip(sub["system"], controls, strict=True)
+            ],
+            "score": sub["score"].to_numpy(dtype=float),
+            "ci_low": sub["ci_low"].to_numpy(dtype=float),
+            "ci_high": sub["ci_high"].to_numpy(dtype=float),
+            "cluster": sub["cluster"].to_numpy(),
+            "p (bootstrap)": p_values("p_bootstrap"),
+            "p (AR)": p_values("p_ar"),
+        }
+    )
+
+
+@dataclass
+class Agreement:
+    """Every metric's agreement with each human aspect at the headline coefficient and level,
+    ranked direction-aware: by significance cluster, then by the correlation with a
+    lower-is-better metric's sign turned."""
+
+    coefficient: str = ""
+    level: str = ""
+    alpha: float = 0.05
+    method: str = ""
+    by_aspect: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+    def best(self, aspect: str) -> pd.DataFrame:
+        """The best cluster's metrics (at least MIN_BEST, at most MAX_BEST)."""
+        ranked = self.by_aspect[aspect]
+        first = ranked["cluster"].min() if ranked["cluster"].notna().any() else math.nan
+        in_best = int((ranked["cluster"] == first).sum()) if math.isfinite(first) else 0
+        return ranked.head(min(max(in_best, MIN_BEST), MAX_BEST))
+
+
+def agreement(ev: Evaluation) -> Agreement:
+    corr = ev.correlations
+    if corr.empty:
+        return Agreement()
+    cfg = ev.settings.correlation
+    coefficient = headline_coefficient(cfg, corr["coefficient"])
+    sub = corr[corr["coefficient"] == coefficient]
+    level = headline_level(cfg, sub["level"])
+    sub = sub[sub["level"] == level]
+    sig = ev.significance
+    if not sig.empty:
+        sig = sig[(sig["coefficient"] == coefficient) & (sig["level"] == level)]
+    info = ev.aggregated.columns if ev.aggregated is not None else {}
+    out = Agreement(
+        coefficient,
+        level,
+        Agreement.alpha if cfg.significance is None else cfg.significance.alpha,
+        str(sig["method"].iloc[0]) if not sig.empty else "",
+    )
+    for aspect, rows in sub.groupby("aspect", sort=False):
+        sign = [-1.0 if m in info and not info[m].higher_is_better else 1.0 for m in rows["metric"]]
+        frame = pd.DataFrame(
+            {c: rows[c].to_numpy(dtype=float) for c in ("value", "ci_low", "ci_high")}
+        )
+        frame.insert(0, "metric", rows["metric"].to_numpy())
+        frame["agreement"] = frame["value"].to_numpy() * sign
+        frame["n"] = rows["n"].to_numpy() if "n" in rows else math.nan
+        pairs = sig[sig["aspect"] == aspect] if not sig.empty else sig
+        frame["cluster"] = frame["metric"].map(_clusters(pairs)) if not pairs.empty else math.nan
+        frame = frame.sort_values(
+            ["cluster", "agreement"], ascending=[True, False], na_position="last", kind="stable"
+        ).reset_index(drop=True)
+        if not pairs.empty:
+            frame["p vs best"] = _p_against(pairs, frame["metric"], [frame["metric"].iloc[0]])
+            nexts = [*frame["metric"].iloc[1:], None]
+            frame["p vs next"] = _p_against(pairs, frame["metric"], nexts)
+        out.by_aspect[str(aspect)] = frame
+    return out
+
+
+def _clusters(pairs: pd.DataFrame) -> dict[str, float]:
+    clusters: dict[str, float] = {}
+    for side in ("a", "b"):
+        for m, c in zip(pairs[f"metric_{side}"], pairs[f"cluster_{side}"], strict=True):
+            clusters.setdefault(str(m), float(c) if c is not None else math.nan)
+    return clusters
+
+
+def _p_against(pairs: pd.DataFrame, metrics: pd.Series, others: list[str | None]) -> list[float]:
+    """The test's p-value of each metric against another (the first of ``others`` for all when
+    it holds one name); NaN against itself or none."""
+    p = {
+        frozenset((str(a), str(b))): float(v)
+        for a, b, v in zip(pairs["metric_a"], pairs["metric_b"], pairs["p_value"], strict=True)
+    }
+    partners = others * len(metrics) if len(others) == 1 else others
+    return [
+        p.get(frozenset((str(m), str(o))), math.nan) if o is not None and o != m else math.nan
+        for m, o in zip(metrics, partners, strict=True)
+    ]
+
+
+def alpha_choice(ev: Evaluation) -> pd.DataFrame:
+    """``alpha_choice.csv``, the columns a reader needs (empty when no α curve was computed)."""
+    if ev.alpha_curve is None or ev.alpha_curve.choice.empty:
+        return pd.DataFrame()
+    choice = ev.alpha_curve.choice.copy()
+    choice["aspect"] = choice["aspect"].astype(str).str.removeprefix("human_")
+    keep = ["aspect", "level", "coefficient", "chosen_alpha", "dev", "test"]
+    keep += ["configured_alpha", "test_at_configured", "n_dev_items", "n_test_items"]
+    return choice[[c for c in keep if c in choice.columns]]
 
 
 def digits(values: pd.Series) -> int:
@@ -99,20 +243,17 @@ def table(
     return Markup(f'<div class="scroll">{body}</div>')
 
 
-def with_interval(
-    frame: pd.DataFrame, value: str, signed: bool = False, name: str = "interval"
-) -> pd.DataFrame:
+def _interval(lo: float, hi: float, fmt: Callable[[object], str]) -> str:
+    return f"[{fmt(lo)}, {fmt(hi)}]" if math.isfinite(lo) and math.isfinite(hi) else ""
+
+
+def with_interval(frame: pd.DataFrame, value: str, signed: bool = False) -> pd.DataFrame:
     """``ci_low``/``ci_high`` as one column ``[low, high]`` at ``value``'s precision."""
     fmt = _number(digits(frame[value]), signed)
-    cells = [
-        f"[{fmt(lo)}, {fmt(hi)}]" if math.isfinite(lo) and math.isfinite(hi) else DASH
-        for lo, hi in zip(
-            frame["ci_low"].astype(float), frame["ci_high"].astype(float), strict=True
-        )
-    ]
-    at = frame.columns.get_loc("ci_low")
+    lows, highs = frame["ci_low"].astype(float), frame["ci_high"].astype(float)
+    cells = [_interval(lo, hi, fmt) or DASH for lo, hi in zip(lows, highs, strict=True)]
     out = frame.drop(columns=["ci_low", "ci_high"])
-    out.insert(int(at), name, cells)  # type: ignore[arg-type]
+    out.insert(int(frame.columns.get_loc("ci_low")), "interval", cells)  # type: ignore[arg-type]
     return out
 
 
@@ -120,27 +261,21 @@ def interval_cells(
     values: pd.Series, lows: pd.Series, highs: pd.Series, fmt: Callable[[object], str]
 ) -> list[str]:
     """``value [low, high]`` cells: the value alone without an interval, a dash without it."""
+    cells = zip(values.astype(float), lows.astype(float), highs.astype(float), strict=True)
     return [
-        DASH
-        if not math.isfinite(v)
-        else fmt(v)
-        + (f" [{fmt(lo)}, {fmt(hi)}]" if math.isfinite(lo) and math.isfinite(hi) else "")
-        for v, lo, hi in zip(
-            values.astype(float), lows.astype(float), highs.astype(float), strict=True
-        )
+        DASH if not math.isfinite(v) else f"{fmt(v)} {_interval(lo, hi, fmt)}".rstrip()
+        for v, lo, hi in cells
     ]
 
 
-def _chunks(columns: list[str], size: int = MAX_COLUMNS) -> Iterator[list[str]]:
-    parts = max(1, math.ceil(len(columns) / size))
-    step = math.ceil(len(columns) / parts) if columns else 1
-    for i in range(0, len(columns), step):
-        yield columns[i : i + step]
+def _chunks(columns: list[str]) -> list[list[str]]:
+    """``columns`` in even parts of at most MAX_COLUMNS."""
+    step = math.ceil(len(columns) / math.ceil(len(columns) / MAX_COLUMNS)) if columns else 1
+    return [columns[i : i + step] for i in range(0, len(columns), step)]
 
 
 def system_tables(ev: Evaluation, style: FigureStyle) -> list[tuple[str, Markup]]:
-    """system_scores.csv as readable tables: each metric group, then the averages with the mean
-    human ratings and the comparison's columns."""
+    """system_scores.csv as tables: the averages with the human ratings, then each group."""
     systems = ev.systems
     info = ev.aggregated.columns if ev.aggregated is not None else {}
     groups: dict[str, list[str]] = {}
@@ -153,14 +288,13 @@ def system_tables(ev: Evaluation, style: FigureStyle) -> list[tuple[str, Markup]
     summary = [c for c in summary if systems[c].notna().any()]
     out = []
     for title, columns in [("Averages, human ratings and counts", summary), *groups.items()]:
-        parts = list(_chunks([c for c in columns if c != "n_items"] or columns))
+        parts = _chunks([c for c in columns if c != "n_items"] or columns)
         for i, part in enumerate(parts, 1):
             frame = systems[part].copy()
             frame.columns = [style.label(str(c)).removeprefix("human_") for c in part]
             frame.insert(0, "system", [str(s) for s in systems.index])
-            out.append(
-                (title + (f" ({i} of {len(parts)})" if len(parts) > 1 else ""), table(frame))
-            )
+            suffix = f" ({i} of {len(parts)})" if len(parts) > 1 else ""
+            out.append((title + suffix, table(frame)))
     return out
 
 
@@ -173,10 +307,10 @@ def correlation_tables(
     if corr.empty:
         return []
     order = [headline] + [c for c in dict.fromkeys(corr["coefficient"]) if c != headline]
+    fmt = _number(3, signed=True)
     out = []
     for coefficient in order:
         for aspect, sub in corr[corr["coefficient"] == coefficient].groupby("aspect", sort=False):
-            fmt = _number(3, signed=True)
             sub = sub.assign(cell=interval_cells(sub["value"], sub["ci_low"], sub["ci_high"], fmt))
             wide = sub.pivot_table(
                 index="metric", columns="level", values="cell", aggfunc="first", sort=False
@@ -188,8 +322,7 @@ def correlation_tables(
             ]
             frame = wide.reset_index()
             frame["metric"] = [style.label(str(m)) for m in frame["metric"]]
-            title = f"{coefficient}: {str(aspect).removeprefix('human_')}"
-            out.append((title, table(frame)))
+            out.append((f"{coefficient}: {str(aspect).removeprefix('human_')}", table(frame)))
     return out
 
 
@@ -210,33 +343,31 @@ def controls_tables(ev: Evaluation, headline: str, style: FigureStyle) -> list[t
     )
     out = []
     for aspect, sub in both.groupby("aspect", sort=False):
-        frame = pd.DataFrame(
-            {"metric": [style.label(str(m)) for m in dict.fromkeys(sub["metric"])]}
-        )
+        metrics = list(dict.fromkeys(sub["metric"]))
+        frame = pd.DataFrame({"metric": [style.label(str(m)) for m in metrics]})
         for level, rows in sub.groupby("level", sort=False):
-            rows = rows.set_index("metric").reindex(list(dict.fromkeys(sub["metric"])))
+            rows = rows.set_index("metric").reindex(metrics)
             for side in ("without", "with"):
                 n = pd.to_numeric(rows[f"n {side}"], errors="coerce").max()
                 label = f"{level} {side}" + (f" (n = {int(n)})" if math.isfinite(n) else "")
                 frame[label] = rows[f"value {side}"].to_numpy(dtype=float)
-        out.append(
-            (str(aspect).removeprefix("human_"), table(frame, signed=frozenset(frame.columns[1:])))
-        )
+        signed = frozenset(frame.columns[1:])
+        out.append((str(aspect).removeprefix("human_"), table(frame, signed=signed)))
     return out
 
 
+def ranking_tables(
+    ev: Evaluation, style: FigureStyle, metrics: Iterable[str]
+) -> list[tuple[str, Markup]]:
+    """One small table per compared column (its own precision), the systems ranked."""
+    return [(style.label(m), table(with_interval(system_ranking(ev, m), "score"))) for m in metrics]
+
+
 def comparison_tables(ev: Evaluation, style: FigureStyle) -> list[tuple[str, Markup]]:
-    """system_comparison.csv, one small table per compared column (its own precision)."""
+    """system_comparison.csv: every compared column, the group averages first."""
     if ev.compared is None or ev.compared.table.empty:
         return []
-    from paraeval.pipeline.report.answers import system_ranking
-
-    metrics = list(dict.fromkeys(ev.compared.table["metric"]))
-    first = ranked_columns(ev)
-    return [
-        (style.label(m), table(with_interval(system_ranking(ev, m), "score")))
-        for m in [*first, *(m for m in metrics if m not in first)]
-    ]
+    return ranking_tables(ev, style, averages_first(ev.compared.table["metric"]))
 
 
 def agreement_table(agree: Agreement, aspect: str, style: FigureStyle, best: bool) -> Markup:
@@ -271,8 +402,7 @@ def signature_table(ev: Evaluation) -> Markup:
 
 
 def paraphrase_table(ev: Evaluation) -> Markup | None:
-    """The headline table: a row per system (the controls last, labelled), each measure with
-    its interval, the paraphrase score's cluster, the copy rate and the human ratings."""
+    """The headline table: a row per system, each measure with its interval, the controls last."""
     view = ev.paraphrase
     if view is None:
         return None

@@ -1,8 +1,6 @@
-"""Aggregate stage: normalize metrics, average the syntactic and the semantic group, system table.
-Normalization is fitted on the pool of all segments; lower-is-better metrics are flipped, so
-higher is better everywhere and group averages mean something. Only :data:`AVERAGED_GROUPS` are
-averaged; per system a group average is the mean of its segment averages (normalized corpus
-scores over a handful of systems would be degenerate)."""
+"""Aggregate stage: normalize metrics on the pool of all segments, lower-is-better ones flipped (so
+group averages mean something), average :data:`AVERAGED_GROUPS`. Per system a group average is the
+mean of its segment averages (normalized corpus scores over a handful of systems are degenerate)."""
 
 from __future__ import annotations
 
@@ -13,11 +11,10 @@ import numpy as np
 import pandas as pd
 
 from paraeval.metrics.base import AVERAGED_GROUPS
+from paraeval.pipeline.config.nodes import NORMALIZE_METHODS as METHODS
 from paraeval.pipeline.data.load import HUMAN_PREFIX
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.stages.score import ColumnInfo, Scores
-
-METHODS = ("minmax", "zscore", "rank", "bounds")
 
 
 @dataclass

@@ -1,9 +1,6 @@
-"""The in-run iBLEU α curve: how well iBLEU tracks each human aspect over a grid of α.
-
-iBLEU = α·BLEU(c, R) − (1−α)·BLEU(c, S) is linear in α given the two BLEUs, so the whole curve comes
-from the BLEU statistics the run already has; nothing is rescored. Choosing α on the judgments it
-is then scored on overfits, so the items (with all their systems) are split, seeded, into a dev
-part on which α is chosen and a test part on which it is reported."""
+"""The in-run iBLEU α curve: how well iBLEU tracks each human aspect over a grid of α, from the BLEU
+statistics the run has (iBLEU is linear in α given its two BLEUs). Choosing α on the judgments it
+is scored on overfits: α is chosen on a seeded dev split of the items and reported on the rest."""
 
 from __future__ import annotations
 
@@ -11,76 +8,18 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import product
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from paraeval.correlation.levels import LEVELS, correlate, valid_combination
+from paraeval.correlation.levels import correlate
 from paraeval.metrics.base import Metric
 from paraeval.metrics.sacre import IBLEU
+from paraeval.pipeline.config.nodes import AlphaCurveSettings
 from paraeval.pipeline.data.load import in_order
-from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.stages.correlate import to_matrices
 
 log = logging.getLogger(__name__)
-
-DEFAULT_GRID: tuple[float, ...] = tuple(round(float(a), 4) for a in np.linspace(0.0, 1.0, 21))
-
-
-@dataclass
-class AlphaCurveSettings:
-    enabled: bool = True
-    grid: Sequence[float] | None = None
-    levels: Sequence[str] = ("segment", "system")
-    coefficient: str = "kendall_b"
-    dev_fraction: float = 0.5
-    seed: int = 0
-
-    @classmethod
-    def from_config(cls, node: Mapping[str, Any] | None) -> AlphaCurveSettings:
-        node = dict(node or {})
-        unknown = set(node) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ConfigError(
-                f"alpha_curve: unknown setting(s) {sorted(unknown)}; valid: "
-                f"{sorted(cls.__dataclass_fields__)}"
-            )
-        s = cls(**node)
-        s.validate()
-        return s
-
-    def alphas(self) -> list[float]:
-        grid = list(DEFAULT_GRID if self.grid is None else self.grid)
-        try:
-            values = sorted({float(a) for a in grid})
-        except (TypeError, ValueError):
-            raise ConfigError(f"alpha_curve.grid must be numbers in [0, 1], got {grid}") from None
-        if not values or values[0] < 0 or values[-1] > 1:
-            raise ConfigError(f"alpha_curve.grid must be numbers in [0, 1], got {grid}")
-        return values
-
-    def validate(self) -> None:
-        self.alphas()
-        if not 0.0 < float(self.dev_fraction) < 1.0:
-            raise ConfigError(
-                f"alpha_curve.dev_fraction must be between 0 and 1 (exclusive), got "
-                f"{self.dev_fraction}"
-            )
-        for level in self.levels:
-            if level not in LEVELS:
-                raise ConfigError(
-                    f"alpha_curve.levels: unknown level '{level}'; choose from {list(LEVELS)}"
-                )
-            try:
-                ok = valid_combination(level, self.coefficient)
-            except ValueError as exc:
-                raise ConfigError(f"alpha_curve.coefficient: {exc}") from None
-            if not ok:
-                raise ConfigError(
-                    f"alpha_curve: coefficient '{self.coefficient}' is not defined at level "
-                    f"'{level}'"
-                )
 
 
 @dataclass
@@ -124,8 +63,8 @@ def alpha_curve(
 ) -> AlphaCurve:
     """Correlation of iBLEU with each aspect for every α, on dev and test items, and the α chosen
     on dev per (level, aspect); ``stats[(metric_id, system)]`` in the order of its rows.
-    ``scored``: the rows whose systems get iBLEU scores for every α (default ``segments``: the
-    correlations may leave out systems, the controls, that still have scores)."""
+    ``scored``: the rows whose systems get iBLEU scores for every α (default ``segments``; the
+    controls, left out of the correlations, still have scores)."""
     systems = in_order(segments["system"])
     items = [str(i) for i in in_order(segments["item_id"])]
     item_pos = {item: j for j, item in enumerate(items)}
@@ -165,22 +104,17 @@ def alpha_curve(
         corpus[split] = (r, s)
 
     humans = to_matrices(segments, aspects, systems, in_order(segments["item_id"]))
+    coef = settings.coefficient
     records = []
-    for alpha in settings.alphas():
+    for alpha in settings.grid:
         m = np.full((len(systems), len(items)), np.nan)
         m[row_sys, row_item] = metric.combine(ref_seg, src_seg, alpha)
         for split, cols in split_cols.items():
             system_metric = metric.combine(*corpus[split], alpha)
             for (aspect, h), level in product(humans.items(), settings.levels):
                 with np.errstate(all="ignore"):
-                    c = correlate(
-                        m[:, cols],
-                        h[:, cols],
-                        level,
-                        settings.coefficient,
-                        system_metric=system_metric,
-                    )
-                records.append((level, settings.coefficient, aspect, alpha, split, c.value, c.n))
+                    c = correlate(m[:, cols], h[:, cols], level, coef, system_metric=system_metric)
+                records.append((level, coef, aspect, alpha, split, c.value, c.n))
     curve = pd.DataFrame(
         records, columns=["level", "coefficient", "aspect", "alpha", "split", "value", "n"]
     )
@@ -188,7 +122,7 @@ def alpha_curve(
         curve,
         _choose(curve, metric, settings, len(dev), len(test)),
         system_scores(
-            segments if scored is None else scored, stats, metric, metric_id, settings.alphas()
+            segments if scored is None else scored, stats, metric, metric_id, settings.grid
         ),
     )
 
@@ -264,7 +198,7 @@ def compute_alpha_curve(
     scored: pd.DataFrame | None = None,
 ) -> AlphaCurve | None:
     """The α curve when enabled and possible (iBLEU, human ratings, two items or more), else
-    None; the choice per (level, aspect) is logged. ``scored``: as for :func:`alpha_curve`."""
+    None; the choice per (level, aspect) is logged."""
     if not settings.enabled:
         return None
     metric_id = find_ibleu(metrics)

@@ -1,43 +1,129 @@
-"""Content-addressed on-disk cache of metric results: one entry per (metric, system call), keyed
-by a hash of the metric's cache signature and the exact texts it saw, so a stale number is never
-served. An entry holds segment and corpus scores, ``extra`` and the sufficient statistics, so
-``corpus_from_stats`` works on a hit as on a fresh result. Corpus-dependent metrics (CIDEr, NIST,
-BERTScore's idf) are valid per whole call, which is what the key covers; ``Metric.prepare`` only
-batches work, so it is not part of the key. iBLEU is cached without α (BLEU against references
-and against the source), the α combination redone on every lookup: a sweep over α recomputes
-nothing from text.
-
-Storage: one ``.npz`` per entry under ``<dir>/scores/v1/<2 hex>/<key>.npz``, read with
-``allow_pickle=False``, written atomically (a crash or two parallel writers never leave a half
-entry); plain files also behave on cluster network file systems. Correlation rows are cached
-next to it (:mod:`.cache_rows`; :attr:`ScoreCache.rows`)."""
+"""Content-addressed on-disk caches: metric results (:class:`ScoreCache`, one ``.npz`` per metric
+call under ``<dir>/scores/v1/``) and correlation rows (:class:`CorrelationRows`, one ``.parquet``
+per column under ``<dir>/correlations/``), each entry written atomically and carrying its key."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import logging
+import os
+import tempfile
 import zipfile
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
+from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import BinaryIO
 
 import numpy as np
+import pandas as pd
 
 from paraeval.metrics.base import Metric, MetricResult
 from paraeval.metrics.sacre import IBLEU
-from paraeval.pipeline.stages.cache_rows import KEY_FIELD, CorrelationRows, Counts, write_atomically
 
 log = logging.getLogger(__name__)
 
 FORMAT = "paraeval-score-cache/3"
 _SEG = "seg__"
+# the field (or pandas metadata key) in which an entry carries its own key: a file that is valid
+# but not this key's (copied, renamed) is never served
+KEY_FIELD = "key"
+# what computes correlation rows: a change in any of these files invalidates every cached row
+_CODE = (
+    "correlation/*.py",
+    "pipeline/stages/correlate*.py",
+    "metrics/base.py",
+    "metrics/sacre.py",
+    "metrics/_sacre_base.py",
+    "metrics/_sacre_batched.py",
+)
+
+
+@dataclass
+class Counts:
+    hits: int = 0
+    misses: int = 0
+
+
+def write_atomically(path: Path, write: Callable[[BinaryIO], object], sync: bool = False) -> None:
+    """``write(file)`` into a temporary file renamed into place: a crash or a second writer
+    never leaves a half entry. ``sync``: on disk before the rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem[:16]}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            if sync:
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def code_digest() -> str:
+    """Hash of the code that computes correlation rows (:data:`_CODE`)."""
+    root = Path(__file__).resolve().parents[2]
+    h = hashlib.blake2b(digest_size=16)
+    for f in sorted({p for pattern in _CODE for p in root.glob(pattern)}):
+        with suppress(OSError):
+            h.update(f.name.encode() + b"\x1f" + f.read_bytes())
+    return h.hexdigest()
+
+
+class CorrelationRows:
+    """Correlation rows under ``root`` by a key the correlate stage makes of everything they are
+    computed from (in an α sweep only iBLEU and the average holding it are correlated again).
+    ``counts``: columns served and computed. An unwritable folder is reported once, then left."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.counts = Counts()
+        self._write_failed = False
+
+    @cached_property
+    def code(self) -> str:
+        """:func:`code_digest`, read once per cache object (one run)."""
+        return code_digest()
+
+    def path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.parquet"
+
+    def get(self, key: str) -> pd.DataFrame | None:
+        try:
+            rows = pd.read_parquet(self.path(key))
+        except (OSError, ValueError):
+            return None
+        return rows if rows.attrs.get(KEY_FIELD) == key else None
+
+    def put(self, key: str, rows: pd.DataFrame) -> None:
+        if self._write_failed:
+            return
+        rows = rows.copy()
+        rows.attrs = {KEY_FIELD: key}  # stored in the file's pandas metadata
+        path = self.path(key)
+        data = rows.to_parquet(index=False)
+        try:
+            write_atomically(path, lambda fh: fh.write(data or b""))
+        except OSError as exc:
+            self._write_failed = True
+            log.warning("correlation cache: cannot write %s (%s)", path, exc)
+
+    def count(self, hits: int, misses: int) -> None:
+        """Columns served from / computed for the cache (``cache.*.correlation``)."""
+        self.counts.hits += hits
+        self.counts.misses += misses
+        log.info("correlation cache: %d columns cached, %d computed", hits, misses)
 
 
 def cache_signature(metric: Metric) -> str:
-    """The part of the key that describes the metric: its signature, except for iBLEU, whose entry
-    does not depend on α (the α combination is recomputed from the cached components)."""
+    """The part of the key that describes the metric: its signature, except for iBLEU, cached
+    without α (BLEU against references and against the source; the α combination is redone on
+    every lookup, so a sweep over α recomputes nothing from text)."""
     signature = metric.components_signature() if isinstance(metric, IBLEU) else metric.signature()
     return f"{type(metric).__module__}.{type(metric).__qualname__}|{signature}"
 
@@ -46,7 +132,9 @@ def texts_digest(
     candidates: Sequence[str], references: Sequence[Sequence[str]], sources: Sequence[str] | None
 ) -> str:
     """Hash of the exact texts one metric call sees (the same for every metric of a system, so
-    the caller hashes them once per system)."""
+    the caller hashes them once per system). The whole call's texts, since corpus-dependent
+    metrics (CIDEr, NIST, BERTScore's idf) are valid per call; ``Metric.prepare`` only batches
+    work, so it is not part of the key."""
     refs = [list(r) for r in references]
     return _hash([list(candidates), refs, None if sources is None else list(sources)])
 
@@ -57,8 +145,8 @@ def key_of(signature: str, digest: str) -> str:
 
 
 def _hash(value: object) -> str:
-    # JSON is an unambiguous encoding of nested lists of strings (["ab", "c"] != ["a", "bc"])
-    # and is built in C: hashing the texts of a large system stays a few milliseconds
+    # JSON: an unambiguous encoding of nested lists of strings (["ab", "c"] != ["a", "bc"]),
+    # built in C
     payload = json.dumps(value, ensure_ascii=False)
     return hashlib.blake2b(payload.encode("utf-8", "surrogatepass"), digest_size=32).hexdigest()
 
@@ -108,9 +196,11 @@ def _from_arrays(arrays: Mapping[str, np.ndarray]) -> MetricResult:
 
 
 class ScoreCache:
-    """Metric results by content. ``counts`` records hits and misses per output name (the metric id,
-    ``<id>_src`` for the against-source pass). A broken or unwritable cache folder is reported once
-    and then bypassed: the run never fails because of its cache."""
+    """Metric results by content, with the sufficient statistics (``corpus_from_stats`` works on a
+    hit as on a fresh result). ``counts``: hits and misses per output name (``<id>_src`` against
+    the source). Entries are plain files (they behave on cluster network file systems), read with
+    ``allow_pickle=False``. A broken or unwritable folder is reported once and then bypassed: the
+    run never fails because of its cache."""
 
     def __init__(self, directory: str | Path) -> None:
         self.root = Path(directory).expanduser() / "scores" / "v1"
@@ -118,12 +208,6 @@ class ScoreCache:
         self._write_failed = False
         self._read_warned = False
         self.rows = CorrelationRows(self.root.parent / "correlations")
-
-    @classmethod
-    def from_config(cls, node: Mapping[str, Any] | None) -> ScoreCache | None:
-        if not node or not node.get("enabled", True) or not node.get("dir"):
-            return None
-        return cls(str(node["dir"]))
 
     def path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.npz"
@@ -171,7 +255,6 @@ class ScoreCache:
         key = cache_key(metric, candidates, references, sources, digest)
         path = self.path(key)
         try:
-            # the entry carries its key: a file that is valid but not this key's is never served
             arrays = {**_to_arrays(result, len(candidates)), KEY_FIELD: np.asarray(key)}
             write_atomically(path, lambda fh: np.savez(fh, **arrays), sync=True)  # type: ignore[arg-type]
         except OSError as exc:

@@ -1,31 +1,12 @@
 """Compare stage: system scores with bootstrap intervals, paired tests against a baseline, a ranking
-with significance clusters, and the diversity–adequacy view. Every column is compared on the items
-that every system has, in the baseline's item order.
-
-- **Bootstrap**: ``n_bootstrap`` item resamples drawn once per run as sacrebleu draws them, shared
-  by every system and column. A metric with sufficient statistics is recomputed from them (never
-  by rescoring text); any other column, and a metric whose corpus score is its segment mean, is
-  the mean of its resampled segment scores (NaN skipped). Percentile interval at ``confidence``.
-- **Paired bootstrap** and **approximate randomization** follow sacrebleu's ``_paired_bs_test`` /
-  ``_paired_ar_test`` step by step (:mod:`paraeval.correlation.paired`): for BLEU, chrF and TER
-  the p-values equal ``sacrebleu --paired-bs`` / ``--paired-ar`` with ``SACREBLEU_SEED`` set to
-  the run's (non-zero) seed.
-- **Clusters**: per column, the best remaining system and every remaining system whose paired
-  bootstrap p-value against it is ≥ ``alpha`` form a cluster; repeat on the rest.
-- **diversity**: 1 minus the mean over a system's items of the min-max normalized (over the pool,
-  whatever the run's normalizer) syntactic similarity to the SOURCE (``<metric>_src`` twins and
-  ``diversity``-group metrics such as ``self_bleu``; distances such as PINC turned into
-  similarities): in [0, 1], 0 = copies the input, HIGHER = MORE DIVERSE.
-- **adequacy**: the mean normalized ``semantic`` average (to the references), else the mean
-  normalized ``_src`` twins of semantic metrics. Higher = keeps meaning.
-- **copy_rate**: share of candidates equal to their source (whitespace collapsed, case folded).
-"""
+with significance clusters (docs/meta-evaluation.md), and the diversity–adequacy view. Every column
+is compared on the items that every system has, in the baseline's item order."""
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -49,25 +30,14 @@ from paraeval.correlation.paired_blocks import (
     bootstrap_blocks,
 )
 from paraeval.metrics.base import Metric, batched_corpus_fn, has_corpus_from_stats
+from paraeval.pipeline.config.nodes import CompareSettings
 from paraeval.pipeline.data.load import in_order
 from paraeval.pipeline.errors import ConfigError
-from paraeval.pipeline.stages.compare_diversity import copy_rates, diversity_adequacy, system_view
+from paraeval.pipeline.stages.roles import copy_rates
 
 if TYPE_CHECKING:
     from paraeval.pipeline.stages.aggregate import Aggregated
     from paraeval.pipeline.stages.score import Scores
-
-__all__ = [
-    "AVERAGES",
-    "COMPARISON_COLUMNS",
-    "SYSTEM_COLUMNS",
-    "CompareConfig",
-    "Comparison",
-    "compare",
-    "copy_rates",
-    "diversity_adequacy",
-    "summary_table",
-]
 
 log = logging.getLogger(__name__)
 
@@ -92,54 +62,6 @@ AVERAGES = ("syntactic", "semantic")
 
 
 @dataclass
-class CompareConfig:
-    enabled: bool = True
-    baseline: str | None = None
-    baseline_is_control: bool = True
-    n_bootstrap: int = 1000
-    n_ar: int = 10000
-    confidence: float = 0.95
-    alpha: float = 0.05
-    seed: int | None = 1234
-
-    def __post_init__(self) -> None:
-        for key in ("n_bootstrap", "n_ar"):
-            value = getattr(self, key)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"compare.{key} must be a positive integer, got {value!r}")
-        for key in ("confidence", "alpha"):
-            value = getattr(self, key)
-            if not isinstance(value, int | float) or not 0.0 < float(value) < 1.0:
-                raise ConfigError(f"compare.{key} must be a number in (0, 1), got {value!r}")
-        if self.seed is not None and (not isinstance(self.seed, int) or self.seed < 0):
-            raise ConfigError(
-                f"compare.seed must be a non-negative integer or null, got {self.seed!r}"
-            )
-        if not isinstance(self.baseline_is_control, bool):
-            raise ConfigError(
-                "compare.baseline_is_control must be true or false, got "
-                f"{self.baseline_is_control!r}"
-            )
-        if self.baseline is not None:
-            self.baseline = str(self.baseline)
-
-    @classmethod
-    def from_mapping(cls, cfg: Mapping[str, Any]) -> CompareConfig:
-        known = set(cls.__dataclass_fields__)
-        unknown = [k for k in cfg if k not in known]
-        if unknown:
-            raise ConfigError(f"compare: unknown setting(s) {unknown}; valid: {sorted(known)}")
-        return cls(**dict(cfg))
-
-    def signature(self) -> str:
-        seed = "none" if self.seed is None else str(self.seed)
-        return (
-            f"bs:{self.n_bootstrap}|ar:{self.n_ar}|seed:{seed}|conf:{self.confidence:g}"
-            f"|alpha:{self.alpha:g}"
-        )
-
-
-@dataclass
 class _Column:
     """One column of the comparison and its scores with how they are resampled."""
 
@@ -155,13 +77,9 @@ class Comparison:
     systems: pd.DataFrame  # index system: diversity, adequacy, copy_rate and their item quartiles
     items: pd.DataFrame  # per (system, item): diversity, adequacy (for the per-item spread)
     baseline: str
-    config: CompareConfig
+    config: CompareSettings
     signature: str
     diversity_columns: list[str] = field(default_factory=list)
-    adequacy_columns: list[str] = field(default_factory=list)
-    # metrics that already combine adequacy and diversity (ParaScore, BERT-iBLEU): shown beside
-    # each system in the diversity–adequacy view
-    paraphrase_columns: list[str] = field(default_factory=list)
 
 
 def _align(segments: pd.DataFrame, systems: list[str], baseline: str) -> tuple[list, dict]:
@@ -188,6 +106,9 @@ def _align(segments: pd.DataFrame, systems: list[str], baseline: str) -> tuple[l
 def _build_columns(
     scores: Scores, agg: Aggregated, systems: list[str], positions: dict[str, np.ndarray]
 ) -> list[_Column]:
+    """Each column's scores and how they are resampled: a metric with sufficient statistics is
+    recomputed from them (never by rescoring text); any other column, and a metric whose corpus
+    score is its segment mean, is the mean of its resampled segment scores (NaN skipped)."""
     seg = agg.segments
     columns: list[_Column] = []
     system_col = seg["system"].to_numpy()
@@ -270,12 +191,16 @@ def _corpus_value(metric: Metric, column: str, stats: np.ndarray) -> float:
 
 
 def compare(
-    scores: Scores, agg: Aggregated, cfg: CompareConfig, controls: Sequence[str] = ()
+    scores: Scores, agg: Aggregated, cfg: CompareSettings, controls: Sequence[str] = ()
 ) -> Comparison:
     """Scores with intervals, paired tests against the baseline, clusters, diversity/adequacy.
-    ``controls`` have scores, intervals and p-values, and no rank or cluster: the others are
-    ranked among themselves. The baseline is ``cfg.baseline``, else the first control, else the
-    first system."""
+    The item resamples are drawn once per run as sacrebleu draws them, shared by every system and
+    column; the paired tests follow sacrebleu's ``_paired_bs_test`` / ``_paired_ar_test`` step by
+    step, so for BLEU, chrF and TER the p-values equal ``sacrebleu --paired-bs`` / ``--paired-ar``
+    with ``SACREBLEU_SEED`` set to the run's (non-zero) seed. A cluster: the best remaining system
+    and every one whose paired bootstrap p-value against it is >= ``alpha``. ``controls`` have
+    scores, intervals and p-values, and no rank or cluster. The baseline is ``cfg.baseline``,
+    else the first control, else the first system."""
     seg = agg.segments
     systems = in_order(seg["system"])
     first = next((s for s in systems if s in controls), systems[0])
@@ -361,17 +286,77 @@ def compare(
         table = table.sort_values(
             ["metric", "rank"], key=lambda c: c.map(order) if c.name == "metric" else c
         ).reset_index(drop=True)
-    item_view, div_cols, adq_cols = diversity_adequacy(scores, agg)
+    item_view, div_cols = diversity_adequacy(scores, agg)
     if not div_cols:
         log.warning(
             "no similarity-to-source column was computed (self_bleu or against_source: true): "
             "diversity is empty"
         )
     view = system_view(item_view, seg).reindex(systems)
-    paraphrase = [c for c, info in agg.columns.items() if info.group == "paraphrase"]
-    return Comparison(
-        table, view, item_view, baseline, cfg, signature, div_cols, adq_cols, paraphrase
-    )
+    return Comparison(table, view, item_view, baseline, cfg, signature, div_cols)
+
+
+def diversity_columns(scores: Scores) -> tuple[list[str], list[str]]:
+    """(syntactic similarity-to-source columns, semantic similarity-to-source columns)."""
+    syntactic: list[str] = []
+    semantic: list[str] = []
+    for name, info in scores.columns.items():
+        if info.group != "diversity":
+            continue
+        own_group = getattr(scores.metrics.get(info.metric), "group", "syntactic")
+        (semantic if own_group == "semantic" else syntactic).append(name)
+    return syntactic, semantic
+
+
+def _similarity_direction(scores: Scores, column: str) -> bool:
+    """Whether a higher value of a similarity-to-source column means closer to the source: its
+    direction, turned around for a metric that measures the distance instead (PINC)."""
+    info = scores.columns[column]
+    metric = scores.metrics.get(info.metric)
+    return info.higher_is_better != bool(getattr(metric, "distance_to_source", False))
+
+
+def _minmax(values: pd.Series, higher_is_better: bool) -> pd.Series:
+    x = values.astype(float)
+    lo, hi = x.min(), x.max()
+    if not np.isfinite(lo) or hi == lo:
+        return pd.Series(np.where(x.notna(), 1.0, np.nan), index=x.index)
+    return (x - lo) / (hi - lo) if higher_is_better else (hi - x) / (hi - lo)
+
+
+def diversity_adequacy(scores: Scores, agg: Aggregated) -> tuple[pd.DataFrame, list[str]]:
+    """Per (item, system) ``diversity``: 1 minus the mean min-max normalized (over the pool,
+    whatever the run's normalizer) syntactic similarity to the source (``<metric>_src`` twins,
+    ``diversity``-group metrics such as ``self_bleu``), in [0, 1], 0 = copies the input; and
+    ``adequacy``: the normalized ``semantic`` average, else the normalized ``_src`` twins of
+    semantic metrics; and the syntactic similarity-to-source columns."""
+    seg, norm = agg.segments, agg.normalized
+    syn_src, sem_src = diversity_columns(scores)
+    out = seg[["system", "item_id"]].copy()
+    with np.errstate(all="ignore"):
+        if syn_src:
+            similarity = pd.DataFrame(
+                {c: _minmax(seg[c], _similarity_direction(scores, c)) for c in syn_src}
+            )
+            out["diversity"] = 1.0 - similarity.mean(axis=1, skipna=True)
+        else:
+            out["diversity"] = np.nan
+        adequacy = seg["semantic"] if "semantic" in seg else pd.Series(np.nan, index=seg.index)
+        if sem_src:
+            adequacy = adequacy.fillna(norm[sem_src].mean(axis=1, skipna=True))
+    out["adequacy"] = adequacy
+    return out, syn_src
+
+
+def system_view(items: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
+    g = items.groupby("system", sort=False)
+    view = pd.DataFrame(index=pd.Index(list(g.groups), name="system"))
+    for col in ("diversity", "adequacy"):
+        view[col] = g[col].mean()
+        view[f"{col}_q25"] = g[col].quantile(0.25)
+        view[f"{col}_q75"] = g[col].quantile(0.75)
+    view["copy_rate"] = copy_rates(segments)
+    return view
 
 
 def _fmt(value: float, decimals: int) -> str:

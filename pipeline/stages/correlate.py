@@ -1,55 +1,35 @@
-"""Correlate stage: every metric column and both group averages against every human aspect.
-Scores become system x item matrices (NaN where a system has no output or no rating), the shape
-the ``correlation`` package works on. With the run's cache, each column's rows are looked up
-first (:mod:`.cache_rows`) and only the others are computed."""
+"""Correlate stage: every metric column and both group averages against every human aspect, as
+system x item matrices (NaN where a system has no output or no rating). With the run's cache, each
+column's rows are looked up first and only the others are computed."""
 
 from __future__ import annotations
 
 import copy
 import json
 import logging
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 import xxhash
 
+from paraeval.correlation import CORRELATION_COLUMNS as _CORRELATION_COLUMNS
 from paraeval.correlation import (
-    AUTO_UNIT,
     correlation_table,
     draw_table_resamples,
     significance_table,
 )
-from paraeval.correlation import CORRELATION_COLUMNS as _CORRELATION_COLUMNS
+from paraeval.correlation.bootstrap import counts, is_segment_mean
+from paraeval.metrics.base import batched_corpus_fn
+from paraeval.pipeline.config.correlation import CorrelationSettings
 from paraeval.pipeline.data.load import HUMAN_PREFIX, in_order
-from paraeval.pipeline.errors import ConfigError
-from paraeval.pipeline.stages.correlate_resampling import resampling_fns, system_metric_fns
-from paraeval.pipeline.stages.correlate_settings import (
-    SMALL_N_DEFAULT,
-    check_correlation_config,
-    coefficient_objects,
-    configured_coefficients,
-    early_stop,
-)
 
 if TYPE_CHECKING:
     from paraeval.pipeline.stages.aggregate import Aggregated
-    from paraeval.pipeline.stages.cache_rows import CorrelationRows
+    from paraeval.pipeline.stages.cache import CorrelationRows
     from paraeval.pipeline.stages.score import Scores
-
-__all__ = [
-    "CORRELATION_COLUMNS",
-    "advance_like_correlate",
-    "check_correlation_config",
-    "configured_coefficients",
-    "correlate",
-    "correlated_columns",
-    "significance",
-    "system_metric_fns",
-    "to_matrices",
-    "to_matrix",
-]
 
 log = logging.getLogger(__name__)
 
@@ -91,11 +71,10 @@ def _aspects(seg: pd.DataFrame) -> list[str]:
     return [c for c in seg.columns if str(c).startswith(HUMAN_PREFIX)]
 
 
-Matrices = dict[str, np.ndarray]
-
-
-def _inputs(agg: Aggregated) -> tuple[list[str], list[str], Matrices, Matrices, Matrices]:
-    """(systems, items, metric matrices, human matrices, system-level metric scores)."""
+def _table_args(
+    agg: Aggregated, cfg: CorrelationSettings, rng: np.random.Generator
+) -> tuple[list[str], list[str], dict[str, Any]]:
+    """(systems, items, the arguments both tables of the correlation package take)."""
     seg = agg.segments
     aspects = _aspects(seg)
     systems = list(agg.systems.index)
@@ -103,13 +82,24 @@ def _inputs(agg: Aggregated) -> tuple[list[str], list[str], Matrices, Matrices, 
     cols = correlated_columns(agg)
     matrices = to_matrices(seg, [*cols, *aspects], systems, items)
     by_system = agg.systems.reindex(systems)
-    system_metrics = {c: by_system[c].to_numpy(dtype=float) for c in cols if c in by_system}
-    metrics = {c: matrices[c] for c in cols}
-    return systems, items, metrics, {a: matrices[a] for a in aspects}, system_metrics
+    return (
+        systems,
+        items,
+        {
+            "metrics": {c: matrices[c] for c in cols},
+            "humans": {a: matrices[a] for a in aspects},
+            "system_metrics": {
+                c: by_system[c].to_numpy(dtype=float) for c in cols if c in by_system
+            },
+            "item_nan": cfg.item_nan,
+            "item_average": cfg.item_average,
+            "rng": rng,
+        },
+    )
 
 
 def _report_undefined(out: pd.DataFrame, n_systems: int) -> None:
-    """One warning per kind of undefined correlation, so a NaN in correlations.csv is never a
+    """One warning per kind of undefined correlation: a NaN in correlations.csv is never a
     surprise."""
     if out.empty:
         return
@@ -163,49 +153,40 @@ def _report_small_n(out: pd.DataFrame, warn_below_n: int) -> None:
 
 def correlate(
     agg: Aggregated,
-    cfg: Mapping[str, Any],
+    cfg: CorrelationSettings,
     rng: np.random.Generator,
     scores: Scores | None = None,
     rows: CorrelationRows | None = None,
 ) -> pd.DataFrame:
     """The rows of ``correlations.csv``; ``rows``: the run's cache of correlation rows. The
-    warnings about undefined values and few systems are said of the table returned, whether it
-    was computed or served by the cache."""
+    warnings are said of the table returned, computed or served by the cache."""
     if rows is not None:
         out = _correlate_cached(agg, cfg, rng, scores, rows)
     else:
         out = _correlate(agg, cfg, rng, scores)
     _report_undefined(out, len(agg.systems.index))
-    _report_small_n(out, int(cfg.get("warn_below_n", SMALL_N_DEFAULT)))
+    _report_small_n(out, int(cfg.warn_below_n))
     return out
 
 
 def _correlate(
-    agg: Aggregated, cfg: Mapping[str, Any], rng: np.random.Generator, scores: Scores | None
+    agg: Aggregated, cfg: CorrelationSettings, rng: np.random.Generator, scores: Scores | None
 ) -> pd.DataFrame:
-    levels, coefficients = check_correlation_config(cfg)
     if not _aspects(agg.segments):
         return pd.DataFrame(columns=CORRELATION_COLUMNS)
-    systems, items, metrics, humans, system_metrics = _inputs(agg)
+    systems, items, args = _table_args(agg, cfg, rng)
+    metrics = args["metrics"]
+    fns = system_metric_fns(scores, systems, items, list(metrics)) if scores else {}
     rows = correlation_table(
-        metrics,
-        humans,
-        levels=tuple(levels),
-        coefficients=tuple(coefficient_objects(cfg, coefficients)),
-        system_metrics=system_metrics,
-        ci=bool(cfg.get("ci", True)),
-        interval=str(cfg.get("interval", "bootstrap")),
-        n_resamples=int(cfg.get("n_resamples", 1000)),
-        confidence=float(cfg.get("confidence", 0.95)),
-        unit=str(cfg.get("unit", AUTO_UNIT)),
-        item_nan=str(cfg.get("item_nan", "skip")),
-        item_average=str(cfg.get("item_average", "macro")),
-        rng=rng,
-        system_metric_fns=resampling_fns(
-            system_metric_fns(scores, systems, items, list(metrics)) if scores else {},
-            metrics,
-            system_metrics,
-        ),
+        **args,
+        levels=cfg.levels,
+        coefficients=cfg.coefficients,
+        ci=cfg.ci,
+        interval=cfg.interval,
+        n_resamples=cfg.n_resamples,
+        confidence=cfg.confidence,
+        unit=cfg.unit,
+        system_metric_fns=resampling_fns(fns, metrics, args["system_metrics"]),
     )
     out = pd.DataFrame(rows)
     for col in CORRELATION_COLUMNS:
@@ -224,7 +205,7 @@ def _frame_bytes(frame: pd.DataFrame) -> bytes:
 
 def row_keys(
     agg: Aggregated,
-    cfg: Mapping[str, Any],
+    cfg: CorrelationSettings,
     rng: np.random.Generator,
     scores: Scores | None,
     code: str,
@@ -236,7 +217,7 @@ def row_keys(
     # protection against made collisions
     shared = xxhash.xxh3_128()
     shared.update(json.dumps([ROWS_FORMAT, code]).encode())
-    shared.update(json.dumps(dict(cfg), sort_keys=True, default=str).encode())
+    shared.update(json.dumps(cfg.node, sort_keys=True, default=str).encode())
     shared.update(json.dumps(rng.bit_generator.state, sort_keys=True, default=str).encode())
     shared.update(json.dumps([str(s) for s in agg.systems.index]).encode())
     shared.update(_frame_bytes(seg[["item_id", "system", *_aspects(seg)]]))
@@ -259,7 +240,7 @@ def row_keys(
 
 def _correlate_cached(
     agg: Aggregated,
-    cfg: Mapping[str, Any],
+    cfg: CorrelationSettings,
     rng: np.random.Generator,
     scores: Scores | None,
     cache: CorrelationRows,
@@ -294,7 +275,7 @@ def _correlate_cached(
     # the order of an uncached run: aspect, level, then metric, coefficients as computed
     order = {
         "aspect": {a: i for i, a in enumerate(aspects)},
-        "level": {lv: i for i, lv in enumerate(cfg.get("levels", ["segment", "system"]))},
+        "level": {lv: i for i, lv in enumerate(cfg.levels)},
         "metric": {c: i for i, c in enumerate(cols)},
     }
     rank = pd.DataFrame({k: out[k].map(v) for k, v in order.items()})
@@ -303,11 +284,10 @@ def _correlate_cached(
 
 
 def advance_like_correlate(
-    agg: Aggregated, cfg: Mapping[str, Any], rng: np.random.Generator
+    agg: Aggregated, cfg: CorrelationSettings, rng: np.random.Generator
 ) -> None:
     """Draw from ``rng`` exactly what :func:`correlate` would draw, computing nothing: the
     generator then stands where the stages after the correlation expect it."""
-    levels, coefficients = check_correlation_config(cfg)
     seg = agg.segments
     aspects = _aspects(seg)
     if not aspects or not correlated_columns(agg):
@@ -315,43 +295,154 @@ def advance_like_correlate(
     draw_table_resamples(
         rng,
         len(aspects),
-        levels,
-        coefficients,
+        cfg.levels,
+        cfg.coefficient_names,
         len(agg.systems.index),
         seg["item_id"].nunique(),
-        int(cfg.get("n_resamples", 1000)),
-        str(cfg.get("unit", AUTO_UNIT)),
-        bool(cfg.get("ci", True)) and str(cfg.get("interval", "bootstrap")) != "fisher",
+        cfg.n_resamples,
+        cfg.unit,
+        cfg.ci and cfg.interval != "fisher",
     )
 
 
-def significance(agg: Aggregated, cfg: Mapping[str, Any], rng: np.random.Generator) -> pd.DataFrame:
+def significance(
+    agg: Aggregated, cfg: CorrelationSettings, rng: np.random.Generator
+) -> pd.DataFrame:
     """Pairwise tests between metrics' correlations with the same human aspect, with clusters of
     metrics not distinguishable from the best."""
-    sig = dict(cfg.get("significance") or {})
-    if not sig.get("enabled", False) or not _aspects(agg.segments):
+    sig = cfg.significance
+    if sig is None or not _aspects(agg.segments):
         return pd.DataFrame()
-    _, _, metrics, humans, system_metrics = _inputs(agg)
-    method = str(sig.get("method", "williams"))
-    if method not in ("williams", "permutation"):
-        raise ConfigError(
-            f"correlation.significance.method must be williams or permutation, got '{method}'"
-        )
     rows = significance_table(
-        metrics,
-        humans,
-        level=str(sig.get("level", "segment")),
-        coefficient=coefficient_objects(cfg, [str(sig.get("coefficient", "pearson"))])[0],
-        method=method,
-        rng=rng,
-        n_resamples=int(sig.get("n_resamples", 1000)),
-        unit=str(sig.get("unit", "items")),
-        alpha=float(sig.get("alpha", 0.05)),
-        item_nan=str(cfg.get("item_nan", "skip")),
-        item_average=str(cfg.get("item_average", "macro")),
-        system_metrics=system_metrics,
-        alternative=str(sig.get("alternative", "two-sided")),
+        **_table_args(agg, cfg, rng)[2],
+        level=sig.level,
+        coefficient=sig.coefficient,
+        method=sig.method,
+        n_resamples=sig.n_resamples,
+        unit=sig.unit,
+        alpha=sig.alpha,
+        alternative=sig.alternative,
         lower_is_better={c for c, info in agg.columns.items() if not info.higher_is_better},
-        early_stop=early_stop(sig),
+        early_stop=sig.early_stop,
     )
     return pd.DataFrame(rows)
+
+
+def resampling_fns(
+    fns: dict[str, Callable[[np.ndarray], np.ndarray]],
+    metrics: Mapping[str, np.ndarray],
+    system_metrics: Mapping[str, np.ndarray],
+) -> dict[str, Callable[[np.ndarray], np.ndarray]]:
+    """The system-level recomputation each column needs when the bootstrap resamples items: none
+    for a corpus score that is the segment mean, else its function from sufficient statistics
+    (:func:`system_metric_fns`), else (said in the log) the mean of the resampled segment scores."""
+    out: dict[str, Callable[[np.ndarray], np.ndarray]] = {}
+    for name, matrix in metrics.items():
+        if name not in system_metrics or is_segment_mean(matrix, system_metrics[name]):
+            continue
+        if name in fns:
+            out[name] = fns[name]
+            continue
+        log.info(
+            "%s: system-level interval resamples segment means (no sufficient statistics)", name
+        )
+
+        def fn(idx: np.ndarray, matrix: np.ndarray = matrix) -> np.ndarray:
+            # a system-only column (distinct-n ...) has no segment scores: NaN, without a
+            # "mean of empty slice" warning per resample
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                return np.nanmean(matrix[:, np.asarray(idx)], axis=1)
+
+        out[name] = fn
+    return out
+
+
+def system_metric_fns(
+    scores: Scores, systems: Sequence[str], items: Sequence[str], only: Sequence[str] | None = None
+) -> dict[str, Callable[[np.ndarray], np.ndarray]]:
+    """Per column with sufficient statistics (BLEU, chrF, TER, iBLEU ...), a function from
+    resampled item indices to the systems' corpus scores, recomputed from the statistics (never
+    by rescoring text)."""
+    position = {item: k for k, item in enumerate(items)}
+    seg = scores.segments
+    out: dict[str, Callable[[np.ndarray], np.ndarray]] = {}
+    # per system: item position -> row of its statistics (-1: lacks the item), for all columns
+    system_col = seg["system"].to_numpy()
+    item_col = seg["item_id"].to_numpy()
+    rows: list[np.ndarray] = []
+    for s in systems:
+        ids = item_col[system_col == s]
+        pos = np.full(len(items), -1)
+        pos[[position[i] for i in ids]] = np.arange(len(ids))
+        rows.append(pos)
+    for column, info in scores.columns.items():
+        if only is not None and column not in only:
+            continue
+        metric = scores.metrics.get(info.metric)
+        suffix = "_src" if column.endswith("_src") and info.group == "diversity" else ""
+        key = f"{info.metric}{suffix}"
+        per_system = [scores.stats.get((key, s)) for s in systems]
+        if metric is None or any(st is None for st in per_system):
+            continue
+        fast = batched_corpus_fn(metric)
+        stats = [np.asarray(st, dtype=float) for st in per_system]
+
+        def fn(
+            idx: np.ndarray,
+            rows: list[np.ndarray] = rows,
+            stats: list[np.ndarray] = stats,
+            metric: Any = metric,
+            column: str = column,
+            fast: Any = fast,
+        ) -> np.ndarray:
+            if fast is not None:
+                counts = np.bincount(np.asarray(idx), minlength=len(items)).astype(float)
+                summed = []
+                for pos, st in zip(rows, stats, strict=True):
+                    ok = pos >= 0
+                    summed.append(counts[ok] @ st[pos[ok]])
+                return np.asarray(fast(np.stack(summed)), dtype=float)
+            # any other metric gets the resampled rows themselves: its corpus score need not
+            # be a function of summed statistics
+            values = []
+            for pos, st in zip(rows, stats, strict=True):
+                picked = pos[np.asarray(idx)]
+                picked = picked[picked >= 0]
+                values.append(
+                    metric.corpus_from_stats(st[picked])[column.removesuffix("_src")]
+                    if len(picked)
+                    else np.nan
+                )
+            return np.asarray(values, dtype=float)
+
+        if fast is not None:
+            fn.batch = _batched(rows, stats, fast, len(items))  # type: ignore[attr-defined]
+        out[column] = fn
+    return out
+
+
+def _batched(
+    rows: list[np.ndarray], stats: list[np.ndarray], fast: Any, n_items: int
+) -> Callable[[np.ndarray], np.ndarray]:
+    """A block of resamples at once: multiplicities (B, items) times the statistics give the
+    summed statistics of every (resample, system), scored in one vectorised call."""
+
+    # every system's statistics on one item axis (zeros where it lacks the item): one wide
+    # product, faster than one per system
+    width = stats[0].shape[1] if stats else 0
+    by_system = np.zeros((n_items, len(stats), width))
+    for s, (pos, st) in enumerate(zip(rows, stats, strict=True)):
+        ok = pos >= 0
+        by_system[ok, s] = st[pos[ok]]
+    aligned = by_system.reshape(n_items, len(stats) * width)
+
+    def batch(item_idx: np.ndarray) -> np.ndarray:
+        # einsum, not BLAS: see FixedPairs.pearson on threads and oversubscription. The
+        # statistics and multiplicities are integers, so the sums are exact in any order.
+        summed = np.einsum("bi,ik->bk", counts(np.asarray(item_idx), n_items), aligned)
+        b = summed.shape[0]
+        flat = summed.reshape(b * len(stats), width)
+        return np.asarray(fast(flat), dtype=float).reshape(b, len(stats))
+
+    return batch

@@ -1,36 +1,32 @@
-"""The one object that passes between the stages, and the stages themselves.
-
-:func:`compute` runs the loaded table through every stage; each fills in its own part of the
-:class:`Evaluation`, tables only (figures: :mod:`paraeval.pipeline.report.figures`). Nothing
-here reads the config tree or talks to MLflow.
-"""
+"""The one object that passes between the stages, and the stages themselves: :func:`compute` runs
+the loaded table through every stage, each filling in its own part of the :class:`Evaluation`
+(tables only). Nothing here reads the config tree or talks to MLflow."""
 
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from paraeval.blas import on_one_blas_thread
+from paraeval.correlation.blas import on_one_blas_thread
 from paraeval.metrics.base import Metric
 from paraeval.pipeline.config.settings import Settings
 from paraeval.pipeline.data.humans import human_report
 from paraeval.pipeline.data.load import HUMAN_PREFIX
-from paraeval.pipeline.engine import open_engine
+from paraeval.pipeline.engine.local import open_engine
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.files import PARAPHRASE_FILE, write_csv, write_parquet
 from paraeval.pipeline.heap import release_free_memory
-from paraeval.pipeline.stages.aggregate import Aggregated, aggregate, without_systems
+from paraeval.pipeline.stages.aggregate import Aggregated, Normalizer, aggregate, without_systems
 from paraeval.pipeline.stages.alpha import AlphaCurve, compute_alpha_curve, curve_metrics
 from paraeval.pipeline.stages.cache import ScoreCache
 from paraeval.pipeline.stages.compare import COMPARISON_COLUMNS, SYSTEM_COLUMNS, Comparison, compare
 from paraeval.pipeline.stages.correlate import correlate, significance
-from paraeval.pipeline.stages.correlate_settings import include_controls
 from paraeval.pipeline.stages.paraphrase_table import ParaphraseTable, paraphrase_table
 from paraeval.pipeline.stages.roles import Roles, find_roles
 from paraeval.pipeline.stages.score import Scores, build_metrics, score
@@ -41,8 +37,7 @@ log = logging.getLogger("paraeval")
 
 @dataclass
 class Evaluation:
-    """Scores, correlations and comparison of one evaluation, as the output files hold them
-    (the public :class:`paraeval.Evaluation` adds writing and logging them)."""
+    """Scores, correlations and comparison of one evaluation, as the output files hold them."""
 
     settings: Settings
     table: pd.DataFrame  # the loaded tidy table
@@ -103,26 +98,18 @@ class Evaluation:
     def signature_table(self) -> pd.DataFrame:
         return pd.DataFrame(
             [
-                {
-                    "column": c,
-                    "metric": i.metric,
-                    "group": i.group,
-                    "higher_is_better": i.higher_is_better,
-                    "signature": i.signature,
-                    "segment_signature": i.segment_signature or i.signature,
-                }
+                {"column": c, **asdict(i), "segment_signature": i.segment_signature or i.signature}
                 for c, i in self._agg.columns.items()
             ]
         )
 
 
-# --------------------------------------------------------------------------- stages
 def score_stage(ev: Evaluation) -> None:
     s = ev.settings
     ev.metrics = build_metrics(s.metrics, s.allow_external_metrics)
     if ev.roles.reference_free:
         ev.metrics = _without_own_reference_metrics(ev.metrics, ev.roles)
-    ev.cache = ScoreCache.from_config(s.cache)
+    ev.cache = None if s.cache is None else ScoreCache(s.cache.dir)
     # the engine (a Ray instance started for the run) ends with the stage: the later stages
     # run here
     with open_engine(s.engine, s.metrics, s.allow_external_metrics) as engine:
@@ -156,14 +143,15 @@ def _without_own_reference_metrics(metrics: dict[str, Metric], roles: Roles) -> 
 
 def aggregate_stage(ev: Evaluation) -> None:
     assert ev.scores is not None
-    agg = ev.aggregated = aggregate(ev.scores, ev.settings.normalizer)
+    norm = ev.settings.normalize
+    agg = ev.aggregated = aggregate(ev.scores, Normalizer(norm.method, norm.bounds))
     ev.humans = human_report(agg.segments)
 
 
 def correlated(ev: Evaluation) -> Aggregated:
     """The rows the correlations are computed on: without the controls unless
     ``correlation.include_controls`` is true."""
-    if include_controls(ev.settings.correlation) is True:
+    if ev.settings.correlation.include_controls is True:
         return ev._agg
     return without_systems(ev._agg, ev.roles.controls)
 
@@ -172,18 +160,16 @@ def correlate_stage(ev: Evaluation) -> None:
     assert ev.scores is not None
     agg, settings = correlated(ev), ev.settings.correlation
     rng = np.random.default_rng(ev.settings.seed)
-    # unchanged columns' rows come from the cache, with the result and generator state of a
-    # full computation
     rows = ev.cache.rows if ev.cache is not None else None
     ev.correlations = correlate(agg, settings, rng, ev.scores, rows)
     if ev.cache is not None:
         ev.run_metrics.update(ev.cache.metrics())
     ev.significance = significance(agg, settings, rng)
-    if include_controls(settings) == "both" and ev.roles.controls:
+    if settings.include_controls == "both" and ev.roles.controls:
         # a generator of its own: the table without controls is the one a run without "both" has
         both = np.random.default_rng(ev.settings.seed)
         ev.correlations_with_controls = correlate(ev._agg, settings, both, ev.scores)
-    if not ev.aspects and settings.get("levels"):
+    if not ev.aspects and settings.levels:
         log.warning("%s", no_ratings_message(ev.table))
 
 
@@ -244,9 +230,8 @@ def compute(
     started_at: float | None = None,
     after_stage: Callable[[Evaluation], None] | None = None,
 ) -> Evaluation:
-    """Every stage on a loaded table; ``status`` tells the terminal which stage runs;
-    ``started_at`` is when the run began (its loading included), for the tracker;
-    ``after_stage`` is called with the evaluation after each stage."""
+    """Every stage on a loaded table; ``started_at``: when the run began (its loading included),
+    for the tracker; ``after_stage`` is called with the evaluation after each stage."""
     compare = settings.compare
     roles = find_roles(
         table,
@@ -267,7 +252,6 @@ def compute(
     return ev
 
 
-# --------------------------------------------------------------------------- files
 def write_tables(ev: Evaluation, out: Path) -> None:
     """The output tables, in the order a reader looks for them."""
     if ev.paraphrase is not None:

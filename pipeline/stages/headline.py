@@ -3,45 +3,39 @@ terminal, report.html, the heatmap), chosen from the ``correlation`` settings in
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
-from typing import Any
+from collections.abc import Collection, Iterable
 
 import pandas as pd
+
+from paraeval.pipeline.config.correlation import CorrelationSettings
 
 # the metric groups whose columns compete for "best metric" (diversity columns measure
 # distance from the source, not agreement with a rating)
 RANKED_GROUPS = ("syntactic", "semantic")
 
 
-def headline_coefficient(cfg: Mapping[str, Any], present: Iterable[str]) -> str:
-    """The coefficient the metric-vs-metric significance test uses when it runs (its clusters
-    then go with the values shown), else the first configured one that was computed; ``""`` when
-    none was."""
+def _headline(tested: str | None, configured: Iterable[str], present: Iterable[str]) -> str:
+    """The significance test's choice when it runs and was computed (its clusters then go with
+    the values shown), else the first configured one computed, else the first computed; ``""``
+    when nothing was."""
     present = list(dict.fromkeys(str(c) for c in present))
     if not present:
         return ""
-    sig = cfg.get("significance") or {}
-    if sig.get("enabled", False):
-        name = str(sig.get("coefficient", "pearson"))
-        if name in present:
-            return name
-    coefficients = cfg.get("coefficients", present)
-    configured = [coefficients] if isinstance(coefficients, str) else list(coefficients)
-    return next((str(c) for c in configured if str(c) in present), present[0])
+    if tested in present:
+        return str(tested)
+    return next((c for c in configured if c in present), present[0])
 
 
-def headline_level(cfg: Mapping[str, Any], present: Iterable[str]) -> str:
-    """The level of the significance test when it runs, else the first configured level that
-    was computed (``present``: the headline coefficient's levels); ``""`` when none was."""
-    present = list(dict.fromkeys(str(v) for v in present))
-    if not present:
-        return ""
-    sig = cfg.get("significance") or {}
-    if sig.get("enabled", False) and str(sig.get("level", "segment")) in present:
-        return str(sig.get("level", "segment"))
-    levels = cfg.get("levels", present)
-    configured = [levels] if isinstance(levels, str) else list(levels)
-    return next((str(v) for v in configured if str(v) in present), present[0])
+def headline_coefficient(cfg: CorrelationSettings, present: Iterable[str]) -> str:
+    """The coefficient every summary leads with; ``""`` when none was computed."""
+    sig = cfg.significance
+    return _headline(sig.coefficient.name if sig else None, cfg.coefficient_names, present)
+
+
+def headline_level(cfg: CorrelationSettings, present: Iterable[str]) -> str:
+    """The level every summary leads with (``present``: the headline coefficient's levels)."""
+    sig = cfg.significance
+    return _headline(sig.level if sig else None, cfg.levels, present)
 
 
 def best_agreeing(

@@ -1,28 +1,17 @@
-"""Every count and size setting, checked once the data is loaded and before any scoring, when the
-data's shape is known: a count that is not a positive integer, or whose memory, estimated from
-that shape, exceeds what the machine has available, is a config error naming the setting, the
-estimate and the limit.
-
-The estimates are small functions next to the code that allocates (each documented there, each
-tested against that code's measured peak): this module only gathers the data's shape, asks them,
-and compares with :func:`available_memory`. Settings whose memory does not grow with the data
-(``report.max_rows``, ``correlation.significance.block_size``) are checked for their type only.
-"""
+"""Every count setting whose memory grows with the data, checked once the data is loaded and
+before any scoring: an estimate (a small function next to the code that allocates, tested against
+its measured peak) above :func:`available_memory` is a config error naming the setting."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from paraeval.pipeline.config.bounds import NGRAM_ORDERS
+from paraeval.pipeline.config.settings import NGRAM_ORDERS, Settings
 from paraeval.pipeline.errors import ConfigError
-
-if TYPE_CHECKING:
-    from paraeval.pipeline.config.settings import Settings
 
 # characters per wordpiece token, at least, in the sentences of a pool (an estimate's bound)
 CHARS_PER_TOKEN = 3
@@ -103,7 +92,7 @@ Estimate = tuple[str, object, int]  # setting, its value, bytes it needs
 
 
 def estimates(settings: Settings, shape: Shape) -> list[Estimate]:
-    """Every count setting of the run with the memory it needs on ``shape``."""
+    """Every count setting of the run with the memory it needs on ``shape``, in check order."""
     from paraeval.correlation.significance import permutation_nbytes
     from paraeval.correlation.spa import sign_matrix_nbytes
     from paraeval.correlation.table import table_nbytes
@@ -112,106 +101,46 @@ def estimates(settings: Settings, shape: Shape) -> list[Estimate]:
     from paraeval.metrics.encoder_pass import batch_nbytes
     from paraeval.pipeline.stages.alpha import alpha_curve_nbytes
     from paraeval.pipeline.stages.compare import compare_nbytes
-    from paraeval.pipeline.stages.correlate_settings import (
-        check_correlation_config,
-        coefficient_objects,
-    )
 
     out: list[Estimate] = []
-    cfg = settings.correlation
-    levels, names = check_correlation_config(cfg)
-    coefficients = coefficient_objects(cfg, names)
-    resamples = int(cfg.get("n_resamples", 1000))
-    if (
-        shape.aspects
-        and cfg.get("ci", True)
-        and str(cfg.get("interval", "bootstrap")) == "bootstrap"
-    ):
-        unit = str(cfg.get("unit", "auto"))
-        out.append(
-            (
-                "correlation.n_resamples",
-                resamples,
-                table_nbytes(
-                    shape.aspects, levels, coefficients, shape.systems, shape.items, resamples, unit
-                ),
-            )
+    cfg, sig, compare = settings.correlation, settings.correlation.significance, settings.compare
+    systems, items, aspects = shape.systems, shape.items, shape.aspects
+    if aspects and cfg.bootstrap:
+        nbytes = table_nbytes(
+            aspects, cfg.levels, cfg.coefficients, systems, items, cfg.n_resamples, cfg.unit
         )
-    sig = cfg.get("significance") or {}
-    if shape.aspects and sig.get("enabled") and str(sig.get("method")) == "permutation":
-        k = int(sig.get("n_resamples", 1000))
-        sig_unit = str(sig.get("unit", "items"))
-        out.append(
-            (
-                "correlation.significance.n_resamples",
-                k,
-                permutation_nbytes(k, shape.systems, shape.items, sig_unit),
-            )
-        )
-    for coef in coefficients:
-        if coef.name == "soft_pairwise_accuracy" and "system" in levels and shape.aspects:
-            node = (cfg.get("coefficient_settings") or {}).get(coef.name) or {}
-            perms = int(node.get("n_permutations", 1000))
+        out.append(("correlation.n_resamples", cfg.n_resamples, nbytes))
+    if aspects and sig is not None and sig.method == "permutation":
+        nbytes = permutation_nbytes(sig.n_resamples, systems, items, sig.unit)
+        out.append(("correlation.significance.n_resamples", sig.n_resamples, nbytes))
+    for coef in cfg.coefficients:
+        if coef.name == "soft_pairwise_accuracy" and "system" in cfg.levels and aspects:
+            perms = int(dict(coef.options)["n_permutations"])
             # one p-value matrix per resample too: the table's resamples count once more
-            out.append(
-                (
-                    f"correlation.coefficient_settings.{coef.name}.n_permutations",
-                    perms,
-                    sign_matrix_nbytes(shape.items, perms, shape.systems),
-                )
-            )
-    compare = settings.compare
+            key = f"correlation.coefficient_settings.{coef.name}.n_permutations"
+            out.append((key, perms, sign_matrix_nbytes(items, perms, systems)))
     if compare is not None:
         for key, boot, trials in (
             ("compare.n_bootstrap", compare.n_bootstrap, 0),
             ("compare.n_ar", 0, compare.n_ar),
         ):
-            out.append(
-                (
-                    key,
-                    boot or trials,
-                    compare_nbytes(shape.items, shape.systems, shape.columns, boot, trials),
-                )
-            )
+            nbytes = compare_nbytes(items, systems, shape.columns, boot, trials)
+            out.append((key, boot or trials, nbytes))
+    per_metric = {
+        "batch_size": lambda v: batch_nbytes(v, shape.sentences),
+        "bert_score_batch_size": lambda v: step_nbytes(v, shape.pairs, shape.tokens),
+        **dict.fromkeys(NGRAM_ORDERS, lambda v: ngram_stats_nbytes(shape.rows, v)),
+    }
     for metric_id, node in settings.metrics.items():
-        batch = node.get("batch_size")
-        if isinstance(batch, int) and not isinstance(batch, bool):
-            out.append(
-                (
-                    f"metrics.{metric_id}.batch_size",
-                    batch,
-                    batch_nbytes(batch, shape.sentences),
-                )
-            )
-        step = node.get("bert_score_batch_size")
-        if isinstance(step, int) and not isinstance(step, bool):
-            out.append(
-                (
-                    f"metrics.{metric_id}.bert_score_batch_size",
-                    step,
-                    step_nbytes(step, shape.pairs, shape.tokens),
-                )
-            )
-        for key in NGRAM_ORDERS:
-            order = node.get(key)
-            if isinstance(order, int) and not isinstance(order, bool):
-                out.append(
-                    (
-                        f"metrics.{metric_id}.{key}",
-                        order,
-                        ngram_stats_nbytes(shape.rows, order),
-                    )
-                )
+        for key, nbytes_of in per_metric.items():
+            value = node.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                out.append((f"metrics.{metric_id}.{key}", value, nbytes_of(value)))
     curve = settings.alpha_curve
     if curve.enabled and "ibleu" in settings.metrics:
-        grid = curve.alphas()
-        out.append(
-            (
-                "alpha_curve.grid",
-                f"{len(grid)} values",
-                alpha_curve_nbytes(len(grid), shape.rows, len(curve.levels), shape.aspects),
-            )
-        )
+        n = len(curve.grid)
+        nbytes = alpha_curve_nbytes(n, shape.rows, len(curve.levels), aspects)
+        out.append(("alpha_curve.grid", f"{n} values", nbytes))
     return out
 
 

@@ -1,23 +1,6 @@
-"""The headline of a run (``paraphrase.csv``): per system the meaning it keeps (adequacy), how far
-its wording moves from the source (diversity), the score that weighs both at once with its interval
-and significance cluster, its copy rate and its human ratings; the controls apart.
-
-- **adequacy**: the first computed of ``bertscore_f1``, ``cosine``, ``bleurt``, ``semantic``:
-  similarity to the references, or to the source when the run is reference-free.
-- **diversity**: ``pinc`` (share of the candidate's n-grams not in its source), else
-  ``100 − self_bleu``: 0 for a copy, higher = more changed.
-- **paraphrase**: ``parascore`` (``parascore_free`` when reference-free, or when ``parascore`` is
-  off), else ``bert_ibleu``; its cluster and rank are the comparison's, among the ranked systems.
-- **edit_distance**: ParaScore's own diversity, the character edit distance to the source over
-  the longer length, whose threshold γ ends ParaScore's reward for diversity (the frontier figure
-  draws it); only where a ParaScore is the paraphrase score.
-- **frontier**: no other ranked system is better on both axes of the frontier figure (adequacy
-  and ParaScore's edit distance, else diversity) beyond their intervals (its interval's low end
-  above this one's high end, on each axis).
-
-Scores, intervals and clusters come from the comparison (its items and bootstrap); without a
-comparison the table has the systems' corpus scores and no intervals.
-"""
+"""The headline of a run (``paraphrase.csv``, its columns defined in docs/paraphrase.md): per
+system adequacy, diversity, the score that weighs both with its interval and cluster, copy rate,
+frontier and human ratings. Scores, intervals and clusters are the comparison's, when it runs."""
 
 from __future__ import annotations
 
@@ -38,6 +21,7 @@ if TYPE_CHECKING:
     from paraeval.pipeline.stages.aggregate import Aggregated
     from paraeval.pipeline.stages.compare import Comparison
 
+# the first computed of each is the measure; similarity to the source when reference-free
 ADEQUACY = ("bertscore_f1", "cosine", "bleurt", "semantic")
 PARASCORES = ("parascore", "parascore_free")
 
@@ -162,7 +146,7 @@ def paraphrase_table(
 ) -> ParaphraseTable | None:
     """The headline table, or None where the run has no adequacy or no diversity measure. The
     edit distance's interval draws from ``rng`` as many resamples as the comparison, at its
-    confidence; without a comparison no measure has an interval."""
+    confidence; without a comparison the systems' corpus scores, no intervals."""
     systems, seg = agg.systems, agg.segments
     present = [c for c in systems.columns if systems[c].notna().any()]
     adequacy = _pick(present, ADEQUACY)
@@ -201,28 +185,25 @@ def paraphrase_table(
     for name, m in measures.items():
         out[name], out[f"{name}_low"], out[f"{name}_high"] = m["score"], m["low"], m["high"]
     if paraphrase:
-        out["cluster"], out["rank"] = (
-            measures["paraphrase"]["cluster"],
-            measures["paraphrase"]["rank"],
-        )
+        para = measures["paraphrase"]
+        out["cluster"], out["rank"] = para["cluster"], para["rank"]
     out["copy_rate"] = copy_rates(seg).reindex(systems.index)
     x_axis = "edit_distance" if "edit_distance" in measures else "diversity"
     ranked_rows = ~out["control"].to_numpy()
-    on = frontier(
+    out["frontier"] = frontier(
         *(
             np.where(ranked_rows, out[c].to_numpy(dtype=float), np.nan)
             for c in (x_axis, f"{x_axis}_low", f"{x_axis}_high")
         ),
         *(out[c].to_numpy(dtype=float) for c in ("adequacy", "adequacy_low", "adequacy_high")),
     )
-    out["frontier"] = on
     for col in [c for c in systems.columns if str(c).startswith(HUMAN_PREFIX)]:
         out[col] = systems[col]
     # the ranked systems by rank (by score without a comparison), then the controls
     by = ["control", "rank", "paraphrase"] if paraphrase else ["control", "adequacy"]
     out = out.sort_values(
         by,
-        ascending=[True, True, False][: len(by)] if paraphrase else [True, False],
+        ascending=[True, True, False] if paraphrase else [True, False],
         na_position="last",
         kind="stable",
     ).reset_index(drop=True)

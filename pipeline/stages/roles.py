@@ -1,13 +1,6 @@
-"""What the loaded data is, before anything is scored: which systems are controls, and whether
-the references are the data's own or the sources.
-
-A paraphrase is judged on the meaning it keeps and the wording it changes at once, so a copy of the
-input keeps all the meaning, changes nothing, and tops every similarity metric. The field reports
-such systems as **controls** (a copy of the source, an off-topic system, the comparison's
-baseline): shown apart, never ranked. Where there are no references of the data's own (none, or
-the sources themselves, as in ParaBank-Eval) the run is **reference-free**: similarity metrics
-measure meaning kept from the source and iBLEU collapses to ``(2α − 1) · BLEU(candidate, source)``.
-"""
+"""What the loaded data is, before scoring: which systems are **controls** (a copy of the input
+keeps all the meaning, changes nothing and tops every similarity metric: shown apart, never
+ranked), and whether it is **reference-free** (no references of its own, or the sources)."""
 
 from __future__ import annotations
 
@@ -22,8 +15,7 @@ from paraeval.pipeline.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-# "most items": a system that copies its source in more than this share of its items is reported
-# as a likely control
+# a system that copies its source in more than this share of its items is a likely control
 COPY_SHARE = 0.5
 
 
@@ -56,9 +48,8 @@ class Roles:
 def declared_controls(
     systems: Sequence[str], controls: Sequence[str], baseline: str | None, baseline_is_control: bool
 ) -> tuple[str, ...]:
-    """The controls of a run: ``data.controls`` and the comparison's named baseline (unless
-    ``compare.baseline_is_control`` is false), in the order of ``systems``. A name that is not a
-    system is a ConfigError naming the nearest one."""
+    """``data.controls`` and the comparison's named baseline (unless ``baseline_is_control`` is
+    false), in the order of ``systems``; a name that is not a system is a ConfigError."""
     known = set(systems)
     for name in controls:
         if name not in known:
@@ -100,7 +91,7 @@ def find_roles(
     baseline_is_control: bool = True,
 ) -> Roles:
     """The roles of ``table``'s systems; a warning for each likely control not declared (it is
-    never left out silently) and one line when the data is reference-free."""
+    never left out silently)."""
     systems = [str(s) for s in dict.fromkeys(table["system"])]
     chosen = declared_controls(systems, controls, baseline, baseline_is_control)
     rates = copy_rates(table)

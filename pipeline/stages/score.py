@@ -1,7 +1,6 @@
-"""Score stage: every selected metric on every system. Each metric gets every text of the run
-once (``prepare``), so encoders see each unique sentence once; each result comes from the score
-cache or is computed, with work that several systems and metrics share done once
-(:class:`_Work`)."""
+"""Score stage: every selected metric on every system. Each metric gets every text of the run once
+(``prepare``), so encoders see each unique sentence once; each result comes from the score cache
+or is computed, with work that several systems and metrics share done once (:class:`_Work`)."""
 
 from __future__ import annotations
 
@@ -16,15 +15,14 @@ from tqdm.auto import tqdm
 from paraeval.metrics.base import Metric, MetricResult
 from paraeval.pipeline.data.load import in_order, origin_error, row_groups
 from paraeval.pipeline.engine.base import Engine, Later, Origin
-from paraeval.pipeline.engine.local import LocalEngine
-from paraeval.pipeline.names import show
 
 # the metric builders are imported from here too (the config check, the tests)
-from paraeval.pipeline.stages.build import build_metric as build_metric
-from paraeval.pipeline.stages.build import build_metrics as build_metrics
-from paraeval.pipeline.stages.build import metric_settings as metric_settings
+from paraeval.pipeline.engine.build import build_metric as build_metric
+from paraeval.pipeline.engine.build import build_metrics as build_metrics
+from paraeval.pipeline.engine.local import LocalEngine
+from paraeval.pipeline.engine.texts import RunTexts, Texts, chunks
+from paraeval.pipeline.names import show
 from paraeval.pipeline.stages.cache import ScoreCache, cache_signature, key_of, texts_digest
-from paraeval.pipeline.stages.texts import RunTexts, Texts, chunks
 
 log = logging.getLogger(__name__)
 # distinct segments per call of a segment-local metric: bounds the call's working memory (all of
@@ -53,8 +51,8 @@ class Scores:
 
 
 def _check_inputs(df: pd.DataFrame, metrics: Mapping[str, Metric]) -> None:
-    """Each item has what every metric needs: references, a source. The first metric that lacks
-    one names the first such row."""
+    """Each item has what every metric needs (references, a source), else an error naming the
+    first metric and row that lack one."""
     no_ref = no_src = None  # computed once, for the first metric that needs them
     for metric_id, metric in metrics.items():
         if metric.needs_references:
@@ -79,12 +77,11 @@ def _raise_first(
 
 
 class _Work:
-    """The metric calls of one score stage, each made once: the same metric on the same texts is
-    computed once (a shared :meth:`Metric.parts` such as iBLEU's BLEU against the sources, or two
-    systems with the same outputs); a :attr:`Metric.segment_local` metric scores the distinct
-    segments of all systems, in calls of at most ``rows_per_call`` segments, and each system gets
-    its rows (:meth:`Metric.select`). Texts are held as codes (:class:`RunTexts`): a call's lists
-    are built for that call, so memory beyond the scores does not grow with the table."""
+    """The metric calls of one score stage, each made once: the same metric on the same texts (a
+    shared :meth:`Metric.parts` such as iBLEU's BLEU against the sources, two systems with the
+    same outputs); a :attr:`Metric.segment_local` metric scores the distinct segments of all
+    systems in calls of at most ``rows_per_call``. Texts are held as codes (:class:`RunTexts`) and
+    a call's lists built for that call, so memory beyond the scores does not grow with the table."""
 
     def __init__(
         self,
@@ -120,8 +117,7 @@ class _Work:
         self, name: str, metric: Metric, vs_source: bool, origin: Origin
     ) -> dict[str, Later]:
         """Every system's result of ``metric`` (``name``: its output name for the cache's
-        counts, ``<id>_src`` against the source; ``origin``: the run's metric it is), asked of
-        the engine: computed when first read (:meth:`store` puts them in the cache)."""
+        counts), asked of the engine: computed when first read."""
         out: dict[str, Later] = {}
         if self.cache is not None:
             signature = cache_signature(metric)
@@ -182,8 +178,7 @@ class _Work:
     def _score_segments(
         self, metric: Metric, systems: list[str], vs_source: bool, origin: Origin
     ) -> list[Later]:
-        """The distinct segments of ``systems`` scored in calls of at most ``rows_per_call``,
-        each system's result selected from them (segment-local metrics only)."""
+        """The distinct segments of ``systems`` scored, each system's result selected from them."""
         rows = np.concatenate([self.positions[s] for s in systems])
         firsts, where = self.codes.segments(rows, vs_source)
 
@@ -192,21 +187,17 @@ class _Work:
                 yield self.codes.texts(firsts[part], vs_source)
 
         whole = self.engine.score_calls(metric, origin, calls, self._preparer(metric))
-        out = []
-        start = 0
-        for system in systems:
-            n = len(self.positions[system])
-            picked = where[start : start + n]
-            out.append(whole.then(lambda result, picked=picked: metric.select(result, picked)))
-            start += n
-        return out
+        ends = np.cumsum([len(self.positions[s]) for s in systems])
+        return [
+            whole.then(lambda result, picked=picked: metric.select(result, picked))
+            for picked in np.split(where, ends[:-1])
+        ]
 
     def _preparer(self, metric: Metric) -> Callable[[], None]:
         """What gives ``metric`` every text of the run once, before its first call where it is
         computed in this process (encoders batch them in one pass)."""
 
         def prepare() -> None:
-            # kept by identity (a part is a new object each time)
             if id(metric) not in self._prepared:
                 metric.prepare(self.codes.unique)
                 self._prepared[id(metric)] = metric
@@ -233,9 +224,8 @@ def score(
     rows_per_call: int | None = None,
     engine: Engine | None = None,
 ) -> Scores:
-    """Every metric on every system; ``cache``: the run's score cache; ``rows_per_call``: the
-    segments of one call of a segment-local metric (default :data:`ROWS_PER_CALL`);
-    ``engine``: where the metric calls run (default: this process)."""
+    """Every metric on every system; ``rows_per_call``: the segments of one call of a
+    segment-local metric (default :data:`ROWS_PER_CALL`); ``engine``: default this process."""
     systems = in_order(df["system"])
     _check_inputs(df, metrics)
     corpus_rows: dict[str, dict[str, float]] = {s: {} for s in systems}

@@ -1,13 +1,6 @@
-"""Logging a :class:`~paraeval.pipeline.tracking.payload.RunPayload` to MLflow, through
-``MlflowClient`` only.
-
-One parent run per invocation (resolved config as params, headline correlations, cache counts
-and the α curve as metric histories, step = α × 100), one child run per system (its scores, the
-comparison's ``.ci_low``, ``.ci_high``, ``.p_bootstrap``, ``.p_ar``, ``.cluster`` and
-``ibleu_by_alpha``); full tables as MLflow tables, the input as an MLflow dataset, the output
-directory as artifacts. Runs are tagged with a hash of the output files, so logging a directory
-twice returns the existing run; an interrupted logging ends its runs KILLED (FAILED on an error)
-and the next logging of that directory replaces them.
+"""Logging a :class:`~paraeval.pipeline.tracking.payload.RunPayload` to MLflow through
+``MlflowClient`` only. Runs are tagged with a hash of the output files, so logging a directory
+twice returns the existing run; an interrupted logging's runs end KILLED and the next replaces them.
 """
 
 from __future__ import annotations
@@ -16,7 +9,7 @@ import json
 import logging
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,11 +17,9 @@ from typing import Any
 
 import pandas as pd
 
-from paraeval.pipeline.errors import raise_deferred
 from paraeval.pipeline.files import output_digest
 from paraeval.pipeline.names import show
 from paraeval.pipeline.secrets import credentials_in_env, redact
-from paraeval.pipeline.tracking.keys import finite, key
 from paraeval.pipeline.tracking.payload import RunPayload, frame_digest
 from paraeval.pipeline.tracking.run_view import (
     COEFFICIENT_TAG,
@@ -38,15 +29,18 @@ from paraeval.pipeline.tracking.run_view import (
     REFERENCE_FREE_TAG,
     correlation_metrics,
     description,
+    finite,
     headline_coefficient,
+    key,
     signature_tags,
     split_cache,
     system_metric_order,
     truthy,
 )
-from paraeval.pipeline.tracking.sql_store import check_store, driver_uri
 from paraeval.pipeline.tracking.store import (
     check_reachable,
+    check_store,
+    driver_uri,
     experiment_id,
     resolve_tracking_uri,
     store_lock,
@@ -68,13 +62,11 @@ COMPARISON_TABLE = "tables/system_comparison.json"
 CACHE_TABLE = "tables/cache_counts.csv"
 # the run tag through which the MLflow UI and ``MlflowClient.load_table`` find a run's tables
 LOGGED_ARTIFACTS_TAG = "mlflow.loggedArtifacts"
-# the per-system statistics of system_comparison.csv, logged as <column>.<statistic>
 COMPARISON_STATS = ("ci_low", "ci_high", "p_bootstrap", "p_ar", "cluster")
 SYSTEM_ALPHA_METRIC = "ibleu_by_alpha"
 SIGNATURE_PREFIX = "signature."  # the run record's tags of the columns' full signatures
 
-# a metric history: (step, value) pairs
-History = list[tuple[int, float]]
+History = list[tuple[int, float]]  # (step, value)
 
 
 @dataclass
@@ -101,8 +93,7 @@ def system_metrics(systems: pd.DataFrame, comparison: pd.DataFrame) -> dict[str,
 
 
 def alpha_steps(alphas: Iterable[float]) -> dict[float, int]:
-    """The metric step of each α: α × 100, or α × 10,000 for a finer grid, so that every α keeps
-    a step of its own."""
+    """α × 100, or α × 10,000 for a finer grid, so that every α keeps a step of its own."""
     grid = sorted({float(a) for a in alphas})
     for scale in (100, 10_000):
         steps = {a: round(a * scale) for a in grid}
@@ -122,7 +113,6 @@ def alpha_curve_histories(curve: pd.DataFrame) -> dict[str, History]:
 
 
 def system_alpha_histories(alpha_systems: pd.DataFrame) -> dict[str, History]:
-    """iBLEU's score per α (columns ``alpha``, ``system``, ``ibleu``) as a history per system."""
     return _histories(alpha_systems, "ibleu", lambda row: str(row["system"]))
 
 
@@ -173,9 +163,8 @@ def _log_tables(
     tables: Mapping[str, pd.DataFrame],
     csv_files: Mapping[str, pd.DataFrame] | None = None,
 ) -> dict[str, str]:
-    """The non-empty ``tables`` as MLflow tables and ``csv_files`` as CSV artifacts, in one
-    upload; returns the tag that lists the tables (what ``MlflowClient.log_table`` writes, with
-    one request per table)."""
+    """The non-empty ``tables`` as MLflow tables and ``csv_files`` as CSV artifacts in one upload;
+    returns the tag that lists the tables (``MlflowClient.log_table`` makes a request per table)."""
     logged = [(name, frame) for name, frame in tables.items() if not frame.empty]
     files = [(name, frame) for name, frame in (csv_files or {}).items() if not frame.empty]
     if not logged and not files:
@@ -196,18 +185,16 @@ def _log_tables(
 
 
 def dataset_input(payload: RunPayload, digest: str) -> Any:
-    """The input table as an MLflow dataset input (context ``evaluation``), named after the
-    input file with its path as source."""
+    """The input table as an MLflow dataset input (context ``evaluation``)."""
     from mlflow.data.pandas_dataset import from_pandas
     from mlflow.entities import Dataset, DatasetInput, InputTag
 
     record = payload.record
     described = from_pandas(payload.dataset, name=record.data_name, digest=digest).to_dict()
-    # the input file as the dataset's source, written as MLflow's local source writes itself
-    # (type "local", {"uri": path}). Given to from_pandas as a string, a path is resolved among
-    # the registered sources, where the local source is registered for two URI schemes, and
-    # MLflow warns that it is ambiguous. Without a file (a DataFrame given to the API), the
-    # source is where MLflow was called from.
+    # the input file as the source, written as MLflow's local source writes itself (type "local",
+    # {"uri": path}): given to from_pandas as a string, a path is resolved among the registered
+    # sources, where the local source is registered for two URI schemes, and MLflow warns that it
+    # is ambiguous. Without a file (a DataFrame given to the API): where MLflow was called from.
     source_type, source = described["source_type"], described["source"]
     if record.data_source:
         source_type, source = "local", json.dumps({"uri": record.data_source})
@@ -223,17 +210,13 @@ def dataset_input(payload: RunPayload, digest: str) -> Any:
 
 
 def mark_model_development(client: Any, exp_id: str) -> None:
-    """Tag the experiment as model development, unless its kind is already set (a user's
-    choice stays)."""
+    """Tag the experiment as model development, unless a user already chose its kind."""
     if EXPERIMENT_KIND_TAG not in client.get_experiment(exp_id).tags:
         client.set_experiment_tag(exp_id, EXPERIMENT_KIND_TAG, MODEL_DEVELOPMENT)
 
 
 @dataclass
 class SystemRun:
-    """One system's child run: its name, tags, corpus-level metrics, params, histories and
-    dataset input."""
-
     name: str
     tags: dict[str, str]
     metrics: Mapping[str, float]
@@ -243,11 +226,17 @@ class SystemRun:
 
 
 def log_system_runs(
-    client: Any, exp_id: str, runs: list[SystemRun], start: int | None, end: int | None
+    client: Any,
+    exp_id: str,
+    runs: list[SystemRun],
+    start: int | None,
+    end: int | None,
+    checkpoint: Callable[[], None] = lambda: None,
 ) -> None:
-    """The per-system child runs, each created, filled in and ended FINISHED."""
+    """Each child run created, filled in and ended FINISHED; ``checkpoint`` before each raises an
+    interrupt deferred while the store was writing (here at the latest)."""
     for run in runs:
-        raise_deferred()  # an interrupt that landed inside the store: here at the latest
+        checkpoint()
         child_id = client.create_run(
             exp_id, run_name=run.name, start_time=start, tags=run.tags
         ).info.run_id
@@ -275,7 +264,7 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
     check_store(uri)
     content_hash = output_digest(out_dir, record.run_uid)
     digest = frame_digest(payload.dataset)
-    metrics = correlation_metrics(payload.correlations, payload.record.tags.get(COEFFICIENT_TAG))
+    metrics = correlation_metrics(payload.correlations, record.tags.get(COEFFICIENT_TAG))
     run_metrics, cache_counts = split_cache(record.metrics)
     metrics.update(run_metrics)
     per_system = system_metrics(payload.systems, payload.comparison)
@@ -325,8 +314,7 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
             controls = control_systems(payload.systems)
             children = [
                 SystemRun(
-                    # nested under the invocation in the UI: the system's name says it all
-                    name=show(system),
+                    name=show(system),  # nested under the invocation: the name says it all
                     tags={
                         "mlflow.parentRunId": parent_id,
                         "paraeval.system": system,
@@ -342,14 +330,14 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
                 )
                 for system, values in per_system.items()
             ]
-            log_system_runs(client, exp_id, children, start, end)
+            log_system_runs(client, exp_id, children, start, end, payload.context.raise_deferred)
             tables = {CORRELATION_TABLE: payload.correlations, COMPARISON_TABLE: payload.comparison}
             tags.update(_log_tables(client, parent_id, tables, {CACHE_TABLE: cache_counts}))
-            raise_deferred()
+            payload.context.raise_deferred()
             payload.finish_outputs()
             client.log_artifacts(parent_id, str(out_dir))
             # the content tag goes last: a run interrupted before here is not taken as logged
-            raise_deferred()
+            payload.context.raise_deferred()
             _log_batch(client, parent_id, params=dict(params[PARAMS_PER_REQUEST:]), tags=tags)
             client.set_terminated(parent_id, end_time=end)
         except BaseException as exc:
@@ -391,7 +379,6 @@ def parent_tags(payload: RunPayload) -> tuple[dict[str, str], dict[str, str]]:
 
 
 def control_systems(systems: pd.DataFrame) -> set[str]:
-    """The systems marked ``control`` in ``system_scores.csv``'s table."""
     if systems.empty or not {"system", "control"} <= set(systems):
         return set()
     return set(systems.loc[truthy(systems["control"]), "system"].astype(str))
@@ -407,18 +394,19 @@ def find_logged(client: Any, exp_id: str, content_hash: str) -> str | None:
     return str(runs[0].info.run_id) if runs else None
 
 
-def _children(client: Any, exp_id: str, run_id: str) -> list[Any]:
-    return list(
-        client.search_runs([exp_id], filter_string=f"tags.`mlflow.parentRunId` = '{run_id}'")
-    )
+def _runs_of(client: Any, exp_id: str, run_uid: str, where: str = "") -> Iterator[Any]:
+    """Each run of this output directory (``where`` narrows it), and it after its children."""
+    found = client.search_runs([exp_id], filter_string=f"tags.`{RUN_UID_TAG}` = '{run_uid}'{where}")
+    for parent in found:
+        by_parent = f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'"
+        yield parent, [*client.search_runs([exp_id], filter_string=by_parent), parent]
 
 
 def end_unfinished(client: Any, exp_id: str, run_uid: str, status: str) -> None:
     """End every run of this logging still RUNNING, found by ``run_uid``: an interrupt can come
     after the store created a run and before its id came back."""
-    parents = client.search_runs([exp_id], filter_string=f"tags.`{RUN_UID_TAG}` = '{run_uid}'")
-    for parent in parents:
-        for run in [*_children(client, exp_id, parent.info.run_id), parent]:
+    for _, runs in _runs_of(client, exp_id, run_uid):
+        for run in runs:
             if run.info.status == "RUNNING":
                 client.set_terminated(run.info.run_id, status=status)
 
@@ -426,17 +414,12 @@ def end_unfinished(client: Any, exp_id: str, run_uid: str, status: str) -> None:
 def close_leftovers(client: Any, exp_id: str, run_uid: str) -> list[str]:
     """Runs of this output directory that an interrupted logging left unfinished, children
     included: ended as KILLED, then deleted (restorable in MLflow). Returns their ids."""
-    runs = client.search_runs(
-        [exp_id],
-        filter_string=f"tags.`{RUN_UID_TAG}` = '{run_uid}' and attributes.status != 'FINISHED'",
-    )
     closed = []
-    for run in runs:
-        run_id = str(run.info.run_id)
-        for victim in [*_children(client, exp_id, run_id), run]:
-            if victim.info.status == "RUNNING":
-                client.set_terminated(victim.info.run_id, status="KILLED")
-            client.delete_run(victim.info.run_id)
-        log.info("closed the unfinished MLflow run %s of this output directory", run_id)
-        closed.append(run_id)
+    for parent, runs in _runs_of(client, exp_id, run_uid, " and attributes.status != 'FINISHED'"):
+        for run in runs:
+            if run.info.status == "RUNNING":
+                client.set_terminated(run.info.run_id, status="KILLED")
+            client.delete_run(run.info.run_id)
+        log.info("closed the unfinished MLflow run %s of this output directory", parent.info.run_id)
+        closed.append(str(parent.info.run_id))
     return closed

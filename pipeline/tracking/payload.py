@@ -1,8 +1,6 @@
-"""What a tracker logs for one run: the run record, the result tables and the output folder.
-
-A run builds it from its tables in memory, ``paraeval-log`` from a finished output directory (the
-one place where output files are read back); one function logs both, so both log the same run.
-"""
+"""What a tracker logs for one run: the run record, the result tables and the output folder. A run
+builds it from its tables in memory, ``paraeval-log`` from a finished output directory (the one
+place where output files are read back); one function logs both, so both log the same run."""
 
 from __future__ import annotations
 
@@ -15,17 +13,9 @@ from typing import Any
 
 import pandas as pd
 
+from paraeval.pipeline.context import RunContext
 from paraeval.pipeline.files import PARAPHRASE_FILE
 from paraeval.pipeline.tracking.run_record import Evaluated, RunRecord, read_run_info, run_record
-
-# the output files the tables come from (written by stages.evaluation.write_tables)
-SYSTEMS_FILE = "system_scores.csv"
-CORRELATIONS_FILE = "correlations.csv"
-COMPARISON_FILE = "system_comparison.csv"
-ALPHA_CURVE_FILE = "alpha_curve.csv"
-ALPHA_SYSTEMS_FILE = "alpha_systems.csv"
-SEGMENTS_FILE = "segment_scores.parquet"
-SIGNATURES_FILE = "signatures.csv"
 
 # the input's own columns: what the MLflow dataset of a run holds (computed scores are results)
 DATASET_COLUMNS = ("item_id", "system", "source", "references", "candidate")
@@ -51,6 +41,9 @@ class RunPayload:
     # the figures and report.html may still be drawn until this returns: a tracker calls it
     # before it reads or logs the folder's files
     finish_outputs: Callable[[], None] = field(default=lambda: None)
+    # the command's: its deferred interrupts are raised between the store's requests, and a
+    # run that is not logged is reported to it
+    context: RunContext = field(default_factory=RunContext)
 
     @classmethod
     def from_evaluation(
@@ -61,8 +54,7 @@ class RunPayload:
         tracking: dict[str, Any],
         run_name: str | None = None,
     ) -> RunPayload:
-        """The payload of a finished evaluation written to ``out_dir``, from its tables in
-        memory; ``tracking`` and ``run_name`` as for :func:`run_record`."""
+        """``tracking`` and ``run_name`` as for :func:`run_record`."""
         curve = ev.alpha_curve
         return cls(
             out_dir=Path(out_dir),
@@ -79,20 +71,22 @@ class RunPayload:
 
     @classmethod
     def from_dir(cls, out_dir: Path, record: RunRecord | None = None) -> RunPayload:
-        """The payload of a finished output directory, as the run itself would have sent it."""
+        """The payload the run itself would have sent (the files ``write_tables`` wrote)."""
         out = Path(out_dir)
         record = read_run_info(out) if record is None else record
         return cls(
             out_dir=out,
             record=record,
-            dataset=_read_dataset(out / SEGMENTS_FILE),
-            systems=_read_csv(out / SYSTEMS_FILE),
-            correlations=_read_csv(out / CORRELATIONS_FILE),
-            comparison=_read_csv(out / COMPARISON_FILE, keep_default_na=False, na_values=[""]),
+            dataset=_read_dataset(out / "segment_scores.parquet"),
+            systems=_read_csv(out / "system_scores.csv"),
+            correlations=_read_csv(out / "correlations.csv"),
+            comparison=_read_csv(
+                out / "system_comparison.csv", keep_default_na=False, na_values=[""]
+            ),
             paraphrase=_read_csv(out / PARAPHRASE_FILE, keep_default_na=False, na_values=[""]),
-            alpha_curve=_read_csv(out / ALPHA_CURVE_FILE),
-            alpha_systems=_read_csv(out / ALPHA_SYSTEMS_FILE),
-            signatures=_read_csv(out / SIGNATURES_FILE, keep_default_na=False, na_values=[""]),
+            alpha_curve=_read_csv(out / "alpha_curve.csv"),
+            alpha_systems=_read_csv(out / "alpha_systems.csv"),
+            signatures=_read_csv(out / "signatures.csv", keep_default_na=False, na_values=[""]),
         )
 
 

@@ -26,6 +26,7 @@ from paraeval.pipeline.stages.headline import headline_coefficient
 from paraeval.pipeline.tracking.run_view import COEFFICIENT_TAG, REFERENCE_FREE_TAG
 
 RUN_INFO_FORMAT = "paraeval-run/1"
+# the installed libraries that decide the numbers, tagged as ``version.<package>``
 LIBRARIES = (
     "paraeval",
     "sacrebleu",
@@ -79,7 +80,6 @@ def read_run_info(out_dir: Path) -> RunRecord:
 
 
 def library_versions() -> dict[str, str]:
-    """``version.<package>`` tags of the installed libraries that decide the numbers."""
     out = {}
     for pkg in LIBRARIES:
         with suppress(metadata.PackageNotFoundError):
@@ -149,8 +149,7 @@ def run_record(
     tracking: dict[str, Any],
     run_name: str | None = None,
 ) -> RunRecord:
-    """The record of a finished evaluation; ``tracking`` and ``run_name``: the tracker's
-    settings and configured run name."""
+    """``tracking`` and ``run_name``: the tracker's settings and configured run name."""
     s = ev.settings
     params = {**s.params, "metrics.selected": ",".join(ev.metrics)}
     tags = {

@@ -1,24 +1,18 @@
 """What a person reads of a run in MLflow's UI, built from a run's tables (no MLflow here): the
-run's description, the correlations as metrics with readable names, one short signature tag per
-metric, the cache counts as one table, and the order of a system run's metrics.
-
-Names of the correlation metrics: ``corr.<aspect>.<level>.<column>`` with the headline coefficient
-(the first one configured, the one the terminal shows; the run's tag
-``paraeval.correlation.coefficient`` names it), e.g. ``corr.meaning.segment.bertscore_f1``: MLflow's
-charts group metrics by the prefix before the first dots, so one aspect at one level is one group.
-"""
+description, the correlations as metrics with readable names, one short signature tag per metric,
+the cache counts as one table, the order of a system run's metrics, and keys MLflow accepts."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from paraeval.pipeline.names import show
+from paraeval.pipeline.names import show, slug
 from paraeval.pipeline.stages.headline import RANKED_GROUPS, best_agreeing
-from paraeval.pipeline.tracking.keys import finite, key
 
 # the experiment tag through which MLflow 3's UI decides what an experiment page opens on;
 # "custom_model_development" is the value of its CUSTOM_MODEL_DEVELOPMENT experiment kind (an
@@ -29,8 +23,7 @@ MODEL_DEVELOPMENT = "custom_model_development"
 # the run tag that MLflow's run page shows (and edits) as the run's description, in Markdown
 DESCRIPTION_TAG = "mlflow.note.content"
 COEFFICIENT_TAG = "paraeval.correlation.coefficient"
-# set on a reference-free run: the sentence that says so
-REFERENCE_FREE_TAG = "paraeval.reference_free"
+REFERENCE_FREE_TAG = "paraeval.reference_free"  # the sentence that says a run is reference-free
 
 AVERAGES = ("syntactic", "semantic")
 HUMAN_PREFIX = "human_"
@@ -39,14 +32,33 @@ CACHE_TOTAL = "(all metrics)"
 SIGNATURE_TAG = "sig."
 SIGNATURE_TAG_MAX = 100  # characters of a signature tag's value; the full one is in a table
 
+_ALLOWED = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./ ")
+
+
+def key(*parts: str) -> str:
+    """An MLflow key from parts that may come from data: what MLflow would refuse is slugged."""
+    return ".".join(part if _safe(part) else slug(part) for part in parts)
+
+
+def _safe(part: str) -> bool:
+    """MLflow allows alphanumerics, ``_ - . /`` and space, but no key that resolves as a path."""
+    return all(ch in _ALLOWED for ch in part) and ".." not in part and not part.startswith("/")
+
+
+def finite(value: Any) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
+
 
 def aspect_name(aspect: str) -> str:
     return aspect.removeprefix(HUMAN_PREFIX)
 
 
 def headline_coefficient(correlations: pd.DataFrame, chosen: str | None = None) -> str | None:
-    """``chosen`` (the run's headline coefficient, recorded when it ran) where the table has it,
-    else the table's first coefficient (a run recorded before the choice was)."""
+    """``chosen`` where the table has it, else the table's first coefficient (a run recorded
+    before the choice was)."""
     if correlations.empty:
         return None
     present = set(correlations["coefficient"].astype(str))
@@ -61,8 +73,9 @@ def _headline_rows(correlations: pd.DataFrame, chosen: str | None = None) -> pd.
 
 
 def correlation_metrics(correlations: pd.DataFrame, chosen: str | None = None) -> dict[str, float]:
-    """Every column's correlation with every aspect at every level (headline coefficient), as
-    ``corr.<aspect>.<level>.<column>``; intervals and p-values stay in the correlation table."""
+    """The headline coefficient's values as ``corr.<aspect>.<level>.<column>``: MLflow's charts
+    group metrics by the prefix before the first dots, so one aspect at one level is one group.
+    Intervals and p-values stay in the correlation table."""
     out = {}
     for row in _headline_rows(correlations, chosen).to_dict("records"):
         if finite(row["value"]):
@@ -73,8 +86,8 @@ def correlation_metrics(correlations: pd.DataFrame, chosen: str | None = None) -
 
 def split_cache(metrics: Mapping[str, float]) -> tuple[dict[str, float], pd.DataFrame]:
     """The run's metrics without the cache counts, and the counts as one table (``stage``,
-    ``hits``, ``misses``; the row ``(all metrics)`` holds the metrics' totals): a count per
-    metric is a number to look up once, not a chart to compare across runs."""
+    ``hits``, ``misses``; ``(all metrics)`` last): a count per metric is a number to look up
+    once, not a chart to compare across runs."""
     rest: dict[str, float] = {}
     counts: dict[str, dict[str, float]] = {}
     for name, value in metrics.items():
@@ -92,8 +105,8 @@ def split_cache(metrics: Mapping[str, float]) -> tuple[dict[str, float], pd.Data
 
 
 def short_signature(metric: str, signature: str) -> str:
-    """The signature without the metric's name that the tag's key already says, cut at a
-    ``|`` to at most :data:`SIGNATURE_TAG_MAX` characters (``…`` says it was cut)."""
+    """The signature without the metric's name (the tag's key says it), cut at a ``|`` to at most
+    :data:`SIGNATURE_TAG_MAX` characters (``…`` says it was cut)."""
     text = signature.removeprefix(f"{metric}|")
     if len(text) <= SIGNATURE_TAG_MAX:
         return text
@@ -104,10 +117,10 @@ def short_signature(metric: str, signature: str) -> str:
 
 
 def signature_tags(signatures: pd.DataFrame, columns: Mapping[str, str]) -> dict[str, str]:
-    """``sig.<metric>``: one short tag per metric (BERTScore's three columns share one). From
-    the signature table, or from the columns' signatures where a run has no table."""
+    """``sig.<metric>`` (BERTScore's three columns share one), from the signature table, or from
+    the columns' signatures where a run has no table."""
     if signatures.empty:
-        pairs = [(c, s) for c, s in columns.items()]
+        pairs = list(columns.items())
     else:
         pairs = [(str(r["metric"]), str(r["signature"])) for r in signatures.to_dict("records")]
     tags: dict[str, str] = {}
@@ -117,10 +130,9 @@ def signature_tags(signatures: pd.DataFrame, columns: Mapping[str, str]) -> dict
 
 
 def system_metric_order(values: Mapping[str, float]) -> dict[str, float]:
-    """A system run's metrics in the order a compare view should offer them: the group
-    averages, the human means, the metric scores, then the comparison statistics and the item
-    count. MLflow's compare page opens its parallel-coordinates plot on the first metric that
-    all compared runs share, in the order the store returns them (the order they were logged)."""
+    """Group averages, human means, metric scores, comparison statistics, then the item count:
+    MLflow's compare page opens its parallel-coordinates plot on the first metric all compared
+    runs share, in the order the store returns them (the order they were logged)."""
 
     def rank(name: str) -> int:
         if name in AVERAGES:
@@ -160,8 +172,8 @@ def _ranked_columns(signatures: pd.DataFrame, columns: list[str]) -> list[str]:
 
 
 def paraphrase_line(paraphrase: pd.DataFrame) -> str | None:
-    """The paraphrase score's first cluster (controls never in it): the best system where one
-    system is alone in it, else who shares it."""
+    """The best system where one system alone is in the paraphrase score's first cluster
+    (controls never are), else who shares it."""
     needed = {"system", "control", "cluster", "paraphrase"}
     if paraphrase.empty or not needed <= set(paraphrase):
         return None
@@ -181,7 +193,7 @@ def paraphrase_line(paraphrase: pd.DataFrame) -> str | None:
 
 
 def best_systems_line(systems: pd.DataFrame, comparison: pd.DataFrame) -> str | None:
-    """The best system by each group average, and who shares its significance cluster; the
+    """The best system by each group average and who shares its significance cluster; the
     controls are never best."""
     if systems.empty or "system" not in systems:
         return None
@@ -265,17 +277,14 @@ def description(
     paraphrase: pd.DataFrame | None = None,
     note: str = "",
 ) -> str:
-    """The run's description (Markdown): the reference-free ``note``, the best system (by the
-    paraphrase score where the run has one, else by each group average), best metric per aspect
-    (``coefficient``: the run's headline coefficient), the α choice."""
+    """Markdown: the reference-free ``note``, the best system (by the paraphrase score where the
+    run has one, else by each group average), the best metric per aspect, the α choice."""
     blocks: list[list[str]] = [[note]] if note else []
     best = paraphrase_line(paraphrase) if paraphrase is not None else None
     best = best or best_systems_line(systems, comparison)
     if best:
         blocks.append([best])
     best_metrics = best_metric_lines(correlations, signatures, coefficient)
-    for lines in (best_metrics, alpha_lines(metrics)):
-        if lines:
-            blocks.append(lines)
+    blocks += [lines for lines in (best_metrics, alpha_lines(metrics)) if lines]
     blocks.append(["Every table is an artifact; `report.html` shows them all."])
     return "\n\n".join("\n".join(block) for block in blocks)

@@ -1,26 +1,39 @@
-"""Where runs go: the tracking URI, whether a server answers, and the embedded SQLite store.
-Writers of one SQLite store take turns on a lock file beside it: SQLite allows one writer, and
-MLflow's first-use schema creation is not safe to run concurrently."""
+"""Where runs go: the tracking URI, whether a server answers, and the SQL stores (the embedded
+SQLite one, ``postgresql://`` ...), checked before any scoring so that a store paraeval cannot log
+to is one line that says what to do, instead of a failure after all the work."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+import re
 import sqlite3
+import tempfile
 import time
 import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import closing, contextmanager, suppress
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-from paraeval.pipeline.secrets import client_credentials, redact
+from paraeval.pipeline.secrets import client_credentials, credentials_in_env, redact
 
 log = logging.getLogger("paraeval.pipeline.tracking")
 
 LOCK_TIMEOUT_S = 600.0
+CONNECT_TIMEOUT_S = 10
+SQL_DIALECTS = ("sqlite", "postgresql", "mysql", "mssql")
+# the module each SQLAlchemy driver name imports; a dialect's entry under "" is its default
+DRIVER_MODULES = {
+    "postgresql": {"": "psycopg2", "psycopg": "psycopg", "psycopg2": "psycopg2"},
+    "mysql": {"": "MySQLdb", "mysqldb": "MySQLdb", "pymysql": "pymysql"},
+    "mssql": {"": "pyodbc", "pyodbc": "pyodbc", "pymssql": "pymssql"},
+}
+INSTALL_HINTS = {"postgresql": "pip install 'paraeval[postgres]'"}
 
 
 class TrackingUnavailable(RuntimeError):
@@ -29,6 +42,10 @@ class TrackingUnavailable(RuntimeError):
 
 class StoreBroken(TrackingUnavailable):
     """A SQLite store that a killed run left half-created; the message says what to do."""
+
+
+class StoreUnusable(StoreBroken):
+    """A SQL store that cannot be used as it is; the message says what to do."""
 
 
 def sqlite_path(uri: str) -> Path:
@@ -95,6 +112,7 @@ def check_reachable(uri: str, timeout: float = 5.0) -> None:
     raise TrackingUnavailable(f"MLflow tracking server {redact(uri)} {problem}")
 
 
+# --------------------------------------------------------------------------- SQLite
 def store_state(db: Path) -> str:
     """``missing``, ``ready``, ``empty-broken`` (half-created, no run in it: safe to recreate)
     or ``broken`` (half-created with runs: the user decides)."""
@@ -135,24 +153,17 @@ def prepare_sqlite_store(db: Path) -> None:
             stale.unlink()
     # a name never used before: MLflow keeps each store it opened for the rest of the process
     tmp = db.parent / f".{db.name}.creating-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    _create_schema(tmp)
+    # created by MLflow's client, in rollback-journal mode: the file is whole once it returns
+    _open(f"sqlite:///{tmp}")
     for suffix in ("-wal", "-shm", "-journal"):
         with suppress(OSError):
             os.unlink(str(db) + suffix)
     os.replace(tmp, db)
 
 
-def _create_schema(db: Path) -> None:
-    """A new store's tables, created by MLflow's client (in rollback-journal mode, so the file is
-    whole once this returns)."""
-    from mlflow.tracking import MlflowClient
-
-    MlflowClient(f"sqlite:///{db}").search_experiments(max_results=1)
-
-
 def use_wal(db: Path) -> None:
-    """SQLite's write-ahead log for the store, so that readers (the MLflow UI) do not block the
-    writer; kept in the file, so set once. A store another program holds open keeps its mode."""
+    """SQLite's write-ahead log, so that readers (the MLflow UI) do not block the writer; kept in
+    the file, so set once. A store another program holds open keeps its mode."""
     try:
         with closing(sqlite3.connect(db, timeout=1.0)) as con:
             if str(con.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
@@ -163,7 +174,9 @@ def use_wal(db: Path) -> None:
 
 @contextmanager
 def store_lock(uri: str) -> Iterator[None]:
-    """Serialize writers of one SQLite store (no-op for other URIs); the store is whole inside."""
+    """Writers of one SQLite store take turns (no-op for other URIs): SQLite allows one writer,
+    and MLflow's first-use schema creation is not safe to run concurrently. The store is whole
+    inside."""
     if not uri.startswith("sqlite:///"):
         yield
         return
@@ -192,3 +205,117 @@ def experiment_id(client: Any, name: str, artifact_location: str | None) -> str:
         if exp is None:
             raise
         return str(exp.experiment_id)
+
+
+# --------------------------------------------------------------------------- SQL stores
+def dialect(uri: str) -> str:
+    """``postgresql`` for ``postgresql+psycopg://...``; "" for a URI that is not SQL."""
+    name = uri.partition("://")[0].partition("+")[0].lower()
+    return name if "://" in uri and name in SQL_DIALECTS else ""
+
+
+def driver_uri(uri: str) -> str:
+    """The URI as SQLAlchemy (and so MLflow) is given it: ``postgresql://``, the form users write,
+    names psycopg (``paraeval[postgres]``) where it is installed and psycopg2, SQLAlchemy's
+    default for that form, is not."""
+    if uri.startswith("postgresql://") and find_spec("psycopg2") is None and find_spec("psycopg"):
+        return "postgresql+psycopg://" + uri.removeprefix("postgresql://")
+    return uri
+
+
+def missing_driver(uri: str) -> str | None:
+    """The module the driver of ``uri`` imports, where it is not installed."""
+    name = dialect(uri)
+    drivers = DRIVER_MODULES.get(name)
+    if not drivers:
+        return None
+    driver = driver_uri(uri).partition("://")[0].partition("+")[2].lower()
+    module = drivers.get(driver, driver)
+    if find_spec(module):
+        return None
+    # plain postgresql:// takes either driver: named, the one the postgres extra brings
+    return "psycopg" if name == "postgresql" and not driver else module
+
+
+def check_store(uri: str) -> None:
+    """Raise :class:`StoreUnusable` (one line) for a SQL store paraeval cannot log to; a SQLite
+    store not created yet is left to :func:`store_lock`. Creates the tables of an empty database
+    (as MLflow's client would on first use)."""
+    name = dialect(uri)
+    if not name:
+        return
+    shown = redact(driver_uri(uri))
+    if name == "sqlite":
+        if store_state(sqlite_path(uri)) == "ready":
+            _check_schema(uri, shown)
+        return
+    module = missing_driver(uri)
+    if module is not None:
+        hint = INSTALL_HINTS.get(name, f"pip install {module}")
+        raise StoreUnusable(
+            f"tracking.uri {redact(uri)} needs a {name} driver ({module} is not installed); "
+            f"install it with: {hint}"
+        )
+    with credentials_in_env(driver_uri(uri)) as target:
+        _check_connection(target, shown, name)
+        from filelock import FileLock
+
+        # MLflow creates a new store's tables on first use, which two processes must not do at
+        # once: jobs of a parallel sweep on this machine take turns
+        key = hashlib.blake2b(shown.encode(), digest_size=8).hexdigest()
+        lock = Path(tempfile.gettempdir()) / f"paraeval-store-{key}.lock"
+        with FileLock(str(lock), timeout=LOCK_TIMEOUT_S):
+            _check_schema(target, shown)
+
+
+def _check_connection(target: str, shown: str, name: str) -> None:
+    """One connection attempt (MLflow's client retries for about 100 s, logging each failure)."""
+    import sqlalchemy
+    from sqlalchemy.pool import NullPool
+
+    args = {"connect_timeout": CONNECT_TIMEOUT_S} if name in ("postgresql", "mysql") else {}
+    engine = sqlalchemy.create_engine(target, poolclass=NullPool, connect_args=args)
+    try:
+        with engine.connect():
+            pass
+    except sqlalchemy.exc.SQLAlchemyError as exc:
+        cause = getattr(exc, "orig", None) or exc
+        reason = " ".join(str(cause).split()) or type(cause).__name__
+        password = "PGPASSWORD" if name == "postgresql" else "the driver's configuration"
+        raise StoreUnusable(
+            f"MLflow store {shown} does not accept the connection ({redact(reason)}); start the "
+            f"database server, or fix tracking.uri (a password goes in {password})"
+        ) from None
+    finally:
+        engine.dispose()
+
+
+def _open(target: str) -> None:
+    """Opened by MLflow's client, which creates the tables of a new store and keeps the store for
+    the logging that follows."""
+    from mlflow.tracking import MlflowClient
+
+    MlflowClient(target).search_experiments(max_results=1)
+
+
+_REVISIONS = re.compile(r"found version (?P<found>\S+), but expected (?P<expected>[^)\s]+)")
+
+
+def _check_schema(target: str, shown: str) -> None:
+    """The store's schema revision is the one this MLflow writes."""
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    try:
+        _open(target)
+    except MlflowException as exc:
+        revisions = _REVISIONS.search(str(exc))
+        if revisions is None:
+            reason = redact(" ".join(str(exc).split())[:300])
+            raise StoreUnusable(f"MLflow store {shown} cannot be opened: {reason}") from None
+        raise StoreUnusable(
+            f"MLflow store {shown} is at schema revision {revisions['found']} but MLflow "
+            f"{mlflow.__version__} expects {revisions['expected']}: back it up, then upgrade it "
+            f"with: mlflow db upgrade {shown} (a store written by a newer MLflow needs that "
+            "MLflow instead)"
+        ) from None

@@ -1,14 +1,6 @@
 """Where a finished run goes: a :class:`Tracker` chosen by ``_target_`` in ``conf/tracking/``.
-
-Every tracker first writes ``run_info.json`` (so ``paraeval-log`` can log the directory later,
-whatever happens), then sends the :class:`~paraeval.pipeline.tracking.payload.RunPayload` to its
-backend. A backend that fails never stops the run: one warning line says how to log it later and
-the directory goes into :data:`NOT_LOGGED` (the CLI then exits 3).
-
-A new backend is a :class:`Tracker` subclass in a ``paraeval`` module (keyword arguments are its
-settings) and a YAML file in ``conf/tracking/`` naming it in ``_target_``. Only such subclasses
-can be named (:data:`TRACKERS`): a config cannot make the run import or call anything else.
-"""
+Every tracker writes ``run_info.json`` first (so ``paraeval-log`` can log the directory later,
+whatever happens); a backend that fails never stops the run, it is one warning line."""
 
 from __future__ import annotations
 
@@ -19,21 +11,20 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from paraeval.pipeline.config.nodes import TrackingSettings
+from paraeval.pipeline.context import RunContext
 from paraeval.pipeline.errors import ConfigError, not_allowed
 from paraeval.pipeline.secrets import HTTP_PASSWORD_VAR, HTTP_USER_VAR
 from paraeval.pipeline.tracking.mlflow_log import Logged, log_payload
 from paraeval.pipeline.tracking.payload import RunPayload
 from paraeval.pipeline.tracking.run_record import Evaluated, write_run_info
-from paraeval.pipeline.tracking.sql_store import check_store
-from paraeval.pipeline.tracking.store import TrackingUnavailable, resolved_tracking
+from paraeval.pipeline.tracking.store import TrackingUnavailable, check_store, resolved_tracking
 
 log = logging.getLogger("paraeval.pipeline.tracking")
 
-NOT_LOGGED: list[Path] = []
-"""Output directories of this process whose logging failed (the CLI's exit status says so)."""
-
+# the classes ``tracking._target_`` may name, public Tracker subclasses of ``paraeval`` modules:
+# a config cannot make the run import or call anything else
 TRACKERS: dict[str, type[Tracker]] = {}
-"""The classes ``tracking._target_`` may name: public Tracker subclasses of ``paraeval`` modules."""
 
 
 class Tracker(ABC):
@@ -63,14 +54,16 @@ class Tracker(ABC):
         out_dir: Path,
         overrides: Sequence[str] = (),
         finish_outputs: Callable[[], None] | None = None,
+        context: RunContext | None = None,
     ) -> Logged | None:
-        """Log a finished evaluation written to ``out_dir`` (``overrides``: the command line's;
-        ``finish_outputs``: see :attr:`RunPayload.finish_outputs`)."""
+        """``finish_outputs``: see :attr:`RunPayload.finish_outputs`."""
         payload = RunPayload.from_evaluation(
             ev, Path(out_dir), overrides, self.settings, self.run_name
         )
         if finish_outputs is not None:
             payload.finish_outputs = finish_outputs
+        if context is not None:
+            payload.context = context
         return self.log(payload)
 
     def log(self, payload: RunPayload) -> Logged | None:
@@ -113,9 +106,7 @@ class _StoreSettings(Tracker):
 
 
 class MLflowTracker(_StoreSettings):
-    """One parent run per invocation and one child run per system in an MLflow store: ``uri``,
-    or ``sqlite:///<store_dir>/mlflow.db``; ``run_name`` None builds it from data and overrides.
-    """
+    """One parent run per invocation and one child run per system in an MLflow store."""
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> MLflowTracker:
@@ -124,9 +115,9 @@ class MLflowTracker(_StoreSettings):
         return cls(**{k: v for k, v in settings.items() if k in known and k != "self"})
 
     def check(self) -> None:
-        """A SQL store (the embedded SQLite one included, once it exists) that lacks its driver,
-        refuses the connection or is at another schema revision; an MLflow server is probed when
-        the run is logged (a server down now may be up by then, and the outputs are kept)."""
+        """A SQL store (the embedded SQLite one included, once it exists) is checked now; an
+        MLflow server is probed when the run is logged (a server down now may be up by then, and
+        the outputs are kept)."""
         uri = self.settings.get("uri") or f"sqlite:///{Path(self.settings['store_dir'])}/mlflow.db"
         try:
             check_store(str(uri))
@@ -138,41 +129,31 @@ class MLflowTracker(_StoreSettings):
         return log_payload(payload, self.settings)
 
     def send(self, payload: RunPayload) -> Logged | None:
-        out_dir = payload.out_dir
+        out = str(payload.out_dir)
         try:
             logged = self.log_or_raise(payload)
         except Exception as exc:
-            NOT_LOGGED.append(Path(out_dir))
-            log.warning(*not_logged_warning(out_dir, exc))
+            payload.context.not_logged.append(Path(out))
+            failed = f"MLflow logging failed ({failure_reason(exc)})"
+            problem = str(exc) if isinstance(exc, TrackingUnavailable) else failed
+            log.warning(
+                "%s; outputs kept in %s; log them later with: paraeval-log %s", problem, out, out
+            )
             return None
         log.info("MLflow run %s in %s", logged.run_id, logged.uri)
         return logged
 
 
-def not_logged_warning(out_dir: Path, exc: BaseException) -> tuple[str, ...]:
-    """The warning (format and arguments) for a directory whose logging failed with ``exc``."""
-    if isinstance(exc, TrackingUnavailable):
-        problem = str(exc)
-    else:
-        problem = f"MLflow logging failed ({failure_reason(exc)})"
-    out = str(out_dir)
-    return ("%s; outputs kept in %s; log them later with: paraeval-log %s", problem, out, out)
-
-
 def failure_reason(exc: BaseException) -> str:
-    """:func:`first_line`, with what to do where a server refused the credentials."""
-    reason = first_line(exc)
+    """The first line of an error's message (its type's name if empty), at most 300 characters
+    cut at a word, with what to do where a server refused the credentials."""
+    text = str(exc).strip()
+    reason = text.splitlines()[0] if text else type(exc).__name__
+    if len(reason) > 300:
+        reason = reason[:300].rsplit(" ", 1)[0] + " …"
     if "error code 401" in reason:
         reason += f"; set {HTTP_USER_VAR} and {HTTP_PASSWORD_VAR} (or fix them)"
     return reason
-
-
-def first_line(exc: BaseException) -> str:
-    """The first line of an error's message (its type's name if empty), at most 300 characters,
-    cut at a word."""
-    text = str(exc).strip()
-    line = text.splitlines()[0] if text else type(exc).__name__
-    return line if len(line) <= 300 else line[:300].rsplit(" ", 1)[0] + " …"
 
 
 class NoTracker(_StoreSettings):
@@ -196,11 +177,10 @@ def tracker_class(target: str) -> type[Tracker]:
     return cls
 
 
-def tracker_from_config(node: Mapping[str, Any] | None) -> Tracker:
-    """The tracker a ``tracking`` node describes: ``_target_`` (default MLflow) with the other
-    keys as arguments, or a :class:`NoTracker` for ``enabled: false``."""
-    settings = _plain(node)
-    target = settings.pop("_target_", None)
+def tracker_from_settings(tracking: TrackingSettings) -> Tracker:
+    """``_target_`` (default MLflow) with the other keys as arguments, or a :class:`NoTracker`
+    for ``enabled: false``."""
+    settings, target = dict(tracking.options), tracking.target
     # checked even when logging is off: a config never names code outside the allow-list
     named = None if target is None else tracker_class(str(target))
     cls = (named or MLflowTracker) if settings.get("enabled", True) else NoTracker
@@ -208,15 +188,3 @@ def tracker_from_config(node: Mapping[str, Any] | None) -> Tracker:
         return cls(**settings)
     except TypeError as exc:
         raise ConfigError(f"tracking ({cls.__name__}): {exc}") from None
-
-
-def _plain(node: Mapping[str, Any] | None) -> dict[str, Any]:
-    from omegaconf import DictConfig, OmegaConf
-
-    if node is None:
-        return {}
-    if isinstance(node, DictConfig):
-        container = OmegaConf.to_container(node, resolve=True)
-        assert isinstance(container, dict)
-        return {str(k): v for k, v in container.items()}
-    return dict(node)

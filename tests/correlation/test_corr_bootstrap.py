@@ -135,8 +135,8 @@ def test_larger_tied_segment_pool(coefficient: str) -> None:
 def test_spearman_by_items_equals_the_cell_weight_path(n_resamples: int) -> None:
     """Under item resampling Spearman takes a compiled pass over tie groups; its sums are exact,
     so it gives the very numbers of the (cells, resamples) path, and scipy's within rounding."""
-    from paraeval.correlation.bootstrap import _cell_weights
     from paraeval.correlation.fixed_pairs import FixedPairs
+    from paraeval.correlation.resamples import cell_weights
 
     rng = np.random.default_rng(21)
     metric = rng.integers(0, 9, size=(12, 40)).astype(float)
@@ -150,7 +150,7 @@ def test_spearman_by_items_equals_the_cell_weight_path(n_resamples: int) -> None
     fixed = FixedPairs(metric[ok], human[ok])
     item_w = counts(res.item_idx, 40)
     fast = fixed.spearman_by_items(ci, item_w)
-    slow = fixed.statistic("spearman", _cell_weights(item_w, None, n_resamples, ci, cs))
+    slow = fixed.spearman(cell_weights(item_w, None, n_resamples, ci, cs))
     np.testing.assert_array_equal(fast, slow)
     want = _explicit(metric, human, "segment", "spearman", res)
     np.testing.assert_allclose(
@@ -497,8 +497,8 @@ def test_spearman_by_items_equals_the_cell_weights_path(
     """Spearman's sums under item resampling (one compiled pass over the tie groups) give every
     metric the numbers of the (cells, resamples) path, whatever the block of resamples."""
     from paraeval.correlation import _pairs
-    from paraeval.correlation.bootstrap import _cell_weights
     from paraeval.correlation.fixed_pairs import FixedPairs
+    from paraeval.correlation.resamples import cell_weights
 
     monkeypatch.setattr(_pairs, "_SPEARMAN_BLOCK_BYTES", block_bytes)
     rng = np.random.default_rng(22)
@@ -512,7 +512,7 @@ def test_spearman_by_items_equals_the_cell_weights_path(
         metric = np.round(human + rng.normal(scale=1.0 + k, size=human.shape), 1)
         fixed = FixedPairs(metric.ravel(), human.ravel())
         fast = fixed.spearman_by_items(ci, item_w)
-        slow = fixed.statistic("spearman", _cell_weights(item_w, None, 70, ci, cs))
+        slow = fixed.spearman(cell_weights(item_w, None, 70, ci, cs))
         np.testing.assert_array_equal(fast, slow)
 
 

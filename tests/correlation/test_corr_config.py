@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
 from paraeval.correlation import COEFFICIENTS, coefficient_settings
+from paraeval.pipeline.config.correlation import configured_coefficients
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.report.summary import correlations_block
-from paraeval.pipeline.stages.correlate import check_correlation_config, configured_coefficients
+from tests.pipeline.helpers import conf_node, correlation_settings
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "correlation"
 PRESETS = sorted(p.stem for p in CONF.glob("*.yaml"))
@@ -29,15 +29,15 @@ def test_every_coefficient_setting_is_in_every_preset(preset: str) -> None:
     # each setting can be overridden from the command line (correlation.coefficient_settings.
     # kendall_like.human_margin=25) because every preset lists it; with the code's default,
     # except where a preset is a protocol that sets its own (WMT's DARR threshold)
-    node = yaml.safe_load((CONF / f"{preset}.yaml").read_text())
+    node = conf_node("correlation", preset)
     listed = node["coefficient_settings"]
     own = PROTOCOL_SETTINGS.get(preset, {})
     for name in COEFFICIENTS:
         defaults = coefficient_settings(name)
         if defaults:
             assert listed.get(name) == defaults | own.get(name, {}), (preset, name)
-    check_correlation_config(node)
-    built = configured_coefficients(node)
+    correlation_settings(preset=preset)
+    built = configured_coefficients(listed)
     assert set(built) == {n for n in COEFFICIENTS if coefficient_settings(n)}
 
 
@@ -48,9 +48,9 @@ def test_settings_change_the_numbers() -> None:
     metric = np.array([[2.0], [1.0], [4.0], [3.0]])
     from paraeval.correlation import correlate
 
-    above = configured_coefficients({"coefficient_settings": {"kendall_like": {"human_margin": 1}}})
+    above = configured_coefficients({"kendall_like": {"human_margin": 1}})
     field = configured_coefficients(
-        {"coefficient_settings": {"kendall_like": {"human_margin": 1, "margin_rule": "at_least"}}}
+        {"kendall_like": {"human_margin": 1, "margin_rule": "at_least"}}
     )
     assert correlate(metric, gold, "segment", field["kendall_like"]).value == pytest.approx(1 / 3)
     assert correlate(metric, gold, "segment", above["kendall_like"]).value == pytest.approx(0.6)
@@ -71,7 +71,7 @@ def test_settings_change_the_numbers() -> None:
 )
 def test_bad_settings_are_one_line_config_errors(node: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message) as err:
-        check_correlation_config({"coefficient_settings": node})
+        correlation_settings({"coefficient_settings": node})
     assert "\n" not in str(err.value)
 
 
@@ -87,16 +87,17 @@ def test_williams_with_pairwise_accuracy_is_rejected_at_config_check() -> None:
         },
     }
     with pytest.raises(ConfigError, match="method=permutation"):
-        check_correlation_config(cfg)
+        correlation_settings(cfg)
     cfg["significance"]["method"] = "permutation"  # type: ignore[index]
-    assert check_correlation_config(cfg) == (["system"], ["pairwise_accuracy"])
+    settings = correlation_settings(cfg)
+    assert (settings.levels, settings.coefficient_names) == (("system",), ("pairwise_accuracy",))
 
 
 def test_interval_and_permutation_unit_are_checked() -> None:
     with pytest.raises(ConfigError, match=r"correlation\.interval"):
-        check_correlation_config({"interval": "jackknife"})
+        correlation_settings({"interval": "jackknife"})
     with pytest.raises(ConfigError, match=r"significance\.unit"):
-        check_correlation_config(
+        correlation_settings(
             {"significance": {"enabled": True, "method": "permutation", "unit": "rows"}}
         )
 
@@ -114,7 +115,7 @@ def test_interval_and_permutation_unit_are_checked() -> None:
 def test_significance_settings_are_checked(sig: dict, message: str) -> None:
     node = {"enabled": True, "method": "permutation", "level": "item", "coefficient": "acc23"}
     with pytest.raises(ConfigError, match=message) as err:
-        check_correlation_config({"significance": node | sig})
+        correlation_settings({"significance": node | sig})
     assert "\n" not in str(err.value)
 
 
@@ -143,7 +144,11 @@ def test_report_says_n_beside_system_level_values() -> None:
     from rich.console import Console
 
     ev = SimpleNamespace(
-        correlations=corr, aggregated=None, settings=SimpleNamespace(correlation={})
+        correlations=corr,
+        aggregated=None,
+        settings=SimpleNamespace(
+            correlation=correlation_settings({"significance": {"enabled": False}})
+        ),
     )
     block = correlations_block(ev, 40)  # type: ignore[arg-type]
     assert block is not None
@@ -182,11 +187,10 @@ def test_wmt23_preset_through_the_correlate_stage(caplog: pytest.LogCaptureFixtu
     rng = np.random.default_rng(0)
     human = rng.normal(size=(4, 12)) + np.arange(4)[:, None]
     metric = human + rng.normal(scale=0.5, size=human.shape)
-    node = yaml.safe_load((CONF / "wmt23.yaml").read_text())
-    node["n_resamples"] = 50
+    settings = correlation_settings({"n_resamples": 50}, preset="wmt23")
     agg = _agg_for(human, metric)
     with caplog.at_level(logging.WARNING):
-        out = stage.correlate(agg, node, np.random.default_rng(1))  # type: ignore[arg-type]
+        out = stage.correlate(agg, settings, np.random.default_rng(1))  # type: ignore[arg-type]
     got = {(r.level, r.coefficient) for r in out.itertuples()}
     assert got == {
         ("system", "pairwise_accuracy"),
@@ -238,12 +242,13 @@ def test_wmt24_and_wmt25_presets_are_mt_metrics_eval_tasks(preset: str) -> None:
     # tasks.WMT24()/WMT25(): system-level pce (soft pairwise accuracy) and item-averaged acc23
     # with tie calibration on every pair, compared by the pairwise permutation test with the
     # Task's early stopping (block 100, 0.02, 0.5) and k = 1000
-    node = yaml.safe_load((CONF / f"{preset}.yaml").read_text())
-    assert check_correlation_config(node) == (
-        ["item", "system"],
-        ["soft_pairwise_accuracy", "acc23"],
+    node = conf_node("correlation", preset)
+    settings = correlation_settings(preset=preset)
+    assert (settings.levels, settings.coefficient_names) == (
+        ("item", "system"),
+        ("soft_pairwise_accuracy", "acc23"),
     )
-    built = configured_coefficients(node)
+    built = configured_coefficients(node["coefficient_settings"])
     assert dict(built["acc23"].options) == {
         "calibrate": True,
         "epsilon": 0.0,

@@ -27,7 +27,7 @@ from paraeval.correlation import (
 from paraeval.correlation.coefficients import paired_finite, pearson
 from paraeval.correlation.levels import UNITS, valid_combination
 from paraeval.pipeline.errors import ConfigError
-from paraeval.pipeline.stages.correlate import check_correlation_config
+from tests.pipeline.helpers import correlation_settings
 
 
 def _ccc(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -136,6 +136,12 @@ def test_registered_coefficient_in_significance(ccc: Coefficient) -> None:
     )
     assert rows[0]["coefficient"] == "ccc"
     assert rows[0]["metric_a"] == "a"
+
+
+def check_correlation_config(changes: dict) -> tuple[list[str], list[str]]:
+    """The levels and coefficient names of conf/'s correlation settings with ``changes``."""
+    settings = correlation_settings(changes)
+    return list(settings.levels), list(settings.coefficient_names)
 
 
 def _config(level: str, coefficient: str) -> dict:

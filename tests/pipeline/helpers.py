@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from paraeval.pipeline.config.correlation import CorrelationSettings
+    from paraeval.pipeline.config.nodes import AlphaCurveSettings, CompareSettings, EngineSettings
 
 REPO = Path(__file__).resolve().parents[2]
 # a run that is quick to score and tracks the same way as any other
@@ -152,3 +159,60 @@ def invocation_runs(store: Path) -> list[Any]:
     assert exp is not None
     runs = client.search_runs([exp.experiment_id])
     return [r for r in runs if r.data.tags.get("paraeval.role") == "invocation"]
+
+
+@functools.cache
+def _composed_node(group: str, option: str) -> dict[str, Any]:
+    from omegaconf import OmegaConf
+
+    from paraeval.pipeline.config.compose import compose_config
+
+    cfg = compose_config([f"{group}={option}"] if option else [])
+    node = OmegaConf.to_container(cfg[group], resolve=True)
+    assert isinstance(node, dict)
+    return node
+
+
+def merged(base: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``changes`` merged in, nested mappings key by key (as Hydra merges)."""
+    out = copy.deepcopy(dict(base))
+    for key, value in changes.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def conf_node(group: str, option: str = "", **changes: Any) -> dict[str, Any]:
+    """A config group's node as ``conf/`` composes it (``option``: the group's file, default the
+    run's), with ``changes`` merged in: the settings the tests build come from ``conf/`` too."""
+    return merged(_composed_node(group, option), changes)
+
+
+def correlation_settings(
+    changes: Mapping[str, Any] | None = None, preset: str = ""
+) -> CorrelationSettings:
+    from paraeval.pipeline.config.correlation import CorrelationSettings
+
+    return CorrelationSettings.from_node(conf_node("correlation", preset, **(changes or {})))
+
+
+def compare_settings(**changes: Any) -> CompareSettings:
+    from paraeval.pipeline.config.nodes import CompareSettings
+
+    settings = CompareSettings.from_node(conf_node("compare", **changes))
+    assert settings is not None
+    return settings
+
+
+def alpha_curve_settings(**changes: Any) -> AlphaCurveSettings:
+    from paraeval.pipeline.config.nodes import AlphaCurveSettings
+
+    return AlphaCurveSettings.from_node(merged(_composed_node("alpha_curve", ""), changes))
+
+
+def engine_settings(kind: str, **changes: Any) -> EngineSettings:
+    from paraeval.pipeline.config.nodes import EngineSettings
+
+    return EngineSettings.from_node(conf_node("engine", kind, **changes))

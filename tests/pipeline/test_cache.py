@@ -18,6 +18,7 @@ import paraeval.pipeline.stages.cache as cache_module
 from paraeval.metrics.base import Metric, MetricResult, make_signature
 from paraeval.pipeline.stages.cache import ScoreCache, cache_key
 from paraeval.pipeline.stages.score import score
+from tests.pipeline.helpers import correlation_settings
 
 CANDS = ["the cat sat on the mat", "a dog barked loudly at night", "it is raining today"]
 REFS = [
@@ -233,11 +234,15 @@ def test_entries_are_plain_arrays_and_writes_are_atomic(
     _same(hit, result)
 
 
-def test_from_config() -> None:
-    assert ScoreCache.from_config({"enabled": False, "dir": "/tmp/x"}) is None
-    assert ScoreCache.from_config(None) is None
-    cache = ScoreCache.from_config({"enabled": True, "dir": "/tmp/x"})
-    assert cache is not None and cache.root == Path("/tmp/x/scores/v1")
+def test_cache_settings() -> None:
+    from paraeval.pipeline.config.nodes import CacheSettings
+    from paraeval.pipeline.errors import ConfigError
+
+    assert CacheSettings.from_node({"enabled": False, "dir": "/tmp/x"}) is None
+    settings = CacheSettings.from_node({"enabled": True, "dir": "/tmp/x"})
+    assert settings is not None and ScoreCache(settings.dir).root == Path("/tmp/x/scores/v1")
+    with pytest.raises(ConfigError, match=r"cache\.dir must be a folder"):
+        CacheSettings.from_node({"enabled": True, "dir": ""})
 
 
 def _demo_agg(alpha: float, cache: ScoreCache | None = None) -> tuple[object, object]:
@@ -253,19 +258,21 @@ def _demo_agg(alpha: float, cache: ScoreCache | None = None) -> tuple[object, ob
 def test_correlation_rows_cached_per_column_equal_a_full_computation(tmp_path: Path) -> None:
     from paraeval.pipeline.stages.correlate import correlate
 
-    cfg = {
-        "levels": ["segment", "system"],
-        "coefficients": ["pearson", "kendall_b"],
-        "ci": True,
-        "n_resamples": 40,
-        "unit": "items",
-    }
+    cfg = correlation_settings(
+        {
+            "levels": ["segment", "system"],
+            "coefficients": ["pearson", "kendall_b"],
+            "ci": True,
+            "n_resamples": 40,
+            "unit": "items",
+        }
+    )
     for alpha, hits, misses in ((0.8, 0, 4), (0.3, 2, 2), (0.3, 4, 0)):
         cache = ScoreCache(tmp_path)  # a run of its own
         agg, scores = _demo_agg(alpha, cache)
         plain_rng, cached_rng = np.random.default_rng(5), np.random.default_rng(5)
-        want = correlate(agg, cfg, plain_rng, scores)  # type: ignore[arg-type]
-        got = correlate(agg, cfg, cached_rng, scores, cache.rows)  # type: ignore[arg-type]
+        want = correlate(agg, cfg, plain_rng, scores)
+        got = correlate(agg, cfg, cached_rng, scores, cache.rows)
         pd.testing.assert_frame_equal(got, want)
         # the generator ends where it would without the cache: later stages draw the same numbers
         assert cached_rng.bit_generator.state == plain_rng.bit_generator.state
@@ -282,13 +289,15 @@ def test_the_few_systems_warning_is_said_of_a_table_the_cache_serves(
     every row read from the cache."""
     from paraeval.pipeline.stages.correlate import correlate
 
-    cfg = {"levels": ["system"], "coefficients": ["pearson"], "ci": False, "warn_below_n": 10}
+    cfg = correlation_settings(
+        {"levels": ["system"], "coefficients": ["pearson"], "ci": False, "warn_below_n": 10}
+    )
     for hits in (0, 4):
         cache = ScoreCache(tmp_path)
         agg, scores = _demo_agg(0.8, cache)
         caplog.clear()
         with caplog.at_level("WARNING"):
-            correlate(agg, cfg, np.random.default_rng(5), scores, cache.rows)  # type: ignore[arg-type]
+            correlate(agg, cfg, np.random.default_rng(5), scores, cache.rows)
         assert cache.rows.counts.hits == hits
         assert caplog.text.count("rest on n=4 systems (fewer than 10)") == 1
 
@@ -340,18 +349,20 @@ def test_entries_without_a_key_are_misses(tmp_path: Path) -> None:
 def test_correlation_rows_are_served_only_for_their_own_key(tmp_path: Path) -> None:
     from paraeval.pipeline.stages.correlate import correlate
 
-    cfg = {"levels": ["segment"], "coefficients": ["pearson"], "ci": False, "unit": "items"}
+    cfg = correlation_settings(
+        {"levels": ["segment"], "coefficients": ["pearson"], "ci": False, "unit": "items"}
+    )
     cache = ScoreCache(tmp_path)
     agg, scores = _demo_agg(0.8, cache)
-    correlate(agg, cfg, np.random.default_rng(5), scores, cache.rows)  # type: ignore[arg-type]
+    correlate(agg, cfg, np.random.default_rng(5), scores, cache.rows)
     files = sorted((tmp_path / "scores" / "correlations").rglob("*.parquet"))
     assert len(files) == 4
     # every file now holds the rows of the first column
     for f in files[1:]:
         f.write_bytes(files[0].read_bytes())
-    want = correlate(agg, cfg, np.random.default_rng(5), scores)  # type: ignore[arg-type]
+    want = correlate(agg, cfg, np.random.default_rng(5), scores)
     # the next run reads the files, and serves only the one whose key is its own
     rows = ScoreCache(tmp_path).rows
-    got = correlate(agg, cfg, np.random.default_rng(5), scores, rows)  # type: ignore[arg-type]
+    got = correlate(agg, cfg, np.random.default_rng(5), scores, rows)
     pd.testing.assert_frame_equal(got, want)
     assert (rows.counts.hits, rows.counts.misses) == (1, 3)

@@ -27,13 +27,13 @@ from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.stages.aggregate import aggregate
 from paraeval.pipeline.stages.compare import (
     COMPARISON_COLUMNS,
-    CompareConfig,
     compare,
     copy_rates,
     summary_table,
 )
 from paraeval.pipeline.stages.evaluation import compare_stage
 from paraeval.pipeline.stages.score import build_metrics, score
+from tests.pipeline.helpers import compare_settings
 
 SACREBLEU = Path(sys.executable).with_name("sacrebleu")
 SEED = 1234
@@ -168,7 +168,7 @@ def ours(text_files: dict[str, Path]) -> pd.DataFrame:
     ter = scores.stats[("ter", "sys2")]
     assert not np.array_equal(ter, np.round(ter))
     agg = aggregate(scores)
-    cfg = CompareConfig(n_bootstrap=1000, n_ar=1000, seed=SEED, baseline="base")
+    cfg = compare_settings(n_bootstrap=1000, n_ar=1000, seed=SEED, baseline="base")
     return compare(scores, agg, cfg).table
 
 
@@ -249,9 +249,9 @@ FAST = dict(n_bootstrap=200, n_ar=500)
 
 def test_bootstrap_is_deterministic_for_a_seed(demo: Any) -> None:
     scores, agg = demo
-    a = compare(scores, agg, CompareConfig(seed=11, **FAST)).table
-    b = compare(scores, agg, CompareConfig(seed=11, **FAST)).table
-    c = compare(scores, agg, CompareConfig(seed=12, **FAST)).table
+    a = compare(scores, agg, compare_settings(seed=11, **FAST)).table
+    b = compare(scores, agg, compare_settings(seed=11, **FAST)).table
+    c = compare(scores, agg, compare_settings(seed=12, **FAST)).table
     pd.testing.assert_frame_equal(a, b)
     assert not np.array_equal(a["ci_low"].to_numpy(), c["ci_low"].to_numpy())
     assert (a["signature"].str.endswith("|bs:200|ar:500|seed:11|conf:0.95|alpha:0.05")).all()
@@ -259,7 +259,7 @@ def test_bootstrap_is_deterministic_for_a_seed(demo: Any) -> None:
 
 def test_interval_contains_point_estimate_and_matches_a_plain_loop(demo: Any) -> None:
     scores, agg = demo
-    t = compare(scores, agg, CompareConfig(seed=5, **FAST)).table
+    t = compare(scores, agg, compare_settings(seed=5, **FAST)).table
     assert list(t.columns) == COMPARISON_COLUMNS
     assert set(t["metric"]) >= {
         "bleu",
@@ -291,7 +291,7 @@ def test_interval_contains_point_estimate_and_matches_a_plain_loop(demo: Any) ->
 
 def test_copy_system_has_lowest_possible_diversity_and_copy_rate_one(demo: Any) -> None:
     scores, agg = demo
-    result = compare(scores, agg, CompareConfig(seed=1, **FAST))
+    result = compare(scores, agg, compare_settings(seed=1, **FAST))
     view = result.systems
     assert set(result.diversity_columns) == {"self_bleu", "chrf_src", "ter_src"}
     # similarity to the source is maximal on every item for the copy system: diversity 0
@@ -305,10 +305,10 @@ def test_copy_system_has_lowest_possible_diversity_and_copy_rate_one(demo: Any) 
 
 def test_adequacy_is_the_semantic_average_or_source_side_fallback() -> None:
     scores, agg = _demo_scores(("bleu", "self_bleu"))
-    view = compare(scores, agg, CompareConfig(seed=1, **FAST)).systems
+    view = compare(scores, agg, compare_settings(seed=1, **FAST)).systems
     assert view["adequacy"].isna().all()  # no semantic metric: nothing to report, no guess
     agg.segments["semantic"] = agg.normalized["bleu"]
-    view = compare(scores, agg, CompareConfig(seed=1, **FAST)).systems
+    view = compare(scores, agg, compare_settings(seed=1, **FAST)).systems
     expected = agg.normalized["bleu"].groupby(agg.segments["system"]).mean()
     assert view["adequacy"].to_dict() == pytest.approx(expected.to_dict())
 
@@ -369,7 +369,7 @@ def test_clusters_on_a_hand_built_example() -> None:
     info = {"m": ColumnInfo(metric="m", group="syntactic", higher_is_better=True, signature="m")}
     scores = Scores(seg, pd.DataFrame(index=list(values)), info)
     agg = aggregate(scores)
-    t = compare(scores, agg, CompareConfig(seed=3, baseline="c", **FAST)).table
+    t = compare(scores, agg, compare_settings(seed=3, baseline="c", **FAST)).table
     m = t[t["metric"] == "m"].set_index("system")
     assert m.loc["a", "cluster"] == m.loc["b", "cluster"] == m.loc["d", "cluster"] == 1
     assert m.loc["c", "cluster"] == 2
@@ -384,7 +384,7 @@ def test_compare_stage_adds_system_columns_to_the_written_table(demo: Any, tmp_p
     agg.segments["semantic"] = agg.normalized["chrf"]
     settings = dataclasses.replace(
         Settings.from_config(compose_config(["metrics=[bleu]"])),
-        compare=CompareConfig(baseline="medium", seed=2, **FAST),
+        compare=compare_settings(baseline="medium", seed=2, **FAST),
     )
     ev = Evaluation(settings, scores.segments, scores=scores, aggregated=agg)
     compare_stage(ev)
@@ -411,13 +411,13 @@ def test_compare_stage_adds_system_columns_to_the_written_table(demo: Any, tmp_p
 def test_config_errors_are_one_line() -> None:
     scores, agg = _demo_scores(("bleu",))
     with pytest.raises(ConfigError, match=r"compare\.baseline 'nosuch'"):
-        compare(scores, agg, CompareConfig(baseline="nosuch"))
+        compare(scores, agg, compare_settings(baseline="nosuch"))
     with pytest.raises(ConfigError, match="n_bootstrap"):
-        CompareConfig(n_bootstrap=0)
+        compare_settings(n_bootstrap=0)
     with pytest.raises(ConfigError, match="confidence"):
-        CompareConfig(confidence=95)
+        compare_settings(confidence=95)
     with pytest.raises(ConfigError, match="unknown setting"):
-        CompareConfig.from_mapping({"n_samples": 3})
+        compare_settings(**{"n_samples": 3})
 
 
 class _LengthRatio(Metric):
@@ -449,7 +449,7 @@ def test_other_corpus_metrics_resample_their_statistics() -> None:
     df = df[df["system"].isin(["copy", "medium", "weak"])].reset_index(drop=True)
     scores = score(df, {"ratio": _LengthRatio()}, progress=False)
     agg = aggregate(scores)
-    t = compare(scores, agg, CompareConfig(seed=9, baseline="copy", **FAST)).table
+    t = compare(scores, agg, compare_settings(seed=9, baseline="copy", **FAST)).table
     t = t[t["metric"] == "ratio"].set_index("system")
     st = {s: scores.stats[("ratio", s)] for s in ("copy", "weak")}
     n = len(st["copy"])
@@ -477,7 +477,7 @@ def test_a_single_system_has_intervals_but_no_tests() -> None:
     df = df[df["system"] == "strong"].reset_index(drop=True)
     bleu = build_metrics({"bleu": {"_target_": "paraeval.metrics.sacre.BLEU"}})
     scores = score(df, bleu, progress=False)
-    t = compare(scores, aggregate(scores), CompareConfig(seed=1, **FAST)).table
+    t = compare(scores, aggregate(scores), compare_settings(seed=1, **FAST)).table
     assert set(t["system"]) == {"strong"}
     assert t["p_bootstrap"].isna().all() and t["p_ar"].isna().all()
     assert (t["cluster"] == 1).all() and (t["ci_low"] < t["score"]).all()
@@ -494,7 +494,7 @@ def test_systems_on_a_single_item_are_ranked_untested_with_a_warning(
     bleu = build_metrics({"bleu": {"_target_": "paraeval.metrics.sacre.BLEU"}})
     scores = score(df, bleu, progress=False)
     with caplog.at_level("WARNING"):
-        t = compare(scores, aggregate(scores), CompareConfig(seed=1, **FAST)).table
+        t = compare(scores, aggregate(scores), compare_settings(seed=1, **FAST)).table
     assert "single item" in caplog.text
     assert set(t["metric"]) == {"bleu", "syntactic"} and (t["n_items"] == 1).all()
     for column in ("ci_low", "ci_high", "p_bootstrap", "p_ar", "cluster"):
@@ -509,7 +509,7 @@ def test_a_changed_column_changes_its_rows_only(demo: Any) -> None:
     import copy
 
     scores, agg = demo
-    cfg = CompareConfig(seed=11, **FAST)
+    cfg = compare_settings(seed=11, **FAST)
     first = compare(scores, agg, cfg).table
     again = compare(scores, agg, cfg).table  # seeded: the same table
     pd.testing.assert_frame_equal(first, again)
@@ -591,7 +591,7 @@ def test_ranking_title_legend_and_panels_do_not_overlap(demo: Any, n_clusters: i
     from paraeval.pipeline.report.ranking import ranking_figure
 
     scores, agg = demo
-    result = compare(scores, agg, CompareConfig(baseline="medium", seed=2, **FAST))
+    result = compare(scores, agg, compare_settings(baseline="medium", seed=2, **FAST))
     if n_clusters is not None:
         table = result.table.copy()
         table["cluster"] = np.arange(len(table)) % n_clusters + 1.0
@@ -623,7 +623,7 @@ def test_a_system_missing_an_item_is_compared_on_the_shared_items(
     seg = agg.segments
     last = seg.index[(seg["system"] == "strong") & (seg["item_id"] == seg["item_id"].iloc[-1])]
     gappy = dataclasses.replace(agg, segments=seg.drop(index=last))
-    cfg = CompareConfig(seed=3, **FAST)
+    cfg = compare_settings(seed=3, **FAST)
     with caplog.at_level("WARNING", logger="paraeval.pipeline.stages.compare"):
         first = compare(scores, gappy, cfg).table
     warnings = [r for r in caplog.records if "items they all have" in r.getMessage()]

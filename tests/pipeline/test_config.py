@@ -11,7 +11,8 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
 from paraeval.pipeline.config.compose import config_dir
-from paraeval.pipeline.config.settings import DataSettings
+from paraeval.pipeline.config.nodes import DataSettings
+from paraeval.pipeline.data.load import load_data
 from paraeval.pipeline.stages.aggregate import Normalizer
 from paraeval.pipeline.stages.score import build_metric, build_metrics, score
 from tests.pipeline.test_mtme import write_mtme
@@ -136,7 +137,7 @@ def test_every_data_option(option: str, tmp_path: Path, shared_data_or_none: Pat
         pytest.skip("real-data config: ../shared/data is absent")
     if option in ("parabank", "stsb"):
         return  # loading the real files is tested in tests/pipeline/test_real_data.py
-    df = DataSettings.from_node(OmegaConf.to_container(cfg.data, resolve=True)).load()
+    df = load_data(DataSettings.from_node(OmegaConf.to_container(cfg.data, resolve=True)))
     assert {"item_id", "system", "source", "references", "candidate"} <= set(df.columns)
 
 
@@ -157,13 +158,13 @@ def test_quick_experiment_drops_cosine() -> None:
 
 @pytest.mark.parametrize("option", options("compare"))
 def test_every_compare_option(option: str) -> None:
-    from paraeval.pipeline.stages.compare import CompareConfig
+    from paraeval.pipeline.config.nodes import CompareSettings
 
     cfg = _compose([f"compare={option}"])
     node = OmegaConf.to_container(cfg.compare, resolve=True)
     assert isinstance(node, dict)
     assert node["seed"] == cfg.seed
-    CompareConfig(**{k: v for k, v in node.items() if k in CompareConfig.__dataclass_fields__})
+    assert CompareSettings.from_node(node) is not None
 
 
 def test_rouge_n_composes_with_its_order_as_the_column() -> None:
@@ -234,3 +235,27 @@ def test_the_run_encoders_argument_is_not_a_user_setting() -> None:
     node = {**OmegaConf.to_container(cfg.metrics.cosine, resolve=True), "encoders": "x"}  # type: ignore[dict-item]
     with pytest.raises(ConfigError, match=r"metrics\.cosine: unknown setting\(s\) \['encoders'\]"):
         build_metric("cosine", node)
+
+
+@pytest.mark.parametrize("metric_id", options("metrics"))
+def test_metric_class_defaults_equal_its_conf_file(metric_id: str) -> None:
+    """The library API (``paraeval.metrics.BLEU()``) and a run compute with the same settings:
+    every constructor default of the class is the value its conf/metrics file gives."""
+    import inspect
+
+    from paraeval.pipeline.config.targets import metric_class
+
+    node = OmegaConf.to_container(_compose([f"metrics=[{metric_id}]"]).metrics[metric_id])
+    assert isinstance(node, dict)
+    cls = metric_class(str(node.pop("_target_")), metric_id, allow_external=False)
+    params = inspect.signature(cls).parameters
+    differ = {
+        key: (params[key].default, value)
+        for key, value in node.items()
+        if key in params
+        and params[key].default is not inspect.Parameter.empty
+        and not (isinstance(value, str) and "${" in value)  # an interpolation: the run's value
+        and params[key].default != (tuple(value) if isinstance(value, list) else value)
+        and params[key].default != value
+    }
+    assert differ == {}

@@ -10,10 +10,12 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
 from paraeval.pipeline.config.compose import config_dir
-from paraeval.pipeline.config.settings import DataSettings
+from paraeval.pipeline.config.nodes import DataSettings
+from paraeval.pipeline.data.load import load_data
 from paraeval.pipeline.stages.aggregate import aggregate
 from paraeval.pipeline.stages.correlate import system_metric_fns
 from paraeval.pipeline.stages.score import build_metrics, score
+from tests.pipeline.helpers import correlation_settings
 
 
 @pytest.fixture(scope="module")
@@ -27,8 +29,8 @@ def demo_scores(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-un
         )
     from omegaconf import OmegaConf
 
-    df = DataSettings.from_node(OmegaConf.to_container(cfg.data, resolve=True)).load()
-    metrics = build_metrics(OmegaConf.to_container(cfg.metrics, resolve=True))  # type: ignore[arg-type]
+    df = load_data(DataSettings.from_node(OmegaConf.to_container(cfg.data, resolve=True)))
+    metrics = build_metrics(OmegaConf.to_container(cfg.metrics, resolve=True))
     scores = score(df, metrics, progress=False)
     return scores, aggregate(scores)
 
@@ -61,7 +63,7 @@ def test_resampled_corpus_scores_match_direct_recomputation(demo_scores) -> None
         width = max(len(r) for r in refs)
         streams = [[r[j] if j < len(r) else None for r in refs] for j in range(width)]
         # sacrebleu skips None references (its variable-reference case) though its hints say str
-        expected = sacrebleu.corpus_bleu(rows["candidate"].tolist(), streams).score  # type: ignore[arg-type]
+        expected = sacrebleu.corpus_bleu(rows["candidate"].tolist(), streams).score
         assert fns["bleu"](idx)[k] == pytest.approx(expected, abs=1e-9)
 
 
@@ -117,7 +119,9 @@ def test_system_level_intervals_contain_the_estimate(demo_scores, tmp_path: Path
     from paraeval.pipeline.stages.correlate import correlate
 
     scores, agg = demo_scores
-    cfg = {"levels": ["system"], "coefficients": ["pearson"], "ci": True, "n_resamples": 300}
+    cfg = correlation_settings(
+        {"levels": ["system"], "coefficients": ["pearson"], "ci": True, "n_resamples": 300}
+    )
     corr = correlate(agg, cfg, np.random.default_rng(3), scores)
     finite = corr.dropna(subset=["value", "ci_low", "ci_high"])
     assert len(finite) >= 10

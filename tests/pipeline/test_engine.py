@@ -23,11 +23,12 @@ import pytest
 from omegaconf import OmegaConf
 
 from paraeval.pipeline.config.compose import compose_config
+from paraeval.pipeline.config.nodes import EngineSettings
 from paraeval.pipeline.data.load import load_demo
-from paraeval.pipeline.engine import EngineSettings, open_engine
+from paraeval.pipeline.engine.local import open_engine
 from paraeval.pipeline.stages.score import Scores, build_metrics, score
 from tests.cluster import RAY_ENV, RayCluster, free_port, processes_holding, skip_without_ray
-from tests.pipeline.helpers import cli_env, run_cli
+from tests.pipeline.helpers import cli_env, engine_settings, run_cli
 
 ROUGE = ["rouge1", "rougeL", "rougeLsum", "rougeW", "rougeSU"]
 NGRAM = ["bleu", "ibleu", "self_bleu", "chrf", "ter", "nist", "meteor", "cider", *ROUGE]
@@ -86,7 +87,7 @@ def ray_env_here(ray_cluster: RayCluster) -> Iterator[RayCluster]:
 
 @pytest.fixture(scope="module")
 def local_ngram() -> Scores:
-    return scored(NGRAM, EngineSettings())
+    return scored(NGRAM, engine_settings("local"))
 
 
 @pytest.mark.slow
@@ -94,7 +95,7 @@ def local_ngram() -> Scores:
 def test_ngram_columns_on_the_cluster_are_identical_for_any_shard_size(
     ray_env_here: RayCluster, local_ngram: Scores, rows_per_shard: int
 ) -> None:
-    engine = EngineSettings("ray", ray_env_here.address, rows_per_shard=rows_per_shard)
+    engine = engine_settings("ray", address=ray_env_here.address, rows_per_shard=rows_per_shard)
     assert_same(scored(NGRAM, engine), local_ngram, tolerance=0)
 
 
@@ -104,12 +105,14 @@ def test_encoder_columns_on_the_cluster_are_within_1e_6(ray_env_here: RayCluster
     segments: batches differ from one process's, the numbers by float32's last bits only.
     BERTScore with idf, in batches of 4 pairs: its shards end where batches end, and its idf
     comes from the counts of every shard of the system."""
-    engine = EngineSettings("ray", ray_env_here.address, actors_per_encoder=2, rows_per_shard=7)
+    engine = engine_settings(
+        "ray", address=ray_env_here.address, actors_per_encoder=2, rows_per_shard=7
+    )
     bertscore = ("metrics.bertscore.idf=true", "metrics.bertscore.bert_score_batch_size=4")
-    local = scored(ENCODER, EngineSettings(), *bertscore)
+    local = scored(ENCODER, engine_settings("local"), *bertscore)
     assert_same(scored(ENCODER, engine, *bertscore), local, tolerance=1e-6)
     # idf changed the numbers: it was in force
-    plain = scored(["bertscore"], EngineSettings(), bertscore[1])
+    plain = scored(["bertscore"], engine_settings("local"), bertscore[1])
     assert not np.allclose(plain.segments["bertscore_f1"], local.segments["bertscore_f1"])
 
 

@@ -17,9 +17,11 @@ import pytest
 
 from paraeval.pipeline.api import compose_config
 from paraeval.pipeline.config.settings import Settings
+from paraeval.pipeline.context import RunContext
+from paraeval.pipeline.data.load import load_data
 from paraeval.pipeline.names import slug
 from paraeval.pipeline.report import figures
-from paraeval.pipeline.report.scatter import scatter_columns
+from paraeval.pipeline.report.human_plots import scatter_columns
 from paraeval.pipeline.stages.evaluation import STAGES, Evaluation, compute, write_tables
 
 # no semantic metric: no adequacy, no diversity-adequacy view
@@ -36,7 +38,7 @@ CHEAP = [
 
 def _evaluation(*overrides: str, metrics: str = METRICS) -> Evaluation:
     settings = Settings.from_config(compose_config([metrics, *CHEAP, *overrides]))
-    return compute(settings.data.load(), settings)
+    return compute(load_data(settings.data), settings)
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +147,7 @@ def test_each_figure_starts_with_its_tables_in_a_process_and_all_are_drawn(
     (tmp_path / "plots").mkdir()
     stale = tmp_path / "plots" / "alpha_curve.png"
     stale.write_bytes(b"an earlier run's figure")
-    drawing = figures.Figures(tmp_path)
+    drawing = figures.Figures(tmp_path, True, RunContext())
     started = _stage_by_stage(demo, drawing)
     # score: nothing; aggregate: the scatter plots; compare: ranking and the frontier;
     # correlate: the heatmap; α curve: its figure
@@ -165,7 +167,7 @@ def test_each_figure_starts_with_its_tables_in_a_process_and_all_are_drawn(
 def test_a_killed_figure_process_is_a_warning_naming_the_folder(
     demo: Evaluation, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    drawing = figures.Figures(tmp_path)
+    drawing = figures.Figures(tmp_path, True, RunContext())
     ev = Evaluation(demo.settings, demo.table)
     for stage in STAGES[:2]:
         stage(ev)
@@ -176,11 +178,12 @@ def test_a_killed_figure_process_is_a_warning_naming_the_folder(
     warned = [r.getMessage() for r in caplog.records if "figure process" in r.getMessage()]
     assert len(warned) == 1 and str(tmp_path) in warned[0] and "signal 9" in warned[0]
     assert len(written) < len(drawing.started)
+    assert drawing.context.figures_missing == [tmp_path]  # the command exits 4 for it
 
 
 @linux_only
 def test_stop_ends_the_figure_processes_at_once(demo: Evaluation, tmp_path: Path) -> None:
-    drawing = figures.Figures(tmp_path)
+    drawing = figures.Figures(tmp_path, True, RunContext())
     _stage_by_stage(demo, drawing)
     pids = list(drawing.pids)
     begun = time.monotonic()
@@ -195,7 +198,7 @@ def test_stop_ends_the_figure_processes_at_once(demo: Evaluation, tmp_path: Path
 def test_without_parallel_figures_every_figure_is_drawn_here_at_the_end(
     demo: Evaluation, tmp_path: Path
 ) -> None:
-    drawing = figures.Figures(tmp_path, parallel=False)
+    drawing = figures.Figures(tmp_path, False, RunContext())
     _stage_by_stage(demo, drawing)
     assert drawing.pids == [] and not (tmp_path / "plots").exists()
     assert {p.name for p in drawing.wait()} == _expected(demo, "png")

@@ -11,8 +11,9 @@ import pytest
 from omegaconf import OmegaConf
 
 import paraeval
+from paraeval.pipeline.config.compose import compose_config
 from paraeval.pipeline.data.load import demo_path, read_table
-from paraeval.pipeline.report.notebook import best_metrics, ranked_systems
+from paraeval.pipeline.report.summary import best_metrics, ranked_systems
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "metrics"
 
@@ -56,9 +57,13 @@ def test_list_metrics_directions_and_groups_are_the_classes(metrics: pd.DataFram
 
 def test_list_metrics_settings_are_the_config_defaults(metrics: pd.DataFrame) -> None:
     for row in metrics.itertuples():
-        raw = OmegaConf.load(CONF / f"{row.id}.yaml")[str(row.id)]
-        keys = {str(k) for k in raw} - {"_target_"}
-        assert set(row.settings) == keys, row.id
+        # the metric's file composed alone, with the shared encoder settings (conf/encoder/) its
+        # defaults list places in its node
+        cfg = compose_config([f"metrics=[{row.id}]"])
+        node = OmegaConf.to_container(cfg.metrics[str(row.id)], resolve=True)
+        assert isinstance(node, dict)
+        node.pop("_target_")
+        assert row.settings == node, row.id
     settings = metrics.set_index("id")["settings"]
     assert settings["ibleu"]["alpha"] == 0.8
     assert settings["bleu"]["tokenize"] == "13a"

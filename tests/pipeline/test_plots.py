@@ -15,14 +15,19 @@ import pytest
 from PIL import Image
 
 from paraeval.pipeline.report import plots
-from paraeval.pipeline.report.alpha_plot import plot_alpha_curve
 from paraeval.pipeline.report.frontier_plot import frontier_plot
-from paraeval.pipeline.report.heatmap import correlation_heatmap
+from paraeval.pipeline.report.human_plots import (
+    LEGEND_MAX_SYSTEMS,
+    correlation_heatmap,
+    metric_vs_human,
+    plot_alpha_curve,
+    scatter_columns,
+)
 from paraeval.pipeline.report.ranking import ranking_plot
-from paraeval.pipeline.report.scatter import LEGEND_MAX_SYSTEMS, metric_vs_human, scatter_columns
 from paraeval.pipeline.stages.alpha import AlphaCurve
-from paraeval.pipeline.stages.compare import CompareConfig, Comparison
+from paraeval.pipeline.stages.compare import Comparison
 from paraeval.pipeline.stages.paraphrase_table import ParaphraseTable
+from tests.pipeline.helpers import compare_settings
 
 
 @pytest.fixture(autouse=True)
@@ -227,7 +232,7 @@ def _comparison() -> Comparison:
         systems=systems,
         items=pd.DataFrame(),
         baseline="copy",
-        config=CompareConfig(confidence=0.9, alpha=0.01),
+        config=compare_settings(confidence=0.9, alpha=0.01),
         signature="",
     )
 

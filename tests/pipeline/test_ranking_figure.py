@@ -19,22 +19,21 @@ from matplotlib.figure import Figure
 from PIL import Image
 
 from paraeval.pipeline.report import plots
+from paraeval.pipeline.report.human_plots import scatter_columns, scatter_figure
 from paraeval.pipeline.report.plots import FigureStyle
 from paraeval.pipeline.report.ranking import (
     BASELINE_GID,
     CLUSTER_GID,
     INTERVALS_GID,
+    MAX_HEIGHT_IN,
     POINTS_GID,
+    RankingLayout,
     ranking_figure,
+    ranking_layout,
     ranking_plot,
 )
-from paraeval.pipeline.report.ranking_layout import (
-    MAX_HEIGHT_IN,
-    RankingLayout,
-    ranking_layout,
-)
-from paraeval.pipeline.report.scatter import scatter_columns, scatter_figure
-from paraeval.pipeline.stages.compare import CompareConfig, Comparison
+from paraeval.pipeline.stages.compare import Comparison
+from tests.pipeline.helpers import compare_settings
 
 N_SYSTEMS, N_METRICS = 40, 30
 LOWER = {f"m{j:02d}" for j in range(2, N_METRICS) if j % 5 == 0}  # TER-like columns
@@ -78,7 +77,7 @@ def _comparison(table: pd.DataFrame) -> Comparison:
         systems=pd.DataFrame(),
         items=pd.DataFrame(),
         baseline="sys07",
-        config=CompareConfig(confidence=0.95, alpha=0.05),
+        config=compare_settings(confidence=0.95, alpha=0.05),
         signature="",
     )
 

@@ -35,7 +35,7 @@ import pytest
 import sacrebleu
 from sacrebleu.metrics import BLEU as SacreBLEU
 
-from tests.pipeline.helpers import REPO, cli_env, run_cli
+from tests.pipeline.helpers import REPO, cli_env, correlation_settings, run_cli
 
 FAST = [
     "tracking=none",
@@ -591,24 +591,18 @@ def test_seed_not_an_integer(runs: dict[str, Run]) -> None:
 )
 def test_correlation_settings_checked_before_scoring(setting: dict, fragment: str) -> None:
     from paraeval.pipeline.errors import ConfigError
-    from paraeval.pipeline.stages.correlate import check_correlation_config
 
     with pytest.raises(ConfigError) as info:
-        check_correlation_config(setting)
+        correlation_settings(setting)
     assert fragment in str(info.value)
     assert "\n" not in str(info.value)
 
 
 def test_correlation_settings_defaults_pass() -> None:
-    import yaml
-
-    from paraeval.pipeline.stages.correlate import check_correlation_config
-
     for name in ("default", "full", "wmt"):
-        node = yaml.safe_load((REPO / "conf" / "correlation" / f"{name}.yaml").read_text())
-        levels, coefficients = check_correlation_config(node)
-        assert levels and coefficients
-    assert check_correlation_config({"levels": "system"})[0] == ["system"]
+        settings = correlation_settings(preset=name)  # a preset file holds only its differences
+        assert settings.levels and settings.coefficients
+    assert correlation_settings({"levels": "system"}).levels == ("system",)
 
 
 def test_not_utf8_names_row_and_column(runs: dict[str, Run]) -> None:

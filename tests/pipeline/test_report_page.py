@@ -369,8 +369,7 @@ def test_table_columns_have_one_precision_each() -> None:
 
 
 def test_without_the_significance_test_metrics_rank_by_direction_adjusted_value() -> None:
-    from paraeval.pipeline.report.answers import agreement
-    from paraeval.pipeline.report.tables import agreement_table
+    from paraeval.pipeline.report.tables import agreement, agreement_table
 
     ev = paraeval.evaluate(
         read_table(demo_path()),

@@ -15,9 +15,10 @@ import paraeval.correlation.resamples as resamples
 from paraeval.pipeline.api import compose_config
 from paraeval.pipeline.data.load import load_parabank
 from paraeval.pipeline.stages.aggregate import aggregate
-from paraeval.pipeline.stages.compare import CompareConfig, compare
+from paraeval.pipeline.stages.compare import compare
 from paraeval.pipeline.stages.correlate import correlate
 from paraeval.pipeline.stages.score import Scores, build_metrics, score
+from tests.pipeline.helpers import compare_settings, correlation_settings
 
 pytestmark = pytest.mark.realdata
 
@@ -33,7 +34,7 @@ def parabank_bleu(shared_data: Path) -> tuple[Scores, object]:
 
 
 def _correlations(scores: Scores, cfg: object) -> pd.DataFrame:
-    settings = {**cfg.correlation, "n_resamples": N_RESAMPLES}  # type: ignore[attr-defined]
+    settings = correlation_settings({"n_resamples": N_RESAMPLES})
     return correlate(aggregate(scores), settings, np.random.default_rng(7), scores)
 
 
@@ -61,7 +62,7 @@ def test_mask_blocks_give_the_comparison_of_one_block(
     parabank_bleu: tuple[Scores, object], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     scores, _ = parabank_bleu
-    cfg = CompareConfig(n_bootstrap=200, n_ar=3000)
+    cfg = compare_settings(n_bootstrap=200, n_ar=3000)
     whole = compare(scores, aggregate(scores), cfg).table
     # 3000 trials in mask blocks of 64 rows instead of one block
     monkeypatch.setattr(paired, "_MASK_BLOCK_ROWS", 64)

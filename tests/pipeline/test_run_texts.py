@@ -1,4 +1,4 @@
-"""The score stage's texts as codes (pipeline/stages/texts.py): every row's texts come back as they
+"""The score stage's texts as codes (pipeline/engine/texts.py): every row's texts come back as they
 were, the encoders' text order is every earlier run's, and the distinct segments are those of the
 tuples they stand for, in order of first appearance."""
 
@@ -9,7 +9,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from paraeval.pipeline.stages.texts import RunTexts, chunks
+from paraeval.pipeline.engine.texts import RunTexts, chunks
 
 WORDS = st.sampled_from(["a", "b", "a b", "", "é", "b a"])
 

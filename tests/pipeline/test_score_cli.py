@@ -249,3 +249,19 @@ def test_ngram_metrics_import_no_pandas_hydra_mlflow_or_torch(files: Path) -> No
     )
     assert proc.returncode == 0, proc.stderr
     assert "IMPORTED []" in proc.stdout
+
+
+def test_the_settings_are_the_ones_a_run_composes() -> None:
+    """paraeval-score reads conf/ without Hydra: every metric's settings, shared encoder node
+    included, equal the composed config's (with the cache off, as this command writes nothing)."""
+    from omegaconf import OmegaConf
+
+    from paraeval.pipeline.cli.score import metric_settings
+    from paraeval.pipeline.config.compose import compose_config
+    from paraeval.pipeline.config.targets import metric_ids
+
+    ids = metric_ids()
+    cfg = compose_config([f"metrics=[{','.join(ids)}]", "cache.enabled=false", "cache.dir=null"])
+    composed = OmegaConf.to_container(cfg.metrics, resolve=True)
+    assert metric_settings(ids, []) == composed
+    assert metric_settings(["cosine"], ["cosine.batch_size=8"])["cosine"]["batch_size"] == 8

@@ -11,13 +11,12 @@ from collections.abc import Iterator
 import pytest
 
 from paraeval.pipeline.cli import main as cli
-from paraeval.pipeline.errors import (
-    DEFERRED_SIGNALS,
-    RAISED_SIGNALS,
-    Interrupted,
-    raise_deferred,
-    taken,
-)
+from paraeval.pipeline.context import RunContext
+from paraeval.pipeline.errors import Interrupted
+
+# the command's run context and its handler (each test leaves it as it found it)
+CONTEXT = RunContext()
+ON_SIGNAL = cli.signal_handler(CONTEXT)
 
 # a function whose frames look like SQLAlchemy's to the handler
 _STORE_CODE = """
@@ -34,7 +33,7 @@ def flush(seconds, on_signal, signum):
 def handlers() -> Iterator[None]:
     saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)}
     yield
-    taken()
+    CONTEXT.taken()
     for s, h in saved.items():
         signal.signal(s, h)
 
@@ -50,7 +49,7 @@ def test_signal_inside_the_store_is_raised_after_it(handlers: None, signum: int)
     flush = _store_flush()
     results = []
     with pytest.raises(Interrupted) as caught:
-        results.append(flush(0.3, cli._on_signal, signum))  # type: ignore[operator]
+        results.append(flush(0.3, ON_SIGNAL, signum))  # type: ignore[operator]
         time.sleep(2)  # back in plain code: the pending interrupt arrives within the retry period
     assert results == ["flushed"]  # the store's work ran to its end first
     assert caught.value.signum == signum
@@ -63,17 +62,17 @@ def test_signal_inside_the_store_is_raised_after_it(handlers: None, signum: int)
 def test_signal_in_plain_code_is_raised_at_once(handlers: None) -> None:
     caught: Interrupted | None = None
     try:
-        cli._on_signal(signal.SIGTERM, sys._getframe())
+        ON_SIGNAL(signal.SIGTERM, sys._getframe())
     except Interrupted as exc:
         caught = exc
         # kept, with the retry timer running, until the code that acts on it takes it
-        kept, timer = list(RAISED_SIGNALS), signal.getitimer(signal.ITIMER_REAL)[0]
-        taken()  # what the command's handler does first
+        kept, timer = list(CONTEXT.raised_signals), signal.getitimer(signal.ITIMER_REAL)[0]
+        CONTEXT.taken()  # what the command's handler does first
     assert caught is not None and caught.name == "SIGTERM"
-    assert not DEFERRED_SIGNALS
+    assert not CONTEXT.deferred_signals
     assert kept == [signal.SIGTERM]
     assert timer > 0
-    assert not RAISED_SIGNALS
+    assert not CONTEXT.raised_signals
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
 
 
@@ -84,7 +83,7 @@ def test_a_raised_signal_is_not_raised_again_while_it_unwinds(handlers: None) ->
     caught = []
     try:
         try:
-            cli._on_signal(signal.SIGINT, sys._getframe())
+            ON_SIGNAL(signal.SIGINT, sys._getframe())
         finally:
             end = time.monotonic() + 0.3  # many retry periods of cleanup
             while time.monotonic() < end:
@@ -92,7 +91,7 @@ def test_a_raised_signal_is_not_raised_again_while_it_unwinds(handlers: None) ->
             cleaned.append(True)
     except Interrupted as exc:
         caught.append(exc.name)
-        taken()
+        CONTEXT.taken()
     assert cleaned == [True]
     assert caught == ["SIGINT"]
 
@@ -102,15 +101,17 @@ def test_a_raised_signal_is_not_raised_again_while_it_unwinds(handlers: None) ->
 _SWALLOWED = """
 import os, signal, sys, time
 from paraeval.pipeline.cli import main as cli
-from paraeval.pipeline.errors import Interrupted, taken
+from paraeval.pipeline.context import RunContext
+from paraeval.pipeline.errors import Interrupted
 
+context = RunContext()
 def after_fork_in_parent():
     os.kill(os.getpid(), signal.SIGINT)
     end = time.monotonic() + 0.05
     while time.monotonic() < end:  # the signal is handled in this callback's frame
         pass
 
-signal.signal(signal.SIGINT, cli._on_signal)
+signal.signal(signal.SIGINT, cli.signal_handler(context))
 os.register_at_fork(after_in_parent=after_fork_in_parent)
 try:
     pid = os.fork()
@@ -120,7 +121,7 @@ try:
     time.sleep(3)
     print("finished as if not interrupted")
 except Interrupted as exc:
-    taken()
+    context.taken()
     print("interrupted", exc.name)
 """
 
@@ -138,7 +139,7 @@ def test_a_signal_swallowed_where_it_landed_is_raised_again() -> None:
 def test_real_signal_during_store_work_is_deferred(handlers: None) -> None:
     import os
 
-    signal.signal(signal.SIGTERM, cli._on_signal)
+    signal.signal(signal.SIGTERM, ON_SIGNAL)
     scope: dict[str, object] = {"__name__": "sqlalchemy.engine.base", "time": time, "os": os}
     exec(
         "def execute(pid, signum):\n"
@@ -162,15 +163,17 @@ def test_a_deferred_signal_is_raised_at_the_next_checkpoint_once(handlers: None)
     """The tracker's checkpoints between store calls raise a deferred interrupt even where the
     retry timer only ever fires inside the store; once: the timer is stopped with it."""
     flush = _store_flush()
-    assert flush(0.0, cli._on_signal, signal.SIGTERM) == "flushed"  # type: ignore[operator]
-    assert DEFERRED_SIGNALS == [signal.SIGTERM]
+    assert flush(0.0, ON_SIGNAL, signal.SIGTERM) == "flushed"  # type: ignore[operator]
+    assert CONTEXT.deferred_signals == [signal.SIGTERM]
     with pytest.raises(Interrupted) as caught:
-        raise_deferred()
+        CONTEXT.raise_deferred()
     assert caught.value.signum == signal.SIGTERM
-    assert not DEFERRED_SIGNALS
+    assert not CONTEXT.deferred_signals
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
-    raise_deferred()  # nothing left to raise
-    cli._raise_pending(signal.SIGALRM, sys._getframe())  # a late alarm raises nothing either
+    CONTEXT.raise_deferred()  # nothing left to raise
+    cli._raise_pending(
+        CONTEXT, signal.SIGALRM, sys._getframe()
+    )  # a late alarm raises nothing either
 
 
 @pytest.mark.parametrize("where", ["weakref", "__del__"])
@@ -181,17 +184,22 @@ def test_a_signal_where_an_exception_would_be_ignored_is_deferred(
     the collector) or a ``__del__`` as "ignored" and goes on: raised there, the interrupt would
     be lost and the run would end with status 0. It is deferred to the next checkpoint."""
     if where == "weakref":
-        scope: dict[str, object] = {"__name__": "weakref", "sys": sys, "cli": cli, "signal": signal}
-        exec("def remove(wr):\n    cli._on_signal(signal.SIGINT, sys._getframe())\n", scope)
+        scope: dict[str, object] = {
+            "__name__": "weakref",
+            "sys": sys,
+            "on_signal": ON_SIGNAL,
+            "signal": signal,
+        }
+        exec("def remove(wr):\n    on_signal(signal.SIGINT, sys._getframe())\n", scope)
         scope["remove"](None)  # type: ignore[operator]
     else:
 
         class Held:
             def __del__(self) -> None:
-                cli._on_signal(signal.SIGINT, sys._getframe())
+                ON_SIGNAL(signal.SIGINT, sys._getframe())
 
         held = Held()
         del held
-    assert DEFERRED_SIGNALS == [signal.SIGINT]  # deferred, not raised into the void
+    assert CONTEXT.deferred_signals == [signal.SIGINT]  # deferred, not raised into the void
     with pytest.raises(Interrupted):
-        raise_deferred()
+        CONTEXT.raise_deferred()

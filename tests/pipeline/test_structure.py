@@ -1,5 +1,5 @@
-"""The shape of pipeline/: subpackages by concern, no import cycle (``TYPE_CHECKING`` imports
-count), data flowing forward through the stages, no file over 500 lines, thin glue."""
+"""The shape of pipeline/ beyond its layers (tests/test_architecture.py): the tracker used through
+its interface, the score cache apart from the stages, no file over 500 lines, thin glue."""
 
 from __future__ import annotations
 
@@ -55,49 +55,8 @@ def _imports(path: Path) -> set[str]:
 GRAPH = {name: _imports(path) for name, path in MODULES.items()}
 
 
-def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components with more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    out: list[list[str]] = []
-
-    def strong(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        for w in sorted(graph.get(v, ())):
-            if w not in index:
-                strong(w)
-                low[v] = min(low[v], low[w])
-            elif w in stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                component.append(w)
-                if w == v:
-                    break
-            if len(component) > 1:
-                out.append(sorted(component))
-
-    for v in sorted(graph):
-        if v not in index:
-            strong(v)
-    return out
-
-
 def _package(module: str) -> str:
     return module.split(".")[0] if "." in module else ""
-
-
-def _edges_from(package: str) -> list[tuple[str, str]]:
-    return [(a, b) for a, deps in GRAPH.items() if _package(a) == package for b in sorted(deps)]
-
-
-def test_the_cycle_finder_finds_a_cycle() -> None:
-    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
 def test_the_import_walk_sees_every_form() -> None:
@@ -105,27 +64,6 @@ def test_the_import_walk_sees_every_form() -> None:
     assert {"cli", "config", "data", "stages", "report", "tracking"} <= {
         _package(m) for m in MODULES
     }
-
-
-def test_pipeline_has_no_import_cycle() -> None:
-    assert _cycles(GRAPH) == []
-
-
-@pytest.mark.parametrize(
-    ("package", "forbidden"),
-    [
-        # the stages compute tables; showing and logging them comes after
-        ("stages", {"cli", "report", "tracking"}),
-        ("data", {"cli", "config", "stages", "report", "tracking"}),
-        ("report", {"cli", "tracking"}),
-        ("tracking", {"cli", "report"}),
-        ("config", {"cli"}),
-        ("", {"cli"}),  # api.py, errors.py, files.py, names.py
-    ],
-)
-def test_data_flows_forward(package: str, forbidden: set[str]) -> None:
-    bad = [(a, b) for a, b in _edges_from(package) if _package(b) in forbidden]
-    assert bad == []
 
 
 def test_the_tracker_is_used_through_its_interface() -> None:

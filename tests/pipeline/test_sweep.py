@@ -20,8 +20,8 @@ import paraeval.metrics.sacre as sacre
 from paraeval.pipeline.config.compose import config_dir
 from paraeval.pipeline.data.load import load_demo
 from paraeval.pipeline.errors import ConfigError
-from paraeval.pipeline.stages.alpha import AlphaCurveSettings, alpha_curve, split_items
-from tests.pipeline.helpers import invocation_runs, run_cli
+from paraeval.pipeline.stages.alpha import alpha_curve, split_items
+from tests.pipeline.helpers import alpha_curve_settings, invocation_runs, run_cli
 
 SMALL = "metrics=[bleu,ibleu,self_bleu,chrf]"
 
@@ -49,14 +49,14 @@ def test_split_is_seeded_disjoint_and_complete() -> None:
 
 def test_settings_are_validated() -> None:
     with pytest.raises(ConfigError, match="dev_fraction"):
-        AlphaCurveSettings.from_config({"dev_fraction": 1.0})
+        alpha_curve_settings(**{"dev_fraction": 1.0})
     with pytest.raises(ConfigError, match="grid"):
-        AlphaCurveSettings.from_config({"grid": [0.5, 1.5]})
+        alpha_curve_settings(**{"grid": [0.5, 1.5]})
     with pytest.raises(ConfigError, match="not defined at level"):
-        AlphaCurveSettings.from_config({"levels": ["segment"], "coefficient": "pairwise_accuracy"})
+        alpha_curve_settings(**{"levels": ["segment"], "coefficient": "pairwise_accuracy"})
     with pytest.raises(ConfigError, match="unknown setting"):
-        AlphaCurveSettings.from_config({"alpha": 0.3})
-    assert len(AlphaCurveSettings.from_config({}).alphas()) == 21
+        alpha_curve_settings(**{"alpha": 0.3})
+    assert len(alpha_curve_settings().grid) == 21
 
 
 def test_curve_equals_rescoring_every_alpha_on_each_split() -> None:
@@ -67,7 +67,7 @@ def test_curve_equals_rescoring_every_alpha_on_each_split() -> None:
     systems = list(dict.fromkeys(df["system"]))
     ibleu = sacre.IBLEU(alpha=0.8)
     st = ibleu_stats(df, ibleu)
-    settings = AlphaCurveSettings(grid=[0.0, 0.6, 1.0], levels=["segment", "system"], seed=3)
+    settings = alpha_curve_settings(grid=[0.0, 0.6, 1.0], levels=["segment", "system"], seed=3)
     got = alpha_curve(df, st, ibleu, "ibleu", ["human_meaning"], settings)
 
     dev, test = split_items(df["item_id"].astype(str).tolist(), 0.5, 3)
@@ -234,7 +234,7 @@ def test_system_scores_for_every_alpha_equal_ibleu_scored_at_that_alpha() -> Non
     configured = sacre.IBLEU(alpha=0.8)
     st = ibleu_stats(df, configured)
     grid = [0.0, 0.35, 0.8, 1.0]
-    settings = AlphaCurveSettings(grid=grid)
+    settings = alpha_curve_settings(grid=grid)
     got = alpha_curve(df, st, configured, "ibleu", ["human_meaning"], settings)
     table = got.system_scores
     systems = list(dict.fromkeys(df["system"]))

@@ -11,7 +11,9 @@ from omegaconf import DictConfig
 
 from paraeval.pipeline.config.compose import config_dir
 from paraeval.pipeline.config.settings import Settings
+from paraeval.pipeline.data.load import LOADERS, load_data
 from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.tracking.trackers import tracker_from_settings
 from tests.pipeline.helpers import run_cli
 
 CONF = config_dir()
@@ -36,12 +38,19 @@ def _compose(overrides: list[str]) -> DictConfig:
         return compose("config", overrides=overrides, return_hydra_config=False)
 
 
+def _check(cfg: DictConfig) -> None:
+    """What a run checks before any work: the settings, the tracker it builds, the loader."""
+    settings = Settings.from_config(cfg)
+    tracker_from_settings(settings.tracking)
+    load_data(settings.data)
+
+
 @pytest.mark.parametrize("target", HOSTILE)
 @pytest.mark.parametrize("group", ["data", "normalize", "tracking"])
 def test_hostile_targets_refused_in_every_group(group: str, target: str) -> None:
     cfg = _compose(["tracking=none", f"{group}._target_={target}"])
     with pytest.raises(ConfigError, match=rf"{group}\._target_ '{target}' is not allowed"):
-        Settings.from_config(cfg)
+        _check(cfg)
 
 
 @pytest.mark.parametrize(
@@ -66,7 +75,9 @@ def test_every_shipped_option_is_on_the_list() -> None:
             overrides = [f"{group}={option.stem}"]
             if group == "data" and "???" in option.read_text():
                 continue  # a required path: composed with one below
-            Settings.from_config(_compose(overrides))
+            settings = Settings.from_config(_compose(overrides))
+            tracker_from_settings(settings.tracking)
+            assert settings.data.target in LOADERS
     Settings.from_config(_compose(["data=table", "data.path=x.jsonl"]))
     from paraeval.pipeline.stages.score import build_metric
 
@@ -81,7 +92,7 @@ def test_near_miss_names_the_nearest_allowed_target() -> None:
     cfg = _compose(["data._target_=paraeval.pipeline.data.load.load_tabel"])
     near = r"did you mean 'paraeval\.pipeline\.data\.load\.load_table'"
     with pytest.raises(ConfigError, match=near):
-        Settings.from_config(cfg)
+        _check(cfg)
 
 
 def test_pickle_on_the_command_line_never_runs(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ import json
 import logging
 import re
 import socket
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from omegaconf import OmegaConf
 
 from paraeval.pipeline.cli.relog import relog
 from paraeval.pipeline.config.compose import flatten
+from paraeval.pipeline.config.nodes import TrackingSettings
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.files import write_csv, write_parquet
 from paraeval.pipeline.tracking import trackers as tracking_mod
@@ -29,10 +31,14 @@ from paraeval.pipeline.tracking.trackers import (
     MLflowTracker,
     NoTracker,
     Tracker,
-    tracker_from_config,
+    tracker_from_settings,
 )
 from tests.pipeline.helpers import run_cli
 from tests.pipeline.test_config import _compose, options
+
+
+def tracker_from_config(node: Mapping[str, Any]) -> Tracker:
+    return tracker_from_settings(TrackingSettings.from_node(node))
 
 
 def _closed_port() -> int:

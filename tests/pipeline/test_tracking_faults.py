@@ -209,23 +209,22 @@ def test_half_created_store_without_runs_is_recreated(
 def test_half_created_store_with_runs_says_what_to_do(
     tmp_path: Path, template_store: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from paraeval.pipeline.tracking.trackers import NOT_LOGGED
-
     db = _copy_store(template_store, tmp_path / "store" / "mlflow.db")
     first = _output_dir(tmp_path / "first")
     tracker = MLflowTracker(store_dir=str(db.parent))
     assert tracker.log(_payload(first, _record(tracker))) is not None
     _sql(db, "DELETE FROM alembic_version")
     out = _output_dir(tmp_path / "out")
+    payload = _payload(out, _record(tracker))
     with caplog.at_level(logging.WARNING):
-        assert tracker.log(_payload(out, _record(tracker))) is None
+        assert tracker.log(payload) is None
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warnings == [
         f"MLflow store {db} was left half-created (a schema migration was interrupted) and "
         f"holds runs; move it aside (mv {db} {db}.broken) so that a new one is created; "
         f"outputs kept in {out}; log them later with: paraeval-log {out}"
     ]
-    assert NOT_LOGGED[-1] == out  # the CLI exits 3 for it
+    assert payload.context.not_logged == [out]  # the CLI exits 3 for it
 
 
 def test_sqlite_uri_keeps_artifacts_beside_the_store(

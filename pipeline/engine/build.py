@@ -4,7 +4,6 @@ so that ``paraeval-score`` builds metrics without importing pandas."""
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import logging
 from collections.abc import Mapping
@@ -12,34 +11,10 @@ from typing import Any
 
 from paraeval.metrics.base import Metric, MetricConfigError, MissingResourceError
 from paraeval.metrics.encoder import Encoders
-from paraeval.pipeline.config.targets import metric_class
+from paraeval.pipeline.config.targets import RUN_ARGUMENT, metric_settings
 from paraeval.pipeline.errors import ConfigError
 
 log = logging.getLogger(__name__)
-RUN_ARGUMENT = "encoders"  # given by the stage to the metrics that take it, never by a user
-
-
-def metric_settings(
-    metric_id: str, settings: Mapping[str, Any], allow_external: bool = False
-) -> tuple[type[Metric], dict[str, Any]]:
-    """The class and keyword arguments of one metric's config node, checked without building
-    it: ``_target_`` on the allow-list, every setting a parameter of the class."""
-    settings = dict(settings)
-    target = settings.pop("_target_", None)
-    if not target:
-        raise ConfigError(f"metrics.{metric_id} has no _target_")
-    # exact names only (pipeline/targets.py); other code only with the user's opt-in
-    cls = metric_class(str(target), metric_id, allow_external)
-    params = inspect.signature(cls.__init__).parameters
-    valid = [p for p in params if p not in ("self", RUN_ARGUMENT)]
-    unknown = [k for k in settings if k not in valid]
-    if unknown and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        near = difflib.get_close_matches(unknown[0], valid, n=1, cutoff=0.5)
-        hint = f"; did you mean 'metrics.{metric_id}.{near[0]}'?" if near else ""
-        raise ConfigError(
-            f"metrics.{metric_id}: unknown setting(s) {unknown}{hint}; valid: {valid}"
-        )
-    return cls, settings
 
 
 def build_metric(
@@ -48,13 +23,12 @@ def build_metric(
     allow_external: bool = False,
     encoders: Encoders | None = None,
 ) -> Metric:
-    """Instantiate one metric from its config node; errors are one line naming the key. A metric
-    on an encoder gets the run's ``encoders`` (one forward pass per sentence for all of them)."""
-    cls, settings = metric_settings(metric_id, settings, allow_external)
+    """One metric; on an encoder, on the run's ``encoders`` (one pass per sentence for all)."""
+    cls, kwargs = metric_settings(metric_id, settings, allow_external)
     if RUN_ARGUMENT in inspect.signature(cls.__init__).parameters:
-        settings[RUN_ARGUMENT] = encoders if encoders is not None else Encoders()
+        kwargs[RUN_ARGUMENT] = encoders if encoders is not None else Encoders()
     try:
-        metric = cls(**settings)
+        metric = cls(**kwargs)
     except (MetricConfigError, MissingResourceError) as exc:
         raise ConfigError(str(exc)) from None
     except TypeError as exc:

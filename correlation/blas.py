@@ -4,9 +4,8 @@ OpenBLAS splits a dot product longer than 10,000 elements (a segment-level Pears
 row) across its threads and adds the partial sums in another order, so the last bits of such a
 value depended on the machine's core count; with one thread they are the same everywhere. The
 work that matters is parallel already (the correlation's worker threads, the figure helper
-processes), and OpenBLAS's threads spin after each call, taking the cores those need: in an α
-sweep on ParaBank-Eval a job took 1.72-1.94 s with two BLAS threads and 1.43-1.45 s with one.
-torch's own thread pool (the encoder) is not touched.
+processes), and OpenBLAS's threads spin after each call, taking the cores those need. torch's
+own thread pool (the encoder) is not touched.
 """
 
 from __future__ import annotations

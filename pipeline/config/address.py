@@ -1,7 +1,6 @@
 """A Ray cluster's address, checked before any work: an address nothing answers at is one line and
-exit 2, not a traceback from Ray after outputs are made. Only a TCP connection is tried (a cluster
-given by its address is the user's: nothing is started or stopped here). Used for the score
-stage's cluster (``engine.address``) and a sweep's (``hydra.launcher.ray.init.address``)."""
+exit 2, not a Ray traceback after outputs are made. Only a TCP connection is tried (a cluster given
+by its address is the user's: nothing is started or stopped here)."""
 
 from __future__ import annotations
 
@@ -17,13 +16,11 @@ NOT_AN_ADDRESS = ("", "auto", "local")
 
 def host_and_port(address: str, key: str) -> tuple[str, int] | None:
     """``host:port`` or ``ray://host:port`` (an IPv6 host in brackets); None for what is not
-    an address to connect to (``auto``, an interpolation, a sweep over addresses); ``key``: the
-    setting that gave it, for the message."""
+    an address to connect to (``auto``, an interpolation, a sweep over addresses)."""
     address = address.strip().strip("'\"")
     if address.lower() in NOT_AN_ADDRESS or "${" in address or "," in address:
         return None
-    rest = address.removeprefix("ray://")
-    host, sep, port = rest.rpartition(":")
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
     if not sep or not port.isdigit():
         raise ConfigError(
             f"{key}='{address}' is not a Ray cluster address; give host:port (the "
@@ -33,11 +30,8 @@ def host_and_port(address: str, key: str) -> tuple[str, int] | None:
 
 
 def check_reachable(address: str | None, key: str) -> None:
-    """Raises :class:`ConfigError` naming the address (and ``key``, the setting that gave it)
-    when a TCP connection to it fails."""
-    if address is None:
-        return
-    target = host_and_port(address, key)
+    """A ConfigError naming the address and ``key`` when a TCP connection to it fails."""
+    target = None if address is None else host_and_port(address, key)
     if target is None:
         return
     try:
@@ -45,7 +39,7 @@ def check_reachable(address: str | None, key: str) -> None:
             pass
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
-        if isinstance(exc, TimeoutError | socket.timeout):
+        if isinstance(exc, TimeoutError):  # socket.timeout is TimeoutError
             reason = f"no answer in {CONNECT_TIMEOUT_S:g} s"
         raise ConfigError(
             f"cannot reach the Ray cluster at {key}='{address}' ({reason}); start it "

@@ -1,12 +1,6 @@
-"""The texts of a run as integer codes into its unique texts, for the score stage.
-
-A tidy table holds every candidate, source and reference of every row; the score stage needs each
-system's texts, the distinct segments several systems share, and every text once for the encoders.
-Held as Python lists, those cost about a kilobyte per row (pandas' Arrow strings become new
-Python objects on each ``tolist``); as codes they cost a few integers per row, and a text becomes a
-Python string once, in :attr:`RunTexts.unique`, whatever the number of rows it appears in. The
-lists a metric call gets are built from the codes for that call only.
-"""
+"""The texts of a run as integer codes into its unique texts, for the score stage: each text is a
+Python string once (pandas' Arrow strings become new objects on each ``tolist``), and a metric
+call's lists are built from the codes for that call only."""
 
 from __future__ import annotations
 
@@ -20,12 +14,9 @@ Texts = tuple[list[str], list[list[str]], list[str]]
 
 
 class RunTexts:
-    """Codes of a tidy table's texts (columns ``candidate``, ``source``, ``references``).
-
-    :attr:`unique` lists every text once in the order of first appearance among the candidates,
-    then the sources, then the references (row by row): the order every earlier run gave the
-    encoders, whose batches, hence the last bits of float32, follow it.
-    """
+    """Codes of a tidy table's texts. :attr:`unique` lists every text once in the order of first
+    appearance among the candidates, then the sources, then the references (row by row): the
+    order every earlier run gave the encoders, whose batches (so float32's last bits) follow it."""
 
     def __init__(self, df: pd.DataFrame) -> None:
         index: dict[str, int] = {}
@@ -45,18 +36,11 @@ class RunTexts:
         # one code per distinct reference list, so that segments compare as three integers
         sets: dict[bytes, int] = {}
         starts = self.ref_starts
-        self.reference_set = np.fromiter(
-            (
-                sets.setdefault(self.references[starts[i] : starts[i + 1]].tobytes(), len(sets))
-                for i in range(n)
-            ),
-            np.int32,
-            n,
-        )
+        keys = (self.references[starts[i] : starts[i + 1]].tobytes() for i in range(n))
+        self.reference_set = np.fromiter((sets.setdefault(k, len(sets)) for k in keys), np.int32, n)
 
     def texts(self, rows: np.ndarray, vs_source: bool) -> Texts:
-        """The texts of the table's rows ``rows`` (positions); against the source, each
-        candidate's one reference is its source."""
+        """The texts of the rows at positions ``rows``; ``vs_source``: sources as references."""
         u = self.unique
         cands = [u[i] for i in self.candidate[rows]]
         srcs = [u[i] for i in self.source[rows]]
@@ -67,9 +51,8 @@ class RunTexts:
         return cands, refs, srcs
 
     def segments(self, rows: np.ndarray, vs_source: bool) -> tuple[np.ndarray, np.ndarray]:
-        """The distinct (candidate, references, source) segments among ``rows``: one row of the
-        table standing for each, in order of first appearance, and each of ``rows``' position
-        among them."""
+        """The distinct (candidate, references, source) segments among ``rows``: a row standing for
+        each, in order of first appearance, and each of ``rows``' position among them."""
         if len(rows) == 0:
             return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp)
         refs = self.source[rows] if vs_source else self.reference_set[rows]
