@@ -106,8 +106,7 @@ def evaluate(
             cfg.data = {"_target_": target, "name": "dataframe", **{k: cfg.data[k] for k in keep}}
     resolved = Settings.from_config(cfg)
     if isinstance(data, pd.DataFrame):
-        options = {k: v for k, v in resolved.data.options.items() if k != "name"}
-        table = load_frame(data, name=resolved.data.name, **options)  # type: ignore[arg-type]
+        table = load_frame(data, **resolved.data.options)  # type: ignore[arg-type]
     else:
         table = load_data(resolved.data)
     check_table(resolved, table)

@@ -18,7 +18,7 @@ from paraeval.pipeline.version import __version__
 
 if TYPE_CHECKING:
     from paraeval.pipeline.api import Evaluation, evaluate
-    from paraeval.pipeline.config.catalog import list_metrics
+    from paraeval.pipeline.config.compose import list_metrics
 
 __all__ = ["Evaluation", "__version__", "evaluate", "list_metrics"]
 
@@ -29,7 +29,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(api, name)
     if name == "list_metrics":
-        from paraeval.pipeline.config.catalog import list_metrics
+        from paraeval.pipeline.config.compose import list_metrics
 
         return list_metrics
     raise AttributeError(f"module 'paraeval' has no attribute {name!r}")

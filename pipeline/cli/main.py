@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import nullcontext, redirect_stdout
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn
@@ -108,15 +108,15 @@ def check_grammar(argv: list[str]) -> None:
         except OverrideParseException as exc:
             # Hydra's text: the parser's complaint, then a line pointing at its grammar page
             said = exc.message.splitlines()[0] if exc.message else "syntax error"
-            _fail(
+            raise ConfigError(
                 f"cannot read the override '{arg}' (Hydra's parser: {said}); check its brackets, "
                 "braces and quotes, e.g. 'metrics=[bleu,chrf]'"
-            )
+            ) from None
 
 
-def check_group_overrides(argv: list[str], conf: Path) -> None:
+def check_group_overrides(argv: list[str]) -> None:
     """Unknown group options (``metrics=[bleu,nosuch]``) as one line before Hydra composes."""
-    folders = [*user_config_dirs(argv), conf]
+    folders = [*user_config_dirs(argv), config_dir()]
     for arg in _overrides(argv):
         key, _, value = arg.partition("=")
         key = key.lstrip("+~")
@@ -126,10 +126,10 @@ def check_group_overrides(argv: list[str], conf: Path) -> None:
         for choice in [v.strip() for v in value.strip("[]").split(",") if v.strip()]:
             if choice not in options and "/" not in choice and "$" not in choice:
                 hint = suggest(choice, options, f"{key} options")
-                _fail(f"unknown {key} option '{choice}' in '{arg}'; {hint}")
+                raise ConfigError(f"unknown {key} option '{choice}' in '{arg}'; {hint}")
 
 
-def check_override_keys(argv: list[str], conf: Path) -> None:
+def check_override_keys(argv: list[str]) -> None:
     """A setting that does not exist (``metrics.ibleu.alhpa=0.5``, ``hydra.run.dri=out``) as one
     line naming the nearest valid key (Hydra would suggest adding it with ``+``)."""
     overrides = [(arg, arg.partition("=")[0]) for arg in _overrides(argv)]
@@ -138,9 +138,7 @@ def check_override_keys(argv: list[str], conf: Path) -> None:
         for arg, key in overrides
         if not (key.startswith(("+", "~")) or "/" in key or "@" in key or key in GROUPS)
     ]
-    if not plain:
-        return
-    cfg = _compose_selections(argv, conf, hydra_config=True)
+    cfg = _compose_selections(tuple(argv)) if plain else None
     if cfg is None:
         return
     for arg, key in plain:
@@ -155,7 +153,7 @@ def check_override_keys(argv: list[str], conf: Path) -> None:
                 hint = f"valid here: {', '.join(valid)}" if valid else f"add it with '+{arg}'"
                 if near:
                     hint = f"did you mean '{'.'.join([*path, near[0]])}'?"
-                _fail(f"unknown setting '{'.'.join([*path, part])}' in '{arg}'; {hint}")
+                raise ConfigError(f"unknown setting '{'.'.join([*path, part])}' in '{arg}'; {hint}")
             try:
                 node = node[part]
             except Exception:  # ??? or an interpolation: nothing to check below it
@@ -163,48 +161,48 @@ def check_override_keys(argv: list[str], conf: Path) -> None:
             path.append(part)
 
 
-def _compose_selections(
-    argv: list[str], conf: Path, hydra_config: bool = False
-) -> DictConfig | None:
-    """The config of the group selections of ``argv`` and the user's config folders alone; None
-    where Hydra cannot compose it (it then says why)."""
+@cache
+def _compose_selections(argv: tuple[str, ...]) -> DictConfig | None:
+    """The config, Hydra's included, of the group selections of ``argv`` and the user's config
+    folders alone; None where Hydra cannot compose it (it then says why)."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    overrides = [(arg, arg.partition("=")[0]) for arg in _overrides(argv)]
+    overrides = [(arg, arg.partition("=")[0]) for arg in _overrides(list(argv))]
     selections = [arg for arg, key in overrides if key.lstrip("+~") in GROUPS or "/" in key]
-    searchpath = [f"file://{d.resolve()}" for d in user_config_dirs(argv)]
+    searchpath = [f"file://{d.resolve()}" for d in user_config_dirs(list(argv))]
     if searchpath:
         selections.append(f"hydra.searchpath=[{','.join(searchpath)}]")
     try:
         GlobalHydra.instance().clear()
-        with initialize_config_dir(str(conf), version_base="1.3", job_name="paraeval"):
-            return compose("config", overrides=selections, return_hydra_config=hydra_config)
+        with initialize_config_dir(str(config_dir()), version_base="1.3", job_name="paraeval"):
+            return compose("config", overrides=selections, return_hydra_config=True)
     except Exception:  # Hydra reports a selection it cannot compose itself
         return None
     finally:
         GlobalHydra.instance().clear()
 
 
-def check_config_file_passwords(argv: list[str], conf: Path) -> None:
+def check_config_file_passwords(argv: list[str]) -> None:
     """A password in a user's config file (paraeval's own files hold none) as one line, before
     Hydra saves it in ``.hydra/config.yaml``."""
     folders = user_config_dirs(argv)
     if not folders:
         return
-    cfg = _compose_selections(argv, conf)
-    try:
-        if cfg is not None:
-            check_config_passwords(OmegaConf.to_container(cfg, resolve=False))
-        else:  # a sweep over groups does not compose here: every file of the folders is read
-            check_config_files(folders)
-    except ConfigError as exc:
-        _fail(str(exc))
+    cfg = _compose_selections(tuple(argv))
+    if cfg is None:  # a sweep over groups does not compose here: every file of the folders is read
+        check_config_files(folders)
+        return
+    config = OmegaConf.to_container(cfg, resolve=False)
+    assert isinstance(config, dict)
+    check_config_passwords({k: v for k, v in config.items() if k != "hydra"})
 
 
 def check_output_dir_overrides(argv: list[str]) -> None:
     """An output folder that cannot be created as one line (Hydra creates it before paraeval's
     code runs and would answer with a traceback)."""
+    from paraeval.pipeline.files import check_writable
+
     multirun = any(a in ("-m", "--multirun") for a in argv)
     wanted = "hydra.sweep.dir" if multirun else "hydra.run.dir"
     given = False
@@ -215,24 +213,20 @@ def check_output_dir_overrides(argv: list[str]) -> None:
         given = given or key.lstrip("+") == wanted
         if not value or "${" in value:
             continue  # interpolated: resolved by Hydra, checked by the run itself
-        _probe(Path(value).expanduser(), value, key.lstrip("+"))
+        check_writable(Path(value).expanduser(), key.lstrip("+"), value)
     if not given:
         # the default folders (outputs/..., multirun/...) are relative to the current directory
         default = "multirun" if multirun else "outputs"
-        _probe(Path.cwd() / default, str(Path.cwd() / default), wanted)
+        check_writable(Path.cwd() / default, wanted, str(Path.cwd() / default))
 
 
-def check_cluster_address(argv: list[str], conf: Path) -> None:
+def check_cluster_address(argv: list[str]) -> None:
     """A sweep's Ray cluster that does not answer as one line, before any job starts."""
-    from paraeval.pipeline.config.address import check_reachable
+    from paraeval.pipeline.config.nodes import check_reachable
 
-    if not _multirun(argv):
-        return
-    cfg = _compose_selections(argv, conf, hydra_config=True)
-    try:
+    if _multirun(argv):
+        cfg = _compose_selections(tuple(argv))
         check_reachable(given_address(_overrides(argv), cfg), ADDRESS_KEY)
-    except ConfigError as exc:
-        _fail(str(exc))
 
 
 def given_address(overrides: list[str], cfg: Any) -> str | None:
@@ -251,15 +245,6 @@ def given_address(overrides: list[str], cfg: Any) -> str | None:
 
 def _multirun(argv: list[str]) -> bool:
     return any(a in ("-m", "--multirun", "hydra.mode=MULTIRUN") for a in argv)
-
-
-def _probe(folder: Path, shown: str, key: str) -> None:
-    from paraeval.pipeline.files import check_writable
-
-    try:
-        check_writable(folder, key, shown)
-    except ConfigError as exc:
-        _fail(str(exc))
 
 
 def _hydra_main(context: RunContext) -> None:
@@ -430,24 +415,24 @@ def _main(argv: list[str], context: RunContext) -> None:
     if argv[:1] in (["--version"], ["-V"]):
         print(f"paraeval {__version__}")
         return
-    # before Hydra sees the command line: it saves the overrides in the output folder
-    try:
-        argv = move_passwords_to_env(argv)
-    except ConfigError as exc:
-        _fail(str(exc))
-    sys.argv[1:] = argv
     # Hydra's shell completion (``-sc install=bash``, ``-sc query=bash``) is no run: its
     # ``install=``/``query=`` are Hydra's words, not settings, and nothing is written
     completion = any(a in ("-sc", "--shell-completion") for a in argv)
     help_ = any(a in ("--help", "-h", "--hydra-help") for a in argv)
+    checks: list[Callable[[list[str]], None]] = []
     if not completion and not help_:
-        check_config_file_passwords(argv, config_dir())
+        checks.append(check_config_file_passwords)
     if not (completion or help_ or any(a in ("--info", "--cfg", "-c") for a in argv)):
-        check_grammar(argv)
-        check_group_overrides(argv, config_dir())
-        check_override_keys(argv, config_dir())
-        check_cluster_address(argv, config_dir())
-        check_output_dir_overrides(argv)
+        checks += [check_grammar, check_group_overrides, check_override_keys]
+        checks += [check_cluster_address, check_output_dir_overrides]
+    try:
+        # before Hydra sees the command line: it saves the overrides in the output folder
+        argv = move_passwords_to_env(argv)
+        sys.argv[1:] = argv
+        for check in checks:
+            check(argv)
+    except ConfigError as exc:
+        _fail(str(exc))
     # Hydra's own errors come back here (rather than printed over several lines) to be one line
     full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"

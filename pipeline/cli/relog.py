@@ -16,8 +16,7 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 from paraeval.pipeline.errors import UserError
 from paraeval.pipeline.names import escape_log_output, show
 from paraeval.pipeline.terminal import HelpFormatter
-from paraeval.pipeline.tracking.payload import RunPayload
-from paraeval.pipeline.tracking.run_record import read_run_info
+from paraeval.pipeline.tracking.payload import RunPayload, read_run_info
 from paraeval.pipeline.tracking.store import TrackingUnavailable
 from paraeval.pipeline.tracking.trackers import MLflowTracker, failure_reason
 

@@ -1,16 +1,22 @@
 """Where the configuration lives and how the Python API composes it, so that the API and the
-command line (``@hydra.main``) run on the same ``conf/``."""
+command line (``@hydra.main``) run on the same ``conf/``; ``paraeval.list_metrics()`` from it."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
+
+from paraeval.pipeline.config.targets import metric_class, metric_ids
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # config keys that are not parameters of the evaluation: the tracker says nothing of the results
 NOT_PARAMS = frozenset({"tracking._target_"})
+COLUMNS = ("id", "group", "direction", "needs", "settings")  # of list_metrics()
 
 
 def config_dir() -> Path:
@@ -44,3 +50,33 @@ def flatten(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
         else:
             out[name] = "null" if value is None else str(value)
     return out
+
+
+def list_metrics() -> pd.DataFrame:
+    """One row per metric of ``conf/metrics/``: its ``id`` (the name ``metrics=[...]`` takes),
+    ``group``, ``direction`` (``higher`` or ``lower`` is better), what it ``needs`` (references,
+    sources, an encoder model, WordNet, ...) and its default ``settings`` (but ``_target_``)."""
+    import pandas as pd
+
+    ids = metric_ids()
+    # composed as a run would compose them: interpolations (the cache folder) resolved
+    cfg = compose_config([f"metrics=[{','.join(ids)}]"])
+    rows = []
+    for metric_id in ids:
+        settings: dict[str, Any] = OmegaConf.to_container(cfg.metrics[metric_id], resolve=True)  # type: ignore[assignment]
+        cls = metric_class(str(settings.pop("_target_")), metric_id, allow_external=False)
+        needs = [
+            *(["references"] if cls.needs_references else []),
+            *(["sources"] if cls.needs_sources else []),
+            *cls.resources,
+        ]
+        rows.append(
+            {
+                "id": metric_id,
+                "group": settings.get("group") or cls.default_group,
+                "direction": "higher" if cls.higher_is_better else "lower",
+                "needs": ", ".join(needs),
+                "settings": settings,
+            }
+        )
+    return pd.DataFrame(rows, columns=list(COLUMNS))

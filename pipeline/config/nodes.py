@@ -1,10 +1,12 @@
 """The typed settings of each config node but ``correlation`` (:mod:`.correlation`): frozen, no
 defaults (``conf/`` is the one source of every value); ``from_node`` checks a node as composed,
-one :class:`ConfigError` naming the key for anything wrong."""
+one :class:`ConfigError` naming the key for anything wrong. A Ray cluster's address is tried
+before any work (a TCP connection only: nothing is started or stopped)."""
 
 from __future__ import annotations
 
 import difflib
+import socket
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
@@ -24,6 +26,10 @@ ENGINE_KEYS: dict[str, tuple[str, ...]] = {
     "ray": ("kind", "address", "actors_per_encoder", "gpus_per_actor", "rows_per_shard"),
 }
 ADDRESS_KEY = "engine.address"
+# long enough for a head node across a data centre, short enough not to stall a typo
+CONNECT_TIMEOUT_S = 3.0
+# Ray's own words for "start one here" and "find the running one": nothing to check beforehand
+NOT_AN_ADDRESS = ("", "auto", "local")
 DEFAULT_GRID: tuple[float, ...] = tuple(round(float(a), 4) for a in np.linspace(0.0, 1.0, 21))
 
 
@@ -227,8 +233,7 @@ class ReportSettings:
         max_rows = v["max_rows"]
         if isinstance(max_rows, bool) or not isinstance(max_rows, int):
             raise ConfigError(f"report.max_rows must be an integer, got '{max_rows}'")
-        if max_rows < 1:
-            raise ConfigError(f"report.max_rows must be a positive integer, got {max_rows}")
+        count(max_rows, "report.max_rows")
         one_of(v["format"], FORMATS, "report.format")
         for key in ("print_tables", "progress", "parallel_figures"):
             boolean(v[key], f"report.{key}")
@@ -280,7 +285,7 @@ class EngineSettings:
         kind = node.get("kind")
         if kind not in ENGINE_KINDS:
             raise ConfigError(f"engine.kind must be one of {list(ENGINE_KINDS)}, got {kind!r}")
-        valid = ENGINE_KEYS[str(kind)]
+        valid = ENGINE_KEYS[kind]
         for key in node:
             if key not in valid:
                 near = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.5)
@@ -290,7 +295,7 @@ class EngineSettings:
                     f"(valid: {', '.join(valid)})"
                 )
         if kind == "local":
-            return cls.local()
+            return cls("local", None, 1, 0.0, 2048)  # the score stage's work in this process
         address = node.get("address")
         if address is not None and (not isinstance(address, str) or not address.strip()):
             raise ConfigError(f"{ADDRESS_KEY} must be host:port or null, got {address!r}")
@@ -305,7 +310,35 @@ class EngineSettings:
             rows_per_shard=count(node.get("rows_per_shard"), "engine.rows_per_shard"),
         )
 
-    @classmethod
-    def local(cls) -> EngineSettings:
-        """``engine=local``: the score stage's work in this process."""
-        return cls("local", None, 1, 0.0, 2048)
+
+def host_and_port(address: str, key: str) -> tuple[str, int] | None:
+    """``host:port`` or ``ray://host:port`` (an IPv6 host in brackets); None for what is not
+    an address to connect to (``auto``, an interpolation, a sweep over addresses)."""
+    address = address.strip().strip("'\"")
+    if address.lower() in NOT_AN_ADDRESS or "${" in address or "," in address:
+        return None
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        raise ConfigError(
+            f"{key}='{address}' is not a Ray cluster address; give host:port (the "
+            "address 'ray start --head' prints), ray://host:10001, auto or null"
+        )
+    return host.strip("[]"), int(port)
+
+
+def check_reachable(address: str | None, key: str) -> None:
+    """A ConfigError naming the address and ``key`` when a TCP connection to it fails."""
+    target = None if address is None else host_and_port(address, key)
+    if target is None:
+        return
+    try:
+        with socket.create_connection(target, timeout=CONNECT_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        if isinstance(exc, TimeoutError):  # socket.timeout is TimeoutError
+            reason = f"no answer in {CONNECT_TIMEOUT_S:g} s"
+        raise ConfigError(
+            f"cannot reach the Ray cluster at {key}='{address}' ({reason}); start it "
+            "with 'ray start --head' or give the address it prints"
+        ) from None

@@ -14,7 +14,6 @@ import pandas as pd
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from paraeval.pipeline.config import targets
-from paraeval.pipeline.config.address import check_reachable
 from paraeval.pipeline.config.compose import flatten
 from paraeval.pipeline.config.correlation import CorrelationSettings
 from paraeval.pipeline.config.nodes import (
@@ -29,6 +28,7 @@ from paraeval.pipeline.config.nodes import (
     TrackingSettings,
     boolean,
     check_keys,
+    check_reachable,
     count,
 )
 from paraeval.pipeline.errors import ConfigError

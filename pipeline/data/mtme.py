@@ -166,20 +166,20 @@ def _aligned(file: Path, kind: str, src_file: Path, n: int) -> list[str]:
 
 def _references(folder: Path, lp: str) -> dict[str, Path]:
     """Reference name -> file, from ``references/<lp>.<name>.txt`` (or .jsonl)."""
-    found: dict[str, Path] = {}
     if not (folder / "references").is_dir():
-        return found
-    for file in _txt_first(folder / "references"):
-        if file.name.startswith(f"{lp}."):
-            found.setdefault(file.name[len(lp) + 1 : -len(file.suffix)], file)
-    return found
+        return {}
+    return _by_name(folder / "references", f"{lp}.")
 
 
-def _txt_first(folder: Path) -> list[Path]:
-    """The .txt and .jsonl files of ``folder``, every .txt before any .jsonl: where a name has
-    both, the .txt is the one read (as mt-metrics-eval prefers it for sources)."""
+def _by_name(folder: Path, prefix: str = "") -> dict[str, Path]:
+    """Name -> file of the ``<prefix><name>.txt`` and .jsonl files of ``folder``; where a name has
+    both, the .txt (as mt-metrics-eval prefers it for sources)."""
     files = [p for p in folder.iterdir() if p.suffix in (".txt", ".jsonl")]
-    return sorted(files, key=lambda p: (p.suffix != ".txt", p.name))
+    found: dict[str, Path] = {}
+    for file in sorted(files, key=lambda p: (p.suffix != ".txt", p.name)):
+        if file.name.startswith(prefix):
+            found.setdefault(file.name[len(prefix) : -len(file.suffix)], file)
+    return found
 
 
 def _choose_reference(refs: dict[str, Path], ref: str | None, lp: str) -> str | None:
@@ -208,9 +208,7 @@ def _system_files(folder: Path, lp: str) -> dict[str, Path]:
     outputs = folder / "system-outputs" / lp
     if not outputs.is_dir():
         raise DataError("no system-outputs folder for the language pair", file=str(outputs))
-    found: dict[str, Path] = {}
-    for file in _txt_first(outputs):
-        found.setdefault(file.name[: -len(file.suffix)], file)
+    found = _by_name(outputs)
     if not found:
         raise DataError("no system output files (<system>.txt)", file=str(outputs))
     return found

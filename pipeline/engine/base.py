@@ -1,6 +1,8 @@
 """What the score stage asks of an engine. The stage asks for every result before reading any
 (:class:`Later`), so that a remote engine runs all metrics at once on one pool of actors, each
-rebuilt there from its config node (:class:`Recipe`): a metric may hold a loaded model."""
+rebuilt there from its config node (:class:`Recipe`): a metric may hold a loaded model. Here too
+the calls in this process (:class:`LocalEngine`) and :func:`open_engine`, which chooses it or Ray
+(imported only when ``engine=ray``)."""
 
 from __future__ import annotations
 

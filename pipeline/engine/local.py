@@ -1,5 +1,5 @@
-"""The score stage's calls in this process (each metric when its result is first asked for), and
-:func:`open_engine`, which chooses it or Ray; Ray is imported only when ``engine=ray``."""
+"""The score stage's calls in this process, and :func:`open_engine`, which chooses them or Ray's
+(imported only for ``engine=ray``)."""
 
 from __future__ import annotations
 

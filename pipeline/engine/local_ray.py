@@ -58,7 +58,7 @@ class LocalRay:
         env.setdefault("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S", "0")
         # Ray gives a worker OMP_NUM_THREADS = its CPUs unless set, 1 for Ray Data's actors: torch
         # would encode on one thread; the machine's cores go to the actors that encode at once
-        threads = max(1, (os.cpu_count() or 1) // max(1, actors_per_encoder))
+        threads = max(1, (os.cpu_count() or 1) // actors_per_encoder)
         env.setdefault("OMP_NUM_THREADS", str(threads))
         cmd = [
             _ray_command(),

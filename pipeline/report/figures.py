@@ -18,7 +18,6 @@ from paraeval.pipeline.context import RunContext
 from paraeval.pipeline.files import PLOTS_DIR
 from paraeval.pipeline.lifetime import die_with_parent
 from paraeval.pipeline.names import slug
-from paraeval.pipeline.report.frontier_plot import frontier_plot
 from paraeval.pipeline.report.human_plots import (
     correlation_heatmap,
     metric_vs_human,
@@ -26,7 +25,7 @@ from paraeval.pipeline.report.human_plots import (
     scatter_columns,
 )
 from paraeval.pipeline.report.plots import FigureStyle, drawn
-from paraeval.pipeline.report.ranking import ranking_plot
+from paraeval.pipeline.report.ranking import frontier_plot, ranking_plot
 from paraeval.pipeline.stages.headline import headline_coefficient
 
 if TYPE_CHECKING:
@@ -55,7 +54,7 @@ def figure_plan(ev: Evaluation, out_dir: str | Path) -> Plan:
     assert agg is not None  # figure_style checked it
     draws: list[tuple[str, partial[bool]]] = []
     if not ev.correlations.empty:
-        shown = ev.correlations[[c for c in HEATMAP_COLUMNS if c in ev.correlations.columns]]
+        shown = ev.correlations[HEATMAP_COLUMNS]
         headline = headline_coefficient(ev.settings.correlation, shown["coefficient"])
         draw = partial(correlation_heatmap, shown, coefficient=headline, style=style)
         draws.append(("correlation_heatmap", draw))

@@ -19,7 +19,7 @@ from paraeval.pipeline.names import slug
 from paraeval.pipeline.report import tables
 from paraeval.pipeline.report.figures import figure_style
 from paraeval.pipeline.report.human_plots import scatter_columns
-from paraeval.pipeline.report.plots import COEFFICIENT_NAMES, MARKS_NOTE, FigureStyle
+from paraeval.pipeline.report.plots import COEFFICIENT_NAMES, MARKS_NOTE
 from paraeval.pipeline.report.tables import agreement, alpha_choice, ranked_columns
 from paraeval.pipeline.stages.headline import headline_coefficient
 from paraeval.pipeline.version import __version__
@@ -143,7 +143,7 @@ def _figure(p: Path, caption: str, attrs: str = "", link: bool = False) -> Itera
 def page_around_figures(ev: Evaluation, out: Path) -> tuple[str, str]:
     """The page before and after its figures, which :func:`write_html` puts between them."""
     t = ev.table
-    style = figure_style(ev) if ev.aggregated is not None else FigureStyle()
+    style = figure_style(ev)
     agree = agreement(ev)
     compare = ev.compared
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")

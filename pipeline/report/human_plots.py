@@ -57,11 +57,6 @@ def _agreement(frame: pd.DataFrame, metric: str, aspect: str) -> str:
     return f"r = {r:+.3f}   τ = {tau:+.3f}   n = {n}"
 
 
-def scatter_title(metric: str, aspect: str, style: FigureStyle) -> str:
-    """The figure's title: the metric (with its direction mark) and the human aspect."""
-    return f"{style.label(metric)} vs human {aspect.removeprefix('human_')}"
-
-
 def scatter_figure(
     segments: pd.DataFrame,
     systems: pd.DataFrame,
@@ -72,7 +67,8 @@ def scatter_figure(
     """The segments coloured by system beside the systems' means; r, τ and n in each title."""
     style = style or FigureStyle()
     fig = plots.new_figure((10, 4.2))
-    fig.suptitle(scatter_title(metric, aspect, style), fontsize=10)
+    human = aspect.removeprefix("human_")
+    fig.suptitle(f"{style.label(metric)} vs human {human}", fontsize=10)
     seg_ax, sys_ax = fig.subplots(1, 2)
     fig.subplots_adjust(wspace=0.25)
     # markers of a line per system: Agg stamps one rendered marker, where a scatter
@@ -82,7 +78,6 @@ def scatter_figure(
     for code, name in enumerate(names):
         at = codes == code
         seg_ax.plot(x[at], y[at], ls="", marker="o", ms=3.2, mew=0, alpha=0.6, label=str(name))
-    human = aspect.removeprefix("human_")
     for ax in (seg_ax, sys_ax):
         plots.plain_y(ax)
     seg_ax.set_xlabel(style.label(metric))
@@ -124,10 +119,9 @@ def _headers(sub: pd.DataFrame, columns: pd.Index) -> list[str]:
     headers = []
     for aspect, level in columns:
         head = f"{str(aspect).removeprefix('human_')}\n{level}"
-        if "n" in sub.columns:
-            ns = set(sub.loc[(sub["aspect"] == aspect) & (sub["level"] == level), "n"].dropna())
-            if len(ns) == 1:
-                head += f"\nn = {int(ns.pop())}"
+        ns = set(sub.loc[(sub["aspect"] == aspect) & (sub["level"] == level), "n"].dropna())
+        if len(ns) == 1:
+            head += f"\nn = {int(ns.pop())}"
         headers.append(head)
     return headers
 

@@ -159,17 +159,16 @@ def correlations_block(ev: Evaluation, max_rows: int) -> Block | None:
     sub = corr[corr["coefficient"] == coefficient]
     pivot = {"index": "metric", "columns": ["aspect", "level"], "aggfunc": "first", "sort": False}
     wide = sub.pivot_table(values="value", **pivot)
-    n_by_level = sub.groupby("level", sort=False)["n"].max() if "n" in sub.columns else None
+    n_by_level = sub.groupby("level", sort=False)["n"].max()
     others = [c for c in dict.fromkeys(corr["coefficient"]) if c != coefficient]
     caption = f"intervals, p-values{''.join(f', {c}' for c in others)} in correlations.csv"
-    if n_by_level is not None and "system" in n_by_level.index:
+    if "system" in n_by_level.index:
         caption += f"; system level on n = {int(n_by_level['system'])} systems"
     table = _table(f"Correlation with human ratings ({coefficient})", "metric")
     for aspect, level in wide.columns:
         table.add_column(f"{aspect.removeprefix('human_')}\n{level}", justify="right")
     # a system-level value on a handful of systems says little: its n stands beside it
-    n_wide = sub.pivot_table(values="n", **pivot) if "n" in sub.columns else pd.DataFrame()
-    n_wide = n_wide.reindex(index=wide.index, columns=wide.columns)
+    n_wide = sub.pivot_table(values="n", **pivot).reindex(index=wide.index, columns=wide.columns)
     for metric, row in wide.head(max_rows).iterrows():
         cells = [
             _correlation_cell(v, level, n)

@@ -56,7 +56,7 @@ def system_ranking(ev: Evaluation, metric: str) -> pd.DataFrame:
     t = ev.compared.table
     sub = t[t["metric"] == metric].sort_values(["rank", "score"], ascending=[True, False])
     baseline = sub["system"] == ev.compared.baseline
-    controls = sub["control"].astype(bool) if "control" in sub else pd.Series(False, sub.index)
+    controls = sub["control"].astype(bool)
 
     def p_values(column: str) -> list[str]:
         pairs = zip(baseline, sub[column], strict=True)
@@ -125,7 +125,7 @@ def agreement(ev: Evaluation) -> Agreement:
         )
         frame.insert(0, "metric", rows["metric"].to_numpy())
         frame["agreement"] = frame["value"].to_numpy() * sign
-        frame["n"] = rows["n"].to_numpy() if "n" in rows else math.nan
+        frame["n"] = rows["n"].to_numpy()
         pairs = sig[sig["aspect"] == aspect] if not sig.empty else sig
         frame["cluster"] = frame["metric"].map(_clusters(pairs)) if not pairs.empty else math.nan
         frame = frame.sort_values(
@@ -169,7 +169,7 @@ def alpha_choice(ev: Evaluation) -> pd.DataFrame:
     choice["aspect"] = choice["aspect"].astype(str).str.removeprefix("human_")
     keep = ["aspect", "level", "coefficient", "chosen_alpha", "dev", "test"]
     keep += ["configured_alpha", "test_at_configured", "n_dev_items", "n_test_items"]
-    return choice[[c for c in keep if c in choice.columns]]
+    return choice[keep]
 
 
 def digits(values: pd.Series) -> int:
@@ -315,10 +315,9 @@ def correlation_tables(
             wide = sub.pivot_table(
                 index="metric", columns="level", values="cell", aggfunc="first", sort=False
             )
-            ns = sub.groupby("level", sort=False)["n"].max() if "n" in sub else None
+            ns = sub.groupby("level", sort=False)["n"].max()
             wide.columns = [
-                f"{lv} (n = {int(ns[lv])})" if ns is not None and math.isfinite(ns[lv]) else lv
-                for lv in wide.columns
+                f"{lv} (n = {int(ns[lv])})" if math.isfinite(ns[lv]) else lv for lv in wide.columns
             ]
             frame = wide.reset_index()
             frame["metric"] = [style.label(str(m)) for m in frame["metric"]]

@@ -41,10 +41,6 @@ def split_items(
     return sorted(ordered[i] for i in perm[:n_dev]), sorted(ordered[i] for i in perm[n_dev:])
 
 
-def find_ibleu(metrics: Mapping[str, Metric]) -> str | None:
-    return next((mid for mid, metric in metrics.items() if isinstance(metric, IBLEU)), None)
-
-
 def alpha_curve_nbytes(n_alphas: int, n_rows: int, n_levels: int, n_aspects: int) -> int:
     """Peak bytes of :func:`alpha_curve`: one α's iBLEU matrix and segment halves at a time
     (float64 per row, four arrays), and a record (about 256 bytes) per α, level, aspect and split
@@ -86,7 +82,7 @@ def alpha_curve(
         if len(rows):
             ref_seg[rows], src_seg[rows] = metric.segment_components(st)
 
-    dev, test = split_items(items, float(settings.dev_fraction), int(settings.seed))
+    dev, test = split_items(items, settings.dev_fraction, settings.seed)
     split_cols = {
         "dev": np.array([item_pos[i] for i in dev], dtype=int),
         "test": np.array([item_pos[i] for i in test], dtype=int),
@@ -174,7 +170,7 @@ def _choose(
                 "test_at_configured": float(test_curve[close[0]]) if close else np.nan,
                 "n_dev_items": n_dev,
                 "n_test_items": n_test,
-                "seed": int(settings.seed),
+                "seed": settings.seed,
             }
         )
     return pd.DataFrame(choices)
@@ -201,7 +197,7 @@ def compute_alpha_curve(
     None; the choice per (level, aspect) is logged."""
     if not settings.enabled:
         return None
-    metric_id = find_ibleu(metrics)
+    metric_id = next((mid for mid, m in metrics.items() if isinstance(m, IBLEU)), None)
     if metric_id is None:
         log.info("alpha curve skipped: needs iBLEU among the metrics")
         return None

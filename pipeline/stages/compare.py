@@ -5,7 +5,6 @@ is compared on the items that every system has, in the baseline's item order."""
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -205,8 +204,6 @@ def compare(
     systems = in_order(seg["system"])
     first = next((s for s in systems if s in controls), systems[0])
     baseline = cfg.baseline if cfg.baseline is not None else first
-    if baseline not in systems:
-        raise ConfigError(f"compare.baseline '{baseline}' is not a system; choose from {systems}")
     items, positions = _align(seg, systems, baseline)
     n = len(items)
     signature = cfg.signature()
@@ -357,48 +354,3 @@ def system_view(items: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
         view[f"{col}_q75"] = g[col].quantile(0.75)
     view["copy_rate"] = copy_rates(segments)
     return view
-
-
-def _fmt(value: float, decimals: int) -> str:
-    return "nan" if not math.isfinite(value) else f"{value:.{decimals}f}"
-
-
-def summary_table(result: Comparison, max_metrics: int = 4) -> str:
-    """Systems as rows; the main metrics and the two group averages as ``score [low, high]``.
-    ``*`` = paired bootstrap p < alpha against the baseline, ``†`` = approximate randomization
-    p < alpha; ``(1)`` etc. is the significance cluster."""
-    t = result.table
-    if t.empty:
-        return "(no comparison: no item shared by all systems, or only system-level columns)"
-    metrics = list(dict.fromkeys(t["metric"]))
-    skip = {*AVERAGES, *result.diversity_columns, "diversity", "precomputed"}
-    main = [m for m in metrics if m not in skip and not m.endswith("_src")]
-    main = [m for m in main if not m.startswith("metric_")][:max_metrics]
-    chosen = main + [m for m in AVERAGES if m in metrics]
-    alpha = result.config.alpha
-    systems = list(dict.fromkeys(t["system"]))
-    cells: dict[str, dict[str, str]] = {s: {} for s in systems}
-    for m in chosen:
-        sub = t[t["metric"] == m].set_index("system")
-        scale = np.nanmax(np.abs(sub[["score", "ci_low", "ci_high"]].to_numpy(dtype=float)))
-        d = 1 if math.isfinite(scale) and scale >= 10 else 3
-        for s in systems:
-            if s not in sub.index:
-                cells[s][m] = ""
-                continue
-            r = sub.loc[s]
-            mark = ("*" if r.p_bootstrap < alpha else "") + ("†" if r.p_ar < alpha else "")
-            cl = f"({int(r.cluster)})" if math.isfinite(r.cluster) else ""
-            interval = f"[{_fmt(r.ci_low, d)}, {_fmt(r.ci_high, d)}]"
-            cells[s][m] = f"{_fmt(r.score, d)} {interval}{cl}{mark}"
-    frame = pd.DataFrame.from_dict(cells, orient="index")[chosen]
-    frame.index = [f"{s} (baseline)" if s == result.baseline else s for s in systems]
-    for col in SYSTEM_COLUMNS:
-        frame[col] = [_fmt(float(result.systems.loc[s, col]), 3) for s in systems]
-    legend = (
-        f"score [{result.config.confidence:.0%} bootstrap interval](cluster); "
-        f"* paired bootstrap, † approximate randomization: p < {alpha:g} vs '{result.baseline}'. "
-        f"diversity = 1 - normalized similarity to the source (0 = copies its input). "
-        f"{result.signature}"
-    )
-    return frame.to_string() + "\n" + legend

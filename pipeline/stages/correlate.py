@@ -37,17 +37,11 @@ log = logging.getLogger(__name__)
 CORRELATION_COLUMNS = list(_CORRELATION_COLUMNS)
 
 
-def to_matrix(
-    segments: pd.DataFrame, column: str, systems: Sequence[str], items: Sequence[str]
-) -> np.ndarray:
-    """The column as a systems x items matrix (NaN where a system has no row for an item)."""
-    return to_matrices(segments, [column], systems, items)[column]
-
-
 def to_matrices(
     segments: pd.DataFrame, columns: Sequence[str], systems: Sequence[str], items: Sequence[str]
 ) -> dict[str, np.ndarray]:
-    """:func:`to_matrix` of several columns: each row's cell is found once for all of them."""
+    """Each column as a systems x items matrix (NaN where a system has no row for an item),
+    each row's cell found once for all of them."""
     rows = pd.Index(list(systems)).get_indexer(pd.Index(segments["system"]))
     cols = pd.Index(list(items)).get_indexer(pd.Index(segments["item_id"]))
     keep = (rows >= 0) & (cols >= 0)

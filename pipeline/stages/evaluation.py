@@ -16,8 +16,7 @@ import pandas as pd
 from paraeval.correlation.blas import on_one_blas_thread
 from paraeval.metrics.base import Metric
 from paraeval.pipeline.config.settings import Settings
-from paraeval.pipeline.data.humans import human_report
-from paraeval.pipeline.data.load import HUMAN_PREFIX
+from paraeval.pipeline.data.validate import HUMAN_PREFIX, human_report
 from paraeval.pipeline.engine.local import open_engine
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.files import PARAPHRASE_FILE, write_csv, write_parquet

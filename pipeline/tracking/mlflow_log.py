@@ -112,10 +112,6 @@ def alpha_curve_histories(curve: pd.DataFrame) -> dict[str, History]:
     return _histories(curve, "value", name)
 
 
-def system_alpha_histories(alpha_systems: pd.DataFrame) -> dict[str, History]:
-    return _histories(alpha_systems, "ibleu", lambda row: str(row["system"]))
-
-
 def _histories(
     frame: pd.DataFrame, column: str, name: Callable[[dict[Any, Any]], str]
 ) -> dict[str, History]:
@@ -209,12 +205,6 @@ def dataset_input(payload: RunPayload, digest: str) -> Any:
     return DatasetInput(entity, tags=[InputTag("mlflow.data.context", "evaluation")])
 
 
-def mark_model_development(client: Any, exp_id: str) -> None:
-    """Tag the experiment as model development, unless a user already chose its kind."""
-    if EXPERIMENT_KIND_TAG not in client.get_experiment(exp_id).tags:
-        client.set_experiment_tag(exp_id, EXPERIMENT_KIND_TAG, MODEL_DEVELOPMENT)
-
-
 @dataclass
 class SystemRun:
     name: str
@@ -255,7 +245,7 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
     import mlflow
     from mlflow.tracking import MlflowClient
 
-    record, out_dir = payload.record, Path(payload.out_dir)
+    record, out_dir = payload.record, payload.out_dir
     tracking = dict(record.tracking if tracking is None else tracking)
     uri, artifact_location = resolve_tracking_uri(tracking)
     # the URI as printed and returned: no password, the driver named (what `mlflow ui` needs)
@@ -268,7 +258,7 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
     run_metrics, cache_counts = split_cache(record.metrics)
     metrics.update(run_metrics)
     per_system = system_metrics(payload.systems, payload.comparison)
-    by_alpha = system_alpha_histories(payload.alpha_systems)
+    by_alpha = _histories(payload.alpha_systems, "ibleu", lambda row: str(row["system"]))
     tags, signature_tags = parent_tags(payload)
     tags[CONTENT_HASH_TAG] = content_hash
     tags["paraeval.dataset_digest"] = digest
@@ -281,7 +271,9 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
         exp_id = experiment_id(
             client, str(tracking.get("experiment") or "paraeval"), artifact_location
         )
-        mark_model_development(client, exp_id)
+        # the experiment's kind: model development, unless a user already chose one
+        if EXPERIMENT_KIND_TAG not in client.get_experiment(exp_id).tags:
+            client.set_experiment_tag(exp_id, EXPERIMENT_KIND_TAG, MODEL_DEVELOPMENT)
         existing = find_logged(client, exp_id, content_hash)
         if existing is not None:
             payload.finish_outputs()

@@ -37,15 +37,8 @@ INSTALL_HINTS = {"postgresql": "pip install 'paraeval[postgres]'"}
 
 
 class TrackingUnavailable(RuntimeError):
-    """The tracking server cannot be reached; the message is one line."""
-
-
-class StoreBroken(TrackingUnavailable):
-    """A SQLite store that a killed run left half-created; the message says what to do."""
-
-
-class StoreUnusable(StoreBroken):
-    """A SQL store that cannot be used as it is; the message says what to do."""
+    """The tracking server cannot be reached, or a store cannot be used as it is (one a killed run
+    left half-created ...); the message is one line that says what to do."""
 
 
 def sqlite_path(uri: str) -> Path:
@@ -127,7 +120,7 @@ def store_state(db: Path) -> str:
             )
             runs = con.execute("SELECT count(*) FROM runs").fetchone()[0] if "runs" in tables else 0
     except sqlite3.DatabaseError as exc:
-        raise StoreBroken(f"MLflow store {db} cannot be read ({exc})") from None
+        raise TrackingUnavailable(f"MLflow store {db} cannot be read ({exc})") from None
     # an interrupted batch migration leaves its copy table behind ("table ... already exists")
     if versioned and not any(t.startswith("_alembic_tmp_") for t in tables):
         return "ready"
@@ -142,7 +135,7 @@ def prepare_sqlite_store(db: Path) -> None:
     if state == "ready":
         return
     if state == "broken":
-        raise StoreBroken(
+        raise TrackingUnavailable(
             f"MLflow store {db} was left half-created (a schema migration was interrupted) and "
             f"holds runs; move it aside (mv {db} {db}.broken) so that a new one is created"
         )
@@ -238,9 +231,9 @@ def missing_driver(uri: str) -> str | None:
 
 
 def check_store(uri: str) -> None:
-    """Raise :class:`StoreUnusable` (one line) for a SQL store paraeval cannot log to; a SQLite
-    store not created yet is left to :func:`store_lock`. Creates the tables of an empty database
-    (as MLflow's client would on first use)."""
+    """Raise :class:`TrackingUnavailable` for a SQL store paraeval cannot log to; a SQLite store
+    not created yet is left to :func:`store_lock`. Creates the tables of an empty database (as
+    MLflow's client would on first use)."""
     name = dialect(uri)
     if not name:
         return
@@ -252,7 +245,7 @@ def check_store(uri: str) -> None:
     module = missing_driver(uri)
     if module is not None:
         hint = INSTALL_HINTS.get(name, f"pip install {module}")
-        raise StoreUnusable(
+        raise TrackingUnavailable(
             f"tracking.uri {redact(uri)} needs a {name} driver ({module} is not installed); "
             f"install it with: {hint}"
         )
@@ -282,7 +275,7 @@ def _check_connection(target: str, shown: str, name: str) -> None:
         cause = getattr(exc, "orig", None) or exc
         reason = " ".join(str(cause).split()) or type(cause).__name__
         password = "PGPASSWORD" if name == "postgresql" else "the driver's configuration"
-        raise StoreUnusable(
+        raise TrackingUnavailable(
             f"MLflow store {shown} does not accept the connection ({redact(reason)}); start the "
             f"database server, or fix tracking.uri (a password goes in {password})"
         ) from None
@@ -312,8 +305,8 @@ def _check_schema(target: str, shown: str) -> None:
         revisions = _REVISIONS.search(str(exc))
         if revisions is None:
             reason = redact(" ".join(str(exc).split())[:300])
-            raise StoreUnusable(f"MLflow store {shown} cannot be opened: {reason}") from None
-        raise StoreUnusable(
+            raise TrackingUnavailable(f"MLflow store {shown} cannot be opened: {reason}") from None
+        raise TrackingUnavailable(
             f"MLflow store {shown} is at schema revision {revisions['found']} but MLflow "
             f"{mlflow.__version__} expects {revisions['expected']}: back it up, then upgrade it "
             f"with: mlflow db upgrade {shown} (a store written by a newer MLflow needs that "

@@ -9,16 +9,18 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from paraeval.pipeline.config.nodes import TrackingSettings
 from paraeval.pipeline.context import RunContext
 from paraeval.pipeline.errors import ConfigError, not_allowed
 from paraeval.pipeline.secrets import HTTP_PASSWORD_VAR, HTTP_USER_VAR
 from paraeval.pipeline.tracking.mlflow_log import Logged, log_payload
-from paraeval.pipeline.tracking.payload import RunPayload
-from paraeval.pipeline.tracking.run_record import Evaluated, write_run_info
+from paraeval.pipeline.tracking.payload import RunPayload, write_run_info
 from paraeval.pipeline.tracking.store import TrackingUnavailable, check_store, resolved_tracking
+
+if TYPE_CHECKING:
+    from paraeval.pipeline.stages.evaluation import Evaluation
 
 log = logging.getLogger("paraeval.pipeline.tracking")
 
@@ -50,7 +52,7 @@ class Tracker(ABC):
 
     def log_evaluation(
         self,
-        ev: Evaluated,
+        ev: Evaluation,
         out_dir: Path,
         overrides: Sequence[str] = (),
         finish_outputs: Callable[[], None] | None = None,
@@ -182,7 +184,7 @@ def tracker_from_settings(tracking: TrackingSettings) -> Tracker:
     for ``enabled: false``."""
     settings, target = dict(tracking.options), tracking.target
     # checked even when logging is off: a config never names code outside the allow-list
-    named = None if target is None else tracker_class(str(target))
+    named = None if target is None else tracker_class(target)
     cls = (named or MLflowTracker) if settings.get("enabled", True) else NoTracker
     try:
         return cls(**settings)

@@ -71,7 +71,7 @@ def test_batched_resampling_equals_one_call_per_resample(demo_scores) -> None:  
     """The all-resamples path gives the same corpus scores as calling the function per resample,
     and the correlation table is the same with and without it."""
     from paraeval.correlation import correlation_table
-    from paraeval.pipeline.stages.correlate import to_matrix
+    from paraeval.pipeline.stages.correlate import to_matrices
 
     scores, agg = demo_scores
     systems = list(agg.systems.index)
@@ -91,8 +91,9 @@ def test_batched_resampling_equals_one_call_per_resample(demo_scores) -> None:  
         np.testing.assert_allclose(gappy[column].batch(idx), per_call, rtol=1e-12, atol=1e-12)
 
     seg = agg.segments
-    metrics = {c: to_matrix(seg, c, systems, items) for c in ("bleu", "chrf")}
-    humans = {"human_meaning": to_matrix(seg, "human_meaning", systems, items)}
+    matrices = to_matrices(seg, ["bleu", "chrf", "human_meaning"], systems, items)
+    metrics = {c: matrices[c] for c in ("bleu", "chrf")}
+    humans = {"human_meaning": matrices["human_meaning"]}
     corpus = {c: agg.systems.loc[systems, c].to_numpy(dtype=float) for c in metrics}
     plain = {c: (lambda ix, f=fns[c]: f(ix)) for c in metrics}  # no .batch attribute
 

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from paraeval.pipeline.data.humans import REPORT_COLUMNS, human_report
+from paraeval.pipeline.data.validate import REPORT_COLUMNS, human_report
 
 
 def _by_groupby(segments: pd.DataFrame) -> pd.DataFrame:

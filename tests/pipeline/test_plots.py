@@ -15,7 +15,6 @@ import pytest
 from PIL import Image
 
 from paraeval.pipeline.report import plots
-from paraeval.pipeline.report.frontier_plot import frontier_plot
 from paraeval.pipeline.report.human_plots import (
     LEGEND_MAX_SYSTEMS,
     correlation_heatmap,
@@ -23,7 +22,7 @@ from paraeval.pipeline.report.human_plots import (
     plot_alpha_curve,
     scatter_columns,
 )
-from paraeval.pipeline.report.ranking import ranking_plot
+from paraeval.pipeline.report.ranking import frontier_plot, ranking_plot
 from paraeval.pipeline.stages.alpha import AlphaCurve
 from paraeval.pipeline.stages.compare import Comparison
 from paraeval.pipeline.stages.paraphrase_table import ParaphraseTable

@@ -13,8 +13,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from paraeval.pipeline.tracking import mlflow_log
-from paraeval.pipeline.tracking.payload import RunPayload
-from paraeval.pipeline.tracking.run_record import read_run_info
+from paraeval.pipeline.tracking.payload import RunPayload, read_run_info
 from tests.pipeline.helpers import finished_run
 
 SYSTEMS = {"copy", "strong", "medium", "weak"}

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from paraeval.pipeline.stages.correlate import to_matrices, to_matrix
+from paraeval.pipeline.stages.correlate import to_matrices
 
 
 def _pivot(seg: pd.DataFrame, column: str, systems: list[str], items: list[str]) -> np.ndarray:
@@ -33,7 +33,6 @@ def test_matrices_equal_pandas_pivot(seed: int) -> None:
     for column in ("bleu", "human_meaning"):
         expected = _pivot(seg, column, systems, items)
         assert np.array_equal(got[column], expected, equal_nan=True)
-        assert np.array_equal(to_matrix(seg, column, systems, items), expected, equal_nan=True)
 
 
 def test_a_cell_given_twice_is_pandas_error() -> None:

@@ -23,8 +23,7 @@ from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.files import write_csv, write_parquet
 from paraeval.pipeline.tracking import trackers as tracking_mod
 from paraeval.pipeline.tracking.mlflow_log import Logged
-from paraeval.pipeline.tracking.payload import RunPayload
-from paraeval.pipeline.tracking.run_record import RunRecord, read_run_info
+from paraeval.pipeline.tracking.payload import RunPayload, RunRecord, read_run_info
 from paraeval.pipeline.tracking.store import resolved_tracking
 from paraeval.pipeline.tracking.trackers import (
     TRACKERS,
@@ -190,7 +189,7 @@ def test_node_without_target_is_mlflow(tmp_path: Path) -> None:
     [
         "os.system",
         "subprocess.Popen",
-        "paraeval.pipeline.tracking.run_record.RunRecord",
+        "paraeval.pipeline.tracking.payload.RunRecord",
         "paraeval.pipeline.tracking.trackers.Tracker",
         "paraeval.pipeline.nonexistent.Tracker",
         "tests.pipeline.test_tracking.Recording",
