@@ -9,9 +9,12 @@ round differently in the last bits, and the rank correlations of those columns t
 to 5e-4, and a randomization p-value by one permutation, where ties break the other way. Each
 library's documented switch keeps it to its AVX2 code, which gives the same bits on either CPU.
 Floats are compared to a relative 1e-6 (absolute 1e-9); any change a reader could see is far
-larger. To renew them after an intended change: run that command with :data:`AVX2`'s variables
-set, copy its ``*.csv`` and ``segment_scores.parquet`` here, and say what changed and why in
-CHANGELOG.md.
+larger. Held to AVX2, the encoder's float32 scores still differ in the last bits between an AMD
+EPYC and an Intel Xeon with AMX (up to 1.8e-7): where the run's segment scores are within that
+rounding but not bit-equal to the golden ones, the tables derived from their ranks
+(:data:`RANK_TABLES`) are compared to an absolute :data:`RANK_ATOL`. To renew them after an
+intended change: run that command with :data:`AVX2`'s variables set, copy its ``*.csv`` and
+``segment_scores.parquet`` here, and say what changed and why in CHANGELOG.md.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ sys.path.insert(0, str(REPO / "scripts"))
 from compare_outputs import compare_tables  # noqa: E402
 
 RTOL, ATOL = 1e-6, 1e-9
+# the tables a tie broken the other way moves, and how far
+RANK_TABLES, RANK_ATOL = ("correlations.csv", "significance.csv"), 5e-4
 
 
 # each library's switch to its AVX2 code (a CPU without AVX-512 runs that code anyway)
@@ -77,10 +82,19 @@ def test_the_golden_set_is_whole() -> None:
 def test_the_demo_writes_the_golden_tables(demo_run: Path) -> None:
     # a table added or removed is a change too
     assert _tables(demo_run) == _tables(GOLDEN)
+    scores = "segment_scores.parquet"
+    bit_equal = not compare_tables(GOLDEN / scores, demo_run / scores)
     problems = {
         name: found
         for name in sorted(_tables(GOLDEN))
-        if (found := compare_tables(GOLDEN / name, demo_run / name, rtol=RTOL, atol=ATOL))
+        if (
+            found := compare_tables(
+                GOLDEN / name,
+                demo_run / name,
+                rtol=RTOL,
+                atol=ATOL if bit_equal or name not in RANK_TABLES else RANK_ATOL,
+            )
+        )
     }
     assert problems == {}
 
