@@ -262,7 +262,7 @@ def breakdown_child(items: int) -> None:
     from paraeval.pipeline.config.compose import compose_config
     from paraeval.pipeline.config.nodes import EngineSettings
     from paraeval.pipeline.data.load import load_parabank
-    from paraeval.pipeline.engine.local import open_engine
+    from paraeval.pipeline.engine.ray_engine import open_engine
     from paraeval.pipeline.stages.score import build_metrics, score
 
     nodes = OmegaConf.to_container(compose_config([]).metrics, resolve=True)

@@ -169,7 +169,7 @@ def run_stages(path: Path, trace: bool, extra: list[str]) -> None:
     from paraeval.pipeline.config.compose import compose_config
     from paraeval.pipeline.config.settings import Settings
     from paraeval.pipeline.data.load import load_data
-    from paraeval.pipeline.heap import release_free_memory
+    from paraeval.pipeline.lifetime import release_free_memory
     from paraeval.pipeline.stages.evaluation import STAGES, Evaluation
 
     def peak_rss() -> float:

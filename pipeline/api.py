@@ -27,16 +27,13 @@ GROUPS = ("data", "normalize", "correlation", "compare", "tracking", "engine", "
 class Evaluation(stages.Evaluation):
     """An evaluation's tables, which :meth:`write` writes and :meth:`log` sends to MLflow."""
 
-    # where :meth:`write` (or the command line) last put the output files
     out_dir: Path | None = None
 
     @classmethod
     def of(cls, ev: stages.Evaluation) -> Evaluation:
-        """The same evaluation, with writing and logging."""
         return cls(**{f.name: getattr(ev, f.name) for f in fields(ev)})
 
     def write(self, out_dir: str | Path) -> Path:
-        """Writes every output file, figure and ``report.html`` into ``out_dir``."""
         self.out_dir = write_outputs(self, out_dir)
         return self.out_dir
 
@@ -45,7 +42,6 @@ class Evaluation(stages.Evaluation):
         return summary.short_repr(self, self.out_dir)
 
     def _repr_html_(self) -> str:
-        """The ranked systems and the best metric per human aspect (Jupyter's rich display)."""
         return summary.html_summary(self, self.out_dir)
 
     def log(
@@ -54,8 +50,8 @@ class Evaluation(stages.Evaluation):
         tracking: Mapping[str, object] | None = None,
         overrides: Sequence[str] = (),
     ) -> str | None:
-        """Writes the output files into ``out_dir`` and logs them (``tracking``: tracker settings
-        to change, e.g. ``{"uri": ...}``); the MLflow run id, or None when nothing was logged."""
+        """:meth:`write`, then logged (``tracking``: tracker settings to change, e.g.
+        ``{"uri": ...}``); the MLflow run id, or None when nothing was logged."""
         tracker = tracker_from_settings(self.settings.tracking.changed(tracking or {}))
         logged = tracker.log_evaluation(self, self.write(out_dir), overrides)
         return None if logged is None else logged.run_id
@@ -85,8 +81,7 @@ def evaluate(
             if name not in known:
                 raise ConfigError(f"unknown metric '{name}'; {suggest(name, known, 'metrics')}")
         chosen.append(f"metrics=[{','.join(metrics)}]")
-    # a DataFrame is a long table already read: the table layout's options (data.columns,
-    # data.human, data.annotator, data.aggregate) apply to it as to a file
+    # a DataFrame is a long table already read: the table layout's options apply to it too
     chosen.append("data=table")
     cfg = compose_config([*chosen, *overrides])
     with open_dict(cfg):

@@ -1,4 +1,5 @@
-"""User-facing errors: one line that names the file, row and column and says what to do."""
+"""User-facing errors: one line that names the file, row and column and says what to do; the
+interrupts, and the run context that one command passes down (never a module global)."""
 
 from __future__ import annotations
 
@@ -6,15 +7,15 @@ import difflib
 import signal
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
 
 
 class UserError(Exception):
-    """A mistake in the user's input or configuration. Printed as one line, no traceback."""
+    """Printed as one line, no traceback."""
 
 
 class DataError(UserError):
-    """Bad input data. The message names the file, the row and the column."""
-
     def __init__(
         self,
         message: str,
@@ -36,9 +37,6 @@ class ConfigError(UserError):
 
 
 class OutputError(UserError):
-    """An output file could not be written (a full disk, a quota, a read-only folder); the files
-    written before it stay, and no partial file is left under a final name."""
-
     def __init__(self, path: object, exc: OSError) -> None:
         reason = exc.strerror or str(exc) or type(exc).__name__
         folder = getattr(path, "parent", None)
@@ -51,8 +49,7 @@ class OutputError(UserError):
 
 
 def suggest(choice: str, options: Iterable[str], what: str) -> str:
-    """The options nearest a misspelt one (``did you mean 'chrf'?``); the whole list only where it
-    is short: 28 metric names would bury the answer."""
+    """The whole list only where it is short: 28 metric names would bury the answer."""
     ordered = sorted(options)
     near = difflib.get_close_matches(choice, ordered, n=3, cutoff=0.6)
     if near:
@@ -63,7 +60,6 @@ def suggest(choice: str, options: Iterable[str], what: str) -> str:
 
 
 def not_allowed(where: str, name: str, kind: str, choices: list[str]) -> ConfigError:
-    """The error for a ``_target_`` that is not on its allow-list."""
     near = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
     hint = f"did you mean '{near[0]}'? " if near else ""
     return ConfigError(
@@ -73,8 +69,7 @@ def not_allowed(where: str, name: str, kind: str, choices: list[str]) -> ConfigE
 
 
 class Interrupted(BaseException):
-    """SIGINT or SIGTERM, raised by the CLI's handler; a BaseException, like KeyboardInterrupt,
-    so that ``except Exception`` blocks let it through."""
+    """A BaseException, like KeyboardInterrupt: ``except Exception`` blocks let it through."""
 
     def __init__(self, signum: int) -> None:
         self.signum = signum
@@ -88,8 +83,7 @@ class Interrupted(BaseException):
 
 
 def being_handled() -> bool:
-    """Whether an :class:`Interrupted` is the exception being handled here (an ``except`` or
-    ``finally`` block it is unwinding through) or what that exception arose from."""
+    """Whether an :class:`Interrupted` is the exception being handled or what it arose from."""
     exc: BaseException | None = sys.exc_info()[1]
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
@@ -98,3 +92,27 @@ def being_handled() -> bool:
         seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__
     return False
+
+
+@dataclass
+class RunContext:
+    out_dir: Path | None = None  # the output folder of the job in progress
+    # landed in code an exception must not cut (the MLflow store's session): raised once it is left
+    deferred_signals: list[int] = field(default_factory=list)
+    # until :meth:`taken`: the timer raises again one Python swallowed (an os.fork callback)
+    raised_signals: list[int] = field(default_factory=list)
+    figures_missing: list[Path] = field(default_factory=list)  # a drawing process was killed
+    not_logged: list[Path] = field(default_factory=list)  # the tracker's backend failed
+
+    def taken(self) -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        self.raised_signals.clear()
+        self.deferred_signals.clear()
+
+    def raise_deferred(self) -> None:
+        """Called between the store's requests."""
+        if self.deferred_signals:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signum = self.deferred_signals[0]
+            self.deferred_signals.clear()
+            raise Interrupted(signum)

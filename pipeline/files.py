@@ -16,12 +16,11 @@ from paraeval.pipeline.errors import ConfigError, OutputError
 RUN_INFO = "run_info.json"
 PLOTS_DIR = "plots"
 REPORT_NAME = "report.html"
-PARAPHRASE_FILE = "paraphrase.csv"  # the headline table: written by the run, read by paraeval-log
+PARAPHRASE_FILE = "paraphrase.csv"
 
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """Write through a temporary file in the same folder, then rename: a crash or a full disk
-    never leaves a truncated file under the final name. A failing write is an OutputError."""
+    """Through a temporary file, then renamed: never a truncated file under the final name."""
     tmp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -29,7 +28,9 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
         os.close(fd)
         write(Path(tmp))
         # mkstemp creates 0600; the result gets the mode a plain open() would have given it
-        os.chmod(tmp, 0o666 & ~_umask())
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
         os.replace(tmp, path)
     except OSError as exc:
         _remove(tmp)
@@ -45,12 +46,6 @@ def _remove(tmp: str | None) -> None:
             os.unlink(tmp)
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def write_csv(df: pd.DataFrame, path: Path) -> None:
     atomic_write(path, lambda p: df.to_csv(p, index=False))
 
@@ -60,8 +55,7 @@ def write_parquet(df: pd.DataFrame, path: Path) -> None:
 
 
 def check_writable(out_dir: Path, key: str = "hydra.run.dir", shown: str | None = None) -> None:
-    """Create ``out_dir`` and write a probe file in it; a ConfigError naming ``key`` (the
-    setting to change) and ``shown`` (the folder as the user wrote it) otherwise."""
+    """``key``: the setting to change; ``shown``: the folder as the user wrote it."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         probe = out_dir / ".paraeval-write-test"
@@ -75,8 +69,7 @@ def check_writable(out_dir: Path, key: str = "hydra.run.dir", shown: str | None 
 
 
 def output_digest(out_dir: Path, salt: str = "") -> str:
-    """Hash of the output tables' names and bytes and ``salt`` (the run's id: two runs with
-    identical outputs stay two runs). Logs and ``run_info.json`` are not results; the figures
+    """Of the tables' names and bytes, and ``salt`` (the run's id: two runs stay two). The figures
     and ``report.html`` are drawn from the tables, and may still be in the works."""
     h = hashlib.blake2b(digest_size=16)
     h.update(salt.encode("utf-8") + b"\x1f")

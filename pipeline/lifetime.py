@@ -1,23 +1,23 @@
 """A run's helper processes (figure drawers, a parallel sweep's workers, the Ray instance of
-``engine=ray``) end with the run, however it ends (``kill -9`` and the out-of-memory killer leave
-no chance to clean up): each asks the Linux kernel for a signal when its parent ends."""
+``engine=ray``) end with the run however it ends (``kill -9``, the out-of-memory killer): each asks
+the Linux kernel for a signal when its parent ends. glibc's ``malloc_trim`` gives back the free
+pages that freed arrays leave in each thread's heap: between stages, after each Ray bundle."""
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import signal
 import sys
 from collections.abc import Callable
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-# the pid of the paraeval command, inherited by the workers it starts
-RUN_PID_ENV = "PARAEVAL_RUN_PID"
+RUN_PID_ENV = "PARAEVAL_RUN_PID"  # the paraeval command's, inherited by its workers
 
 
 def die_with_parent(parent: int, sig: int = signal.SIGKILL) -> None:
-    """``sig`` when ``parent`` (this process's parent) ends, or an exit now if it has. It outlives
-    ``exec``: a program started with it as ``preexec_fn`` gets it too (SIGTERM lets it clean up)."""
+    """``sig`` when ``parent`` ends (an exit now if it has); it outlives ``exec`` (preexec_fn)."""
     if sys.platform != "linux":
         return
     libc = ctypes.CDLL(None, use_errno=True)
@@ -27,22 +27,37 @@ def die_with_parent(parent: int, sig: int = signal.SIGKILL) -> None:
 
 
 def in_sweep_worker() -> bool:
-    """Whether this process is a worker of a parallel sweep, not the command that started it."""
     parent = os.environ.get(RUN_PID_ENV)
     return bool(parent) and parent != str(os.getpid())
 
 
 def sweep_worker() -> None:
-    """The set-up of a parallel sweep's worker (``hydra/launcher=parallel``: joblib's loky
-    workers): it dies with the command that started it, ``kill -9`` included. Ctrl-C reaches the
-    whole process group: the command stops the sweep and ends its workers, so a worker leaves
-    SIGINT to it. (SIGTERM sent to one worker while it runs a job stops that job, and the sweep
-    goes on: the job's own code sees to it.)"""
+    """A parallel sweep's worker dies with the command, and leaves SIGINT (Ctrl-C reaches the
+    whole process group) to it: the command stops the sweep and ends its workers."""
     parent = os.environ.get(RUN_PID_ENV)
     die_with_parent(int(parent) if parent and parent.isdigit() else os.getppid())
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def initializer() -> Callable[[], None]:
-    """For ``conf/hydra/launcher/parallel.yaml``: Hydra builds ``initializer`` by calling this."""
+    """Hydra builds ``initializer`` (conf/hydra/launcher/parallel.yaml) by calling this."""
     return sweep_worker
+
+
+def release_free_memory() -> None:
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None).malloc_trim  # the running process's C library
+    except (OSError, AttributeError):  # another C library (musl) has none
+        return None
+    fn.argtypes = [ctypes.c_size_t]
+    fn.restype = ctypes.c_int
+    return fn  # type: ignore[no-any-return]

@@ -13,15 +13,13 @@ from paraeval.pipeline.secrets import redact
 
 SAFE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 MAX_PART = 96
-# C0 controls, DEL, C1 controls, and the Unicode bidi embeddings/overrides/isolates (they reorder
-# what a terminal shows: "Trojan Source")
+# C0, DEL, C1, and the bidi embeddings/overrides/isolates (they reorder what a terminal shows)
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _CONTROL_NO_NL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def slug(name: object) -> str:
-    """A file-safe, MLflow-key-safe form of ``name``: letters, digits, ``_ . -``, not starting
-    with a dot, no ``..``. Safe names are unchanged; others get a stable 8-hex hash suffix."""
+    """Letters, digits, ``_ . -``, no leading dot, no ``..``; a changed name gets a hash suffix."""
     text = str(name)
     if SAFE.fullmatch(text) and ".." not in text and len(text) <= MAX_PART:
         return text
@@ -32,9 +30,7 @@ def slug(name: object) -> str:
 
 
 def show(text: object, keep_newlines: bool = False) -> str:
-    """``text`` with control characters escaped (``\\x1b``, ``\\u202e``); tabs are kept, and
-    newlines where ``keep_newlines`` (a multi-line table or log message). A URI in it loses its
-    password."""
+    """Control characters escaped but tabs (and newlines: ``keep_newlines``); no URI password."""
     return (_CONTROL_NO_NL if keep_newlines else _CONTROL).sub(_escape, redact(str(text)))
 
 
@@ -47,8 +43,7 @@ def _escape(match: re.Match[str]) -> str:
 
 
 class EscapeFilter(logging.Filter):
-    """A handler filter: the formatted message of every record with control characters
-    escaped (tracebacks, formatted separately, are left as they are)."""
+    """Every record's formatted message escaped (tracebacks, formatted separately, are not)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
@@ -59,14 +54,13 @@ class EscapeFilter(logging.Filter):
 
 
 def escape_log_output() -> None:
-    """:class:`EscapeFilter` on every handler of the root logger (Hydra's console and log file)."""
     for handler in logging.getLogger().handlers:
         if not any(isinstance(f, EscapeFilter) for f in handler.filters):
             handler.addFilter(EscapeFilter())
 
 
 def escape_warnings() -> None:
-    """Python warnings (a plotting library quoting a label from data, say) printed escaped."""
+    """Python warnings (a plotting library quoting a label from data) printed escaped."""
     original = warnings.formatwarning
     if getattr(original, "paraeval_escaped", False):
         return

@@ -7,14 +7,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from paraeval.pipeline.context import RunContext
-from paraeval.pipeline.report.figures import Figures
-from paraeval.pipeline.report.html import write_html
+from paraeval.pipeline.errors import RunContext
+from paraeval.pipeline.report.figures import Figures, write_html
 from paraeval.pipeline.stages.evaluation import Evaluation, write_tables
 
 
 def write_outputs(ev: Evaluation, out_dir: str | Path) -> Path:
-    """Every output file, figure and ``report.html`` of ``ev`` into ``out_dir``."""
     with writing_outputs(out_dir, ev.settings.report.parallel_figures) as outputs:
         outputs.write_tables(ev)
     return outputs.out

@@ -1,6 +1,5 @@
-"""Passwords in tracking URIs (``http://user:PASSWORD@host``): never written, since every string
-paraeval writes that can hold a URI passes :func:`redact`, and handed to the client through the
-environment variables it reads (``MlflowClient``'s, libpq's ``PGPASSWORD``)."""
+"""Passwords in tracking URIs: never written (every string paraeval writes that can hold a URI
+passes :func:`redact`), handed to the client in the environment variables it reads."""
 
 from __future__ import annotations
 
@@ -11,8 +10,7 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import unquote
 
-# scheme://user:password@ ; the password runs to the last "@" of the authority (an unescaped "@"
-# in a password is then still removed whole)
+# the password runs to the last "@" of the authority: an unescaped "@" in it is removed too
 _USERINFO = re.compile(
     r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^\s/?#@:]*):(?P<password>[^\s/?#]*)@"
 )
@@ -24,8 +22,8 @@ POSTGRES_PASSWORD_VAR = "PGPASSWORD"
 
 
 def redact(text: str) -> str:
-    """``text`` with the password of every URI in it removed (``http://user@host``): what is
-    left is still a URI that works once the password is in the environment."""
+    """Every URI's password removed (``http://user@host``): a URI that works once the password is
+    in the environment."""
     if "://" not in text or "@" not in text:
         return text
     return _USERINFO.sub(lambda m: m["head"] + (m["user"] + "@" if m["user"] else ""), text)
@@ -40,7 +38,6 @@ def has_password(text: str) -> bool:
 
 
 def password_var(uri: str) -> str | None:
-    """The environment variable from which the client of ``uri`` takes a password, if known."""
     scheme = uri.partition("://")[0].lower()
     if scheme in ("http", "https"):
         return HTTP_PASSWORD_VAR
@@ -50,8 +47,7 @@ def password_var(uri: str) -> str | None:
 
 
 def passwords(uri: str) -> list[tuple[str, str]]:
-    """(environment variable, password) for each password in ``uri`` (several in a sweep's
-    ``a,b`` list); the variable is "" where the scheme has none."""
+    """(environment variable or "", password) for each in ``uri`` (a sweep's ``a,b`` list)."""
     out = []
     for match in _USERINFO.finditer(uri):
         scheme_uri = match["head"] + match["user"] + "@"
@@ -60,10 +56,9 @@ def passwords(uri: str) -> list[tuple[str, str]]:
 
 
 def client_credentials(uri: str) -> tuple[str, dict[str, str]]:
-    """(the URI a client is given, the environment variables it needs for the credentials that
-    were in ``uri``). An MLflow server's URI loses its whole user part (MLflow sends the
-    variables as basic auth; a user left in the URL would be sent without the password); a
-    PostgreSQL URI keeps its user and loses its password."""
+    """(the URI a client is given, its credentials' environment variables). An MLflow server's
+    URI loses its whole user part (MLflow sends the variables as basic auth; a user left in the
+    URL would be sent without the password); a PostgreSQL URI keeps its user."""
     found = list(_USERINFO.finditer(uri))
     var = password_var(uri)
     if var == HTTP_PASSWORD_VAR:
@@ -81,8 +76,7 @@ def client_credentials(uri: str) -> tuple[str, dict[str, str]]:
 
 @contextmanager
 def credentials_in_env(uri: str) -> Iterator[str]:
-    """The URI to give the client, with the credentials ``uri`` holds in the environment while
-    the block runs (variables set before are restored after it)."""
+    """The URI to give the client, its credentials in the environment while the block runs."""
     target, env = client_credentials(uri)
     saved = {name: os.environ.get(name) for name in env}
     os.environ.update(env)

@@ -1,5 +1,5 @@
-"""Status lines of long stages and log records on the terminal, one short line each, control
-characters escaped. Light on imports: Hydra loads the formatter before the run starts."""
+"""Status lines and log records on the terminal. Light on imports: Hydra loads the formatter
+before the run starts."""
 
 from __future__ import annotations
 
@@ -18,15 +18,13 @@ from typing import TextIO
 from paraeval.pipeline.names import show
 
 WIDTH = 100
-# a stage that ends sooner than this gets no status line of its own
 STATUS_AFTER_S = 1.0
 printable = show  # text from data for the terminal
 _wrap = functools.partial(textwrap.wrap, break_on_hyphens=False, break_long_words=False)
 
 
 def fit(text: str) -> str:
-    """``text`` with every line longer than :data:`WIDTH` wrapped at spaces, its continuation lines
-    indented past its ``key: `` (a config group's options) or its own indentation."""
+    """Long lines wrapped, continuation lines indented past a ``key: `` or their own indent."""
     out: list[str] = []
     for line in text.splitlines():
         if len(line) <= WIDTH:
@@ -39,8 +37,7 @@ def fit(text: str) -> str:
 
 
 class HelpFormatter(argparse.HelpFormatter):
-    """argparse's help at the terminal's width, at most :data:`WIDTH` columns (argparse alone
-    fills a wide terminal), for every console script's ``formatter_class``."""
+    """At most :data:`WIDTH` columns: argparse alone fills a wide terminal."""
 
     def __init__(self, prog: str) -> None:
         columns = shutil.get_terminal_size().columns - 2  # argparse's own margin
@@ -48,13 +45,12 @@ class HelpFormatter(argparse.HelpFormatter):
 
 
 class RawDescriptionHelpFormatter(argparse.RawDescriptionHelpFormatter, HelpFormatter):
-    """:class:`HelpFormatter` keeping the line breaks of the description and epilog (examples)."""
+    pass
 
 
 class TerminalFormatter(logging.Formatter):
-    """``paraeval: warning: <message>``, control characters escaped, on one line; wrapped at 100
-    columns where ``wrap`` (default: when stderr is a terminal, so that a pipe or a log collector
-    gets one line per message)."""
+    """``paraeval: warning: <message>``, wrapped by default only on a terminal: a pipe or a log
+    collector gets one line per message."""
 
     def __init__(self, wrap: bool | None = None) -> None:
         super().__init__()
@@ -71,9 +67,8 @@ class TerminalFormatter(logging.Formatter):
 
 
 class FileOnly(logging.Filter):
-    """The terminal shows paraeval's own records; a library's (MLflow, Hydra, transformers,
-    Python warnings captured from any of them) and records marked ``extra={"file_only": True}``
-    (an error already printed as one line) go to the log file only."""
+    """A library's records and ``extra={"file_only": True}`` ones (an error already printed as
+    one line) go to the log file only."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         own = record.name == "paraeval" or record.name.startswith("paraeval.")
@@ -81,8 +76,7 @@ class FileOnly(logging.Filter):
 
 
 class Status:
-    """One line on stderr for each stage that took longer than :data:`STATUS_AFTER_S`; on a
-    terminal, the running stage's name shows while it runs."""
+    """On a terminal, the running stage's name shows while it runs."""
 
     def __init__(self, enabled: bool = True, stream: TextIO | None = None) -> None:
         self.stream = stream if stream is not None else sys.stderr

@@ -1,14 +1,6 @@
-"""paraeval: evaluate paraphrase generation.
-
-The one import name of the distribution. The repository's top-level folders are its subpackages
-(``pyproject.toml`` maps them): :mod:`paraeval.metrics` (one class per metric),
-:mod:`paraeval.correlation` (coefficients, levels, resampling, significance on systems x items
-matrices) and :mod:`paraeval.pipeline` (the stages, Hydra and MLflow). :func:`evaluate` runs the
-whole pipeline on a DataFrame or a file and returns an :class:`Evaluation`; :func:`list_metrics`
-tells which metrics it can run.
-
-Importing this package is cheap: the API is loaded on first use.
-"""
+"""paraeval: evaluate paraphrase generation. The repository's top-level folders are its
+subpackages (``pyproject.toml`` maps them). Importing this package is cheap: the API is loaded on
+first use."""
 
 from __future__ import annotations
 

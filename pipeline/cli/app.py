@@ -1,6 +1,5 @@
-"""The whole run as a plain function of a composed config: settings -> load -> the stages ->
-output files -> tracking -> terminal summary; :mod:`paraeval.pipeline.cli.main` is a thin Hydra
-wrapper around :func:`run`, and tests call it directly."""
+"""The whole run as a plain function of a composed config, under :mod:`paraeval.pipeline.cli.main`'s
+thin Hydra wrapper: settings -> load -> the stages -> output files -> tracking -> summary."""
 
 from __future__ import annotations
 
@@ -12,8 +11,8 @@ from omegaconf import DictConfig
 
 from paraeval.pipeline.api import Evaluation
 from paraeval.pipeline.config.settings import Settings, check_table
-from paraeval.pipeline.context import RunContext
 from paraeval.pipeline.data.load import load_data
+from paraeval.pipeline.errors import RunContext
 from paraeval.pipeline.files import check_writable
 from paraeval.pipeline.outputs import writing_outputs
 from paraeval.pipeline.report import summary as report
@@ -30,7 +29,7 @@ def run(
     overrides: list[str] | None = None,
     context: RunContext | None = None,
 ) -> Evaluation:
-    """Run every stage; outputs go to ``out_dir`` before anything is sent to MLflow."""
+    """Outputs go to ``out_dir`` before anything is sent to MLflow."""
     started = time.time()
     context = context or RunContext()
     out = Path(out_dir)
@@ -49,8 +48,7 @@ def run(
         table["item_id"].nunique(),
         table["system"].nunique(),
     )
-    # each figure is drawn aside as soon as its tables exist; the tracker waits for them
-    # (``finish``) before it logs the output folder
+    # each figure is drawn aside once its tables exist; the tracker waits for them (``finish``)
     with writing_outputs(out, settings.report.parallel_figures, context) as outputs:
         computed = compute(
             table, settings, status=status, started_at=started, after_stage=outputs.draw_ready

@@ -4,20 +4,20 @@ written but not logged exits 3 after its warning line (in a multirun, after ever
 
 from __future__ import annotations
 
-import difflib
 import gc
 import io
 import logging
 import os
 import signal
 import sys
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import nullcontext, redirect_stdout
-from functools import cache, partial
+from contextlib import contextmanager, nullcontext, redirect_stdout
+from functools import partial
 from pathlib import Path
 from types import FrameType
-from typing import Any, NoReturn
+from typing import NoReturn
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "1")
@@ -29,34 +29,79 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException
 from hydra.types import RunMode
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from paraeval.pipeline.cli import outcome
-from paraeval.pipeline.cli.credentials import (
-    check_config_files,
-    check_config_passwords,
+from paraeval.pipeline.cli.checks import (
+    check_cluster_address,
+    check_config_file_passwords,
+    check_grammar,
+    check_group_overrides,
+    check_output_dir_overrides,
+    check_override_keys,
+    is_multirun,
     move_passwords_to_env,
 )
-from paraeval.pipeline.cli.outcome import EXIT_NOT_LOGGED, EXIT_USER_ERROR
 from paraeval.pipeline.config.compose import config_dir
-from paraeval.pipeline.context import RunContext
-from paraeval.pipeline.errors import ConfigError, Interrupted, being_handled, suggest
+from paraeval.pipeline.errors import ConfigError, Interrupted, RunContext, being_handled
 from paraeval.pipeline.lifetime import RUN_PID_ENV, in_sweep_worker
 from paraeval.pipeline.names import escape_log_output, escape_warnings, show
 from paraeval.pipeline.terminal import fit
 from paraeval.pipeline.version import __version__
 
-ADDRESS_KEY = "hydra.launcher.ray.init.address"
-GROUPS = (
-    "data",
-    "metrics",
-    "normalize",
-    "correlation",
-    "tracking",
-    "engine",
-    "experiment",
-    "compare",
-)
+# the jobs of a sweep may run in other processes: they record their status in a file
+EXIT_OK = 0
+EXIT_USER_ERROR = 2  # a mistake in the input or the settings, one line says which
+EXIT_NOT_LOGGED = 3  # outputs written but not logged; the warning line says how to log them
+EXIT_INCOMPLETE = 4  # tables written and logged, some figures missing; the warning names them
+SEVERITY = (EXIT_USER_ERROR, EXIT_NOT_LOGGED, EXIT_INCOMPLETE)  # the most serious first
+OUTCOME_ENV = "PARAEVAL_OUTCOME_FILE"
+
+RECORDED: list[int] = []  # where no file is named (a job run without the command line)
+
+
+def record(status: int) -> None:
+    """0 is recorded too: the file lists every job."""
+    path = os.environ.get(OUTCOME_ENV)
+    if not path:
+        RECORDED.append(status)
+        return
+    # one short append: whole lines even when jobs in several processes write at once
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, f"{status}\n".encode())
+    finally:
+        os.close(fd)
+
+
+def worst(statuses: list[int]) -> int:
+    """An interrupt's status, then :data:`SEVERITY`'s order; 0 when every job went well."""
+    interrupted = [s for s in statuses if s > 128]
+    if interrupted:
+        return interrupted[0]
+    for status in SEVERITY:
+        if status in statuses:
+            return status
+    return max(statuses, default=EXIT_OK)
+
+
+@contextmanager
+def recording() -> Iterator[list[int]]:
+    """A fresh file for this command's jobs; on the way out the list holds every status."""
+    fd, name = tempfile.mkstemp(prefix="paraeval-outcome-")
+    os.close(fd)
+    before = os.environ.get(OUTCOME_ENV)
+    os.environ[OUTCOME_ENV] = name
+    statuses: list[int] = []
+    try:
+        yield statuses
+    finally:
+        text = Path(name).read_text() if Path(name).exists() else ""
+        statuses.extend(int(line) for line in text.split() if line.isdigit())
+        Path(name).unlink(missing_ok=True)
+        if before is None:
+            os.environ.pop(OUTCOME_ENV, None)
+        else:
+            os.environ[OUTCOME_ENV] = before
 
 
 def _fail(message: str) -> NoReturn:
@@ -64,192 +109,7 @@ def _fail(message: str) -> NoReturn:
     sys.exit(EXIT_USER_ERROR)
 
 
-def user_config_dirs(argv: list[str]) -> list[Path]:
-    """Folders a user adds to Hydra's search path (``--config-dir``, ``hydra.searchpath``)."""
-    out: list[Path] = []
-    for i, arg in enumerate(argv):
-        for flag in ("--config-dir", "-cd"):
-            if arg == flag and i + 1 < len(argv):
-                out.append(Path(argv[i + 1]).expanduser())
-            elif arg.startswith(flag + "="):
-                out.append(Path(arg.partition("=")[2]).expanduser())
-        key, _, value = arg.partition("=")
-        if key.lstrip("+") == "hydra.searchpath":
-            for entry in value.strip("[]").split(","):
-                entry = entry.strip().strip("'\"")
-                if entry.startswith("file://"):
-                    out.append(Path(entry.removeprefix("file://")).expanduser())
-                elif entry and "://" not in entry:
-                    out.append(Path(entry).expanduser())
-    return out
-
-
-def _overrides(argv: list[str]) -> list[str]:
-    """The Hydra overrides of ``argv`` (flags and their values left out)."""
-    out: list[str] = []
-    args = iter(argv)
-    for arg in args:
-        if arg in ("--config-dir", "-cd", "--config-name", "-cn", "--config-path", "-cp"):
-            next(args, None)  # the flag's value
-        elif not arg.startswith("-") and "=" in arg:
-            out.append(arg)
-    return out
-
-
-def check_grammar(argv: list[str]) -> None:
-    """An override Hydra cannot parse (``'metrics=[bleu,chrf'``) as one line naming it."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import OverrideParseException
-
-    parser = OverridesParser.create()
-    for arg in _overrides(argv):
-        try:
-            parser.parse_overrides([arg])
-        except OverrideParseException as exc:
-            # Hydra's text: the parser's complaint, then a line pointing at its grammar page
-            said = exc.message.splitlines()[0] if exc.message else "syntax error"
-            raise ConfigError(
-                f"cannot read the override '{arg}' (Hydra's parser: {said}); check its brackets, "
-                "braces and quotes, e.g. 'metrics=[bleu,chrf]'"
-            ) from None
-
-
-def check_group_overrides(argv: list[str]) -> None:
-    """Unknown group options (``metrics=[bleu,nosuch]``) as one line before Hydra composes."""
-    folders = [*user_config_dirs(argv), config_dir()]
-    for arg in _overrides(argv):
-        key, _, value = arg.partition("=")
-        key = key.lstrip("+~")
-        if key not in GROUPS or value in ("", "null"):
-            continue
-        options = {p.stem for folder in folders for p in (folder / key).glob("*.yaml")}
-        for choice in [v.strip() for v in value.strip("[]").split(",") if v.strip()]:
-            if choice not in options and "/" not in choice and "$" not in choice:
-                hint = suggest(choice, options, f"{key} options")
-                raise ConfigError(f"unknown {key} option '{choice}' in '{arg}'; {hint}")
-
-
-def check_override_keys(argv: list[str]) -> None:
-    """A setting that does not exist (``metrics.ibleu.alhpa=0.5``, ``hydra.run.dri=out``) as one
-    line naming the nearest valid key (Hydra would suggest adding it with ``+``)."""
-    overrides = [(arg, arg.partition("=")[0]) for arg in _overrides(argv)]
-    plain = [
-        (arg, key)
-        for arg, key in overrides
-        if not (key.startswith(("+", "~")) or "/" in key or "@" in key or key in GROUPS)
-    ]
-    cfg = _compose_selections(tuple(argv)) if plain else None
-    if cfg is None:
-        return
-    for arg, key in plain:
-        node: object = cfg
-        path: list[str] = []
-        for part in key.split("."):
-            if not isinstance(node, DictConfig):
-                break  # a list index or a value: Hydra's own message is clear
-            valid = [str(k) for k in node]  # `in` on a DictConfig skips keys set to ???
-            if part not in valid:
-                near = difflib.get_close_matches(part, valid, n=1, cutoff=0.5)
-                hint = f"valid here: {', '.join(valid)}" if valid else f"add it with '+{arg}'"
-                if near:
-                    hint = f"did you mean '{'.'.join([*path, near[0]])}'?"
-                raise ConfigError(f"unknown setting '{'.'.join([*path, part])}' in '{arg}'; {hint}")
-            try:
-                node = node[part]
-            except Exception:  # ??? or an interpolation: nothing to check below it
-                break
-            path.append(part)
-
-
-@cache
-def _compose_selections(argv: tuple[str, ...]) -> DictConfig | None:
-    """The config, Hydra's included, of the group selections of ``argv`` and the user's config
-    folders alone; None where Hydra cannot compose it (it then says why)."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    overrides = [(arg, arg.partition("=")[0]) for arg in _overrides(list(argv))]
-    selections = [arg for arg, key in overrides if key.lstrip("+~") in GROUPS or "/" in key]
-    searchpath = [f"file://{d.resolve()}" for d in user_config_dirs(list(argv))]
-    if searchpath:
-        selections.append(f"hydra.searchpath=[{','.join(searchpath)}]")
-    try:
-        GlobalHydra.instance().clear()
-        with initialize_config_dir(str(config_dir()), version_base="1.3", job_name="paraeval"):
-            return compose("config", overrides=selections, return_hydra_config=True)
-    except Exception:  # Hydra reports a selection it cannot compose itself
-        return None
-    finally:
-        GlobalHydra.instance().clear()
-
-
-def check_config_file_passwords(argv: list[str]) -> None:
-    """A password in a user's config file (paraeval's own files hold none) as one line, before
-    Hydra saves it in ``.hydra/config.yaml``."""
-    folders = user_config_dirs(argv)
-    if not folders:
-        return
-    cfg = _compose_selections(tuple(argv))
-    if cfg is None:  # a sweep over groups does not compose here: every file of the folders is read
-        check_config_files(folders)
-        return
-    config = OmegaConf.to_container(cfg, resolve=False)
-    assert isinstance(config, dict)
-    check_config_passwords({k: v for k, v in config.items() if k != "hydra"})
-
-
-def check_output_dir_overrides(argv: list[str]) -> None:
-    """An output folder that cannot be created as one line (Hydra creates it before paraeval's
-    code runs and would answer with a traceback)."""
-    from paraeval.pipeline.files import check_writable
-
-    multirun = any(a in ("-m", "--multirun") for a in argv)
-    wanted = "hydra.sweep.dir" if multirun else "hydra.run.dir"
-    given = False
-    for arg in argv:
-        key, sep, value = arg.partition("=")
-        if not sep or key.lstrip("+") not in ("hydra.run.dir", "hydra.sweep.dir"):
-            continue
-        given = given or key.lstrip("+") == wanted
-        if not value or "${" in value:
-            continue  # interpolated: resolved by Hydra, checked by the run itself
-        check_writable(Path(value).expanduser(), key.lstrip("+"), value)
-    if not given:
-        # the default folders (outputs/..., multirun/...) are relative to the current directory
-        default = "multirun" if multirun else "outputs"
-        check_writable(Path.cwd() / default, wanted, str(Path.cwd() / default))
-
-
-def check_cluster_address(argv: list[str]) -> None:
-    """A sweep's Ray cluster that does not answer as one line, before any job starts."""
-    from paraeval.pipeline.config.nodes import check_reachable
-
-    if _multirun(argv):
-        cfg = _compose_selections(tuple(argv))
-        check_reachable(given_address(_overrides(argv), cfg), ADDRESS_KEY)
-
-
-def given_address(overrides: list[str], cfg: Any) -> str | None:
-    """The address a sweep with the Ray launcher joins: the last override of the key, else the
-    composed config's value; None where no Ray launcher is selected or Ray starts locally."""
-    launcher = cfg.get("hydra", {}).get("launcher", {}) if cfg is not None else {}
-    if not str(launcher.get("_target_", "")).startswith("hydra_plugins.hydra_ray_launcher."):
-        return None
-    address = launcher.get("ray", {}).get("init", {}).get("address")
-    for arg in overrides:
-        key, _, value = arg.partition("=")
-        if key.lstrip("+") == ADDRESS_KEY:
-            address = None if value == "null" else value
-    return None if address is None else str(address)
-
-
-def _multirun(argv: list[str]) -> bool:
-    return any(a in ("-m", "--multirun", "hydra.mode=MULTIRUN") for a in argv)
-
-
 def _hydra_main(context: RunContext) -> None:
-    """Hydra's application over :func:`_job`, each job with the command's ``context``."""
-
     @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="config")
     def job(cfg: DictConfig) -> None:
         _job(cfg, context)
@@ -263,7 +123,6 @@ def _job(cfg: DictConfig, context: RunContext) -> None:
     from paraeval.pipeline.errors import UserError
 
     hc = HydraConfig.get()
-    # names and cells from data reach the console and the log file escaped
     escape_log_output()
     escape_warnings()
     # warnings of libraries (MLflow's dataset source, say) go to paraeval.log, not the terminal
@@ -283,7 +142,7 @@ def _job(cfg: DictConfig, context: RunContext) -> None:
             _fail(str(exc))
         # one job's mistake (a value of the sweep) does not stop the others
         print(f"paraeval: error: sweep job {hc.job.num} ({out}): {show(exc)}", file=sys.stderr)
-        outcome.record(EXIT_USER_ERROR)
+        record(EXIT_USER_ERROR)
         return
     except Interrupted as exc:
         if not worker:
@@ -295,25 +154,24 @@ def _job(cfg: DictConfig, context: RunContext) -> None:
             file=sys.stderr,
             flush=True,
         )
-        outcome.record(exc.status)
+        record(exc.status)
         return
     finally:
         if worker:  # between jobs a worker is joblib's
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if out in context.not_logged:
-        outcome.record(EXIT_NOT_LOGGED)
+        record(EXIT_NOT_LOGGED)
     elif out in context.figures_missing:
-        outcome.record(outcome.EXIT_INCOMPLETE)
+        record(EXIT_INCOMPLETE)
     else:
-        outcome.record(outcome.EXIT_OK)
+        record(EXIT_OK)
     gc.freeze()
 
 
-# A signal that lands in code an exception must not cut in two (SQLAlchemy between a flush and its
-# rollback can leave the store unusable for the cleanup that marks runs KILLED), or in code that
-# swallows exceptions (a weakref callback, a __del__: the run would exit 0), is raised a moment
-# later, once the main thread is back in code that unwinds cleanly. MLflow is named as a whole:
-# its store is an internal of it, reached only through its client.
+# A signal in code an exception must not cut in two (SQLAlchemy between a flush and its rollback
+# can leave the store unusable for marking runs KILLED; MLflow reaches its store only through its
+# client) or in code that swallows exceptions (a weakref callback, a __del__: the run would exit 0)
+# is raised a moment later, once the main thread is back in code that unwinds cleanly.
 _UNSAFE_MODULES = ("sqlalchemy", "alembic", "mlflow")
 _SWALLOWING_MODULES = ("weakref",)
 _RETRY_S = 0.02
@@ -330,7 +188,6 @@ def _in_unsafe_code(frame: FrameType | None) -> bool:
 
 
 def signal_handler(context: RunContext) -> Callable[[int, FrameType | None], None]:
-    """The handler of SIGINT and SIGTERM for the run of ``context``."""
     return partial(_on_signal, context)
 
 
@@ -363,8 +220,7 @@ def _raise_pending(context: RunContext, _alarm: int, frame: FrameType | None) ->
 
 
 def _interrupted(exc: BaseException, context: RunContext) -> None:
-    """One line and the shell's exit status for the signal (130 SIGINT, 143 SIGTERM); the line
-    says how to log the output folder later (an MLflow run being logged was ended KILLED)."""
+    """The shell's exit status for the signal (130 SIGINT, 143 SIGTERM)."""
     context.taken()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -386,25 +242,22 @@ def _interrupted(exc: BaseException, context: RunContext) -> None:
 def main() -> None:
     # the workers of a parallel sweep die with this process (their initializer reads it)
     os.environ[RUN_PID_ENV] = str(os.getpid())
-    # loading the encoder drew transformers' "Loading weights" bar on stderr, which holds
-    # paraeval's lines only: huggingface_hub's switch, read when transformers is imported
+    # transformers' "Loading weights" bar would be drawn on stderr, which holds paraeval's lines
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     context = RunContext()
     signal.signal(signal.SIGINT, signal_handler(context))
     signal.signal(signal.SIGTERM, signal_handler(context))
     argv = sys.argv[1:]
-    # the jobs of a sweep may run in other processes: they record their status in a file
     try:
-        with outcome.recording() if _multirun(argv) else nullcontext(outcome.RECORDED) as statuses:
+        with recording() if is_multirun(argv) else nullcontext(RECORDED) as statuses:
             _main(argv, context)
-        status = outcome.worst(statuses)
-        if status != outcome.EXIT_OK:
+        status = worst(statuses)
+        if status != EXIT_OK:
             sys.exit(status)
     except (KeyboardInterrupt, Interrupted) as exc:
         _interrupted(exc, context)
     except BrokenPipeError:
-        # stdout's reader went away (`paraeval -sc install=bash | head`): nothing more to say,
-        # and Python's flush at exit must not fail again (the recipe of Python's signal docs)
+        # stdout's reader went away: Python's flush at exit must not fail again (its signal docs)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
 
@@ -415,8 +268,7 @@ def _main(argv: list[str], context: RunContext) -> None:
     if argv[:1] in (["--version"], ["-V"]):
         print(f"paraeval {__version__}")
         return
-    # Hydra's shell completion (``-sc install=bash``, ``-sc query=bash``) is no run: its
-    # ``install=``/``query=`` are Hydra's words, not settings, and nothing is written
+    # shell completion is no run: its ``install=``/``query=`` are Hydra's words, not settings
     completion = any(a in ("-sc", "--shell-completion") for a in argv)
     help_ = any(a in ("--help", "-h", "--hydra-help") for a in argv)
     checks: list[Callable[[list[str]], None]] = []
@@ -448,8 +300,7 @@ def _main(argv: list[str], context: RunContext) -> None:
         said = " ".join(line.strip() for line in str(exc).strip().split("\n\n")[0].splitlines())
         _fail(said or type(exc).__name__)
     except BrokenProcessPool:
-        # a worker of a parallel sweep was killed (the out-of-memory killer, kill -9): joblib
-        # gives the other jobs up
+        # a worker of a parallel sweep was killed: joblib gives the other jobs up
         print(
             "paraeval: error: the sweep stopped: one of its worker processes was killed (out of "
             "memory? kill -9?); the jobs finished before it keep their folders and MLflow runs",
@@ -459,7 +310,7 @@ def _main(argv: list[str], context: RunContext) -> None:
 
 
 def _help(context: RunContext) -> None:
-    """Hydra's help fitted to 100 columns (it prints a group's options on one line)."""
+    """Fitted to 100 columns (Hydra prints a group's options on one line)."""
     buffer = io.StringIO()
     try:
         with redirect_stdout(buffer):

@@ -1,6 +1,5 @@
 """``paraeval-score``: corpus-level scores of line-aligned files with their signatures, as
-``sacrebleu`` gives them (docs/score.md); the numbers are those of the pipeline's system table, its
-metric classes built and called as the score stage does. Nothing is written."""
+``sacrebleu`` gives them (docs/score.md), computed as the score stage does. Nothing is written."""
 
 from __future__ import annotations
 
@@ -15,8 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-# the import path stays light: pandas, Hydra, MLflow and torch are imported only by a metric that
-# needs them
+# light imports: pandas, Hydra, MLflow and torch are imported only by a metric that needs them
 from paraeval.pipeline.config.targets import metric_ids
 from paraeval.pipeline.errors import UserError
 from paraeval.pipeline.terminal import RawDescriptionHelpFormatter
@@ -30,7 +28,7 @@ EXAMPLES = """examples:
 
 
 class ScoreError(UserError):
-    """A bad argument or input file of ``paraeval-score``; printed as one line."""
+    """Printed as one line."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +49,6 @@ class Score:
 
 
 def check_metric_ids(requested: Sequence[str]) -> list[str]:
-    """``requested`` without repeats; the nearest id for an unknown one."""
     known = metric_ids()
     for metric_id in requested:
         if metric_id not in known:
@@ -62,8 +59,7 @@ def check_metric_ids(requested: Sequence[str]) -> list[str]:
 
 
 def _read_lines(path: str, role: str) -> list[str]:
-    """The lines of a UTF-8 file as the text loader reads them (pipeline/data/readers.py: a BOM
-    dropped, a final newline ends the last line, a trailing CR removed)."""
+    """As the text loader reads them (pipeline/data/readers.py)."""
     if path == "-":
         raw = sys.stdin.buffer.read()
         path = "<stdin>"
@@ -85,16 +81,9 @@ def _read_lines(path: str, role: str) -> list[str]:
     return [ln.rstrip("\r") for ln in lines]
 
 
-def system_name(path: str, taken: Sequence[str]) -> str:
-    """A system's name: its file's stem, or the file's path where two stems are the same."""
-    stem = Path(path).stem
-    return path if stem in taken else stem
-
-
 def read_inputs(
     references: Sequence[str], source: str | None, hypotheses: Sequence[str] | None
 ) -> Inputs:
-    """Every file read and checked to have one line per segment (stdin: the one system)."""
     files: list[tuple[str, str]] = [(p, "-r") for p in references]
     if source is not None:
         files.append((source, "-s"))
@@ -102,10 +91,10 @@ def read_inputs(
     systems: dict[str, list[str]] = {}
     named: dict[str, str] = {}  # system -> its file, for the messages
     for path in hypotheses if hypotheses else ["-"]:
-        name = STDIN_NAME if path == "-" else system_name(path, list(systems))
+        stem = Path(path).stem  # or the file's path where two stems are the same
+        name = STDIN_NAME if path == "-" else path if stem in systems else stem
         systems[name] = _read_lines(path, "-i")
         named[name] = "<stdin>" if path == "-" else path
-    # the first file given is the yardstick that the messages name
     every = [*texts.items(), *((named[s], c) for s, c in systems.items())]
     yard, first = every[0]
     for path, lines in every[1:]:
@@ -123,7 +112,6 @@ def read_inputs(
 
 
 def _value(text: str) -> Any:
-    """A ``--set`` value as YAML reads it (``true``, ``0.5``, ``null``, ``intl``)."""
     import yaml
 
     try:
@@ -133,9 +121,7 @@ def _value(text: str) -> Any:
 
 
 def _placed(conf: Any, defaults: list[str], group: str) -> dict[str, Any]:
-    """The files a defaults list names (``/encoder/bert_score@<id>``, ``default``), each after
-    its own defaults, merged: the forms conf/metrics and conf/encoder use, without Hydra (whose
-    import this command does not pay for the n-gram metrics)."""
+    """A defaults list merged without Hydra, whose import the n-gram metrics do not pay for."""
     import yaml
 
     out: dict[str, Any] = {}
@@ -150,16 +136,14 @@ def _placed(conf: Any, defaults: list[str], group: str) -> dict[str, Any]:
 
 
 def metric_settings(ids: Sequence[str], overrides: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """Each metric's settings: its YAML file with ``--set METRIC.KEY=VALUE`` applied and the
-    cache settings turned off (this command writes nothing)."""
+    """The cache is off: this command writes nothing."""
     import yaml
     from omegaconf import OmegaConf
 
     conf = resources.files("paraeval.conf")
     nodes = {}
     for m in ids:
-        # each file is keyed by its own metric id, as Hydra's multi-select group merges them;
-        # its defaults list places shared nodes (conf/encoder/) into that key first
+        # keyed by its metric id, as Hydra's multi-select group merges them
         node = yaml.safe_load((conf / "metrics" / f"{m}.yaml").read_text(encoding="utf-8"))
         nodes[m] = {**_placed(conf, node.pop("defaults", []), "metrics"), **node[m]}
     root = OmegaConf.create({"cache": {"enabled": False, "dir": None}, "metrics": nodes})
@@ -181,7 +165,6 @@ def metric_settings(ids: Sequence[str], overrides: Sequence[str]) -> dict[str, d
 
 
 def _check_needs(metrics: dict[str, Any], inputs: Inputs, source: str | None) -> None:
-    """The score stage's input check, said in terms of this command's options."""
     for metric_id, metric in metrics.items():
         if metric.needs_references:
             missing = next((i for i, r in enumerate(inputs.references) if not r), None)
@@ -203,8 +186,7 @@ def _check_needs(metrics: dict[str, Any], inputs: Inputs, source: str | None) ->
 
 
 def _run_texts(inputs: Inputs) -> list[str]:
-    """Every text once, in the order of the score stage's ``RunTexts.unique`` on the text
-    loader's table (rows system by system): encoders batch them in this order."""
+    """In the order of the score stage's ``RunTexts.unique``: encoders batch them so."""
     n = len(inputs.references)
     candidates = [c for cands in inputs.systems.values() for c in cands]
     sources = inputs.sources or []
@@ -213,35 +195,29 @@ def _run_texts(inputs: Inputs) -> list[str]:
 
 
 def _calls(inputs: Inputs, vs_source: bool) -> list[tuple[list[str], list[list[str]], Any]]:
-    """Each system's (candidates, references, sources); against the source, the references are
-    the source."""
     refs = [[s] for s in inputs.sources or []] if vs_source else inputs.references
     return [(cands, refs, inputs.sources) for cands in inputs.systems.values()]
 
 
 def _results(metric: Any, calls: list[Any], run_texts: list[str], vs_source: bool) -> list[Any]:
-    """Each call's result, a metric made of parts (iBLEU) from its parts' results, as the score
-    stage computes them."""
+    """A metric made of parts (iBLEU) from its parts' results, as the score stage does."""
     parts = metric.parts()
     if parts:
         done = []
         for part, on_src in parts:
-            part_calls = _calls_on_source(calls) if on_src and not vs_source else calls
+            part_calls = calls
+            if on_src and not vs_source:
+                part_calls = [(cands, [[s] for s in srcs], srcs) for cands, _, srcs in calls]
             done.append(_results(part, part_calls, run_texts, vs_source or on_src))
         return [metric.from_parts([d[k] for d in done]) for k in range(len(calls))]
     metric.prepare(run_texts)
     return list(metric.score_systems(calls))
 
 
-def _calls_on_source(calls: list[Any]) -> list[Any]:
-    return [(cands, [[s] for s in srcs], srcs) for cands, _, srcs in calls]
-
-
 def score_inputs(
     inputs: Inputs, settings: dict[str, dict[str, Any]], source: str | None
 ) -> list[Score]:
-    """Every system's corpus scores, system by system, each metric's columns in the score
-    stage's order (columns against the source, ``<id>_src``, after all others)."""
+    """In the score stage's order (columns against the source, ``<id>_src``, last)."""
     from paraeval.pipeline.engine.build import build_metrics
 
     metrics = build_metrics(settings)
@@ -272,7 +248,6 @@ def _number(value: float, width: int | None) -> str:
 
 
 def format_text(scores: Sequence[Score], width: int | None) -> str:
-    """One aligned line per (system, metric)."""
     rows = [("system", "metric", "score", "signature")]
     rows += [(s.system, s.metric, _number(s.score, width), s.signature) for s in scores]
     widths = [max(len(r[k]) for r in rows) for k in range(3)]
@@ -282,8 +257,7 @@ def format_text(scores: Sequence[Score], width: int | None) -> str:
 
 
 def format_json(scores: Sequence[Score], width: int | None) -> str:
-    """A list of objects, as ``sacrebleu -f json`` gives one per metric; the score unrounded
-    unless ``-w`` is given, NaN as null."""
+    """As ``sacrebleu -f json`` gives one per metric."""
     out = []
     for s in scores:
         score = None if math.isnan(s.score) else s.score if width is None else round(s.score, width)
@@ -354,7 +328,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         inputs = read_inputs(args.references, args.source, args.input)
         scores = score_inputs(inputs, settings, args.source)
     except (UserError, ValueError, RuntimeError) as exc:
-        # besides this command's: a metric's own check, or a missing model
         from paraeval.metrics.base import MetricConfigError, MissingResourceError
 
         if not isinstance(exc, UserError | MetricConfigError | MissingResourceError):

@@ -1,5 +1,4 @@
-"""Where the configuration lives and how the Python API composes it, so that the API and the
-command line (``@hydra.main``) run on the same ``conf/``; ``paraeval.list_metrics()`` from it."""
+"""Where ``conf/`` lives and how the Python API composes it, as the command line does."""
 
 from __future__ import annotations
 
@@ -16,7 +15,6 @@ if TYPE_CHECKING:
 
 # config keys that are not parameters of the evaluation: the tracker says nothing of the results
 NOT_PARAMS = frozenset({"tracking._target_"})
-COLUMNS = ("id", "group", "direction", "needs", "settings")  # of list_metrics()
 
 
 def config_dir() -> Path:
@@ -79,4 +77,4 @@ def list_metrics() -> pd.DataFrame:
                 "settings": settings,
             }
         )
-    return pd.DataFrame(rows, columns=list(COLUMNS))
+    return pd.DataFrame(rows, columns=["id", "group", "direction", "needs", "settings"])

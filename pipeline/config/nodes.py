@@ -1,7 +1,5 @@
-"""The typed settings of each config node but ``correlation`` (:mod:`.correlation`): frozen, no
-defaults (``conf/`` is the one source of every value); ``from_node`` checks a node as composed,
-one :class:`ConfigError` naming the key for anything wrong. A Ray cluster's address is tried
-before any work (a TCP connection only: nothing is started or stopped)."""
+"""The typed settings of each config node but ``correlation``: frozen, no defaults (``conf/`` is
+the one source of every value); ``from_node`` raises one :class:`ConfigError` naming the key."""
 
 from __future__ import annotations
 
@@ -34,8 +32,7 @@ DEFAULT_GRID: tuple[float, ...] = tuple(round(float(a), 4) for a in np.linspace(
 
 
 def check_keys(node: Node, valid: Sequence[str], section: str) -> None:
-    """A key that is not a setting (a misspelling added with ``+``) is an error naming the
-    nearest valid key."""
+    """A key that is not a setting (added with ``+``) is an error naming the nearest valid key."""
     for key in node:
         if key not in valid:
             where = f"{section}.{key}" if section else str(key)
@@ -47,8 +44,7 @@ def check_keys(node: Node, valid: Sequence[str], section: str) -> None:
 
 
 def required(node: Node, keys: Sequence[str] | type, section: str) -> dict[str, Any]:
-    """The node's values of ``keys`` (a dataclass: its fields); an unknown or missing key is an
-    error."""
+    """The node's values of ``keys`` (a dataclass: its fields); unknown or missing: an error."""
     names = [f.name for f in fields(keys)] if isinstance(keys, type) else list(keys)
     check_keys(node, names, section)
     missing = [n for n in names if n not in node]
@@ -69,8 +65,7 @@ def known(name: object, valid: Collection[str], key: str, what: str) -> None:
 
 
 def count(value: object, key: str, minimum: int = 1) -> int:
-    """``value`` as a count of at least ``minimum``: an integer (not a boolean, not 2.5, not
-    1e6, which YAML reads as a float), else a ConfigError naming ``key``."""
+    """An integer of at least ``minimum`` (not a boolean, nor 1e6, which YAML reads as a float)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         kind = "a positive integer" if minimum >= 1 else f"an integer >= {minimum}"
         raise ConfigError(f"{key} must be {kind}, got {value!r}")
@@ -102,8 +97,7 @@ class DataSettings:
     target: str
     options: dict[str, object]  # the loader's keyword arguments
     name: str
-    # systems that are controls (a copy of the source, an off-topic system): shown apart, never
-    # ranked, out of the correlations unless correlation.include_controls
+    # shown apart, never ranked, out of the correlations unless correlation.include_controls
     controls: tuple[str, ...]
 
     @classmethod
@@ -311,28 +305,22 @@ class EngineSettings:
         )
 
 
-def host_and_port(address: str, key: str) -> tuple[str, int] | None:
-    """``host:port`` or ``ray://host:port`` (an IPv6 host in brackets); None for what is not
-    an address to connect to (``auto``, an interpolation, a sweep over addresses)."""
-    address = address.strip().strip("'\"")
-    if address.lower() in NOT_AN_ADDRESS or "${" in address or "," in address:
-        return None
-    host, sep, port = address.removeprefix("ray://").rpartition(":")
+def check_reachable(address: str | None, key: str) -> None:
+    """A ConfigError naming ``key`` when ``address`` is not ``[ray://]host:port`` or a TCP
+    connection to it fails (``auto``, an interpolation, a sweep over addresses: not tried)."""
+    if address is None:
+        return
+    text = address.strip().strip("'\"")
+    if text.lower() in NOT_AN_ADDRESS or "${" in text or "," in text:
+        return
+    host, sep, port = text.removeprefix("ray://").rpartition(":")
     if not sep or not port.isdigit():
         raise ConfigError(
-            f"{key}='{address}' is not a Ray cluster address; give host:port (the "
+            f"{key}='{text}' is not a Ray cluster address; give host:port (the "
             "address 'ray start --head' prints), ray://host:10001, auto or null"
         )
-    return host.strip("[]"), int(port)
-
-
-def check_reachable(address: str | None, key: str) -> None:
-    """A ConfigError naming the address and ``key`` when a TCP connection to it fails."""
-    target = None if address is None else host_and_port(address, key)
-    if target is None:
-        return
     try:
-        with socket.create_connection(target, timeout=CONNECT_TIMEOUT_S):
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S):
             pass
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__

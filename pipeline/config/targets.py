@@ -40,8 +40,7 @@ def metric_targets() -> dict[str, tuple[str, str]]:
 
 
 def allowed(group: str) -> list[str]:
-    """The exact names ``<group>._target_`` may take (data loaders and trackers are checked by
-    their own layers)."""
+    """The exact names ``<group>._target_`` may take (loaders and trackers: their own layers)."""
     if group == "metrics":
         return sorted(metric_targets())
     if group == "normalize":
@@ -50,8 +49,7 @@ def allowed(group: str) -> list[str]:
 
 
 def check(group: str, target: object, key: str | None = None) -> str:
-    """``target`` when it is on the group's list, else a ConfigError naming ``key`` (default
-    ``<group>._target_``) and the nearest allowed name."""
+    """``target`` when allowed, else a ConfigError naming ``key`` and the nearest allowed name."""
     name = str(target or "")
     choices = allowed(group)
     if name in choices:

@@ -1,6 +1,5 @@
-"""Load stage: files -> the tidy (item, system) table of DESIGN.md, from the loader a data config's
-``_target_`` names (:data:`LOADERS`); formats are read in :mod:`.readers`, the table is checked
-in :mod:`.validate`. Files are read every run, nothing is kept."""
+"""Load stage: files -> the tidy (item, system) table of DESIGN.md, by the loader a data config's
+``_target_`` names (:data:`LOADERS`). Files are read every run, nothing is kept."""
 
 from __future__ import annotations
 
@@ -75,7 +74,7 @@ def load_frame(
     aggregate: str = "mean",
     name: str = "dataframe",
 ) -> pd.DataFrame:
-    """A DataFrame in the long layout, checked like a file (rows numbered from 0)."""
+    """Checked like a file (rows numbered from 0)."""
     return tidy_table(frame, "<DataFrame>", 0, columns, human, annotator, aggregate, name)
 
 
@@ -93,9 +92,8 @@ def load_text(
     src_lines = read_text_lines(Path(source), "data.source")
     n = len(src_lines)
 
-    advice = "; every file must have one line per source sentence"
-
     def aligned(path: str, label: str) -> list[str]:
+        advice = "; every file must have one line per source sentence"
         return check_aligned(read_text_lines(Path(path), label), n, source, path, advice, label)
 
     ref_lines = [aligned(p, f"data.references[{k}]") for k, p in enumerate(references)]
@@ -161,15 +159,11 @@ def load_parabank(
     max_items: int | None = None,
     name: str = "parabank",
 ) -> pd.DataFrame:
-    """ParaBank-Eval (Hu et al. 2019): 400 sources, 36 systems, per-worker ratings. A candidate
-    of several systems (``sys_id`` lists them) counts for each. Per-worker ``human_score``
-    (meaning, 0-100) and ``gm`` (grammaticality, 0-2) become ``human_meaning`` and
-    ``human_grammaticality``. There are no references: ``references: source`` scores against the
-    source, ``none`` leaves them empty. ``max_items`` keeps the first N sources of ref.tsv."""
+    """ParaBank-Eval (Hu et al. 2019): a candidate of several systems (``sys_id`` lists them)
+    counts for each. There are no references: ``source`` scores against the source."""
     folder = _shared_dir(path, "ParaBank-Eval")
     ref_file, cand_file = str(folder / "ref.tsv"), str(folder / "candidates.tsv")
-    refs = read_table(ref_file, "tsv")
-    cands = read_table(cand_file, "tsv")
+    refs, cands = read_table(ref_file, "tsv"), read_table(cand_file, "tsv")
     cand_cols = ["worker_id_anon", "ref_id", "sys_id", "candidate", "human_score", "gm"]
     for df, file, cols in ((refs, ref_file, ["ref_id", "ref_sent"]), (cands, cand_file, cand_cols)):
         for col in cols:
@@ -219,8 +213,7 @@ def load_parabank(
 
 
 def load_stsb(path: str, split: str = "test", name: str = "stsb") -> pd.DataFrame:
-    """STS Benchmark: sentence1 is the source and reference, sentence2 the candidate of the one
-    system ``stsb``, the 0-5 score ``human_similarity`` (segment-level correlation only)."""
+    """STS Benchmark: sentence1 is the source and reference, sentence2 the candidate."""
     folder = _shared_dir(path, "STS Benchmark")
     if split not in ("train", "dev", "test"):
         raise ConfigError(f"data.split must be train, dev or test, got '{split}'")
@@ -248,8 +241,7 @@ def load_stsb(path: str, split: str = "test", name: str = "stsb") -> pd.DataFram
     return validate(df, str(file))
 
 
-# the loaders a data config may name in `_target_`, by their names in this module (where users
-# import them from): an exact allow-list, not a module prefix
+# the loaders a data config may name in `_target_`: an exact allow-list, not a module prefix
 LOADERS: dict[str, Callable[..., pd.DataFrame]] = {
     f"{__name__}.{fn.__name__}": fn
     for fn in (load_demo, load_table, load_text, load_parabank, load_stsb, load_mtme, load_frame)
@@ -257,12 +249,10 @@ LOADERS: dict[str, Callable[..., pd.DataFrame]] = {
 
 
 def load_data(settings: DataSettings) -> pd.DataFrame:
-    """The tidy table from the loader a data config's ``_target_`` names (one of LOADERS)."""
-    target, options = settings.target, settings.options
-    loader = LOADERS.get(target)
+    loader = LOADERS.get(settings.target)
     if loader is None:
-        raise not_allowed("data._target_", target, "data loader", sorted(LOADERS))
+        raise not_allowed("data._target_", settings.target, "data loader", sorted(LOADERS))
     try:
-        return loader(**options)
+        return loader(**settings.options)
     except TypeError as exc:
         raise ConfigError(f"data: {exc}") from None

@@ -1,6 +1,5 @@
-"""Google's mt-metrics-eval data layout (the WMT metrics-task release; docs/cli.md describes it),
-with its ``.jsonl`` variants where a ``.txt`` file is absent. Lines are read as mt-metrics-eval
-reads them: trailing whitespace dropped, ``[No translation supplied]`` meaning no text."""
+"""Google's mt-metrics-eval data layout (docs/cli.md), with its ``.jsonl`` variants where a
+``.txt`` file is absent."""
 
 from __future__ import annotations
 
@@ -21,7 +20,6 @@ log = logging.getLogger(__name__)
 
 # mt-metrics-eval's marker of a missing translation (data.NO_TRANSLATION)
 NO_TRANSLATION = "[No translation supplied]"
-# the JSON field that holds the text of each kind of .jsonl file
 JSONL_FIELDS = {"sources": "source", "references": "target", "system-outputs": "hypothesis"}
 
 
@@ -36,22 +34,36 @@ def load_mtme(
     max_items: int | None = None,
     name: str = "mtme",
 ) -> pd.DataFrame:
-    """One language pair of an mt-metrics-eval test set (see conf/data/mtme.yaml): items are the
-    source segments, systems the files of ``system-outputs/<lp>/`` less the references (unless
-    ``include_human``) and the ``outliers``, each segment-level gold score an aspect."""
+    """One language pair of a test set (conf/data/mtme.yaml): each gold score is an aspect."""
     folder = _test_set(path)
     lp = str(lp)
-    src_file = _source_file(folder, lp)
+    for suffix in (".txt", ".jsonl"):
+        src_file = folder / "sources" / f"{lp}{suffix}"
+        if src_file.is_file():
+            break
+    else:
+        lps = sorted({p.name.split(".")[0] for p in (folder / "sources").iterdir()})
+        raise DataError(
+            f"no source file for language pair '{lp}' (data.lp); this test set has "
+            f"{', '.join(lps) or 'none'}",
+            file=str(folder / "sources" / f"{lp}.txt"),
+        )
     sources = _read_segments(src_file, "sources")
     n = len(sources)
     if n == 0:
         raise DataError("the source file has no segments", file=str(src_file))
 
-    ref_files = _references(folder, lp)
+    refs_dir = folder / "references"
+    ref_files = _by_name(refs_dir, f"{lp}.") if refs_dir.is_dir() else {}
     chosen = _choose_reference(ref_files, ref, lp)
     references = _aligned(ref_files[chosen], "references", src_file, n) if chosen else None
 
-    outputs = _system_files(folder, lp)
+    outputs_dir = folder / "system-outputs" / lp
+    if not outputs_dir.is_dir():
+        raise DataError("no system-outputs folder for the language pair", file=str(outputs_dir))
+    outputs = _by_name(outputs_dir)
+    if not outputs:
+        raise DataError("no system output files (<system>.txt)", file=str(outputs_dir))
     outliers = [outliers] if isinstance(outliers, str) else [] if outliers is None else outliers
     left_out = {str(s) for s in outliers}
     systems = _select_systems(outputs, set(ref_files), chosen, include_human, left_out)
@@ -81,7 +93,7 @@ def load_mtme(
         raise DataError(
             f"no system outputs to evaluate for {lp} (the folder holds only references or "
             "outliers; see data.include_human and data.outliers)",
-            file=str(folder / "system-outputs" / lp),
+            file=str(outputs_dir),
         )
     log.info(
         "mt-metrics-eval %s %s: %d segments x %d systems, reference %s, human scores %s",
@@ -120,26 +132,11 @@ def _test_set(path: str) -> Path:
     return folder
 
 
-def _source_file(folder: Path, lp: str) -> Path:
-    """``sources/<lp>.txt``, or its .jsonl variant; absent, an error listing the pairs."""
-    for suffix in (".txt", ".jsonl"):
-        file = folder / "sources" / f"{lp}{suffix}"
-        if file.is_file():
-            return file
-    lps = sorted({p.name.split(".")[0] for p in (folder / "sources").iterdir()})
-    raise DataError(
-        f"no source file for language pair '{lp}' (data.lp); this test set has "
-        f"{', '.join(lps) or 'none'}",
-        file=str(folder / "sources" / f"{lp}.txt"),
-    )
-
-
 def _read_segments(file: Path, kind: str) -> list[str]:
-    """The segments of a .txt or .jsonl file, as mt-metrics-eval reads them."""
     lines = read_text_lines(file, "data.path")
     if file.suffix == ".jsonl":
         lines = [_jsonl_text(line, file, row, kind) for row, line in enumerate(lines, start=1)]
-    # mt-metrics-eval drops trailing whitespace; its metric scores are of the text without it
+    # as mt-metrics-eval reads them: its metric scores are of the text without trailing space
     return ["" if t.rstrip() == NO_TRANSLATION else t.rstrip() for t in lines]
 
 
@@ -164,16 +161,8 @@ def _aligned(file: Path, kind: str, src_file: Path, n: int) -> list[str]:
     return check_aligned(_read_segments(file, kind), n, src_file, str(file), advice)
 
 
-def _references(folder: Path, lp: str) -> dict[str, Path]:
-    """Reference name -> file, from ``references/<lp>.<name>.txt`` (or .jsonl)."""
-    if not (folder / "references").is_dir():
-        return {}
-    return _by_name(folder / "references", f"{lp}.")
-
-
 def _by_name(folder: Path, prefix: str = "") -> dict[str, Path]:
-    """Name -> file of the ``<prefix><name>.txt`` and .jsonl files of ``folder``; where a name has
-    both, the .txt (as mt-metrics-eval prefers it for sources)."""
+    """Name -> file of ``<prefix><name>.txt`` (preferred, as mt-metrics-eval does) or .jsonl."""
     files = [p for p in folder.iterdir() if p.suffix in (".txt", ".jsonl")]
     found: dict[str, Path] = {}
     for file in sorted(files, key=lambda p: (p.suffix != ".txt", p.name)):
@@ -183,8 +172,7 @@ def _by_name(folder: Path, prefix: str = "") -> dict[str, Path]:
 
 
 def _choose_reference(refs: dict[str, Path], ref: str | None, lp: str) -> str | None:
-    """``ref`` when set; else the only reference, or the first by name (mt-metrics-eval's
-    standard reference is in its meta_info.py, not in the files, and is not always the first)."""
+    """Else the first by name (mt-metrics-eval's standard one, in its meta_info.py, may not be)."""
     names = sorted(refs)
     if ref is not None:
         if str(ref) not in refs:
@@ -204,16 +192,6 @@ def _choose_reference(refs: dict[str, Path], ref: str | None, lp: str) -> str | 
     return names[0] if names else None
 
 
-def _system_files(folder: Path, lp: str) -> dict[str, Path]:
-    outputs = folder / "system-outputs" / lp
-    if not outputs.is_dir():
-        raise DataError("no system-outputs folder for the language pair", file=str(outputs))
-    found = _by_name(outputs)
-    if not found:
-        raise DataError("no system output files (<system>.txt)", file=str(outputs))
-    return found
-
-
 def _select_systems(
     outputs: dict[str, Path],
     references: set[str],
@@ -221,8 +199,8 @@ def _select_systems(
     include_human: bool,
     outliers: set[str],
 ) -> list[str]:
-    """mt-metrics-eval's default: no human "systems" (and none the user names an outlier); the
-    chosen reference is never one, since it would be scored against itself."""
+    """mt-metrics-eval's default: no human "systems"; never the chosen reference (scored against
+    itself)."""
     left_out = {chosen: "the reference"} if chosen in outputs else {}
     if not include_human:
         left_out |= {s: "a reference" for s in references & set(outputs) if s != chosen}
@@ -236,7 +214,6 @@ def _select_systems(
 
 
 def _gold_files(folder: Path, lp: str, gold: str | Sequence[str] | None) -> dict[str, Path]:
-    """Gold name -> segment-level score file; every one of the language pair when unset."""
     scores = folder / "human-scores"
     available: dict[str, Path] = {}
     if scores.is_dir():
@@ -257,8 +234,7 @@ def _gold_files(folder: Path, lp: str, gold: str | Sequence[str] | None) -> dict
 
 
 def _read_scores(file: Path, systems: set[str], n: int) -> dict[str, list[float]]:
-    """System -> its n segment scores, NaN where the file says None. A system may be absent
-    (not rated); a system the file names must have an output and exactly n scores."""
+    """System -> its n segment scores (NaN for None); an unrated system is absent."""
     scores: dict[str, list[float]] = {}
     last_row: dict[str, int] = {}
     for row, line in enumerate(read_text_lines(file, "data.gold"), start=1):
@@ -284,7 +260,15 @@ def _read_scores(file: Path, systems: set[str], n: int) -> dict[str, list[float]
                 file=str(file),
                 row=row,
             )
-        values.append(_score(text, file, row))
+        try:
+            value = math.nan if text == "None" else float(text)
+        except ValueError:
+            raise DataError(
+                f"expected a number or None, got '{text[:40]}'", file=str(file), row=row
+            ) from None
+        if math.isinf(value):
+            raise DataError("infinite score", file=str(file), row=row)
+        values.append(value)
         last_row[system] = row
     for system, values in scores.items():
         if len(values) != n:
@@ -297,24 +281,9 @@ def _read_scores(file: Path, systems: set[str], n: int) -> dict[str, list[float]
     return scores
 
 
-def _score(text: str, file: Path, row: int) -> float:
-    if text == "None":
-        return math.nan
-    try:
-        value = float(text)
-    except ValueError:
-        raise DataError(
-            f"expected a number or None, got '{text[:40]}'", file=str(file), row=row
-        ) from None
-    if math.isinf(value):
-        raise DataError("infinite score", file=str(file), row=row)
-    return value
-
-
 def _segments(
     folder: Path, lp: str, src_file: Path, n: int, domain: str | None, max_items: int | None
 ) -> list[int]:
-    """The segment positions of ``domain`` when set, then the first ``max_items``."""
     keep = list(range(n))
     if domain is not None:
         docs = folder / "documents" / f"{lp}.docs"

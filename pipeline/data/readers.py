@@ -16,32 +16,27 @@ import pandas as pd
 
 from paraeval.pipeline.errors import ConfigError, DataError
 
-# csv's quoting modes (QUOTE_MINIMAL, QUOTE_ALL, QUOTE_NONNUMERIC, QUOTE_NONE)
 Quoting = Literal[0, 1, 2, 3]
 
 
 def _column_at(raw: bytes, offset: int, sep: bytes) -> str | None:
-    """The header name of the field holding byte ``offset`` (quoted separators aside)."""
     index = raw[raw.rfind(b"\n", 0, offset) + 1 : offset].count(sep)
     header = raw.split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("\r").split(sep.decode())
     return header[index].strip('"') if index < len(header) else None
 
 
-# what a path that is not a file is, for the error line
 _NOT_FILES = (
     (stat.S_ISDIR, "a directory"),
     (stat.S_ISCHR, "a character device"),
     (stat.S_ISBLK, "a block device"),
     (stat.S_ISSOCK, "a socket"),
 )
-# a pipe's bytes (a FIFO, a process substitution such as <(zcat data.gz)) can be read only once:
-# kept for the later jobs of a sweep in this process
+# a pipe can be read only once: kept for the later jobs of a sweep in this process
 _PIPED: dict[str, bytes] = {}
 
 
 def check_input(path: Path, label: str) -> None:
-    """A DataError naming what ``path`` is unless it is a file or a pipe (a FIFO, a process
-    substitution such as ``<(zcat data.jsonl.gz)``, read like a file)."""
+    """A DataError unless ``path`` is a file or a pipe (a FIFO, ``<(zcat data.jsonl.gz)``)."""
     if str(path) in _PIPED:
         return
     try:
@@ -58,8 +53,7 @@ def check_input(path: Path, label: str) -> None:
 
 
 def read_input(path: Path, label: str) -> bytes:
-    """The bytes of the file or pipe ``path``, read once from start to end: no seek, no size
-    taken from its metadata, so that a pipe reads like a file."""
+    """Read once from start to end, no seek, no size from its metadata: a pipe reads like a file."""
     check_input(path, label)
     if str(path) in _PIPED:
         return _PIPED[str(path)]
@@ -74,7 +68,6 @@ def read_input(path: Path, label: str) -> bytes:
 
 
 def _read_text(path: Path, label: str, sep: str | None = None) -> str:
-    """The file as UTF-8 without a BOM; a bad byte's error names its row (and column: ``sep``)."""
     raw = read_input(path, label)
     try:
         text = raw.decode("utf-8")
@@ -100,7 +93,6 @@ def read_text_lines(path: Path, label: str) -> list[str]:
 def check_aligned(
     lines: list[str], n: int, source: object, file: str, advice: str = "", column: str | None = None
 ) -> list[str]:
-    """``lines`` if there are ``n``, as in the source; else an error at the first line one lacks."""
     if len(lines) != n:
         raise DataError(
             f"{len(lines)} lines but the source file {source} has {n}{advice}",
@@ -113,8 +105,7 @@ def check_aligned(
 
 @dataclass(frozen=True)
 class Reader:
-    """One input format: its suffixes, its reader (never executing code: no pickle, no eval), and
-    the row number of the first data row (a CSV header is line 1)."""
+    """An input format: its reader never executes code (no pickle, no eval)."""
 
     suffixes: tuple[str, ...]
     read: Callable[[Path], pd.DataFrame]
@@ -122,7 +113,6 @@ class Reader:
 
 
 def _read_delimited(p: Path, sep: str, quoting: Quoting) -> pd.DataFrame:
-    # decoded once, by the UTF-8 check that names the row and column of a bad byte
     text = _read_text(p, "data.path", sep)
     _check_fields(text, p, sep, quoting)
     return pd.read_csv(
@@ -163,7 +153,7 @@ def _check_fields(text: str, p: Path, sep: str, quoting: Quoting) -> None:
 
 
 class _Absent:
-    """A key that a JSON line lacks while other lines have it (not an empty value)."""
+    """A key that a JSON line lacks while other lines have it."""
 
     def __repr__(self) -> str:
         return "<absent>"
@@ -188,7 +178,6 @@ def _read_jsonl(p: Path) -> pd.DataFrame:
     return pd.DataFrame([{k: row.get(k, ABSENT) for k in keys} for row in rows], columns=keys)
 
 
-# the input formats of a long table, by the name `data.format` takes; a new format is one entry
 READERS: dict[str, Reader] = {
     "csv": Reader((".csv",), lambda p: _read_delimited(p, ",", csv.QUOTE_MINIMAL), first_row=2),
     # sentences contain quotes: a TSV is read without quote processing
@@ -201,16 +190,14 @@ READERS: dict[str, Reader] = {
 }
 
 
-def _formats() -> str:
-    names = list(READERS)
-    return ", ".join(names[:-1]) + " or " + names[-1]
+_FORMATS = ", ".join(list(READERS)[:-1]) + " or " + list(READERS)[-1]  # "csv, tsv, ... or parquet"
 
 
 def detect_format(path: Path, fmt: str | None) -> str:
     if fmt:
         fmt = fmt.lower()
         if fmt not in READERS:
-            raise ConfigError(f"data.format must be {_formats()}, got '{fmt}'")
+            raise ConfigError(f"data.format must be {_FORMATS}, got '{fmt}'")
         return fmt
     suffix = path.suffix.lower()
     if suffix in (".gz", ".bz2", ".xz", ".zst"):
@@ -219,12 +206,11 @@ def detect_format(path: Path, fmt: str | None) -> str:
         if suffix in reader.suffixes:
             return name
     raise ConfigError(
-        f"cannot tell the format of '{path}' from its extension; set data.format to {_formats()}"
+        f"cannot tell the format of '{path}' from its extension; set data.format to {_FORMATS}"
     )
 
 
 def read_table(path: str | Path, fmt: str | None = None) -> pd.DataFrame:
-    """Read a long table with the reader of its format."""
     p = Path(path)
     check_input(p, "data.path")
     kind = detect_format(p, fmt)

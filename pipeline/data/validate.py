@@ -1,7 +1,5 @@
-"""The tidy (item, system) table of DESIGN.md, validated once for every loader: ``references`` a
-list (maybe empty), ``human_<aspect>`` NaN where not rated, ``metric_<name>`` precomputed scores,
-``origin`` (``file:row``) so that every error names the file, the row and the column; and the
-report of its human judgments (``human_report.csv``): coverage, single ratings, constant vectors."""
+"""The tidy (item, system) table of DESIGN.md, validated once for every loader (``origin``,
+``file:row``, lets every error name the file, row and column), and its human judgments' report."""
 
 from __future__ import annotations
 
@@ -26,14 +24,12 @@ AGGREGATIONS = ("mean", "median", "zscore")
 
 
 def in_order(values: pd.Series) -> list[Any]:
-    """The distinct values of a column in order of first appearance, as Python objects
-    (``list(dict.fromkeys(values))`` without a slow Python step per row)."""
+    """``list(dict.fromkeys(values))`` without a slow Python step per row."""
     return list(pd.unique(values).tolist())
 
 
 def row_groups(values: pd.Series) -> list[tuple[Any, np.ndarray]]:
-    """Each distinct non-missing value in order of first appearance with its ascending row
-    positions: the groups of ``groupby(sort=False)``, from one factorisation."""
+    """The groups of ``groupby(sort=False)`` (value, row positions), from one factorisation."""
     codes, uniques = pd.factorize(values)
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(len(uniques) + 1))
@@ -100,7 +96,7 @@ def to_score(
     if _is_missing(value):
         return float("nan")
     if isinstance(value, str) and value.strip().lower() == "nan":
-        # spreadsheets and pandas exports write a missing rating as the text NaN
+        # a spreadsheet's or pandas' missing rating
         if nan_text is not None:
             nan_text.setdefault(column, []).append(f"{file}, row {row}")
         return float("nan")
@@ -132,7 +128,7 @@ def warn_nan_text(nan_text: dict[str, list[str]]) -> None:
 
 
 def validate(df: pd.DataFrame, file: str) -> pd.DataFrame:
-    """Checks shared by every loader; returns the table sorted by (item, system)."""
+    """Checks shared by every loader; the table sorted by (item, system)."""
     dup = df.duplicated(subset=["item_id", "system"], keep=False)
     if dup.any():
         first, second = (row for _, row in df.loc[dup].head(2).iterrows())
@@ -168,8 +164,7 @@ def validate(df: pd.DataFrame, file: str) -> pd.DataFrame:
 
 
 def _check_item_spellings(df: pd.DataFrame, file: str) -> None:
-    """Item ids that are one number written differently (``01`` and ``1``: a spreadsheet
-    dropped the zeros) would be two items."""
+    """``01`` and ``1`` (a spreadsheet dropped the zeros) would be two items."""
     ids = pd.Series(df["item_id"].unique())
     numeric = ids[ids.str.fullmatch(r"[0-9]+")]
     canonical = numeric.str.lstrip("0").replace("", "0")
@@ -187,7 +182,6 @@ def _check_item_spellings(df: pd.DataFrame, file: str) -> None:
 
 
 def origin_error(message: str, origin: object, column: str, file: str | None = None) -> DataError:
-    """The error at the row a tidy table's ``origin`` (``file:row``) names; ``file``: another."""
     name, _, row = str(origin).rpartition(":")
     return DataError(
         message, file=file or name or None, row=int(row) if row.isdigit() else None, column=column
@@ -197,9 +191,8 @@ def origin_error(message: str, origin: object, column: str, file: str | None = N
 def _check_annotator_rows(
     df: pd.DataFrame, annotator: str, keys: list[str], repeats_allowed: bool = False
 ) -> None:
-    """Per-annotator rows of one (item, system) must agree on the texts, and an annotator rates
-    it once: otherwise the first text would be scored silently, or a rating counted twice."""
-    # one row may stand for several systems (ParaBank's sys_id lists): it is still one rating
+    """Otherwise the first text would be scored silently, or a rating counted twice."""
+    # one row may stand for several systems (ParaBank's sys_id lists): still one rating
     rows_of = df.drop_duplicates([*keys, annotator, "origin"])
     twice = rows_of.duplicated(subset=[*keys, annotator], keep=False)
     if twice.any() and not repeats_allowed:
@@ -262,9 +255,8 @@ def tidy_table(
     aggregate: str,
     name: str,
 ) -> pd.DataFrame:
-    """The tidy table from a long table's rows (``offset``: the row number of the first row)."""
+    """``offset``: the row number of the first row."""
     mapping: dict[str, Any] = {**{c: c for c in TIDY}, **(columns or {})}
-    # data.columns.human: {aspect: file column}, for ratings whose column lacks the prefix
     human_map = mapping.pop("human", None)
     present = list(raw.columns)
 
@@ -288,7 +280,6 @@ def tidy_table(
     if isinstance(ref_spec, str):  # one column, which may be absent: no references
         ref_spec = [ref_spec] if ref_spec in present else []
     ref_cols = [need(c, "references") for c in ref_spec or []]
-    # (file column, tidy aspect column) for every rating column
     if human_map is not None:
         if not isinstance(human_map, Mapping):
             raise ConfigError(
@@ -303,7 +294,6 @@ def tidy_table(
         human_cols = [(c, str(c)) for c in present if str(c).startswith(HUMAN_PREFIX)]
     else:
         human_cols = [(need(c, "human"), aspect_column(str(c))) for c in human]
-    # every score column, as (file column, tidy column): the ratings, then precomputed metrics
     score_cols = [*human_cols, *((c, str(c)) for c in present if str(c).startswith(METRIC_PREFIX))]
     if annotator is not None:
         need(annotator, "annotator")
@@ -338,29 +328,17 @@ def tidy_table(
 
 
 def aspect_column(aspect: str) -> str:
-    """The tidy column of a rating aspect: ``meaning`` -> ``human_meaning``."""
     return aspect if aspect.startswith(HUMAN_PREFIX) else f"{HUMAN_PREFIX}{aspect}"
 
 
-REPORT_COLUMNS = [
-    "aspect",
-    "system",
-    "n_items",
-    "n_rated",
-    "coverage",
-    "n_single_rating",
-    "mean",
-    "sd",
-    "constant",
-]
+REPORT_COLUMNS = ["aspect", "system", "n_items", "n_rated", "coverage", "n_single_rating"]
+REPORT_COLUMNS += ["mean", "sd", "constant"]
 
 
 def human_report(segments: pd.DataFrame) -> pd.DataFrame:
-    """The human judgments' report (warnings to the log): its rows (REPORT_COLUMNS) per aspect,
-    for all rows and per system."""
+    """Per aspect, for all rows and per system (warnings to the log)."""
     aspects = [c for c in segments.columns if c.startswith(HUMAN_PREFIX)]
     rows = []
-    # every row, then each system's rows in their order (those of groupby, without its cost)
     groups: list[tuple[Any, Any]] = [("(all)", slice(None)), *row_groups(segments["system"])]
     for aspect in aspects:
         counts = f"n_{aspect}"

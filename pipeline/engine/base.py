@@ -1,8 +1,6 @@
-"""What the score stage asks of an engine. The stage asks for every result before reading any
-(:class:`Later`), so that a remote engine runs all metrics at once on one pool of actors, each
-rebuilt there from its config node (:class:`Recipe`): a metric may hold a loaded model. Here too
-the calls in this process (:class:`LocalEngine`) and :func:`open_engine`, which chooses it or Ray
-(imported only when ``engine=ray``)."""
+"""What the score stage asks of an engine, and :class:`LocalEngine`. The stage asks for every
+result before reading any (:class:`Later`), so that a remote engine runs all metrics at once on one
+pool of actors, each rebuilt there from its config node (:class:`Recipe`): it may hold a model."""
 
 from __future__ import annotations
 
@@ -15,12 +13,12 @@ from paraeval.metrics.base import Metric, MetricResult, joined_segments
 from paraeval.metrics.encoder import Encoders
 from paraeval.pipeline.engine.texts import Texts
 
-# a metric's calls, built when the engine needs them (in this process, one after another)
+# built when the engine needs them (in this process, one after another)
 Calls = Callable[[], Iterable[Texts]]
 
 
 class Later:
-    """A result computed when it is first asked for (:meth:`get`), then kept."""
+    """Computed when first asked for (:meth:`get`), then kept."""
 
     def __init__(self, compute: Callable[[], Any]) -> None:
         self._compute: Callable[[], Any] | None = compute
@@ -46,14 +44,13 @@ class Later:
         return Later(lambda: step(self.get()))
 
     def each(self, n: int) -> list[Later]:
-        """The items of a list result, each a :class:`Later` (computed together)."""
         return [self.then(operator.itemgetter(k)) for k in range(n)]
 
 
 @dataclass(frozen=True)
 class Origin:
-    """Where a metric object comes from: the run's metric ``metric_id``, then the index of each
-    :meth:`Metric.parts` taken from it in turn (iBLEU's BLEU against the sources: ``(1,)``)."""
+    """The run's metric, then the index of each :meth:`Metric.parts` taken from it in turn
+    (iBLEU's BLEU against the sources: ``(1,)``)."""
 
     metric_id: str
     parts: tuple[int, ...] = ()
@@ -64,14 +61,11 @@ class Origin:
 
 @dataclass(frozen=True)
 class Recipe:
-    """What rebuilds a metric anywhere."""
-
     origin: Origin
     settings: dict[str, Any]
     allow_external: bool = False
 
     def build(self, encoders: Encoders | None = None) -> Metric:
-        """The metric; on an encoder, on ``encoders`` where given (shared with other metrics)."""
         from paraeval.pipeline.engine.build import build_metric
 
         metric = build_metric(self.origin.metric_id, self.settings, self.allow_external, encoders)
@@ -81,8 +75,7 @@ class Recipe:
 
 
 class Engine(Protocol):
-    """``prepare`` runs before the metric's first call where the engine runs it in this process
-    (encoders batch the run's texts once)."""
+    """``prepare``: before the metric's first call in this process (encoders batch texts once)."""
 
     def score_calls(
         self, metric: Metric, origin: Origin, calls: Calls, prepare: Callable[[], None]
@@ -96,9 +89,32 @@ class Engine(Protocol):
 
 
 def joined(calls: list[MetricResult]) -> MetricResult:
-    """The results of consecutive calls of a segment-local metric as one call's, for
-    :meth:`Metric.select` (which computes the corpus scores of what it selects)."""
+    """Consecutive calls of a segment-local metric as one, for :meth:`Metric.select`."""
     if len(calls) == 1:
         return calls[0]
     segment, stats = joined_segments(calls)
     return MetricResult(segment, {}, calls[0].signature, stats)
+
+
+class LocalEngine:
+    kind = "local"
+
+    def score_calls(
+        self, metric: Metric, origin: Origin, calls: Calls, prepare: Callable[[], None]
+    ) -> Later:
+        def compute() -> object:
+            prepare()
+            # the calls are built lazily: one call's lists at a time
+            return joined([metric.score(*call) for call in calls()])
+
+        return Later(compute)
+
+    def score_systems(
+        self, metric: Metric, origin: Origin, calls: Sequence[Texts], prepare: Callable[[], None]
+    ) -> list[Later]:
+        def compute() -> object:
+            prepare()
+            # one call for all: an encoder metric streams them in one pass
+            return metric.score_systems(calls)
+
+        return Later(compute).each(len(calls))

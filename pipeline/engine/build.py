@@ -23,7 +23,6 @@ def build_metric(
     allow_external: bool = False,
     encoders: Encoders | None = None,
 ) -> Metric:
-    """One metric; on an encoder, on the run's ``encoders`` (one pass per sentence for all)."""
     cls, kwargs = metric_settings(metric_id, settings, allow_external)
     if RUN_ARGUMENT in inspect.signature(cls.__init__).parameters:
         kwargs[RUN_ARGUMENT] = encoders if encoders is not None else Encoders()
@@ -41,8 +40,7 @@ def build_metric(
 def build_metrics(
     cfg_metrics: Mapping[str, Any] | None, allow_external: bool = False
 ) -> dict[str, Metric]:
-    """The run's metrics, those on an encoder sharing one :class:`Encoders` (made here: nothing
-    is shared with another run)."""
+    """Those on an encoder share one :class:`Encoders`, never another run's."""
     if not cfg_metrics:
         raise ConfigError("no metrics selected; e.g. 'metrics=[bleu,chrf]'")
     encoders = Encoders()
@@ -51,13 +49,7 @@ def build_metrics(
         for key, node in cfg_metrics.items()
         if node is not None
     }
-    _check_distinct_columns(metrics)
-    return metrics
-
-
-def _check_distinct_columns(metrics: Mapping[str, Metric]) -> None:
-    """Two metrics giving one column (``rouge2`` and ``rougeN`` with ``n: 2``) would write over
-    each other's scores in every table: a ConfigError naming both."""
+    # two metrics giving one column (``rouge2``, ``rougeN`` with ``n: 2``) would overwrite scores
     owner: dict[str, str] = {}
     for metric_id, metric in metrics.items():
         suffixes = ("", "_src") if metric.against_source else ("",)
@@ -68,3 +60,4 @@ def _check_distinct_columns(metrics: Mapping[str, Metric]) -> None:
                     f"metrics '{first}' and '{metric_id}' both give the column '{column}'; "
                     "select one of them or change one's settings"
                 )
+    return metrics

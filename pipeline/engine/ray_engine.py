@@ -1,33 +1,192 @@
 """The score stage's calls on a Ray cluster through Ray Data: every asked call at once, in shards
-and bundles, by tasks for the metrics that load nothing and one actor pool for the rest (see
-docs/scaling.md, which also says how failed workers are retried)."""
+and bundles, by tasks for the metrics that load nothing and one actor pool for the rest
+(docs/scaling.md). Ray is imported only in functions: the workers import this module too."""
 
 from __future__ import annotations
 
 import logging
+import os
 import pickle
+import shutil
+import signal
+import socket
+import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from paraeval.metrics.base import CorpusCounts, Metric, MetricResult
+from paraeval.metrics.encoder import Encoders
 from paraeval.pipeline.config.nodes import EngineSettings
-from paraeval.pipeline.engine.base import Calls, Later, Origin, Recipe, joined
-from paraeval.pipeline.engine.local_ray import LocalRay, use_own_instance_settings
-from paraeval.pipeline.engine.shards import ShardScorer, Unit, score_shards
+from paraeval.pipeline.engine.base import Calls, Engine, Later, LocalEngine, Origin, Recipe, joined
 from paraeval.pipeline.engine.texts import Texts, chunks
 from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.lifetime import die_with_parent, release_free_memory
 
 log = logging.getLogger("paraeval")
+
+START_TIMEOUT_S = 120.0
+
+
+def use_own_instance_settings() -> None:
+    """Set before Ray is imported (it reads them then), unless set. Driver and instance must agree
+    on token authentication: ``ray start`` turns it on where ``~/.ray/auth_token`` exists, a driver
+    joining by address does not. On Linux, 127.0.0.1 rather than the machine's network address."""
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+
+class LocalRay:
+    """A Ray instance on 127.0.0.1 for one run (``engine=ray`` without an address): ``ray start
+    --head --block`` as a child that the kernel sends SIGTERM when the run ends, ``kill -9``
+    included (``ray.init()``'s own processes would leave the raylet's agents behind)."""
+
+    def __init__(self, actors_per_encoder: int = 1) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        use_own_instance_settings()
+        env = dict(os.environ)
+        # on SIGTERM Ray drains the node for 30 s, which Ray Data's idle actors never let end
+        env.setdefault("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S", "0")
+        # Ray gives a worker OMP_NUM_THREADS = its CPUs unless set, 1 for Ray Data's actors: torch
+        # would encode on one thread; the machine's cores go to the actors that encode at once
+        threads = max(1, (os.cpu_count() or 1) // actors_per_encoder)
+        env.setdefault("OMP_NUM_THREADS", str(threads))
+        here = Path(sys.executable).parent / "ray"  # the command of the Ray the run imports
+        command = str(here) if here.is_file() else shutil.which("ray")
+        if command is None:
+            raise ConfigError("engine=ray needs Ray's `ray` command: pip install 'paraeval[ray]'")
+        cmd = [
+            command,
+            "start",
+            "--head",
+            "--block",
+            "--node-ip-address=127.0.0.1",
+            f"--port={port}",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+        ]
+        parent = os.getpid()
+        self.address = f"127.0.0.1:{port}"
+        # a file, not a pipe: Ray's command writes for as long as it runs, and nobody reads
+        self._err = tempfile.TemporaryFile()  # noqa: SIM115 - closed by stop()
+        self.process = subprocess.Popen(
+            cmd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=self._err,
+            preexec_fn=lambda: die_with_parent(parent, signal.SIGTERM),
+        )
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                self._err.seek(0)
+                lines = self._err.read().decode(errors="replace").strip().splitlines()
+                last = lines[-1] if lines else f"exit status {self.process.returncode}"
+                self._err.close()
+                raise ConfigError(f"engine=ray: cannot start Ray on this machine ({last})")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1.0):
+                    return
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise ConfigError(f"engine=ray: Ray did not start within {START_TIMEOUT_S:g} s")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._err.close()
+
+
+# a shard: its index in the pass, its request (``asked``) and call, its texts (sources or None). A
+# request's mode: a segment-local metric's call (``score``), another's system (``systems``), or a
+# shard of a corpus-weighted one's system, ``counts`` then ``counted`` with the summed counts
+Unit = tuple[int, int, int, list[str], list[list[str]], "list[str] | None"]
+
+
+def score_shards(
+    batch: Any,
+    recipes: Sequence[Recipe],
+    modes: Sequence[str],
+    counts: Sequence[Sequence[CorpusCounts]] = (),
+) -> dict[str, np.ndarray]:
+    return ShardScorer(recipes, modes, counts)(batch)
+
+
+class ShardScorer:
+    """Each metric built once per actor (or task), those on an encoder sharing one Encoders."""
+
+    def __init__(
+        self,
+        recipes: Sequence[Recipe],
+        modes: Sequence[str],
+        counts: Sequence[Sequence[CorpusCounts]] = (),
+    ) -> None:
+        self.recipes, self.modes, self.counts = recipes, modes, counts
+        self.encoders = Encoders()
+        # by origin: two requests of one metric (CIDEr of two shard sizes) build it once
+        self.metrics: dict[object, Metric] = {}
+
+    def metric(self, request: int) -> Metric:
+        recipe = self.recipes[request]
+        if recipe.origin not in self.metrics:
+            self.metrics[recipe.origin] = recipe.build(self.encoders)
+        return self.metrics[recipe.origin]
+
+    def __call__(self, batch: Any) -> dict[str, np.ndarray]:
+        shards: list[int] = []
+        results: list[bytes] = []
+        for payload in batch.column("bundle").to_pylist():
+            units: list[Unit] = pickle.loads(payload)
+            # one length-sorted pass over the bundle's texts pads less than each shard's alone
+            texts: dict[int, list[str]] = {}
+            for _, request, _, cands, refs, srcs in units:
+                if self.modes[request] != "counts":
+                    every = [*cands, *(r for rs in refs for r in rs), *(srcs or ())]
+                    texts.setdefault(request, []).extend(every)
+            for request, some in texts.items():
+                self.metric(request).prepare(some)
+            for shard, request, call, cands, refs, srcs in units:
+                metric, mode = self.metric(request), self.modes[request]
+                result: MetricResult | CorpusCounts
+                if mode == "counts":
+                    result = metric.corpus_counts(cands, refs, srcs)
+                elif mode == "score":
+                    result = metric.score(cands, refs, srcs)
+                elif mode == "counted":
+                    result = metric.score_counted(self.counts[request][call], cands, refs, srcs)
+                else:
+                    (result,) = metric.score_systems([(cands, refs, srcs)])
+                shards.append(shard)
+                results.append(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
+            # else the worker's heaps keep each bundle's freed pages (its resident set grows)
+            release_free_memory()
+        out = np.empty(len(results), dtype=object)
+        out[:] = results
+        return {"shard": np.asarray(shards, dtype=np.int64), "result": out}
 
 
 def to_run_log() -> None:
     """Ray's records go to the run's log file, not the terminal (``terminal.FileOnly``). One line
-    stays on stderr: Ray's C++ core worker logs an error for every Ray Data actor pool, and setting
-    its level (``RAY_BACKEND_LOG_LEVEL``) makes it print a line saying so."""
+    stays on stderr: Ray's C++ core worker logs an error for every Ray Data actor pool, and
+    ``RAY_BACKEND_LOG_LEVEL`` makes it print a line saying so."""
     for name in ("ray", "ray.data"):
         logger = logging.getLogger(name)
         for handler in list(logger.handlers):
@@ -77,7 +236,7 @@ class RayEngine:
         context.print_on_execution_start = False
 
     def close(self) -> None:
-        """Ends a Ray instance started for the run; leaves a joined cluster (disconnects)."""
+        """Ends a Ray instance started for the run; disconnects from a joined cluster."""
         import ray
 
         start = time.perf_counter()
@@ -143,15 +302,14 @@ class RayEngine:
         return asked
 
     def _results(self, asked: Asked) -> list[Any]:
-        """The request's shard results; the first asked for runs every request made so far."""
+        """The first asked for runs every request made so far."""
         if asked.results is None:
             self.run_asked()
         assert asked.results is not None
         return asked.results
 
     def run_asked(self) -> None:
-        """Every request not yet run: the counts of each corpus-weighted metric that has several
-        shards (summed per call here), then every shard."""
+        """First the counts of each corpus-weighted metric with several shards, then every shard."""
         todo, self.asked = self.asked, []
         counting = [a for a in todo if a.mode == "counted" and a.metric.uses_counts]
         if counting:
@@ -163,7 +321,6 @@ class RayEngine:
             asked.results = results
 
     def _run(self, todo: list[Asked], counting: bool = False) -> list[list[Any]]:
-        """Each request's unpickled shard results, in order."""
         import ray
         import ray.data
 
@@ -202,7 +359,7 @@ class RayEngine:
                     **common,
                 )
             else:
-                scored = data.map_batches(score_shards, fn_kwargs=kwargs, **common)
+                scored = data.map_batches(score_shards, fn_kwargs=kwargs, **common)  # type: ignore[arg-type]
             executions.append((group, units, len(items), actors, scored))
         # at once: tasks use the CPUs the actors leave while they start and between bundles
         with ThreadPoolExecutor(max_workers=len(executions) or 1) as pool:
@@ -228,9 +385,8 @@ class RayEngine:
         return out
 
     def _check_gpus(self) -> None:
-        """Actors that ask for more GPUs than the cluster has would wait for them: for ever on
-        the instance this run started (one machine, whose GPUs Ray found at its start); on a
-        cluster that may add a node with GPUs, a warning."""
+        """Actors asking for more GPUs than the cluster has would wait for ever on the instance
+        this run started; a cluster may add a node with GPUs."""
         import ray
 
         wanted = self.settings.gpus_per_actor
@@ -257,9 +413,8 @@ def _taken(scored: Any) -> tuple[list[dict[str, Any]], float]:
 
 
 def bundled(units: Sequence[Unit], rows: int, workers: int) -> list[list[Unit]]:
-    """Consecutive shards in bundles of about ``rows`` rows, one Ray Data row each: an encoder
-    encodes a bundle's texts in one length-sorted pass, a task builds its metric once per bundle.
-    Smaller where there would be fewer than two per worker (actors, or the cluster's CPUs)."""
+    """Bundles of about ``rows`` rows (an encoder's one length-sorted pass, a task's one build),
+    smaller where there would be fewer than two per worker (actors, or the cluster's CPUs)."""
     total = sum(len(unit[3]) for unit in units)
     target = max(1, min(rows, -(-total // (2 * workers))))
     out: list[list[Unit]] = []
@@ -274,14 +429,13 @@ def bundled(units: Sequence[Unit], rows: int, workers: int) -> list[list[Unit]]:
 
 
 def _named(origin: Origin) -> str:
-    """A request's metric as the log names it: ``ibleu[1]`` for iBLEU's second part."""
+    """``ibleu[1]`` for iBLEU's second part."""
     return origin.metric_id + "".join(f"[{k}]" for k in origin.parts)
 
 
 @dataclass
 class Asked:
-    """A metric's calls asked of the engine: its shards, the call each is of (``owners``), each
-    call's summed counts (``counted``), and, once run, each shard's result."""
+    """A metric's calls asked of the engine: ``owners`` the call each shard is of."""
 
     metric: Metric
     recipe: Recipe
@@ -290,3 +444,19 @@ class Asked:
     owners: list[int]
     counts: list[CorpusCounts]
     results: list[Any] | None = None
+
+
+@contextmanager
+def open_engine(
+    settings: EngineSettings, metrics: Mapping[str, Mapping[str, Any]], allow_external: bool = False
+) -> Iterator[Engine]:
+    """The engine of ``settings``: this process, or Ray (``metrics``: config nodes, which Ray
+    rebuilds them from; a Ray instance it started ends with the block)."""
+    if settings.kind == "local":
+        yield LocalEngine()
+        return
+    engine = RayEngine(settings, metrics, allow_external)
+    try:
+        yield engine
+    finally:
+        engine.close()

@@ -1,50 +1,75 @@
-"""Every figure of an evaluation, drawn into ``plots/``; a failed figure is only a warning. On
-Linux each is drawn once its tables exist, in a forked process: it shares the run's memory
-copy-on-write (nothing to send) and dies with the run (``PR_SET_PDEATHSIG``, ``kill -9`` too)."""
+"""The figures in ``plots/`` (a failed one only a warning), each drawn once its tables exist, on
+Linux in a forked process: it shares the run's memory copy-on-write and dies with the run
+(``PR_SET_PDEATHSIG``, ``kill -9`` too). Then ``report.html``, answers first, from the jinja2
+template of ``templates/``: figures as data URIs, the CSS inline, so it reads offline."""
 
 from __future__ import annotations
 
+import base64
 import gc
+import html
 import logging
 import os
 import signal
 import sys
 import warnings
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from paraeval.pipeline.context import RunContext
-from paraeval.pipeline.files import PLOTS_DIR
+import jinja2
+from markupsafe import Markup
+
+from paraeval.pipeline.errors import RunContext
+from paraeval.pipeline.files import PLOTS_DIR, REPORT_NAME, atomic_write
 from paraeval.pipeline.lifetime import die_with_parent
 from paraeval.pipeline.names import slug
-from paraeval.pipeline.report.human_plots import (
+from paraeval.pipeline.report import tables
+from paraeval.pipeline.report.plots import (
+    COEFFICIENT_NAMES,
+    MARKS_NOTE,
+    FigureStyle,
     correlation_heatmap,
+    drawn,
     metric_vs_human,
     plot_alpha_curve,
     scatter_columns,
 )
-from paraeval.pipeline.report.plots import FigureStyle, drawn
 from paraeval.pipeline.report.ranking import frontier_plot, ranking_plot
+from paraeval.pipeline.report.tables import agreement, alpha_choice, ranked_columns
 from paraeval.pipeline.stages.headline import headline_coefficient
+from paraeval.pipeline.version import __version__
 
 if TYPE_CHECKING:
     from paraeval.pipeline.stages.evaluation import Evaluation
 
+HEATMAP_COLUMNS = ["metric", "aspect", "level", "coefficient", "value", "n"]
+Plan = list[tuple[Path, partial[bool]]]
+log = logging.getLogger(__name__)
+_MIME = {".png": "image/png", ".svg": "image/svg+xml"}
+TEMPLATES = Path(__file__).parent / "templates"
+HEADLINE_FIGURE = "paraphrase_frontier"
+# where the figures go: a tag, which no escaped text of the page can hold
+_FIGURES = "<paraeval-figures/>"
+# Marks every figure with whether it decoded (a test reads the marks from the rendered page).
+_SCRIPT = """
+window.addEventListener('load', function () {
+  document.querySelectorAll('img').forEach(function (img) {
+    img.setAttribute('data-loaded', img.complete && img.naturalWidth > 0 ? 'yes' : 'no');
+  });
+});
+"""
+
 
 def figure_style(ev: Evaluation) -> FigureStyle:
     """The run's figure format and each output column's direction marks."""
-    if ev.aggregated is None:
-        raise RuntimeError("the evaluation has not been computed")
+    assert ev.aggregated is not None
     info = ev.aggregated.columns.items()
     lower = frozenset(c for c, i in info if not i.higher_is_better)
     source = frozenset(c for c, i in info if i.group == "diversity" or c.endswith("_src"))
     return FigureStyle(ev.settings.report.format, lower, source)
-
-
-HEATMAP_COLUMNS = ["metric", "aspect", "level", "coefficient", "value", "n"]
-Plan = list[tuple[Path, partial[bool]]]
-log = logging.getLogger(__name__)
 
 
 def figure_plan(ev: Evaluation, out_dir: str | Path) -> Plan:
@@ -64,13 +89,13 @@ def figure_plan(ev: Evaluation, out_dir: str | Path) -> Plan:
             # the names come from the data: made file-safe
             draws.append((f"scatter_{slug(metric)}_{slug(aspect)}", draw))
     if ev.paraphrase is not None:
-        draws.append(("paraphrase_frontier", partial(frontier_plot, ev.paraphrase)))
+        draws.append((HEADLINE_FIGURE, partial(frontier_plot, ev.paraphrase)))
     if ev.compared is not None:
         draws.append(("system_ranking", partial(ranking_plot, ev.compared, style=style)))
     if ev.alpha_curve is not None:
         draws.append(("alpha_curve", partial(plot_alpha_curve, ev.alpha_curve)))
     plots = Path(out_dir) / PLOTS_DIR
-    return [(style.path(plots, stem), draw) for stem, draw in draws]
+    return [(plots / f"{stem}.{style.fmt}", draw) for stem, draw in draws]
 
 
 def _draw(plan: Plan) -> list[Path]:
@@ -158,8 +183,7 @@ def _fork(plan: Plan) -> int:
         stream.flush()  # else their buffers would be written twice
     pid = os.fork()
     if pid == 0:  # the child: draws and leaves without running the run's exit handlers
-        # the collector leaves the run's objects alone: scanning them would write to every page
-        # they share with the run (copy-on-write) for nothing
+        # the collector leaves the run's objects alone: scanning them would copy every shared page
         gc.freeze()
         code = 1
         try:
@@ -170,3 +194,182 @@ def _fork(plan: Plan) -> int:
         finally:
             os._exit(code)
     return pid
+
+
+def _headline_figure(ev: Evaluation, out: Path) -> Markup:
+    """The frontier figure, shown beside the paraphrase table (a click opens the file)."""
+    found = sorted((out / PLOTS_DIR).glob(f"{HEADLINE_FIGURE}.*"))
+    if not found:
+        return Markup("")
+    caption = html.escape(_captions(ev)[HEADLINE_FIGURE])
+    attrs = ' class="headline" id="frontier"'
+    return Markup(b"".join(_figure(found[0], caption, attrs, link=True)).decode("utf-8"))
+
+
+def _paraphrase_note(ev: Evaluation) -> str:
+    view = ev.paraphrase
+    if view is None:
+        return ""
+    against = "the source" if view.reference_free else "the references"
+    diversity = "PINC" if view.diversity == "pinc" else "100 − self-BLEU"
+    parts = [
+        f"adequacy: {view.adequacy}, similarity to {against} (meaning kept)",
+        f"diversity: {diversity}, distance from the source (0 = a copy)",
+    ]
+    if "edit_distance" in view.table:
+        parts.append("edit_distance: ParaScore's character edit distance to the source")
+    if view.paraphrase:
+        parts.append(f"{view.paraphrase} weighs both at once; its clusters rank the systems")
+    return (
+        "; ".join(parts) + ". Frontier: no ranked system is better on both axes of the figure "
+        "beyond the intervals. Controls are shown apart and never ranked (paraphrase.csv)."
+    )
+
+
+def _captions(ev: Evaluation) -> dict[str, str]:
+    """Each figure's caption by file stem, in the page's order: systems, metrics, iBLEU's α."""
+    captions = {
+        HEADLINE_FIGURE: "Each system's adequacy against its distance from the source, with "
+        "their intervals; the frontier and the controls marked, ParaScore's threshold drawn. "
+        "Click to enlarge.",
+        "system_ranking": "The systems on every compared column, with their bootstrap "
+        "intervals and significance clusters.",
+    }
+    corr = ev.correlations
+    if not corr.empty:
+        name = headline_coefficient(ev.settings.correlation, corr["coefficient"])
+        captions["correlation_heatmap"] = (
+            f"{COEFFICIENT_NAMES.get(name, name)} of every metric with every human rating at "
+            "every level."
+        )
+    if ev.aggregated is not None:
+        agg = ev.aggregated
+        for metric in scatter_columns(agg.segments, list(agg.columns)):
+            for aspect in ev.aspects:
+                captions[f"scatter_{slug(metric)}_{slug(aspect)}"] = (
+                    f"{metric} against the human {aspect.removeprefix('human_')} rating, "
+                    "segment by segment, with each system's mean."
+                )
+    captions["alpha_curve"] = (
+        "iBLEU's agreement with the human ratings as α varies, on the dev and test halves of "
+        "the items."
+    )
+    return captions
+
+
+def _figures(ev: Evaluation, out: Path) -> Iterator[bytes]:
+    """The figures' part of the page in the story's order, piece by piece: several megabytes of
+    images are encoded straight into the file, never joined into one text with the page."""
+    plots = out / PLOTS_DIR
+    # the headline figure is shown with the answers
+    files = [p for p in plots.glob("*") if p.is_file() and p.stem != HEADLINE_FIGURE]
+    if not files:
+        yield b"<p>No figures were drawn.</p>"
+        return
+    captions = _captions(ev)
+    order = {stem: i for i, stem in enumerate(captions)}
+    yield b'<div class="figures">'
+    for p in sorted(files, key=lambda p: (order.get(p.stem, len(order)), p.name)):
+        caption = html.escape(captions.get(p.stem, p.stem.replace("_", " ")))
+        # the many-panel figures take the page's width; the others go two to a row
+        wide = p.stem in ("system_ranking", "correlation_heatmap")
+        yield from _figure(p, caption, ' class="wide"' if wide else "")
+    yield b"</div>"
+
+
+def _figure(p: Path, caption: str, attrs: str = "", link: bool = False) -> Iterator[bytes]:
+    """A PNG or SVG embedded, a PDF linked: browsers do not all show it inline."""
+    href = f"plots/{html.escape(p.name)}"
+    mime = _MIME.get(p.suffix)
+    if mime is None:
+        yield f'<p>{caption} <a href="{href}">{html.escape(p.name)}</a> (PDF)</p>'.encode()
+        return
+    opening = f'<a href="{href}">' if link else ""
+    yield f'<figure{attrs}>{opening}<img alt="{caption}" src="data:{mime};base64,'.encode()
+    yield base64.b64encode(p.read_bytes())
+    yield f'">{"</a>" if link else ""}<figcaption>{caption}</figcaption></figure>'.encode()
+
+
+def page_around_figures(ev: Evaluation, out: Path) -> tuple[str, str]:
+    """The page before and after its figures, which :func:`write_html` puts between them."""
+    t = ev.table
+    style = figure_style(ev)
+    agree = agreement(ev)
+    compare = ev.compared
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    coefficient = COEFFICIENT_NAMES.get(agree.coefficient, agree.coefficient)
+    clusters = (
+        f"clusters from the {agree.method} test (p < {agree.alpha:g}): metrics in one cluster "
+        "do not agree significantly differently"
+        if agree.method
+        else "no significance test was run (correlation.significance.enabled)"
+    )
+    choice = alpha_choice(ev)
+
+    def by_aspect(best: bool) -> list[tuple[str, Markup]]:
+        return [
+            (a.removeprefix("human_"), tables.agreement_table(agree, a, style, best))
+            for a in agree.by_aspect
+        ]
+
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
+    page = environment.get_template("report.html.j2").render(
+        name=ev.settings.data.name,
+        css=Markup((TEMPLATES / "report.css").read_text(encoding="utf-8")),
+        script=Markup(_SCRIPT),
+        meta=f"paraeval {__version__} · {len(t)} rows, {t['item_id'].nunique()} items × "
+        f"{t['system'].nunique()} systems · {len(ev.metrics)} metrics · written {when}",
+        marks_note=MARKS_NOTE,
+        reference_note=ev.roles.note(),
+        best_line=ev.paraphrase.best if ev.paraphrase is not None else "",
+        paraphrase=tables.paraphrase_table(ev),
+        paraphrase_note=_paraphrase_note(ev),
+        frontier=_headline_figure(ev, out),
+        rankings=tables.ranking_tables(ev, style, ranked_columns(ev)),
+        confidence=round(100 * compare.config.confidence) if compare else 95,
+        compare_alpha=f"{compare.config.alpha:g}" if compare else "",
+        baseline=compare.baseline if compare else "",
+        agreement=by_aspect(best=True),
+        agreement_note=f"{coefficient} at the {agree.level} level with its bootstrap "
+        f"interval, ranked by agreement whatever a metric's direction (a lower-is-better "
+        f"metric's negative correlation counts as agreement); {clusters}.",
+        alpha_choice=tables.table(choice) if not choice.empty else None,
+        systems=tables.system_tables(ev, style),
+        comparison=tables.comparison_tables(ev, style),
+        correlations=tables.correlation_tables(ev, agree.coefficient, style),
+        with_controls=tables.controls_tables(ev, agree.coefficient, style),
+        controls=", ".join(ev.roles.controls),
+        headline=agree.coefficient,
+        significance=by_aspect(best=False) if agree.method else [],
+        significance_note=f"Every metric ranked by its agreement with each rating "
+        f"({coefficient}, {agree.level} level), its cluster, and the {agree.method} test's "
+        f"p-value against the best metric and against the next one (sacrebleu's format, * "
+        f"p ≤ {agree.alpha:g}); every pair in significance.csv.",
+        humans=tables.human_table(ev),
+        figures=Markup(_FIGURES),
+        signatures=tables.signature_table(ev),
+        config="\n".join(f"{k}: {v}" for k, v in sorted(ev.settings.params.items())),
+        n_settings=len(ev.settings.params),
+    )
+    head, _, tail = page.partition(_FIGURES)
+    return head, tail
+
+
+def write_html(ev: Evaluation, out: Path) -> Path:
+    """``report.html`` in ``out``, with the figures there now."""
+    path = out / REPORT_NAME
+    head, tail = page_around_figures(ev, out)
+
+    def write(p: Path) -> None:
+        with p.open("wb") as f:
+            f.write(head.encode("utf-8"))
+            f.writelines(_figures(ev, out))
+            f.write(tail.encode("utf-8"))
+
+    atomic_write(path, write)
+    return path

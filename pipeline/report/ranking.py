@@ -1,9 +1,7 @@
-"""The systems' figures. The system ranking: a panel per compared column, each system in one row
-and one colour in all panels, its bootstrap interval, its significance cluster as the marker's
-fill and a number (never its place or colour); :func:`ranking_layout` places them without
-drawing, MAX_HEIGHT_IN at most. The headline figure (:func:`frontier_plot`): each system's
-adequacy against its distance from the source, with their intervals, the controls marked apart,
-the frontier marked and ParaScore's threshold drawn."""
+"""The systems' figures. The ranking: a panel per compared column, each system in one row and one
+colour in all panels, its significance cluster as the marker's fill and a number (never its place
+or colour), MAX_HEIGHT_IN at most. The headline figure (:func:`frontier_plot`): each system's
+adequacy against its distance from the source, the controls and the frontier marked."""
 
 from __future__ import annotations
 
@@ -53,8 +51,7 @@ CLUSTER_PT = 4.5  # a cluster number's height, in points
 
 @dataclass(frozen=True)
 class Panel:
-    """A compared column: every system's values in the figure's system order (NaN where it has
-    none) and its cluster numbered in the panel's direction (1 = best that way)."""
+    """A compared column in the figure's system order, its clusters numbered 1 = best its way."""
 
     metric: str
     title: str
@@ -93,9 +90,7 @@ class RankingLayout:
 
 
 def system_colors(systems: list[str]) -> dict[str, tuple[float, float, float, float]]:
-    """A colour per system from a fixed palette, in the given order: tab10 up to ten systems,
-    else the dark then the light halves of tab20, tab20b and tab20c (neighbours differ in
-    hue), repeated past sixty."""
+    """tab10 up to ten systems, else tab20, tab20b, tab20c dark halves first, repeated past 60."""
     names = ("tab10",) if len(systems) <= 10 else ("tab20", "tab20b", "tab20c")
     palette = []
     for name in names:
@@ -105,43 +100,21 @@ def system_colors(systems: list[str]) -> dict[str, tuple[float, float, float, fl
     return {s: palette[i % len(palette)] for i, s in enumerate(systems)}
 
 
-def _display_ranks(sub: pd.DataFrame, lower: bool) -> pd.Series:
-    """The systems' ranks in a column, 1 = best in the direction the panel reads."""
-    return sub.set_index("system")["score"].rank(ascending=lower, method="average")
-
-
 def system_order(table: pd.DataFrame, lower: dict[str, bool]) -> list[str]:
-    """The systems by their mean rank over the group averages (over every column where there is
-    none), best first; a system without any score last, ties by name."""
+    """Best mean rank over the group averages (else all columns) first; unscored last, by name."""
     chosen = [c for c in plots.AVERAGES if (table["metric"] == c).any()]
     chosen = chosen or list(dict.fromkeys(table["metric"]))
-    ranks = pd.concat(
-        [_display_ranks(table[table["metric"] == c], lower[c]) for c in chosen], axis=1
-    )
-    mean = ranks.mean(axis=1, skipna=True)
+    ranks = [
+        table[table["metric"] == c].set_index("system")["score"].rank(ascending=lower[c])
+        for c in chosen
+    ]
+    mean = pd.concat(ranks, axis=1).mean(axis=1, skipna=True)
     systems = sorted(set(table["system"]), key=str)
     return sorted(systems, key=lambda s: (not math.isfinite(mean.get(s, math.nan)), mean.get(s, 0)))
 
 
-def _display_clusters(cluster: np.ndarray, table_lower: bool, lower: bool) -> np.ndarray:
-    """The compared clusters numbered from the best in the panel's direction: where the table
-    ranked the other way (a similarity to the source, higher = closer to a copy), the same
-    groups of indistinguishable systems numbered from the other end."""
-    if lower == table_lower or not np.isfinite(cluster).any():
-        return cluster
-    return np.nanmax(cluster) + 1 - cluster
-
-
-def _lower(table: pd.DataFrame, style: FigureStyle) -> dict[str, bool]:
-    """Whether each column reads lower-is-better: a similarity to the source reads "lower =
-    more diverse", whatever the table ranked by."""
-    first = table.drop_duplicates("metric").set_index("metric")["higher_is_better"]
-    return {c: (not bool(first[c])) or c in style.source for c in first.index}
-
-
 def _grid(n_systems: int, n_panels: int) -> tuple[int, int, float]:
-    """(columns, rows, row pitch): the fewest columns (at least MIN_COLUMNS) whose rows of
-    panels fit MAX_HEIGHT_IN; the row pitch shrunk only where one row of panels would not."""
+    """The fewest columns whose rows fit MAX_HEIGHT_IN, else one row with a smaller pitch."""
     fixed = TITLE_IN + TICKS_IN
     for columns in range(min(MIN_COLUMNS, n_panels), n_panels + 1):
         rows = math.ceil(n_panels / columns)
@@ -154,23 +127,28 @@ def _grid(n_systems: int, n_panels: int) -> tuple[int, int, float]:
 def ranking_layout(
     table: pd.DataFrame, baseline: str, style: FigureStyle | None = None
 ) -> RankingLayout | None:
-    """The layout of ``table`` (``system_comparison.csv``'s columns); None where it is empty."""
+    """The layout of ``system_comparison.csv``; None where it is empty."""
     style = style or FigureStyle()
     if table.empty:
         return None
     chosen = plots.averages_first(table["metric"])
     first = table.drop_duplicates("metric").set_index("metric")["higher_is_better"]
-    lower = _lower(table, style)
+    # a similarity to the source reads "lower = more diverse", whatever the table ranked by
+    lower = {c: (not bool(first[c])) or c in style.source for c in first.index}
     systems = system_order(table, lower)
     panels = []
     for metric in chosen:
         sub = table[table["metric"] == metric]
         sub = sub.drop_duplicates("system").set_index("system", drop=False).reindex(systems)
-        # the short form of a similarity's direction: the long one is wider than a panel
-        way = "lower = more diverse" if metric in style.source else None
-        title = f"{style.label(metric)}\n({way or style.direction(metric, not lower[metric])})"
+        lower_better = metric in style.lower or lower[metric]
+        way = "lower is better" if lower_better else "higher is better"
+        if metric in style.source:  # the short form: the long one is wider than a panel
+            way = "lower = more diverse"
+        title = f"{style.label(metric)}\n({way})"
         arrays = [sub[c].to_numpy(dtype=float) for c in ("score", "ci_low", "ci_high", "cluster")]
-        arrays[3] = _display_clusters(arrays[3], not first[metric], lower[metric])
+        # where the table ranked the other way, its clusters numbered from the panel's best end
+        if lower[metric] == bool(first[metric]) and np.isfinite(arrays[3]).any():
+            arrays[3] = np.nanmax(arrays[3]) + 1 - arrays[3]
         panels.append(Panel(metric, title, lower[metric], *arrays))
     columns, rows, pitch = _grid(len(systems), len(panels))
     longest = max(len(str(s)) for s in systems) + 1
@@ -182,7 +160,7 @@ def ranking_layout(
 
 
 def ranking_figure(result: Comparison, style: FigureStyle | None = None) -> Figure | None:
-    """The ranking figure of ``result``; None where there is nothing to rank."""
+    """None where there is nothing to rank."""
     layout = ranking_layout(result.table, result.baseline, style)
     if layout is None:
         return None
@@ -191,11 +169,6 @@ def ranking_figure(result: Comparison, style: FigureStyle | None = None) -> Figu
         f"cluster do not differ significantly (paired bootstrap, alpha {result.config.alpha:g})\n"
         "better is to the right in every panel"
     )
-    return draw_ranking(layout, caption)
-
-
-def draw_ranking(layout: RankingLayout, caption: str) -> Figure:
-    """The figure of ``layout``: its panels in rows, the caption and the legend above them."""
     width, height = layout.size
     fig = plots.new_figure((width, height))
     panel_h = layout.panel_height_in
@@ -241,8 +214,7 @@ def _panel(ax: Axes, layout: RankingLayout, panel: Panel, names: bool) -> None:
     if panel.lower_is_better:
         ax.invert_xaxis()  # better to the right, as in every other panel
     rows = ax.get_yaxis_transform()
-    # the cluster numbers right of the panel, drawn as the markers of a line per number: a
-    # text per system and panel would be most of the figure's drawing time
+    # the cluster numbers as a line's markers: a text per system and panel would be slow
     for cluster in np.unique(panel.cluster[np.isfinite(panel.cluster)]):
         at = panel.cluster == cluster
         marker, size = _number(float(cluster))
@@ -280,17 +252,14 @@ def _panel(ax: Axes, layout: RankingLayout, panel: Panel, names: bool) -> None:
 
 @cache
 def _number(value: float) -> tuple[MarkerStyle, float]:
-    """A number as a marker and the marker's size that makes it CLUSTER_PT tall, made once: its
-    outline is laid out by mathtext, slowly. A marker is scaled to fit its larger side, its
-    width where the number has several digits."""
+    """A number as a marker CLUSTER_PT tall (larger side fitted), made once: mathtext is slow."""
     text = f"${value:g}$"
     box = TextPath((0, 0), text).get_extents()
     return MarkerStyle(text), CLUSTER_PT * max(box.width, box.height) / box.height
 
 
 def _header(fig: Figure, bottom: float, inch: float, baseline: str, caption: str) -> None:
-    """The title and the legend in the header strip that starts at ``bottom`` of the figure's
-    height (``inch``: an inch as a fraction of it)."""
+    """The title and the legend above ``bottom`` (``inch``: an inch as a fraction of the height)."""
     grey = "0.35"
     handles = [
         Line2D([], [], color=grey, lw=1.6, marker="o", ms=4, label="best cluster in the panel"),
@@ -316,7 +285,7 @@ def _header(fig: Figure, bottom: float, inch: float, baseline: str, caption: str
 
 
 def ranking_plot(result: Comparison, path: Path, style: FigureStyle | None = None) -> bool:
-    """:func:`ranking_figure` to ``path``; False when there is nothing to rank."""
+    """False when there is nothing to rank."""
     fig = ranking_figure(result, style)
     if fig is None:
         return False
@@ -437,7 +406,6 @@ def frontier_plot(view: ParaphraseTable, path: Path) -> bool:
 def _limits(
     xs: tuple[np.ndarray, ...], ys: tuple[np.ndarray, ...], ranked: np.ndarray, gamma: float | None
 ) -> tuple[tuple[float, float], tuple[float, float]] | None:
-    """The axes' ranges around the ranked systems' values and intervals (and the threshold)."""
     if not ranked.any():
         return None
     shown_x = [v[ranked] for v in xs] + ([np.array([gamma])] if gamma is not None else [])

@@ -55,7 +55,6 @@ def _header(ev: Evaluation, column: str) -> str:
 
 
 def _table(title: str, first: str, right: Iterable[str] = ()) -> Table:
-    """A table whose first column is ``first``, then the right-justified columns ``right``."""
     # the title is printed above the table by render_summary: a narrow table would wrap it
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     table.add_column(first, no_wrap=True)
@@ -74,8 +73,7 @@ Block = tuple[Table, str]
 
 
 def system_columns(ev: Evaluation) -> tuple[list[str], int]:
-    """The columns of the system summary: averages and human ratings first, then metrics in the
-    order they were configured, as many as fit; and how many columns were left out."""
+    """The columns that fit, averages and human ratings chosen first; and how many were left out."""
     systems = ev.systems
     humans = [c for c in systems.columns if c.startswith("human_")]
     averages = [c for c in AVERAGES if c in systems.columns]
@@ -120,13 +118,11 @@ def paraphrase_block(ev: Evaluation, max_rows: int) -> Block | None:
     against = "source" if view.reference_free else "references"
     diversity = "PINC" if view.diversity == "pinc" else "100 - self_bleu"
     edit = ", edit (ParaScore's)" if "edit_distance" in t else ""
-    notes = [
-        f"adequacy: {view.adequacy} vs the {against}; "
-        f"diversity ({diversity}){edit} from the source",
-        "◆ frontier: none better on both axes beyond the intervals; controls unranked; "
-        "paraphrase.csv",
-    ]
-    return table, "\n".join(notes)
+    return table, (
+        f"adequacy: {view.adequacy} vs the {against}; diversity ({diversity}){edit} from the "
+        "source\n◆ frontier: none better on both axes beyond the intervals; controls unranked; "
+        "paraphrase.csv"
+    )
 
 
 def systems_block(ev: Evaluation, max_rows: int) -> Block:
@@ -180,8 +176,7 @@ def correlations_block(ev: Evaluation, max_rows: int) -> Block | None:
 
 
 def _comparison_cells(sub: pd.DataFrame, system: str, alpha: float) -> tuple[str, str]:
-    """``score [low, high] (cluster)`` and the marks of a significant difference, in two cells:
-    a right-justified cell loses its trailing blanks, so a row without marks would shift."""
+    """Two cells, the marks apart: a right-justified cell loses its trailing blanks."""
     if system not in sub.index:
         return "", ""
     r: Any = sub.loc[system]
@@ -220,17 +215,6 @@ def comparison_block(ev: Evaluation, max_rows: int) -> Block | None:
     return table, caption
 
 
-def where_lines(out_dir: Path, run_id: str | None, tracking_uri: str | None) -> list[str]:
-    lines = [f"Outputs:      {printable(out_dir.resolve())}"]
-    if tracking_uri:
-        lines.append(f"MLflow store: {printable(tracking_uri)}  (run {run_id})")
-        if not tracking_uri.startswith(("http://", "https://")):  # a SQL store
-            lines.append(f"Open it with: mlflow ui --backend-store-uri {printable(tracking_uri)}")
-        else:
-            lines.append(f"Open it in a browser: {printable(tracking_uri)}")
-    return lines
-
-
 def render_summary(
     ev: Evaluation,
     out_dir: Path,
@@ -244,8 +228,15 @@ def render_summary(
     console = Console(file=buffer, width=WIDTH, color_system=None, highlight=False, emoji=False)
     if tables:
         max_rows = ev.settings.report.max_rows
+        t = ev.table
         console.print()
-        console.print(Text(headline(ev)))
+        console.print(
+            Text(
+                f"paraeval {__version__} · {printable(ev.settings.data.name)}: {len(t)} rows, "
+                f"{t['item_id'].nunique()} items × {t['system'].nunique()} systems · "
+                f"{len(ev.metrics)} metrics"
+            )
+        )
         for line in (ev.roles.note(), ev.paraphrase.best if ev.paraphrase else ""):
             if line:
                 console.print(Text(line))
@@ -266,16 +257,14 @@ def render_summary(
     body = buffer.getvalue()
     text = "\n".join(line.rstrip() for line in body.splitlines()) + "\n" if body else ""
     # never wrapped: a path or command cut in two cannot be copied
-    return text + "".join(line + "\n" for line in where_lines(out_dir, run_id, tracking_uri))
-
-
-def headline(ev: Evaluation) -> str:
-    t = ev.table
-    return (
-        f"paraeval {__version__} · {printable(ev.settings.data.name)}: {len(t)} rows, "
-        f"{t['item_id'].nunique()} items × {t['system'].nunique()} systems · "
-        f"{len(ev.metrics)} metrics"
-    )
+    lines = [f"Outputs:      {printable(out_dir.resolve())}"]
+    if tracking_uri:
+        lines.append(f"MLflow store: {printable(tracking_uri)}  (run {run_id})")
+        if not tracking_uri.startswith(("http://", "https://")):  # a SQL store
+            lines.append(f"Open it with: mlflow ui --backend-store-uri {printable(tracking_uri)}")
+        else:
+            lines.append(f"Open it in a browser: {printable(tracking_uri)}")
+    return text + "".join(line + "\n" for line in lines)
 
 
 def print_summary(
@@ -304,9 +293,8 @@ def short_repr(ev: Evaluation, out_dir: Path | None) -> str:
 
 
 def ranked_systems(ev: Evaluation) -> pd.DataFrame:
-    """The systems by their first group average (higher is better: averages are of normalized,
-    direction-aligned scores), with the other averages and the mean human ratings; the controls
-    last, unranked (rank "control")."""
+    """The systems by their first group average (of normalized, direction-aligned scores: higher
+    is better), with the other averages and the mean human ratings; the controls last, unranked."""
     systems = ev.systems
     averages = [c for c in AVERAGES if c in systems.columns and systems[c].notna().any()]
     humans = [c for c in systems.columns if c.startswith("human_")]
@@ -323,8 +311,8 @@ def ranked_systems(ev: Evaluation) -> pd.DataFrame:
 
 
 def best_metrics(ev: Evaluation) -> pd.DataFrame:
-    """Per human aspect (row) and level (column), the metric that agrees best with the ratings, and
-    its correlation: a lower-is-better metric (WMD, TER) agrees by a negative correlation."""
+    """Per human aspect and level, the best-agreeing metric (a lower-is-better one by a negative
+    correlation)."""
     corr = ev.correlations
     if corr.empty or ev.aggregated is None:
         return pd.DataFrame()

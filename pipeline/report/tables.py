@@ -32,8 +32,7 @@ MIN_BEST, MAX_BEST = 3, 8
 
 
 def sacrebleu_p(p: object, alpha: float = 0.05) -> str:
-    """A p-value as sacrebleu's paired tests print it: four decimals, ``*`` when significant
-    (``p <= alpha``); ``–`` when there is none (the baseline)."""
+    """A p-value as sacrebleu's paired tests print it: ``0.0123*`` where ``p <= alpha``."""
     try:
         v = float(p)  # type: ignore[arg-type]
     except (TypeError, ValueError):
@@ -56,34 +55,24 @@ def system_ranking(ev: Evaluation, metric: str) -> pd.DataFrame:
     t = ev.compared.table
     sub = t[t["metric"] == metric].sort_values(["rank", "score"], ascending=[True, False])
     baseline = sub["system"] == ev.compared.baseline
-    controls = sub["control"].astype(bool)
 
     def p_values(column: str) -> list[str]:
         pairs = zip(baseline, sub[column], strict=True)
         return ["baseline" if b else sacrebleu_p(p, alpha) for b, p in pairs]
 
-    return pd.DataFrame(
-        {
-            "rank": sub["rank"].to_numpy(),
-            "system": [
-                f"{s} (control)" if c else str(s)
-                for s, c in zip(sub["system"], controls, strict=True)
-            ],
-            "score": sub["score"].to_numpy(dtype=float),
-            "ci_low": sub["ci_low"].to_numpy(dtype=float),
-            "ci_high": sub["ci_high"].to_numpy(dtype=float),
-            "cluster": sub["cluster"].to_numpy(),
-            "p (bootstrap)": p_values("p_bootstrap"),
-            "p (AR)": p_values("p_ar"),
-        }
-    )
+    out = sub[["rank", "system", "score", "ci_low", "ci_high", "cluster"]].reset_index(drop=True)
+    out = out.astype({"score": float, "ci_low": float, "ci_high": float})
+    labels = zip(sub["system"], sub["control"].astype(bool), strict=True)
+    out["system"] = [f"{s} (control)" if c else str(s) for s, c in labels]
+    out["p (bootstrap)"] = p_values("p_bootstrap")
+    out["p (AR)"] = p_values("p_ar")
+    return out
 
 
 @dataclass
 class Agreement:
-    """Every metric's agreement with each human aspect at the headline coefficient and level,
-    ranked direction-aware: by significance cluster, then by the correlation with a
-    lower-is-better metric's sign turned."""
+    """Each aspect's metrics at the headline coefficient and level, ranked by significance
+    cluster, then by the correlation with a lower-is-better metric's sign turned."""
 
     coefficient: str = ""
     level: str = ""
@@ -148,8 +137,7 @@ def _clusters(pairs: pd.DataFrame) -> dict[str, float]:
 
 
 def _p_against(pairs: pd.DataFrame, metrics: pd.Series, others: list[str | None]) -> list[float]:
-    """The test's p-value of each metric against another (the first of ``others`` for all when
-    it holds one name); NaN against itself or none."""
+    """Each metric's p-value against its partner in ``others`` (one name: the same for all)."""
     p = {
         frozenset((str(a), str(b))): float(v)
         for a, b, v in zip(pairs["metric_a"], pairs["metric_b"], pairs["p_value"], strict=True)
@@ -179,12 +167,6 @@ def digits(values: pd.Series) -> int:
     return 1 if len(finite) and finite.max() >= 10 else 3
 
 
-def _is_count(name: str, values: pd.Series) -> bool:
-    return pd.api.types.is_integer_dtype(values) or (
-        (name in INTEGER_COLUMNS or name.startswith("n_")) and pd.api.types.is_numeric_dtype(values)
-    )
-
-
 def _number(d: int, signed: bool = False) -> Callable[[object], str]:
     sign = "+" if signed else ""
 
@@ -206,7 +188,9 @@ def _integer(v: object) -> str:
 def _formatter(name: str, values: pd.Series, signed: bool) -> Callable[[object], str] | None:
     if pd.api.types.is_bool_dtype(values):
         return lambda v: "yes" if v else "no"
-    if _is_count(name, values):
+    if pd.api.types.is_integer_dtype(values) or (
+        (name in INTEGER_COLUMNS or name.startswith("n_")) and pd.api.types.is_numeric_dtype(values)
+    ):
         return _integer
     if pd.api.types.is_numeric_dtype(values):
         return _number(digits(values), signed)
@@ -268,12 +252,6 @@ def interval_cells(
     ]
 
 
-def _chunks(columns: list[str]) -> list[list[str]]:
-    """``columns`` in even parts of at most MAX_COLUMNS."""
-    step = math.ceil(len(columns) / math.ceil(len(columns) / MAX_COLUMNS)) if columns else 1
-    return [columns[i : i + step] for i in range(0, len(columns), step)]
-
-
 def system_tables(ev: Evaluation, style: FigureStyle) -> list[tuple[str, Markup]]:
     """system_scores.csv as tables: the averages with the human ratings, then each group."""
     systems = ev.systems
@@ -288,7 +266,9 @@ def system_tables(ev: Evaluation, style: FigureStyle) -> list[tuple[str, Markup]
     summary = [c for c in summary if systems[c].notna().any()]
     out = []
     for title, columns in [("Averages, human ratings and counts", summary), *groups.items()]:
-        parts = _chunks([c for c in columns if c != "n_items"] or columns)
+        columns = [c for c in columns if c != "n_items"] or columns
+        step = math.ceil(len(columns) / math.ceil(len(columns) / MAX_COLUMNS)) if columns else 1
+        parts = [columns[i : i + step] for i in range(0, len(columns), step)]
         for i, part in enumerate(parts, 1):
             frame = systems[part].copy()
             frame.columns = [style.label(str(c)).removeprefix("human_") for c in part]
@@ -301,8 +281,7 @@ def system_tables(ev: Evaluation, style: FigureStyle) -> list[tuple[str, Markup]
 def correlation_tables(
     ev: Evaluation, headline: str, style: FigureStyle
 ) -> list[tuple[str, Markup]]:
-    """Per coefficient (the headline first) and aspect: every metric at every level, ``value
-    [interval]``, with the number of items or systems each level rests on."""
+    """Per coefficient (the headline first) and aspect: ``value [interval]`` by metric and level."""
     corr = ev.correlations
     if corr.empty:
         return []
@@ -326,8 +305,7 @@ def correlation_tables(
 
 
 def controls_tables(ev: Evaluation, headline: str, style: FigureStyle) -> list[tuple[str, Markup]]:
-    """With ``correlation.include_controls=both``, per aspect: each metric's ``headline``
-    correlation at every level without the controls and with them."""
+    """Per aspect, each metric's ``headline`` correlation without the controls and with them."""
     with_controls = ev.correlations_with_controls
     if with_controls.empty:
         return []
@@ -370,8 +348,7 @@ def comparison_tables(ev: Evaluation, style: FigureStyle) -> list[tuple[str, Mar
 
 
 def agreement_table(agree: Agreement, aspect: str, style: FigureStyle, best: bool) -> Markup:
-    """One aspect's metrics ranked by their agreement: the answer's top (``best``) or all of them
-    with the significance test's p-values (sacrebleu's format)."""
+    """One aspect's metrics ranked: the answer's top (``best``) or all with their p-values."""
     frame = agree.best(aspect) if best else agree.by_aspect[aspect]
     frame = with_interval(frame.drop(columns=["agreement"]), "value", signed=True)
     frame.insert(0, "rank", range(1, len(frame) + 1))

@@ -112,9 +112,8 @@ def aggregate(scores: Scores, normalizer: Normalizer | None = None) -> Aggregate
 
 
 def without_systems(agg: Aggregated, systems: Collection[str]) -> Aggregated:
-    """``agg`` without the rows of ``systems`` (the controls, for the correlations): the
-    normalization fitted on the whole pool is kept, so a group average has one value whatever
-    the table it is read from."""
+    """``agg`` without the rows of ``systems``, keeping the normalization fitted on the whole pool
+    (a group average has one value whatever the table it is read from)."""
     if not systems:
         return agg
     keep = ~agg.segments["system"].isin(list(systems))

@@ -42,9 +42,8 @@ def split_items(
 
 
 def alpha_curve_nbytes(n_alphas: int, n_rows: int, n_levels: int, n_aspects: int) -> int:
-    """Peak bytes of :func:`alpha_curve`: one α's iBLEU matrix and segment halves at a time
-    (float64 per row, four arrays), and a record (about 256 bytes) per α, level, aspect and split
-    held until the end."""
+    """Peak bytes of :func:`alpha_curve`: four float64 arrays per row, and a record (about 256
+    bytes) per α, level, aspect and split."""
     return 4 * 8 * n_rows + 256 * 2 * n_alphas * max(1, n_levels) * max(1, n_aspects)
 
 
@@ -57,10 +56,9 @@ def alpha_curve(
     settings: AlphaCurveSettings,
     scored: pd.DataFrame | None = None,
 ) -> AlphaCurve:
-    """Correlation of iBLEU with each aspect for every α, on dev and test items, and the α chosen
-    on dev per (level, aspect); ``stats[(metric_id, system)]`` in the order of its rows.
-    ``scored``: the rows whose systems get iBLEU scores for every α (default ``segments``; the
-    controls, left out of the correlations, still have scores)."""
+    """Correlation of iBLEU with each aspect for every α on dev and test items, and the α chosen
+    on dev per (level, aspect); ``scored``: the rows whose systems get iBLEU scores for every α
+    (default ``segments``; the controls, left out of the correlations, still have scores)."""
     systems = in_order(segments["system"])
     items = [str(i) for i in in_order(segments["item_id"])]
     item_pos = {item: j for j, item in enumerate(items)}
@@ -130,8 +128,7 @@ def system_scores(
     metric_id: str,
     alphas: Sequence[float],
 ) -> pd.DataFrame:
-    """iBLEU's corpus score of every system at every α, on all items: what an α sweep's jobs
-    would put in ``system_scores.csv``."""
+    """iBLEU's corpus score of every system at every α, on all items."""
     records = []
     for system in in_order(segments["system"]):
         st = np.asarray(stats[(metric_id, system)], dtype=float)
@@ -193,8 +190,7 @@ def compute_alpha_curve(
     aspects: Sequence[str],
     scored: pd.DataFrame | None = None,
 ) -> AlphaCurve | None:
-    """The α curve when enabled and possible (iBLEU, human ratings, two items or more), else
-    None; the choice per (level, aspect) is logged."""
+    """The α curve when enabled and possible (iBLEU, human ratings, two items or more)."""
     if not settings.enabled:
         return None
     metric_id = next((mid for mid, m in metrics.items() if isinstance(m, IBLEU)), None)

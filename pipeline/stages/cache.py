@@ -1,6 +1,5 @@
-"""Content-addressed on-disk caches: metric results (:class:`ScoreCache`, one ``.npz`` per metric
-call under ``<dir>/scores/v1/``) and correlation rows (:class:`CorrelationRows`, one ``.parquet``
-per column under ``<dir>/correlations/``), each entry written atomically and carrying its key."""
+"""Content-addressed on-disk caches of metric results (one ``.npz`` per metric call) and correlation
+rows (one ``.parquet`` per column), each entry written atomically and carrying its key."""
 
 from __future__ import annotations
 
@@ -27,8 +26,7 @@ log = logging.getLogger(__name__)
 
 FORMAT = "paraeval-score-cache/3"
 _SEG = "seg__"
-# the field (or pandas metadata key) in which an entry carries its own key: a file that is valid
-# but not this key's (copied, renamed) is never served
+# where an entry carries its own key: a valid file not this key's (copied, renamed) is not served
 KEY_FIELD = "key"
 # what computes correlation rows: a change in any of these files invalidates every cached row
 _CODE = (
@@ -48,8 +46,7 @@ class Counts:
 
 
 def write_atomically(path: Path, write: Callable[[BinaryIO], object], sync: bool = False) -> None:
-    """``write(file)`` into a temporary file renamed into place: a crash or a second writer
-    never leaves a half entry. ``sync``: on disk before the rename."""
+    """``write(file)`` into a temporary file renamed into place (``sync``: on disk first)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.stem[:16]}.", suffix=".tmp", dir=path.parent)
     try:
@@ -65,20 +62,9 @@ def write_atomically(path: Path, write: Callable[[BinaryIO], object], sync: bool
         raise
 
 
-def code_digest() -> str:
-    """Hash of the code that computes correlation rows (:data:`_CODE`)."""
-    root = Path(__file__).resolve().parents[2]
-    h = hashlib.blake2b(digest_size=16)
-    for f in sorted({p for pattern in _CODE for p in root.glob(pattern)}):
-        with suppress(OSError):
-            h.update(f.name.encode() + b"\x1f" + f.read_bytes())
-    return h.hexdigest()
-
-
 class CorrelationRows:
-    """Correlation rows under ``root`` by a key the correlate stage makes of everything they are
-    computed from (in an α sweep only iBLEU and the average holding it are correlated again).
-    ``counts``: columns served and computed. An unwritable folder is reported once, then left."""
+    """Correlation rows by a key of everything they are computed from (in an α sweep only iBLEU
+    and its average are correlated again). An unwritable folder is reported once, then left."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -87,8 +73,13 @@ class CorrelationRows:
 
     @cached_property
     def code(self) -> str:
-        """:func:`code_digest`, read once per cache object (one run)."""
-        return code_digest()
+        """Hash of the code that computes correlation rows (:data:`_CODE`), once per run."""
+        root = Path(__file__).resolve().parents[2]
+        h = hashlib.blake2b(digest_size=16)
+        for f in sorted({p for pattern in _CODE for p in root.glob(pattern)}):
+            with suppress(OSError):
+                h.update(f.name.encode() + b"\x1f" + f.read_bytes())
+        return h.hexdigest()
 
     def path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.parquet"
@@ -121,9 +112,8 @@ class CorrelationRows:
 
 
 def cache_signature(metric: Metric) -> str:
-    """The part of the key that describes the metric: its signature, except for iBLEU, cached
-    without α (BLEU against references and against the source; the α combination is redone on
-    every lookup, so a sweep over α recomputes nothing from text)."""
+    """The metric's part of the key: its signature, but iBLEU's without α (its two BLEUs are
+    cached and combined on every lookup, so a sweep over α recomputes nothing from text)."""
     signature = metric.components_signature() if isinstance(metric, IBLEU) else metric.signature()
     return f"{type(metric).__module__}.{type(metric).__qualname__}|{signature}"
 
@@ -131,22 +121,18 @@ def cache_signature(metric: Metric) -> str:
 def texts_digest(
     candidates: Sequence[str], references: Sequence[Sequence[str]], sources: Sequence[str] | None
 ) -> str:
-    """Hash of the exact texts one metric call sees (the same for every metric of a system, so
-    the caller hashes them once per system). The whole call's texts, since corpus-dependent
-    metrics (CIDEr, NIST, BERTScore's idf) are valid per call; ``Metric.prepare`` only batches
-    work, so it is not part of the key."""
+    """Hash of the exact texts of one metric call (the whole call's: corpus-dependent metrics,
+    CIDEr, NIST, BERTScore's idf, are valid per call; ``Metric.prepare`` only batches work)."""
     refs = [list(r) for r in references]
     return _hash([list(candidates), refs, None if sources is None else list(sources)])
 
 
 def key_of(signature: str, digest: str) -> str:
-    """:func:`cache_key` from the metric's :func:`cache_signature` and the texts' digest."""
     return _hash([FORMAT, signature, digest])
 
 
 def _hash(value: object) -> str:
-    # JSON: an unambiguous encoding of nested lists of strings (["ab", "c"] != ["a", "bc"]),
-    # built in C
+    # JSON: an unambiguous encoding of nested lists of strings (["ab", "c"] != ["a", "bc"])
     payload = json.dumps(value, ensure_ascii=False)
     return hashlib.blake2b(payload.encode("utf-8", "surrogatepass"), digest_size=32).hexdigest()
 
@@ -158,8 +144,7 @@ def cache_key(
     sources: Sequence[str] | None,
     digest: str | None = None,
 ) -> str:
-    """Key of one entry: the metric's cache signature and the texts' digest (``digest`` when the
-    caller already has :func:`texts_digest` of these texts)."""
+    """Key of one entry (``digest``: :func:`texts_digest` of these texts, when known)."""
     return key_of(cache_signature(metric), digest or texts_digest(candidates, references, sources))
 
 
@@ -196,11 +181,9 @@ def _from_arrays(arrays: Mapping[str, np.ndarray]) -> MetricResult:
 
 
 class ScoreCache:
-    """Metric results by content, with the sufficient statistics (``corpus_from_stats`` works on a
-    hit as on a fresh result). ``counts``: hits and misses per output name (``<id>_src`` against
-    the source). Entries are plain files (they behave on cluster network file systems), read with
-    ``allow_pickle=False``. A broken or unwritable folder is reported once and then bypassed: the
-    run never fails because of its cache."""
+    """Metric results by content, with their sufficient statistics; ``counts``: hits and misses
+    per output name. Entries are plain files (they behave on network file systems), read with
+    ``allow_pickle=False``; a broken or unwritable folder is reported once, then bypassed."""
 
     def __init__(self, directory: str | Path) -> None:
         self.root = Path(directory).expanduser() / "scores" / "v1"
@@ -223,12 +206,10 @@ class ScoreCache:
         references: Sequence[Sequence[str]],
         sources: Sequence[str] | None,
     ) -> MetricResult | None:
-        """The cached result or None (a miss); every call counts as one hit or one miss."""
         key = cache_key(metric, candidates, references, sources)
         return self.get_by_key(name, metric, key, len(candidates))
 
     def get_by_key(self, name: str, metric: Metric, key: str, n: int) -> MetricResult | None:
-        """:meth:`get` by the entry's :func:`cache_key` and the number of segments."""
         entry = self._read(self.path(key), n, key)
         if entry is None:
             self._count(name).misses += 1

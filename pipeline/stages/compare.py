@@ -1,6 +1,5 @@
-"""Compare stage: system scores with bootstrap intervals, paired tests against a baseline, a ranking
-with significance clusters (docs/meta-evaluation.md), and the diversity–adequacy view. Every column
-is compared on the items that every system has, in the baseline's item order."""
+"""Compare stage: system scores with bootstrap intervals, paired tests against a baseline, clusters
+(docs/meta-evaluation.md) and the diversity–adequacy view, on the items every system has."""
 
 from __future__ import annotations
 
@@ -57,13 +56,10 @@ COMPARISON_COLUMNS = [
     "signature",
 ]
 SYSTEM_COLUMNS = ("diversity", "adequacy", "copy_rate")
-AVERAGES = ("syntactic", "semantic")
 
 
 @dataclass
 class _Column:
-    """One column of the comparison and its scores with how they are resampled."""
-
     name: str
     higher_is_better: bool
     signature: str
@@ -105,9 +101,8 @@ def _align(segments: pd.DataFrame, systems: list[str], baseline: str) -> tuple[l
 def _build_columns(
     scores: Scores, agg: Aggregated, systems: list[str], positions: dict[str, np.ndarray]
 ) -> list[_Column]:
-    """Each column's scores and how they are resampled: a metric with sufficient statistics is
-    recomputed from them (never by rescoring text); any other column, and a metric whose corpus
-    score is its segment mean, is the mean of its resampled segment scores (NaN skipped)."""
+    """Each column's scores and how they are resampled: from sufficient statistics where a metric
+    has them and its corpus score is not its segment mean, else as a mean (NaN skipped)."""
     seg = agg.segments
     columns: list[_Column] = []
     system_col = seg["system"].to_numpy()
@@ -134,9 +129,8 @@ def _build_columns(
                 paired = StatsScores(st, batched)
             else:
                 corpus = partial(_corpus_value, metric, base)
-                # a corpus score that is the mean of the segment scores (BERTScore) is resampled
-                # as a mean: same numbers, vectorised, without one corpus_from_stats call per
-                # resample. A NaN segment keeps the corpus function: the mean skips it.
+                # a corpus score that is the segment mean (BERTScore) is resampled as a mean:
+                # vectorised, same numbers. A NaN segment keeps the corpus function.
                 finite = all(len(v) and np.isfinite(v).all() for v in values.values())
                 corpora = np.array([corpus(st[s]) for s in systems]) if finite else None
                 if corpora is None or not is_segment_mean(
@@ -158,8 +152,8 @@ def _by_blocks(
     blocks: Iterator[tuple[Any, ...]],
     fn: Callable[..., dict[str, np.ndarray]],
 ) -> dict[str, dict[str, np.ndarray]]:
-    """Per column and system, ``fn(column, *block)`` of every block ``(rows, *block)`` put
-    together in one array of ``n_rows`` (its type the first block's: float32 sums stay float32)."""
+    """Per column and system, ``fn(column, *block)`` of every block in one array of ``n_rows``
+    (of the first block's type: float32 sums stay float32)."""
     out: dict[str, dict[str, np.ndarray]] = {col.name: {} for col in columns}
     for rows, *block in blocks:
         for col in columns:
@@ -176,10 +170,8 @@ def _by_blocks(
 def compare_nbytes(
     n_items: int, n_systems: int, n_columns: int, n_bootstrap: int, n_ar: int
 ) -> int:
-    """Peak bytes of the comparison's resampling (:func:`compare`), the estimate the config
-    check uses: the larger of a bootstrap block and a randomization block, what every column
-    keeps (its systems' scores on each resample and each tested system's randomized
-    differences, float64), and the copies a column's intervals and p-values take at the end."""
+    """Peak bytes of :func:`compare`: the larger block, every column's scores on each resample
+    and randomized differences (float64), and the copies its intervals and p-values take."""
     blocks = max(bootstrap_block_nbytes(n_items, n_bootstrap), ar_block_nbytes(n_items, n_ar))
     held = 8 * n_columns * (n_systems * n_bootstrap + max(0, n_systems - 1) * n_ar)
     return blocks + held + 4 * 8 * max(n_bootstrap, n_ar)
@@ -196,10 +188,8 @@ def compare(
     The item resamples are drawn once per run as sacrebleu draws them, shared by every system and
     column; the paired tests follow sacrebleu's ``_paired_bs_test`` / ``_paired_ar_test`` step by
     step, so for BLEU, chrF and TER the p-values equal ``sacrebleu --paired-bs`` / ``--paired-ar``
-    with ``SACREBLEU_SEED`` set to the run's (non-zero) seed. A cluster: the best remaining system
-    and every one whose paired bootstrap p-value against it is >= ``alpha``. ``controls`` have
-    scores, intervals and p-values, and no rank or cluster. The baseline is ``cfg.baseline``,
-    else the first control, else the first system."""
+    with ``SACREBLEU_SEED`` set to the run's (non-zero) seed. ``controls`` are not ranked or
+    clustered. The baseline is ``cfg.baseline``, else the first control, else the first system."""
     seg = agg.segments
     systems = in_order(seg["system"])
     first = next((s for s in systems if s in controls), systems[0])
@@ -211,8 +201,7 @@ def compare(
     if n == 0:
         log.warning("no item is shared by all systems: no intervals or paired tests")
     else:
-        # one item: every resample is that item, so intervals would have zero width and p-values
-        # would read as significant (1/(N+1)) where the data say nothing
+        # one item: intervals of zero width, p-values significant (1/(N+1)) on no evidence
         tested = n > 1
         if not tested:
             log.warning(
@@ -222,10 +211,7 @@ def compare(
         columns = _build_columns(scores, agg, systems, positions)
         others = [s for s in systems if s != baseline]
         ranked = [s for s in systems if s not in controls]
-        # resamples and trials a block of rows at a time, every column on each block (memory
-        # bounded whatever n_bootstrap and n_ar; each draw has its own generator, so the order
-        # changes no draw); each column keeps its scores on every resample and its randomized
-        # differences, what the intervals and p-values are taken from
+        # a block of resamples at a time (each draw has its own generator: the order changes none)
         boot = _by_blocks(
             cfg.n_bootstrap,
             columns,
@@ -306,8 +292,7 @@ def diversity_columns(scores: Scores) -> tuple[list[str], list[str]]:
 
 
 def _similarity_direction(scores: Scores, column: str) -> bool:
-    """Whether a higher value of a similarity-to-source column means closer to the source: its
-    direction, turned around for a metric that measures the distance instead (PINC)."""
+    """Whether higher means closer to the source (turned around for a distance: PINC)."""
     info = scores.columns[column]
     metric = scores.metrics.get(info.metric)
     return info.higher_is_better != bool(getattr(metric, "distance_to_source", False))
@@ -322,11 +307,9 @@ def _minmax(values: pd.Series, higher_is_better: bool) -> pd.Series:
 
 
 def diversity_adequacy(scores: Scores, agg: Aggregated) -> tuple[pd.DataFrame, list[str]]:
-    """Per (item, system) ``diversity``: 1 minus the mean min-max normalized (over the pool,
-    whatever the run's normalizer) syntactic similarity to the source (``<metric>_src`` twins,
-    ``diversity``-group metrics such as ``self_bleu``), in [0, 1], 0 = copies the input; and
-    ``adequacy``: the normalized ``semantic`` average, else the normalized ``_src`` twins of
-    semantic metrics; and the syntactic similarity-to-source columns."""
+    """Per (item, system) ``diversity``: 1 minus the mean syntactic similarity to the source,
+    min-max normalized over the pool whatever the run's normalizer (0 = copies the input); and
+    ``adequacy``: the ``semantic`` average, else the semantic ``_src`` twins."""
     seg, norm = agg.segments, agg.normalized
     syn_src, sem_src = diversity_columns(scores)
     out = seg[["system", "item_id"]].copy()

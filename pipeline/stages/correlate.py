@@ -1,6 +1,5 @@
-"""Correlate stage: every metric column and both group averages against every human aspect, as
-system x item matrices (NaN where a system has no output or no rating). With the run's cache, each
-column's rows are looked up first and only the others are computed."""
+"""Correlate stage: every metric column and group average against every human aspect, as system x
+item matrices; with the run's cache only the columns it lacks are computed."""
 
 from __future__ import annotations
 
@@ -15,15 +14,15 @@ import numpy as np
 import pandas as pd
 import xxhash
 
-from paraeval.correlation import CORRELATION_COLUMNS as _CORRELATION_COLUMNS
 from paraeval.correlation import (
+    CORRELATION_COLUMNS,
     correlation_table,
     draw_table_resamples,
     significance_table,
 )
 from paraeval.correlation.bootstrap import counts, is_segment_mean
 from paraeval.metrics.base import batched_corpus_fn
-from paraeval.pipeline.config.correlation import CorrelationSettings
+from paraeval.pipeline.config.settings import CorrelationSettings
 from paraeval.pipeline.data.load import HUMAN_PREFIX, in_order
 
 if TYPE_CHECKING:
@@ -33,15 +32,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# the column order of correlations.csv is the correlation package's
-CORRELATION_COLUMNS = list(_CORRELATION_COLUMNS)
-
 
 def to_matrices(
     segments: pd.DataFrame, columns: Sequence[str], systems: Sequence[str], items: Sequence[str]
 ) -> dict[str, np.ndarray]:
-    """Each column as a systems x items matrix (NaN where a system has no row for an item),
-    each row's cell found once for all of them."""
+    """Each column as a systems x items matrix, NaN where a system has no row for an item."""
     rows = pd.Index(list(systems)).get_indexer(pd.Index(segments["system"]))
     cols = pd.Index(list(items)).get_indexer(pd.Index(segments["item_id"]))
     keep = (rows >= 0) & (cols >= 0)
@@ -93,8 +88,7 @@ def _table_args(
 
 
 def _report_undefined(out: pd.DataFrame, n_systems: int) -> None:
-    """One warning per kind of undefined correlation: a NaN in correlations.csv is never a
-    surprise."""
+    """One warning per kind of undefined correlation: a NaN is never a surprise."""
     if out.empty:
         return
     if n_systems < 2 and (out["level"] == "system").any():
@@ -130,8 +124,7 @@ def _report_undefined(out: pd.DataFrame, n_systems: int) -> None:
 
 
 def _report_small_n(out: pd.DataFrame, warn_below_n: int) -> None:
-    """One warning when system-level values rest on fewer than ``warn_below_n`` systems, where a
-    perfect correlation is easily reached by chance."""
+    """One warning when system-level values rest on fewer than ``warn_below_n`` systems."""
     if out.empty or "level" not in out:
         return
     sys_rows = out[(out["level"] == "system") & out["value"].notna()]
@@ -152,8 +145,7 @@ def correlate(
     scores: Scores | None = None,
     rows: CorrelationRows | None = None,
 ) -> pd.DataFrame:
-    """The rows of ``correlations.csv``; ``rows``: the run's cache of correlation rows. The
-    warnings are said of the table returned, computed or served by the cache."""
+    """The rows of ``correlations.csv``; ``rows``: the run's cache of correlation rows."""
     if rows is not None:
         out = _correlate_cached(agg, cfg, rng, scores, rows)
     else:
@@ -167,7 +159,7 @@ def _correlate(
     agg: Aggregated, cfg: CorrelationSettings, rng: np.random.Generator, scores: Scores | None
 ) -> pd.DataFrame:
     if not _aspects(agg.segments):
-        return pd.DataFrame(columns=CORRELATION_COLUMNS)
+        return pd.DataFrame(columns=list(CORRELATION_COLUMNS))
     systems, items, args = _table_args(agg, cfg, rng)
     metrics = args["metrics"]
     fns = system_metric_fns(scores, systems, items, list(metrics)) if scores else {}
@@ -186,7 +178,7 @@ def _correlate(
     for col in CORRELATION_COLUMNS:
         if col not in out:
             out[col] = np.nan
-    return out[CORRELATION_COLUMNS + [c for c in out.columns if c not in CORRELATION_COLUMNS]]
+    return out[[*CORRELATION_COLUMNS, *(c for c in out.columns if c not in CORRELATION_COLUMNS)]]
 
 
 # the version of the row cache's keys: bumped when what a key covers changes
@@ -204,11 +196,9 @@ def row_keys(
     scores: Scores | None,
     code: str,
 ) -> dict[str, str]:
-    """The row cache's key of each correlated column: everything its rows are computed from
-    (``code``: the correlation code's digest)."""
+    """The row cache's key of each correlated column: everything its rows are computed from."""
     seg = agg.segments
-    # xxh3-128, not blake2b: fast on every column's scores, and a local cache needs no
-    # protection against made collisions
+    # xxh3-128, not blake2b: fast, and a local cache needs no protection against made collisions
     shared = xxhash.xxh3_128()
     shared.update(json.dumps([ROWS_FORMAT, code]).encode())
     shared.update(json.dumps(cfg.node, sort_keys=True, default=str).encode())
@@ -239,10 +229,9 @@ def _correlate_cached(
     scores: Scores | None,
     cache: CorrelationRows,
 ) -> pd.DataFrame:
-    """:func:`_correlate` with each column's rows served by the cache where it has them. Valid
-    because ``correlation_table`` draws its resamples per (aspect, level) before any metric is
-    looked at: a column's rows do not depend on which other columns are present, and the generator
-    ends in the same state whatever the columns."""
+    """:func:`_correlate` with the cache's rows. Valid because ``correlation_table`` draws its
+    resamples per (aspect, level) before any metric is looked at: a column's rows do not depend on
+    the other columns, and the generator ends in the same state whatever the columns."""
     aspects = _aspects(agg.segments)
     cols = correlated_columns(agg)
     if not aspects or not cols:
@@ -255,8 +244,7 @@ def _correlate_cached(
         sub.columns = {c: agg.columns[c] for c in todo}
         fresh = _correlate(sub, cfg, rng, scores)
     else:
-        # every row is cached: draw what the table would draw, so the generator ends in the
-        # state of an uncached run
+        # all cached: draw what the table would, so the generator ends as in an uncached run
         advance_like_correlate(agg, cfg, rng)
         fresh = next(iter(cached.values())).iloc[:0]
     cache.count(len(cols) - len(todo), len(todo))
@@ -280,8 +268,7 @@ def _correlate_cached(
 def advance_like_correlate(
     agg: Aggregated, cfg: CorrelationSettings, rng: np.random.Generator
 ) -> None:
-    """Draw from ``rng`` exactly what :func:`correlate` would draw, computing nothing: the
-    generator then stands where the stages after the correlation expect it."""
+    """Draw from ``rng`` exactly what :func:`correlate` would draw, computing nothing."""
     seg = agg.segments
     aspects = _aspects(seg)
     if not aspects or not correlated_columns(agg):
@@ -302,8 +289,7 @@ def advance_like_correlate(
 def significance(
     agg: Aggregated, cfg: CorrelationSettings, rng: np.random.Generator
 ) -> pd.DataFrame:
-    """Pairwise tests between metrics' correlations with the same human aspect, with clusters of
-    metrics not distinguishable from the best."""
+    """Pairwise tests between metrics' correlations with the same aspect, with clusters."""
     sig = cfg.significance
     if sig is None or not _aspects(agg.segments):
         return pd.DataFrame()
@@ -327,9 +313,8 @@ def resampling_fns(
     metrics: Mapping[str, np.ndarray],
     system_metrics: Mapping[str, np.ndarray],
 ) -> dict[str, Callable[[np.ndarray], np.ndarray]]:
-    """The system-level recomputation each column needs when the bootstrap resamples items: none
-    for a corpus score that is the segment mean, else its function from sufficient statistics
-    (:func:`system_metric_fns`), else (said in the log) the mean of the resampled segment scores."""
+    """How each column's system score is recomputed on resampled items: none for a segment mean,
+    else from sufficient statistics (``fns``), else as the mean of the resampled segments."""
     out: dict[str, Callable[[np.ndarray], np.ndarray]] = {}
     for name, matrix in metrics.items():
         if name not in system_metrics or is_segment_mean(matrix, system_metrics[name]):
@@ -342,8 +327,7 @@ def resampling_fns(
         )
 
         def fn(idx: np.ndarray, matrix: np.ndarray = matrix) -> np.ndarray:
-            # a system-only column (distinct-n ...) has no segment scores: NaN, without a
-            # "mean of empty slice" warning per resample
+            # a system-only column (distinct-n ...): NaN, without a warning per resample
             with np.errstate(all="ignore"), warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
                 return np.nanmean(matrix[:, np.asarray(idx)], axis=1)
@@ -356,8 +340,7 @@ def system_metric_fns(
     scores: Scores, systems: Sequence[str], items: Sequence[str], only: Sequence[str] | None = None
 ) -> dict[str, Callable[[np.ndarray], np.ndarray]]:
     """Per column with sufficient statistics (BLEU, chrF, TER, iBLEU ...), a function from
-    resampled item indices to the systems' corpus scores, recomputed from the statistics (never
-    by rescoring text)."""
+    resampled item indices to the systems' corpus scores recomputed from them."""
     position = {item: k for k, item in enumerate(items)}
     seg = scores.segments
     out: dict[str, Callable[[np.ndarray], np.ndarray]] = {}
@@ -397,8 +380,7 @@ def system_metric_fns(
                     ok = pos >= 0
                     summed.append(counts[ok] @ st[pos[ok]])
                 return np.asarray(fast(np.stack(summed)), dtype=float)
-            # any other metric gets the resampled rows themselves: its corpus score need not
-            # be a function of summed statistics
+            # the resampled rows: a corpus score need not be a function of summed statistics
             values = []
             for pos, st in zip(rows, stats, strict=True):
                 picked = pos[np.asarray(idx)]
@@ -419,11 +401,8 @@ def system_metric_fns(
 def _batched(
     rows: list[np.ndarray], stats: list[np.ndarray], fast: Any, n_items: int
 ) -> Callable[[np.ndarray], np.ndarray]:
-    """A block of resamples at once: multiplicities (B, items) times the statistics give the
-    summed statistics of every (resample, system), scored in one vectorised call."""
-
-    # every system's statistics on one item axis (zeros where it lacks the item): one wide
-    # product, faster than one per system
+    """A block of resamples at once: multiplicities (B, items) times the statistics, scored in
+    one vectorised call; every system's statistics on one item axis (zeros where it lacks it)."""
     width = stats[0].shape[1] if stats else 0
     by_system = np.zeros((n_items, len(stats), width))
     for s, (pos, st) in enumerate(zip(rows, stats, strict=True)):

@@ -1,6 +1,5 @@
-"""The one object that passes between the stages, and the stages themselves: :func:`compute` runs
-the loaded table through every stage, each filling in its own part of the :class:`Evaluation`
-(tables only). Nothing here reads the config tree or talks to MLflow."""
+"""The :class:`Evaluation` that passes between the stages, and the stages, each filling in its own
+part (tables only). Nothing here reads the config tree or talks to MLflow."""
 
 from __future__ import annotations
 
@@ -17,10 +16,10 @@ from paraeval.correlation.blas import on_one_blas_thread
 from paraeval.metrics.base import Metric
 from paraeval.pipeline.config.settings import Settings
 from paraeval.pipeline.data.validate import HUMAN_PREFIX, human_report
-from paraeval.pipeline.engine.local import open_engine
+from paraeval.pipeline.engine.ray_engine import open_engine
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.files import PARAPHRASE_FILE, write_csv, write_parquet
-from paraeval.pipeline.heap import release_free_memory
+from paraeval.pipeline.lifetime import release_free_memory
 from paraeval.pipeline.stages.aggregate import Aggregated, Normalizer, aggregate, without_systems
 from paraeval.pipeline.stages.alpha import AlphaCurve, compute_alpha_curve, curve_metrics
 from paraeval.pipeline.stages.cache import ScoreCache
@@ -69,8 +68,7 @@ class Evaluation:
 
     @property
     def systems(self) -> pd.DataFrame:
-        """One row per system (the index): corpus scores, group averages, mean human scores and
-        the comparison's diversity, adequacy and copy rate (``system_scores.csv``)."""
+        """One row per system (``system_scores.csv``), with the comparison's columns."""
         systems = self._agg.systems.copy()
         systems["control"] = systems.index.isin(self.roles.controls)
         if self.compared is None:
@@ -87,7 +85,6 @@ class Evaluation:
 
     @property
     def signatures(self) -> dict[str, str]:
-        """The signature of every output column."""
         return {c: info.signature for c, info in self._agg.columns.items()}
 
     @property
@@ -107,10 +104,25 @@ def score_stage(ev: Evaluation) -> None:
     s = ev.settings
     ev.metrics = build_metrics(s.metrics, s.allow_external_metrics)
     if ev.roles.reference_free:
-        ev.metrics = _without_own_reference_metrics(ev.metrics, ev.roles)
+        # those that contrast the references with the sources (iBLEU) mean nothing here
+        left = {k: m for k, m in ev.metrics.items() if not m.needs_own_references}
+        dropped = [k for k in ev.metrics if k not in left]
+        if dropped and not left:
+            raise ConfigError(
+                f"nothing to score: {', '.join(dropped)} means nothing on reference-free data "
+                f"({ev.roles.reason}); choose other metrics"
+            )
+        if dropped:
+            log.warning(
+                "reference-free data (%s): %s not computed, nor the alpha curve: iBLEU is then "
+                "(2*alpha - 1) * BLEU(candidate, source), a multiple of BLEU whose alpha means "
+                "nothing",
+                ev.roles.reason,
+                ", ".join(dropped),
+            )
+        ev.metrics = left
     ev.cache = None if s.cache is None else ScoreCache(s.cache.dir)
-    # the engine (a Ray instance started for the run) ends with the stage: the later stages
-    # run here
+    # the engine (a Ray instance started for the run) ends with the stage
     with open_engine(s.engine, s.metrics, s.allow_external_metrics) as engine:
         ev.scores = score(
             ev.table, ev.metrics, progress=s.report.progress, cache=ev.cache, engine=engine
@@ -118,26 +130,6 @@ def score_stage(ev: Evaluation) -> None:
     if ev.cache is not None:
         ev.cache.log_summary()
         ev.run_metrics.update(ev.cache.metrics())
-
-
-def _without_own_reference_metrics(metrics: dict[str, Metric], roles: Roles) -> dict[str, Metric]:
-    """The metrics of a reference-free run: those that contrast the references with the
-    sources (iBLEU) are left out, with one warning that says why."""
-    left = {k: m for k, m in metrics.items() if not m.needs_own_references}
-    dropped = [k for k in metrics if k not in left]
-    if dropped and not left:
-        raise ConfigError(
-            f"nothing to score: {', '.join(dropped)} means nothing on reference-free data "
-            f"({roles.reason}); choose other metrics"
-        )
-    if dropped:
-        log.warning(
-            "reference-free data (%s): %s not computed, nor the alpha curve: iBLEU is then "
-            "(2*alpha - 1) * BLEU(candidate, source), a multiple of BLEU whose alpha means nothing",
-            roles.reason,
-            ", ".join(dropped),
-        )
-    return left
 
 
 def aggregate_stage(ev: Evaluation) -> None:
@@ -148,8 +140,7 @@ def aggregate_stage(ev: Evaluation) -> None:
 
 
 def correlated(ev: Evaluation) -> Aggregated:
-    """The rows the correlations are computed on: without the controls unless
-    ``correlation.include_controls`` is true."""
+    """The rows correlated: without the controls unless ``correlation.include_controls`` is true."""
     if ev.settings.correlation.include_controls is True:
         return ev._agg
     return without_systems(ev._agg, ev.roles.controls)
@@ -229,8 +220,7 @@ def compute(
     started_at: float | None = None,
     after_stage: Callable[[Evaluation], None] | None = None,
 ) -> Evaluation:
-    """Every stage on a loaded table; ``started_at``: when the run began (its loading included),
-    for the tracker; ``after_stage`` is called with the evaluation after each stage."""
+    """Every stage on a loaded table; ``started_at``: when the run began (its loading included)."""
     compare = settings.compare
     roles = find_roles(
         table,

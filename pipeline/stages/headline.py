@@ -1,5 +1,4 @@
-"""The headline coefficient and level: the one correlation every summary leads with (the
-terminal, report.html, the heatmap), chosen from the ``correlation`` settings in one place."""
+"""The headline coefficient and level: the one correlation every summary leads with."""
 
 from __future__ import annotations
 
@@ -7,17 +6,15 @@ from collections.abc import Collection, Iterable
 
 import pandas as pd
 
-from paraeval.pipeline.config.correlation import CorrelationSettings
+from paraeval.pipeline.config.settings import CorrelationSettings
 
-# the metric groups whose columns compete for "best metric" (diversity columns measure
-# distance from the source, not agreement with a rating)
+# the metric groups whose columns compete for "best metric" (not diversity: distance from source)
 RANKED_GROUPS = ("syntactic", "semantic")
 
 
 def _headline(tested: str | None, configured: Iterable[str], present: Iterable[str]) -> str:
-    """The significance test's choice when it runs and was computed (its clusters then go with
-    the values shown), else the first configured one computed, else the first computed; ``""``
-    when nothing was."""
+    """The significance test's choice when computed (its clusters go with the values shown),
+    else the first configured one computed, else the first computed, else ``""``."""
     present = list(dict.fromkeys(str(c) for c in present))
     if not present:
         return ""
@@ -41,9 +38,8 @@ def headline_level(cfg: CorrelationSettings, present: Iterable[str]) -> str:
 def best_agreeing(
     correlations: pd.DataFrame, coefficient: str, lower: Collection[str], ranked: Collection[str]
 ) -> pd.DataFrame:
-    """Per (aspect, level), in order of first appearance, the ``correlations`` row of the
-    ``ranked`` column whose ``coefficient`` agrees best with the ratings: a lower-is-better
-    column's (``lower``: TER, WMD) correlation counts with its sign turned."""
+    """Per (aspect, level), the row of the ``ranked`` column that agrees best with the ratings: a
+    lower-is-better column's (``lower``: TER, WMD) correlation counts with its sign turned."""
     sub = correlations[
         (correlations["coefficient"] == coefficient) & correlations["metric"].isin(list(ranked))
     ].copy()

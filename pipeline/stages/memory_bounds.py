@@ -1,6 +1,5 @@
-"""Every count setting whose memory grows with the data, checked once the data is loaded and
-before any scoring: an estimate (a small function next to the code that allocates, tested against
-its measured peak) above :func:`available_memory` is a config error naming the setting."""
+"""Every count setting whose memory grows with the data, checked before any scoring: an estimate
+(next to the code that allocates, tested against its peak) above the available memory fails."""
 
 from __future__ import annotations
 
@@ -32,8 +31,7 @@ class Shape:
 
     @classmethod
     def of(cls, table: pd.DataFrame, n_metrics: int) -> Shape:
-        # upper bounds, without hashing every text: each row's candidate, each item's source
-        # and every reference
+        # upper bounds, without hashing every text
         n_refs = int(table["references"].map(len).sum()) if "references" in table else 0
         chars = float(table["candidate"].astype(str).str.len().mean()) if len(table) else 0.0
         items = int(table["item_id"].nunique())
@@ -48,18 +46,10 @@ class Shape:
             tokens=min(512, int(chars / CHARS_PER_TOKEN) + 2),
         )
 
-    def describe(self) -> str:
-        return (
-            f"{self.rows:,} rows: {self.items:,} items x {self.systems:,} systems, "
-            f"{self.aspects} human aspect(s)"
-        )
-
 
 def available_memory() -> int | None:
-    """Bytes this process may still take: the kernel's ``MemAvailable`` (``/proc/meminfo``), or
-    where there is none the free physical pages (``os.sysconf``), and no more than what the
-    control group's limit leaves (``memory.max`` less ``memory.current``, cgroup v2); None where
-    neither source answers."""
+    """Bytes this process may still take: ``MemAvailable``, else the free physical pages, capped by
+    what the cgroup v2 limit leaves; None where neither source answers."""
     found: int | None = None
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -145,8 +135,7 @@ def estimates(settings: Settings, shape: Shape) -> list[Estimate]:
 
 
 def check_memory(settings: Settings, table: pd.DataFrame, limit: int | None = None) -> None:
-    """A ConfigError for the first setting whose estimated memory on ``table`` exceeds ``limit``
-    (default: :func:`available_memory`; nothing is checked where it is unknown)."""
+    """A ConfigError for the first setting whose estimated memory exceeds ``limit`` (if known)."""
     limit = available_memory() if limit is None else limit
     if limit is None:
         return
@@ -154,6 +143,7 @@ def check_memory(settings: Settings, table: pd.DataFrame, limit: int | None = No
     for key, value, needed in estimates(settings, shape):
         if needed > limit:
             raise ConfigError(
-                f"{key}={value} needs about {_gb(needed)} of memory for {shape.describe()}, "
-                f"more than the {_gb(limit)} this machine has available; lower {key}"
+                f"{key}={value} needs about {_gb(needed)} of memory for {shape.rows:,} rows: "
+                f"{shape.items:,} items x {shape.systems:,} systems, {shape.aspects} human "
+                f"aspect(s), more than the {_gb(limit)} this machine has available; lower {key}"
             )

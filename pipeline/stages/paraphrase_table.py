@@ -1,6 +1,5 @@
-"""The headline of a run (``paraphrase.csv``, its columns defined in docs/paraphrase.md): per
-system adequacy, diversity, the score that weighs both with its interval and cluster, copy rate,
-frontier and human ratings. Scores, intervals and clusters are the comparison's, when it runs."""
+"""The headline of a run, ``paraphrase.csv`` (docs/paraphrase.md); scores, intervals and clusters
+are the comparison's, when it runs."""
 
 from __future__ import annotations
 
@@ -28,8 +27,7 @@ PARASCORES = ("parascore", "parascore_free")
 
 @dataclass
 class ParaphraseTable:
-    """``table``: one row per system, the ranked ones by the paraphrase score's rank, then the
-    controls; the other fields say which columns each measure is."""
+    """``table``: one row per system, the ranked ones by rank, then the controls."""
 
     table: pd.DataFrame
     adequacy: str = ""
@@ -41,8 +39,7 @@ class ParaphraseTable:
 
     @property
     def best(self) -> str:
-        """One sentence: the best system where it leads the paraphrase score's first cluster
-        alone, else who shares that cluster; "" without clusters."""
+        """One sentence on the paraphrase score's first cluster; "" without clusters."""
         t = self.table[~self.table["control"]]
         if t.empty or "cluster" not in t or not t["cluster"].notna().any():
             return ""
@@ -63,8 +60,7 @@ def _pick(present: Sequence[str], choices: Sequence[str]) -> str:
 def _measure(
     compared: Comparison | None, systems: pd.DataFrame, column: str, flip: float | None = None
 ) -> pd.DataFrame:
-    """Per system: score, low, high (the comparison's), cluster and rank; ``flip``: the
-    measure is ``flip − column`` (its interval turned around)."""
+    """Per system: score, low, high, cluster, rank; ``flip``: the measure is ``flip − column``."""
     out = pd.DataFrame(index=systems.index, columns=["score", "low", "high", "cluster", "rank"])
     t = compared.table if compared is not None else pd.DataFrame()
     if not t.empty and (t["metric"] == column).any():
@@ -75,21 +71,9 @@ def _measure(
         out["score"] = systems[column]
     out = out.astype(float)
     if flip is not None:
-        out["score"], out["low"], out["high"] = (
-            flip - out["score"],
-            flip - out["high"],
-            flip - out["low"],
-        )
+        score, low, high = out["score"], out["low"], out["high"]
+        out["score"], out["low"], out["high"] = flip - score, flip - high, flip - low
     return out
-
-
-def edit_distances(segments: pd.DataFrame) -> pd.Series:
-    """ParaScore's diversity of each row: the character edit distance between candidate and
-    source over the longer length (each distinct pair measured once)."""
-    pairs = list(
-        zip(segments["candidate"].astype(str), segments["source"].astype(str), strict=True)
-    )
-    return pd.Series(edit_ratios(pairs), index=segments.index, dtype=float)
 
 
 def mean_intervals(
@@ -126,9 +110,8 @@ def frontier(
     y_low: np.ndarray,
     y_high: np.ndarray,
 ) -> np.ndarray:
-    """Whether each point is on the frontier: no other point is better on both axes beyond
-    the intervals (its low end above this one's high end on each axis). A missing interval is
-    the point itself; a point without both values is not on it."""
+    """Whether no other point is better on both axes beyond the intervals (its low end above this
+    one's high end); a missing interval is the point itself, a point without both values is off."""
     x_low, x_high = np.where(np.isfinite(x_low), x_low, x), np.where(np.isfinite(x_high), x_high, x)
     y_low, y_high = np.where(np.isfinite(y_low), y_low, y), np.where(np.isfinite(y_high), y_high, y)
     ok = np.isfinite(x) & np.isfinite(y)
@@ -170,7 +153,9 @@ def paraphrase_table(
         metric = metrics[paraphrase]
         assert isinstance(metric, ParaScore | ParaScoreFree)
         gamma = metric.gamma
-        distances = edit_distances(seg)
+        # ParaScore's diversity: the normalized character edit distance to the source
+        pairs = zip(seg["candidate"].astype(str), seg["source"].astype(str), strict=True)
+        distances = pd.Series(edit_ratios(list(pairs)), index=seg.index, dtype=float)
         if compared is not None:
             config = compared.config
             edit = mean_intervals(distances, seg, rng, config.n_bootstrap, config.confidence)

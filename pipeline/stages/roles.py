@@ -1,6 +1,5 @@
-"""What the loaded data is, before scoring: which systems are **controls** (a copy of the input
-keeps all the meaning, changes nothing and tops every similarity metric: shown apart, never
-ranked), and whether it is **reference-free** (no references of its own, or the sources)."""
+"""Which systems are **controls** (a copy of the input tops every similarity metric: shown apart,
+never ranked), and whether the data is **reference-free** (no references, or the sources)."""
 
 from __future__ import annotations
 
@@ -45,25 +44,6 @@ class Roles:
         )
 
 
-def declared_controls(
-    systems: Sequence[str], controls: Sequence[str], baseline: str | None, baseline_is_control: bool
-) -> tuple[str, ...]:
-    """``data.controls`` and the comparison's named baseline (unless ``baseline_is_control`` is
-    false), in the order of ``systems``; a name that is not a system is a ConfigError."""
-    known = set(systems)
-    for name in controls:
-        if name not in known:
-            near = difflib.get_close_matches(name, sorted(known), n=1)
-            hint = f"did you mean '{near[0]}'? " if near else ""
-            raise ConfigError(
-                f"data.controls: '{name}' is not a system; {hint}choose from {sorted(known)}"
-            )
-    chosen = set(controls)
-    if baseline is not None and baseline_is_control:
-        chosen.add(baseline)
-    return tuple(s for s in systems if s in chosen)
-
-
 def copy_rates(table: pd.DataFrame) -> pd.Series:
     """Per system (in order of appearance), the share of its candidates equal to their source."""
     same = [same_text(c, s) for c, s in zip(table["candidate"], table["source"], strict=True)]
@@ -73,8 +53,7 @@ def copy_rates(table: pd.DataFrame) -> pd.Series:
 
 
 def reference_kind(table: pd.DataFrame) -> str:
-    """Why the table is reference-free ("the references are the sources", "there are no
-    references"), or "" where some item has a reference other than its source."""
+    """Why the table is reference-free, or "" where some reference is not its source."""
     any_reference = False
     for refs, source in zip(table["references"], table["source"], strict=True):
         for ref in refs:
@@ -90,10 +69,20 @@ def find_roles(
     baseline: str | None = None,
     baseline_is_control: bool = True,
 ) -> Roles:
-    """The roles of ``table``'s systems; a warning for each likely control not declared (it is
-    never left out silently)."""
+    """The roles of ``table``'s systems, the controls being ``controls`` and the comparison's named
+    ``baseline`` (unless ``baseline_is_control`` is false); a warning for each likely control."""
     systems = [str(s) for s in dict.fromkeys(table["system"])]
-    chosen = declared_controls(systems, controls, baseline, baseline_is_control)
+    for name in controls:
+        if name not in systems:
+            near = difflib.get_close_matches(name, sorted(systems), n=1)
+            hint = f"did you mean '{near[0]}'? " if near else ""
+            raise ConfigError(
+                f"data.controls: '{name}' is not a system; {hint}choose from {sorted(systems)}"
+            )
+    named = set(controls)
+    if baseline is not None and baseline_is_control:
+        named.add(baseline)
+    chosen = tuple(s for s in systems if s in named)
     rates = copy_rates(table)
     likely = {str(s): float(r) for s, r in rates.items() if r > COPY_SHARE and str(s) not in chosen}
     for system, rate in likely.items():

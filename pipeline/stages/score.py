@@ -1,6 +1,5 @@
 """Score stage: every selected metric on every system. Each metric gets every text of the run once
-(``prepare``), so encoders see each unique sentence once; each result comes from the score cache
-or is computed, with work that several systems and metrics share done once (:class:`_Work`)."""
+(``prepare``), so encoders see each unique sentence once; shared work is done once."""
 
 from __future__ import annotations
 
@@ -14,19 +13,17 @@ from tqdm.auto import tqdm
 
 from paraeval.metrics.base import Metric, MetricResult
 from paraeval.pipeline.data.load import in_order, origin_error, row_groups
-from paraeval.pipeline.engine.base import Engine, Later, Origin
+from paraeval.pipeline.engine.base import Engine, Later, LocalEngine, Origin
 
 # the metric builders are imported from here too (the config check, the tests)
 from paraeval.pipeline.engine.build import build_metric as build_metric
 from paraeval.pipeline.engine.build import build_metrics as build_metrics
-from paraeval.pipeline.engine.local import LocalEngine
 from paraeval.pipeline.engine.texts import RunTexts, Texts, chunks
 from paraeval.pipeline.names import show
 from paraeval.pipeline.stages.cache import ScoreCache, cache_signature, key_of, texts_digest
 
 log = logging.getLogger(__name__)
-# distinct segments per call of a segment-local metric: bounds the call's working memory (all of
-# ParaBank-Eval's 14,323 rows fit in one call)
+# distinct segments per call of a segment-local metric (ParaBank-Eval's 14,323 rows fit in one)
 ROWS_PER_CALL = 16_384
 
 
@@ -51,8 +48,7 @@ class Scores:
 
 
 def _check_inputs(df: pd.DataFrame, metrics: Mapping[str, Metric]) -> None:
-    """Each item has what every metric needs (references, a source), else an error naming the
-    first metric and row that lack one."""
+    """An error naming the first metric and row that lack a reference or source it needs."""
     no_ref = no_src = None  # computed once, for the first metric that needs them
     for metric_id, metric in metrics.items():
         if metric.needs_references:
@@ -77,11 +73,9 @@ def _raise_first(
 
 
 class _Work:
-    """The metric calls of one score stage, each made once: the same metric on the same texts (a
-    shared :meth:`Metric.parts` such as iBLEU's BLEU against the sources, two systems with the
-    same outputs); a :attr:`Metric.segment_local` metric scores the distinct segments of all
-    systems in calls of at most ``rows_per_call``. Texts are held as codes (:class:`RunTexts`) and
-    a call's lists built for that call, so memory beyond the scores does not grow with the table."""
+    """The metric calls of one score stage, each made once; a segment-local metric scores the
+    distinct segments of all systems in calls of ``rows_per_call``. Texts are held as codes and a
+    call's lists built for that call, so memory beyond the scores does not grow with the table."""
 
     def __init__(
         self,
@@ -116,8 +110,7 @@ class _Work:
     def results(
         self, name: str, metric: Metric, vs_source: bool, origin: Origin
     ) -> dict[str, Later]:
-        """Every system's result of ``metric`` (``name``: its output name for the cache's
-        counts), asked of the engine: computed when first read."""
+        """Every system's result of ``metric``, computed when first read (``name``: for counts)."""
         out: dict[str, Later] = {}
         if self.cache is not None:
             signature = cache_signature(metric)
@@ -194,8 +187,7 @@ class _Work:
         ]
 
     def _preparer(self, metric: Metric) -> Callable[[], None]:
-        """What gives ``metric`` every text of the run once, before its first call where it is
-        computed in this process (encoders batch them in one pass)."""
+        """Gives ``metric`` every text of the run once, before its first call in this process."""
 
         def prepare() -> None:
             if id(metric) not in self._prepared:
@@ -209,13 +201,6 @@ def _from_parts(metric: Metric, parts: list[Later]) -> Later:
     return Later(lambda: metric.from_parts([p.get() for p in parts]))
 
 
-def _reference_count(df: pd.DataFrame) -> int | None:
-    """The number of references every row has, or None where it varies (sacrebleu's
-    ``nrefs:var``)."""
-    counts = set(df["references"].map(len)) if len(df) else set()
-    return counts.pop() if len(counts) == 1 else None
-
-
 def score(
     df: pd.DataFrame,
     metrics: Mapping[str, Metric],
@@ -224,8 +209,7 @@ def score(
     rows_per_call: int | None = None,
     engine: Engine | None = None,
 ) -> Scores:
-    """Every metric on every system; ``rows_per_call``: the segments of one call of a
-    segment-local metric (default :data:`ROWS_PER_CALL`); ``engine``: default this process."""
+    """Every metric on every system; ``engine``: default this process."""
     systems = in_order(df["system"])
     _check_inputs(df, metrics)
     corpus_rows: dict[str, dict[str, float]] = {s: {} for s in systems}
@@ -236,7 +220,8 @@ def score(
     jobs += [(mid, m, True) for mid, m in metrics.items() if m.against_source]
     per_call = ROWS_PER_CALL if rows_per_call is None else rows_per_call
     work = _Work(df, systems, positions, cache, per_call, engine or LocalEngine())
-    nrefs = _reference_count(df)
+    ref_counts = set(df["references"].map(len)) if len(df) else set()
+    nrefs = ref_counts.pop() if len(ref_counts) == 1 else None  # None: sacrebleu's nrefs:var
     seg_values: dict[str, np.ndarray] = {}
     # no bar when stderr is not a terminal (a log file would collect every redraw)
     bar = tqdm(

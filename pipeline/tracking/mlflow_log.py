@@ -1,7 +1,6 @@
-"""Logging a :class:`~paraeval.pipeline.tracking.payload.RunPayload` to MLflow through
-``MlflowClient`` only. Runs are tagged with a hash of the output files, so logging a directory
-twice returns the existing run; an interrupted logging's runs end KILLED and the next replaces them.
-"""
+"""Logging a run payload to MLflow through ``MlflowClient`` only. Runs are tagged with a hash of
+the output files, so logging a directory twice returns the existing run; an interrupted logging's
+runs end KILLED and the next replaces them."""
 
 from __future__ import annotations
 
@@ -73,12 +72,10 @@ History = list[tuple[int, float]]  # (step, value)
 class Logged:
     run_id: str
     uri: str
-    already: bool  # the directory had been logged before: nothing new was created
+    already: bool  # logged before: nothing new was created
 
 
-# --------------------------------------------------------------------------- names and values
 def system_metrics(systems: pd.DataFrame, comparison: pd.DataFrame) -> dict[str, dict[str, float]]:
-    """Per system: each column's score and its comparison statistics (``<column>.ci_low`` ...)."""
     out: dict[str, dict[str, float]] = {}
     for row in systems.to_dict("records"):
         system = str(row.pop("system"))
@@ -103,8 +100,6 @@ def alpha_steps(alphas: Iterable[float]) -> dict[float, int]:
 
 
 def alpha_curve_histories(curve: pd.DataFrame) -> dict[str, History]:
-    """The α curve as ``alpha_curve.<level>.<coefficient>.<aspect>.<split>_by_alpha`` histories."""
-
     def name(row: dict[Any, Any]) -> str:
         parts = key(*(str(row[k]) for k in ("level", "coefficient", "aspect")))
         return f"alpha_curve.{parts}.{key(str(row['split']))}_by_alpha"
@@ -115,7 +110,6 @@ def alpha_curve_histories(curve: pd.DataFrame) -> dict[str, History]:
 def _histories(
     frame: pd.DataFrame, column: str, name: Callable[[dict[Any, Any]], str]
 ) -> dict[str, History]:
-    """The finite values of ``column`` as one history per ``name(row)``, one step per α."""
     if frame.empty:
         return {}
     steps = alpha_steps(frame["alpha"])
@@ -126,7 +120,6 @@ def _histories(
     return out
 
 
-# --------------------------------------------------------------------------- requests
 def _log_batch(
     client: Any,
     run_id: str,
@@ -135,8 +128,7 @@ def _log_batch(
     tags: Mapping[str, str] | None = None,
     histories: Mapping[str, History] | None = None,
 ) -> None:
-    """Metrics (step 0), histories, params and tags in as few ``log_batch`` requests as MLflow's
-    limits allow: each is a round trip, or a transaction."""
+    """In as few ``log_batch`` requests as MLflow's limits allow: each is a round trip."""
     from mlflow.entities import Metric, Param, RunTag
 
     now = int(time.time() * 1000)
@@ -159,8 +151,8 @@ def _log_tables(
     tables: Mapping[str, pd.DataFrame],
     csv_files: Mapping[str, pd.DataFrame] | None = None,
 ) -> dict[str, str]:
-    """The non-empty ``tables`` as MLflow tables and ``csv_files`` as CSV artifacts in one upload;
-    returns the tag that lists the tables (``MlflowClient.log_table`` makes a request per table)."""
+    """In one upload (``MlflowClient.log_table`` makes a request per table); returns the tag that
+    lists the tables."""
     logged = [(name, frame) for name, frame in tables.items() if not frame.empty]
     files = [(name, frame) for name, frame in (csv_files or {}).items() if not frame.empty]
     if not logged and not files:
@@ -181,16 +173,13 @@ def _log_tables(
 
 
 def dataset_input(payload: RunPayload, digest: str) -> Any:
-    """The input table as an MLflow dataset input (context ``evaluation``)."""
     from mlflow.data.pandas_dataset import from_pandas
     from mlflow.entities import Dataset, DatasetInput, InputTag
 
     record = payload.record
     described = from_pandas(payload.dataset, name=record.data_name, digest=digest).to_dict()
-    # the input file as the source, written as MLflow's local source writes itself (type "local",
-    # {"uri": path}): given to from_pandas as a string, a path is resolved among the registered
-    # sources, where the local source is registered for two URI schemes, and MLflow warns that it
-    # is ambiguous. Without a file (a DataFrame given to the API): where MLflow was called from.
+    # the input file written as MLflow's local source writes itself: a path string given to
+    # from_pandas matches two registered sources, and MLflow warns that it is ambiguous
     source_type, source = described["source_type"], described["source"]
     if record.data_source:
         source_type, source = "local", json.dumps({"uri": record.data_source})
@@ -223,8 +212,7 @@ def log_system_runs(
     end: int | None,
     checkpoint: Callable[[], None] = lambda: None,
 ) -> None:
-    """Each child run created, filled in and ended FINISHED; ``checkpoint`` before each raises an
-    interrupt deferred while the store was writing (here at the latest)."""
+    """``checkpoint`` raises an interrupt deferred while the store was writing."""
     for run in runs:
         checkpoint()
         child_id = client.create_run(
@@ -238,17 +226,15 @@ def log_system_runs(
         client.set_terminated(child_id, end_time=end)
 
 
-# --------------------------------------------------------------------------- the run
 def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) -> Logged:
-    """Log a run (one parent run, one child per system), or return the existing run if this
-    content is already logged. ``tracking`` overrides the record's settings."""
+    """One parent run, one child per system; ``tracking`` overrides the record's settings."""
     import mlflow
     from mlflow.tracking import MlflowClient
 
     record, out_dir = payload.record, payload.out_dir
     tracking = dict(record.tracking if tracking is None else tracking)
     uri, artifact_location = resolve_tracking_uri(tracking)
-    # the URI as printed and returned: no password, the driver named (what `mlflow ui` needs)
+    # no password, the driver named (what `mlflow ui` needs)
     shown = redact(driver_uri(uri))
     check_reachable(uri)
     check_store(uri)
@@ -263,28 +249,30 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
     tags[CONTENT_HASH_TAG] = content_hash
     tags["paraeval.dataset_digest"] = digest
 
-    # the client gets the password through the environment, never inside the URI (MLflow
-    # quotes the URI of a failed request in its error message)
+    # the password goes through the environment: MLflow quotes the URI of a failed request
     with store_lock(uri), credentials_in_env(driver_uri(uri)) as target:
         mlflow.set_tracking_uri(target)
         client = MlflowClient(target)
         exp_id = experiment_id(
             client, str(tracking.get("experiment") or "paraeval"), artifact_location
         )
-        # the experiment's kind: model development, unless a user already chose one
         if EXPERIMENT_KIND_TAG not in client.get_experiment(exp_id).tags:
             client.set_experiment_tag(exp_id, EXPERIMENT_KIND_TAG, MODEL_DEVELOPMENT)
-        existing = find_logged(client, exp_id, content_hash)
-        if existing is not None:
+        existing = client.search_runs(
+            [exp_id],
+            filter_string=f"tags.`{CONTENT_HASH_TAG}` = '{content_hash}' "
+            "and attributes.status = 'FINISHED'",
+            max_results=1,
+        )
+        if existing:
             payload.finish_outputs()
-            return Logged(existing, shown, True)
+            return Logged(str(existing[0].info.run_id), shown, True)
         leftovers = close_leftovers(client, exp_id, record.run_uid)
         start, end = record.started_ms or None, record.ended_ms or None
         if leftovers:
             tags[REPLACES_TAG] = ",".join(leftovers)
         try:
-            # the directory's run id is tagged first: a logging that is interrupted can be
-            # found and closed by the next one (paraeval-log) instead of being duplicated
+            # tagged first: an interrupted logging is found and closed by the next one
             parent_id = client.create_run(
                 exp_id,
                 run_name=record.run_name,
@@ -310,7 +298,6 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
                     tags={
                         "mlflow.parentRunId": parent_id,
                         "paraeval.system": system,
-                        # a control (a copy of the source ...) is never ranked: said on its run
                         "paraeval.role": "control" if system in controls else "system",
                         **shared,
                         **signature_tags,
@@ -342,8 +329,7 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
 
 
 def parent_tags(payload: RunPayload) -> tuple[dict[str, str], dict[str, str]]:
-    """The parent run's tags (its description included) and the short signature tags, which
-    the system runs carry too; the columns' full signatures are in ``signatures.csv``."""
+    """The parent run's tags, and the short signature tags the system runs carry too."""
     record = payload.record
     full = {
         k.removeprefix(SIGNATURE_PREFIX): v
@@ -376,18 +362,7 @@ def control_systems(systems: pd.DataFrame) -> set[str]:
     return set(systems.loc[truthy(systems["control"]), "system"].astype(str))
 
 
-def find_logged(client: Any, exp_id: str, content_hash: str) -> str | None:
-    runs = client.search_runs(
-        [exp_id],
-        filter_string=f"tags.`{CONTENT_HASH_TAG}` = '{content_hash}' "
-        "and attributes.status = 'FINISHED'",
-        max_results=1,
-    )
-    return str(runs[0].info.run_id) if runs else None
-
-
 def _runs_of(client: Any, exp_id: str, run_uid: str, where: str = "") -> Iterator[Any]:
-    """Each run of this output directory (``where`` narrows it), and it after its children."""
     found = client.search_runs([exp_id], filter_string=f"tags.`{RUN_UID_TAG}` = '{run_uid}'{where}")
     for parent in found:
         by_parent = f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'"
@@ -395,8 +370,7 @@ def _runs_of(client: Any, exp_id: str, run_uid: str, where: str = "") -> Iterato
 
 
 def end_unfinished(client: Any, exp_id: str, run_uid: str, status: str) -> None:
-    """End every run of this logging still RUNNING, found by ``run_uid``: an interrupt can come
-    after the store created a run and before its id came back."""
+    """Found by ``run_uid``: an interrupt can come after a run is created, before its id."""
     for _, runs in _runs_of(client, exp_id, run_uid):
         for run in runs:
             if run.info.status == "RUNNING":
@@ -404,8 +378,7 @@ def end_unfinished(client: Any, exp_id: str, run_uid: str, status: str) -> None:
 
 
 def close_leftovers(client: Any, exp_id: str, run_uid: str) -> list[str]:
-    """Runs of this output directory that an interrupted logging left unfinished, children
-    included: ended as KILLED, then deleted (restorable in MLflow). Returns their ids."""
+    """Ended as KILLED, then deleted (restorable in MLflow); returns the parents' ids."""
     closed = []
     for parent, runs in _runs_of(client, exp_id, run_uid, " and attributes.status != 'FINISHED'"):
         for run in runs:

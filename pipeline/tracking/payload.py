@@ -1,8 +1,6 @@
-"""What a tracker logs for one run: the run record (everything besides the tables and files, kept
-as ``run_info.json`` so that ``paraeval-log`` can log the directory later with the same content),
-the result tables and the output folder. A run builds it from its tables in memory,
-``paraeval-log`` from a finished output directory (the one place where output files are read
-back); one function logs both, so both log the same run. No MLflow here."""
+"""What a tracker logs for one run: the record (``run_info.json``, so that ``paraeval-log`` logs
+the same content later), the tables and the output folder. Built from a run's tables in memory or
+from a finished output directory; one function logs both. No MLflow here."""
 
 from __future__ import annotations
 
@@ -21,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from paraeval.pipeline.context import RunContext
-from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.errors import ConfigError, RunContext
 from paraeval.pipeline.files import PARAPHRASE_FILE, RUN_INFO, atomic_write
 from paraeval.pipeline.secrets import redact, redact_values
 from paraeval.pipeline.stages.headline import headline_coefficient
@@ -50,8 +47,6 @@ LIBRARIES = (
 
 @dataclass
 class RunRecord:
-    """Everything logged for one run besides the output files; stored as ``run_info.json``."""
-
     tracking: dict[str, Any]
     params: dict[str, str]
     tags: dict[str, str]
@@ -85,17 +80,8 @@ def read_run_info(out_dir: Path) -> RunRecord:
     return RunRecord(**{k: v for k, v in raw.items() if k in RunRecord.__dataclass_fields__})
 
 
-def library_versions() -> dict[str, str]:
-    out = {}
-    for pkg in LIBRARIES:
-        with suppress(metadata.PackageNotFoundError):
-            out[f"version.{pkg}"] = metadata.version(pkg)
-    return out
-
-
 def hydra_tags() -> dict[str, str]:
-    """Sweep tags from Hydra's runtime config: every job of a multirun shares the sweep
-    directory, whatever launcher ran it."""
+    """Every job of a multirun shares the sweep directory, whatever launcher ran it."""
     try:
         from hydra.core.hydra_config import HydraConfig
         from hydra.types import RunMode
@@ -128,7 +114,6 @@ def run_record(
     tracking: dict[str, Any],
     run_name: str | None = None,
 ) -> RunRecord:
-    """``tracking`` and ``run_name``: the tracker's settings and configured run name."""
     s = ev.settings
     params = {**s.params, "metrics.selected": ",".join(ev.metrics)}
     tags = {
@@ -136,7 +121,7 @@ def run_record(
         "paraeval.git_commit": git_commit(),
         "paraeval.output_dir": str(out.resolve()),
         "paraeval.overrides": " ".join(redact(o) for o in overrides),
-        # MLflow's system tags of a run's source, which its run page shows
+        # shown on MLflow's run page
         "mlflow.source.type": "LOCAL",
         "mlflow.source.name": Path(sys.argv[0]).name or "python",
     }
@@ -144,9 +129,10 @@ def run_record(
         tags[REFERENCE_FREE_TAG] = ev.roles.note()
     tags.update({f"signature.{k}": v for k, v in ev.signatures.items()})
     if not ev.correlations.empty:
-        # the coefficient the terminal, the report and the heatmap lead with
         tags[COEFFICIENT_TAG] = headline_coefficient(s.correlation, ev.correlations["coefficient"])
-    tags.update(library_versions())
+    for pkg in LIBRARIES:
+        with suppress(metadata.PackageNotFoundError):
+            tags[f"version.{pkg}"] = metadata.version(pkg)
     tags.update(hydra_tags())
     files = [str(f) for f in ev.table.attrs.get("data_files", []) if not str(f).startswith("<")]
     dataset = dataset_label(s.data.name, files)
@@ -169,13 +155,11 @@ RUN_NAME_EXCLUDED = ("hydra.", "tracking", "cache.", "report.", "data")
 
 
 def readable_run_name(dataset: str, overrides: Sequence[str]) -> str:
-    """``<dataset>: key=value,...`` from the overrides that change the numbers."""
     kept = [o for o in overrides if not o.lstrip("+~").startswith(RUN_NAME_EXCLUDED)]
     return f"{dataset}: {','.join(kept)}" if kept else dataset
 
 
 def dataset_label(name: str, files: Sequence[str]) -> str:
-    """The dataset as its user knows it: the file name, or the layout's name for several."""
     if len(files) == 1:
         return Path(files[0]).name
     return f"{name}: {Path(files[0]).name} + {len(files) - 1} files" if files else name
@@ -203,8 +187,7 @@ DATASET_PREFIXES = ("human_", "metric_")
 
 @dataclass
 class RunPayload:
-    """One run as a tracker receives it: each table as its output file holds it (``dataset`` is
-    :func:`dataset_frame` of the segments; ``alpha_systems`` is empty where the run has none)."""
+    """One run as a tracker receives it: each table as its output file holds it."""
 
     out_dir: Path
     record: RunRecord
@@ -217,11 +200,9 @@ class RunPayload:
     alpha_systems: pd.DataFrame = field(default_factory=pd.DataFrame)
     # one row per output column: column, metric, group, higher_is_better, signature
     signatures: pd.DataFrame = field(default_factory=pd.DataFrame)
-    # the figures and report.html may still be drawn until this returns: a tracker calls it
-    # before it reads or logs the folder's files
+    # the figures may still be drawn until this returns: called before the files are logged
     finish_outputs: Callable[[], None] = field(default=lambda: None)
-    # the command's: its deferred interrupts are raised between the store's requests, and a
-    # run that is not logged is reported to it
+    # the command's: deferred interrupts are raised between the store's requests
     context: RunContext = field(default_factory=RunContext)
 
     @classmethod
@@ -233,7 +214,6 @@ class RunPayload:
         tracking: dict[str, Any],
         run_name: str | None = None,
     ) -> RunPayload:
-        """``tracking`` and ``run_name`` as for :func:`run_record`."""
         curve = ev.alpha_curve
         return cls(
             out_dir=out_dir,
@@ -250,7 +230,6 @@ class RunPayload:
 
     @classmethod
     def from_dir(cls, out_dir: Path, record: RunRecord | None = None) -> RunPayload:
-        """The payload the run itself would have sent (the files ``write_tables`` wrote)."""
         out = Path(out_dir)
         record = read_run_info(out) if record is None else record
         text = {"keep_default_na": False, "na_values": [""]}  # a system named "NA" stays one
@@ -269,7 +248,7 @@ class RunPayload:
 
 
 def _read_csv(path: Path, **kwargs: Any) -> pd.DataFrame:
-    """A table as written, floats to the very value (a missing or empty file: an empty table)."""
+    """Floats to the very value; a missing or empty file is an empty table."""
     if not path.is_file() or path.stat().st_size <= 1:
         return pd.DataFrame()
     return pd.read_csv(path, float_precision="round_trip", **kwargs)
@@ -280,7 +259,7 @@ def dataset_columns(columns: Iterable[Any]) -> list[Any]:
 
 
 def dataset_frame(segments: pd.DataFrame) -> pd.DataFrame:
-    """The evaluated input with references as JSON, alike from memory or from the parquet file."""
+    """References as JSON, alike from memory or from the parquet file."""
     keep = dataset_columns(segments.columns)
     frame = segments[keep].reset_index(drop=True).copy()
     if "references" in frame:
@@ -298,7 +277,7 @@ def _read_dataset(path: Path) -> pd.DataFrame:
 
 
 def frame_digest(frame: pd.DataFrame) -> str:
-    """A digest of the whole table's content (MLflow's own digest looks at a prefix of rows)."""
+    """Of the whole table (MLflow's own digest looks at a prefix of rows)."""
     h = hashlib.blake2b(digest_size=16)
     h.update(",".join(map(str, frame.columns)).encode("utf-8"))
     h.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())

@@ -1,6 +1,4 @@
-"""What a person reads of a run in MLflow's UI, built from a run's tables (no MLflow here): the
-description, the correlations as metrics with readable names, one short signature tag per metric,
-the cache counts as one table, the order of a system run's metrics, and keys MLflow accepts."""
+"""What a person reads of a run in MLflow's UI, built from a run's tables (no MLflow here)."""
 
 from __future__ import annotations
 
@@ -11,13 +9,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from paraeval.pipeline.data.validate import HUMAN_PREFIX
 from paraeval.pipeline.names import show, slug
 from paraeval.pipeline.stages.headline import RANKED_GROUPS, best_agreeing
 
-# the experiment tag through which MLflow 3's UI decides what an experiment page opens on;
-# "custom_model_development" is the value of its CUSTOM_MODEL_DEVELOPMENT experiment kind (an
-# enum of the UI bundle, mlflow/server/js/build; MLflow's Python names only "genai_development"):
-# the page opens on the runs table instead of the GenAI overview
+# MLflow 3's UI opens an experiment of this kind (an enum of its UI bundle, not of its Python
+# API) on the runs table instead of the GenAI overview
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 MODEL_DEVELOPMENT = "custom_model_development"
 # the run tag that MLflow's run page shows (and edits) as the run's description, in Markdown
@@ -25,8 +22,6 @@ DESCRIPTION_TAG = "mlflow.note.content"
 COEFFICIENT_TAG = "paraeval.correlation.coefficient"
 REFERENCE_FREE_TAG = "paraeval.reference_free"  # the sentence that says a run is reference-free
 
-AVERAGES = ("syntactic", "semantic")
-HUMAN_PREFIX = "human_"
 CACHE_PREFIX = "cache."
 CACHE_TOTAL = "(all metrics)"
 SIGNATURE_TAG = "sig."
@@ -36,7 +31,7 @@ _ALLOWED = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012345
 
 
 def key(*parts: str) -> str:
-    """An MLflow key from parts that may come from data: what MLflow would refuse is slugged."""
+    """Parts MLflow would refuse as a key are slugged."""
     return ".".join(part if _safe(part) else slug(part) for part in parts)
 
 
@@ -57,8 +52,7 @@ def aspect_name(aspect: str) -> str:
 
 
 def headline_coefficient(correlations: pd.DataFrame, chosen: str | None = None) -> str | None:
-    """``chosen`` where the table has it, else the table's first coefficient (a run recorded
-    before the choice was)."""
+    """``chosen``, else the table's first coefficient (a run recorded before the choice was)."""
     if correlations.empty:
         return None
     present = set(correlations["coefficient"].astype(str))
@@ -73,9 +67,8 @@ def _headline_rows(correlations: pd.DataFrame, chosen: str | None = None) -> pd.
 
 
 def correlation_metrics(correlations: pd.DataFrame, chosen: str | None = None) -> dict[str, float]:
-    """The headline coefficient's values as ``corr.<aspect>.<level>.<column>``: MLflow's charts
-    group metrics by the prefix before the first dots, so one aspect at one level is one group.
-    Intervals and p-values stay in the correlation table."""
+    """As ``corr.<aspect>.<level>.<column>``: MLflow's charts group metrics by the prefix before
+    the first dots, so one aspect at one level is one group."""
     out = {}
     for row in _headline_rows(correlations, chosen).to_dict("records"):
         if finite(row["value"]):
@@ -85,8 +78,7 @@ def correlation_metrics(correlations: pd.DataFrame, chosen: str | None = None) -
 
 
 def split_cache(metrics: Mapping[str, float]) -> tuple[dict[str, float], pd.DataFrame]:
-    """The run's metrics without the cache counts, and the counts as one table (``stage``,
-    ``hits``, ``misses``; ``(all metrics)`` last): a count per metric is a number to look up
+    """The cache counts as one table, ``(all metrics)`` last: a count is a number to look up
     once, not a chart to compare across runs."""
     rest: dict[str, float] = {}
     counts: dict[str, dict[str, float]] = {}
@@ -105,8 +97,7 @@ def split_cache(metrics: Mapping[str, float]) -> tuple[dict[str, float], pd.Data
 
 
 def short_signature(metric: str, signature: str) -> str:
-    """The signature without the metric's name (the tag's key says it), cut at a ``|`` to at most
-    :data:`SIGNATURE_TAG_MAX` characters (``…`` says it was cut)."""
+    """Without the metric's name (the tag's key says it), cut at a ``|`` (``…`` says so)."""
     text = signature.removeprefix(f"{metric}|")
     if len(text) <= SIGNATURE_TAG_MAX:
         return text
@@ -117,8 +108,8 @@ def short_signature(metric: str, signature: str) -> str:
 
 
 def signature_tags(signatures: pd.DataFrame, columns: Mapping[str, str]) -> dict[str, str]:
-    """``sig.<metric>`` (BERTScore's three columns share one), from the signature table, or from
-    the columns' signatures where a run has no table."""
+    """BERTScore's three columns share one tag; a run without a signature table uses
+    ``columns``."""
     if signatures.empty:
         pairs = list(columns.items())
     else:
@@ -130,12 +121,11 @@ def signature_tags(signatures: pd.DataFrame, columns: Mapping[str, str]) -> dict
 
 
 def system_metric_order(values: Mapping[str, float]) -> dict[str, float]:
-    """Group averages, human means, metric scores, comparison statistics, then the item count:
-    MLflow's compare page opens its parallel-coordinates plot on the first metric all compared
-    runs share, in the order the store returns them (the order they were logged)."""
+    """MLflow's compare page opens its parallel-coordinates plot on the first metric all compared
+    runs share, in the order they were logged: group averages first."""
 
     def rank(name: str) -> int:
-        if name in AVERAGES:
+        if name in RANKED_GROUPS:
             return 0
         if name.startswith(HUMAN_PREFIX):
             return 1
@@ -146,34 +136,15 @@ def system_metric_order(values: Mapping[str, float]) -> dict[str, float]:
     return {k: values[k] for k in sorted(values, key=rank)}
 
 
-# --------------------------------------------------------------------------- the description
 def _name(text: object) -> str:
-    """A name from data as Markdown code: shown verbatim, never read as markup."""
     return "`" + show(text).replace("`", "'") + "`"
 
 
 def truthy(values: pd.Series) -> pd.Series:
-    """A flag column as an output file holds it (``True``, ``true``, ``1``) as booleans."""
     return values.astype(str).str.lower().isin(("true", "1", "1.0"))
 
 
-def _directions(signatures: pd.DataFrame) -> dict[str, bool]:
-    if signatures.empty or "higher_is_better" not in signatures:
-        return {}
-    flags = signatures.set_index("column")["higher_is_better"]
-    return {str(c): bool(v) for c, v in truthy(flags).items()}
-
-
-def _ranked_columns(signatures: pd.DataFrame, columns: list[str]) -> list[str]:
-    if signatures.empty or "group" not in signatures:
-        return [c for c in columns if c not in AVERAGES]
-    groups = signatures.set_index("column")["group"].astype(str)
-    return [c for c in columns if groups.get(c) in RANKED_GROUPS]
-
-
 def paraphrase_line(paraphrase: pd.DataFrame) -> str | None:
-    """The best system where one system alone is in the paraphrase score's first cluster
-    (controls never are), else who shares it."""
     needed = {"system", "control", "cluster", "paraphrase"}
     if paraphrase.empty or not needed <= set(paraphrase):
         return None
@@ -193,14 +164,12 @@ def paraphrase_line(paraphrase: pd.DataFrame) -> str | None:
 
 
 def best_systems_line(systems: pd.DataFrame, comparison: pd.DataFrame) -> str | None:
-    """The best system by each group average and who shares its significance cluster; the
-    controls are never best."""
     if systems.empty or "system" not in systems:
         return None
     if "control" in systems:
         systems = systems[~truthy(systems["control"])]
     parts = []
-    for column in [c for c in AVERAGES if c in systems]:
+    for column in [c for c in RANKED_GROUPS if c in systems]:
         scores = pd.to_numeric(systems[column], errors="coerce")
         if scores.notna().sum() == 0:
             continue
@@ -220,14 +189,18 @@ def best_systems_line(systems: pd.DataFrame, comparison: pd.DataFrame) -> str | 
 def best_metric_lines(
     correlations: pd.DataFrame, signatures: pd.DataFrame, chosen: str | None = None
 ) -> list[str]:
-    """Per aspect, the metric that agrees best with it at each level, direction-aware: a
-    lower-is-better metric (TER, WMD) agrees when its correlation is negative."""
     rows = _headline_rows(correlations, chosen)
     if rows.empty:
         return []
-    higher = _directions(signatures)
-    lower = [c for c, up in higher.items() if not up]
-    ranked = _ranked_columns(signatures, list(dict.fromkeys(rows["metric"].astype(str))))
+    lower: list[str] = []
+    if not signatures.empty and "higher_is_better" in signatures:
+        flags = truthy(signatures.set_index("column")["higher_is_better"])
+        lower = [str(c) for c, up in flags.items() if not up]
+    columns = list(dict.fromkeys(rows["metric"].astype(str)))
+    ranked = [c for c in columns if c not in RANKED_GROUPS]
+    if not signatures.empty and "group" in signatures:
+        groups = signatures.set_index("column")["group"].astype(str)
+        ranked = [c for c in columns if groups.get(c) in RANKED_GROUPS]
     coefficient = headline_coefficient(correlations, chosen)
     lines = [f"**Best metric** per human aspect ({coefficient}):"]
     best = best_agreeing(rows, str(coefficient), lower, ranked)
@@ -241,8 +214,7 @@ def best_metric_lines(
 
 
 def alpha_lines(metrics: Mapping[str, Any]) -> list[str]:
-    """The α iBLEU's curve chose per aspect and level, with its test correlation (ordered by
-    name: a run's record keeps its metrics sorted)."""
+    """Ordered by name: a run's record keeps its metrics sorted."""
     chosen: dict[tuple[str, str], dict[str, float]] = {}
     coefficients = set()
     for name, value in metrics.items():
@@ -273,15 +245,13 @@ def description(
     comparison: pd.DataFrame,
     signatures: pd.DataFrame,
     metrics: Mapping[str, Any],
-    coefficient: str | None = None,
-    paraphrase: pd.DataFrame | None = None,
-    note: str = "",
+    coefficient: str | None,
+    paraphrase: pd.DataFrame,
+    note: str,
 ) -> str:
-    """Markdown: the reference-free ``note``, the best system (by the paraphrase score where the
-    run has one, else by each group average), the best metric per aspect, the α choice."""
+    """The run's description in Markdown."""
     blocks: list[list[str]] = [[note]] if note else []
-    best = paraphrase_line(paraphrase) if paraphrase is not None else None
-    best = best or best_systems_line(systems, comparison)
+    best = paraphrase_line(paraphrase) or best_systems_line(systems, comparison)
     if best:
         blocks.append([best])
     best_metrics = best_metric_lines(correlations, signatures, coefficient)

@@ -1,6 +1,5 @@
-"""Where runs go: the tracking URI, whether a server answers, and the SQL stores (the embedded
-SQLite one, ``postgresql://`` ...), checked before any scoring so that a store paraeval cannot log
-to is one line that says what to do, instead of a failure after all the work."""
+"""Where runs go: the tracking URI, whether a server answers, and the SQL stores, checked before
+any scoring so that a store paraeval cannot log to is one line, not a failure after all the work."""
 
 from __future__ import annotations
 
@@ -37,12 +36,10 @@ INSTALL_HINTS = {"postgresql": "pip install 'paraeval[postgres]'"}
 
 
 class TrackingUnavailable(RuntimeError):
-    """The tracking server cannot be reached, or a store cannot be used as it is (one a killed run
-    left half-created ...); the message is one line that says what to do."""
+    """A server or store that cannot be used; the message is one line that says what to do."""
 
 
 def sqlite_path(uri: str) -> Path:
-    """The database file of a ``sqlite:///`` URI, absolute."""
     db = Path(uri.removeprefix("sqlite:///").split("?", 1)[0])
     return db if db.is_absolute() else db.resolve()
 
@@ -61,15 +58,14 @@ def resolve_tracking_uri(tracking: Mapping[str, Any]) -> tuple[str, str | None]:
 
 
 def resolved_tracking(tracking: Mapping[str, Any]) -> dict[str, Any]:
-    """Tracking settings as stored for relogging: ``store_dir`` absolute, no ``_target_``."""
+    """As stored for relogging: ``store_dir`` absolute, no ``_target_``."""
     out = {k: v for k, v in tracking.items() if k != "_target_"}
     if not out.get("uri"):
         out["store_dir"] = str(Path(str(out.get("store_dir") or "mlflow")).expanduser().resolve())
     return out
 
 
-# MLflow's client retries a failing request 7 times with exponential back-off (minutes against a
-# server that answers 500); paraeval bounds that to seconds. Variables a user sets win.
+# MLflow's client retries a failing request for minutes; bounded to seconds unless a user says
 HTTP_RETRY_DEFAULTS = {
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
@@ -80,8 +76,8 @@ HEALTH_PAUSE_S = 0.5
 
 
 def check_reachable(uri: str, timeout: float = 5.0) -> None:
-    """Raise :class:`TrackingUnavailable` at once for a remote server whose ``/health`` does not
-    answer or answers 5xx (MLflow's client would retry for minutes); a 4xx counts as an answer."""
+    """At once for a ``/health`` that does not answer or answers 5xx (MLflow's client would
+    retry for minutes); a 4xx counts as an answer."""
     if not uri.startswith(("http://", "https://")):
         return
     for name, value in HTTP_RETRY_DEFAULTS.items():
@@ -105,7 +101,6 @@ def check_reachable(uri: str, timeout: float = 5.0) -> None:
     raise TrackingUnavailable(f"MLflow tracking server {redact(uri)} {problem}")
 
 
-# --------------------------------------------------------------------------- SQLite
 def store_state(db: Path) -> str:
     """``missing``, ``ready``, ``empty-broken`` (half-created, no run in it: safe to recreate)
     or ``broken`` (half-created with runs: the user decides)."""
@@ -128,9 +123,8 @@ def store_state(db: Path) -> str:
 
 
 def prepare_sqlite_store(db: Path) -> None:
-    """Create a store atomically (built under a temporary name, then renamed), so that a killed
-    run leaves no half-created one; recreate a half-created one that holds no run. Called under
-    the store's lock."""
+    """Built under a temporary name, then renamed, so that a killed run leaves no half-created
+    store. Called under the store's lock."""
     state = store_state(db)
     if state == "ready":
         return
@@ -155,8 +149,8 @@ def prepare_sqlite_store(db: Path) -> None:
 
 
 def use_wal(db: Path) -> None:
-    """SQLite's write-ahead log, so that readers (the MLflow UI) do not block the writer; kept in
-    the file, so set once. A store another program holds open keeps its mode."""
+    """So that readers (the MLflow UI) do not block the writer; a store another program holds
+    open keeps its mode."""
     try:
         with closing(sqlite3.connect(db, timeout=1.0)) as con:
             if str(con.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
@@ -167,9 +161,8 @@ def use_wal(db: Path) -> None:
 
 @contextmanager
 def store_lock(uri: str) -> Iterator[None]:
-    """Writers of one SQLite store take turns (no-op for other URIs): SQLite allows one writer,
-    and MLflow's first-use schema creation is not safe to run concurrently. The store is whole
-    inside."""
+    """Writers of one SQLite store take turns: SQLite allows one writer, and MLflow's first-use
+    schema creation is not safe to run concurrently."""
     if not uri.startswith("sqlite:///"):
         yield
         return
@@ -184,7 +177,6 @@ def store_lock(uri: str) -> Iterator[None]:
 
 
 def experiment_id(client: Any, name: str, artifact_location: str | None) -> str:
-    """The id of the experiment ``name``, created (with ``artifact_location``) if new."""
     from mlflow.exceptions import MlflowException
 
     exp = client.get_experiment_by_name(name)
@@ -200,7 +192,6 @@ def experiment_id(client: Any, name: str, artifact_location: str | None) -> str:
         return str(exp.experiment_id)
 
 
-# --------------------------------------------------------------------------- SQL stores
 def dialect(uri: str) -> str:
     """``postgresql`` for ``postgresql+psycopg://...``; "" for a URI that is not SQL."""
     name = uri.partition("://")[0].partition("+")[0].lower()
@@ -208,16 +199,14 @@ def dialect(uri: str) -> str:
 
 
 def driver_uri(uri: str) -> str:
-    """The URI as SQLAlchemy (and so MLflow) is given it: ``postgresql://``, the form users write,
-    names psycopg (``paraeval[postgres]``) where it is installed and psycopg2, SQLAlchemy's
-    default for that form, is not."""
+    """``postgresql://`` names psycopg (``paraeval[postgres]``) where psycopg2, SQLAlchemy's
+    default for that form, is not installed."""
     if uri.startswith("postgresql://") and find_spec("psycopg2") is None and find_spec("psycopg"):
         return "postgresql+psycopg://" + uri.removeprefix("postgresql://")
     return uri
 
 
 def missing_driver(uri: str) -> str | None:
-    """The module the driver of ``uri`` imports, where it is not installed."""
     name = dialect(uri)
     drivers = DRIVER_MODULES.get(name)
     if not drivers:
@@ -231,9 +220,8 @@ def missing_driver(uri: str) -> str | None:
 
 
 def check_store(uri: str) -> None:
-    """Raise :class:`TrackingUnavailable` for a SQL store paraeval cannot log to; a SQLite store
-    not created yet is left to :func:`store_lock`. Creates the tables of an empty database (as
-    MLflow's client would on first use)."""
+    """A SQLite store not created yet is left to :func:`store_lock`; an empty database gets its
+    tables (as MLflow's client would on first use)."""
     name = dialect(uri)
     if not name:
         return
@@ -253,8 +241,7 @@ def check_store(uri: str) -> None:
         _check_connection(target, shown, name)
         from filelock import FileLock
 
-        # MLflow creates a new store's tables on first use, which two processes must not do at
-        # once: jobs of a parallel sweep on this machine take turns
+        # two jobs of a parallel sweep must not create a new store's tables at once
         key = hashlib.blake2b(shown.encode(), digest_size=8).hexdigest()
         lock = Path(tempfile.gettempdir()) / f"paraeval-store-{key}.lock"
         with FileLock(str(lock), timeout=LOCK_TIMEOUT_S):
@@ -262,7 +249,7 @@ def check_store(uri: str) -> None:
 
 
 def _check_connection(target: str, shown: str, name: str) -> None:
-    """One connection attempt (MLflow's client retries for about 100 s, logging each failure)."""
+    """One attempt (MLflow's client retries for about 100 s, logging each failure)."""
     import sqlalchemy
     from sqlalchemy.pool import NullPool
 
@@ -284,8 +271,7 @@ def _check_connection(target: str, shown: str, name: str) -> None:
 
 
 def _open(target: str) -> None:
-    """Opened by MLflow's client, which creates the tables of a new store and keeps the store for
-    the logging that follows."""
+    """MLflow's client creates a new store's tables and keeps the store for the logging."""
     from mlflow.tracking import MlflowClient
 
     MlflowClient(target).search_experiments(max_results=1)
@@ -295,7 +281,6 @@ _REVISIONS = re.compile(r"found version (?P<found>\S+), but expected (?P<expecte
 
 
 def _check_schema(target: str, shown: str) -> None:
-    """The store's schema revision is the one this MLflow writes."""
     import mlflow
     from mlflow.exceptions import MlflowException
 

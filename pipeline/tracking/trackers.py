@@ -9,11 +9,10 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from paraeval.pipeline.config.nodes import TrackingSettings
-from paraeval.pipeline.context import RunContext
-from paraeval.pipeline.errors import ConfigError, not_allowed
+from paraeval.pipeline.errors import ConfigError, RunContext, not_allowed
 from paraeval.pipeline.secrets import HTTP_PASSWORD_VAR, HTTP_USER_VAR
 from paraeval.pipeline.tracking.mlflow_log import Logged, log_payload
 from paraeval.pipeline.tracking.payload import RunPayload, write_run_info
@@ -24,29 +23,25 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("paraeval.pipeline.tracking")
 
-# the classes ``tracking._target_`` may name, public Tracker subclasses of ``paraeval`` modules:
-# a config cannot make the run import or call anything else
+# what ``tracking._target_`` may name: a config cannot make the run import or call anything else
 TRACKERS: dict[str, type[Tracker]] = {}
 
 
 class Tracker(ABC):
     """Logs a finished run somewhere; ``run_info.json`` is always written first."""
 
-    _registered_prefix: ClassVar[str] = "paraeval."
-
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if cls.__module__.startswith(cls._registered_prefix) and not cls.__name__.startswith("_"):
+        if cls.__module__.startswith("paraeval.") and not cls.__name__.startswith("_"):
             TRACKERS[f"{cls.__module__}.{cls.__qualname__}"] = cls
 
     @property
     @abstractmethod
     def settings(self) -> dict[str, Any]:
-        """The settings as ``run_info.json`` records them, for ``paraeval-log``."""
+        """As ``run_info.json`` records them, for ``paraeval-log``."""
 
     @property
     def run_name(self) -> str | None:
-        """A configured run name, or None for the one built from the data and overrides."""
         name = self.settings.get("run_name")
         return None if name is None else str(name)
 
@@ -58,7 +53,6 @@ class Tracker(ABC):
         finish_outputs: Callable[[], None] | None = None,
         context: RunContext | None = None,
     ) -> Logged | None:
-        """``finish_outputs``: see :attr:`RunPayload.finish_outputs`."""
         payload = RunPayload.from_evaluation(
             ev, Path(out_dir), overrides, self.settings, self.run_name
         )
@@ -69,21 +63,19 @@ class Tracker(ABC):
         return self.log(payload)
 
     def log(self, payload: RunPayload) -> Logged | None:
-        """Write ``run_info.json``, then :meth:`send` the run. None when nothing was logged."""
         write_run_info(payload.out_dir, payload.record)
         return self.send(payload)
 
     @abstractmethod
     def send(self, payload: RunPayload) -> Logged | None:
-        """Log the run to the backend; a failure is a warning line and None, never an exception."""
+        """A failure is a warning line and None, never an exception."""
 
     def check(self) -> None:  # noqa: B027 (a tracker that cannot tell keeps this no-op)
-        """Raise :class:`ConfigError` for a backend that cannot take the run, found before any
-        work (a failure found only when the run is logged is a warning line then)."""
+        """Raise :class:`ConfigError` for a backend that cannot take the run, before any work."""
 
 
 class _StoreSettings(Tracker):
-    """The settings of ``conf/tracking/{sqlite,server,none}.yaml``: where an MLflow store is."""
+    """The settings of ``conf/tracking/{sqlite,server,none}.yaml``."""
 
     def __init__(
         self,
@@ -108,18 +100,15 @@ class _StoreSettings(Tracker):
 
 
 class MLflowTracker(_StoreSettings):
-    """One parent run per invocation and one child run per system in an MLflow store."""
-
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> MLflowTracker:
-        """From recorded settings, ignoring keys of other trackers."""
+        """Keys of other trackers are ignored."""
         known = inspect.signature(cls.__init__).parameters
         return cls(**{k: v for k, v in settings.items() if k in known and k != "self"})
 
     def check(self) -> None:
-        """A SQL store (the embedded SQLite one included, once it exists) is checked now; an
-        MLflow server is probed when the run is logged (a server down now may be up by then, and
-        the outputs are kept)."""
+        """A SQL store is checked now; a server is probed when the run is logged (a server down
+        now may be up by then, and the outputs are kept)."""
         uri = self.settings.get("uri") or f"sqlite:///{Path(self.settings['store_dir'])}/mlflow.db"
         try:
             check_store(str(uri))
@@ -127,7 +116,6 @@ class MLflowTracker(_StoreSettings):
             raise ConfigError(str(exc)) from None
 
     def log_or_raise(self, payload: RunPayload) -> Logged:
-        """Log the run (or find it already logged); raise on failure."""
         return log_payload(payload, self.settings)
 
     def send(self, payload: RunPayload) -> Logged | None:
@@ -147,8 +135,7 @@ class MLflowTracker(_StoreSettings):
 
 
 def failure_reason(exc: BaseException) -> str:
-    """The first line of an error's message (its type's name if empty), at most 300 characters
-    cut at a word, with what to do where a server refused the credentials."""
+    """The first line of an error's message, with what to do where credentials were refused."""
     text = str(exc).strip()
     reason = text.splitlines()[0] if text else type(exc).__name__
     if len(reason) > 300:
@@ -159,7 +146,7 @@ def failure_reason(exc: BaseException) -> str:
 
 
 class NoTracker(_StoreSettings):
-    """``run_info.json`` only; its settings (any keys) are recorded for ``paraeval-log``."""
+    """``run_info.json`` only; its settings (any keys) are recorded."""
 
     def __init__(self, **settings: Any) -> None:
         super().__init__()
@@ -170,7 +157,6 @@ class NoTracker(_StoreSettings):
 
 
 def tracker_class(target: str) -> type[Tracker]:
-    """The tracker class a ``_target_`` names exactly in :data:`TRACKERS` (nothing is imported)."""
     if target not in TRACKERS:
         raise not_allowed("tracking._target_", target, "tracker", sorted(TRACKERS))
     cls = TRACKERS[target]
@@ -180,8 +166,7 @@ def tracker_class(target: str) -> type[Tracker]:
 
 
 def tracker_from_settings(tracking: TrackingSettings) -> Tracker:
-    """``_target_`` (default MLflow) with the other keys as arguments, or a :class:`NoTracker`
-    for ``enabled: false``."""
+    """``_target_`` (default MLflow), or a :class:`NoTracker` for ``enabled: false``."""
     settings, target = dict(tracking.options), tracking.target
     # checked even when logging is off: a config never names code outside the allow-list
     named = None if target is None else tracker_class(target)

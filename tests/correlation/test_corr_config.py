@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from paraeval.correlation import COEFFICIENTS, coefficient_settings
-from paraeval.pipeline.config.correlation import configured_coefficients
+from paraeval.pipeline.config.settings import configured_coefficients
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.report.summary import correlations_block
 from tests.pipeline.helpers import conf_node, correlation_settings

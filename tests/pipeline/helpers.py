@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from paraeval.pipeline.config.correlation import CorrelationSettings
     from paraeval.pipeline.config.nodes import AlphaCurveSettings, CompareSettings, EngineSettings
+    from paraeval.pipeline.config.settings import CorrelationSettings
 
 REPO = Path(__file__).resolve().parents[2]
 # a run that is quick to score and tracks the same way as any other
@@ -193,7 +193,7 @@ def conf_node(group: str, option: str = "", **changes: Any) -> dict[str, Any]:
 def correlation_settings(
     changes: Mapping[str, Any] | None = None, preset: str = ""
 ) -> CorrelationSettings:
-    from paraeval.pipeline.config.correlation import CorrelationSettings
+    from paraeval.pipeline.config.settings import CorrelationSettings
 
     return CorrelationSettings.from_node(conf_node("correlation", preset, **(changes or {})))
 

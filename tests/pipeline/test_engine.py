@@ -25,7 +25,7 @@ from omegaconf import OmegaConf
 from paraeval.pipeline.config.compose import compose_config
 from paraeval.pipeline.config.nodes import EngineSettings
 from paraeval.pipeline.data.load import load_demo
-from paraeval.pipeline.engine.local import open_engine
+from paraeval.pipeline.engine.ray_engine import open_engine
 from paraeval.pipeline.stages.score import Scores, build_metrics, score
 from tests.cluster import RAY_ENV, RayCluster, free_port, processes_holding, skip_without_ray
 from tests.pipeline.helpers import cli_env, engine_settings, run_cli

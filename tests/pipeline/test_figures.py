@@ -17,11 +17,11 @@ import pytest
 
 from paraeval.pipeline.api import compose_config
 from paraeval.pipeline.config.settings import Settings
-from paraeval.pipeline.context import RunContext
 from paraeval.pipeline.data.load import load_data
+from paraeval.pipeline.errors import RunContext
 from paraeval.pipeline.names import slug
 from paraeval.pipeline.report import figures
-from paraeval.pipeline.report.human_plots import scatter_columns
+from paraeval.pipeline.report.plots import scatter_columns
 from paraeval.pipeline.stages.evaluation import STAGES, Evaluation, compute, write_tables
 
 # no semantic metric: no adequacy, no diversity-adequacy view

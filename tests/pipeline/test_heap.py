@@ -18,7 +18,7 @@ PROGRAM = textwrap.dedent(
     """
     import threading
     import numpy as np
-    from paraeval.pipeline.heap import release_free_memory
+    from paraeval.pipeline.lifetime import release_free_memory
 
     def rss_anon():
         for line in open("/proc/self/status"):

@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 
 from paraeval.pipeline.report import plots
-from paraeval.pipeline.report.human_plots import (
+from paraeval.pipeline.report.plots import (
     LEGEND_MAX_SYSTEMS,
     correlation_heatmap,
     metric_vs_human,

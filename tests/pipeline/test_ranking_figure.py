@@ -19,8 +19,7 @@ from matplotlib.figure import Figure
 from PIL import Image
 
 from paraeval.pipeline.report import plots
-from paraeval.pipeline.report.human_plots import scatter_columns, scatter_figure
-from paraeval.pipeline.report.plots import FigureStyle
+from paraeval.pipeline.report.plots import FigureStyle, scatter_columns, scatter_figure
 from paraeval.pipeline.report.ranking import (
     BASELINE_GID,
     CLUSTER_GID,

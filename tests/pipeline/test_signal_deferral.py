@@ -11,8 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from paraeval.pipeline.cli import main as cli
-from paraeval.pipeline.context import RunContext
-from paraeval.pipeline.errors import Interrupted
+from paraeval.pipeline.errors import Interrupted, RunContext
 
 # the command's run context and its handler (each test leaves it as it found it)
 CONTEXT = RunContext()
@@ -101,7 +100,7 @@ def test_a_raised_signal_is_not_raised_again_while_it_unwinds(handlers: None) ->
 _SWALLOWED = """
 import os, signal, sys, time
 from paraeval.pipeline.cli import main as cli
-from paraeval.pipeline.context import RunContext
+from paraeval.pipeline.errors import RunContext
 from paraeval.pipeline.errors import Interrupted
 
 context = RunContext()
