@@ -1,5 +1,4 @@
-"""``paraeval.evaluate``: the whole pipeline from Python, on the config the CLI composes from
-``conf/``, so a notebook and a batch job compute the same numbers with the same signatures."""
+"""The pipeline from Python on the CLI's config: a notebook and a batch job compute the same."""
 
 from __future__ import annotations
 
@@ -14,8 +13,8 @@ from paraeval.pipeline.config.compose import compose_config, config_dir
 from paraeval.pipeline.config.settings import Settings, check_table
 from paraeval.pipeline.data.load import load_data, load_frame
 from paraeval.pipeline.errors import ConfigError, suggest
-from paraeval.pipeline.outputs import write_outputs
 from paraeval.pipeline.report import summary
+from paraeval.pipeline.report.figures import write_outputs
 from paraeval.pipeline.stages import evaluation as stages
 from paraeval.pipeline.stages.memory_bounds import check_memory
 from paraeval.pipeline.tracking.trackers import tracker_from_settings
@@ -50,8 +49,7 @@ class Evaluation(stages.Evaluation):
         tracking: Mapping[str, object] | None = None,
         overrides: Sequence[str] = (),
     ) -> str | None:
-        """:meth:`write`, then logged (``tracking``: tracker settings to change, e.g.
-        ``{"uri": ...}``); the MLflow run id, or None when nothing was logged."""
+        """:meth:`write`, then logged (``tracking``: settings to change); the run id, or None."""
         tracker = tracker_from_settings(self.settings.tracking.changed(tracking or {}))
         logged = tracker.log_evaluation(self, self.write(out_dir), overrides)
         return None if logged is None else logged.run_id
@@ -64,14 +62,11 @@ def evaluate(
     overrides: Sequence[str] = (),
     **settings: object,
 ) -> Evaluation:
-    """Score, aggregate, correlate and compare, and return the :class:`Evaluation`.
+    """Score, aggregate, correlate and compare; write or log with the :class:`Evaluation`.
 
-    ``data``: a DataFrame in the tidy layout or the path of a long table (CSV, TSV, JSONL,
-    Parquet). ``metrics``: ids of ``conf/metrics/`` (default: the CLI's). ``settings``: top-level
-    config keys (``seed=7``, ``correlation={"n_resamples": 200}``) or group options by name
-    (``normalize="zscore"``). ``overrides``: Hydra override strings, as on the command line.
-    Nothing is written or logged until :meth:`Evaluation.write` or :meth:`Evaluation.log`.
-    """
+    ``data``: a tidy DataFrame or a long table's path (CSV, TSV, JSONL, Parquet). ``metrics``: ids
+    of ``conf/metrics/`` (default: the CLI's). ``settings``: top-level keys (``seed=7``) or group
+    options (``normalize="zscore"``). ``overrides``: Hydra override strings."""
     picked = {k: v for k, v in settings.items() if k in GROUPS and isinstance(v, str)}
     chosen = [f"{k}={v}" for k, v in picked.items()]
     if metrics is not None:

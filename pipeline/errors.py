@@ -1,5 +1,4 @@
-"""User-facing errors: one line that names the file, row and column and says what to do; the
-interrupts, and the run context that one command passes down (never a module global)."""
+"""User errors (one line: where, and what to do), interrupts, and the per-command run context."""
 
 from __future__ import annotations
 

@@ -69,8 +69,7 @@ def check_writable(out_dir: Path, key: str = "hydra.run.dir", shown: str | None 
 
 
 def output_digest(out_dir: Path, salt: str = "") -> str:
-    """Of the tables' names and bytes, and ``salt`` (the run's id: two runs stay two). The figures
-    and ``report.html`` are drawn from the tables, and may still be in the works."""
+    """``salt``: the run's id, so two runs stay two. Figures may still be drawing: left out."""
     h = hashlib.blake2b(digest_size=16)
     h.update(salt.encode("utf-8") + b"\x1f")
     root = Path(out_dir)

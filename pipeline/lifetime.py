@@ -1,7 +1,5 @@
-"""A run's helper processes (figure drawers, a parallel sweep's workers, the Ray instance of
-``engine=ray``) end with the run however it ends (``kill -9``, the out-of-memory killer): each asks
-the Linux kernel for a signal when its parent ends. glibc's ``malloc_trim`` gives back the free
-pages that freed arrays leave in each thread's heap: between stages, after each Ray bundle."""
+"""Helper processes ask Linux for a death signal, so they end with the run even after ``kill -9``;
+glibc's ``malloc_trim`` returns the pages freed arrays leave in each thread's heap."""
 
 from __future__ import annotations
 
@@ -32,8 +30,7 @@ def in_sweep_worker() -> bool:
 
 
 def sweep_worker() -> None:
-    """A parallel sweep's worker dies with the command, and leaves SIGINT (Ctrl-C reaches the
-    whole process group) to it: the command stops the sweep and ends its workers."""
+    """SIGINT is left to the command (Ctrl-C reaches the whole group): it stops the sweep."""
     parent = os.environ.get(RUN_PID_ENV)
     die_with_parent(int(parent) if parent and parent.isdigit() else os.getppid())
     signal.signal(signal.SIGINT, signal.SIG_IGN)

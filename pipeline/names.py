@@ -1,6 +1,5 @@
-"""The one sanitizer for names and text from data, which can be hostile or merely odd
-(``human_/../../X`` as a column name, an ESC sequence in a system name): :func:`slug` before a
-file name or an MLflow key, :func:`show` before the terminal or a log line."""
+"""Data can be hostile (``human_/../../X``, an ESC in a system name): :func:`slug` before a file
+name or MLflow key, :func:`show` before the terminal or a log line."""
 
 from __future__ import annotations
 

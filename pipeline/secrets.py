@@ -1,5 +1,4 @@
-"""Passwords in tracking URIs: never written (every string paraeval writes that can hold a URI
-passes :func:`redact`), handed to the client in the environment variables it reads."""
+"""Tracking-URI passwords are never written (:func:`redact`), only put in the client's env vars."""
 
 from __future__ import annotations
 
@@ -22,8 +21,7 @@ POSTGRES_PASSWORD_VAR = "PGPASSWORD"
 
 
 def redact(text: str) -> str:
-    """Every URI's password removed (``http://user@host``): a URI that works once the password is
-    in the environment."""
+    """``http://user@host``: a URI that works once the password is in the environment."""
     if "://" not in text or "@" not in text:
         return text
     return _USERINFO.sub(lambda m: m["head"] + (m["user"] + "@" if m["user"] else ""), text)
@@ -56,9 +54,8 @@ def passwords(uri: str) -> list[tuple[str, str]]:
 
 
 def client_credentials(uri: str) -> tuple[str, dict[str, str]]:
-    """(the URI a client is given, its credentials' environment variables). An MLflow server's
-    URI loses its whole user part (MLflow sends the variables as basic auth; a user left in the
-    URL would be sent without the password); a PostgreSQL URI keeps its user."""
+    """An MLflow URI loses its user too (MLflow sends the variables as basic auth; a user left in
+    the URL would be sent without the password); a PostgreSQL URI keeps its user."""
     found = list(_USERINFO.finditer(uri))
     var = password_var(uri)
     if var == HTTP_PASSWORD_VAR:

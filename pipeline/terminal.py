@@ -1,5 +1,4 @@
-"""Status lines and log records on the terminal. Light on imports: Hydra loads the formatter
-before the run starts."""
+"""Light on imports: Hydra loads the formatter before the run starts."""
 
 from __future__ import annotations
 
@@ -49,8 +48,7 @@ class RawDescriptionHelpFormatter(argparse.RawDescriptionHelpFormatter, HelpForm
 
 
 class TerminalFormatter(logging.Formatter):
-    """``paraeval: warning: <message>``, wrapped by default only on a terminal: a pipe or a log
-    collector gets one line per message."""
+    """Wrapped by default only on a terminal: a pipe or log collector gets one line a message."""
 
     def __init__(self, wrap: bool | None = None) -> None:
         super().__init__()
@@ -67,8 +65,7 @@ class TerminalFormatter(logging.Formatter):
 
 
 class FileOnly(logging.Filter):
-    """A library's records and ``extra={"file_only": True}`` ones (an error already printed as
-    one line) go to the log file only."""
+    """Library records and ``file_only`` ones (an error already printed) go to the log file."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         own = record.name == "paraeval" or record.name.startswith("paraeval.")

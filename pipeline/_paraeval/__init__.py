@@ -1,6 +1,4 @@
-"""paraeval: evaluate paraphrase generation. The repository's top-level folders are its
-subpackages (``pyproject.toml`` maps them). Importing this package is cheap: the API is loaded on
-first use."""
+"""paraeval: evaluate paraphrase generation. Cheap to import: the API loads on first use."""
 
 from __future__ import annotations
 

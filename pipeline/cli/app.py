@@ -1,5 +1,4 @@
-"""The whole run as a plain function of a composed config, under :mod:`paraeval.pipeline.cli.main`'s
-thin Hydra wrapper: settings -> load -> the stages -> output files -> tracking -> summary."""
+"""The run as a plain function of a composed config, so it runs without Hydra's wrapper."""
 
 from __future__ import annotations
 
@@ -14,8 +13,8 @@ from paraeval.pipeline.config.settings import Settings, check_table
 from paraeval.pipeline.data.load import load_data
 from paraeval.pipeline.errors import RunContext
 from paraeval.pipeline.files import check_writable
-from paraeval.pipeline.outputs import writing_outputs
 from paraeval.pipeline.report import summary as report
+from paraeval.pipeline.report.figures import writing_outputs
 from paraeval.pipeline.stages.evaluation import compute
 from paraeval.pipeline.stages.memory_bounds import check_memory
 from paraeval.pipeline.tracking.trackers import tracker_from_settings

@@ -1,6 +1,5 @@
-"""The command line checked before Hydra sees it and writes ``.hydra/``: a mistake is one line, a
-password in ``tracking.uri=...`` moves to the environment variable its client reads, and one in a
-config file (which cannot be taken out) is a config error."""
+"""Checked before Hydra writes ``.hydra/``: a mistake is one line; a password moves to the
+environment (``tracking.uri``) or, in a config file, is a config error."""
 
 from __future__ import annotations
 
@@ -195,8 +194,7 @@ def check_override_keys(argv: list[str]) -> None:
 
 @cache
 def _compose_selections(argv: tuple[str, ...]) -> DictConfig | None:
-    """The group selections and the user's config folders alone; None where Hydra cannot compose
-    them (it then says why)."""
+    """Group selections and user config folders only; None where Hydra cannot compose them."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
@@ -251,8 +249,7 @@ def check_output_dir_overrides(argv: list[str]) -> None:
 
 
 def check_cluster_address(argv: list[str]) -> None:
-    """The address a sweep with the Ray launcher joins: the last override of the key, else the
-    composed config's value (None: Ray starts locally)."""
+    """The last override of the key, else the composed config's (None: Ray starts locally)."""
     from paraeval.pipeline.config.nodes import check_reachable
 
     cfg = _compose_selections(tuple(argv)) if is_multirun(argv) else None

@@ -1,6 +1,5 @@
-"""Command line entry: ``paraeval [overrides]``, a thin ``@hydra.main`` over :func:`app.run`. User
-mistakes end with one line on stderr and exit code 2, never a traceback; a run whose outputs are
-written but not logged exits 3 after its warning line (in a multirun, after every job)."""
+"""A thin ``@hydra.main`` over :func:`app.run`: a user mistake is one stderr line and exit 2, never
+a traceback; outputs written but not logged exit 3 (in a multirun, after every job)."""
 
 from __future__ import annotations
 
@@ -168,10 +167,8 @@ def _job(cfg: DictConfig, context: RunContext) -> None:
     gc.freeze()
 
 
-# A signal in code an exception must not cut in two (SQLAlchemy between a flush and its rollback
-# can leave the store unusable for marking runs KILLED; MLflow reaches its store only through its
-# client) or in code that swallows exceptions (a weakref callback, a __del__: the run would exit 0)
-# is raised a moment later, once the main thread is back in code that unwinds cleanly.
+# A signal in SQLAlchemy (cut mid-flush, the store cannot mark runs KILLED) or in code that swallows
+# exceptions (weakref callbacks, __del__: exit 0) is raised later, in code that unwinds cleanly.
 _UNSAFE_MODULES = ("sqlalchemy", "alembic", "mlflow")
 _SWALLOWING_MODULES = ("weakref",)
 _RETRY_S = 0.02
@@ -300,7 +297,6 @@ def _main(argv: list[str], context: RunContext) -> None:
         said = " ".join(line.strip() for line in str(exc).strip().split("\n\n")[0].splitlines())
         _fail(said or type(exc).__name__)
     except BrokenProcessPool:
-        # a worker of a parallel sweep was killed: joblib gives the other jobs up
         print(
             "paraeval: error: the sweep stopped: one of its worker processes was killed (out of "
             "memory? kill -9?); the jobs finished before it keep their folders and MLflow runs",

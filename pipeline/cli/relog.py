@@ -1,6 +1,5 @@
-"""``paraeval-log OUTPUT_DIR``: log a finished output directory to MLflow later (docs/cli.md),
-rebuilt from ``run_info.json`` and the output files, so it is logged as it would have been at the
-time. Exit codes: 0 logged or already; 1 unreachable or failed; 2 not an output directory."""
+"""Rebuilt from ``run_info.json``, a run is logged as it would have been (docs/cli.md). Exit codes:
+0 logged or already; 1 unreachable or failed; 2 not an output directory."""
 
 from __future__ import annotations
 

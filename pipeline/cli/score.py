@@ -1,5 +1,4 @@
-"""``paraeval-score``: corpus-level scores of line-aligned files with their signatures, as
-``sacrebleu`` gives them (docs/score.md), computed as the score stage does. Nothing is written."""
+"""``paraeval-score``: sacrebleu-style scores and signatures, as the score stage computes them."""
 
 from __future__ import annotations
 

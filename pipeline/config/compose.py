@@ -51,9 +51,8 @@ def flatten(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
 
 
 def list_metrics() -> pd.DataFrame:
-    """One row per metric of ``conf/metrics/``: its ``id`` (the name ``metrics=[...]`` takes),
-    ``group``, ``direction`` (``higher`` or ``lower`` is better), what it ``needs`` (references,
-    sources, an encoder model, WordNet, ...) and its default ``settings`` (but ``_target_``)."""
+    """Per ``conf/metrics/`` entry: ``id`` (for ``metrics=[...]``), ``group``, ``direction``,
+    ``needs`` (references, sources, a model, WordNet, ...) and default ``settings``."""
     import pandas as pd
 
     ids = metric_ids()

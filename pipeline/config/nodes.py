@@ -1,5 +1,4 @@
-"""The typed settings of each config node but ``correlation``: frozen, no defaults (``conf/`` is
-the one source of every value); ``from_node`` raises one :class:`ConfigError` naming the key."""
+"""Typed settings of each config node but ``correlation``; no defaults: ``conf/`` has them all."""
 
 from __future__ import annotations
 
@@ -306,8 +305,7 @@ class EngineSettings:
 
 
 def check_reachable(address: str | None, key: str) -> None:
-    """A ConfigError naming ``key`` when ``address`` is not ``[ray://]host:port`` or a TCP
-    connection to it fails (``auto``, an interpolation, a sweep over addresses: not tried)."""
+    """Not tried for ``auto``, an interpolation or a sweep over addresses."""
     if address is None:
         return
     text = address.strip().strip("'\"")

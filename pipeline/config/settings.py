@@ -1,6 +1,4 @@
-"""The composed Hydra config turned into typed, checked settings once, before any work: the only
-module that reads the config tree. No defaults here: a missing key is a broken configuration. The
-``correlation`` settings are checked before anything is computed, their coefficients built once."""
+"""The only reader of the config tree, checked before any work; a missing key is a broken config."""
 
 from __future__ import annotations
 
@@ -136,8 +134,7 @@ def _container(cfg: DictConfig) -> Node:
 
 
 def _missing(cfg: Any, prefix: str = "") -> list[str]:
-    """The keys whose value is ``???``, in order, found without resolving anything
-    (``OmegaConf.missing_keys`` fails on an interpolation that leads to a missing value)."""
+    """Unresolved: ``OmegaConf.missing_keys`` fails on an interpolation to a missing value."""
     found: list[str] = []
     dot = "." if prefix else ""
     for key in range(len(cfg)) if isinstance(cfg, ListConfig) else list(cfg.keys()):

@@ -1,6 +1,5 @@
-"""The one allow-list of what a ``_target_`` may name, by exact name (a prefix would let
-``paraeval.pipeline.data.load.pd.read_pickle`` through): a config never makes a run import arbitrary
-code. A metric class from elsewhere needs ``allow_external_metrics=true``."""
+"""Allow-list of ``_target_`` names, exact: a prefix would let ``...load.pd.read_pickle`` through,
+and a config must never make a run import arbitrary code."""
 
 from __future__ import annotations
 
@@ -58,8 +57,7 @@ def check(group: str, target: object, key: str | None = None) -> str:
 
 
 def metric_class(target: str, metric_id: str, allow_external: bool) -> type:
-    """The metric class a ``_target_`` names: paraeval's by exact name; with ``allow_external``
-    (the user opted in to running that code) any importable subclass of ``Metric``."""
+    """Paraeval's by exact name; with ``allow_external``, any importable ``Metric`` subclass."""
     from paraeval.metrics.base import Metric
 
     known = metric_targets()

@@ -1,5 +1,4 @@
-"""Load stage: files -> the tidy (item, system) table of DESIGN.md, by the loader a data config's
-``_target_`` names (:data:`LOADERS`). Files are read every run, nothing is kept."""
+"""Files -> the tidy table of DESIGN.md, read every run (nothing is cached)."""
 
 from __future__ import annotations
 
@@ -159,8 +158,7 @@ def load_parabank(
     max_items: int | None = None,
     name: str = "parabank",
 ) -> pd.DataFrame:
-    """ParaBank-Eval (Hu et al. 2019): a candidate of several systems (``sys_id`` lists them)
-    counts for each. There are no references: ``source`` scores against the source."""
+    """ParaBank-Eval (Hu et al. 2019): a candidate counts for each system ``sys_id`` lists."""
     folder = _shared_dir(path, "ParaBank-Eval")
     ref_file, cand_file = str(folder / "ref.tsv"), str(folder / "candidates.tsv")
     refs, cands = read_table(ref_file, "tsv"), read_table(cand_file, "tsv")

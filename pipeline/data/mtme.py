@@ -1,5 +1,4 @@
-"""Google's mt-metrics-eval data layout (docs/cli.md), with its ``.jsonl`` variants where a
-``.txt`` file is absent."""
+"""Google's mt-metrics-eval layout (docs/cli.md); ``.jsonl`` where a ``.txt`` is absent."""
 
 from __future__ import annotations
 
@@ -199,8 +198,7 @@ def _select_systems(
     include_human: bool,
     outliers: set[str],
 ) -> list[str]:
-    """mt-metrics-eval's default: no human "systems"; never the chosen reference (scored against
-    itself)."""
+    """mt-metrics-eval's default: no human "systems"; never the reference, scored vs itself."""
     left_out = {chosen: "the reference"} if chosen in outputs else {}
     if not include_human:
         left_out |= {s: "a reference" for s in references & set(outputs) if s != chosen}

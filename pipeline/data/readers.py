@@ -121,9 +121,7 @@ def _read_delimited(p: Path, sep: str, quoting: Quoting) -> pd.DataFrame:
 
 
 def _check_fields(text: str, p: Path, sep: str, quoting: Quoting) -> None:
-    """What pandas would pass silently: a header naming a column twice (the second becomes
-    ``x.1``), and a row with fewer fields than the header (filled with empty values; in a TSV,
-    read without quotes, a line break inside a quoted field)."""
+    """What pandas passes silently: a column named twice, a short row (TSV: a quoted line break)."""
     reader = csv.reader(io.StringIO(text), delimiter=sep, quoting=quoting)
     header = next(reader, None)
     if not header:
@@ -190,7 +188,7 @@ READERS: dict[str, Reader] = {
 }
 
 
-_FORMATS = ", ".join(list(READERS)[:-1]) + " or " + list(READERS)[-1]  # "csv, tsv, ... or parquet"
+_FORMATS = ", ".join(list(READERS)[:-1]) + " or " + list(READERS)[-1]
 
 
 def detect_format(path: Path, fmt: str | None) -> str:

@@ -1,5 +1,4 @@
-"""The tidy (item, system) table of DESIGN.md, validated once for every loader (``origin``,
-``file:row``, lets every error name the file, row and column), and its human judgments' report."""
+"""The tidy table of DESIGN.md, validated once for every loader; ``origin`` names file:row."""
 
 from __future__ import annotations
 

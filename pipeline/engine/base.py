@@ -1,6 +1,5 @@
-"""What the score stage asks of an engine, and :class:`LocalEngine`. The stage asks for every
-result before reading any (:class:`Later`), so that a remote engine runs all metrics at once on one
-pool of actors, each rebuilt there from its config node (:class:`Recipe`): it may hold a model."""
+"""Every result is asked for before any is read (:class:`Later`), so a remote engine runs all
+metrics at once on one actor pool, each rebuilt from its config node (:class:`Recipe`)."""
 
 from __future__ import annotations
 
@@ -49,8 +48,7 @@ class Later:
 
 @dataclass(frozen=True)
 class Origin:
-    """The run's metric, then the index of each :meth:`Metric.parts` taken from it in turn
-    (iBLEU's BLEU against the sources: ``(1,)``)."""
+    """Indices of :meth:`Metric.parts` taken in turn (iBLEU's BLEU vs the sources: ``(1,)``)."""
 
     metric_id: str
     parts: tuple[int, ...] = ()

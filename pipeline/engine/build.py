@@ -1,6 +1,4 @@
-"""Building the run's metrics from their config nodes: the ``_target_`` on the allow-list, every
-setting a parameter of the class, errors one line naming the key. Kept apart from the score stage
-so that ``paraeval-score`` builds metrics without importing pandas."""
+"""Apart from the score stage so that ``paraeval-score`` builds metrics without pandas."""
 
 from __future__ import annotations
 

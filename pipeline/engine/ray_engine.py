@@ -1,6 +1,4 @@
-"""The score stage's calls on a Ray cluster through Ray Data: every asked call at once, in shards
-and bundles, by tasks for the metrics that load nothing and one actor pool for the rest
-(docs/scaling.md). Ray is imported only in functions: the workers import this module too."""
+"""Ray Data engine (docs/scaling.md). Ray is imported in functions: workers import this module."""
 
 from __future__ import annotations
 
@@ -37,18 +35,16 @@ START_TIMEOUT_S = 120.0
 
 
 def use_own_instance_settings() -> None:
-    """Set before Ray is imported (it reads them then), unless set. Driver and instance must agree
-    on token authentication: ``ray start`` turns it on where ``~/.ray/auth_token`` exists, a driver
-    joining by address does not. On Linux, 127.0.0.1 rather than the machine's network address."""
+    """Before Ray is imported. Driver and instance must agree on token auth: ``ray start`` enables
+    it where ``~/.ray/auth_token`` exists, a driver joining by address does not."""
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 
 class LocalRay:
-    """A Ray instance on 127.0.0.1 for one run (``engine=ray`` without an address): ``ray start
-    --head --block`` as a child that the kernel sends SIGTERM when the run ends, ``kill -9``
-    included (``ray.init()``'s own processes would leave the raylet's agents behind)."""
+    """``ray start --head --block`` as a child the kernel SIGTERMs when the run ends, even on
+    ``kill -9`` (``ray.init()``'s processes would leave the raylet's agents behind)."""
 
     def __init__(self, actors_per_encoder: int = 1) -> None:
         with socket.socket() as s:
@@ -58,8 +54,7 @@ class LocalRay:
         env = dict(os.environ)
         # on SIGTERM Ray drains the node for 30 s, which Ray Data's idle actors never let end
         env.setdefault("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S", "0")
-        # Ray gives a worker OMP_NUM_THREADS = its CPUs unless set, 1 for Ray Data's actors: torch
-        # would encode on one thread; the machine's cores go to the actors that encode at once
+        # else Ray Data's actors get OMP_NUM_THREADS=1 and torch encodes on one thread
         threads = max(1, (os.cpu_count() or 1) // actors_per_encoder)
         env.setdefault("OMP_NUM_THREADS", str(threads))
         here = Path(sys.executable).parent / "ray"  # the command of the Ray the run imports
@@ -115,9 +110,8 @@ class LocalRay:
         self._err.close()
 
 
-# a shard: its index in the pass, its request (``asked``) and call, its texts (sources or None). A
-# request's mode: a segment-local metric's call (``score``), another's system (``systems``), or a
-# shard of a corpus-weighted one's system, ``counts`` then ``counted`` with the summed counts
+# (index in pass, request, call, texts); modes: ``score`` (segment-local), ``systems``, or for a
+# corpus-weighted metric's shard ``counts`` then ``counted`` with the summed counts
 Unit = tuple[int, int, int, list[str], list[list[str]], "list[str] | None"]
 
 
@@ -184,8 +178,7 @@ class ShardScorer:
 
 
 def to_run_log() -> None:
-    """Ray's records go to the run's log file, not the terminal (``terminal.FileOnly``). One line
-    stays on stderr: Ray's C++ core worker logs an error for every Ray Data actor pool, and
+    """One line stays on stderr: Ray's C++ core worker logs an error per Ray Data actor pool, and
     ``RAY_BACKEND_LOG_LEVEL`` makes it print a line saying so."""
     for name in ("ray", "ray.data"):
         logger = logging.getLogger(name)
@@ -266,8 +259,7 @@ class RayEngine:
             metric.shard_bounds(r, rows) if metric.corpus_weighted else [] for _, r, _ in calls
         ]
         if all(len(b) <= 1 for b in bounds):
-            # one shard per system: its rows depend on each other otherwise than through counts
-            # (diversity, ParaScore's normalisation), or each system fits one shard (no counting)
+            # rows depend on each other beyond counts (ParaScore), or each system fits one shard
             whole = self._ask(metric, origin, "systems", list(calls), range(len(calls)), len(calls))
             return Later(lambda: self._results(whole)).each(len(calls))
         shards: list[Texts] = []
@@ -385,8 +377,7 @@ class RayEngine:
         return out
 
     def _check_gpus(self) -> None:
-        """Actors asking for more GPUs than the cluster has would wait for ever on the instance
-        this run started; a cluster may add a node with GPUs."""
+        """On an instance this run started, actors asking for missing GPUs would wait for ever."""
         import ray
 
         wanted = self.settings.gpus_per_actor
@@ -413,8 +404,7 @@ def _taken(scored: Any) -> tuple[list[dict[str, Any]], float]:
 
 
 def bundled(units: Sequence[Unit], rows: int, workers: int) -> list[list[Unit]]:
-    """Bundles of about ``rows`` rows (an encoder's one length-sorted pass, a task's one build),
-    smaller where there would be fewer than two per worker (actors, or the cluster's CPUs)."""
+    """About ``rows`` rows, smaller where there would be fewer than two per worker."""
     total = sum(len(unit[3]) for unit in units)
     target = max(1, min(rows, -(-total // (2 * workers))))
     out: list[list[Unit]] = []
@@ -450,8 +440,7 @@ class Asked:
 def open_engine(
     settings: EngineSettings, metrics: Mapping[str, Mapping[str, Any]], allow_external: bool = False
 ) -> Iterator[Engine]:
-    """The engine of ``settings``: this process, or Ray (``metrics``: config nodes, which Ray
-    rebuilds them from; a Ray instance it started ends with the block)."""
+    """``metrics``: config nodes Ray rebuilds from; a Ray instance it started ends with it."""
     if settings.kind == "local":
         yield LocalEngine()
         return

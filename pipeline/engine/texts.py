@@ -1,6 +1,4 @@
-"""The texts of a run as integer codes into its unique texts, for the score stage: each text is a
-Python string once (pandas' Arrow strings become new objects on each ``tolist``), and a metric
-call's lists are built from the codes for that call only."""
+"""Texts as codes: each is one Python string (Arrow strings are new objects on every ``tolist``)."""
 
 from __future__ import annotations
 
@@ -14,9 +12,8 @@ Texts = tuple[list[str], list[list[str]], list[str]]
 
 
 class RunTexts:
-    """Codes of a tidy table's texts. :attr:`unique` lists every text once in the order of first
-    appearance among the candidates, then the sources, then the references (row by row): the
-    order every earlier run gave the encoders, whose batches (so float32's last bits) follow it."""
+    """:attr:`unique`: candidates, sources, then references, as earlier runs gave the encoders:
+    their batches (so float32's last bits) follow that order."""
 
     def __init__(self, df: pd.DataFrame) -> None:
         index: dict[str, int] = {}
@@ -51,8 +48,7 @@ class RunTexts:
         return cands, refs, srcs
 
     def segments(self, rows: np.ndarray, vs_source: bool) -> tuple[np.ndarray, np.ndarray]:
-        """The distinct (candidate, references, source) segments among ``rows``: a row standing for
-        each, in order of first appearance, and each of ``rows``' position among them."""
+        """A row standing for each distinct segment (first seen first), and each row's segment."""
         if len(rows) == 0:
             return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp)
         refs = self.source[rows] if vs_source else self.reference_set[rows]

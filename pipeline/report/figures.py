@@ -1,7 +1,5 @@
-"""The figures in ``plots/`` (a failed one only a warning), each drawn once its tables exist, on
-Linux in a forked process: it shares the run's memory copy-on-write and dies with the run
-(``PR_SET_PDEATHSIG``, ``kill -9`` too). Then ``report.html``, answers first, from the jinja2
-template of ``templates/``: figures as data URIs, the CSS inline, so it reads offline."""
+"""Figures drawn in forked children (copy-on-write, die with the run); a report.html that reads
+offline (figures as data URIs, CSS inline)."""
 
 from __future__ import annotations
 
@@ -14,10 +12,10 @@ import signal
 import sys
 import warnings
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import jinja2
 from markupsafe import Markup
@@ -39,11 +37,9 @@ from paraeval.pipeline.report.plots import (
 )
 from paraeval.pipeline.report.ranking import frontier_plot, ranking_plot
 from paraeval.pipeline.report.tables import agreement, alpha_choice, ranked_columns
-from paraeval.pipeline.stages.headline import headline_coefficient
+from paraeval.pipeline.stages.correlate import headline_coefficient
+from paraeval.pipeline.stages.evaluation import Evaluation, write_tables
 from paraeval.pipeline.version import __version__
-
-if TYPE_CHECKING:
-    from paraeval.pipeline.stages.evaluation import Evaluation
 
 HEATMAP_COLUMNS = ["metric", "aspect", "level", "coefficient", "value", "n"]
 Plan = list[tuple[Path, partial[bool]]]
@@ -51,8 +47,7 @@ log = logging.getLogger(__name__)
 _MIME = {".png": "image/png", ".svg": "image/svg+xml"}
 TEMPLATES = Path(__file__).parent / "templates"
 HEADLINE_FIGURE = "paraphrase_frontier"
-# where the figures go: a tag, which no escaped text of the page can hold
-_FIGURES = "<paraeval-figures/>"
+_FIGURES = "<paraeval-figures/>"  # a tag: no escaped text of the page can hold it
 # Marks every figure with whether it decoded (a test reads the marks from the rendered page).
 _SCRIPT = """
 window.addEventListener('load', function () {
@@ -64,7 +59,6 @@ window.addEventListener('load', function () {
 
 
 def figure_style(ev: Evaluation) -> FigureStyle:
-    """The run's figure format and each output column's direction marks."""
     assert ev.aggregated is not None
     info = ev.aggregated.columns.items()
     lower = frozenset(c for c, i in info if not i.higher_is_better)
@@ -73,7 +67,6 @@ def figure_style(ev: Evaluation) -> FigureStyle:
 
 
 def figure_plan(ev: Evaluation, out_dir: str | Path) -> Plan:
-    """Each figure of ``ev``: its file in ``out_dir/plots`` and the call that draws it."""
     style = figure_style(ev)
     agg = ev.aggregated
     assert agg is not None  # figure_style checked it
@@ -86,7 +79,6 @@ def figure_plan(ev: Evaluation, out_dir: str | Path) -> Plan:
     for metric in scatter_columns(agg.segments, list(agg.columns)):
         for aspect in ev.aspects:
             draw = partial(metric_vs_human, agg.segments, agg.systems, metric, aspect, style=style)
-            # the names come from the data: made file-safe
             draws.append((f"scatter_{slug(metric)}_{slug(aspect)}", draw))
     if ev.paraphrase is not None:
         draws.append((HEADLINE_FIGURE, partial(frontier_plot, ev.paraphrase)))
@@ -111,8 +103,7 @@ def write_figures(ev: Evaluation, out_dir: str | Path) -> list[Path]:
 
 
 class Figures:
-    """The figures of an evaluation being computed, each started as soon as its tables exist
-    (:meth:`start_ready` after each stage), in forked processes; :meth:`wait` for all of them."""
+    """Each figure started in a forked process once its tables exist; :meth:`wait` for all."""
 
     def __init__(self, out_dir: str | Path, parallel: bool, context: RunContext) -> None:
         self.out_dir = Path(out_dir)
@@ -177,7 +168,6 @@ class Figures:
 
 
 def _fork(plan: Plan) -> int:
-    """A child process that draws ``plan`` and ends; its pid."""
     parent = os.getpid()
     for stream in (sys.stdout, sys.stderr):
         stream.flush()  # else their buffers would be written twice
@@ -258,8 +248,7 @@ def _captions(ev: Evaluation) -> dict[str, str]:
 
 
 def _figures(ev: Evaluation, out: Path) -> Iterator[bytes]:
-    """The figures' part of the page in the story's order, piece by piece: several megabytes of
-    images are encoded straight into the file, never joined into one text with the page."""
+    """Piece by piece: megabytes of images are never joined into one text with the page."""
     plots = out / PLOTS_DIR
     # the headline figure is shown with the answers
     files = [p for p in plots.glob("*") if p.is_file() and p.stem != HEADLINE_FIGURE]
@@ -373,3 +362,54 @@ def write_html(ev: Evaluation, out: Path) -> Path:
 
     atomic_write(path, write)
     return path
+
+
+def write_outputs(ev: Evaluation, out_dir: str | Path) -> Path:
+    with writing_outputs(out_dir, ev.settings.report.parallel_figures) as outputs:
+        outputs.write_tables(ev)
+    return outputs.out
+
+
+class Outputs:
+    """:meth:`finish` writes ``report.html`` once the figures are drawn, before a tracker logs."""
+
+    def __init__(
+        self, out_dir: str | Path, parallel_figures: bool, context: RunContext | None = None
+    ) -> None:
+        self.out = Path(out_dir)
+        self.figures = Figures(self.out, parallel_figures, context or RunContext())
+        self.written: Evaluation | None = None  # the evaluation whose tables are written
+        self.finished = False
+
+    def draw_ready(self, ev: Evaluation) -> None:
+        self.figures.start_ready(ev)
+
+    def write_tables(self, ev: Evaluation) -> None:
+        write_tables(ev, self.out)
+        self.written = ev
+        self.draw_ready(ev)
+
+    def finish(self) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        self.figures.wait()
+        if self.written is not None:
+            write_html(self.written, self.out)
+
+
+@contextmanager
+def writing_outputs(
+    out_dir: str | Path, parallel_figures: bool, context: RunContext | None = None
+) -> Iterator[Outputs]:
+    """Finished whatever the block did (a failed logging loses no output); an interrupt stops it."""
+    outputs = Outputs(out_dir, parallel_figures, context)
+    try:
+        yield outputs
+    except Exception:
+        outputs.finish()
+        raise
+    except BaseException:
+        outputs.figures.stop()
+        raise
+    outputs.finish()

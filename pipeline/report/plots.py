@@ -1,6 +1,4 @@
-"""What every figure of ``plots/`` shares (formats, direction marks, making and saving), and the
-figures of the metrics against the human ratings: a scatter plot per (metric, aspect), the
-correlation heatmap of one coefficient, and iBLEU's α curve."""
+"""What every figure shares, and the metrics-vs-human figures: scatter, heatmap, α curve."""
 
 from __future__ import annotations
 
@@ -25,11 +23,9 @@ if TYPE_CHECKING:
     from paraeval.pipeline.stages.alpha import AlphaCurve
 
 log = logging.getLogger(__name__)
-# systems up to which the segments are drawn one collection per system, with a legend
-LEGEND_MAX_SYSTEMS = 12
+LEGEND_MAX_SYSTEMS = 12  # segments drawn one collection per system, with a legend, up to this
 MAX_SCATTER = 4
-# the heatmap's frame, in inches: title, each row, column headers, the colour bar's room
-TOP_IN = 0.45
+TOP_IN = 0.45  # the heatmap's frame, in inches: title, each row, column headers, colour bar
 HEATMAP_ROW_IN = 0.32
 BOTTOM_IN = 0.7
 RIGHT_IN = 1.1
@@ -73,7 +69,6 @@ class FigureStyle:
 
 
 def averages_first(columns: Iterable[str]) -> list[str]:
-    """The distinct columns in their order, the group averages first."""
     names = list(dict.fromkeys(columns))
     return [c for c in AVERAGES if c in names] + [c for c in names if c not in AVERAGES]
 
@@ -237,7 +232,6 @@ def correlation_heatmap(
     ax = fig.add_axes((left, bottom, right - left, top - bottom))
     norm = Normalize(-1, 1)
     ax.imshow(np.ma.masked_invalid(data), cmap=CMAP, norm=norm, aspect="auto")
-    # a white rule between rows keeps each metric's row apart from the next one's
     ax.hlines(np.arange(n_rows - 1) + 0.5, -0.5, n_cols - 0.5, colors="white", lw=2)
     ax.set_xticks(range(n_cols), _headers(sub, table.columns), fontsize=8)
     ax.set_yticks(range(n_rows), rows, fontsize=8)
@@ -261,8 +255,7 @@ def correlation_heatmap(
 
 
 def plot_alpha_curve(result: AlphaCurve, path: Path) -> bool:
-    """A panel per level: each aspect's curve on dev (solid) and test (dashed), the α chosen on
-    dev as a dot on the test curve, the configured α dotted; False when there is no curve."""
+    """Dev solid, test dashed, dev's α a dot on test, the configured α dotted; False if no curve."""
     curve, choice = result.curve, result.choice
     levels = list(dict.fromkeys(curve["level"]))
     if not levels:

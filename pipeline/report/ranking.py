@@ -1,7 +1,4 @@
-"""The systems' figures. The ranking: a panel per compared column, each system in one row and one
-colour in all panels, its significance cluster as the marker's fill and a number (never its place
-or colour), MAX_HEIGHT_IN at most. The headline figure (:func:`frontier_plot`): each system's
-adequacy against its distance from the source, the controls and the frontier marked."""
+"""The ranking (a cluster is a fill and a number, never a place or colour) and the frontier."""
 
 from __future__ import annotations
 
@@ -29,8 +26,7 @@ if TYPE_CHECKING:
     from paraeval.pipeline.stages.compare import Comparison
     from paraeval.pipeline.stages.paraphrase_table import ParaphraseTable
 
-# the frame, in inches; 20 inches is 4,000 px at the PNG's 200 dpi
-MAX_HEIGHT_IN = 20.0
+MAX_HEIGHT_IN = 20.0  # the frame, in inches; 20 inches is 4,000 px at the PNG's 200 dpi
 ROW_IN = 0.12  # a system's row: 8.6 pt, room for its 6 pt name
 MIN_ROW_IN = 0.05  # the pitch is shrunk down to this only where the rows would not fit otherwise
 PANEL_IN = 1.45  # a panel's axes
@@ -64,8 +60,6 @@ class Panel:
 
 @dataclass(frozen=True)
 class RankingLayout:
-    """The systems top to bottom, their colours, the panels in reading order and the grid."""
-
     systems: tuple[str, ...]
     colors: dict[str, tuple[float, float, float, float]]
     baseline: str
@@ -277,7 +271,6 @@ def _header(fig: Figure, bottom: float, inch: float, baseline: str, caption: str
         fontsize=LEGEND_FONT,
         frameon=False,
     )
-    # the title clear of the legend's top
     canvas = fig.canvas
     assert hasattr(canvas, "get_renderer")  # new_figure's Agg canvas measures text
     top = legend.get_window_extent(canvas.get_renderer()).y1 / fig.bbox.height
@@ -293,7 +286,6 @@ def ranking_plot(result: Comparison, path: Path, style: FigureStyle | None = Non
     return True
 
 
-# --------------------------------------------------------------------------- the frontier
 AXIS_LABELS = {
     "edit_distance": "edit distance to the source (ParaScore's diversity: characters, 0 = copy)",
     "diversity": "diversity from the source ({measure}, 0 = copy)",
@@ -332,8 +324,7 @@ def frontier_plot(view: ParaphraseTable, path: Path) -> bool:
     yl, yh = t["adequacy_low"].to_numpy(dtype=float), t["adequacy_high"].to_numpy(dtype=float)
     gamma = view.gamma if view.gamma is not None and x_col == "edit_distance" else None
     limits = _limits((x, xl, xh), (y, yl, yh), shown & ~controls, gamma)
-    # a control far from the ranked systems (a copy: no change, all the meaning) would squeeze
-    # them into a corner: it is drawn on the edge, its values in its label
+    # a far control (a copy) would squeeze the systems into a corner: on the edge, values labelled
     off = np.zeros(len(t), dtype=bool)
     if limits is not None:
         (x0, x1), (y0, y1) = limits
@@ -378,7 +369,6 @@ def frontier_plot(view: ParaphraseTable, path: Path) -> bool:
             name,
             (x[i], y[i]),
             fontsize=7,
-            # a point on the edge is labelled inwards
             xytext=(6, -10) if off[i] else (4, 3),
             textcoords="offset points",
             color=CONTROL_COLOR if controls[i] else "black",

@@ -1,6 +1,4 @@
-"""The run's summary: on the terminal, 100 columns wide, the columns people read first (group
-averages, human ratings, the leading metrics); in a notebook, a one-line repr and a compact HTML
-summary (the systems ranked, the best metric per aspect); the rest is in ``report.html``."""
+"""The run's summary: first-read columns in 100 terminal columns; a repr and HTML in notebooks."""
 
 from __future__ import annotations
 
@@ -21,7 +19,7 @@ from rich.text import Text
 from paraeval.pipeline.names import show
 from paraeval.pipeline.report.plots import AVERAGES, LOWER_MARK
 from paraeval.pipeline.report.tables import ranked_columns
-from paraeval.pipeline.stages.headline import RANKED_GROUPS, best_agreeing, headline_coefficient
+from paraeval.pipeline.stages.correlate import RANKED_GROUPS, best_agreeing, headline_coefficient
 from paraeval.pipeline.terminal import Status, printable
 from paraeval.pipeline.version import __version__
 
@@ -68,8 +66,7 @@ def _more(table: Table, rows: int, max_rows: int) -> None:
         table.add_row(Text(f"… {rows - max_rows} more"), *[""] * (len(table.columns) - 1))
 
 
-# a table and the note printed under it (as wide as the page, not as the table)
-Block = tuple[Table, str]
+Block = tuple[Table, str]  # a table and its note, as wide as the page, not as the table
 
 
 def system_columns(ev: Evaluation) -> tuple[list[str], int]:
@@ -79,7 +76,6 @@ def system_columns(ev: Evaluation) -> tuple[list[str], int]:
     averages = [c for c in AVERAGES if c in systems.columns]
     shown = [c for c in systems.columns if not c.endswith("_src") and systems[c].notna().any()]
     metrics = [c for c in shown if c not in humans and c not in averages and c != "n_items"]
-    # each column takes its width plus two characters of padding
     used = max([len(printable(s)) for s in systems.index] + [6]) + 2
     chosen: list[str] = []
     for c in averages + humans + metrics:
@@ -241,7 +237,6 @@ def render_summary(
             if line:
                 console.print(Text(line))
         correlations = correlations_block(ev, max_rows)
-        # the paraphrase table is the systems' headline; without one, their corpus scores
         headline_block = paraphrase_block(ev, max_rows) or systems_block(ev, max_rows)
         for block in (headline_block, correlations, comparison_block(ev, max_rows)):
             if block is not None:
@@ -293,8 +288,7 @@ def short_repr(ev: Evaluation, out_dir: Path | None) -> str:
 
 
 def ranked_systems(ev: Evaluation) -> pd.DataFrame:
-    """The systems by their first group average (of normalized, direction-aligned scores: higher
-    is better), with the other averages and the mean human ratings; the controls last, unranked."""
+    """By the first group average (normalized, higher is better); the controls last, unranked."""
     systems = ev.systems
     averages = [c for c in AVERAGES if c in systems.columns and systems[c].notna().any()]
     humans = [c for c in systems.columns if c.startswith("human_")]
@@ -311,8 +305,7 @@ def ranked_systems(ev: Evaluation) -> pd.DataFrame:
 
 
 def best_metrics(ev: Evaluation) -> pd.DataFrame:
-    """Per human aspect and level, the best-agreeing metric (a lower-is-better one by a negative
-    correlation)."""
+    """Per aspect and level; a lower-is-better metric agrees by a negative correlation."""
     corr = ev.correlations
     if corr.empty or ev.aggregated is None:
         return pd.DataFrame()

@@ -1,6 +1,4 @@
-"""report.html's answers (the systems ranked, the metrics that agree best with each human aspect,
-the α choice) and tables, rendered by pandas' ``Styler``: one precision per column (a 0-100 scale:
-one decimal; 0-1: three; counts, ranks and clusters: integers), the index hidden, text escaped."""
+"""report.html's answers and tables, by pandas' ``Styler``: one precision a column, text escaped."""
 
 from __future__ import annotations
 
@@ -14,21 +12,17 @@ import pandas as pd
 from markupsafe import Markup
 
 from paraeval.pipeline.report.plots import AVERAGES, FigureStyle, averages_first
-from paraeval.pipeline.stages.headline import headline_coefficient, headline_level
+from paraeval.pipeline.stages.correlate import headline_coefficient, headline_level
 
 if TYPE_CHECKING:
     from paraeval.pipeline.stages.evaluation import Evaluation
 
 INTEGER_COLUMNS = frozenset({"n", "rank", "cluster", "seed"})
-# a table of more columns is split into several (1,400 px hold about ten)
-MAX_COLUMNS = 10
+MAX_COLUMNS = 10  # a wider table is split into several (1,400 px hold about ten)
 DASH = "–"
-# text columns aligned right like the numbers they hold
-RIGHT_ALIGNED = ("p ", "interval")
-# each table's own id in the page (Styler's CSS selects its cells by it)
-_IDS = itertools.count(1)
-# the answer shows a metric cluster's members, at least this many metrics and at most that many
-MIN_BEST, MAX_BEST = 3, 8
+RIGHT_ALIGNED = ("p ", "interval")  # text columns that hold numbers
+_IDS = itertools.count(1)  # each table's id in the page: Styler's CSS selects its cells by it
+MIN_BEST, MAX_BEST = 3, 8  # the metrics an answer shows of the best cluster
 
 
 def sacrebleu_p(p: object, alpha: float = 0.05) -> str:
@@ -71,8 +65,7 @@ def system_ranking(ev: Evaluation, metric: str) -> pd.DataFrame:
 
 @dataclass
 class Agreement:
-    """Each aspect's metrics at the headline coefficient and level, ranked by significance
-    cluster, then by the correlation with a lower-is-better metric's sign turned."""
+    """Ranked by cluster, then by correlation (a lower-is-better metric's sign turned)."""
 
     coefficient: str = ""
     level: str = ""
@@ -203,8 +196,7 @@ def table(
     css: str = "",
     right: frozenset[str] = frozenset(),
 ) -> Markup:
-    """``frame`` as an HTML table, its index hidden; the columns in ``signed`` with their sign,
-    names (text but intervals, p-values and the columns in ``right``) aligned left."""
+    """Index hidden; text left-aligned but intervals, p-values and ``right``."""
     formats: dict[Any, str | Callable[[object], str] | None] = {
         c: f for c in frame.columns if (f := _formatter(str(c), frame[c], c in signed)) is not None
     }

@@ -1,6 +1,4 @@
-"""Aggregate stage: normalize metrics on the pool of all segments, lower-is-better ones flipped (so
-group averages mean something), average :data:`AVERAGED_GROUPS`. Per system a group average is the
-mean of its segment averages (normalized corpus scores over a handful of systems are degenerate)."""
+"""Group averages are means of segment averages: corpus scores over few systems degenerate."""
 
 from __future__ import annotations
 
@@ -17,8 +15,7 @@ from paraeval.pipeline.stages.score import ColumnInfo, Scores
 
 @dataclass
 class Normalizer:
-    """``method``: minmax | zscore | rank | bounds; ``bounds`` maps a column to [low, high] (e.g.
-    ``{bleu: [0, 100]}``), columns without bounds fall back to min-max."""
+    """``bounds``: column -> [low, high] (``{bleu: [0, 100]}``); others fall back to minmax."""
 
     method: str = "minmax"
     bounds: Mapping[str, list[float]] | None = None
@@ -112,8 +109,7 @@ def aggregate(scores: Scores, normalizer: Normalizer | None = None) -> Aggregate
 
 
 def without_systems(agg: Aggregated, systems: Collection[str]) -> Aggregated:
-    """``agg`` without the rows of ``systems``, keeping the normalization fitted on the whole pool
-    (a group average has one value whatever the table it is read from)."""
+    """Keeps the whole pool's normalization: a group average has one value in every table."""
     if not systems:
         return agg
     keep = ~agg.segments["system"].isin(list(systems))

@@ -1,6 +1,5 @@
-"""The in-run iBLEU α curve: how well iBLEU tracks each human aspect over a grid of α, from the BLEU
-statistics the run has (iBLEU is linear in α given its two BLEUs). Choosing α on the judgments it
-is scored on overfits: α is chosen on a seeded dev split of the items and reported on the rest."""
+"""The iBLEU α curve from the run's BLEU statistics (iBLEU is linear in α). α is chosen on a seeded
+dev split of the items and reported on the rest: choosing it on the scored judgments overfits."""
 
 from __future__ import annotations
 
@@ -42,8 +41,7 @@ def split_items(
 
 
 def alpha_curve_nbytes(n_alphas: int, n_rows: int, n_levels: int, n_aspects: int) -> int:
-    """Peak bytes of :func:`alpha_curve`: four float64 arrays per row, and a record (about 256
-    bytes) per α, level, aspect and split."""
+    """Four float64 arrays per row, and a record (~256 bytes) per α, level, aspect and split."""
     return 4 * 8 * n_rows + 256 * 2 * n_alphas * max(1, n_levels) * max(1, n_aspects)
 
 
@@ -56,9 +54,8 @@ def alpha_curve(
     settings: AlphaCurveSettings,
     scored: pd.DataFrame | None = None,
 ) -> AlphaCurve:
-    """Correlation of iBLEU with each aspect for every α on dev and test items, and the α chosen
-    on dev per (level, aspect); ``scored``: the rows whose systems get iBLEU scores for every α
-    (default ``segments``; the controls, left out of the correlations, still have scores)."""
+    """Per α, iBLEU's correlations on dev and test, and the α chosen on dev per (level, aspect).
+    ``scored`` (default ``segments``): rows scored for every α, so controls still get scores."""
     systems = in_order(segments["system"])
     items = [str(i) for i in in_order(segments["item_id"])]
     item_pos = {item: j for j, item in enumerate(items)}

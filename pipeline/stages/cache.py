@@ -1,5 +1,4 @@
-"""Content-addressed on-disk caches of metric results (one ``.npz`` per metric call) and correlation
-rows (one ``.parquet`` per column), each entry written atomically and carrying its key."""
+"""Content-addressed caches; each entry is written atomically and carries its key."""
 
 from __future__ import annotations
 
@@ -63,8 +62,7 @@ def write_atomically(path: Path, write: Callable[[BinaryIO], object], sync: bool
 
 
 class CorrelationRows:
-    """Correlation rows by a key of everything they are computed from (in an α sweep only iBLEU
-    and its average are correlated again). An unwritable folder is reported once, then left."""
+    """Keyed by everything rows come from: an α sweep recorrelates only iBLEU and its average."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -112,8 +110,7 @@ class CorrelationRows:
 
 
 def cache_signature(metric: Metric) -> str:
-    """The metric's part of the key: its signature, but iBLEU's without α (its two BLEUs are
-    cached and combined on every lookup, so a sweep over α recomputes nothing from text)."""
+    """iBLEU's without α: its two cached BLEUs are combined per lookup, so α sweeps reuse them."""
     signature = metric.components_signature() if isinstance(metric, IBLEU) else metric.signature()
     return f"{type(metric).__module__}.{type(metric).__qualname__}|{signature}"
 
@@ -121,8 +118,7 @@ def cache_signature(metric: Metric) -> str:
 def texts_digest(
     candidates: Sequence[str], references: Sequence[Sequence[str]], sources: Sequence[str] | None
 ) -> str:
-    """Hash of the exact texts of one metric call (the whole call's: corpus-dependent metrics,
-    CIDEr, NIST, BERTScore's idf, are valid per call; ``Metric.prepare`` only batches work)."""
+    """The whole call's texts: CIDEr, NIST and BERTScore's idf depend on the call's corpus."""
     refs = [list(r) for r in references]
     return _hash([list(candidates), refs, None if sources is None else list(sources)])
 
@@ -181,9 +177,7 @@ def _from_arrays(arrays: Mapping[str, np.ndarray]) -> MetricResult:
 
 
 class ScoreCache:
-    """Metric results by content, with their sufficient statistics; ``counts``: hits and misses
-    per output name. Entries are plain files (they behave on network file systems), read with
-    ``allow_pickle=False``; a broken or unwritable folder is reported once, then bypassed."""
+    """Plain files (they behave on network file systems), read with ``allow_pickle=False``."""
 
     def __init__(self, directory: str | Path) -> None:
         self.root = Path(directory).expanduser() / "scores" / "v1"

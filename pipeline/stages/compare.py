@@ -1,5 +1,4 @@
-"""Compare stage: system scores with bootstrap intervals, paired tests against a baseline, clusters
-(docs/meta-evaluation.md) and the diversity–adequacy view, on the items every system has."""
+"""Compare stage (docs/meta-evaluation.md), on the items every system has."""
 
 from __future__ import annotations
 
@@ -78,8 +77,7 @@ class Comparison:
 
 
 def _align(segments: pd.DataFrame, systems: list[str], baseline: str) -> tuple[list, dict]:
-    """Items every system has (baseline order) and, per system, their row positions within that
-    system's rows (the order of its sufficient statistics)."""
+    """Shared items in baseline order; per system, their positions in its statistics' order."""
     per_system: dict[str, pd.Index] = {}
     for s in systems:
         ids = pd.Index(segments.loc[segments["system"] == s, "item_id"])
@@ -101,12 +99,10 @@ def _align(segments: pd.DataFrame, systems: list[str], baseline: str) -> tuple[l
 def _build_columns(
     scores: Scores, agg: Aggregated, systems: list[str], positions: dict[str, np.ndarray]
 ) -> list[_Column]:
-    """Each column's scores and how they are resampled: from sufficient statistics where a metric
-    has them and its corpus score is not its segment mean, else as a mean (NaN skipped)."""
+    """Resampled from sufficient statistics unless the corpus score is the segment mean."""
     seg = agg.segments
     columns: list[_Column] = []
     system_col = seg["system"].to_numpy()
-    # each system's rows, found once rather than once per column
     rows_of = {s: np.flatnonzero(system_col == s)[positions[s]] for s in systems}
     for name, info in agg.columns.items():
         if name not in seg.columns:
@@ -129,8 +125,7 @@ def _build_columns(
                 paired = StatsScores(st, batched)
             else:
                 corpus = partial(_corpus_value, metric, base)
-                # a corpus score that is the segment mean (BERTScore) is resampled as a mean:
-                # vectorised, same numbers. A NaN segment keeps the corpus function.
+                # a segment-mean corpus score (BERTScore) resamples as a mean unless a NaN
                 finite = all(len(v) and np.isfinite(v).all() for v in values.values())
                 corpora = np.array([corpus(st[s]) for s in systems]) if finite else None
                 if corpora is None or not is_segment_mean(
@@ -152,8 +147,7 @@ def _by_blocks(
     blocks: Iterator[tuple[Any, ...]],
     fn: Callable[..., dict[str, np.ndarray]],
 ) -> dict[str, dict[str, np.ndarray]]:
-    """Per column and system, ``fn(column, *block)`` of every block in one array of ``n_rows``
-    (of the first block's type: float32 sums stay float32)."""
+    """One array of the first block's type, so float32 sums stay float32."""
     out: dict[str, dict[str, np.ndarray]] = {col.name: {} for col in columns}
     for rows, *block in blocks:
         for col in columns:
@@ -170,8 +164,7 @@ def _by_blocks(
 def compare_nbytes(
     n_items: int, n_systems: int, n_columns: int, n_bootstrap: int, n_ar: int
 ) -> int:
-    """Peak bytes of :func:`compare`: the larger block, every column's scores on each resample
-    and randomized differences (float64), and the copies its intervals and p-values take."""
+    """The larger block, per-resample scores and differences (float64), and interval copies."""
     blocks = max(bootstrap_block_nbytes(n_items, n_bootstrap), ar_block_nbytes(n_items, n_ar))
     held = 8 * n_columns * (n_systems * n_bootstrap + max(0, n_systems - 1) * n_ar)
     return blocks + held + 4 * 8 * max(n_bootstrap, n_ar)
@@ -184,12 +177,9 @@ def _corpus_value(metric: Metric, column: str, stats: np.ndarray) -> float:
 def compare(
     scores: Scores, agg: Aggregated, cfg: CompareSettings, controls: Sequence[str] = ()
 ) -> Comparison:
-    """Scores with intervals, paired tests against the baseline, clusters, diversity/adequacy.
-    The item resamples are drawn once per run as sacrebleu draws them, shared by every system and
-    column; the paired tests follow sacrebleu's ``_paired_bs_test`` / ``_paired_ar_test`` step by
-    step, so for BLEU, chrF and TER the p-values equal ``sacrebleu --paired-bs`` / ``--paired-ar``
-    with ``SACREBLEU_SEED`` set to the run's (non-zero) seed. ``controls`` are not ranked or
-    clustered. The baseline is ``cfg.baseline``, else the first control, else the first system."""
+    """Resamples and paired tests follow sacrebleu step by step: BLEU/chrF/TER p-values equal
+    ``sacrebleu --paired-bs/--paired-ar`` with ``SACREBLEU_SEED`` = the run's (non-zero) seed.
+    Baseline: ``cfg.baseline``, else the first control, else the first system."""
     seg = agg.segments
     systems = in_order(seg["system"])
     first = next((s for s in systems if s in controls), systems[0])
@@ -307,9 +297,8 @@ def _minmax(values: pd.Series, higher_is_better: bool) -> pd.Series:
 
 
 def diversity_adequacy(scores: Scores, agg: Aggregated) -> tuple[pd.DataFrame, list[str]]:
-    """Per (item, system) ``diversity``: 1 minus the mean syntactic similarity to the source,
-    min-max normalized over the pool whatever the run's normalizer (0 = copies the input); and
-    ``adequacy``: the ``semantic`` average, else the semantic ``_src`` twins."""
+    """``diversity``: 1 − mean syntactic similarity to the source, min-max over the pool (0 = a
+    copy); ``adequacy``: the ``semantic`` average, else the semantic ``_src`` twins."""
     seg, norm = agg.segments, agg.normalized
     syn_src, sem_src = diversity_columns(scores)
     out = seg[["system", "item_id"]].copy()

@@ -1,5 +1,4 @@
-"""Correlate stage: every metric column and group average against every human aspect, as system x
-item matrices; with the run's cache only the columns it lacks are computed."""
+"""Correlate stage: every column against every human aspect; the cache skips known columns."""
 
 from __future__ import annotations
 
@@ -7,7 +6,7 @@ import copy
 import json
 import logging
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -124,7 +123,6 @@ def _report_undefined(out: pd.DataFrame, n_systems: int) -> None:
 
 
 def _report_small_n(out: pd.DataFrame, warn_below_n: int) -> None:
-    """One warning when system-level values rest on fewer than ``warn_below_n`` systems."""
     if out.empty or "level" not in out:
         return
     sys_rows = out[(out["level"] == "system") & out["value"].notna()]
@@ -229,9 +227,7 @@ def _correlate_cached(
     scores: Scores | None,
     cache: CorrelationRows,
 ) -> pd.DataFrame:
-    """:func:`_correlate` with the cache's rows. Valid because ``correlation_table`` draws its
-    resamples per (aspect, level) before any metric is looked at: a column's rows do not depend on
-    the other columns, and the generator ends in the same state whatever the columns."""
+    """Valid: ``correlation_table`` draws per (aspect, level) before any metric is looked at."""
     aspects = _aspects(agg.segments)
     cols = correlated_columns(agg)
     if not aspects or not cols:
@@ -313,8 +309,7 @@ def resampling_fns(
     metrics: Mapping[str, np.ndarray],
     system_metrics: Mapping[str, np.ndarray],
 ) -> dict[str, Callable[[np.ndarray], np.ndarray]]:
-    """How each column's system score is recomputed on resampled items: none for a segment mean,
-    else from sufficient statistics (``fns``), else as the mean of the resampled segments."""
+    """None for a segment mean, else from sufficient statistics (``fns``), else a resampled mean."""
     out: dict[str, Callable[[np.ndarray], np.ndarray]] = {}
     for name, matrix in metrics.items():
         if name not in system_metrics or is_segment_mean(matrix, system_metrics[name]):
@@ -339,8 +334,7 @@ def resampling_fns(
 def system_metric_fns(
     scores: Scores, systems: Sequence[str], items: Sequence[str], only: Sequence[str] | None = None
 ) -> dict[str, Callable[[np.ndarray], np.ndarray]]:
-    """Per column with sufficient statistics (BLEU, chrF, TER, iBLEU ...), a function from
-    resampled item indices to the systems' corpus scores recomputed from them."""
+    """Per column with sufficient statistics: resampled item indices -> systems' corpus scores."""
     position = {item: k for k, item in enumerate(items)}
     seg = scores.segments
     out: dict[str, Callable[[np.ndarray], np.ndarray]] = {}
@@ -401,8 +395,7 @@ def system_metric_fns(
 def _batched(
     rows: list[np.ndarray], stats: list[np.ndarray], fast: Any, n_items: int
 ) -> Callable[[np.ndarray], np.ndarray]:
-    """A block of resamples at once: multiplicities (B, items) times the statistics, scored in
-    one vectorised call; every system's statistics on one item axis (zeros where it lacks it)."""
+    """Multiplicities (B, items) times statistics on one item axis (zeros where lacking)."""
     width = stats[0].shape[1] if stats else 0
     by_system = np.zeros((n_items, len(stats), width))
     for s, (pos, st) in enumerate(zip(rows, stats, strict=True)):
@@ -411,11 +404,52 @@ def _batched(
     aligned = by_system.reshape(n_items, len(stats) * width)
 
     def batch(item_idx: np.ndarray) -> np.ndarray:
-        # einsum, not BLAS: see FixedPairs.pearson on threads and oversubscription. The
-        # statistics and multiplicities are integers, so the sums are exact in any order.
+        # einsum, not BLAS (see FixedPairs.pearson); integer inputs: sums exact in any order
         summed = np.einsum("bi,ik->bk", counts(np.asarray(item_idx), n_items), aligned)
         b = summed.shape[0]
         flat = summed.reshape(b * len(stats), width)
         return np.asarray(fast(flat), dtype=float).reshape(b, len(stats))
 
     return batch
+
+
+# the metric groups whose columns compete for "best metric" (not diversity: distance from source)
+RANKED_GROUPS = ("syntactic", "semantic")
+
+
+def _headline(tested: str | None, configured: Iterable[str], present: Iterable[str]) -> str:
+    """The test's choice first: its clusters go with the values shown."""
+    present = list(dict.fromkeys(str(c) for c in present))
+    if not present:
+        return ""
+    if tested in present:
+        return str(tested)
+    return next((c for c in configured if c in present), present[0])
+
+
+def headline_coefficient(cfg: CorrelationSettings, present: Iterable[str]) -> str:
+    """The coefficient every summary leads with; ``""`` when none was computed."""
+    sig = cfg.significance
+    return _headline(sig.coefficient.name if sig else None, cfg.coefficient_names, present)
+
+
+def headline_level(cfg: CorrelationSettings, present: Iterable[str]) -> str:
+    """The level every summary leads with (``present``: the headline coefficient's levels)."""
+    sig = cfg.significance
+    return _headline(sig.level if sig else None, cfg.levels, present)
+
+
+def best_agreeing(
+    correlations: pd.DataFrame, coefficient: str, lower: Collection[str], ranked: Collection[str]
+) -> pd.DataFrame:
+    """Per (aspect, level); a ``lower``-is-better column's correlation counts with sign turned."""
+    sub = correlations[
+        (correlations["coefficient"] == coefficient) & correlations["metric"].isin(list(ranked))
+    ].copy()
+    values = pd.to_numeric(sub["value"], errors="coerce")
+    sub["agreement"] = values.where(~sub["metric"].isin(list(lower)), -values)
+    sub = sub.dropna(subset=["agreement"])
+    if sub.empty:
+        return sub
+    best = sub.loc[sub.groupby(["aspect", "level"], sort=False)["agreement"].idxmax()]
+    return best.reset_index(drop=True)

@@ -1,5 +1,4 @@
-"""The :class:`Evaluation` that passes between the stages, and the stages, each filling in its own
-part (tables only). Nothing here reads the config tree or talks to MLflow."""
+"""The stages and what passes between them; nothing here reads the config tree or MLflow."""
 
 from __future__ import annotations
 
@@ -122,7 +121,6 @@ def score_stage(ev: Evaluation) -> None:
             )
         ev.metrics = left
     ev.cache = None if s.cache is None else ScoreCache(s.cache.dir)
-    # the engine (a Ray instance started for the run) ends with the stage
     with open_engine(s.engine, s.metrics, s.allow_external_metrics) as engine:
         ev.scores = score(
             ev.table, ev.metrics, progress=s.report.progress, cache=ev.cache, engine=engine

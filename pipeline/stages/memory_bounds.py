@@ -1,5 +1,4 @@
-"""Every count setting whose memory grows with the data, checked before any scoring: an estimate
-(next to the code that allocates, tested against its peak) above the available memory fails."""
+"""Memory of data-sized count settings, checked before scoring; estimates live by the allocator."""
 
 from __future__ import annotations
 
@@ -48,8 +47,7 @@ class Shape:
 
 
 def available_memory() -> int | None:
-    """Bytes this process may still take: ``MemAvailable``, else the free physical pages, capped by
-    what the cgroup v2 limit leaves; None where neither source answers."""
+    """``MemAvailable`` (else free pages), capped by the cgroup v2 limit; None when unknown."""
     found: int | None = None
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():

@@ -1,5 +1,4 @@
-"""The headline of a run, ``paraphrase.csv`` (docs/paraphrase.md); scores, intervals and clusters
-are the comparison's, when it runs."""
+"""``paraphrase.csv`` (docs/paraphrase.md); scores and intervals are the comparison's if it runs."""
 
 from __future__ import annotations
 
@@ -83,8 +82,7 @@ def mean_intervals(
     n_bootstrap: int,
     confidence: float,
 ) -> pd.DataFrame:
-    """Per system the mean of ``values`` with a percentile bootstrap interval over its items
-    (``n_bootstrap`` resamples, the same item draws for every system with as many items)."""
+    """Percentile bootstrap; systems with as many items share the item draws."""
     rows: dict[str, tuple[float, float, float]] = {}
     lo_q, hi_q = (1 - confidence) / 2, 1 - (1 - confidence) / 2
     draws: dict[int, np.ndarray] = {}
@@ -110,8 +108,7 @@ def frontier(
     y_low: np.ndarray,
     y_high: np.ndarray,
 ) -> np.ndarray:
-    """Whether no other point is better on both axes beyond the intervals (its low end above this
-    one's high end); a missing interval is the point itself, a point without both values is off."""
+    """Not beaten on both axes beyond the intervals; a missing interval is the point itself."""
     x_low, x_high = np.where(np.isfinite(x_low), x_low, x), np.where(np.isfinite(x_high), x_high, x)
     y_low, y_high = np.where(np.isfinite(y_low), y_low, y), np.where(np.isfinite(y_high), y_high, y)
     ok = np.isfinite(x) & np.isfinite(y)
@@ -127,9 +124,7 @@ def paraphrase_table(
     metrics: Mapping[str, Metric],
     rng: np.random.Generator,
 ) -> ParaphraseTable | None:
-    """The headline table, or None where the run has no adequacy or no diversity measure. The
-    edit distance's interval draws from ``rng`` as many resamples as the comparison, at its
-    confidence; without a comparison the systems' corpus scores, no intervals."""
+    """None without an adequacy or diversity measure; without a comparison, no intervals."""
     systems, seg = agg.systems, agg.segments
     present = [c for c in systems.columns if systems[c].notna().any()]
     adequacy = _pick(present, ADEQUACY)

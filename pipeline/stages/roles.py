@@ -1,5 +1,4 @@
-"""Which systems are **controls** (a copy of the input tops every similarity metric: shown apart,
-never ranked), and whether the data is **reference-free** (no references, or the sources)."""
+"""Controls (a copy of the input tops every similarity metric) and reference-free data."""
 
 from __future__ import annotations
 
@@ -69,8 +68,7 @@ def find_roles(
     baseline: str | None = None,
     baseline_is_control: bool = True,
 ) -> Roles:
-    """The roles of ``table``'s systems, the controls being ``controls`` and the comparison's named
-    ``baseline`` (unless ``baseline_is_control`` is false); a warning for each likely control."""
+    """The ``baseline`` is a control unless ``baseline_is_control`` is false."""
     systems = [str(s) for s in dict.fromkeys(table["system"])]
     for name in controls:
         if name not in systems:

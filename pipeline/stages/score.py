@@ -1,5 +1,4 @@
-"""Score stage: every selected metric on every system. Each metric gets every text of the run once
-(``prepare``), so encoders see each unique sentence once; shared work is done once."""
+"""Score stage; ``prepare`` gets every text once, so encoders see each sentence once."""
 
 from __future__ import annotations
 
@@ -48,7 +47,6 @@ class Scores:
 
 
 def _check_inputs(df: pd.DataFrame, metrics: Mapping[str, Metric]) -> None:
-    """An error naming the first metric and row that lack a reference or source it needs."""
     no_ref = no_src = None  # computed once, for the first metric that needs them
     for metric_id, metric in metrics.items():
         if metric.needs_references:
@@ -73,9 +71,7 @@ def _raise_first(
 
 
 class _Work:
-    """The metric calls of one score stage, each made once; a segment-local metric scores the
-    distinct segments of all systems in calls of ``rows_per_call``. Texts are held as codes and a
-    call's lists built for that call, so memory beyond the scores does not grow with the table."""
+    """Texts held as codes, lists built per call: memory does not grow with the table."""
 
     def __init__(
         self,

@@ -1,6 +1,4 @@
-"""Logging a run payload to MLflow through ``MlflowClient`` only. Runs are tagged with a hash of
-the output files, so logging a directory twice returns the existing run; an interrupted logging's
-runs end KILLED and the next replaces them."""
+"""Through ``MlflowClient`` only; a hash of the outputs makes relogging return the existing run."""
 
 from __future__ import annotations
 
@@ -51,16 +49,14 @@ CONTENT_HASH_TAG = "paraeval.content_hash"
 RUN_UID_TAG = "paraeval.run_uid"
 REPLACES_TAG = "paraeval.replaces"
 PARAM_MAX = 6000  # MLflow's limit on a param value
-# what MLflow takes in one ``log_batch`` request (metrics count towards the entries only)
-PARAMS_PER_REQUEST = 100
+PARAMS_PER_REQUEST = 100  # MLflow's ``log_batch`` limit (metrics count towards the entries only)
 TAGS_PER_REQUEST = 100
 ENTRIES_PER_REQUEST = 1000
 
 CORRELATION_TABLE = "tables/correlations.json"
 COMPARISON_TABLE = "tables/system_comparison.json"
 CACHE_TABLE = "tables/cache_counts.csv"
-# the run tag through which the MLflow UI and ``MlflowClient.load_table`` find a run's tables
-LOGGED_ARTIFACTS_TAG = "mlflow.loggedArtifacts"
+LOGGED_ARTIFACTS_TAG = "mlflow.loggedArtifacts"  # how the UI and ``load_table`` find tables
 COMPARISON_STATS = ("ci_low", "ci_high", "p_bootstrap", "p_ar", "cluster")
 SYSTEM_ALPHA_METRIC = "ibleu_by_alpha"
 SIGNATURE_PREFIX = "signature."  # the run record's tags of the columns' full signatures
@@ -151,8 +147,7 @@ def _log_tables(
     tables: Mapping[str, pd.DataFrame],
     csv_files: Mapping[str, pd.DataFrame] | None = None,
 ) -> dict[str, str]:
-    """In one upload (``MlflowClient.log_table`` makes a request per table); returns the tag that
-    lists the tables."""
+    """One upload (``log_table`` makes a request per table); returns the tag listing the tables."""
     logged = [(name, frame) for name, frame in tables.items() if not frame.empty]
     files = [(name, frame) for name, frame in (csv_files or {}).items() if not frame.empty]
     if not logged and not files:
@@ -178,8 +173,7 @@ def dataset_input(payload: RunPayload, digest: str) -> Any:
 
     record = payload.record
     described = from_pandas(payload.dataset, name=record.data_name, digest=digest).to_dict()
-    # the input file written as MLflow's local source writes itself: a path string given to
-    # from_pandas matches two registered sources, and MLflow warns that it is ambiguous
+    # as MLflow's local source: from_pandas given a path string matches two sources and warns
     source_type, source = described["source_type"], described["source"]
     if record.data_source:
         source_type, source = "local", json.dumps({"uri": record.data_source})

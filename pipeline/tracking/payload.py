@@ -1,6 +1,4 @@
-"""What a tracker logs for one run: the record (``run_info.json``, so that ``paraeval-log`` logs
-the same content later), the tables and the output folder. Built from a run's tables in memory or
-from a finished output directory; one function logs both. No MLflow here."""
+"""One run as logged, alike from memory or a finished output directory (``paraeval-log``)."""
 
 from __future__ import annotations
 
@@ -22,15 +20,14 @@ import pandas as pd
 from paraeval.pipeline.errors import ConfigError, RunContext
 from paraeval.pipeline.files import PARAPHRASE_FILE, RUN_INFO, atomic_write
 from paraeval.pipeline.secrets import redact, redact_values
-from paraeval.pipeline.stages.headline import headline_coefficient
+from paraeval.pipeline.stages.correlate import headline_coefficient
 from paraeval.pipeline.tracking.run_view import COEFFICIENT_TAG, REFERENCE_FREE_TAG
 
 if TYPE_CHECKING:
     from paraeval.pipeline.stages.evaluation import Evaluation
 
 RUN_INFO_FORMAT = "paraeval-run/1"
-# the installed libraries that decide the numbers, tagged as ``version.<package>``
-LIBRARIES = (
+LIBRARIES = (  # the installed libraries that decide the numbers, tagged ``version.<package>``
     "paraeval",
     "sacrebleu",
     "bert-score",

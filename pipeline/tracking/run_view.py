@@ -11,14 +11,12 @@ import pandas as pd
 
 from paraeval.pipeline.data.validate import HUMAN_PREFIX
 from paraeval.pipeline.names import show, slug
-from paraeval.pipeline.stages.headline import RANKED_GROUPS, best_agreeing
+from paraeval.pipeline.stages.correlate import RANKED_GROUPS, best_agreeing
 
-# MLflow 3's UI opens an experiment of this kind (an enum of its UI bundle, not of its Python
-# API) on the runs table instead of the GenAI overview
+# MLflow 3's UI opens this kind of experiment (a UI enum) on the runs table, not GenAI overview
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 MODEL_DEVELOPMENT = "custom_model_development"
-# the run tag that MLflow's run page shows (and edits) as the run's description, in Markdown
-DESCRIPTION_TAG = "mlflow.note.content"
+DESCRIPTION_TAG = "mlflow.note.content"  # the run page's Markdown description
 COEFFICIENT_TAG = "paraeval.correlation.coefficient"
 REFERENCE_FREE_TAG = "paraeval.reference_free"  # the sentence that says a run is reference-free
 
@@ -67,8 +65,7 @@ def _headline_rows(correlations: pd.DataFrame, chosen: str | None = None) -> pd.
 
 
 def correlation_metrics(correlations: pd.DataFrame, chosen: str | None = None) -> dict[str, float]:
-    """As ``corr.<aspect>.<level>.<column>``: MLflow's charts group metrics by the prefix before
-    the first dots, so one aspect at one level is one group."""
+    """``corr.<aspect>.<level>.<column>``: MLflow's charts group by prefix, one aspect and level."""
     out = {}
     for row in _headline_rows(correlations, chosen).to_dict("records"):
         if finite(row["value"]):
@@ -78,8 +75,7 @@ def correlation_metrics(correlations: pd.DataFrame, chosen: str | None = None) -
 
 
 def split_cache(metrics: Mapping[str, float]) -> tuple[dict[str, float], pd.DataFrame]:
-    """The cache counts as one table, ``(all metrics)`` last: a count is a number to look up
-    once, not a chart to compare across runs."""
+    """As one table, ``(all metrics)`` last: a count is looked up, not charted across runs."""
     rest: dict[str, float] = {}
     counts: dict[str, dict[str, float]] = {}
     for name, value in metrics.items():
@@ -108,8 +104,7 @@ def short_signature(metric: str, signature: str) -> str:
 
 
 def signature_tags(signatures: pd.DataFrame, columns: Mapping[str, str]) -> dict[str, str]:
-    """BERTScore's three columns share one tag; a run without a signature table uses
-    ``columns``."""
+    """BERTScore's three columns share one tag; ``columns`` without a signature table."""
     if signatures.empty:
         pairs = list(columns.items())
     else:
@@ -121,8 +116,7 @@ def signature_tags(signatures: pd.DataFrame, columns: Mapping[str, str]) -> dict
 
 
 def system_metric_order(values: Mapping[str, float]) -> dict[str, float]:
-    """MLflow's compare page opens its parallel-coordinates plot on the first metric all compared
-    runs share, in the order they were logged: group averages first."""
+    """Group averages first: MLflow's parallel-coordinates plot opens on the first logged metric."""
 
     def rank(name: str) -> int:
         if name in RANKED_GROUPS:

@@ -1,5 +1,4 @@
-"""Where runs go: the tracking URI, whether a server answers, and the SQL stores, checked before
-any scoring so that a store paraeval cannot log to is one line, not a failure after all the work."""
+"""Where runs go, checked before any scoring: an unusable store is one line, not a late failure."""
 
 from __future__ import annotations
 
@@ -26,8 +25,7 @@ log = logging.getLogger("paraeval.pipeline.tracking")
 LOCK_TIMEOUT_S = 600.0
 CONNECT_TIMEOUT_S = 10
 SQL_DIALECTS = ("sqlite", "postgresql", "mysql", "mssql")
-# the module each SQLAlchemy driver name imports; a dialect's entry under "" is its default
-DRIVER_MODULES = {
+DRIVER_MODULES = {  # each SQLAlchemy driver's module; a dialect's "" entry is its default
     "postgresql": {"": "psycopg2", "psycopg": "psycopg", "psycopg2": "psycopg2"},
     "mysql": {"": "MySQLdb", "mysqldb": "MySQLdb", "pymysql": "pymysql"},
     "mssql": {"": "pyodbc", "pyodbc": "pyodbc", "pymssql": "pymssql"},
@@ -65,8 +63,7 @@ def resolved_tracking(tracking: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-# MLflow's client retries a failing request for minutes; bounded to seconds unless a user says
-HTTP_RETRY_DEFAULTS = {
+HTTP_RETRY_DEFAULTS = {  # MLflow's client retries for minutes: seconds unless a user says
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
     "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
@@ -76,8 +73,7 @@ HEALTH_PAUSE_S = 0.5
 
 
 def check_reachable(uri: str, timeout: float = 5.0) -> None:
-    """At once for a ``/health`` that does not answer or answers 5xx (MLflow's client would
-    retry for minutes); a 4xx counts as an answer."""
+    """Fails at once on a silent or 5xx ``/health`` (MLflow retries for minutes); 4xx answers."""
     if not uri.startswith(("http://", "https://")):
         return
     for name, value in HTTP_RETRY_DEFAULTS.items():
@@ -102,8 +98,7 @@ def check_reachable(uri: str, timeout: float = 5.0) -> None:
 
 
 def store_state(db: Path) -> str:
-    """``missing``, ``ready``, ``empty-broken`` (half-created, no run in it: safe to recreate)
-    or ``broken`` (half-created with runs: the user decides)."""
+    """``missing``, ``ready``, ``empty-broken`` (safe to recreate) or ``broken`` (has runs)."""
     if not db.exists() or db.stat().st_size == 0:
         return "missing"
     try:
@@ -123,8 +118,7 @@ def store_state(db: Path) -> str:
 
 
 def prepare_sqlite_store(db: Path) -> None:
-    """Built under a temporary name, then renamed, so that a killed run leaves no half-created
-    store. Called under the store's lock."""
+    """Built under a temporary name, then renamed: no half-created store. Under the lock."""
     state = store_state(db)
     if state == "ready":
         return
@@ -149,8 +143,7 @@ def prepare_sqlite_store(db: Path) -> None:
 
 
 def use_wal(db: Path) -> None:
-    """So that readers (the MLflow UI) do not block the writer; a store another program holds
-    open keeps its mode."""
+    """Readers (the MLflow UI) then do not block the writer; a store held open keeps its mode."""
     try:
         with closing(sqlite3.connect(db, timeout=1.0)) as con:
             if str(con.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
@@ -161,8 +154,7 @@ def use_wal(db: Path) -> None:
 
 @contextmanager
 def store_lock(uri: str) -> Iterator[None]:
-    """Writers of one SQLite store take turns: SQLite allows one writer, and MLflow's first-use
-    schema creation is not safe to run concurrently."""
+    """SQLite allows one writer, and MLflow's first-use schema creation is not concurrency-safe."""
     if not uri.startswith("sqlite:///"):
         yield
         return
@@ -199,8 +191,7 @@ def dialect(uri: str) -> str:
 
 
 def driver_uri(uri: str) -> str:
-    """``postgresql://`` names psycopg (``paraeval[postgres]``) where psycopg2, SQLAlchemy's
-    default for that form, is not installed."""
+    """``postgresql://`` names psycopg where psycopg2, SQLAlchemy's default, is not installed."""
     if uri.startswith("postgresql://") and find_spec("psycopg2") is None and find_spec("psycopg"):
         return "postgresql+psycopg://" + uri.removeprefix("postgresql://")
     return uri
@@ -220,8 +211,7 @@ def missing_driver(uri: str) -> str | None:
 
 
 def check_store(uri: str) -> None:
-    """A SQLite store not created yet is left to :func:`store_lock`; an empty database gets its
-    tables (as MLflow's client would on first use)."""
+    """An empty database gets its tables; a SQLite store not yet created is :func:`store_lock`'s."""
     name = dialect(uri)
     if not name:
         return

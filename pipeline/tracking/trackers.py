@@ -1,6 +1,4 @@
-"""Where a finished run goes: a :class:`Tracker` chosen by ``_target_`` in ``conf/tracking/``.
-Every tracker writes ``run_info.json`` first (so ``paraeval-log`` can log the directory later,
-whatever happens); a backend that fails never stops the run, it is one warning line."""
+"""Trackers by ``_target_``: ``run_info.json`` first (``paraeval-log``); a failure only warns."""
 
 from __future__ import annotations
 
@@ -23,8 +21,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("paraeval.pipeline.tracking")
 
-# what ``tracking._target_`` may name: a config cannot make the run import or call anything else
-TRACKERS: dict[str, type[Tracker]] = {}
+TRACKERS: dict[str, type[Tracker]] = {}  # all a config may name: nothing else is imported
 
 
 class Tracker(ABC):
@@ -107,8 +104,7 @@ class MLflowTracker(_StoreSettings):
         return cls(**{k: v for k, v in settings.items() if k in known and k != "self"})
 
     def check(self) -> None:
-        """A SQL store is checked now; a server is probed when the run is logged (a server down
-        now may be up by then, and the outputs are kept)."""
+        """A SQL store now; a server at logging: it may be up by then, and the outputs are kept."""
         uri = self.settings.get("uri") or f"sqlite:///{Path(self.settings['store_dir'])}/mlflow.db"
         try:
             check_store(str(uri))
