@@ -3,10 +3,12 @@ glibc's ``malloc_trim`` returns the pages freed arrays leave in each thread's he
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Callable
 
@@ -22,6 +24,33 @@ def die_with_parent(parent: int, sig: int = signal.SIGKILL) -> None:
     if libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0 or os.getppid() != parent:
         # no death signal, or the run ended before it was set: the orphan is not wanted
         os._exit(1)
+
+
+class Ended(Exception):
+    pass
+
+
+def _end(*_: object) -> None:
+    raise Ended
+
+
+def guard(argv: list[str], grace_s: float = 10.0) -> None:
+    """Runs ``argv`` in a process group of its own until it exits or SIGTERM comes (the run's
+    death signal), then SIGTERM to it and, after ``grace_s``, SIGKILL to the group: a command that
+    swallows the signal, or what it leaves behind, ends all the same."""
+    signal.signal(signal.SIGTERM, _end)
+    with contextlib.suppress(Ended):
+        if os.getpgrp() != os.getpid():
+            os.setpgid(0, 0)
+        child = subprocess.Popen(argv)
+        try:
+            child.wait()
+        except Ended:
+            child.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired, Ended):
+                child.wait(grace_s)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    os.killpg(0, signal.SIGKILL)  # this process too
 
 
 def in_sweep_worker() -> bool:
@@ -58,3 +87,7 @@ def _malloc_trim() -> Callable[[int], int] | None:
     fn.argtypes = [ctypes.c_size_t]
     fn.restype = ctypes.c_int
     return fn  # type: ignore[no-any-return]
+
+
+if __name__ == "__main__":  # ``python -m paraeval.pipeline.lifetime COMMAND...``: guard(COMMAND)
+    guard(sys.argv[1:])

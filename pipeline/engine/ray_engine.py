@@ -43,8 +43,9 @@ def use_own_instance_settings() -> None:
 
 
 class LocalRay:
-    """``ray start --head --block`` as a child the kernel SIGTERMs when the run ends, even on
-    ``kill -9`` (``ray.init()``'s processes would leave the raylet's agents behind)."""
+    """``ray start --head --block`` under a guard the kernel SIGTERMs when the run ends, even on
+    ``kill -9`` (``ray.init()``'s processes would leave the raylet's agents behind, and ``ray
+    start`` swallows a SIGTERM that comes while it starts)."""
 
     def __init__(self, actors_per_encoder: int = 1) -> None:
         with socket.socket() as s:
@@ -62,6 +63,9 @@ class LocalRay:
         if command is None:
             raise ConfigError("engine=ray needs Ray's `ray` command: pip install 'paraeval[ray]'")
         cmd = [
+            sys.executable,
+            "-m",
+            "paraeval.pipeline.lifetime",
             command,
             "start",
             "--head",

@@ -169,6 +169,17 @@ def short_tmp() -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def describe(pids: list[int]) -> list[str]:
+    """Each process's parent, state and command line, for a failure message."""
+    out = []
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            out.append(f"{pid} ppid={stat[1]} state={stat[0]} {cmd[:200]}")
+    return out
+
+
 def wait_gone(tmp: Path, seconds: float) -> list[int]:
     deadline = time.monotonic() + seconds
     while processes_holding(tmp) and time.monotonic() < deadline:
@@ -213,7 +224,8 @@ def test_a_ray_instance_the_run_starts_ends_when_the_run_is_killed(
         assert len(processes_holding(short_tmp)) >= 4
         run.send_signal(signal.SIGKILL)
         run.wait(timeout=30)
-        assert wait_gone(short_tmp, 20) == []
+        left = wait_gone(short_tmp, 20)
+        assert left == [], describe(left)
     finally:
         if run.poll() is None:
             run.kill()
