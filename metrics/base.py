@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from types import MappingProxyType
+from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -66,6 +67,32 @@ class CorpusCounts:
         return self
 
 
+class Sizes(NamedTuple):
+    """The shape of a run's data that memory estimates are made from (upper bounds)."""
+
+    rows: int
+    sentences: int  # candidates, references and sources: what an encoder encodes
+    pairs: int  # candidate-reference pairs
+    tokens: int  # tokens per sentence on average
+
+
+Estimator = Callable[[int, Sizes], int]
+
+
+class MetricInfo(NamedTuple):
+    """What a run reads of a metric without building it (no model or resource is loaded)."""
+
+    name: str
+    group: str
+    higher_is_better: bool
+    needs_references: bool
+    needs_sources: bool
+    resources: tuple[str, ...]
+    segment_local: bool
+    sharded: bool
+    version: str
+
+
 class Metric(ABC):
     """Base class: subclasses set the class constants and implement ``_score``; ``columns``
     defaults to ``(name,)``. ``name`` is a class constant too, except where a setting changes
@@ -97,6 +124,11 @@ class Metric(ABC):
     # the score stage scores segments shared by several systems once (pipeline/stages/score.py).
     # False where the call's other segments matter (CIDEr/NIST corpus weights, BERTScore idf).
     segment_local: ClassVar[bool] = False
+    # bumped by hand whenever the metric's numbers change: the score cache's entries carry it
+    version: ClassVar[str] = "1"
+    # the memory each count setting needs (setting -> estimator of its value on data of Sizes),
+    # checked before a run scores anything
+    memory: ClassVar[Mapping[str, Estimator]] = MappingProxyType({})
 
     def __init__(
         self,
@@ -118,7 +150,14 @@ class Metric(ABC):
         self.against_source: bool = bool(against_source)
         self.multi_ref: str = multi_ref
 
-    # ------------------------------------------------------------------ public API
+    @classmethod
+    def describe(cls, settings: Mapping[str, Any] | None = None) -> MetricInfo:
+        """The descriptor of this class with these config settings, read without building."""
+        group = (settings or {}).get("group") or cls.default_group
+        sharded = issubclass(cls, Sharded)
+        flags = (cls.higher_is_better, cls.needs_references, cls.needs_sources, cls.resources)
+        return MetricInfo(cls.name, group, *flags, cls.segment_local, sharded, cls.version)
+
     @property
     def output_columns(self) -> tuple[str, ...]:
         return self.columns or (self.name,)
@@ -210,48 +249,6 @@ class Metric(ABC):
         equal to :meth:`score`'s."""
         raise NotImplementedError(f"{self.name} is not made of parts")
 
-    # ------------------------------------------------ corpus-weighted metrics, in shards
-    # A metric whose call's rows affect each other only through :class:`CorpusCounts` of the
-    # call's texts sets this: an engine then scores a call in shards (:meth:`shard_bounds`),
-    # counts each shard (:meth:`corpus_counts`), adds the counts, scores each shard with the sum
-    # (:meth:`score_counted`) and joins the shards (:meth:`joined_shards`), equal to :meth:`score`.
-    corpus_weighted: ClassVar[bool] = False
-
-    @property
-    def uses_counts(self) -> bool:
-        """Whether :meth:`corpus_counts` gives anything (an engine counts only where it does)."""
-        return self.corpus_weighted
-
-    def corpus_counts(
-        self,
-        candidates: Sequence[str],
-        references: Sequence[Sequence[str]],
-        sources: Sequence[str] | None = None,
-    ) -> CorpusCounts:
-        """The counts of these rows (:attr:`corpus_weighted` only)."""
-        raise NotImplementedError(f"{self.name} is not corpus-weighted")
-
-    def score_counted(
-        self,
-        counts: CorpusCounts,
-        candidates: Sequence[str],
-        references: Sequence[Sequence[str]],
-        sources: Sequence[str] | None = None,
-    ) -> MetricResult:
-        """These rows scored as part of a call whose :meth:`corpus_counts` are ``counts``: their
-        segment scores and statistics (the corpus score comes from :meth:`joined_shards`)."""
-        raise NotImplementedError(f"{self.name} is not corpus-weighted")
-
-    def joined_shards(self, shards: Sequence[MetricResult]) -> MetricResult:
-        """A call's result from :meth:`score_counted` of its consecutive shards, in order."""
-        raise NotImplementedError(f"{self.name} is not corpus-weighted")
-
-    def shard_bounds(self, references: Sequence[Sequence[str]], rows: int) -> list[slice]:
-        """Where a call with these references may be cut into shards of about ``rows`` rows
-        (every ``rows`` rows; a metric whose batches are not independent cuts between them)."""
-        n = len(references)
-        return [slice(s, min(s + rows, n)) for s in range(0, n, max(1, rows))] or [slice(0, 0)]
-
     def corpus_from_stats(self, stats: np.ndarray) -> dict[str, float]:
         """Corpus score from (a subset or resample of) per-segment sufficient statistics.
         Metrics whose corpus score is the mean of segment scores need not override this."""
@@ -266,10 +263,88 @@ class Metric(ABC):
         return f"{type(self).__name__}({self.signature()})"
 
 
+class Sharded(Metric):
+    """The sharding protocol of a metric whose call's rows affect each other only through
+    :class:`CorpusCounts` of the call's texts (CIDEr, NIST, BERTScore): an engine cuts a call
+    (:meth:`split`), counts each shard (:meth:`counts`), adds the counts, scores each shard with
+    the sum (:meth:`score_shard`) and joins the shards (:meth:`reduce`), equal to :meth:`score`."""
+
+    @property
+    def uses_counts(self) -> bool:
+        """Whether :meth:`counts` gives anything (an engine counts only where it does)."""
+        return True
+
+    def split(self, references: Sequence[Sequence[str]], rows: int) -> list[slice]:
+        """Where a call with these references may be cut into shards of about ``rows`` rows
+        (every ``rows`` rows; a metric whose batches are not independent cuts between them)."""
+        n = len(references)
+        return [slice(s, min(s + rows, n)) for s in range(0, n, max(1, rows))] or [slice(0, 0)]
+
+    @abstractmethod
+    def counts(
+        self, candidates: Sequence[str], references: Sequence[Sequence[str]]
+    ) -> CorpusCounts:
+        """The counts of these rows."""
+
+    @abstractmethod
+    def score_shard(
+        self,
+        counts: CorpusCounts,
+        candidates: Sequence[str],
+        references: Sequence[Sequence[str]],
+        sources: Sequence[str] | None = None,
+    ) -> MetricResult:
+        """These rows scored as part of a call whose :meth:`counts` are ``counts``: their
+        segment scores and statistics (the corpus score comes from :meth:`reduce`)."""
+
+    def reduce(self, shards: Sequence[MetricResult]) -> MetricResult:
+        """A call's result from :meth:`score_shard` of its consecutive shards, in order."""
+        segment, stats = joined_segments(shards)
+        if stats is None:
+            corpus = {col: mean_corpus(values) for col, values in segment.items()}
+        else:
+            corpus = self.corpus_from_stats(stats)
+        return MetricResult(segment, corpus, self.signature(), stats)
+
+    def _score(
+        self,
+        candidates: list[str],
+        references: list[list[str]],
+        sources: Sequence[str] | None,
+    ) -> MetricResult:
+        counts = self.counts(candidates, references)
+        return self.reduce([self.score_shard(counts, candidates, references, sources)])
+
+
+@runtime_checkable
+class Decomposed(Protocol):
+    """A metric whose result is its α-free components combined with a weight (iBLEU): the score
+    cache keeps the components, so that another α reuses them, and the α curve recombines them."""
+
+    alpha: float
+
+    def components(self, result: MetricResult) -> MetricResult: ...
+
+    def components_signature(self) -> str: ...
+
+    def from_components(self, parts: MetricResult) -> MetricResult: ...
+
+    def segment_components(self, stats: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def corpus_components(self, stats: np.ndarray) -> tuple[float, float]: ...
+
+    def combine(self, ref: Any, src: Any, alpha: float | None = None) -> Any: ...
+
+
 def ngram_stats_nbytes(n_rows: int, max_order: int) -> int:
     """Bytes of the per-segment statistics of an n-gram metric of orders 1..``max_order`` (BLEU,
     iBLEU, NIST: matches and totals per order and two lengths, float64) and one copy of them."""
     return 2 * 8 * n_rows * (2 * max_order + 2)
+
+
+def ngram_memory(setting: str) -> Mapping[str, Estimator]:
+    """:attr:`Metric.memory` of an n-gram metric whose order is the setting ``setting``."""
+    return MappingProxyType({setting: lambda order, sizes: ngram_stats_nbytes(sizes.rows, order)})
 
 
 def has_corpus_from_stats(metric: Metric) -> bool:

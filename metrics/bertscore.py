@@ -28,24 +28,25 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
 from paraeval.metrics.base import (
     CorpusCounts,
-    Metric,
     MetricConfigError,
     MetricResult,
     MissingResourceError,
+    Sharded,
     Texts,
-    joined_segments,
     make_signature,
 )
 from paraeval.metrics.baseline import bert_score_baseline, read_baseline, shipped_baseline
 from paraeval.metrics.encoder import DEFAULT_MODEL_NAME, Encoder, Encoders, own_encoder
 from paraeval.metrics.encoder_match import pair_lists
 from paraeval.metrics.encoder_memo import Entry
+from paraeval.metrics.encoder_pass import ENCODER_MEMORY
 
 
 def _bert_score_version() -> str:
@@ -210,17 +211,22 @@ def _match_batch(c: Any, cw: Any, cm: Any, r: Any, rw: Any, rm: Any, floors: Any
     return torch.stack([p, r_, f], dim=1)
 
 
-class BERTScore(Metric):
+class BERTScore(Sharded):
     """BERTScore precision, recall and F1 (columns ``bertscore_precision``, ``_recall``,
     ``_f1``). Corpus score: the mean of the segment scores, as bert-score reports it."""
 
     name = "bertscore"
     resources = ("encoder",)
+    memory = MappingProxyType(
+        {
+            **ENCODER_MEMORY,
+            "bert_score_batch_size": lambda size, s: step_nbytes(size, s.pairs, s.tokens),
+        }
+    )
     default_group = "semantic"
     higher_is_better = True
     columns = COLUMNS
     supports_multi_ref_rule = False
-    corpus_weighted = True
     MODEL = "default"
     BATCH_SIZE = 64
 
@@ -339,17 +345,14 @@ class BERTScore(Metric):
     def uses_counts(self) -> bool:
         return self.idf
 
-    def corpus_counts(
-        self,
-        candidates: Sequence[str],
-        references: Sequence[Sequence[str]],
-        sources: Sequence[str] | None = None,
+    def counts(
+        self, candidates: Sequence[str], references: Sequence[Sequence[str]]
     ) -> CorpusCounts:
         """With idf, one document per (candidate, reference) pair; without, nothing."""
         _, refs = pair_lists(list(candidates), [list(r) for r in references])
         return self._pair_counts(refs)
 
-    def score_counted(
+    def score_shard(
         self,
         counts: CorpusCounts,
         candidates: Sequence[str],
@@ -360,22 +363,12 @@ class BERTScore(Metric):
         call = (list(candidates), [list(r) for r in references])
         return self._score_calls([call], [counts])[0]
 
-    def joined_shards(self, shards: Sequence[MetricResult]) -> MetricResult:
-        _, stats = joined_segments(shards)
-        assert stats is not None
-        return MetricResult(
-            {col: stats[:, k] for k, col in enumerate(COLUMNS)},
-            self.corpus_from_stats(stats),
-            self.signature(),
-            stats=stats,
-        )
-
-    def shard_bounds(self, references: Sequence[Sequence[str]], rows: int) -> list[slice]:
+    def split(self, references: Sequence[Sequence[str]], rows: int) -> list[slice]:
         """Cuts after ``rows`` rows or more, where a whole number of bert-score's batches of
         pairs ends (its padding rule depends on the batch): a call with no such place is one."""
         unit = self.bert_score_batch_size
         if not unit:
-            return super().shard_bounds(references, rows)
+            return super().split(references, rows)
         bounds: list[slice] = []
         start = pairs = 0
         for i, refs in enumerate(references):
@@ -392,7 +385,7 @@ class BERTScore(Metric):
         calls: list[tuple[list[str], list[list[str]]]],
         counts: Sequence[CorpusCounts] | None = None,
     ) -> list[MetricResult]:
-        """``counts``: each call's :meth:`corpus_counts` (default: of the call itself)."""
+        """``counts``: each call's :meth:`counts` (default: of the call itself)."""
         flat = [pair_lists(cands, refs) for cands, refs in calls]
         if counts is None:
             counts = [self._pair_counts(refs) for _, refs in flat]

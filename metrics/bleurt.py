@@ -26,6 +26,7 @@ from paraeval.metrics.base import (
     reduce_over_references,
 )
 from paraeval.metrics.encoder import pick_device
+from paraeval.metrics.encoder_pass import ENCODER_MEMORY
 
 
 def _digest(path: Path) -> str:
@@ -43,6 +44,7 @@ class BLEURT(Metric):
 
     name = "bleurt"
     resources = ("BLEURT checkpoint",)
+    memory = ENCODER_MEMORY
     default_group = "semantic"
     higher_is_better = True
     supports_multi_ref_rule = True

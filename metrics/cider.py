@@ -18,12 +18,10 @@ import numpy as np
 from paraeval.metrics._ngram import WordTokenizer
 from paraeval.metrics.base import (
     CorpusCounts,
-    Metric,
     MetricConfigError,
     MetricResult,
-    joined_segments,
+    Sharded,
     make_signature,
-    mean_corpus,
 )
 
 Toks = tuple[str, ...]
@@ -44,14 +42,13 @@ def precook(words: Sequence[str], n: int) -> dict[Gram, int]:
 _CORPORA_KEPT = 8
 
 
-class CIDEr(Metric):
+class CIDEr(Sharded):
     """CIDEr-D with corpus document frequencies (pycocoevalcap's ``Cider``)."""
 
     name = "cider"
     default_group = "syntactic"
     higher_is_better = True
     supports_multi_ref_rule = False
-    corpus_weighted = True
     MAX_ORDER = 4
     SIGMA = 6.0
     TOKENIZE = "13a"
@@ -153,11 +150,8 @@ class CIDEr(Metric):
             [self._cook(t) for t in refs] for refs in ref_toks
         ]
 
-    def corpus_counts(
-        self,
-        candidates: Sequence[str],
-        references: Sequence[Sequence[str]],
-        sources: Sequence[str] | None = None,
+    def counts(
+        self, candidates: Sequence[str], references: Sequence[Sequence[str]]
     ) -> CorpusCounts:
         """Items, and each n-gram's document frequency: the items whose references have it."""
         _, refss = self._cooked_call(candidates, references)
@@ -173,7 +167,7 @@ class CIDEr(Metric):
             df.update(grams)
         return CorpusCounts(len(refss), df)
 
-    def score_counted(
+    def score_shard(
         self,
         counts: CorpusCounts,
         candidates: Sequence[str],
@@ -184,11 +178,6 @@ class CIDEr(Metric):
         hyps, refss = self._cooked_call(candidates, references)
         seg = self._segments(counts, list(candidates), references, hyps, refss, {})
         return MetricResult({self.name: seg}, {}, self.signature())
-
-    def joined_shards(self, shards: Sequence[MetricResult]) -> MetricResult:
-        segment, _ = joined_segments(shards)
-        seg = segment[self.name]
-        return MetricResult(segment, {self.name: mean_corpus(seg)}, self.signature())
 
     def _segments(
         self,
@@ -248,4 +237,4 @@ class CIDEr(Metric):
         self._by_corpus[corpus_key] = done  # most recently used last
         counts = self._document_frequencies(refss)
         seg = self._segments(counts, candidates, references, hyps, refss, done)
-        return self.joined_shards([MetricResult({self.name: seg}, {}, self.signature())])
+        return self.reduce([MetricResult({self.name: seg}, {}, self.signature())])

@@ -18,6 +18,7 @@ from paraeval.metrics.base import (
 )
 from paraeval.metrics.encoder import DEFAULT_MODEL, Encoders, own_encoder
 from paraeval.metrics.encoder_match import cosine_rows, locality_order, pair_lists
+from paraeval.metrics.encoder_pass import ENCODER_MEMORY
 
 
 class Cosine(Metric):
@@ -26,6 +27,7 @@ class Cosine(Metric):
 
     name = "cosine"
     resources = ("encoder",)
+    memory = ENCODER_MEMORY
     default_group = "semantic"
     higher_is_better = True
     supports_multi_ref_rule = True

@@ -30,6 +30,7 @@ from paraeval.metrics._sacre_base import sacrebleu_signature
 from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
 from paraeval.metrics.encoder import DEFAULT_MODEL, Encoders, own_encoder
 from paraeval.metrics.encoder_match import unit_sums
+from paraeval.metrics.encoder_pass import ENCODER_MEMORY
 from paraeval.metrics.sacre import check_bleu_settings
 
 SACREBLEU_VERSION = sacrebleu.__version__
@@ -313,6 +314,7 @@ class SemanticDiversity(_SystemLevel):
 
     name = "semantic_diversity"
     resources = ("encoder",)
+    memory = ENCODER_MEMORY
     higher_is_better = True
 
     def __init__(

@@ -7,12 +7,14 @@ module only turns token ids into arrays.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
+from types import MappingProxyType
 from typing import Any, Protocol
 
 import numpy as np
 
+from paraeval.metrics.base import Estimator
 from paraeval.metrics.encoder_memo import Entry
 from paraeval.metrics.encoder_model import HALF, check_half_precision, precision_context
 
@@ -56,6 +58,12 @@ def batch_nbytes(batch_size: int, n_sentences: int) -> int:
     outputs) and its attention scores (one float32 per head and position of its row)."""
     tokens = min(batch_size, max(1, n_sentences)) * TOKENS_PER_ROW
     return tokens * 4 * (12 * LARGE_HIDDEN + LARGE_HEADS * MAX_WIDTH)
+
+
+# :attr:`Metric.memory` of a metric that encodes in batches of its ``batch_size`` setting
+ENCODER_MEMORY: Mapping[str, Estimator] = MappingProxyType(
+    {"batch_size": lambda size, sizes: batch_nbytes(size, sizes.sentences)}
+)
 
 
 def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:

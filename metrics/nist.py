@@ -21,11 +21,12 @@ import numpy as np
 from paraeval.metrics._ngram import WordTokenizer, ngram_counter
 from paraeval.metrics.base import (
     CorpusCounts,
-    Metric,
     MetricConfigError,
     MetricResult,
+    Sharded,
     joined_segments,
     make_signature,
+    ngram_memory,
 )
 
 Toks = tuple[str, ...]
@@ -69,14 +70,14 @@ class _Weights:
         return w
 
 
-class NIST(Metric):
+class NIST(Sharded):
     """NIST score (nltk ``sentence_nist`` per segment, ``corpus_nist`` for the corpus)."""
 
     name = "nist"
+    memory = ngram_memory("max_order")
     default_group = "syntactic"
     higher_is_better = True
     supports_multi_ref_rule = False
-    corpus_weighted = True
     MAX_ORDER = 5
     TOKENIZE = "13a"
 
@@ -178,11 +179,8 @@ class NIST(Metric):
             precision += 0.0 if den == 0 else num / den
         return precision * nist_length_penalty(l_ref, l_sys)
 
-    def corpus_counts(
-        self,
-        candidates: Sequence[str],
-        references: Sequence[Sequence[str]],
-        sources: Sequence[str] | None = None,
+    def counts(
+        self, candidates: Sequence[str], references: Sequence[Sequence[str]]
     ) -> CorpusCounts:
         """Reference words, and each n-gram's frequency over every reference."""
         _, ref_lists = self.tokenizer.segments(list(candidates), references)
@@ -190,7 +188,7 @@ class NIST(Metric):
         total = sum(self._ref_table(refs, freq) for refs in ref_lists)
         return CorpusCounts(total, freq)
 
-    def score_counted(
+    def score_shard(
         self,
         counts: CorpusCounts,
         candidates: Sequence[str],
@@ -209,7 +207,7 @@ class NIST(Metric):
             stats[k] = [*nums, *dens, l_ref, l_sys]
         return MetricResult({self.name: seg}, {}, self.signature(), stats)
 
-    def joined_shards(self, shards: Sequence[MetricResult]) -> MetricResult:
+    def reduce(self, shards: Sequence[MetricResult]) -> MetricResult:
         segment, stats = joined_segments(shards)
         assert stats is not None
         corpus = float("nan")
@@ -259,15 +257,6 @@ class NIST(Metric):
                 value = self._sentence[(hyp, refs)] = self._score_from(nums, dens, l_ref, l_sys)
             seg[k] = value
         return seg
-
-    def _score(
-        self,
-        candidates: list[str],
-        references: list[list[str]],
-        sources: Sequence[str] | None,
-    ) -> MetricResult:
-        counts = self.corpus_counts(candidates, references, sources)
-        return self.joined_shards([self.score_counted(counts, candidates, references, sources)])
 
     def corpus_from_sums(self, totals: np.ndarray) -> np.ndarray:
         """:meth:`corpus_from_stats` bit for bit of many summed rows (``stats.sum(axis=0)``);

@@ -116,6 +116,7 @@ class _OnBERTScore(Metric):
     needs_sources = True
     needs_references = False
     resources = ("encoder",)
+    memory = BERTScore.memory
 
     def __init__(
         self,

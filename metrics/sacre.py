@@ -23,7 +23,7 @@ from paraeval.metrics._sacre_base import (
     sacrebleu_signature,
     segment_statistics,
 )
-from paraeval.metrics.base import Metric, MetricConfigError, MetricResult
+from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, ngram_memory
 
 __all__ = [
     "BLEU",
@@ -47,6 +47,7 @@ class BLEU(SacreBase):
     :meth:`segment_signature_on`)."""
 
     name = "bleu"
+    memory = ngram_memory("max_ngram_order")
     default_group = "syntactic"
     higher_is_better = True
 

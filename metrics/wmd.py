@@ -33,6 +33,7 @@ from paraeval.metrics.base import (
 from paraeval.metrics.encoder import Encoder, Encoders, own_encoder
 from paraeval.metrics.encoder_match import STEP, locality_order
 from paraeval.metrics.encoder_model import check_precision
+from paraeval.metrics.encoder_pass import ENCODER_MEMORY
 
 _WORD = re.compile(r"\w+(?:['’-]\w+)*", re.UNICODE)
 EMBEDDINGS = ("static", "contextual")
@@ -109,6 +110,7 @@ class WMD(Metric):
 
     name = "wmd"
     resources = ("encoder or word vectors",)
+    memory = ENCODER_MEMORY
     default_group = "semantic"
     higher_is_better = False
     supports_multi_ref_rule = True

@@ -16,12 +16,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from paraeval.metrics.base import CorpusCounts, Metric, MetricResult
+from paraeval.metrics.base import CorpusCounts, Metric, MetricResult, Sharded
 from paraeval.metrics.encoder import Encoders
 from paraeval.pipeline.config.nodes import EngineSettings
 from paraeval.pipeline.engine.base import Calls, Engine, Later, LocalEngine, Origin, Recipe, joined
@@ -114,15 +115,32 @@ class LocalRay:
         self._err.close()
 
 
-# (index in pass, request, call, texts); modes: ``score`` (segment-local), ``systems``, or for a
-# corpus-weighted metric's shard ``counts`` then ``counted`` with the summed counts
-Unit = tuple[int, int, int, list[str], list[list[str]], "list[str] | None"]
+class ShardMode(Enum):
+    """What a worker does with a request's shards: score a segment-local metric's rows, score
+    whole systems' calls, or for a :class:`Sharded` metric count them, then score them with the
+    summed counts."""
+
+    SCORE = "score"
+    SYSTEMS = "systems"
+    COUNT = "count"
+    SCORE_SHARD = "score_shard"
+
+
+class Shard(NamedTuple):
+    """One unit of work: ``request`` indexes the pass's recipes and modes, ``call`` its calls."""
+
+    position: int  # in the pass
+    request: int
+    call: int
+    candidates: list[str]
+    references: list[list[str]]
+    sources: list[str]
 
 
 def score_shards(
     batch: Any,
     recipes: Sequence[Recipe],
-    modes: Sequence[str],
+    modes: Sequence[ShardMode],
     counts: Sequence[Sequence[CorpusCounts]] = (),
 ) -> dict[str, np.ndarray]:
     return ShardScorer(recipes, modes, counts)(batch)
@@ -134,7 +152,7 @@ class ShardScorer:
     def __init__(
         self,
         recipes: Sequence[Recipe],
-        modes: Sequence[str],
+        modes: Sequence[ShardMode],
         counts: Sequence[Sequence[CorpusCounts]] = (),
     ) -> None:
         self.recipes, self.modes, self.counts = recipes, modes, counts
@@ -152,27 +170,32 @@ class ShardScorer:
         shards: list[int] = []
         results: list[bytes] = []
         for payload in batch.column("bundle").to_pylist():
-            units: list[Unit] = pickle.loads(payload)
+            units: list[Shard] = pickle.loads(payload)
             # one length-sorted pass over the bundle's texts pads less than each shard's alone
             texts: dict[int, list[str]] = {}
-            for _, request, _, cands, refs, srcs in units:
-                if self.modes[request] != "counts":
-                    every = [*cands, *(r for rs in refs for r in rs), *(srcs or ())]
-                    texts.setdefault(request, []).extend(every)
+            for unit in units:
+                if self.modes[unit.request] is not ShardMode.COUNT:
+                    flat = (r for rs in unit.references for r in rs)
+                    every = [*unit.candidates, *flat, *unit.sources]
+                    texts.setdefault(unit.request, []).extend(every)
             for request, some in texts.items():
                 self.metric(request).prepare(some)
-            for shard, request, call, cands, refs, srcs in units:
-                metric, mode = self.metric(request), self.modes[request]
+            for unit in units:
+                metric, mode = self.metric(unit.request), self.modes[unit.request]
+                cands, refs, srcs = unit.candidates, unit.references, unit.sources
                 result: MetricResult | CorpusCounts
-                if mode == "counts":
-                    result = metric.corpus_counts(cands, refs, srcs)
-                elif mode == "score":
+                if mode is ShardMode.SCORE:
                     result = metric.score(cands, refs, srcs)
-                elif mode == "counted":
-                    result = metric.score_counted(self.counts[request][call], cands, refs, srcs)
-                else:
+                elif mode is ShardMode.SYSTEMS:
                     (result,) = metric.score_systems([(cands, refs, srcs)])
-                shards.append(shard)
+                else:
+                    assert isinstance(metric, Sharded)
+                    if mode is ShardMode.COUNT:
+                        result = metric.counts(cands, refs)
+                    else:
+                        counts = self.counts[unit.request][unit.call]
+                        result = metric.score_shard(counts, cands, refs, srcs)
+                shards.append(unit.position)
                 results.append(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
             # else the worker's heaps keep each bundle's freed pages (its resident set grows)
             release_free_memory()
@@ -252,33 +275,34 @@ class RayEngine:
             for part in list(chunks(len(cands), self.settings.rows_per_shard)) or [slice(0, 0)]:
                 shards.append((cands[part], refs[part], srcs[part]))
                 owners.append(k)
-        asked = self._ask(metric, origin, "score", shards, owners, max(owners, default=0) + 1)
+        calls_n = max(owners, default=0) + 1
+        asked = self._ask(metric, origin, ShardMode.SCORE, shards, owners, calls_n)
         return Later(lambda: joined(self._results(asked)))
 
     def score_systems(
         self, metric: Metric, origin: Origin, calls: Sequence[Texts], prepare: Callable[[], None]
     ) -> list[Later]:
         rows = self.settings.rows_per_shard
-        bounds = [
-            metric.shard_bounds(r, rows) if metric.corpus_weighted else [] for _, r, _ in calls
-        ]
-        if all(len(b) <= 1 for b in bounds):
+        sharded = metric if isinstance(metric, Sharded) else None
+        bounds = [sharded.split(r, rows) if sharded else [] for _, r, _ in calls]
+        if sharded is None or all(len(b) <= 1 for b in bounds):
             # rows depend on each other beyond counts (ParaScore), or each system fits one shard
-            whole = self._ask(metric, origin, "systems", list(calls), range(len(calls)), len(calls))
-            return Later(lambda: self._results(whole)).each(len(calls))
+            n = len(calls)
+            whole = self._ask(metric, origin, ShardMode.SYSTEMS, list(calls), range(n), n)
+            return Later(lambda: self._results(whole)).each(n)
         shards: list[Texts] = []
         owners: list[int] = []
         for k, ((cands, refs, srcs), parts) in enumerate(zip(calls, bounds, strict=True)):
             for part in parts:
-                shards.append((cands[part], refs[part], None if srcs is None else srcs[part]))
+                shards.append((cands[part], refs[part], srcs[part]))
                 owners.append(k)
-        asked = self._ask(metric, origin, "counted", shards, owners, len(calls))
+        asked = self._ask(metric, origin, ShardMode.SCORE_SHARD, shards, owners, len(calls))
 
         def per_system() -> list[MetricResult]:
             per_call: list[list[MetricResult]] = [[] for _ in calls]
             for k, result in zip(owners, self._results(asked), strict=True):
                 per_call[k].append(result)
-            return [metric.joined_shards(r) for r in per_call]
+            return [sharded.reduce(r) for r in per_call]
 
         return Later(per_system).each(len(calls))
 
@@ -286,7 +310,7 @@ class RayEngine:
         self,
         metric: Metric,
         origin: Origin,
-        mode: str,
+        mode: ShardMode,
         shards: list[Texts],
         owners: Iterable[int],
         calls: int,
@@ -307,7 +331,12 @@ class RayEngine:
     def run_asked(self) -> None:
         """First the counts of each corpus-weighted metric with several shards, then every shard."""
         todo, self.asked = self.asked, []
-        counting = [a for a in todo if a.mode == "counted" and a.metric.uses_counts]
+        counting = [
+            a
+            for a in todo
+            if a.mode is ShardMode.SCORE_SHARD and isinstance(a.metric, Sharded)
+            if a.metric.uses_counts
+        ]
         if counting:
             found = self._run(counting, counting=True)
             for asked, shard_counts in zip(counting, found, strict=True):
@@ -327,14 +356,14 @@ class RayEngine:
             group = [k for k, a in enumerate(todo) if bool(a.metric.resources) == actors]
             if not group:
                 continue
-            units: list[Unit] = []
+            units: list[Shard] = []
             for local, k in enumerate(group):
                 asked = todo[k]
                 for shard, call in zip(asked.shards, asked.owners, strict=True):
-                    units.append((len(units), local, call, *shard))
+                    units.append(Shard(len(units), local, call, *shard))
             kwargs = {
                 "recipes": [todo[k].recipe for k in group],
-                "modes": ["counts" if counting else todo[k].mode for k in group],
+                "modes": [ShardMode.COUNT if counting else todo[k].mode for k in group],
                 "counts": [todo[k].counts for k in group],
             }
             cpus = int(ray.cluster_resources().get("CPU", 1))
@@ -377,7 +406,7 @@ class RayEngine:
                 names,
             )
             for unit, row in zip(units, rows, strict=True):
-                out[group[unit[1]]].append(pickle.loads(row["result"]))
+                out[group[unit.request]].append(pickle.loads(row["result"]))
         return out
 
     def _check_gpus(self) -> None:
@@ -407,18 +436,18 @@ def _taken(scored: Any) -> tuple[list[dict[str, Any]], float]:
     return scored.take_all(), time.perf_counter() - start
 
 
-def bundled(units: Sequence[Unit], rows: int, workers: int) -> list[list[Unit]]:
+def bundled(units: Sequence[Shard], rows: int, workers: int) -> list[list[Shard]]:
     """About ``rows`` rows, smaller where there would be fewer than two per worker."""
-    total = sum(len(unit[3]) for unit in units)
+    total = sum(len(unit.candidates) for unit in units)
     target = max(1, min(rows, -(-total // (2 * workers))))
-    out: list[list[Unit]] = []
+    out: list[list[Shard]] = []
     filled = target
     for unit in units:
         if filled >= target:
             out.append([])
             filled = 0
         out[-1].append(unit)
-        filled += len(unit[3])
+        filled += len(unit.candidates)
     return out
 
 
@@ -433,7 +462,7 @@ class Asked:
 
     metric: Metric
     recipe: Recipe
-    mode: str
+    mode: ShardMode
     shards: list[Texts]
     owners: list[int]
     counts: list[CorpusCounts]

@@ -12,8 +12,7 @@ import numpy as np
 import pandas as pd
 
 from paraeval.correlation.levels import correlate
-from paraeval.metrics.base import Metric
-from paraeval.metrics.sacre import IBLEU
+from paraeval.metrics.base import Decomposed, Metric
 from paraeval.pipeline.config.nodes import AlphaCurveSettings
 from paraeval.pipeline.data.load import in_order
 from paraeval.pipeline.stages.correlate import to_matrices
@@ -48,7 +47,7 @@ def alpha_curve_nbytes(n_alphas: int, n_rows: int, n_levels: int, n_aspects: int
 def alpha_curve(
     segments: pd.DataFrame,
     stats: Mapping[tuple[str, str], np.ndarray],
-    metric: IBLEU,
+    metric: Decomposed,
     metric_id: str,
     aspects: Sequence[str],
     settings: AlphaCurveSettings,
@@ -121,7 +120,7 @@ def alpha_curve(
 def system_scores(
     segments: pd.DataFrame,
     stats: Mapping[tuple[str, str], np.ndarray],
-    metric: IBLEU,
+    metric: Decomposed,
     metric_id: str,
     alphas: Sequence[float],
 ) -> pd.DataFrame:
@@ -140,7 +139,7 @@ def system_scores(
 
 
 def _choose(
-    curve: pd.DataFrame, metric: IBLEU, settings: AlphaCurveSettings, n_dev: int, n_test: int
+    curve: pd.DataFrame, metric: Decomposed, settings: AlphaCurveSettings, n_dev: int, n_test: int
 ) -> pd.DataFrame:
     configured = float(metric.alpha)
     choices = []
@@ -190,8 +189,8 @@ def compute_alpha_curve(
     """The α curve when enabled and possible (iBLEU, human ratings, two items or more)."""
     if not settings.enabled:
         return None
-    metric_id = next((mid for mid, m in metrics.items() if isinstance(m, IBLEU)), None)
-    if metric_id is None:
+    found = next(((k, m) for k, m in metrics.items() if isinstance(m, Decomposed)), None)
+    if found is None:
         log.info("alpha curve skipped: needs iBLEU among the metrics")
         return None
     if not aspects:
@@ -200,7 +199,8 @@ def compute_alpha_curve(
     if segments["item_id"].nunique() < 2:
         log.info("alpha curve skipped: needs at least two items to split into dev and test")
         return None
-    result = alpha_curve(segments, stats, metrics[metric_id], metric_id, aspects, settings, scored)
+    metric_id, metric = found
+    result = alpha_curve(segments, stats, metric, metric_id, aspects, settings, scored)
     for row in result.choice.itertuples(index=False):
         log.info(
             "alpha curve (%s, %s, %s): alpha %.2f chosen on %d dev items; test %s %.3f "

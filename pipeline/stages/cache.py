@@ -11,31 +11,24 @@ import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, replace
-from functools import cached_property
 from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
 import pandas as pd
 
-from paraeval.metrics.base import Metric, MetricResult
-from paraeval.metrics.sacre import IBLEU
+from paraeval.metrics.base import Decomposed, Metric, MetricResult
+from paraeval.pipeline.version import __version__
 
 log = logging.getLogger(__name__)
 
-FORMAT = "paraeval-score-cache/3"
+FORMAT = "paraeval-score-cache/4"
 _SEG = "seg__"
 # where an entry carries its own key: a valid file not this key's (copied, renamed) is not served
 KEY_FIELD = "key"
-# what computes correlation rows: a change in any of these files invalidates every cached row
-_CODE = (
-    "correlation/*.py",
-    "pipeline/stages/correlate*.py",
-    "metrics/base.py",
-    "metrics/sacre.py",
-    "metrics/_sacre_base.py",
-    "metrics/_sacre_batched.py",
-)
+# bumped by hand when the correlation code's numbers change (with paraeval's version, the key of
+# every cached correlation row; the metrics' own versions are in their cache signatures)
+ROWS_VERSION = "1"
 
 
 @dataclass
@@ -69,15 +62,7 @@ class CorrelationRows:
         self.counts = Counts()
         self._write_failed = False
 
-    @cached_property
-    def code(self) -> str:
-        """Hash of the code that computes correlation rows (:data:`_CODE`), once per run."""
-        root = Path(__file__).resolve().parents[2]
-        h = hashlib.blake2b(digest_size=16)
-        for f in sorted({p for pattern in _CODE for p in root.glob(pattern)}):
-            with suppress(OSError):
-                h.update(f.name.encode() + b"\x1f" + f.read_bytes())
-        return h.hexdigest()
+    code = f"{ROWS_VERSION}|{__version__}"
 
     def path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.parquet"
@@ -110,9 +95,11 @@ class CorrelationRows:
 
 
 def cache_signature(metric: Metric) -> str:
-    """iBLEU's without α: its two cached BLEUs are combined per lookup, so α sweeps reuse them."""
-    signature = metric.components_signature() if isinstance(metric, IBLEU) else metric.signature()
-    return f"{type(metric).__module__}.{type(metric).__qualname__}|{signature}"
+    """A decomposed metric's without α: its cached components are combined per lookup, so α
+    sweeps reuse them."""
+    decomposed = isinstance(metric, Decomposed)
+    signature = metric.components_signature() if decomposed else metric.signature()
+    return f"{type(metric).__module__}.{type(metric).__qualname__}|v{metric.version}|{signature}"
 
 
 def texts_digest(
@@ -209,7 +196,7 @@ class ScoreCache:
             self._count(name).misses += 1
             return None
         self._count(name).hits += 1
-        return metric.from_components(entry) if isinstance(metric, IBLEU) else entry
+        return metric.from_components(entry) if isinstance(metric, Decomposed) else entry
 
     def put(
         self,
@@ -222,8 +209,8 @@ class ScoreCache:
     ) -> None:
         if self._write_failed:
             return
-        if isinstance(metric, IBLEU):
-            if result.stats is None or "bleu_ref" not in result.extra:
+        if isinstance(metric, Decomposed):
+            if result.stats is None or not result.extra:
                 return
             # the entry's own signature is the cache's (with the class), as the key's
             result = replace(metric.components(result), signature=cache_signature(metric))

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from paraeval.pipeline.config.settings import NGRAM_ORDERS, Settings
+from paraeval.metrics.base import Sizes
+from paraeval.pipeline.config.settings import Settings
+from paraeval.pipeline.config.targets import metric_settings
 from paraeval.pipeline.errors import ConfigError
 
 # characters per wordpiece token, at least, in the sentences of a pool (an estimate's bound)
@@ -84,9 +86,6 @@ def estimates(settings: Settings, shape: Shape) -> list[Estimate]:
     from paraeval.correlation.significance import permutation_nbytes
     from paraeval.correlation.spa import sign_matrix_nbytes
     from paraeval.correlation.table import table_nbytes
-    from paraeval.metrics.base import ngram_stats_nbytes
-    from paraeval.metrics.bertscore import step_nbytes
-    from paraeval.metrics.encoder_pass import batch_nbytes
     from paraeval.pipeline.stages.alpha import alpha_curve_nbytes
     from paraeval.pipeline.stages.compare import compare_nbytes
 
@@ -114,16 +113,13 @@ def estimates(settings: Settings, shape: Shape) -> list[Estimate]:
         ):
             nbytes = compare_nbytes(items, systems, shape.columns, boot, trials)
             out.append((key, boot or trials, nbytes))
-    per_metric = {
-        "batch_size": lambda v: batch_nbytes(v, shape.sentences),
-        "bert_score_batch_size": lambda v: step_nbytes(v, shape.pairs, shape.tokens),
-        **dict.fromkeys(NGRAM_ORDERS, lambda v: ngram_stats_nbytes(shape.rows, v)),
-    }
+    sizes = Sizes(shape.rows, shape.sentences, shape.pairs, shape.tokens)
     for metric_id, node in settings.metrics.items():
-        for key, nbytes_of in per_metric.items():
+        cls, _ = metric_settings(metric_id, node, settings.allow_external_metrics)
+        for key, nbytes_of in cls.memory.items():
             value = node.get(key)
             if isinstance(value, int) and not isinstance(value, bool):
-                out.append((f"metrics.{metric_id}.{key}", value, nbytes_of(value)))
+                out.append((f"metrics.{metric_id}.{key}", value, nbytes_of(value, sizes)))
     curve = settings.alpha_curve
     if curve.enabled and "ibleu" in settings.metrics:
         n = len(curve.grid)

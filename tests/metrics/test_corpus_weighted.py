@@ -13,7 +13,7 @@ import pytest
 
 import paraeval.metrics
 from paraeval.metrics import METRICS
-from paraeval.metrics.base import CorpusCounts, Metric, MetricResult
+from paraeval.metrics.base import CorpusCounts, MetricResult, Sharded
 from paraeval.metrics.bertscore import BERTScore
 from paraeval.metrics.cider import CIDEr
 from paraeval.metrics.nist import NIST
@@ -23,13 +23,13 @@ SETS = varied_sets(150, seed=3)
 CANDS, REFS, SRCS = unzip(SETS)
 
 
-def sharded(metric: Metric, rows: int, n: int = len(CANDS)) -> MetricResult:
+def sharded(metric: Sharded, rows: int, n: int = len(CANDS)) -> MetricResult:
     """The first ``n`` rows scored as an engine scores them, in shards of about ``rows`` rows."""
-    bounds = metric.shard_bounds(REFS[:n], rows)
+    bounds = metric.split(REFS[:n], rows)
     parts = [(CANDS[b], REFS[b], SRCS[b]) for b in bounds]
-    counts = [metric.corpus_counts(*p) for p in parts]
+    counts = [metric.counts(c, r) for c, r, _ in parts]
     total = functools.reduce(lambda a, b: a + b, counts, CorpusCounts())
-    return metric.joined_shards([metric.score_counted(total, *p) for p in parts])
+    return metric.reduce([metric.score_shard(total, *p) for p in parts])
 
 
 def assert_equal(got: MetricResult, want: MetricResult, tolerance: float) -> None:
@@ -53,7 +53,7 @@ def assert_equal(got: MetricResult, want: MetricResult, tolerance: float) -> Non
 @pytest.mark.parametrize(
     "make", [CIDEr, NIST, functools.partial(CIDEr, max_order=2), functools.partial(NIST, 3)]
 )
-def test_ngram_shards_equal_one_call_bit_for_bit(make: Callable[[], Metric], rows: int) -> None:
+def test_ngram_shards_equal_one_call_bit_for_bit(make: Callable[[], Sharded], rows: int) -> None:
     metric = make()
     assert_equal(sharded(metric, rows), make().score(CANDS, REFS, SRCS), 0.0)
 
@@ -69,26 +69,24 @@ def test_bertscore_shards_equal_one_call_within_1e_6(idf: bool, rows: int) -> No
 
 def test_counts_add_over_any_split() -> None:
     metric = NIST()
-    whole = metric.corpus_counts(CANDS, REFS, SRCS)
-    halves = metric.corpus_counts(CANDS[:61], REFS[:61]) + metric.corpus_counts(
-        CANDS[61:], REFS[61:]
-    )
+    whole = metric.counts(CANDS, REFS)
+    halves = metric.counts(CANDS[:61], REFS[:61]) + metric.counts(CANDS[61:], REFS[61:])
     assert halves == whole
     words = metric.tokenizer.many([r for refs in REFS for r in refs])
     assert whole.total == sum(len(w) for w in words) > 0
 
 
 def test_cider_counts_documents_once_per_item() -> None:
-    counts = CIDEr().corpus_counts(["x", "y"], [["the cat", "the cat sat"], ["a cat"]])
+    counts = CIDEr().counts(["x", "y"], [["the cat", "the cat sat"], ["a cat"]])
     assert counts.total == 2
     assert counts.counts[("cat",)] == 2  # both items have it, one of them twice
     assert counts.counts[("the",)] == 1
 
 
 def test_bertscore_counts_only_with_idf() -> None:
-    assert BERTScore(idf=False).corpus_counts(CANDS, REFS) == CorpusCounts()
+    assert BERTScore(idf=False).counts(CANDS, REFS) == CorpusCounts()
     assert not BERTScore(idf=False).uses_counts
-    counts = BERTScore(idf=True).corpus_counts(CANDS[:5], REFS[:5])
+    counts = BERTScore(idf=True).counts(CANDS[:5], REFS[:5])
     assert counts.total == sum(len(r) for r in REFS[:5])  # one document per pair
 
 
@@ -98,29 +96,28 @@ def pair_cuts(bounds: Sequence[slice]) -> list[int]:
 
 @pytest.mark.parametrize("rows", [1, 5, 33])
 def test_bertscore_cuts_where_its_batches_end(rows: int) -> None:
-    bounds = BERTScore(bert_score_batch_size=4).shard_bounds(REFS, rows)
+    bounds = BERTScore(bert_score_batch_size=4).split(REFS, rows)
     assert [b.start for b in bounds[1:]] == [b.stop for b in bounds[:-1]]
     assert bounds[0].start == 0 and bounds[-1].stop == len(REFS)
     assert len(bounds) > 1
     assert all(cut % 4 == 0 for cut in pair_cuts(bounds))
     assert all(b.stop - b.start >= rows for b in bounds[:-1])
     # without the padding rule, plain cuts every ``rows`` rows
-    plain = BERTScore(bert_score_batch_size=0).shard_bounds(REFS, rows)
+    plain = BERTScore(bert_score_batch_size=0).split(REFS, rows)
     assert [b.start for b in plain] == list(range(0, len(REFS), rows))
 
 
-def test_every_corpus_weighted_metric_implements_the_contract() -> None:
+def test_every_sharded_metric_implements_the_protocol() -> None:
     weighted = []
     for name in METRICS:
         cls = getattr(paraeval.metrics, name)
-        if not cls.corpus_weighted:
+        if not issubclass(cls, Sharded):
             continue
         weighted.append(name)
         assert not cls.segment_local, name
-        for method in ("corpus_counts", "score_counted", "joined_shards"):
-            assert getattr(cls, method) is not getattr(Metric, method), (name, method)
+        assert cls.describe().sharded, name
         metric = cls()
         part = (CANDS[:9], REFS[:9], SRCS[:9])
-        result = metric.joined_shards([metric.score_counted(metric.corpus_counts(*part), *part)])
+        result = metric.reduce([metric.score_shard(metric.counts(*part[:2]), *part)])
         assert set(result.segment) == set(metric.output_columns), name
     assert {"CIDEr", "NIST", "BERTScore"} <= set(weighted)

@@ -279,7 +279,9 @@ def test_gpus_the_machine_lacks_are_one_line_and_ray_ends(tmp_path: Path, short_
 
 
 def _units(sizes: list[int]) -> list[Any]:
-    return [(k, 0, 0, ["c"] * n, [["r"]] * n, None) for k, n in enumerate(sizes)]
+    from paraeval.pipeline.engine.ray_engine import Shard
+
+    return [Shard(k, 0, 0, ["c"] * n, [["r"]] * n, ["s"] * n) for k, n in enumerate(sizes)]
 
 
 @pytest.mark.parametrize(
@@ -299,11 +301,11 @@ def test_bundles_keep_every_shard_in_order_and_about_the_shard_size(
 
     bundles = bundled(_units(sizes), rows, workers)
     assert len(bundles) == expected
-    flat = [unit[0] for bundle in bundles for unit in bundle]
+    flat = [unit.position for bundle in bundles for unit in bundle]
     assert flat == list(range(len(sizes)))  # each shard once, in order
     target = max(1, min(rows, -(-sum(sizes) // (2 * workers))))
     for bundle in bundles[:-1]:
-        filled = sum(len(unit[3]) for unit in bundle)
+        filled = sum(len(unit.candidates) for unit in bundle)
         # full once it reaches the target, and never by more than its last shard
         assert filled >= target
-        assert filled - len(bundle[-1][3]) < target
+        assert filled - len(bundle[-1].candidates) < target
