@@ -306,15 +306,6 @@ class Sharded(Metric):
             corpus = self.corpus_from_stats(stats)
         return MetricResult(segment, corpus, self.signature(), stats)
 
-    def _score(
-        self,
-        candidates: list[str],
-        references: list[list[str]],
-        sources: Sequence[str] | None,
-    ) -> MetricResult:
-        counts = self.counts(candidates, references)
-        return self.reduce([self.score_shard(counts, candidates, references, sources)])
-
 
 @runtime_checkable
 class Decomposed(Protocol):

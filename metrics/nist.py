@@ -258,6 +258,15 @@ class NIST(Sharded):
             seg[k] = value
         return seg
 
+    def _score(
+        self,
+        candidates: list[str],
+        references: list[list[str]],
+        sources: Sequence[str] | None,
+    ) -> MetricResult:
+        counts = self.counts(candidates, references)
+        return self.reduce([self.score_shard(counts, candidates, references, sources)])
+
     def corpus_from_sums(self, totals: np.ndarray) -> np.ndarray:
         """:meth:`corpus_from_stats` bit for bit of many summed rows (``stats.sum(axis=0)``);
         :func:`nist_length_penalty` runs once per distinct (reference, hypothesis) length."""
