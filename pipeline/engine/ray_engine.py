@@ -116,9 +116,7 @@ class LocalRay:
 
 
 class ShardMode(Enum):
-    """What a worker does with a request's shards: score a segment-local metric's rows, score
-    whole systems' calls, or for a :class:`Sharded` metric count them, then score them with the
-    summed counts."""
+    """A :class:`Sharded` metric's shards are counted, then scored with the summed counts."""
 
     SCORE = "score"
     SYSTEMS = "systems"
@@ -127,10 +125,8 @@ class ShardMode(Enum):
 
 
 class Shard(NamedTuple):
-    """One unit of work: ``request`` indexes the pass's recipes and modes, ``call`` its calls."""
-
     position: int  # in the pass
-    request: int
+    request: int  # the pass's recipe and mode
     call: int
     candidates: list[str]
     references: list[list[str]]
@@ -331,12 +327,8 @@ class RayEngine:
     def run_asked(self) -> None:
         """First the counts of each corpus-weighted metric with several shards, then every shard."""
         todo, self.asked = self.asked, []
-        counting = [
-            a
-            for a in todo
-            if a.mode is ShardMode.SCORE_SHARD and isinstance(a.metric, Sharded)
-            if a.metric.uses_counts
-        ]
+        sharded = [a for a in todo if a.mode is ShardMode.SCORE_SHARD]
+        counting = [a for a in sharded if isinstance(a.metric, Sharded) and a.metric.uses_counts]
         if counting:
             found = self._run(counting, counting=True)
             for asked, shard_counts in zip(counting, found, strict=True):
