@@ -12,12 +12,11 @@ from typing import ClassVar
 import numpy as np
 
 from paraeval.metrics.base import (
-    Metric,
     MetricConfigError,
     MetricResult,
+    SegmentLocal,
     make_signature,
     mean_corpus,
-    select_mean,
 )
 
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
@@ -107,14 +106,12 @@ class Encoder:
         return flat, starts, lens
 
 
-class RougeBase(Metric):
+class RougeBase(SegmentLocal):
     """Shared machinery: tokenize once per text, score every (candidate, reference) pair in one
     batch, then reduce over each segment's references."""
 
     default_group = "syntactic"
     higher_is_better = True
-    supports_multi_ref_rule = True
-    segment_local = True
     impl: ClassVar[str] = f"paraeval=rouge-score-{ROUGE_SCORE_VERSION}"
 
     def __init__(
@@ -136,7 +133,7 @@ class RougeBase(Metric):
     def _sig_fields(self) -> dict[str, object]:
         return {}
 
-    def signature(self) -> str:
+    def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         return make_signature(
             self.name,
             impl=self.impl,
@@ -178,9 +175,6 @@ class RougeBase(Metric):
                 seg[i] = float(np.mean(chosen[start : start + k]))
             start += k
         return MetricResult({self.name: seg}, {self.name: mean_corpus(seg)}, self.signature())
-
-    def select(self, result: MetricResult, rows: np.ndarray) -> MetricResult:
-        return select_mean(self, result, rows)
 
 
 class Call:

@@ -14,7 +14,7 @@ import sacrebleu
 from sacrebleu.metrics.base import Metric as SacreMetric
 from sacrebleu.metrics.bleu import BLEU as SacreBLEU
 
-from paraeval.metrics.base import Metric, MetricConfigError, MetricResult
+from paraeval.metrics.base import MetricConfigError, MetricResult, SegmentLocal
 
 SACREBLEU_VERSION = sacrebleu.__version__
 
@@ -67,11 +67,10 @@ def _as_stats(row: np.ndarray, integer: bool) -> list[Any]:
     return [float(x) for x in row]
 
 
-class SacreBase(Metric):
+class SacreBase(SegmentLocal):
     """Shared machinery: build a sacrebleu object, extract statistics, score from statistics."""
 
     integer_stats: ClassVar[bool] = True
-    segment_local = True
 
     def _corpus_metric(self) -> SacreMetric:
         raise NotImplementedError

@@ -88,9 +88,13 @@ class MetricInfo(NamedTuple):
     needs_references: bool
     needs_sources: bool
     resources: tuple[str, ...]
-    segment_local: bool
-    sharded: bool
+    segment_local: bool  # a :class:`SegmentLocal`
+    sharded: bool  # a :class:`Sharded`
+    composed: bool  # a :class:`Composed`
     version: str
+    corpus_only: bool
+    distance_to_source: bool
+    needs_own_references: bool
 
 
 class Metric(ABC):
@@ -99,7 +103,6 @@ class Metric(ABC):
     the column: an instance then sets its own (``RougeN(n=4).name == "rouge4"``), and the class's
     is its config id.
 
-    ``supports_multi_ref_rule`` is False where the reference implementation has its own rule;
     ``corpus_only`` metrics describe a whole system (NaN segment columns); ``distance_to_source``
     marks a diversity metric whose HIGHER value means FURTHER from the source (PINC);
     ``needs_own_references`` a metric that contrasts the references with the sources (iBLEU).
@@ -111,7 +114,6 @@ class Metric(ABC):
     needs_references: ClassVar[bool] = True
     needs_sources: ClassVar[bool] = False
     columns: ClassVar[tuple[str, ...]] = ()
-    supports_multi_ref_rule: ClassVar[bool] = False
     corpus_only: ClassVar[bool] = False
     distance_to_source: ClassVar[bool] = False
     # the value means nothing when the references are the sources (iBLEU is then
@@ -120,10 +122,6 @@ class Metric(ABC):
     # what scoring loads beyond the texts ("encoder": a transformer model, "WordNet", ...), for
     # paraeval.list_metrics(): a user sees before a run which metrics need a download
     resources: ClassVar[tuple[str, ...]] = ()
-    # each segment's numbers depend on its own inputs only, and :meth:`select` gives any subset:
-    # the score stage scores segments shared by several systems once (pipeline/stages/score.py).
-    # False where the call's other segments matter (CIDEr/NIST corpus weights, BERTScore idf).
-    segment_local: ClassVar[bool] = False
     # bumped by hand whenever the metric's numbers change: the score cache's entries carry it
     version: ClassVar[str] = "1"
     # the memory each count setting needs (setting -> estimator of its value on data of Sizes),
@@ -154,9 +152,21 @@ class Metric(ABC):
     def describe(cls, settings: Mapping[str, Any] | None = None) -> MetricInfo:
         """The descriptor of this class with these config settings, read without building."""
         group = (settings or {}).get("group") or cls.default_group
-        sharded = issubclass(cls, Sharded)
-        flags = (cls.higher_is_better, cls.needs_references, cls.needs_sources, cls.resources)
-        return MetricInfo(cls.name, group, *flags, cls.segment_local, sharded, cls.version)
+        return MetricInfo(
+            cls.name,
+            group,
+            cls.higher_is_better,
+            cls.needs_references,
+            cls.needs_sources,
+            cls.resources,
+            issubclass(cls, SegmentLocal),
+            issubclass(cls, Sharded),
+            issubclass(cls, Composed),
+            cls.version,
+            cls.corpus_only,
+            cls.distance_to_source,
+            cls.needs_own_references,
+        )
 
     @property
     def output_columns(self) -> tuple[str, ...]:
@@ -174,7 +184,7 @@ class Metric(ABC):
     ) -> MetricResult:
         """Score one system. ``references[i]`` is the (possibly empty, possibly ragged) list of
         references of ``candidates[i]``; ``sources[i]`` its source sentence."""
-        self.check_call(candidates, references, sources)
+        self._check_call(candidates, references, sources)
         n = len(candidates)
         result = self._score(list(candidates), [list(r) for r in references], sources)
         for col, values in result.segment.items():
@@ -182,7 +192,7 @@ class Metric(ABC):
                 raise AssertionError(f"{self.name}: column {col} has {len(values)} != {n} scores")
         return result
 
-    def check_call(
+    def _check_call(
         self,
         candidates: Sequence[str],
         references: Sequence[Sequence[str]],
@@ -218,46 +228,18 @@ class Metric(ABC):
     ) -> MetricResult: ...
 
     @abstractmethod
-    def signature(self) -> str:
+    def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         """A sacrebleu-style ``key:value|key:value`` string pinning every setting that changes
-        the number (implementation and version, tokenizer, casing, multi-reference rule ...)."""
-
-    def signature_on(self, nrefs: int | None) -> str:
-        """The signature of this metric's corpus scores on data whose segments each have
-        ``nrefs`` references (None: a varying number). Where the reference implementation's
-        signature names the reference count (sacrebleu's ``nrefs``), it is filled in here;
-        otherwise :meth:`signature`."""
-        return self.signature()
-
-    def segment_signature_on(self, nrefs: int | None) -> str:
-        """:meth:`signature_on` for the segment scores, where they are computed otherwise than
-        the corpus score (BLEU: ``sentence_bleu``'s effective order)."""
-        return self.signature_on(nrefs)
-
-    def select(self, result: MetricResult, rows: np.ndarray) -> MetricResult:
-        """What :meth:`score` returns, bit for bit, for the segments at positions ``rows``
-        (repeats allowed) of the call that returned ``result`` (:attr:`segment_local` only)."""
-        raise NotImplementedError(f"{self.name} is not segment-local")
-
-    def parts(self) -> tuple[tuple[Metric, bool], ...]:
-        """Metrics whose results make up this one's (:meth:`from_parts`), each with whether it
-        scores against the sources; empty where the metric computes its result itself."""
-        return ()
-
-    def from_parts(self, results: Sequence[MetricResult]) -> MetricResult:
-        """This metric's result from the results of :meth:`parts` on its texts, in that order:
-        equal to :meth:`score`'s."""
-        raise NotImplementedError(f"{self.name} is not made of parts")
+        the number (implementation and version, tokenizer, casing, multi-reference rule ...).
+        With ``segment`` False or True, of the corpus or the segment scores alone (BLEU's differ
+        in effective order) on data whose segments each have ``nrefs`` references (None: a
+        varying number), where the reference implementation names it (sacrebleu's ``nrefs``);
+        None: what pins both, the score cache's key."""
 
     def corpus_from_stats(self, stats: np.ndarray) -> dict[str, float]:
         """Corpus score from (a subset or resample of) per-segment sufficient statistics.
         Metrics whose corpus score is the mean of segment scores need not override this."""
         raise NotImplementedError(f"{self.name} has no sufficient statistics")
-
-    def corpus_from_stats_batched(self, stats: np.ndarray) -> np.ndarray:
-        """The corpus score of every row of summed statistics ``stats``, bit-equal to the
-        metric's own (float32 rows in float32, as in sacrebleu's paired bootstrap)."""
-        raise NotImplementedError(f"{self.name} has no batched corpus score")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.signature()})"
@@ -307,6 +289,38 @@ class Sharded(Metric):
         return MetricResult(segment, corpus, self.signature(), stats)
 
 
+class SegmentLocal(Metric):
+    """A metric each of whose segments' numbers depend on its own inputs only: the score stage
+    scores segments shared by several systems once and :meth:`select` gives each system's.
+    Not CIDEr/NIST (corpus weights) or BERTScore (idf), where the call's other segments matter."""
+
+    def select(self, result: MetricResult, rows: np.ndarray) -> MetricResult:
+        """What :meth:`score` returns, bit for bit, for the segments at positions ``rows``
+        (repeats allowed) of the call that returned ``result``; here that of a metric with one
+        column whose corpus score is :func:`mean_corpus` of it."""
+        seg = np.asarray(result.segment[self.name])[rows]
+        return MetricResult({self.name: seg}, {self.name: mean_corpus(seg)}, result.signature)
+
+
+@runtime_checkable
+class Composed(Protocol):
+    """A metric whose result is made of other metrics' results on its texts (iBLEU, ParaScore):
+    the score stage scores each part once, shared with whatever else needs it."""
+
+    def parts(self) -> tuple[tuple[Metric, bool], ...]:
+        """The parts, each with whether it scores against the sources."""
+
+    def from_parts(self, results: Sequence[MetricResult]) -> MetricResult:
+        """This metric's result from its parts' results, in order: equal to :meth:`score`'s."""
+
+
+@runtime_checkable
+class BatchedCorpus(Protocol):
+    def corpus_from_stats_batched(self, stats: np.ndarray) -> np.ndarray:
+        """The corpus score of every row of summed statistics ``stats``, bit-equal to the
+        metric's own (float32 rows in float32, as in sacrebleu's paired bootstrap)."""
+
+
 @runtime_checkable
 class Decomposed(Protocol):
     """A metric whose result is its α-free components combined with a weight (iBLEU): the score
@@ -344,13 +358,9 @@ def has_corpus_from_stats(metric: Metric) -> bool:
 
 
 def batched_corpus_fn(metric: Metric | None) -> Callable[[np.ndarray], np.ndarray] | None:
-    """The metric's :meth:`Metric.corpus_from_stats_batched` when it has one, else None: a
+    """The metric's :meth:`BatchedCorpus.corpus_from_stats_batched` when it has one, else None: a
     resample's corpus score is then a function of its summed statistics, many resamples per call."""
-    if metric is None or (
-        type(metric).corpus_from_stats_batched is Metric.corpus_from_stats_batched
-    ):
-        return None
-    return metric.corpus_from_stats_batched
+    return metric.corpus_from_stats_batched if isinstance(metric, BatchedCorpus) else None
 
 
 def joined_segments(
@@ -368,13 +378,6 @@ def joined_segments(
 def mean_corpus(segment: np.ndarray) -> float:
     """The corpus score of a metric that reports the mean of its segment scores (NaN for none)."""
     return float(np.mean(segment)) if len(segment) else float("nan")
-
-
-def select_mean(metric: Metric, result: MetricResult, rows: np.ndarray) -> MetricResult:
-    """:meth:`Metric.select` of a metric with one column whose corpus score is
-    :func:`mean_corpus` of it."""
-    seg = np.asarray(result.segment[metric.name])[rows]
-    return MetricResult({metric.name: seg}, {metric.name: mean_corpus(seg)}, result.signature)
 
 
 def reduce_over_references(per_ref: list[np.ndarray], rule: str) -> np.ndarray:

@@ -226,7 +226,6 @@ class BERTScore(Sharded):
     default_group = "semantic"
     higher_is_better = True
     columns = COLUMNS
-    supports_multi_ref_rule = False
     MODEL = "default"
     BATCH_SIZE = 64
 
@@ -312,7 +311,7 @@ class BERTScore(Sharded):
     def prepare(self, texts: Iterable[str]) -> None:
         self.encoder.prepare(texts)
 
-    def signature(self) -> str:
+    def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         rescale = f"yes[{self.baseline_source}]" if self.rescale_with_baseline else "no"
         return make_signature(
             self.name,
@@ -338,7 +337,7 @@ class BERTScore(Sharded):
         every call, so the references and sources the systems share are encoded once while
         memory holds a step's embeddings only."""
         for call in calls:
-            self.check_call(*call)
+            self._check_call(*call)
         return self._score_calls([(list(c), [list(r) for r in refs]) for c, refs, _ in calls])
 
     @property
@@ -359,7 +358,7 @@ class BERTScore(Sharded):
         references: Sequence[Sequence[str]],
         sources: Sequence[str] | None = None,
     ) -> MetricResult:
-        self.check_call(candidates, references, sources)
+        self._check_call(candidates, references, sources)
         call = (list(candidates), [list(r) for r in references])
         return self._score_calls([call], [counts])[0]
 

@@ -47,7 +47,6 @@ class BLEURT(Metric):
     memory = ENCODER_MEMORY
     default_group = "semantic"
     higher_is_better = True
-    supports_multi_ref_rule = True
 
     def __init__(
         self,
@@ -126,7 +125,7 @@ class BLEURT(Metric):
             self._model = model.eval().to(self.device)
         return self._model, self._tokenizer
 
-    def signature(self) -> str:
+    def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         return make_signature(
             self.name,
             impl=f"paraeval~{self._layout}",

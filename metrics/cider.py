@@ -48,7 +48,6 @@ class CIDEr(Sharded):
     name = "cider"
     default_group = "syntactic"
     higher_is_better = True
-    supports_multi_ref_rule = False
     MAX_ORDER = 4
     SIGMA = 6.0
     TOKENIZE = "13a"
@@ -77,7 +76,7 @@ class CIDEr(Sharded):
         self._by_corpus: dict[tuple[tuple[str, ...], ...], dict[tuple[str, tuple[str, ...]], float]]
         self._by_corpus = {}
 
-    def signature(self) -> str:
+    def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         return make_signature(
             self.name,
             impl="paraeval=pycocoevalcap-1.2",
@@ -174,7 +173,7 @@ class CIDEr(Sharded):
         references: Sequence[Sequence[str]],
         sources: Sequence[str] | None = None,
     ) -> MetricResult:
-        self.check_call(candidates, references, sources)
+        self._check_call(candidates, references, sources)
         hyps, refss = self._cooked_call(candidates, references)
         seg = self._segments(counts, list(candidates), references, hyps, refss, {})
         return MetricResult({self.name: seg}, {}, self.signature())

@@ -9,19 +9,18 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from paraeval.metrics.base import (
-    Metric,
     MetricResult,
+    SegmentLocal,
     make_signature,
     mean_corpus,
     reduce_over_references,
-    select_mean,
 )
 from paraeval.metrics.encoder import DEFAULT_MODEL, Encoders, own_encoder
 from paraeval.metrics.encoder_match import cosine_rows, locality_order, pair_lists
 from paraeval.metrics.encoder_pass import ENCODER_MEMORY
 
 
-class Cosine(Metric):
+class Cosine(SegmentLocal):
     """Cosine between the candidate's and each reference's sentence embedding; the multi-reference
     rule (``max`` or ``mean``) combines references. Corpus score: mean of segment scores."""
 
@@ -30,8 +29,6 @@ class Cosine(Metric):
     memory = ENCODER_MEMORY
     default_group = "semantic"
     higher_is_better = True
-    supports_multi_ref_rule = True
-    segment_local = True
     MODEL = DEFAULT_MODEL
     BATCH_SIZE = 64
 
@@ -56,7 +53,7 @@ class Cosine(Metric):
     def prepare(self, texts: Iterable[str]) -> None:
         self.encoder.prepare(texts)
 
-    def signature(self) -> str:
+    def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         return make_signature(
             self.name,
             impl="paraeval",
@@ -87,6 +84,3 @@ class Cosine(Metric):
         per_ref = [sims[bounds[i] : bounds[i + 1]] for i in range(len(candidates))]
         seg = reduce_over_references(per_ref, self.multi_ref)
         return MetricResult({self.name: seg}, {self.name: mean_corpus(seg)}, self.signature())
-
-    def select(self, result: MetricResult, rows: np.ndarray) -> MetricResult:
-        return select_mean(self, result, rows)

@@ -117,7 +117,7 @@ class PINC(_Tokenized):
         self.max_order = int(max_order)
         self.ngrams = ngrams
 
-    def signature(self) -> str:
+    def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         return make_signature(
             self.name,
             impl=f"paraeval~sacrebleu-{SACREBLEU_VERSION}",
@@ -190,7 +190,7 @@ class _Distinct(_SystemLevel, _Tokenized):
     ) -> None:
         _Tokenized.__init__(self, tokenize=tokenize, lowercase=lowercase, group=group)
 
-    def signature(self) -> str:
+    def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         return make_signature(
             self.name,
             impl=f"paraeval~sacrebleu-{SACREBLEU_VERSION}",
@@ -245,7 +245,7 @@ class InterBLEU(_SystemLevel):
             self.name, tokenize, self.lowercase, smooth_method, smooth_value, self.effective_order
         )
 
-    def signature(self) -> str:
+    def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         # sacrebleu's signature of the sentence BLEU; each output has the system's other
         # outputs as references, a count that varies with the system
         sentence = sacrebleu_signature(self._bleu, None)
@@ -336,7 +336,7 @@ class SemanticDiversity(_SystemLevel):
     def prepare(self, texts: Iterable[str]) -> None:
         self.encoder.prepare(texts)
 
-    def signature(self) -> str:
+    def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         return make_signature(
             self.name,
             impl="paraeval",

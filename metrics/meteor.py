@@ -21,12 +21,11 @@ from nltk.stem.porter import PorterStemmer
 
 from paraeval.metrics._ngram import WordTokenizer
 from paraeval.metrics.base import (
-    Metric,
     MetricConfigError,
     MetricResult,
+    SegmentLocal,
     make_signature,
     mean_corpus,
-    select_mean,
 )
 from paraeval.metrics.wordnet import find_wordnet, load_wordnet, wordnet_version
 
@@ -94,15 +93,13 @@ class _WordForms:
         return syns
 
 
-class METEOR(Metric):
+class METEOR(SegmentLocal):
     """METEOR with exact, Porter-stem and WordNet-synonym modules (NLTK's algorithm)."""
 
     name = "meteor"
     resources = ("WordNet",)
     default_group = "syntactic"
     higher_is_better = True
-    supports_multi_ref_rule = False
-    segment_local = True
     TOKENIZE = "13a"
     ALPHA = 0.9
     BETA = 3.0
@@ -141,7 +138,7 @@ class METEOR(Metric):
             self._wordnet = load_wordnet(self.wordnet_dir)
         return self._wordnet
 
-    def signature(self) -> str:
+    def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         return make_signature(
             self.name,
             impl=f"paraeval=nltk-{nltk.__version__}",
@@ -232,6 +229,3 @@ class METEOR(Metric):
             dtype=float,
         )
         return MetricResult({self.name: seg}, {self.name: mean_corpus(seg)}, self.signature())
-
-    def select(self, result: MetricResult, rows: np.ndarray) -> MetricResult:
-        return select_mean(self, result, rows)

@@ -77,7 +77,6 @@ class NIST(Sharded):
     memory = ngram_memory("max_order")
     default_group = "syntactic"
     higher_is_better = True
-    supports_multi_ref_rule = False
     MAX_ORDER = 5
     TOKENIZE = "13a"
 
@@ -100,7 +99,7 @@ class NIST(Sharded):
         self._overlaps: dict[tuple[Toks, Toks], list[Counter[Gram]]] = {}
         self._sentence: dict[tuple[Toks, tuple[Toks, ...]], float] = {}
 
-    def signature(self) -> str:
+    def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         return make_signature(
             self.name,
             impl=f"paraeval=nltk-{nltk.__version__}",
@@ -195,7 +194,7 @@ class NIST(Sharded):
         references: Sequence[Sequence[str]],
         sources: Sequence[str] | None = None,
     ) -> MetricResult:
-        self.check_call(candidates, references, sources)
+        self._check_call(candidates, references, sources)
         hyps, ref_lists = self.tokenizer.segments(list(candidates), references)
         refss = [tuple(refs) for refs in ref_lists]
         overlaps = self._call_overlaps(hyps, refss)

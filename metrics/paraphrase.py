@@ -27,10 +27,10 @@ from paraeval.metrics.base import (
     Metric,
     MetricConfigError,
     MetricResult,
+    SegmentLocal,
     Texts,
     make_signature,
     mean_corpus,
-    select_mean,
 )
 from paraeval.metrics.bertscore import BERTScore
 from paraeval.metrics.encoder import DEFAULT_MODEL, Encoders
@@ -71,7 +71,7 @@ def diversity_term(d: float, gamma: float) -> float:
     return float(diversity_terms(np.array([d]), gamma)[0])
 
 
-class EditRatio(Metric):
+class EditRatio(SegmentLocal):
     """ParaScore's diversity ``d`` of each candidate: its character edit distance to its first
     reference over the longer length. A part of ParaScore, scored against the sources (whose
     references are then the sources); corpus score: the mean."""
@@ -79,7 +79,6 @@ class EditRatio(Metric):
     name = "edit_ratio"
     default_group = "diversity"
     distance_to_source = True
-    segment_local = True
 
     def _score(
         self,
@@ -90,10 +89,7 @@ class EditRatio(Metric):
         seg = edit_ratios([(c, refs[0]) for c, refs in zip(candidates, references, strict=True)])
         return MetricResult({self.name: seg}, {self.name: mean_corpus(seg)}, self.signature())
 
-    def select(self, result: MetricResult, rows: np.ndarray) -> MetricResult:
-        return select_mean(self, result, rows)
-
-    def signature(self) -> str:
+    def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         return make_signature(self.name, impl="paraeval", unit="char_levenshtein", norm="longer")
 
 
@@ -164,7 +160,7 @@ class _OnBERTScore(Metric):
         """Each part scores every call in one pass (the BERTScore ones streamed,
         :meth:`BERTScore.score_systems`), and :meth:`from_parts` puts each call's together."""
         for call in calls:
-            self.check_call(*call)
+            self._check_call(*call)
         return self._from_part_calls(list(calls))
 
     def _from_part_calls(self, calls: list[Texts]) -> list[MetricResult]:
@@ -223,7 +219,7 @@ class _ParaScoreBase(_OnBERTScore):
             raise MetricConfigError(f"metric '{self.name}': gamma must be in (0, 1], got {gamma}")
         self.edit = EditRatio()
 
-    def signature(self) -> str:
+    def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         return make_signature(
             self.name,
             impl="paraeval",
@@ -343,9 +339,9 @@ class BERTiBLEU(_OnBERTScore):
         except MetricConfigError as exc:
             raise MetricConfigError(str(exc).replace("'self_bleu'", "'bert_ibleu'")) from None
 
-    def signature(self) -> str:
+    def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         # sacrebleu's signature of the sentence BLEU against the source (one reference)
-        bleu = self.self_bleu.segment_signature_on(1).split("|", 1)[1]
+        bleu = self.self_bleu.signature(1, segment=True).split("|", 1)[1]
         return make_signature(
             self.name,
             impl="paraeval",

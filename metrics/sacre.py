@@ -43,8 +43,7 @@ Scores = TypeVar("Scores", float, np.ndarray)
 class BLEU(SacreBase):
     """sacrebleu BLEU. Segment scores follow ``sacrebleu.sentence_bleu`` (effective order on by
     default), the corpus score ``sacrebleu.corpus_bleu`` (effective order off). Each carries
-    sacrebleu's own signature of what computed it (:meth:`signature_on`,
-    :meth:`segment_signature_on`)."""
+    sacrebleu's own signature of what computed it (:meth:`signature`)."""
 
     name = "bleu"
     memory = ngram_memory("max_ngram_order")
@@ -126,19 +125,14 @@ class BLEU(SacreBase):
         order = self.max_ngram_order
         return sig if order == self.MAX_NGRAM_ORDER else f"{sig}|ngram:{order}"
 
-    def signature_on(self, nrefs: int | None) -> str:
-        """``bleu|`` and sacrebleu's signature of the corpus score (``eff:no``)."""
-        return f"{self.name}|{self._bleu_signature(self._corpus, nrefs)}"
-
-    def segment_signature_on(self, nrefs: int | None) -> str:
-        """``bleu|`` and sacrebleu's signature of ``sentence_bleu`` with this effective order."""
-        return f"{self.name}|{self._bleu_signature(self._sentence, nrefs)}"
-
-    def signature(self) -> str:
-        # what pins both numbers (the score cache's key): the settings as sacrebleu signs the
-        # corpus score, and the segments' effective order; the same for iBLEU at every α
-        eff = "yes" if self.effective_order else "no"
-        return f"{self.name}|{self._bleu_signature(self._corpus, None)}|segment_eff:{eff}"
+    def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
+        """``bleu|`` and sacrebleu's signature of the corpus score (``eff:no``) or of
+        ``sentence_bleu`` with this effective order; the key pins both (and iBLEU's at every α)."""
+        if segment is None:
+            eff = "yes" if self.effective_order else "no"
+            return f"{self.name}|{self._bleu_signature(self._corpus, nrefs)}|segment_eff:{eff}"
+        bleu = self._sentence if segment else self._corpus
+        return f"{self.name}|{self._bleu_signature(bleu, nrefs)}"
 
 
 class SelfBLEU(BLEU):
@@ -149,11 +143,9 @@ class SelfBLEU(BLEU):
     needs_references = False
     needs_sources = True
 
-    def signature_on(self, nrefs: int | None) -> str:
-        return super().signature_on(1)  # one reference: the source
-
-    def segment_signature_on(self, nrefs: int | None) -> str:
-        return super().segment_signature_on(1)
+    def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
+        # one reference, the source; the key as BLEU's
+        return super().signature(None if segment is None else 1, segment)
 
     def _score(
         self,
@@ -219,19 +211,13 @@ class IBLEU(BLEU):
             raise MetricConfigError(f"metric 'ibleu': alpha must be in [0, 1], got {alpha}")
         self.alpha = alpha
 
-    def signature(self) -> str:
-        return BLEU.signature(self) + f"|alpha:{self.alpha:g}"
-
-    def signature_on(self, nrefs: int | None) -> str:
+    def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         """α, then sacrebleu's signatures of its two BLEUs: against the references and against
-        the source (one reference)."""
-        ref = self._bleu_signature(self._corpus, nrefs)
-        src = self._bleu_signature(self._corpus, 1)
-        return f"{self.name}|alpha:{self.alpha:g}|ref:[{ref}]|src:[{src}]"
-
-    def segment_signature_on(self, nrefs: int | None) -> str:
-        ref = self._bleu_signature(self._sentence, nrefs)
-        src = self._bleu_signature(self._sentence, 1)
+        the source (one reference); the key is BLEU's with α."""
+        if segment is None:
+            return BLEU.signature(self, nrefs) + f"|alpha:{self.alpha:g}"
+        bleu = self._sentence if segment else self._corpus
+        ref, src = self._bleu_signature(bleu, nrefs), self._bleu_signature(bleu, 1)
         return f"{self.name}|alpha:{self.alpha:g}|ref:[{ref}]|src:[{src}]"
 
     # ------------------------------------------------------------------ the α combination
@@ -401,14 +387,11 @@ class CHRF(SacreBase):
 
         return chrf_scores(stats, self._metric)
 
-    def signature_on(self, nrefs: int | None) -> str:
+    def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         """``chrf|`` and sacrebleu's signature; sacrebleu names β in the score's name (chrF2),
         not in the signature, so a β other than 2 is added after it."""
         sig = f"{self.name}|{sacrebleu_signature(self._metric, nrefs)}"
         return sig if self.beta == self.BETA else f"{sig}|beta:{self.beta}"
-
-    def signature(self) -> str:
-        return self.signature_on(None)
 
 
 class TER(SacreBase):
@@ -454,8 +437,5 @@ class TER(SacreBase):
 
         return ter_scores(stats, self._metric)
 
-    def signature_on(self, nrefs: int | None) -> str:
+    def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         return f"{self.name}|{sacrebleu_signature(self._metric, nrefs)}"
-
-    def signature(self) -> str:
-        return self.signature_on(None)

@@ -24,10 +24,10 @@ from pathlib import Path
 import numpy as np
 
 from paraeval.metrics.base import (
-    Metric,
     MetricConfigError,
     MetricResult,
     MissingResourceError,
+    SegmentLocal,
     make_signature,
 )
 from paraeval.metrics.encoder import Encoder, Encoders, own_encoder
@@ -105,7 +105,7 @@ def _bag(items: Sequence[object]) -> tuple[list[object], np.ndarray]:
     return keys, np.array([counts[k] / total for k in keys], dtype=np.float64)
 
 
-class WMD(Metric):
+class WMD(SegmentLocal):
     """Word Mover's Distance of each candidate to its references (lower is better)."""
 
     name = "wmd"
@@ -113,8 +113,6 @@ class WMD(Metric):
     memory = ENCODER_MEMORY
     default_group = "semantic"
     higher_is_better = False
-    supports_multi_ref_rule = True
-    segment_local = True
     MODEL = "default"
 
     def __init__(
@@ -177,7 +175,7 @@ class WMD(Metric):
         if self.encoder is not None and self.embedding == "contextual":
             self.encoder.prepare(texts)
 
-    def signature(self) -> str:
+    def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         return make_signature(
             self.name,
             impl="paraeval~pot-emd2",

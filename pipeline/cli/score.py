@@ -200,10 +200,11 @@ def _calls(inputs: Inputs, vs_source: bool) -> list[tuple[list[str], list[list[s
 
 def _results(metric: Any, calls: list[Any], run_texts: list[str], vs_source: bool) -> list[Any]:
     """A metric made of parts (iBLEU) from its parts' results, as the score stage does."""
-    parts = metric.parts()
-    if parts:
+    from paraeval.metrics.base import Composed
+
+    if isinstance(metric, Composed):
         done = []
-        for part, on_src in parts:
+        for part, on_src in metric.parts():
             part_calls = calls
             if on_src and not vs_source:
                 part_calls = [(cands, [[s] for s in srcs], srcs) for cands, _, srcs in calls]
@@ -230,7 +231,7 @@ def score_inputs(
     for metric, vs_source in jobs:
         suffix, vs = ("_src", "|vs:source") if vs_source else ("", "")
         results = _results(metric, _calls(inputs, vs_source), run_texts, vs_source)
-        signature = metric.signature_on(1 if vs_source else nrefs) + vs
+        signature = metric.signature(1 if vs_source else nrefs, segment=False) + vs
         for col in metric.output_columns:
             columns.append((col + suffix, [float(r.corpus[col]) for r in results], signature))
     return [

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from paraeval.metrics.base import Metric, MetricResult, joined_segments
+from paraeval.metrics.base import Composed, Metric, MetricResult, joined_segments
 from paraeval.metrics.encoder import Encoders
 from paraeval.pipeline.engine.texts import Texts
 
@@ -48,7 +48,7 @@ class Later:
 
 @dataclass(frozen=True)
 class Origin:
-    """Indices of :meth:`Metric.parts` taken in turn (iBLEU's BLEU vs the sources: ``(1,)``)."""
+    """Indices of :meth:`Composed.parts` taken in turn (iBLEU's BLEU vs the sources: ``(1,)``)."""
 
     metric_id: str
     parts: tuple[int, ...] = ()
@@ -68,6 +68,7 @@ class Recipe:
 
         metric = build_metric(self.origin.metric_id, self.settings, self.allow_external, encoders)
         for index in self.origin.parts:
+            assert isinstance(metric, Composed)
             metric = metric.parts()[index][0]
         return metric
 
@@ -78,7 +79,7 @@ class Engine(Protocol):
     def score_calls(
         self, metric: Metric, origin: Origin, calls: Calls, prepare: Callable[[], None]
     ) -> Later:
-        """A :attr:`Metric.segment_local` metric's calls, as one call's result (:func:`joined`)."""
+        """A :class:`SegmentLocal` metric's calls, as one call's result (:func:`joined`)."""
 
     def score_systems(
         self, metric: Metric, origin: Origin, calls: Sequence[Texts], prepare: Callable[[], None]
@@ -87,7 +88,7 @@ class Engine(Protocol):
 
 
 def joined(calls: list[MetricResult]) -> MetricResult:
-    """Consecutive calls of a segment-local metric as one, for :meth:`Metric.select`."""
+    """Consecutive calls of a segment-local metric as one, for :meth:`SegmentLocal.select`."""
     if len(calls) == 1:
         return calls[0]
     segment, stats = joined_segments(calls)

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from paraeval.metrics.base import Metric, MetricResult
+from paraeval.metrics.base import Composed, Metric, MetricResult, SegmentLocal
 from paraeval.pipeline.data.load import in_order, origin_error, row_groups
 from paraeval.pipeline.engine.base import Engine, Later, LocalEngine, Origin
 
@@ -137,12 +137,11 @@ class _Work:
     def _compute(
         self, metric: Metric, vs_source: bool, systems: list[str], origin: Origin
     ) -> dict[str, Later]:
-        parts = metric.parts()
-        if parts:
+        if isinstance(metric, Composed):
             # a part against the sources is scored on the system's texts against the source
             done = [
                 self._compute(part, vs_source or on_src, systems, origin.part(i))
-                for i, (part, on_src) in enumerate(parts)
+                for i, (part, on_src) in enumerate(metric.parts())
             ]
             return {s: _from_parts(metric, [d[s] for d in done]) for s in systems}
         signature = cache_signature(metric)
@@ -154,7 +153,7 @@ class _Work:
                 firsts.setdefault(keys[system], system)
         todo = list(firsts.values())
         if todo:
-            if metric.segment_local:
+            if isinstance(metric, SegmentLocal):
                 done = self._score_segments(metric, todo, vs_source, origin)
             else:
                 calls = [self.texts(s, vs_source) for s in todo]
@@ -165,7 +164,7 @@ class _Work:
         return {s: self._done[keys[s]] for s in systems}
 
     def _score_segments(
-        self, metric: Metric, systems: list[str], vs_source: bool, origin: Origin
+        self, metric: SegmentLocal, systems: list[str], vs_source: bool, origin: Origin
     ) -> list[Later]:
         """The distinct segments of ``systems`` scored, each system's result selected from them."""
         rows = np.concatenate([self.positions[s] for s in systems])
@@ -193,7 +192,7 @@ class _Work:
         return prepare
 
 
-def _from_parts(metric: Metric, parts: list[Later]) -> Later:
+def _from_parts(metric: Composed, parts: list[Later]) -> Later:
     return Later(lambda: metric.from_parts([p.get() for p in parts]))
 
 
@@ -236,8 +235,8 @@ def score(
         work.store()
         # scored against the source, a candidate has one reference
         refs_here = 1 if vs_source else nrefs
-        corpus_sig = metric.signature_on(refs_here) + ("|vs:source" if vs_source else "")
-        segment_sig = metric.segment_signature_on(refs_here) + ("|vs:source" if vs_source else "")
+        vs = "|vs:source" if vs_source else ""
+        corpus_sig, segment_sig = (metric.signature(refs_here, seg) + vs for seg in (False, True))
         for system in systems:
             result = results[system]
             for col, values in result.segment.items():

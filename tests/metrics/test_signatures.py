@@ -73,8 +73,8 @@ def test_bleu_signatures_are_sacrebleus(nrefs: int | None) -> None:
         plain = {k: v for k, v in settings.items() if k != "effective_order"}
         corpus = _corpus_signature(SacreBLEU(**plain, effective_order=False), nrefs)
         segment = _sentence_signature(SacreBLEU(**settings), nrefs)
-        assert ours.signature_on(nrefs) == f"bleu|{corpus}", settings
-        assert ours.segment_signature_on(nrefs) == f"bleu|{segment}", settings
+        assert ours.signature(nrefs, segment=False) == f"bleu|{corpus}", settings
+        assert ours.signature(nrefs, segment=True) == f"bleu|{segment}", settings
         # the corpus score is always computed without effective order, as corpus_bleu does
         assert "|eff:no|" in corpus
         # the pinning signature (the cache's) tells the two effective orders apart
@@ -100,8 +100,8 @@ def test_chrf_signatures_are_sacrebleus(nrefs: int | None) -> None:
         assert (f"|eff:{'no' if eps else 'yes'}|") in theirs
         # sacrebleu names beta in the score's name (chrF2), not in the signature
         expected = f"chrf|{theirs}" + ("" if beta == 2 else f"|beta:{beta}")
-        assert ours.signature_on(nrefs) == expected, settings
-        assert ours.segment_signature_on(nrefs) == expected, settings
+        assert ours.signature(nrefs, segment=False) == expected, settings
+        assert ours.signature(nrefs, segment=True) == expected, settings
 
 
 @pytest.mark.parametrize("nrefs", [1, 2, None])
@@ -114,7 +114,7 @@ def test_ter_signatures_are_sacrebleus(nrefs: int | None) -> None:
             "case_sensitive": case,
         }
         theirs = _corpus_signature(SacreTER(**settings), nrefs)
-        assert TER(**settings).signature_on(nrefs) == f"ter|{theirs}", settings
+        assert TER(**settings).signature(nrefs, segment=False) == f"ter|{theirs}", settings
 
 
 @pytest.mark.parametrize("settings", BLEU_SETTINGS[::7])
@@ -124,12 +124,13 @@ def test_the_metrics_built_on_bleu_carry_sacrebleus_signatures(settings: dict[st
     sentence = {n: _sentence_signature(SacreBLEU(**settings), n) for n in (1, 2)}
     # self-BLEU: one reference, the source, whatever the data's reference count
     self_bleu = SelfBLEU(**settings)
-    assert self_bleu.signature_on(2) == f"self_bleu|{corpus[1]}"
-    assert self_bleu.segment_signature_on(2) == f"self_bleu|{sentence[1]}"
+    assert self_bleu.signature(2, segment=False) == f"self_bleu|{corpus[1]}"
+    assert self_bleu.signature(2, segment=True) == f"self_bleu|{sentence[1]}"
     # iBLEU: BLEU against the references and against the source
     ibleu = IBLEU(alpha=0.7, **settings)
-    assert ibleu.signature_on(2) == f"ibleu|alpha:0.7|ref:[{corpus[2]}]|src:[{corpus[1]}]"
-    assert ibleu.segment_signature_on(2) == (
+    want = f"ibleu|alpha:0.7|ref:[{corpus[2]}]|src:[{corpus[1]}]"
+    assert ibleu.signature(2, segment=False) == want
+    assert ibleu.signature(2, segment=True) == (
         f"ibleu|alpha:0.7|ref:[{sentence[2]}]|src:[{sentence[1]}]"
     )
     # BERT-iBLEU's BLEU part: sentence BLEU against the source

@@ -131,7 +131,7 @@ class _Counting(Metric):
     def prepare(self, texts: object) -> None:
         self.calls["prepare"] += 1
 
-    def signature(self) -> str:
+    def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         return make_signature(self.name, v=1)
 
     def _score(

@@ -431,7 +431,7 @@ class _LengthRatio(Metric):
             {"ratio": stats[:, 0] / stats[:, 1]}, self.corpus_from_stats(stats), "ratio", stats
         )
 
-    def signature(self) -> str:
+    def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         return "ratio"
 
     def corpus_from_stats(self, stats: np.ndarray) -> dict[str, float]:

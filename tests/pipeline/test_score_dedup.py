@@ -14,7 +14,7 @@ import pytest
 
 import paraeval.metrics._sacre_base as sacre_base
 from paraeval.metrics import rouge, sacre
-from paraeval.metrics.base import Metric, MetricResult, make_signature, select_mean
+from paraeval.metrics.base import Metric, MetricResult, SegmentLocal, make_signature
 from paraeval.pipeline.stages import score as score_module
 from paraeval.pipeline.stages.cache import ScoreCache
 from paraeval.pipeline.stages.score import score
@@ -141,18 +141,17 @@ def test_calls_are_bounded_in_rows_and_give_the_same_numbers(
     pd.testing.assert_frame_equal(bounded.corpus, one.corpus)
 
 
-class _CountingLocal(Metric):
+class _CountingLocal(SegmentLocal):
     """A segment-local metric that records the size of each call."""
 
     name = "counting"
-    segment_local = True
     needs_references = False
 
     def __init__(self) -> None:
         super().__init__()
         self.calls: list[int] = []
 
-    def signature(self) -> str:
+    def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         return make_signature(self.name, v=1)
 
     def _score(
@@ -161,9 +160,6 @@ class _CountingLocal(Metric):
         self.calls.append(len(candidates))
         seg = np.array([float(len(c)) for c in candidates])
         return MetricResult({self.name: seg}, {self.name: float(np.mean(seg))}, self.signature())
-
-    def select(self, result: MetricResult, rows: np.ndarray) -> MetricResult:
-        return select_mean(self, result, rows)
 
 
 @pytest.mark.parametrize(("references", "bleus"), [("own", 2), ("the sources", 1)])
@@ -204,6 +200,7 @@ def test_select_is_the_metric_on_those_segments(metric: Metric) -> None:
     cands = [c for outputs in OUTPUTS.values() for c in outputs]
     refs = REFERENCES * len(OUTPUTS)
     srcs = SOURCES * len(OUTPUTS)
+    assert isinstance(metric, SegmentLocal)
     whole = metric.score(cands, refs, srcs)
     for rows in (np.array([3, 1, 1, 7]), np.arange(4, 12), np.array([0])):
         got = metric.select(whole, rows)
