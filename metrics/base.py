@@ -322,6 +322,17 @@ class BatchedCorpus(Protocol):
 
 
 @runtime_checkable
+class SourceDistance(Protocol):
+    """A metric whose diversity term is a distance to the source counted up to ``gamma``
+    (ParaScore): the paraphrase table shows that distance next to the metric's score."""
+
+    gamma: float
+
+    def distances(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """Each (candidate, source) pair's distance."""
+
+
+@runtime_checkable
 class Decomposed(Protocol):
     """A metric whose result is its α-free components combined with a weight (iBLEU): the score
     cache keeps the components, so that another α reuses them, and the α curve recombines them."""

@@ -233,6 +233,10 @@ class _ParaScoreBase(_OnBERTScore):
     def _refs_rule(self) -> str:
         raise NotImplementedError
 
+    def distances(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """The normalized character edit distance of :meth:`from_parts`."""
+        return edit_ratios(pairs)
+
 
 class ParaScore(_ParaScoreBase):
     """ParaScore (Shen et al. 2022), reference-based: max(F(source, c), F(refs, c)) + w·DS."""

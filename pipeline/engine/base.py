@@ -74,16 +74,15 @@ class Recipe:
 
 
 class Engine(Protocol):
-    """``prepare``: before the metric's first call in this process (encoders batch texts once)."""
+    """Runs metrics, each prepared (:meth:`Metric.prepare`) once in each process it runs in before
+    its first call: locally with every text of the run (:attr:`texts`), on Ray with a bundle's."""
 
-    def score_calls(
-        self, metric: Metric, origin: Origin, calls: Calls, prepare: Callable[[], None]
-    ) -> Later:
+    texts: Sequence[str]
+
+    def score_calls(self, metric: Metric, origin: Origin, calls: Calls) -> Later:
         """A :class:`SegmentLocal` metric's calls, as one call's result (:func:`joined`)."""
 
-    def score_systems(
-        self, metric: Metric, origin: Origin, calls: Sequence[Texts], prepare: Callable[[], None]
-    ) -> list[Later]:
+    def score_systems(self, metric: Metric, origin: Origin, calls: Sequence[Texts]) -> list[Later]:
         """:meth:`Metric.score_systems` of the calls (one per system), in order."""
 
 
@@ -98,21 +97,27 @@ def joined(calls: list[MetricResult]) -> MetricResult:
 class LocalEngine:
     kind = "local"
 
-    def score_calls(
-        self, metric: Metric, origin: Origin, calls: Calls, prepare: Callable[[], None]
-    ) -> Later:
+    def __init__(self) -> None:
+        self.texts: Sequence[str] = ()
+        # by identity, kept alive: a part (iBLEU's BLEUs) is a new object each time
+        self._prepared: dict[int, Metric] = {}
+
+    def _prepare(self, metric: Metric) -> None:
+        if id(metric) not in self._prepared:
+            metric.prepare(self.texts)
+            self._prepared[id(metric)] = metric
+
+    def score_calls(self, metric: Metric, origin: Origin, calls: Calls) -> Later:
         def compute() -> object:
-            prepare()
+            self._prepare(metric)
             # the calls are built lazily: one call's lists at a time
             return joined([metric.score(*call) for call in calls()])
 
         return Later(compute)
 
-    def score_systems(
-        self, metric: Metric, origin: Origin, calls: Sequence[Texts], prepare: Callable[[], None]
-    ) -> list[Later]:
+    def score_systems(self, metric: Metric, origin: Origin, calls: Sequence[Texts]) -> list[Later]:
         def compute() -> object:
-            prepare()
+            self._prepare(metric)
             # one call for all: an encoder metric streams them in one pass
             return metric.score_systems(calls)
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -232,6 +232,7 @@ class RayEngine:
         self.metrics = {k: dict(v) for k, v in metrics.items()}
         self.allow_external = allow_external
         self.asked: list[Asked] = []  # not yet run (:meth:`run_asked`)
+        self.texts: Sequence[str] = ()  # a worker prepares a metric with a bundle's
         start = time.perf_counter()
         self.local = LocalRay(settings.actors_per_encoder) if settings.address is None else None
         address = self.local.address if self.local is not None else settings.address
@@ -261,9 +262,7 @@ class RayEngine:
             self.local.stop()
             log.info("engine=ray: Ray stopped in %.1f s", time.perf_counter() - start)
 
-    def score_calls(
-        self, metric: Metric, origin: Origin, calls: Calls, prepare: Callable[[], None]
-    ) -> Later:
+    def score_calls(self, metric: Metric, origin: Origin, calls: Calls) -> Later:
         shards: list[Texts] = []
         owners: list[int] = []
         for k, (cands, refs, srcs) in enumerate(calls()):
@@ -275,9 +274,7 @@ class RayEngine:
         asked = self._ask(metric, origin, ShardMode.SCORE, shards, owners, calls_n)
         return Later(lambda: joined(self._results(asked)))
 
-    def score_systems(
-        self, metric: Metric, origin: Origin, calls: Sequence[Texts], prepare: Callable[[], None]
-    ) -> list[Later]:
+    def score_systems(self, metric: Metric, origin: Origin, calls: Sequence[Texts]) -> list[Later]:
         rows = self.settings.rows_per_shard
         sharded = metric if isinstance(metric, Sharded) else None
         bounds = [sharded.split(r, rows) if sharded else [] for _, r, _ in calls]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from paraeval.metrics.paraphrase import ParaScore, ParaScoreFree, edit_ratios
+from paraeval.metrics.base import SourceDistance
 from paraeval.pipeline.data.load import HUMAN_PREFIX
 from paraeval.pipeline.stages.roles import Roles, copy_rates
 
@@ -146,11 +146,10 @@ def paraphrase_table(
     gamma = None
     if paraphrase in PARASCORES:
         metric = metrics[paraphrase]
-        assert isinstance(metric, ParaScore | ParaScoreFree)
+        assert isinstance(metric, SourceDistance)
         gamma = metric.gamma
-        # ParaScore's diversity: the normalized character edit distance to the source
         pairs = zip(seg["candidate"].astype(str), seg["source"].astype(str), strict=True)
-        distances = pd.Series(edit_ratios(list(pairs)), index=seg.index, dtype=float)
+        distances = pd.Series(metric.distances(list(pairs)), index=seg.index, dtype=float)
         if compared is not None:
             config = compared.config
             edit = mean_intervals(distances, seg, rng, config.n_bootstrap, config.confidence)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -85,13 +85,12 @@ class _Work:
         self.systems, self.positions, self.cache = systems, positions, cache
         self.rows_per_call, self.engine = rows_per_call, engine
         self.codes = RunTexts(df)
+        engine.texts = self.codes.unique
         self._digests: dict[tuple[str, bool], str] = {}
         # results by (the metric's cache signature, the texts' digest)
         self._done: dict[tuple[str, str], Later] = {}
         # what was computed, not read from the cache: (metric, system, against the source, it)
         self._fresh: list[tuple[Metric, str, bool, Later]] = []
-        # the metrics prepared so far, kept by identity (a part is a new object each time)
-        self._prepared: dict[int, Metric] = {}
 
     def texts(self, system: str, vs_source: bool) -> Texts:
         """One system's texts; against the source, the references are the source."""
@@ -157,8 +156,7 @@ class _Work:
                 done = self._score_segments(metric, todo, vs_source, origin)
             else:
                 calls = [self.texts(s, vs_source) for s in todo]
-                prepare = self._preparer(metric)
-                done = self.engine.score_systems(metric, origin, calls, prepare)
+                done = self.engine.score_systems(metric, origin, calls)
             for system, result in zip(todo, done, strict=True):
                 self._done[keys[system]] = result
         return {s: self._done[keys[s]] for s in systems}
@@ -174,22 +172,12 @@ class _Work:
             for part in chunks(len(firsts), self.rows_per_call):
                 yield self.codes.texts(firsts[part], vs_source)
 
-        whole = self.engine.score_calls(metric, origin, calls, self._preparer(metric))
+        whole = self.engine.score_calls(metric, origin, calls)
         ends = np.cumsum([len(self.positions[s]) for s in systems])
         return [
             whole.then(lambda result, picked=picked: metric.select(result, picked))
             for picked in np.split(where, ends[:-1])
         ]
-
-    def _preparer(self, metric: Metric) -> Callable[[], None]:
-        """Gives ``metric`` every text of the run once, before its first call in this process."""
-
-        def prepare() -> None:
-            if id(metric) not in self._prepared:
-                metric.prepare(self.codes.unique)
-                self._prepared[id(metric)] = metric
-
-        return prepare
 
 
 def _from_parts(metric: Composed, parts: list[Later]) -> Later:
