@@ -1,44 +1,31 @@
 """Correlation of metric scores with human judgments: coefficients, levels, bootstrap intervals,
-significance tests. numpy/scipy (and numba for one pair-count kernel); no Hydra, MLflow or pandas.
+significance tests. numpy/scipy (and numba for a few compiled kernels); no Hydra, MLflow or pandas.
 
-Scores are ``(n_systems, n_items)`` float matrices with NaN for missing values (the layout of
-mt-metrics-eval). The pipeline calls :func:`correlation_table` and :func:`significance_table`.
+Functions and frozen values only: the coefficients are the table :data:`COEFFICIENTS`, what is
+shared between calls (resamples, a memo) is passed in by the caller, and the caller decides on
+threads (``correlation_table(map=...)``) and on BLAS's thread count. Scores are
+``(n_systems, n_items)`` float matrices with NaN for missing values (mt-metrics-eval's layout).
 """
 
 from paraeval.correlation.bootstrap import (
-    Resamples,
     bootstrap_ci,
     bootstrap_distribution,
-    draw_resamples,
     percentile_interval,
     resampled_values,
     stats_system_metric_fn,
 )
-from paraeval.correlation.coefficients import (
+from paraeval.correlation.catalog import (
     COEFFICIENTS,
-    EXACT_MAX_N,
-    SETTINGS,
-    Coefficient,
     coefficient_settings,
     configure,
     get_coefficient,
-    kendall_b,
-    kendall_c,
-    kendall_like,
-    kendall_like_counts,
-    pairwise_accuracy,
-    pearson,
-    register_coefficient,
-    spearman,
 )
 from paraeval.correlation.levels import (
     AUTO_UNIT,
     ITEM_AVERAGES,
     ITEM_NAN,
-    LEVELS,
     TABLE_UNITS,
     UNITS,
-    Correlation,
     correlate,
     item_values,
     system_scores,
@@ -48,7 +35,6 @@ from paraeval.correlation.metric_comparison import SIGNIFICANCE_COLUMNS, signifi
 from paraeval.correlation.paired import (
     ArMasks,
     MeanScores,
-    PairedScores,
     StatsScores,
     ar_mask_bits,
     ar_masks,
@@ -58,16 +44,19 @@ from paraeval.correlation.paired import (
     paired_bs_p,
     resample_counts,
 )
-from paraeval.correlation.pdp import pdp  # registers PDP
+from paraeval.correlation.pdp import pdp
+from paraeval.correlation.resamples import Resamples, draw_resamples
 from paraeval.correlation.significance import (
     ALTERNATIVES,
+    METHODS,
     PERMUTATION_UNITS,
     EarlyStop,
+    check_test,
     permutation_test,
     significance_clusters,
     williams_test,
 )
-from paraeval.correlation.spa import soft_pairwise_accuracy_value  # registers SPA
+from paraeval.correlation.spa import soft_pairwise_accuracy_value
 from paraeval.correlation.table import (
     CORRELATION_COLUMNS,
     INTERVALS,
@@ -75,20 +64,20 @@ from paraeval.correlation.table import (
     draw_table_resamples,
     fisher_interval,
 )
-from paraeval.correlation.ties import calibrated_epsilon, item_mean_23, kendall_23  # registers
+from paraeval.correlation.ties import calibrated_epsilon, item_mean_23, kendall_23
+from paraeval.correlation.values import LEVELS, Coefficient, Correlation
 
 __all__ = [
     "ALTERNATIVES",
     "AUTO_UNIT",
     "COEFFICIENTS",
     "CORRELATION_COLUMNS",
-    "EXACT_MAX_N",
     "INTERVALS",
     "ITEM_AVERAGES",
     "ITEM_NAN",
     "LEVELS",
+    "METHODS",
     "PERMUTATION_UNITS",
-    "SETTINGS",
     "SIGNIFICANCE_COLUMNS",
     "TABLE_UNITS",
     "UNITS",
@@ -97,7 +86,6 @@ __all__ = [
     "Correlation",
     "EarlyStop",
     "MeanScores",
-    "PairedScores",
     "Resamples",
     "StatsScores",
     "ar_mask_bits",
@@ -106,6 +94,7 @@ __all__ = [
     "bootstrap_distribution",
     "bootstrap_indices",
     "calibrated_epsilon",
+    "check_test",
     "coefficient_settings",
     "configure",
     "correlate",
@@ -117,25 +106,17 @@ __all__ = [
     "item_mean_23",
     "item_values",
     "kendall_23",
-    "kendall_b",
-    "kendall_c",
-    "kendall_like",
-    "kendall_like_counts",
     "p_value",
     "paired_bs_clusters",
     "paired_bs_p",
-    "pairwise_accuracy",
     "pdp",
-    "pearson",
     "percentile_interval",
     "permutation_test",
-    "register_coefficient",
     "resample_counts",
     "resampled_values",
     "significance_clusters",
     "significance_table",
     "soft_pairwise_accuracy_value",
-    "spearman",
     "stats_system_metric_fn",
     "system_scores",
     "valid_combination",

@@ -17,20 +17,19 @@ mt-metrics-eval's terms segment is ``average_by="none"`` and item ``average_by="
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from paraeval.correlation.blas import on_one_blas_thread
-from paraeval.correlation.coefficients import (
+from paraeval.correlation.catalog import get_coefficient
+from paraeval.correlation.resamples import UNITS
+from paraeval.correlation.values import (
     LEVELS,
-    NAN_RESULT,
     Coefficient,
     CoefficientLike,
-    get_coefficient,
-    pair_statistic,
+    Correlation,
+    check_matrices,
+    row_nanmean,
 )
-from paraeval.correlation.resamples import UNITS
+from paraeval.correlation.weighted import pair_statistic
 
 ITEM_NAN: tuple[str, ...] = ("skip", "zero")
 ITEM_AVERAGES: tuple[str, ...] = ("macro", "micro")
@@ -54,16 +53,6 @@ TABLE_UNITS: tuple[str, ...] = (*UNITS, AUTO_UNIT)
 """The units a correlation table accepts: :data:`UNITS` at every level, or :data:`AUTO_UNIT`."""
 
 
-@dataclass(frozen=True)
-class Correlation:
-    """One correlation value with its p-value and the counts behind it."""
-
-    value: float
-    p_value: float
-    n: int
-    n_dropped: int
-
-
 def valid_combination(level: str, coefficient: CoefficientLike) -> bool:
     """Whether ``coefficient`` is defined at ``level`` (both names must be known)."""
     return level in check_level_coefficient(level, coefficient, combination=False).levels
@@ -83,27 +72,6 @@ def check_level_coefficient(
             f"{', '.join(coef.levels)}"
         )
     return coef
-
-
-def check_matrices(metric: np.ndarray, human: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Both as float matrices of the same ``(n_systems, n_items)`` shape, or ``ValueError``."""
-    m = np.asarray(metric, dtype=float)
-    h = np.asarray(human, dtype=float)
-    if m.ndim != 2 or h.ndim != 2 or m.shape != h.shape:
-        raise ValueError(
-            "metric and human scores must be matrices of the same shape (n_systems, n_items), "
-            f"got {m.shape} and {h.shape}"
-        )
-    return m, h
-
-
-def row_nanmean(a: np.ndarray) -> np.ndarray:
-    """Mean of the finite values of each row; NaN (without a warning) for a row with none."""
-    ok = np.isfinite(a)
-    count = ok.sum(axis=1)
-    total = np.where(ok, a, 0.0).sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
 
 
 def system_scores(
@@ -140,7 +108,6 @@ def item_values(metric: np.ndarray, human: np.ndarray, coefficient: CoefficientL
     return out
 
 
-@on_one_blas_thread
 def correlate(
     metric: np.ndarray,
     human: np.ndarray,
@@ -218,23 +185,3 @@ def item_weights(metric: np.ndarray, human: np.ndarray, item_average: str) -> np
     if item_average == "micro":
         return (np.isfinite(metric) & np.isfinite(human)).sum(axis=0).astype(float)
     return np.ones(np.shape(metric)[1])
-
-
-__all__ = [
-    "AUTO_UNIT",
-    "ITEM_AVERAGES",
-    "ITEM_NAN",
-    "LEVELS",
-    "NAN_RESULT",
-    "TABLE_UNITS",
-    "UNITS",
-    "Correlation",
-    "check_item_rules",
-    "check_level_coefficient",
-    "correlate",
-    "item_values",
-    "item_weights",
-    "level_unit",
-    "system_scores",
-    "valid_combination",
-]

@@ -13,22 +13,17 @@ from typing import Any
 
 import numpy as np
 
-from paraeval.correlation.blas import on_one_blas_thread
 from paraeval.correlation.bootstrap import is_segment_mean
-from paraeval.correlation.coefficients import Coefficient, CoefficientLike
-from paraeval.correlation.levels import (
-    check_level_coefficient,
-    check_matrices,
-    correlate,
-    system_scores,
-)
+from paraeval.correlation.levels import check_level_coefficient, correlate, system_scores
 from paraeval.correlation.significance import (
     EarlyStop,
+    check_test,
     permutation_test,
     significance_clusters,
     williams_test,
 )
 from paraeval.correlation.table import check_shapes
+from paraeval.correlation.values import Coefficient, CoefficientLike, check_matrices
 
 SIGNIFICANCE_COLUMNS: tuple[str, ...] = (
     "aspect",
@@ -45,7 +40,6 @@ SIGNIFICANCE_COLUMNS: tuple[str, ...] = (
     "cluster_a",
     "cluster_b",
 )
-METHODS: tuple[str, ...] = ("williams", "permutation")
 
 
 def _segment_williams_inputs(
@@ -107,7 +101,6 @@ def _segment_value(x: np.ndarray, y: np.ndarray, coefficient: Coefficient) -> fl
     return float(coefficient.statistic(m[ok], h[ok]))
 
 
-@on_one_blas_thread
 def significance_table(
     metrics: Mapping[str, np.ndarray],
     humans: Mapping[str, np.ndarray],
@@ -147,18 +140,7 @@ def significance_table(
     aspect with these p-values (None for a metric whose correlation is NaN).
     """
     coef = check_level_coefficient(level, coefficient)
-    if method not in METHODS:
-        raise ValueError(f"unknown significance method {method!r}; valid methods: {METHODS}")
-    if method == "williams" and not coef.williams:
-        raise ValueError(
-            f"Williams' test compares two dependent correlation coefficients (Pearson-like); "
-            f"{coef.name!r} is not one: use method='permutation' for it"
-        )
-    if method == "williams" and level == "item":
-        raise ValueError(
-            "Williams' test needs one correlation over n paired observations; the item level "
-            "averages per-item correlations: use method='permutation' there"
-        )
+    check_test(method, level, coef, unit)
     check_shapes(metrics, humans)
     if method == "permutation":
         coef = _per_metric_once(coef)

@@ -17,20 +17,19 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from paraeval.correlation.coefficients import Coefficient, CoefficientLike
 from paraeval.correlation.fixed_pairs import FixedPairs
 from paraeval.correlation.levels import (
     check_item_rules,
     check_level_coefficient,
-    check_matrices,
     correlate,
     item_values,
     item_weights,
-    row_nanmean,
 )
+from paraeval.correlation.values import Coefficient, CoefficientLike, check_matrices, row_nanmean
 from paraeval.correlation.weighted import pair_statistic
 
 ALTERNATIVES: tuple[str, ...] = ("two-sided", "greater")
+METHODS: tuple[str, ...] = ("williams", "permutation")
 PERMUTATION_UNITS: tuple[str, ...] = ("items", "systems", "both", "cells", "pairs")
 """What one permutation swaps between the two metrics: whole item columns (Perm-Inputs), whole
 system rows (Perm-Systems), system rows and then item columns (Perm-Both of Deutsch et al. 2021
@@ -64,6 +63,35 @@ class EarlyStop:
 
 
 _CHUNK_ELEMENTS = 2_000_000
+
+
+def check_test(method: str, level: str, coefficient: Coefficient, unit: str) -> None:
+    """``ValueError`` saying what to use instead where ``method`` (:data:`METHODS`) cannot
+    compare two metrics' ``coefficient`` at ``level`` (with ``unit`` for a permutation test)."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    if method == "williams" and not coefficient.williams:
+        raise ValueError(
+            "Williams' test compares two dependent correlation coefficients (Pearson-like); "
+            f"{coefficient.name!r} is not one: use method=permutation for it"
+        )
+    if method == "williams" and level == "item":
+        raise ValueError(
+            "Williams' test needs one correlation over n paired observations; the item level "
+            "averages per-item correlations: use method=permutation there"
+        )
+    if method == "williams":
+        return
+    if unit not in PERMUTATION_UNITS:
+        raise ValueError(
+            f"unknown permutation unit {unit!r}; valid units: {', '.join(PERMUTATION_UNITS)}"
+        )
+    if unit == "pairs" and (level != "item" or coefficient.pair_values is None):
+        raise ValueError(
+            "unit=pairs swaps pairs of systems inside items: it needs the item level and a "
+            f"coefficient over such pairs (acc23, tau_23), not {coefficient.name!r} at the "
+            f"{level} level"
+        )
 
 
 def williams_test(r12: float, r13: float, r23: float, n: int) -> float:
@@ -198,20 +226,12 @@ def permutation_test(
     (:class:`EarlyStop`); None runs all ``n_resamples``.
     """
     coef = check_level_coefficient(level, coefficient)
-    if unit not in PERMUTATION_UNITS:
-        raise ValueError(
-            f"unknown permutation unit {unit!r}; valid units: {', '.join(PERMUTATION_UNITS)}"
-        )
+    check_test("permutation", level, coef, unit)
     if alternative not in ALTERNATIVES:
         raise ValueError(
             f"alternative must be one of {', '.join(ALTERNATIVES)}, got {alternative!r}"
         )
     check_item_rules(item_nan, item_average)
-    if unit == "pairs" and (level != "item" or coef.pair_values is None):
-        raise ValueError(
-            "unit 'pairs' swaps pairs of systems inside items: it needs the item level and a "
-            f"coefficient over such pairs (acc23, tau_23), not {coef.name!r} at the {level} level"
-        )
     a, h = check_matrices(metric_a, human)
     b, _ = check_matrices(metric_b, human)
     ok = np.isfinite(a) & np.isfinite(b) & np.isfinite(h)

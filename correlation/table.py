@@ -9,34 +9,40 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
-from paraeval.correlation.blas import on_one_blas_thread
 from paraeval.correlation.bootstrap import (
-    Resamples,
     SystemMetricFn,
-    draw_resamples,
     percentile_interval,
     resampled_row_means,
     resampled_values,
     system_resampled_scores,
     system_statistic,
 )
-from paraeval.correlation.coefficients import Coefficient, CoefficientLike, get_coefficient
+from paraeval.correlation.catalog import get_coefficient
 from paraeval.correlation.levels import (
     AUTO_UNIT,
-    LEVELS,
     TABLE_UNITS,
     check_level_coefficient,
     correlate,
     level_unit,
     valid_combination,
 )
-from paraeval.correlation.resamples import WEIGHT_BLOCK_ELEMENTS, resamples_nbytes
+from paraeval.correlation.resamples import (
+    WEIGHT_BLOCK_ELEMENTS,
+    Resamples,
+    draw_resamples,
+    resamples_nbytes,
+)
+from paraeval.correlation.values import LEVELS, Coefficient, CoefficientLike, Memo
+
+# map(fn, jobs) of the caller's choosing: the builtin runs the jobs in turn, an executor's map
+# runs them on its workers (numpy releases the GIL inside the kernels that dominate)
+MapFn = Callable[[Callable[[Any], list[dict[str, Any]]], Iterable[Any]], Iterator[Any]]
 
 CORRELATION_COLUMNS: tuple[str, ...] = (
     "metric",
@@ -69,8 +75,6 @@ def fisher_interval(
     c = sqrt(1 + r^2 / 2) for Spearman; b = 4, c = sqrt(0.437) for Kendall's tau-b. NaN for
     other coefficients, for n <= b and for a NaN r.
     """
-    from scipy import stats
-
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     if coefficient not in _FISHER or not math.isfinite(r):
@@ -178,7 +182,6 @@ def table_nbytes(
     return held + min(workers, 4) * job
 
 
-@on_one_blas_thread
 def correlation_table(
     metrics: Mapping[str, np.ndarray],
     humans: Mapping[str, np.ndarray],
@@ -194,7 +197,7 @@ def correlation_table(
     item_average: str = "macro",
     rng: np.random.Generator,
     system_metric_fns: Mapping[str, SystemMetricFn] | None = None,
-    workers: int | None = None,
+    map: MapFn = map,
     interval: str = "bootstrap",
 ) -> list[dict[str, Any]]:
     """One row per (metric, aspect, level, coefficient) with columns :data:`CORRELATION_COLUMNS`.
@@ -208,8 +211,8 @@ def correlation_table(
     draws (:data:`UNITS`); the default :data:`AUTO_UNIT` draws items at the segment and item
     levels and systems and items together at the system level (Boot-Both). A system-level
     interval whose resamples all give one value is NaN, never of zero width. ``ci=False`` (NaN
-    bounds) and ``interval="fisher"`` (:func:`fisher_interval`) draw nothing. ``workers`` threads
-    (default: up to 4 CPUs) give the same rows for any number of workers.
+    bounds) and ``interval="fisher"`` (:func:`fisher_interval`) draw nothing. ``map`` runs the
+    jobs (one per metric, aspect and level): an executor's ``map`` gives the same rows.
     """
     n_sys, n_items = check_shapes(metrics, humans)
     for level in levels:
@@ -226,8 +229,6 @@ def correlation_table(
     system_metrics = system_metrics or {}
     system_metric_fns = system_metric_fns or {}
 
-    if workers is None:
-        workers = min(4, os.cpu_count() or 1)
     # order-only rows on segments and items: a metric whose scores order like an earlier one's
     # (iBLEU where the references are the sources, a rescaled column) takes that one's rows
     ordinal = any(lv in ORDINAL_LEVELS for lv in levels) and any(
@@ -247,6 +248,7 @@ def correlation_table(
         combos: list[Coefficient],
         res: Resamples | None,
         human_means: np.ndarray | None,
+        memo: Memo,
     ) -> list[dict[str, Any]]:
         metric = metrics[name]
         sm = system_metrics.get(name) if level == "system" else None
@@ -303,6 +305,7 @@ def correlation_table(
                     system_metric_fn=system_metric_fns.get(name),
                     item_nan=item_nan,
                     item_average=item_average,
+                    memo=memo,
                 )
                 lo, hi = percentile_interval(values, confidence)
             if level == "system" and not lo < hi:
@@ -325,9 +328,7 @@ def correlation_table(
             )
         return out
 
-    jobs: list[
-        tuple[str, str, np.ndarray, str, list[Coefficient], Resamples | None, np.ndarray | None]
-    ] = []
+    jobs: list[tuple[Any, ...]] = []
     drawn = draw_table_resamples(
         rng, len(humans), levels, coefficients, n_sys, n_items, n_resamples, unit, ci and not fisher
     )
@@ -335,13 +336,10 @@ def correlation_table(
         aspect, human = list(humans.items())[k]
         # the human side of the system level's resamples, the same for every metric
         means = resampled_row_means(human, res) if res is not None and level == "system" else None
-        jobs.extend((name, aspect, human, level, combos, res, means) for name in metrics)
-    if workers <= 1 or len(jobs) <= 1:
-        parts = [metric_rows(*job) for job in jobs]
-    else:
-        # numpy releases the GIL inside the array kernels that dominate, so threads scale
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            parts = list(pool.map(lambda job: metric_rows(*job), jobs))
+        # what a coefficient computes once for every metric of this set of resamples
+        memo: Memo = {}
+        jobs.extend((name, aspect, human, level, combos, res, means, memo) for name in metrics)
+    parts = list(map(lambda job: metric_rows(*job), jobs))
     return _with_leaders_rows([row for part in parts for row in part])
 
 

@@ -32,13 +32,8 @@ from paraeval.correlation.calibration import (
     item_pairs,
     pair_kinds,
 )
-from paraeval.correlation.coefficients import (
-    NAN_RESULT,
-    Coefficient,
-    paired_finite,
-    register_coefficient,
-    register_settings,
-)
+from paraeval.correlation.coefficients import paired_finite
+from paraeval.correlation.values import NAN_RESULT, Coefficient
 
 
 def _pairs(m: np.ndarray, h: np.ndarray, sample_rate: float, seed: int) -> ItemPairs:
@@ -284,9 +279,3 @@ def tau23_coefficient(
     """``tau_23``: Kendall's tau with ties rewarded and punished (fixed ``epsilon`` by default,
     or tie calibration; ``sample_rate`` and ``seed`` as for acc23)."""
     return _coefficient("tau_23", "tau23", epsilon, calibrate, sample_rate, seed)
-
-
-register_coefficient(acc23_coefficient())
-register_settings("acc23", acc23_coefficient)
-register_coefficient(tau23_coefficient())
-register_settings("tau_23", tau23_coefficient)

@@ -14,7 +14,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from paraeval.correlation.registry import Coefficient, CoefficientLike, get_coefficient
+from paraeval.correlation._pairs import kendall_pair_sums, midrank_sums
+from paraeval.correlation.values import Coefficient
 
 MetricTies = Literal["discordant", "skip"]
 METRIC_TIES: tuple[str, ...] = ("discordant", "skip")
@@ -181,8 +182,6 @@ def integer_pair_sums(
     """Kendall's pair sums by the compiled pass (:func:`_pairs.kendall_pair_sums`) where they are
     sums of exact integers (finite values, integer weights): the same numbers as the sums of
     the broadcast (rows, n, n) products, without them. None otherwise."""
-    from paraeval.correlation._pairs import kendall_pair_sums
-
     laid = _integer_rows((x, y), w, finite=True)
     if laid is None:
         return None
@@ -197,8 +196,6 @@ def integer_midrank_sums(
     """:func:`pair_midranks`' two sums by the compiled pass (:func:`_pairs.midrank_sums`) where
     the weights are integers (exact sums, the same numbers; comparisons with NaN are false in
     both forms); None otherwise."""
-    from paraeval.correlation._pairs import midrank_sums
-
     laid = _integer_rows((x,), w, finite=False)
     if laid is None:
         return None
@@ -262,7 +259,7 @@ def pair_kendall_like_counts(
 
 
 def pair_statistic(
-    coefficient: CoefficientLike, x: np.ndarray, y: np.ndarray, w: np.ndarray | float
+    coef: Coefficient, x: np.ndarray, y: np.ndarray, w: np.ndarray | float
 ) -> np.ndarray:
     """``coefficient`` over the last axis of weighted samples; NaN where undefined.
 
@@ -270,7 +267,6 @@ def pair_statistic(
     appears ``w_s`` times. Non-finite values must carry weight 0. A coefficient without a
     ``weighted`` form is computed on every expanded sample in turn.
     """
-    coef = get_coefficient(coefficient)
     x, y, w = np.broadcast_arrays(x, y, w)
     w = np.where(np.isfinite(x) & np.isfinite(y), w, 0.0)
     x = np.where(w > 0, x, 0.0)

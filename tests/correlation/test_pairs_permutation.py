@@ -201,11 +201,11 @@ def test_pairwise_permutation_test_on_random_matrices_and_against_itself() -> No
 
 
 def test_pairs_unit_needs_an_item_level_coefficient_over_pairs() -> None:
-    with pytest.raises(ValueError, match="unit 'pairs'"):
+    with pytest.raises(ValueError, match="unit=pairs"):
         permutation_test(
             METRIC1, METRIC2, GOLD, "item", "pearson", rng=np.random.default_rng(0), unit="pairs"
         )
-    with pytest.raises(ValueError, match="unit 'pairs'"):
+    with pytest.raises(ValueError, match="unit=pairs"):
         permutation_test(
             METRIC1, METRIC2, GOLD, "system", "acc23", rng=np.random.default_rng(0), unit="pairs"
         )
