@@ -24,7 +24,9 @@ import numpy as np
 from results import row, write_rows
 from scipy import stats
 
-from paraeval.correlation import correlate, correlation_table, draw_resamples, resampled_values
+from paraeval.correlation import correlate, correlation_table
+from paraeval.correlation.bootstrap import resampled_values
+from paraeval.correlation.resamples import draw_resamples
 
 
 def make_data(

@@ -192,26 +192,18 @@ def kendall_like_counts(
     return concordant.astype(float), discordant.astype(float)
 
 
-def kendall_like(
-    metric: np.ndarray,
-    human: np.ndarray,
-    *,
-    metric_ties: MetricTies = "discordant",
-    human_margin: float = 0.0,
-    margin_rule: MarginRule = "above",
-) -> tuple[float, float]:
+def kendall_like(metric: np.ndarray, human: np.ndarray, **settings: Any) -> tuple[float, float]:
     """WMT segment-level Kendall-like tau, pooled over all items of two score matrices.
 
-    ``(C - D) / (C + D)`` summed over every item's pairs (:func:`kendall_like_counts`); p is NaN.
+    ``(C - D) / (C + D)`` summed over every item's pairs (:func:`kendall_like_counts`, with its
+    ``settings``); p is NaN.
     Constant input or no countable pair gives NaN (mt-metrics-eval: its tau, or 0; see README).
     """
     m, h = check_matrices(metric, human)
     ok = np.isfinite(m) & np.isfinite(h)
     if is_constant(m[ok]) or is_constant(h[ok]):
         return NAN_RESULT
-    c, d = kendall_like_counts(
-        m, h, metric_ties=metric_ties, human_margin=human_margin, margin_rule=margin_rule
-    )
+    c, d = kendall_like_counts(m, h, **settings)
     total = c.sum() + d.sum()
     if total == 0:
         return NAN_RESULT

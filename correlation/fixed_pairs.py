@@ -322,7 +322,7 @@ def _item_pairs_pay_off(cells: np.ndarray, n_resamples: int) -> bool:
     )
 
 
-# the forms of the registered coefficients (``Coefficient.pooled`` and ``pooled_by_items``)
+# the forms of the catalog's coefficients (``Coefficient.pooled`` and ``pooled_by_items``)
 def pooled_pearson(pairs: FixedPairs, wt: np.ndarray) -> np.ndarray:
     return pairs.pearson(wt)
 

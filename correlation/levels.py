@@ -118,17 +118,13 @@ def correlate(
     item_nan: str = "skip",
     item_average: str = "macro",
 ) -> Correlation:
-    """Correlation of a metric with a human score at ``level`` with ``coefficient``.
-
-    ``coefficient`` is a registered name, a :class:`Coefficient`, or any callable
-    ``(x, y) -> (value, p_value)`` on paired vectors.
-    ``metric`` and ``human`` have shape ``(n_systems, n_items)`` with NaN for missing scores.
-    ``system_metric`` (shape ``(n_systems,)``) replaces the mean of segment scores at the system
-    level. See the module docstring for what ``n`` and ``n_dropped`` count at each level.
-    ``item_average`` (:data:`ITEM_AVERAGES`) weights the item level's per-item values; a
-    coefficient that is one statistic of the whole matrix (calibrated acc23) averages as
-    mt-metrics-eval's does, whatever it says.
-    """
+    """Correlation of a metric with a human score at ``level`` with ``coefficient`` (a name in
+    :data:`~correlation.catalog.COEFFICIENTS`, a :class:`Coefficient`, or any callable ``(x, y)
+    -> (value, p_value)`` on paired vectors); see the module docstring for the levels and what
+    ``n`` and ``n_dropped`` count. ``system_metric`` (one score per system) replaces the mean of
+    segment scores at the system level. ``item_average`` (:data:`ITEM_AVERAGES`) weights the
+    item level's per-item values; one statistic of the whole matrix (calibrated acc23) averages
+    as mt-metrics-eval's does, whatever it says."""
     coef = check_level_coefficient(level, coefficient)
     check_item_rules(item_nan, item_average)
     m, h = check_matrices(metric, human)
@@ -171,12 +167,10 @@ def correlate(
 
 def check_item_rules(item_nan: str, item_average: str) -> None:
     """``ValueError`` naming the valid choices for an unknown item-level rule."""
-    if item_nan not in ITEM_NAN:
-        raise ValueError(f"item_nan must be one of {', '.join(ITEM_NAN)}, got {item_nan!r}")
-    if item_average not in ITEM_AVERAGES:
-        raise ValueError(
-            f"item_average must be one of {', '.join(ITEM_AVERAGES)}, got {item_average!r}"
-        )
+    rules = (("item_nan", item_nan, ITEM_NAN), ("item_average", item_average, ITEM_AVERAGES))
+    for key, value, valid in rules:
+        if value not in valid:
+            raise ValueError(f"{key} must be one of {', '.join(valid)}, got {value!r}")
 
 
 def item_weights(metric: np.ndarray, human: np.ndarray, item_average: str) -> np.ndarray:

@@ -129,12 +129,10 @@ def significance_table(
     ``r_a >= r_b``).
 
     - ``method="williams"``: Williams' one-sided p that r_a > r_b, all three correlations on the
-      cells (segment level) or systems where both metrics and the human score exist. Derived for
-      Pearson's r; other correlation-like coefficients (``Coefficient.williams``) are plugged in,
-      rates over pairs and the item level are a ``ValueError``.
+      cells (segment level) or systems where both metrics and the human score exist
+      (:func:`correlation.significance.check_test` says where it applies).
     - ``method="permutation"``: :func:`correlation.significance.permutation_test` with ``unit``,
-      ``n_resamples``, ``alternative`` and ``early_stop``; ``r_a``/``r_b`` are the ``correlate``
-      values.
+      ``n_resamples``, ``alternative`` and ``early_stop``.
 
     ``cluster_a``/``cluster_b`` come from :func:`significance_clusters` over all metrics of the
     aspect with these p-values (None for a metric whose correlation is NaN).
@@ -152,18 +150,13 @@ def significance_table(
     names = list(metrics)
     rows: list[dict[str, Any]] = []
     sm = {n: system_metrics.get(n) if level == "system" else None for n in names}
+    items = {"item_nan": item_nan, "item_average": item_average}
+    perm = {"rng": rng, "n_resamples": n_resamples, "unit": unit, "alternative": alternative}
+    perm |= {"early_stop": early_stop, **items}
     for aspect, human in humans.items():
         h = check_matrices(human, human)[0]
         values = {
-            n: correlate(
-                metrics[n],
-                h,
-                level,
-                coef,
-                system_metric=sm[n],
-                item_nan=item_nan,
-                item_average=item_average,
-            ).value
+            n: correlate(metrics[n], h, level, coef, system_metric=sm[n], **items).value
             for n in names
         }
         # each metric's correlation with the human on the cells a pair keeps, by the cells
@@ -187,37 +180,12 @@ def significance_table(
                 ra, rb = values[a], values[b]
                 sa, sb = _permutable_system_scores(ma, mb, sm[a], sm[b], unit, a, b)
                 p = permutation_test(
-                    ma,
-                    mb,
-                    h,
-                    level,
-                    coef,
-                    rng=rng,
-                    n_resamples=n_resamples,
-                    unit=unit,
-                    alternative=alternative,
-                    item_nan=item_nan,
-                    item_average=item_average,
-                    system_metric_a=sa,
-                    system_metric_b=sb,
-                    early_stop=early_stop,
+                    ma, mb, h, level, coef, system_metric_a=sa, system_metric_b=sb, **perm
                 )
             pvalues[(a, b)] = p
-            pair_rows.append(
-                {
-                    "aspect": aspect,
-                    "level": level,
-                    "coefficient": coef.name,
-                    "metric_a": a,
-                    "metric_b": b,
-                    "r_a": flip[a] * ra,
-                    "r_b": flip[b] * rb,
-                    "adjusted_a": flip[a] < 0,
-                    "adjusted_b": flip[b] < 0,
-                    "p_value": p,
-                    "method": method,
-                }
-            )
+            pair = (aspect, level, coef.name, a, b, flip[a] * ra, flip[b] * rb)
+            adjusted = (flip[a] < 0, flip[b] < 0, p, method)
+            pair_rows.append(dict(zip(SIGNIFICANCE_COLUMNS, (*pair, *adjusted), strict=False)))
         clusters = significance_clusters(values, pvalues, alpha)
         for row in pair_rows:
             row["cluster_a"] = clusters.get(row["metric_a"])

@@ -160,7 +160,7 @@ def resamples_nbytes(n_resamples: int, n_systems: int, n_items: int, unit: str) 
     items = unit in ("items", "both")
     held = n_resamples * n_items * index_itemsize(n_items) if items else 0
     held += 4 * min(CHUNK_ELEMENTS, n_resamples * n_items) if items else 0
-    if held > HELD_INDEX_BYTES:  # drawn again where read: a block per thread (DrawnRows)
+    if held > HELD_INDEX_BYTES:  # drawn again where read: a block per reader (DrawnRows)
         held = 4 * CHUNK_ELEMENTS * 4
     held += n_resamples * n_systems * 8 if unit in ("systems", "both") else 0
     return held
@@ -215,9 +215,15 @@ def cell_weights(
     return wt
 
 
-def chunks(n_resamples: int, per_resample: int, elements: int | None = None) -> list[slice]:
+def chunks(
+    n_resamples: int, per_resample: int, elements: int | None = None, align: int = 1
+) -> list[slice]:
+    """Slices of whole rows holding about ``elements`` elements each, a multiple of ``align``
+    rows where there is more than one."""
     elements = CHUNK_ELEMENTS if elements is None else elements
     size = max(1, min(n_resamples, elements // max(per_resample, 1)))
+    if size < n_resamples:
+        size = max(align, size // align * align)
     return [slice(i, min(i + size, n_resamples)) for i in range(0, n_resamples, size)]
 
 

@@ -129,17 +129,27 @@ def draw_table_resamples(
     """The resamples :func:`correlation_table` uses, one set per (aspect index, level), drawn in
     its fixed order before any work starts (the rows do not depend on workers). A caller that
     serves every row from a cache calls this to leave ``rng`` in the state the table would."""
+    return [
+        (
+            k,
+            level,
+            combos,
+            draw_resamples(rng, n_sys, n_items, n_resamples, unit_here) if ci else None,
+        )
+        for k in range(n_aspects)
+        for level, combos, unit_here in _level_combos(levels, coefficients, unit)
+    ]
+
+
+def _level_combos(
+    levels: Sequence[str], coefficients: Sequence[CoefficientLike], unit: str
+) -> list[tuple[str, list[Coefficient], str]]:
+    """(level, the coefficients defined there, its resampling unit) of each level with any."""
     coefs = [get_coefficient(c) for c in coefficients]
-    out: list[tuple[int, str, list[Coefficient], Resamples | None]] = []
-    for k in range(n_aspects):
-        for level in levels:
-            combos = [c for c in coefs if valid_combination(level, c)]
-            if not combos:
-                continue
-            unit_here = level_unit(unit, level)
-            res = draw_resamples(rng, n_sys, n_items, n_resamples, unit_here) if ci else None
-            out.append((k, level, combos, res))
-    return out
+    out = [
+        (lv, [c for c in coefs if valid_combination(lv, c)], level_unit(unit, lv)) for lv in levels
+    ]
+    return [row for row in out if row[1]]
 
 
 def table_nbytes(
@@ -161,14 +171,9 @@ def table_nbytes(
     coefficient with an item level of its own (acc23, tau_23), the item multiplicities of every
     resample at once. Not counted: what grows with the data alone, not with ``n_resamples`` (the
     item-pair matrices Kendall's tau takes over few items)."""
-    coefs = [get_coefficient(c) for c in coefficients]
     workers = min(4, os.cpu_count() or 1) if workers is None else workers
     held = job = 0
-    for level in levels:
-        combos = [c for c in coefs if valid_combination(level, c)]
-        if not combos:
-            continue
-        unit_here = level_unit(unit, level)
+    for level, combos, unit_here in _level_combos(levels, coefficients, unit):
         held += n_aspects * resamples_nbytes(n_resamples, n_sys, n_items, unit_here)
         if level == "system":
             held += n_aspects * 8 * n_resamples * n_sys
@@ -202,8 +207,8 @@ def correlation_table(
 ) -> list[dict[str, Any]]:
     """One row per (metric, aspect, level, coefficient) with columns :data:`CORRELATION_COLUMNS`.
 
-    ``coefficients``: registered names, :class:`Coefficient` objects or callables ``(x, y) ->
-    (value, p)``; undefined level/coefficient pairs are skipped. ``system_metrics[name]``: the
+    ``coefficients``: names, :class:`Coefficient` values or callables ``(x, y) -> (value, p)``;
+    undefined level/coefficient pairs are skipped. ``system_metrics[name]``: the
     corpus score per system for the system level, recomputed by ``system_metric_fns[name]
     (item_indices)`` under item resampling where it is not the segment mean.
 
@@ -228,6 +233,7 @@ def correlation_table(
     fisher = ci and interval == "fisher"
     system_metrics = system_metrics or {}
     system_metric_fns = system_metric_fns or {}
+    items = {"item_nan": item_nan, "item_average": item_average}
 
     # order-only rows on segments and items: a metric whose scores order like an earlier one's
     # (iBLEU where the references are the sources, a rescaled column) takes that one's rows
@@ -263,69 +269,32 @@ def correlation_table(
             else None
         )
         for coefficient in combos:
+            key = (name, aspect, level, coefficient.name)
             if coefficient.ordinal and level in ORDINAL_LEVELS and leader.get(name, name) != name:
                 # filled in from the leader's row once every job is done
                 out.append(
-                    {
-                        "metric": name,
-                        "aspect": aspect,
-                        "level": level,
-                        "coefficient": coefficient.name,
-                        _FROM: leader[name],
-                    }
+                    {**dict(zip(CORRELATION_COLUMNS, key, strict=False)), _FROM: leader[name]}
                 )
                 continue
-            corr = correlate(
-                metric,
-                human,
-                level,
-                coefficient,
-                system_metric=sm,
-                item_nan=item_nan,
-                item_average=item_average,
-            )
+            corr = correlate(metric, human, level, coefficient, system_metric=sm, **items)
             lo = hi = float("nan")
             if fisher:
-                lo, hi = fisher_interval(
-                    corr.value,
-                    _fisher_n(metric, human, level, corr.n),
-                    coefficient.name,
-                    confidence,
-                )
+                n = _fisher_n(metric, human, level, corr.n)
+                lo, hi = fisher_interval(corr.value, n, coefficient.name, confidence)
             elif xy is not None and coefficient.matrix_system is None:
                 lo, hi = percentile_interval(system_statistic(coefficient, *xy), confidence)
             elif res is not None:
+                opts = {"system_metric": sm, "system_metric_fn": system_metric_fns.get(name)}
                 values = resampled_values(
-                    metric,
-                    human,
-                    level,
-                    coefficient,
-                    res,
-                    system_metric=sm,
-                    system_metric_fn=system_metric_fns.get(name),
-                    item_nan=item_nan,
-                    item_average=item_average,
-                    memo=memo,
+                    metric, human, level, coefficient, res, memo=memo, **opts, **items
                 )
                 lo, hi = percentile_interval(values, confidence)
             if level == "system" and not lo < hi:
                 # every resample gave one value (too few systems, or only items resampled):
                 # an interval of zero width would claim a certainty the data do not have
                 lo = hi = float("nan")
-            out.append(
-                {
-                    "metric": name,
-                    "aspect": aspect,
-                    "level": level,
-                    "coefficient": coefficient.name,
-                    "value": corr.value,
-                    "ci_low": lo,
-                    "ci_high": hi,
-                    "p_value": corr.p_value,
-                    "n": corr.n,
-                    "n_dropped": corr.n_dropped,
-                }
-            )
+            computed = (corr.value, lo, hi, corr.p_value, corr.n, corr.n_dropped)
+            out.append(dict(zip(CORRELATION_COLUMNS, (*key, *computed), strict=True)))
         return out
 
     jobs: list[tuple[Any, ...]] = []

@@ -82,9 +82,6 @@ class Coefficient:
                 "system level (one score per system) does not have"
             )
 
-    def __call__(self, x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-        return self.fn(x, y)
-
 
 CoefficientLike: TypeAlias = "str | Coefficient | ValueFn"
 
@@ -112,9 +109,9 @@ def check_matrices(metric: np.ndarray, human: np.ndarray) -> tuple[np.ndarray, n
 
 
 def row_nanmean(a: np.ndarray) -> np.ndarray:
-    """Mean of the finite values of each row; NaN (without a warning) for a row with none."""
+    """Mean of the finite values along the last axis; NaN (without a warning) where none."""
     ok = np.isfinite(a)
-    count = ok.sum(axis=1)
-    total = np.where(ok, a, 0.0).sum(axis=1)
+    count = ok.sum(axis=-1)
+    total = np.where(ok, a, 0.0).sum(axis=-1)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(count > 0, total / np.maximum(count, 1), np.nan)

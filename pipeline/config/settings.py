@@ -11,22 +11,16 @@ from typing import Any, cast
 import pandas as pd
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from paraeval.correlation import (
+from paraeval.correlation import COEFFICIENTS, LEVELS, Coefficient, configure, get_coefficient
+from paraeval.correlation.levels import ITEM_AVERAGES, ITEM_NAN, TABLE_UNITS
+from paraeval.correlation.significance import (
     ALTERNATIVES,
-    COEFFICIENTS,
-    INTERVALS,
-    ITEM_AVERAGES,
-    ITEM_NAN,
-    LEVELS,
     METHODS,
     PERMUTATION_UNITS,
-    TABLE_UNITS,
-    Coefficient,
     EarlyStop,
     check_test,
-    configure,
-    get_coefficient,
 )
+from paraeval.correlation.table import INTERVALS
 from paraeval.pipeline.config import targets
 from paraeval.pipeline.config.compose import flatten
 from paraeval.pipeline.config.nodes import (

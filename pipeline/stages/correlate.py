@@ -15,14 +15,10 @@ import numpy as np
 import pandas as pd
 import xxhash
 
-from paraeval.correlation import (
-    CORRELATION_COLUMNS,
-    correlation_table,
-    draw_table_resamples,
-    significance_table,
-)
+from paraeval.correlation import CORRELATION_COLUMNS, correlation_table, significance_table
 from paraeval.correlation.bootstrap import is_segment_mean
 from paraeval.correlation.resamples import counts
+from paraeval.correlation.table import draw_table_resamples
 from paraeval.metrics.base import batched_corpus_fn
 from paraeval.pipeline.config.settings import CorrelationSettings
 from paraeval.pipeline.data.load import HUMAN_PREFIX, in_order

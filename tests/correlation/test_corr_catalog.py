@@ -16,15 +16,14 @@ from paraeval.correlation import (
     Coefficient,
     correlate,
     correlation_table,
-    draw_resamples,
     get_coefficient,
-    percentile_interval,
     permutation_test,
-    resampled_values,
     significance_table,
 )
+from paraeval.correlation.bootstrap import percentile_interval, resampled_values
 from paraeval.correlation.coefficients import paired_finite, pearson
 from paraeval.correlation.levels import UNITS, valid_combination
+from paraeval.correlation.resamples import draw_resamples
 from paraeval.pipeline.errors import ConfigError
 from tests.pipeline.helpers import correlation_settings
 
@@ -102,9 +101,7 @@ def test_descriptor_in_significance(ccc: Coefficient) -> None:
     human = rng.normal(size=(4, 10))
     a = human + rng.normal(scale=0.5, size=human.shape)
     b = human + rng.normal(scale=2.0, size=human.shape)
-    p = permutation_test(
-        a, b, human, "segment", ccc, rng=np.random.default_rng(1), n_resamples=50
-    )
+    p = permutation_test(a, b, human, "segment", ccc, rng=np.random.default_rng(1), n_resamples=50)
     assert 0.0 < p <= 1.0
     rows = significance_table(
         {"a": a, "b": b},

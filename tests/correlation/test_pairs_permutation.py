@@ -10,15 +10,10 @@ import itertools
 import numpy as np
 import pytest
 
-from paraeval.correlation import (
-    EarlyStop,
-    calibrated_epsilon,
-    configure,
-    correlate,
-    item_mean_23,
-    permutation_test,
-)
+from paraeval.correlation import configure, correlate, permutation_test
 from paraeval.correlation.calibration import WEIGHTS, item_pairs, pair_kinds
+from paraeval.correlation.significance import EarlyStop
+from paraeval.correlation.ties import calibrated_epsilon, item_mean_23
 
 
 def _item_value(m: np.ndarray, h: np.ndarray, eps: float, variant: str = "acc23") -> float:

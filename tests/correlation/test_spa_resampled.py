@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
-from paraeval.correlation import draw_resamples, resampled_values, soft_pairwise_accuracy_value
+from paraeval.correlation.bootstrap import resampled_values
+from paraeval.correlation.resamples import draw_resamples
+from paraeval.correlation.spa import soft_pairwise_accuracy_value
 
 
 @pytest.mark.parametrize("unit", ["items", "systems", "both"])
