@@ -171,14 +171,10 @@ def system_resampled_scores(
     system_metric_fn: SystemMetricFn | None = None,
     human_means: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per-system metric and human scores of every resample, each of shape (B, n_systems).
-
-    They do not depend on the coefficient, so a caller that needs several coefficients of one
-    resample set computes them once. A ``system_metric_fn`` with a ``batch`` attribute
-    (``batch(item_idx) -> (B, n_systems)``) recomputes many resamples in one call; it is given
-    blocks of rows of the indices, and a row's scores must not depend on the other rows.
-    ``human_means``: :func:`resampled_row_means` of ``h`` where the caller has it.
-    """
+    """Per-system metric and human scores of every resample, each (B, n_systems), the same for
+    every coefficient. A ``system_metric_fn`` with a ``batch(item_idx) -> (B, n_systems)``
+    attribute scores blocks of rows at once (a row must not depend on the others).
+    ``human_means``: :func:`resampled_row_means` of ``h`` where the caller has it."""
     n_sys, n_items = m.shape
     b = res.n_resamples
     y = resampled_row_means(h, res) if human_means is None else human_means
@@ -345,11 +341,8 @@ def bootstrap_ci(
 
     ``unit`` resamples item columns (``"items"``), system rows (``"systems"``) or both. At the
     system level each resample recomputes the per-system scores from its items: the mean of the
-    segment scores, or ``system_metric_fn(item_indices) -> (n_systems,)`` for corpus-level scores
-    (BLEU from summed statistics). A ``system_metric`` that is not the segment mean cannot be
-    recomputed without that function, so it is an error when items are resampled. ``options``:
-    as :func:`resampled_values`. Resamples whose correlation is undefined are left out.
-    """
+    segment scores, or ``system_metric_fn(item_indices) -> (n_systems,)`` (corpus scores: BLEU);
+    ``options``: as :func:`resampled_values`. Undefined resamples are left out."""
     values = bootstrap_distribution(
         metric, human, level, coefficient, rng=rng, n_resamples=n_resamples, unit=unit, **options
     )

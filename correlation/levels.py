@@ -8,11 +8,9 @@
 - ``system``: each system's corpus metric score (``system_metric``) or else the mean of its finite
   segment scores, against the mean of its finite human scores. ``n`` = systems used.
 
-``Coefficient.levels`` says where each coefficient is defined (``kendall_like``: segment and item;
-the pairwise accuracies: system; ``acc23``/``tau_23``: item and system, one calibrated epsilon for
-all items via ``Coefficient.item_level``); other combinations raise ``ValueError``. In
-mt-metrics-eval's terms segment is ``average_by="none"`` and item ``average_by="item"``
-(``item_nan="zero"`` is its ``replace_nans_with_zeros``).
+``Coefficient.levels`` says where each coefficient is defined; other combinations raise
+``ValueError``. In mt-metrics-eval's terms segment is ``average_by="none"`` and item
+``average_by="item"`` (``item_nan="zero"`` is its ``replace_nans_with_zeros``).
 """
 
 from __future__ import annotations

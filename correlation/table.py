@@ -1,15 +1,13 @@
-"""The correlation table the pipeline writes: every correlation with its interval (the pairwise
-tests are :mod:`correlation.metric_comparison`).
-
-Both tables take ``metrics`` (name -> ``(n_systems, n_items)`` matrix) and ``humans`` (aspect ->
-matrix of the same shape) and return plain rows (dicts) ready for a CSV writer.
-"""
+"""The correlation table the pipeline writes: every correlation with its interval, from
+``metrics`` (name -> ``(n_systems, n_items)`` matrix) and ``humans`` (aspect -> matrix), as plain
+rows (dicts) ready for a CSV writer (the pairwise tests: :mod:`correlation.metric_comparison`)."""
 
 from __future__ import annotations
 
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -59,11 +57,13 @@ CORRELATION_COLUMNS: tuple[str, ...] = (
 INTERVALS: tuple[str, ...] = ("bootstrap", "fisher")
 
 # Bonett & Wright (2000) as nlpstats' ``fisher``: z = atanh(r) has standard error c / sqrt(n - b)
-_FISHER: dict[str, tuple[float, bool]] = {
-    "pearson": (3.0, False),
-    "spearman": (3.0, True),
-    "kendall_b": (4.0, False),
-}
+_FISHER: Mapping[str, tuple[float, bool]] = MappingProxyType(
+    {
+        "pearson": (3.0, False),
+        "spearman": (3.0, True),
+        "kendall_b": (4.0, False),
+    }
+)
 
 
 def fisher_interval(
