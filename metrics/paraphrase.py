@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from paraeval.metrics._levenshtein import edit_distances
+from paraeval.metrics._lcs import edit_distances
 from paraeval.metrics.base import (
     Metric,
     MetricConfigError,
