@@ -176,8 +176,7 @@ class _OnBERTScore(Metric):
         return [self.from_parts([results[k] for results in done]) for k in range(len(calls))]
 
     def _result(self, seg: np.ndarray) -> MetricResult:
-        corpus = float(np.mean(seg)) if len(seg) else float("nan")
-        return MetricResult({self.name: seg}, {self.name: corpus}, self.signature())
+        return MetricResult({self.name: seg}, {self.name: mean_corpus(seg)}, self.signature())
 
 
 class _ParaScoreBase(_OnBERTScore):
