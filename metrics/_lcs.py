@@ -33,6 +33,22 @@ def pack_pairs(a: Sequence[T], b: Sequence[T], codes: Callable[[T], np.ndarray])
     return flat, starts, lens, pa, pb
 
 
+class TokenIds:
+    """Token tuples -> int id arrays for the kernels, each tuple looked up once."""
+
+    def __init__(self) -> None:
+        self.vocab: dict[str, int] = {}
+        self._ids: dict[tuple[str, ...], np.ndarray] = {}
+
+    def __call__(self, toks: tuple[str, ...]) -> np.ndarray:
+        arr = self._ids.get(toks)
+        if arr is None:
+            vocab = self.vocab
+            ids = [vocab.setdefault(t, len(vocab)) for t in toks]
+            arr = self._ids[toks] = np.array(ids, dtype=np.int64)
+        return arr
+
+
 @njit(cache=True, nogil=True)
 def pair_codes(
     flat: np.ndarray, starts: np.ndarray, lens: np.ndarray, pa: np.ndarray, pb: np.ndarray, k: int

@@ -1,6 +1,6 @@
 """What the ROUGE metrics (``metrics/rouge.py``) share: rouge-score's tokenizer, its F-measure,
-token ids for the compiled kernels, and the base class that scores every (candidate, reference)
-pair of a call in one batch and reduces over each segment's references."""
+and the base class that scores every (candidate, reference) pair of a call in one batch and
+reduces over each segment's references."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from paraeval.metrics._lcs import Packed, pack_pairs
+from paraeval.metrics._lcs import Packed, TokenIds, pack_pairs
 from paraeval.metrics.base import (
     Metric,
     MetricConfigError,
@@ -88,28 +88,6 @@ def prf(
         for u in (cand_units, ref_units)
     )
     return p, r, fmeasure(p, r)
-
-
-class Encoder:
-    """Token tuples -> int ids laid end to end, for the compiled kernels (one per call)."""
-
-    def __init__(self) -> None:
-        self.vocab: dict[str, int] = {}
-        self._ids: dict[Toks, np.ndarray] = {}
-
-    def ids(self, toks: Toks) -> np.ndarray:
-        arr = self._ids.get(toks)
-        if arr is None:
-            vocab = self.vocab
-            get = vocab.get
-            out = []
-            for t in toks:
-                i = get(t)
-                if i is None:
-                    i = vocab[t] = len(vocab)
-                out.append(i)
-            arr = self._ids[toks] = np.array(out, dtype=np.int64)
-        return arr
 
 
 class RougeBase(Metric):
@@ -193,10 +171,10 @@ class Call:
 
     def __init__(self, use_stemmer: bool) -> None:
         self.tokenizer = RougeTokenizer(use_stemmer)
-        self.encoder = Encoder()
+        self.ids = TokenIds()
         self.grams: dict[Toks, Counter[Toks]] = {}
 
     def packed_pairs(self, cands: Sequence[str], refs: Sequence[str]) -> Packed:
         """:func:`~paraeval.metrics._lcs.pack_pairs` of the texts' tokens."""
         a = [self.tokenizer(c) for c in cands]
-        return pack_pairs(a, [self.tokenizer(r) for r in refs], self.encoder.ids)
+        return pack_pairs(a, [self.tokenizer(r) for r in refs], self.ids)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numba import njit
 
-from paraeval.metrics._lcs import pack_pairs, pair_codes
+from paraeval.metrics._lcs import TokenIds, pack_pairs, pair_codes
 
 if TYPE_CHECKING:
     from sacrebleu.metrics.ter import TER as SacreTER
@@ -314,19 +314,12 @@ def ter_statistics(
         )
         return stats
 
-    vocab: dict[str, int] = {}
-
-    def codes(words: str) -> np.ndarray:
-        return np.array([vocab.setdefault(w, len(vocab)) for w in words.split()], dtype=np.int32)
-
     # sacrebleu's TER preprocessing: its tokenizer on the text without trailing space
-    words = {
-        t: metric.tokenizer(t.rstrip()) for t in (*hyps, *(r for rs in refs_per_seg for r in rs))
-    }
+    texts = (*hyps, *(r for rs in refs_per_seg for r in rs))
+    words = {t: tuple(metric.tokenizer(t.rstrip()).split()) for t in texts}
     hyp_words = [words[h] for h, refs in zip(hyps, refs_per_seg, strict=True) for _ in refs]
-    flat, starts, lens, pa, pb = pack_pairs(
-        hyp_words, [words[r] for rs in refs_per_seg for r in rs], codes
-    )
+    ref_words = [words[r] for rs in refs_per_seg for r in rs]
+    flat, starts, lens, pa, pb = pack_pairs(hyp_words, ref_words, TokenIds())
     # a (hypothesis, reference) pair that repeats is computed once
     unique, inverse = np.unique(np.stack([pa, pb]), axis=1, return_inverse=True)
     edits = np.empty(unique.shape[1], dtype=np.int64)

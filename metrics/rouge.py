@@ -31,7 +31,6 @@ from paraeval.metrics._rouge_common import (
     MEASURES,
     ROUGE_SCORE_VERSION,
     Call,
-    Encoder,
     RougeBase,
     RougeTokenizer,
     Toks,
@@ -153,7 +152,7 @@ class RougeL(RougeBase):
         return prf(hits, lens[pa].astype(float), lens[pb].astype(float))
 
 
-def summary_lcs_hits(ref_sents: list[Toks], can_sents: list[Toks], encoder: Encoder) -> int:
+def summary_lcs_hits(ref_sents: list[Toks], can_sents: list[Toks], ids: _lcs.TokenIds) -> int:
     """rouge-score's ``_summary_level_lcs`` hit count: union LCS per reference sentence, each
     token counted at most as often as it occurs on both sides (ROUGE-1.5.5's clipping)."""
     cnt_r: Counter[str] = Counter()
@@ -163,9 +162,9 @@ def summary_lcs_hits(ref_sents: list[Toks], can_sents: list[Toks], encoder: Enco
     for s in can_sents:
         cnt_c.update(s)
     hits = 0
-    can_ids = [encoder.ids(c) for c in can_sents]
+    can_ids = [ids(c) for c in can_sents]
     for ref in ref_sents:
-        ref_ids = encoder.ids(ref)
+        ref_ids = ids(ref)
         union = np.zeros(len(ref), dtype=bool)
         for c in can_ids:
             union |= _lcs.lcs_reference_mask(ref_ids, c)
@@ -212,9 +211,9 @@ class RougeLsum(RougeBase):
                 single_b.append(rs[0])
                 single_k.append(k)
             else:
-                hits[k] = summary_lcs_hits(rs, cs, call.encoder)
+                hits[k] = summary_lcs_hits(rs, cs, call.ids)
         if single_k:
-            packed = _lcs.pack_pairs(single_a, single_b, call.encoder.ids)
+            packed = _lcs.pack_pairs(single_a, single_b, call.ids)
             hits[np.array(single_k)] = _lcs.pair_scores(*packed, _lcs.LCS)
         return prf(hits, cl, rl)
 
@@ -294,7 +293,7 @@ class _RougeSkip(RougeBase):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         flat, starts, lens, pa, pb = call.packed_pairs(cands, refs)
         gap = -1 if self.skip_distance is None else self.skip_distance
-        vocab = max(len(call.encoder.vocab), 1)
+        vocab = max(len(call.ids.vocab), 1)
         stats = _lcs.skip_bigram_stats(flat, starts, lens, pa, pb, vocab, gap, self.unigrams)
         hits, ca, rb = stats.T.astype(float)
         return prf(hits, ca, rb)
