@@ -339,16 +339,13 @@ class SemanticDiversity(_SystemLevel):
         )
 
     @staticmethod
-    def mean_pairwise_distance(emb: np.ndarray) -> float:
-        """Mean of ``1 − cos`` over the n(n−1)/2 pairs; a zero vector has cosine 0 with all.
-        The sum of the pairwise cosines is ``(|Σ u_i|² − Σ |u_i|²) / 2`` for unit rows ``u``."""
-        n = len(emb)
+    def mean_pairwise_distance(total: np.ndarray, squares: float, n: int) -> float:
+        """Mean of ``1 − cos`` over the n(n−1)/2 pairs of n vectors, from :func:`unit_sums` of
+        them (a zero vector has cosine 0 with all): the sum of the pairwise cosines is
+        ``(|Σ u_i|² − Σ |u_i|²) / 2`` for unit rows ``u``."""
         if n < 2:
             return float("nan")
-        norms = np.linalg.norm(emb, axis=1)
-        unit = np.where(norms[:, None] > 0, emb / np.where(norms > 0, norms, 1.0)[:, None], 0.0)
-        total = unit.sum(axis=0)
-        pair_sum = (float(total @ total) - float((unit * unit).sum())) / 2.0
+        pair_sum = (float(total @ total) - squares) / 2.0
         return 1.0 - pair_sum / (n * (n - 1) / 2.0)
 
     def _system_score(self, candidates: list[str]) -> float:
@@ -363,6 +360,4 @@ class SemanticDiversity(_SystemLevel):
             part = enc.sentence_embeddings(candidates[start : start + enc.step])
             sums, sq = unit_sums(part, enc.device)
             total, squares = total + sums, squares + sq
-        vec = np.asarray(total)
-        pair_sum = (float(vec @ vec) - squares) / 2.0
-        return 1.0 - pair_sum / (n * (n - 1) / 2.0)
+        return self.mean_pairwise_distance(np.asarray(total), squares, n)
