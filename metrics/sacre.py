@@ -161,8 +161,7 @@ class SelfBLEU(BLEU):
         sources: Sequence[str] | None,
     ) -> MetricResult:
         assert sources is not None
-        stats, seg, corpus = self._score_pair(candidates, [[s] for s in sources])
-        return MetricResult({self.name: seg}, {self.name: corpus}, self.signature(), stats)
+        return super()._score(candidates, [[s] for s in sources], sources)
 
     def parts(self) -> tuple[tuple[Metric, bool], ...]:
         return ((self._plain_bleu(), True),)
