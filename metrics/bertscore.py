@@ -461,12 +461,7 @@ class BERTScore(Metric):
             seg[has] = np.maximum.reduceat(per_pair, starts, axis=0)
         if self.baseline is not None:
             seg = (seg - self.baseline) / (1.0 - self.baseline)
-        return MetricResult(
-            {col: seg[:, k] for k, col in enumerate(COLUMNS)},
-            self.corpus_from_stats(seg),
-            self.signature(),
-            stats=seg,
-        )
+        return self.joined_shards([MetricResult({}, {}, "", stats=seg)])
 
     def corpus_from_stats(self, stats: np.ndarray) -> dict[str, float]:
         if len(stats) == 0:
