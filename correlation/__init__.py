@@ -1,143 +1,40 @@
 """Correlation of metric scores with human judgments: coefficients, levels, bootstrap intervals,
-significance tests. numpy/scipy (and numba for one pair-count kernel); no Hydra, MLflow or pandas.
+significance tests. numpy/scipy (and numba for a few compiled kernels); no Hydra, MLflow or pandas.
 
-Scores are ``(n_systems, n_items)`` float matrices with NaN for missing values (the layout of
-mt-metrics-eval). The pipeline calls :func:`correlation_table` and :func:`significance_table`.
+Functions and frozen values only: the coefficients are the table :data:`COEFFICIENTS`, what is
+shared between calls (resamples, a memo) is passed in by the caller, and the caller decides on
+threads (``correlation_table(map=...)``) and on BLAS's thread count. Scores are
+``(n_systems, n_items)`` float matrices with NaN for missing values (mt-metrics-eval's layout).
+The rest of the API is in the modules, bottom to top: values, coefficients, catalog, levels,
+resamples, bootstrap, significance, table, metric_comparison.
 """
 
-from paraeval.correlation.bootstrap import (
-    Resamples,
-    bootstrap_ci,
-    bootstrap_distribution,
-    draw_resamples,
-    percentile_interval,
-    resampled_values,
-    stats_system_metric_fn,
-)
-from paraeval.correlation.coefficients import (
-    COEFFICIENTS,
-    EXACT_MAX_N,
-    SETTINGS,
-    Coefficient,
-    coefficient_settings,
-    configure,
-    get_coefficient,
-    kendall_b,
-    kendall_c,
-    kendall_like,
-    kendall_like_counts,
-    pairwise_accuracy,
-    pearson,
-    register_coefficient,
-    spearman,
-)
-from paraeval.correlation.levels import (
-    AUTO_UNIT,
-    ITEM_AVERAGES,
-    ITEM_NAN,
-    LEVELS,
-    TABLE_UNITS,
-    UNITS,
-    Correlation,
-    correlate,
-    item_values,
-    system_scores,
-    valid_combination,
-)
+from paraeval.correlation.bootstrap import bootstrap_ci, resampled_values
+from paraeval.correlation.catalog import COEFFICIENTS, configure, get_coefficient
+from paraeval.correlation.levels import correlate
 from paraeval.correlation.metric_comparison import SIGNIFICANCE_COLUMNS, significance_table
-from paraeval.correlation.paired import (
-    ArMasks,
-    MeanScores,
-    PairedScores,
-    StatsScores,
-    ar_mask_bits,
-    ar_masks,
-    bootstrap_indices,
-    p_value,
-    paired_bs_clusters,
-    paired_bs_p,
-    resample_counts,
-)
-from paraeval.correlation.pdp import pdp  # registers PDP
-from paraeval.correlation.significance import (
-    ALTERNATIVES,
-    PERMUTATION_UNITS,
-    EarlyStop,
-    permutation_test,
-    significance_clusters,
-    williams_test,
-)
-from paraeval.correlation.spa import soft_pairwise_accuracy_value  # registers SPA
-from paraeval.correlation.table import (
-    CORRELATION_COLUMNS,
-    INTERVALS,
-    correlation_table,
-    draw_table_resamples,
-    fisher_interval,
-)
-from paraeval.correlation.ties import calibrated_epsilon, item_mean_23, kendall_23  # registers
+from paraeval.correlation.resamples import draw_resamples
+from paraeval.correlation.significance import permutation_test, williams_test
+from paraeval.correlation.table import CORRELATION_COLUMNS, correlation_table
+from paraeval.correlation.ties import calibrated_epsilon
+from paraeval.correlation.values import LEVELS, Coefficient, Correlation
 
 __all__ = [
-    "ALTERNATIVES",
-    "AUTO_UNIT",
     "COEFFICIENTS",
     "CORRELATION_COLUMNS",
-    "EXACT_MAX_N",
-    "INTERVALS",
-    "ITEM_AVERAGES",
-    "ITEM_NAN",
     "LEVELS",
-    "PERMUTATION_UNITS",
-    "SETTINGS",
     "SIGNIFICANCE_COLUMNS",
-    "TABLE_UNITS",
-    "UNITS",
-    "ArMasks",
     "Coefficient",
     "Correlation",
-    "EarlyStop",
-    "MeanScores",
-    "PairedScores",
-    "Resamples",
-    "StatsScores",
-    "ar_mask_bits",
-    "ar_masks",
     "bootstrap_ci",
-    "bootstrap_distribution",
-    "bootstrap_indices",
     "calibrated_epsilon",
-    "coefficient_settings",
     "configure",
     "correlate",
     "correlation_table",
     "draw_resamples",
-    "draw_table_resamples",
-    "fisher_interval",
     "get_coefficient",
-    "item_mean_23",
-    "item_values",
-    "kendall_23",
-    "kendall_b",
-    "kendall_c",
-    "kendall_like",
-    "kendall_like_counts",
-    "p_value",
-    "paired_bs_clusters",
-    "paired_bs_p",
-    "pairwise_accuracy",
-    "pdp",
-    "pearson",
-    "percentile_interval",
     "permutation_test",
-    "register_coefficient",
-    "resample_counts",
     "resampled_values",
-    "significance_clusters",
     "significance_table",
-    "soft_pairwise_accuracy_value",
-    "spearman",
-    "stats_system_metric_fn",
-    "system_scores",
-    "valid_combination",
     "williams_test",
 ]

@@ -11,34 +11,35 @@ resampled values are NaN and left out of the percentiles.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-from paraeval.correlation.coefficients import (
-    Coefficient,
-    CoefficientLike,
-    get_coefficient,
-    pair_statistic,
-)
+from paraeval.correlation.catalog import get_coefficient
 from paraeval.correlation.fixed_pairs import FixedPairs
 from paraeval.correlation.levels import (
     check_item_rules,
     check_level_coefficient,
-    check_matrices,
     correlate,
     item_values,
-    row_nanmean,
 )
 from paraeval.correlation.resamples import (
     Resamples,
-    block_item_weights,
     cell_weights,
     chunks,
     counts,
     draw_resamples,
-    iter_weight_blocks,
-    weight_blocks,
+    item_blocks,
+    resampled_matrices,
 )
+from paraeval.correlation.values import (
+    Coefficient,
+    CoefficientLike,
+    Memo,
+    check_matrices,
+    row_nanmean,
+)
+from paraeval.correlation.weighted import pair_statistic
 
 SystemMetricFn = Callable[[np.ndarray], np.ndarray]
 
@@ -53,8 +54,9 @@ def _segment_values(m: np.ndarray, h: np.ndarray, coef: Coefficient, res: Resamp
     ok = np.isfinite(m) & np.isfinite(h)
     if not ok.any():
         return np.full(b, np.nan)
-    if coef.segment_resampled is not None:
-        return coef.segment_resampled(m, h, res)
+    found = coef.segment_resampled(m, h, res) if coef.segment_resampled is not None else None
+    if found is not None:
+        return np.asarray(found)
     if coef.pooled is None or not coef.vector:
         return explicit_values(m, h, "segment", coef, res)
 
@@ -63,7 +65,7 @@ def _segment_values(m: np.ndarray, h: np.ndarray, coef: Coefficient, res: Resamp
     fixed = FixedPairs(m[ok], h[ok], n_resamples=b)
     if sys_w is None and res.item_idx is not None and coef.pooled_by_items is not None:
         values = np.full(b, np.nan)
-        for sl, item_w in iter_weight_blocks(res, n_items):
+        for sl, _, item_w in item_blocks(res, n_items):
             part = coef.pooled_by_items(fixed, ci, n_items, item_w)
             if part is None:
                 break
@@ -72,11 +74,9 @@ def _segment_values(m: np.ndarray, h: np.ndarray, coef: Coefficient, res: Resamp
             return values
     out = np.full(b, np.nan)
     # small column blocks keep the (cells, resamples) working set in cache
-    for sl in chunks(b, cs.size, 600_000):
+    for sl, _, item_w in item_blocks(res, n_items, chunks(b, cs.size, 600_000)):
         sys_part = sys_w[sl] if sys_w is not None else None
-        weights = cell_weights(
-            block_item_weights(res, sl, n_items), sys_part, sl.stop - sl.start, ci, cs
-        )
+        weights = cell_weights(item_w, sys_part, sl.stop - sl.start, ci, cs)
         out[sl] = coef.pooled(fixed, weights)
     return out
 
@@ -87,12 +87,7 @@ def explicit_values(
     """The generic path for a coefficient without a vectorised form: every resampled matrix is
     built and passed to :func:`correlation.levels.correlate`."""
     out = np.empty(res.n_resamples)
-    for b in range(res.n_resamples):
-        mb, hb = m, h
-        if res.item_idx is not None:
-            mb, hb = mb[:, res.item_idx[b]], hb[:, res.item_idx[b]]
-        if res.sys_idx is not None:
-            mb, hb = mb[res.sys_idx[b]], hb[res.sys_idx[b]]
+    for b, mb, hb in resampled_matrices(m, h, res):
         out[b] = correlate(mb, hb, level, coef).value
     return out
 
@@ -124,9 +119,8 @@ def _item_values(
     out = np.empty(b)
     # a block of resamples at a time: every row is summed on its own, so the blocks change no
     # number, and the (resamples x items) temporaries stay small
-    for sl in weight_blocks(b, n_items):
+    for sl, _, iw in item_blocks(res, n_items):
         vb = v[sl]
-        iw = block_item_weights(res, sl, n_items)
         if iw is None:
             iw = np.ones(vb.shape)
         if item_average == "micro":
@@ -163,7 +157,8 @@ def resampled_row_means(a: np.ndarray, res: Resamples) -> np.ndarray:
     if res.item_idx is None:
         return np.broadcast_to(row_nanmean(a), (b, a.shape[0]))
     out = np.empty((b, a.shape[0]))
-    for sl, item_w in iter_weight_blocks(res, a.shape[1]):
+    for sl, _, item_w in item_blocks(res, a.shape[1]):
+        assert item_w is not None
         out[sl] = _resampled_means(a, item_w)
     return out
 
@@ -176,14 +171,10 @@ def system_resampled_scores(
     system_metric_fn: SystemMetricFn | None = None,
     human_means: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per-system metric and human scores of every resample, each of shape (B, n_systems).
-
-    They do not depend on the coefficient, so a caller that needs several coefficients of one
-    resample set computes them once. A ``system_metric_fn`` with a ``batch`` attribute
-    (``batch(item_idx) -> (B, n_systems)``) recomputes many resamples in one call; it is given
-    blocks of rows of the indices, and a row's scores must not depend on the other rows.
-    ``human_means``: :func:`resampled_row_means` of ``h`` where the caller has it.
-    """
+    """Per-system metric and human scores of every resample, each (B, n_systems), the same for
+    every coefficient. A ``system_metric_fn`` with a ``batch(item_idx) -> (B, n_systems)``
+    attribute scores blocks of rows at once (a row must not depend on the others).
+    ``human_means``: :func:`resampled_row_means` of ``h`` where the caller has it."""
     n_sys, n_items = m.shape
     b = res.n_resamples
     y = resampled_row_means(h, res) if human_means is None else human_means
@@ -203,8 +194,8 @@ def system_resampled_scores(
         # a block of resamples at a time (rows are computed independently of each other, so
         # the same numbers): the item multiplicities of all resamples at once are 320 MB at
         # 40,000 items
-        for sl, item_w in iter_weight_blocks(res, n_items):
-            idx = res.item_idx[sl]
+        for sl, idx, item_w in item_blocks(res, n_items):
+            assert idx is not None and item_w is not None
             if batch is not None:
                 x[sl] = np.asarray(batch(idx), dtype=float).reshape(-1, n_sys)
             elif system_metric_fn is not None:
@@ -233,22 +224,6 @@ def system_statistic(coefficient: CoefficientLike, x: np.ndarray, y: np.ndarray)
     for sl in chunks(b, n_sys * n_sys):
         out[sl] = pair_statistic(coefficient, x[sl], y[sl], np.ones(x[sl].shape))
     return out
-
-
-def _system_values(
-    m: np.ndarray,
-    h: np.ndarray,
-    coefficient: Coefficient,
-    res: Resamples,
-    system_metric: np.ndarray | None,
-    system_metric_fn: SystemMetricFn | None,
-) -> np.ndarray:
-    if coefficient.matrix_system_resampled is not None:
-        return coefficient.matrix_system_resampled(m, h, res)
-    if coefficient.matrix_system is not None:
-        return explicit_values(m, h, "system", coefficient, res)
-    x, y = system_resampled_scores(m, h, res, system_metric, system_metric_fn)
-    return system_statistic(coefficient, x, y)
 
 
 def stats_system_metric_fn(
@@ -288,8 +263,11 @@ def resampled_values(
     system_metric_fn: SystemMetricFn | None = None,
     item_nan: str = "skip",
     item_average: str = "macro",
+    memo: Memo | None = None,
 ) -> np.ndarray:
-    """The correlation of every resample in ``resamples``, shape (B,); NaN where undefined."""
+    """The correlation of every resample in ``resamples``, shape (B,); NaN where undefined.
+    ``memo``: what a coefficient computes once for all the metrics that share ``resamples``
+    (the caller passes one mapping to each of them; None keeps nothing)."""
     coef = check_level_coefficient(level, coefficient)
     check_item_rules(item_nan, item_average)
     m, h = check_matrices(metric, human)
@@ -306,7 +284,14 @@ def resampled_values(
         return _segment_values(m, h, coef, resamples)
     if level == "item":
         return _item_values(m, h, coef, resamples, item_nan, item_average)
-    return _system_values(m, h, coef, resamples, system_metric, system_metric_fn)
+    if coef.matrix_system_resampled is not None:
+        return np.asarray(
+            coef.matrix_system_resampled(m, h, resamples, {} if memo is None else memo)
+        )
+    if coef.matrix_system is not None:
+        return explicit_values(m, h, "system", coef, resamples)
+    x, y = system_resampled_scores(m, h, resamples, system_metric, system_metric_fn)
+    return system_statistic(coef, x, y)
 
 
 def bootstrap_distribution(
@@ -318,25 +303,13 @@ def bootstrap_distribution(
     rng: np.random.Generator,
     n_resamples: int = 1000,
     unit: str = "items",
-    system_metric: np.ndarray | None = None,
-    system_metric_fn: SystemMetricFn | None = None,
-    item_nan: str = "skip",
-    item_average: str = "macro",
+    **options: Any,
 ) -> np.ndarray:
-    """Bootstrap distribution (B values, NaN where a resample is undefined) of a correlation."""
+    """Bootstrap distribution (B values, NaN where a resample is undefined) of a correlation;
+    ``options`` as :func:`resampled_values` takes them."""
     m, h = check_matrices(metric, human)
     res = draw_resamples(rng, m.shape[0], m.shape[1], n_resamples, unit)
-    return resampled_values(
-        m,
-        h,
-        level,
-        coefficient,
-        res,
-        system_metric=system_metric,
-        system_metric_fn=system_metric_fn,
-        item_nan=item_nan,
-        item_average=item_average,
-    )
+    return resampled_values(m, h, level, coefficient, res, **options)
 
 
 def percentile_interval(values: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
@@ -362,31 +335,15 @@ def bootstrap_ci(
     n_resamples: int = 1000,
     confidence: float = 0.95,
     unit: str = "items",
-    system_metric_fn: SystemMetricFn | None = None,
-    item_nan: str = "skip",
-    system_metric: np.ndarray | None = None,
-    item_average: str = "macro",
+    **options: Any,
 ) -> tuple[float, float]:
     """Percentile bootstrap interval of ``correlate(metric, human, level, coefficient)``.
 
     ``unit`` resamples item columns (``"items"``), system rows (``"systems"``) or both. At the
     system level each resample recomputes the per-system scores from its items: the mean of the
-    segment scores, or ``system_metric_fn(item_indices) -> (n_systems,)`` for corpus-level scores
-    (BLEU from summed statistics). A ``system_metric`` that is not the segment mean cannot be
-    recomputed without that function, so it is an error when items are resampled.
-    Resamples whose correlation is undefined are left out of the percentiles.
-    """
+    segment scores, or ``system_metric_fn(item_indices) -> (n_systems,)`` (corpus scores: BLEU);
+    ``options``: as :func:`resampled_values`. Undefined resamples are left out."""
     values = bootstrap_distribution(
-        metric,
-        human,
-        level,
-        coefficient,
-        rng=rng,
-        n_resamples=n_resamples,
-        unit=unit,
-        system_metric=system_metric,
-        system_metric_fn=system_metric_fn,
-        item_nan=item_nan,
-        item_average=item_average,
+        metric, human, level, coefficient, rng=rng, n_resamples=n_resamples, unit=unit, **options
     )
     return percentile_interval(values, confidence)

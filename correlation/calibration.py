@@ -11,7 +11,9 @@ sum of per-pair changes: the whole search costs one sort, not one pass per candi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Literal
 
 import numpy as np
@@ -21,10 +23,12 @@ Variant = Literal["acc23", "tau23"]
 VARIANTS: tuple[str, ...] = ("acc23", "tau23")
 
 # value of each kind of pair in the numerator: C, D, T_h, T_m, T_hm
-WEIGHTS: dict[str, tuple[float, float, float, float, float]] = {
-    "acc23": (1.0, 0.0, 0.0, 0.0, 1.0),
-    "tau23": (1.0, -1.0, -1.0, -1.0, 1.0),
-}
+WEIGHTS: Mapping[str, tuple[float, float, float, float, float]] = MappingProxyType(
+    {
+        "acc23": (1.0, 0.0, 0.0, 0.0, 1.0),
+        "tau23": (1.0, -1.0, -1.0, -1.0, 1.0),
+    }
+)
 
 # two thresholds whose values differ by less than this are equal: values reached along different
 # summation orders may differ in the last bits, and the smallest such threshold is chosen

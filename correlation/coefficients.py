@@ -1,34 +1,19 @@
 """Correlation coefficients between metric scores and human scores, with one explicit NaN policy,
-registered in :data:`COEFFICIENTS` (:mod:`correlation.registry`). Weighted forms are in
-:mod:`correlation.weighted`, forms under many weightings in :mod:`correlation.fixed_pairs`, exact
-small-n p-values in :mod:`correlation.exact`. Every function returns ``(value, p_value)`` floats.
+and their descriptors (:class:`~correlation.values.Coefficient`; the table of them all is
+:mod:`correlation.catalog`). Weighted forms are in :mod:`correlation.weighted`, forms under many
+weightings in :mod:`correlation.fixed_pairs`, exact small-n p-values in :mod:`correlation.exact`.
+Every function returns ``(value, p_value)`` floats.
 
 NaN policy (the same everywhere in :mod:`correlation`): pairs where either score is not finite are
 dropped; under 3 pairs (2 for Kendall) or a constant vector give ``(nan, nan)`` (recent scipy
 returns 0 or 1 for constant input, a made-up number in a correlation table). Score matrices are
 ``(n_systems, n_items)`` with NaN for missing cells, as in mt-metrics-eval.
 
-Adding a coefficient
---------------------
-One :class:`Coefficient` passed to :func:`register_coefficient` (built-in ones at the end of this
-module), and its test: the levels, bootstrap, permutation test, tables and config check all look
-coefficients up there. The entry gives
-
-- ``name``: what configs and the tables' ``coefficient`` column call it;
-- ``fn``: ``(x, y) -> (value, p_value)`` under the NaN policy, on paired vectors (``vector=True``)
-  or on two ``(n_systems, n_items)`` matrices (``vector=False``, e.g. :func:`kendall_like`);
-- ``levels``: where it is defined (a matrix coefficient has no system level);
-- ``ordinal``: True where, on segments and items, a row depends on the metric's scores only
-  through their order, so columns with the same order share rows (shown bit for bit by a test);
-- optional vectorised forms, speed-ups with the same numbers as the generic path (the tests
-  compare them with ``fn`` on explicitly resampled data): ``weighted(x, y, w)`` over the last axis
-  with multiplicity weights; ``pooled(pairs, wt)`` of a :class:`correlation.fixed_pairs.FixedPairs`
-  under each column of weights (segment-level bootstrap and permutation test);
-  ``pooled_by_items(pairs, item, n_items, item_w)`` when whole items are resampled (None falls
-  back to ``pooled``); ``segment_resampled`` and ``segment_batch`` for a matrix coefficient.
-
-``correlate`` and the tables also take an unregistered :class:`Coefficient` or any callable
-``(x, y) -> (value, p_value)`` (nlpstats style), treated as a vector coefficient at every level.
+Adding a coefficient: its descriptor (a :class:`Coefficient`) in :data:`catalog.COEFFICIENTS` and
+its test. The vectorised forms are speed-ups with the same numbers as the generic path (the tests
+compare them with ``fn`` on explicitly resampled data). ``correlate`` and the tables also take a
+:class:`Coefficient` outside the table or any callable ``(x, y) -> (value, p_value)`` (nlpstats
+style), treated as a vector coefficient at every level.
 """
 
 from __future__ import annotations
@@ -52,28 +37,8 @@ from paraeval.correlation.fixed_pairs import (
     pooled_spearman,
     spearman_by_items,
 )
-from paraeval.correlation.registry import (
-    COEFFICIENTS,
-    LEVELS,
-    SETTINGS,
-    VECTOR_FUNCTIONS,
-    Coefficient,
-    CoefficientLike,
-    ValueFn,
-    coefficient_name,
-    coefficient_settings,
-    configure,
-    get_coefficient,
-    register_coefficient,
-    register_settings,
-)
-from paraeval.correlation.resamples import (
-    Resamples,
-    block_item_weights,
-    cell_weights,
-    chunks,
-    counts,
-)
+from paraeval.correlation.resamples import Resamples, cell_weights, chunks, counts, item_blocks
+from paraeval.correlation.values import NAN_RESULT, Coefficient, check_matrices
 from paraeval.correlation.weighted import (
     HUMAN_TIES,
     MARGIN_RULES,
@@ -83,7 +48,6 @@ from paraeval.correlation.weighted import (
     MetricTies,
     kendall_like_classes,
     pair_kendall_like_counts,
-    pair_statistic,
     weighted_accuracy,
     weighted_kendall_b,
     weighted_kendall_c,
@@ -91,47 +55,6 @@ from paraeval.correlation.weighted import (
     weighted_pearson,
     weighted_spearman,
 )
-
-__all__ = [
-    "COEFFICIENTS",
-    "EXACT_MAX_N",
-    "HUMAN_TIES",
-    "LEVELS",
-    "MARGIN_RULES",
-    "METRIC_TIES",
-    "NAN_RESULT",
-    "SETTINGS",
-    "VECTOR_FUNCTIONS",
-    "Coefficient",
-    "CoefficientLike",
-    "HumanTies",
-    "MarginRule",
-    "MetricTies",
-    "ValueFn",
-    "coefficient_name",
-    "coefficient_settings",
-    "configure",
-    "get_coefficient",
-    "is_constant",
-    "kendall_b",
-    "kendall_c",
-    "kendall_like",
-    "kendall_like_classes",
-    "kendall_like_coefficient",
-    "kendall_like_counts",
-    "pair_kendall_like_counts",
-    "pair_statistic",
-    "paired_finite",
-    "pairwise_accuracy",
-    "pairwise_accuracy_coefficient",
-    "pearson",
-    "pearson_statistic",
-    "register_coefficient",
-    "register_settings",
-    "spearman",
-]
-
-NAN_RESULT: tuple[float, float] = (float("nan"), float("nan"))
 
 
 def paired_finite(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -222,17 +145,6 @@ def kendall_c(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return _kendall(x, y, "c")
 
 
-def _check_matrix_pair(metric: np.ndarray, human: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    m = np.asarray(metric, dtype=float)
-    h = np.asarray(human, dtype=float)
-    if m.ndim != 2 or m.shape != h.shape:
-        raise ValueError(
-            "metric and human must be matrices of the same shape (n_systems, n_items), "
-            f"got {m.shape} and {h.shape}"
-        )
-    return m, h
-
-
 def _check_kendall_like_settings(metric_ties: str, human_margin: float, margin_rule: str) -> None:
     if metric_ties not in METRIC_TIES:
         raise ValueError(f"metric_ties must be one of {METRIC_TIES}, got {metric_ties!r}")
@@ -263,7 +175,7 @@ def kendall_like_counts(
     separate what humans separated; ``metric_ties="skip"`` leaves those out) and a counted human
     tie.
     """
-    m, h = _check_matrix_pair(metric, human)
+    m, h = check_matrices(metric, human)
     _check_kendall_like_settings(metric_ties, human_margin, margin_rule)
     ok = np.isfinite(m) & np.isfinite(h)
     # (items, systems, systems) pair tensors; items are columns of the score matrix.
@@ -280,26 +192,18 @@ def kendall_like_counts(
     return concordant.astype(float), discordant.astype(float)
 
 
-def kendall_like(
-    metric: np.ndarray,
-    human: np.ndarray,
-    *,
-    metric_ties: MetricTies = "discordant",
-    human_margin: float = 0.0,
-    margin_rule: MarginRule = "above",
-) -> tuple[float, float]:
+def kendall_like(metric: np.ndarray, human: np.ndarray, **settings: Any) -> tuple[float, float]:
     """WMT segment-level Kendall-like tau, pooled over all items of two score matrices.
 
-    ``(C - D) / (C + D)`` summed over every item's pairs (:func:`kendall_like_counts`); p is NaN.
+    ``(C - D) / (C + D)`` summed over every item's pairs (:func:`kendall_like_counts`, with its
+    ``settings``); p is NaN.
     Constant input or no countable pair gives NaN (mt-metrics-eval: its tau, or 0; see README).
     """
-    m, h = _check_matrix_pair(metric, human)
+    m, h = check_matrices(metric, human)
     ok = np.isfinite(m) & np.isfinite(h)
     if is_constant(m[ok]) or is_constant(h[ok]):
         return NAN_RESULT
-    c, d = kendall_like_counts(
-        m, h, metric_ties=metric_ties, human_margin=human_margin, margin_rule=margin_rule
-    )
+    c, d = kendall_like_counts(m, h, **settings)
     total = c.sum() + d.sum()
     if total == 0:
         return NAN_RESULT
@@ -351,9 +255,8 @@ def kendall_like_segment_values(
     cs, ci = np.nonzero(ok)
     gm, gh = Groups(m[ok]), Groups(h[ok])
     c0, d0 = kendall_like_counts(m, h, **settings)
-    for sl in chunks(b, n_sys * n_sys * n_items):
+    for sl, _, item_w in item_blocks(res, n_items, chunks(b, n_sys * n_sys * n_items)):
         k = sl.stop - sl.start
-        item_w = block_item_weights(res, sl, n_items)
         cw = cell_weights(item_w, sys_w[sl] if sys_w is not None else None, k, ci, cs)
         const = (gm.present(cw) < 2) | (gh.present(cw) < 2)
         if sys_w is None:
@@ -393,44 +296,32 @@ def _rows_constant(x: np.ndarray) -> np.ndarray:
     )
 
 
-register_coefficient(
-    Coefficient(
-        "pearson",
-        pearson,
-        weighted=weighted_pearson,
-        pooled=pooled_pearson,
-        pooled_by_items=pearson_by_items,
-        statistic=pearson_statistic,
-    )
+PEARSON = Coefficient(
+    "pearson",
+    pearson,
+    weighted=weighted_pearson,
+    pooled=pooled_pearson,
+    pooled_by_items=pearson_by_items,
+    statistic=pearson_statistic,
 )
-register_coefficient(
-    Coefficient(
-        "spearman",
-        spearman,
-        weighted=weighted_spearman,
-        pooled=pooled_spearman,
-        pooled_by_items=spearman_by_items,
-        ordinal=True,
-    )
+SPEARMAN = Coefficient(
+    "spearman",
+    spearman,
+    weighted=weighted_spearman,
+    pooled=pooled_spearman,
+    pooled_by_items=spearman_by_items,
+    ordinal=True,
 )
-register_coefficient(
-    Coefficient(
-        "kendall_b",
-        kendall_b,
-        weighted=weighted_kendall_b,
-        pooled=pooled_kendall_b,
-        pooled_by_items=kendall_b_by_items,
-        ordinal=True,
-    )
+KENDALL_B = Coefficient(
+    "kendall_b",
+    kendall_b,
+    weighted=weighted_kendall_b,
+    pooled=pooled_kendall_b,
+    pooled_by_items=kendall_b_by_items,
+    ordinal=True,
 )
-register_coefficient(
-    Coefficient(
-        "kendall_c",
-        kendall_c,
-        weighted=weighted_kendall_c,
-        pooled=pooled_kendall_c,
-        ordinal=True,
-    )
+KENDALL_C = Coefficient(
+    "kendall_c", kendall_c, weighted=weighted_kendall_c, pooled=pooled_kendall_c, ordinal=True
 )
 
 
@@ -476,9 +367,3 @@ def pairwise_accuracy_coefficient(*, human_ties: HumanTies = "count") -> Coeffic
         williams=False,
         options=(("human_ties", human_ties),),
     )
-
-
-register_coefficient(kendall_like_coefficient())
-register_settings("kendall_like", kendall_like_coefficient)
-register_coefficient(pairwise_accuracy_coefficient())
-register_settings("pairwise_accuracy", pairwise_accuracy_coefficient)

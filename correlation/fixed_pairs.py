@@ -15,6 +15,14 @@ from typing import Literal
 
 import numpy as np
 
+from paraeval.correlation._pairs import (
+    _spearman_sums,
+    item_pair_matrices,
+    kendall_b_from_item_weights,
+    spearman_block,
+    spearman_y_buffers,
+)
+
 # ---------------------------------------------------------------------------------------------
 # Fixed data, many weight vectors: x, y of shape (n,), weights of shape (n, B).
 # ---------------------------------------------------------------------------------------------
@@ -195,8 +203,6 @@ class FixedPairs:
         one compiled pass per resample over the tie groups instead of (cells, resamples) arrays.
         Same sums as :meth:`statistic`, and they are exact (half-integer ranks), so the same
         numbers."""
-        from paraeval.correlation._pairs import _spearman_sums, spearman_block, spearman_y_buffers
-
         item = np.asarray(item, dtype=np.int64)
         k = np.ascontiguousarray(item_w, dtype=np.float64)
         y_items = item[self.gy.order]
@@ -234,8 +240,6 @@ class FixedPairs:
         cells = np.bincount(item, minlength=n_items)
         if not _item_pairs_pay_off(cells, self.n_resamples or item_w.shape[0]):
             return None
-        from paraeval.correlation._pairs import item_pair_matrices, kendall_b_from_item_weights
-
         known = self._item_mats
         if known is not None and known[0] is item and known[1] == n_items:
             mats = known[2]
@@ -318,7 +322,7 @@ def _item_pairs_pay_off(cells: np.ndarray, n_resamples: int) -> bool:
     )
 
 
-# the forms of the registered coefficients (``Coefficient.pooled`` and ``pooled_by_items``)
+# the forms of the catalog's coefficients (``Coefficient.pooled`` and ``pooled_by_items``)
 def pooled_pearson(pairs: FixedPairs, wt: np.ndarray) -> np.ndarray:
     return pairs.pearson(wt)
 

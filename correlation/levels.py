@@ -8,29 +8,26 @@
 - ``system``: each system's corpus metric score (``system_metric``) or else the mean of its finite
   segment scores, against the mean of its finite human scores. ``n`` = systems used.
 
-``Coefficient.levels`` says where each coefficient is defined (``kendall_like``: segment and item;
-the pairwise accuracies: system; ``acc23``/``tau_23``: item and system, one calibrated epsilon for
-all items via ``Coefficient.item_level``); other combinations raise ``ValueError``. In
-mt-metrics-eval's terms segment is ``average_by="none"`` and item ``average_by="item"``
-(``item_nan="zero"`` is its ``replace_nans_with_zeros``).
+``Coefficient.levels`` says where each coefficient is defined; other combinations raise
+``ValueError``. In mt-metrics-eval's terms segment is ``average_by="none"`` and item
+``average_by="item"`` (``item_nan="zero"`` is its ``replace_nans_with_zeros``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from paraeval.correlation.blas import on_one_blas_thread
-from paraeval.correlation.coefficients import (
+from paraeval.correlation.catalog import get_coefficient
+from paraeval.correlation.resamples import UNITS
+from paraeval.correlation.values import (
     LEVELS,
-    NAN_RESULT,
     Coefficient,
     CoefficientLike,
-    get_coefficient,
-    pair_statistic,
+    Correlation,
+    check_matrices,
+    row_nanmean,
 )
-from paraeval.correlation.resamples import UNITS
+from paraeval.correlation.weighted import pair_statistic
 
 ITEM_NAN: tuple[str, ...] = ("skip", "zero")
 ITEM_AVERAGES: tuple[str, ...] = ("macro", "micro")
@@ -54,16 +51,6 @@ TABLE_UNITS: tuple[str, ...] = (*UNITS, AUTO_UNIT)
 """The units a correlation table accepts: :data:`UNITS` at every level, or :data:`AUTO_UNIT`."""
 
 
-@dataclass(frozen=True)
-class Correlation:
-    """One correlation value with its p-value and the counts behind it."""
-
-    value: float
-    p_value: float
-    n: int
-    n_dropped: int
-
-
 def valid_combination(level: str, coefficient: CoefficientLike) -> bool:
     """Whether ``coefficient`` is defined at ``level`` (both names must be known)."""
     return level in check_level_coefficient(level, coefficient, combination=False).levels
@@ -83,27 +70,6 @@ def check_level_coefficient(
             f"{', '.join(coef.levels)}"
         )
     return coef
-
-
-def check_matrices(metric: np.ndarray, human: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Both as float matrices of the same ``(n_systems, n_items)`` shape, or ``ValueError``."""
-    m = np.asarray(metric, dtype=float)
-    h = np.asarray(human, dtype=float)
-    if m.ndim != 2 or h.ndim != 2 or m.shape != h.shape:
-        raise ValueError(
-            "metric and human scores must be matrices of the same shape (n_systems, n_items), "
-            f"got {m.shape} and {h.shape}"
-        )
-    return m, h
-
-
-def row_nanmean(a: np.ndarray) -> np.ndarray:
-    """Mean of the finite values of each row; NaN (without a warning) for a row with none."""
-    ok = np.isfinite(a)
-    count = ok.sum(axis=1)
-    total = np.where(ok, a, 0.0).sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
 
 
 def system_scores(
@@ -140,7 +106,6 @@ def item_values(metric: np.ndarray, human: np.ndarray, coefficient: CoefficientL
     return out
 
 
-@on_one_blas_thread
 def correlate(
     metric: np.ndarray,
     human: np.ndarray,
@@ -151,17 +116,13 @@ def correlate(
     item_nan: str = "skip",
     item_average: str = "macro",
 ) -> Correlation:
-    """Correlation of a metric with a human score at ``level`` with ``coefficient``.
-
-    ``coefficient`` is a registered name, a :class:`Coefficient`, or any callable
-    ``(x, y) -> (value, p_value)`` on paired vectors.
-    ``metric`` and ``human`` have shape ``(n_systems, n_items)`` with NaN for missing scores.
-    ``system_metric`` (shape ``(n_systems,)``) replaces the mean of segment scores at the system
-    level. See the module docstring for what ``n`` and ``n_dropped`` count at each level.
-    ``item_average`` (:data:`ITEM_AVERAGES`) weights the item level's per-item values; a
-    coefficient that is one statistic of the whole matrix (calibrated acc23) averages as
-    mt-metrics-eval's does, whatever it says.
-    """
+    """Correlation of a metric with a human score at ``level`` with ``coefficient`` (a name in
+    :data:`~correlation.catalog.COEFFICIENTS`, a :class:`Coefficient`, or any callable ``(x, y)
+    -> (value, p_value)`` on paired vectors); see the module docstring for the levels and what
+    ``n`` and ``n_dropped`` count. ``system_metric`` (one score per system) replaces the mean of
+    segment scores at the system level. ``item_average`` (:data:`ITEM_AVERAGES`) weights the
+    item level's per-item values; one statistic of the whole matrix (calibrated acc23) averages
+    as mt-metrics-eval's does, whatever it says."""
     coef = check_level_coefficient(level, coefficient)
     check_item_rules(item_nan, item_average)
     m, h = check_matrices(metric, human)
@@ -204,12 +165,10 @@ def correlate(
 
 def check_item_rules(item_nan: str, item_average: str) -> None:
     """``ValueError`` naming the valid choices for an unknown item-level rule."""
-    if item_nan not in ITEM_NAN:
-        raise ValueError(f"item_nan must be one of {', '.join(ITEM_NAN)}, got {item_nan!r}")
-    if item_average not in ITEM_AVERAGES:
-        raise ValueError(
-            f"item_average must be one of {', '.join(ITEM_AVERAGES)}, got {item_average!r}"
-        )
+    rules = (("item_nan", item_nan, ITEM_NAN), ("item_average", item_average, ITEM_AVERAGES))
+    for key, value, valid in rules:
+        if value not in valid:
+            raise ValueError(f"{key} must be one of {', '.join(valid)}, got {value!r}")
 
 
 def item_weights(metric: np.ndarray, human: np.ndarray, item_average: str) -> np.ndarray:
@@ -218,23 +177,3 @@ def item_weights(metric: np.ndarray, human: np.ndarray, item_average: str) -> np
     if item_average == "micro":
         return (np.isfinite(metric) & np.isfinite(human)).sum(axis=0).astype(float)
     return np.ones(np.shape(metric)[1])
-
-
-__all__ = [
-    "AUTO_UNIT",
-    "ITEM_AVERAGES",
-    "ITEM_NAN",
-    "LEVELS",
-    "NAN_RESULT",
-    "TABLE_UNITS",
-    "UNITS",
-    "Correlation",
-    "check_item_rules",
-    "check_level_coefficient",
-    "correlate",
-    "item_values",
-    "item_weights",
-    "level_unit",
-    "system_scores",
-    "valid_combination",
-]

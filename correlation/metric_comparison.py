@@ -13,22 +13,17 @@ from typing import Any
 
 import numpy as np
 
-from paraeval.correlation.blas import on_one_blas_thread
 from paraeval.correlation.bootstrap import is_segment_mean
-from paraeval.correlation.coefficients import Coefficient, CoefficientLike
-from paraeval.correlation.levels import (
-    check_level_coefficient,
-    check_matrices,
-    correlate,
-    system_scores,
-)
+from paraeval.correlation.levels import check_level_coefficient, correlate, system_scores
 from paraeval.correlation.significance import (
     EarlyStop,
+    check_test,
     permutation_test,
     significance_clusters,
     williams_test,
 )
 from paraeval.correlation.table import check_shapes
+from paraeval.correlation.values import Coefficient, CoefficientLike, check_matrices
 
 SIGNIFICANCE_COLUMNS: tuple[str, ...] = (
     "aspect",
@@ -45,7 +40,6 @@ SIGNIFICANCE_COLUMNS: tuple[str, ...] = (
     "cluster_a",
     "cluster_b",
 )
-METHODS: tuple[str, ...] = ("williams", "permutation")
 
 
 def _segment_williams_inputs(
@@ -107,7 +101,6 @@ def _segment_value(x: np.ndarray, y: np.ndarray, coefficient: Coefficient) -> fl
     return float(coefficient.statistic(m[ok], h[ok]))
 
 
-@on_one_blas_thread
 def significance_table(
     metrics: Mapping[str, np.ndarray],
     humans: Mapping[str, np.ndarray],
@@ -136,29 +129,16 @@ def significance_table(
     ``r_a >= r_b``).
 
     - ``method="williams"``: Williams' one-sided p that r_a > r_b, all three correlations on the
-      cells (segment level) or systems where both metrics and the human score exist. Derived for
-      Pearson's r; other correlation-like coefficients (``Coefficient.williams``) are plugged in,
-      rates over pairs and the item level are a ``ValueError``.
+      cells (segment level) or systems where both metrics and the human score exist
+      (:func:`correlation.significance.check_test` says where it applies).
     - ``method="permutation"``: :func:`correlation.significance.permutation_test` with ``unit``,
-      ``n_resamples``, ``alternative`` and ``early_stop``; ``r_a``/``r_b`` are the ``correlate``
-      values.
+      ``n_resamples``, ``alternative`` and ``early_stop``.
 
     ``cluster_a``/``cluster_b`` come from :func:`significance_clusters` over all metrics of the
     aspect with these p-values (None for a metric whose correlation is NaN).
     """
     coef = check_level_coefficient(level, coefficient)
-    if method not in METHODS:
-        raise ValueError(f"unknown significance method {method!r}; valid methods: {METHODS}")
-    if method == "williams" and not coef.williams:
-        raise ValueError(
-            f"Williams' test compares two dependent correlation coefficients (Pearson-like); "
-            f"{coef.name!r} is not one: use method='permutation' for it"
-        )
-    if method == "williams" and level == "item":
-        raise ValueError(
-            "Williams' test needs one correlation over n paired observations; the item level "
-            "averages per-item correlations: use method='permutation' there"
-        )
+    check_test(method, level, coef, unit)
     check_shapes(metrics, humans)
     if method == "permutation":
         coef = _per_metric_once(coef)
@@ -170,18 +150,13 @@ def significance_table(
     names = list(metrics)
     rows: list[dict[str, Any]] = []
     sm = {n: system_metrics.get(n) if level == "system" else None for n in names}
+    items = {"item_nan": item_nan, "item_average": item_average}
+    perm = {"rng": rng, "n_resamples": n_resamples, "unit": unit, "alternative": alternative}
+    perm |= {"early_stop": early_stop, **items}
     for aspect, human in humans.items():
         h = check_matrices(human, human)[0]
         values = {
-            n: correlate(
-                metrics[n],
-                h,
-                level,
-                coef,
-                system_metric=sm[n],
-                item_nan=item_nan,
-                item_average=item_average,
-            ).value
+            n: correlate(metrics[n], h, level, coef, system_metric=sm[n], **items).value
             for n in names
         }
         # each metric's correlation with the human on the cells a pair keeps, by the cells
@@ -205,37 +180,12 @@ def significance_table(
                 ra, rb = values[a], values[b]
                 sa, sb = _permutable_system_scores(ma, mb, sm[a], sm[b], unit, a, b)
                 p = permutation_test(
-                    ma,
-                    mb,
-                    h,
-                    level,
-                    coef,
-                    rng=rng,
-                    n_resamples=n_resamples,
-                    unit=unit,
-                    alternative=alternative,
-                    item_nan=item_nan,
-                    item_average=item_average,
-                    system_metric_a=sa,
-                    system_metric_b=sb,
-                    early_stop=early_stop,
+                    ma, mb, h, level, coef, system_metric_a=sa, system_metric_b=sb, **perm
                 )
             pvalues[(a, b)] = p
-            pair_rows.append(
-                {
-                    "aspect": aspect,
-                    "level": level,
-                    "coefficient": coef.name,
-                    "metric_a": a,
-                    "metric_b": b,
-                    "r_a": flip[a] * ra,
-                    "r_b": flip[b] * rb,
-                    "adjusted_a": flip[a] < 0,
-                    "adjusted_b": flip[b] < 0,
-                    "p_value": p,
-                    "method": method,
-                }
-            )
+            pair = (aspect, level, coef.name, a, b, flip[a] * ra, flip[b] * rb)
+            adjusted = (flip[a] < 0, flip[b] < 0, p, method)
+            pair_rows.append(dict(zip(SIGNIFICANCE_COLUMNS, (*pair, *adjusted), strict=False)))
         clusters = significance_clusters(values, pvalues, alpha)
         for row in pair_rows:
             row["cluster_a"] = clusters.get(row["metric_a"])

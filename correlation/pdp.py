@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from paraeval.correlation.registry import Coefficient, register_coefficient
 from paraeval.correlation.resamples import Resamples, counts
-
-NAME = "pdp"
+from paraeval.correlation.values import Coefficient
 
 
 def item_sums(metric: np.ndarray, human: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -58,13 +56,11 @@ def pdp(metric: np.ndarray, human: np.ndarray) -> tuple[float, float]:
     return float(_ratio(*(np.asarray(s) for s in sums))), float("nan")
 
 
-def _resampled(metric: np.ndarray, human: np.ndarray, res: Resamples) -> np.ndarray:
-    """PDP under every resample: item multiplicities weight the per-item sums; a resample of
-    systems rebuilds the matrices (the generic path)."""
+def _resampled(metric: np.ndarray, human: np.ndarray, res: Resamples) -> np.ndarray | None:
+    """PDP under every resample of items: item multiplicities weight the per-item sums; None
+    where systems are resampled (the generic path rebuilds the matrices)."""
     if res.sys_idx is not None or res.item_idx is None:
-        from paraeval.correlation.bootstrap import explicit_values
-
-        return explicit_values(metric, human, "segment", COEFFICIENT, res)
+        return None
     w = counts(res.item_idx, metric.shape[1]).astype(float)
     cross, hh, mm, pairs = (w @ s for s in item_sums(metric, human))
     return _ratio(cross, hh, mm, pairs)
@@ -76,14 +72,12 @@ def _batch(metrics: np.ndarray, human: np.ndarray) -> np.ndarray:
     return _ratio(cross, hh, mm, pairs)
 
 
-COEFFICIENT = register_coefficient(
-    Coefficient(
-        NAME,
-        pdp,
-        levels=("segment",),
-        vector=False,
-        segment_resampled=_resampled,
-        segment_batch=_batch,
-        williams=False,
-    )
+PDP = Coefficient(
+    "pdp",
+    pdp,
+    levels=("segment",),
+    vector=False,
+    segment_resampled=_resampled,
+    segment_batch=_batch,
+    williams=False,
 )

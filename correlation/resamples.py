@@ -1,13 +1,12 @@
 """Sets of bootstrap resamples: the indices drawn (:func:`draw_resamples`) and the
-multiplicities they give each unit (:func:`counts`, :meth:`Resamples.item_weights`), in blocks
-of whole resamples so that memory stays bounded however many items there are."""
+multiplicities they give each unit (:func:`counts`), in blocks of whole resamples so that memory
+stays bounded however many items there are."""
 
 from __future__ import annotations
 
 import bisect
-import threading
-from collections.abc import Hashable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,38 +19,16 @@ CHUNK_ELEMENTS = 2_000_000
 # Elements of item multiplicities (float64) made at once, in whole resample rows (~32 MB); every
 # consumer treats resamples independently, so block boundaries change no number.
 WEIGHT_BLOCK_ELEMENTS = 4_000_000
-# Item multiplicities a set of resamples keeps for the metrics that share it, at most (~16 MB).
-_KEPT_WEIGHT_ELEMENTS = 2_000_000
 
 
 @dataclass(frozen=True)
 class Resamples:
     """Indices of one set of bootstrap resamples (``None`` for an axis not resampled), items in
-    the narrowest integer type; small item multiplicities (:meth:`item_weights`) are kept for
-    every metric and coefficient that uses the set."""
+    the narrowest integer type."""
 
     n_resamples: int
     sys_idx: np.ndarray | None  # (B, n_systems)
     item_idx: np.ndarray | DrawnRows | None  # (B, n_items)
-    _weights: dict[tuple[int, int, int], np.ndarray] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
-    # what a coefficient computes on the human side of each resample, once for all the metrics
-    # that share the set (soft pairwise accuracy's human p-values)
-    shared: dict[Hashable, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
-
-    def item_weights(self, rows: slice, n_items: int) -> np.ndarray:
-        """``counts(item_idx[rows], n_items)``, read-only."""
-        assert self.item_idx is not None
-        key = (int(rows.start or 0), int(rows.stop), n_items)
-        found = self._weights.get(key)
-        if found is None:
-            found = counts(self.item_idx[rows], n_items)
-            found.setflags(write=False)
-            if self.n_resamples * n_items <= _KEPT_WEIGHT_ELEMENTS:
-                # the worker threads of a table may make one block at once: the same numbers
-                self._weights[key] = found
-        return found
 
 
 def draw_resamples(
@@ -81,8 +58,8 @@ class DrawnRows:
     """The item indices of a set of resamples, kept as the state of the generator before each
     block of rows: the rows read are drawn again from those states, block by block, which gives
     the same numbers (one bounded 32-bit draw after another, whatever the blocks). Reads like a
-    (resamples x items) array: a row, a slice of rows, or the whole (``np.asarray``); each thread
-    keeps the last block it drew, so reading the rows in order draws each block once."""
+    (resamples x items) array: a row, a slice of rows, or the whole (``np.asarray``). Readers take
+    rows in blocks of whole resamples (:func:`weight_blocks`), each block drawn once."""
 
     ndim = 2
 
@@ -94,7 +71,6 @@ class DrawnRows:
         self._starts = [start for start, _ in states]
         self.shape = (n_rows, n)
         self.dtype = np.dtype(np.uint16 if n <= np.iinfo(np.uint16).max + 1 else np.int32)
-        self._local = threading.local()
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -104,9 +80,6 @@ class DrawnRows:
         return int(self.shape[0] * self.shape[1] * self.dtype.itemsize)
 
     def _block(self, k: int) -> tuple[int, np.ndarray]:
-        kept = getattr(self._local, "block", None)
-        if kept is not None and kept[0] == k:
-            return self._starts[k], kept[1]
         start, state = self._states[k]
         stop = self._starts[k + 1] if k + 1 < len(self._starts) else self.shape[0]
         bit_generator = self._bit_generator()
@@ -114,9 +87,7 @@ class DrawnRows:
         rows = np.random.Generator(bit_generator).integers(
             0, self.shape[1], size=(stop - start, self.shape[1]), dtype=np.int32
         )
-        block = rows.astype(self.dtype, copy=False)
-        self._local.block = (k, block)
-        return start, block
+        return start, rows.astype(self.dtype, copy=False)
 
     def _rows(self, lo: int, hi: int) -> np.ndarray:
         parts = []
@@ -185,16 +156,14 @@ def index_itemsize(n: int) -> int:
 
 def resamples_nbytes(n_resamples: int, n_systems: int, n_items: int, unit: str) -> int:
     """Bytes one set of :func:`draw_resamples` holds: its item indices in their narrowest type
-    (and the int32 block they are drawn in), its system indices (int64), and the item
-    multiplicities it keeps for its users (at most ``_KEPT_WEIGHT_ELEMENTS`` float64)."""
+    (and the int32 block they are drawn in) and its system indices (int64)."""
     items = unit in ("items", "both")
     held = n_resamples * n_items * index_itemsize(n_items) if items else 0
     held += 4 * min(CHUNK_ELEMENTS, n_resamples * n_items) if items else 0
-    if held > HELD_INDEX_BYTES:  # drawn again where read: a block per thread (DrawnRows)
+    if held > HELD_INDEX_BYTES:  # drawn again where read: a block per reader (DrawnRows)
         held = 4 * CHUNK_ELEMENTS * 4
     held += n_resamples * n_systems * 8 if unit in ("systems", "both") else 0
-    kept = 8 * n_resamples * n_items if n_resamples * n_items <= _KEPT_WEIGHT_ELEMENTS else 0
-    return held + (kept if items else 0)
+    return held
 
 
 def counts(idx: np.ndarray, k: int) -> np.ndarray:
@@ -212,17 +181,25 @@ def counts(idx: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
-def iter_weight_blocks(res: Resamples, k: int) -> Iterator[tuple[slice, np.ndarray]]:
-    """The item multiplicities of ``res`` block by block of whole resample rows: ``(rows,
-    weights)`` pairs, each block made when it is reached (or kept by ``res``), read-only."""
-    assert res.item_idx is not None
-    for sl in weight_blocks(res.n_resamples, k):
-        yield sl, res.item_weights(sl, k)
-
-
-def block_item_weights(res: Resamples, sl: slice, n_items: int) -> np.ndarray | None:
-    """Item multiplicities of resamples ``sl`` only (None: items are not resampled)."""
-    return res.item_weights(sl, n_items) if res.item_idx is not None else None
+def item_blocks(
+    res: Resamples, n_items: int, slices: list[slice] | None = None
+) -> Iterator[tuple[slice, np.ndarray | None, np.ndarray | None]]:
+    """``(rows, item indices, item multiplicities)`` of each of ``slices`` (default: blocks of
+    whole resamples, :func:`weight_blocks`) in order; None where items are not resampled. The
+    index rows are read a block at a time, so rows drawn again where read (:class:`DrawnRows`)
+    are drawn once."""
+    slices = weight_blocks(res.n_resamples, n_items) if slices is None else slices
+    step = weight_blocks(res.n_resamples, n_items)[0].stop if res.n_resamples else 1
+    held, lo = np.empty((0, n_items), dtype=np.intp), 0
+    for sl in slices:
+        if res.item_idx is None:
+            yield sl, None, None
+            continue
+        if sl.stop > lo + len(held):
+            lo = sl.start
+            held = res.item_idx[lo : max(sl.stop, lo + step)]
+        idx = held[sl.start - lo : sl.stop - lo]
+        yield sl, idx, counts(idx, n_items)
 
 
 def cell_weights(
@@ -238,12 +215,33 @@ def cell_weights(
     return wt
 
 
-def chunks(n_resamples: int, per_resample: int, elements: int | None = None) -> list[slice]:
+def chunks(
+    n_resamples: int, per_resample: int, elements: int | None = None, align: int = 1
+) -> list[slice]:
+    """Slices of whole rows holding about ``elements`` elements each, a multiple of ``align``
+    rows where there is more than one."""
     elements = CHUNK_ELEMENTS if elements is None else elements
     size = max(1, min(n_resamples, elements // max(per_resample, 1)))
+    if size < n_resamples:
+        size = max(align, size // align * align)
     return [slice(i, min(i + size, n_resamples)) for i in range(0, n_resamples, size)]
 
 
 def weight_blocks(n_resamples: int, n_items: int) -> list[slice]:
     """Blocks of whole resamples whose item multiplicities are made at once (bounded memory)."""
     return chunks(n_resamples, n_items, WEIGHT_BLOCK_ELEMENTS)
+
+
+def resampled_matrices(
+    m: np.ndarray, h: np.ndarray, res: Resamples
+) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """``(b, metric, human)`` of every resample built explicitly, the rows of indices read a
+    block at a time."""
+    for sl, items, _ in item_blocks(res, m.shape[1]):
+        for b in range(sl.start, sl.stop):
+            mb, hb = m, h
+            if items is not None:
+                mb, hb = mb[:, items[b - sl.start]], hb[:, items[b - sl.start]]
+            if res.sys_idx is not None:
+                mb, hb = mb[res.sys_idx[b]], hb[res.sys_idx[b]]
+            yield b, mb, hb

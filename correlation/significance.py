@@ -17,20 +17,20 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from paraeval.correlation.coefficients import Coefficient, CoefficientLike
 from paraeval.correlation.fixed_pairs import FixedPairs
 from paraeval.correlation.levels import (
     check_item_rules,
     check_level_coefficient,
-    check_matrices,
     correlate,
     item_values,
     item_weights,
-    row_nanmean,
 )
+from paraeval.correlation.resamples import CHUNK_ELEMENTS, chunks
+from paraeval.correlation.values import Coefficient, CoefficientLike, check_matrices, row_nanmean
 from paraeval.correlation.weighted import pair_statistic
 
 ALTERNATIVES: tuple[str, ...] = ("two-sided", "greater")
+METHODS: tuple[str, ...] = ("williams", "permutation")
 PERMUTATION_UNITS: tuple[str, ...] = ("items", "systems", "both", "cells", "pairs")
 """What one permutation swaps between the two metrics: whole item columns (Perm-Inputs), whole
 system rows (Perm-Systems), system rows and then item columns (Perm-Both of Deutsch et al. 2021
@@ -52,9 +52,8 @@ class EarlyStop:
     early_max: float = 0.5
 
     def __post_init__(self) -> None:
-        if isinstance(self.block_size, bool) or not isinstance(self.block_size, int):
-            raise ValueError(f"block_size must be an integer >= 1, got {self.block_size!r}")
-        if self.block_size < 1:
+        size = self.block_size
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"block_size must be an integer >= 1, got {self.block_size!r}")
         if not 0.0 <= self.early_min <= self.early_max <= 1.0:
             raise ValueError(
@@ -63,7 +62,33 @@ class EarlyStop:
             )
 
 
-_CHUNK_ELEMENTS = 2_000_000
+def check_test(method: str, level: str, coefficient: Coefficient, unit: str) -> None:
+    """``ValueError`` saying what to use instead where ``method`` (:data:`METHODS`) cannot
+    compare two metrics' ``coefficient`` at ``level`` (with ``unit`` for a permutation test)."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    if method == "williams" and not coefficient.williams:
+        raise ValueError(
+            "Williams' test compares two dependent correlation coefficients (Pearson-like); "
+            f"{coefficient.name!r} is not one: use method=permutation for it"
+        )
+    if method == "williams" and level == "item":
+        raise ValueError(
+            "Williams' test needs one correlation over n paired observations; the item level "
+            "averages per-item correlations: use method=permutation there"
+        )
+    if method == "williams":
+        return
+    if unit not in PERMUTATION_UNITS:
+        raise ValueError(
+            f"unknown permutation unit {unit!r}; valid units: {', '.join(PERMUTATION_UNITS)}"
+        )
+    if unit == "pairs" and (level != "item" or coefficient.pair_values is None):
+        raise ValueError(
+            "unit=pairs swaps pairs of systems inside items: it needs the item level and a "
+            f"coefficient over such pairs (acc23, tau_23), not {coefficient.name!r} at the "
+            f"{level} level"
+        )
 
 
 def williams_test(r12: float, r13: float, r23: float, n: int) -> float:
@@ -126,7 +151,7 @@ def _batch_statistic(
 
     if level == "item":
         w = np.isfinite(human).T.astype(float)
-        for sl in _slices(k, n_items * n_sys * n_sys):
+        for sl in chunks(k, n_items * n_sys * n_sys):
             v = pair_statistic(coefficient, metric[sl].transpose(0, 2, 1), human.T[None], w)
             out[sl] = _item_mean(v, item_nan, weights)
         return out
@@ -134,9 +159,9 @@ def _batch_statistic(
     if coefficient.matrix_system is not None:
         # built from the segment scores themselves (soft pairwise accuracy): one matrix at a time
         return np.array([coefficient.matrix_system(mk, human) for mk in metric])
-    x = system_metric if system_metric is not None else _batch_row_means(metric)
+    x = system_metric if system_metric is not None else row_nanmean(metric)
     y = row_nanmean(human)
-    for sl in _slices(k, n_sys * n_sys):
+    for sl in chunks(k, n_sys * n_sys):
         out[sl] = pair_statistic(coefficient, x[sl], y[None], 1.0)
     return out
 
@@ -150,19 +175,6 @@ def _item_mean(v: np.ndarray, item_nan: str, weights: np.ndarray | None = None) 
     count = w.sum() if item_nan == "zero" else (w * defined).sum(axis=-1)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.asarray(total / count)
-
-
-def _batch_row_means(a: np.ndarray) -> np.ndarray:
-    ok = np.isfinite(a)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(ok, a, 0.0).sum(-1) / ok.sum(-1)
-
-
-def _slices(k: int, per_row: int, align: int = 1) -> list[slice]:
-    size = max(1, min(k, _CHUNK_ELEMENTS // max(per_row, 1)))
-    if size < k:
-        size = max(align, size // align * align)
-    return [slice(i, min(i + size, k)) for i in range(0, k, size)]
 
 
 def permutation_test(
@@ -198,20 +210,12 @@ def permutation_test(
     (:class:`EarlyStop`); None runs all ``n_resamples``.
     """
     coef = check_level_coefficient(level, coefficient)
-    if unit not in PERMUTATION_UNITS:
-        raise ValueError(
-            f"unknown permutation unit {unit!r}; valid units: {', '.join(PERMUTATION_UNITS)}"
-        )
+    check_test("permutation", level, coef, unit)
     if alternative not in ALTERNATIVES:
         raise ValueError(
             f"alternative must be one of {', '.join(ALTERNATIVES)}, got {alternative!r}"
         )
     check_item_rules(item_nan, item_average)
-    if unit == "pairs" and (level != "item" or coef.pair_values is None):
-        raise ValueError(
-            "unit 'pairs' swaps pairs of systems inside items: it needs the item level and a "
-            f"coefficient over such pairs (acc23, tau_23), not {coef.name!r} at the {level} level"
-        )
     a, h = check_matrices(metric_a, human)
     b, _ = check_matrices(metric_b, human)
     ok = np.isfinite(a) & np.isfinite(b) & np.isfinite(h)
@@ -305,7 +309,7 @@ def permutation_test(
     def block(rows: slice) -> np.ndarray:
         # a few permutations at a time, their swaps drawn as they are reached: memory bounded
         # whatever n_resamples
-        parts = _slices(rows.stop - rows.start, max(per, 1))
+        parts = chunks(rows.stop - rows.start, max(per, 1))
         return np.concatenate(
             [deltas(mask_rows(slice(rows.start + sl.start, rows.start + sl.stop))) for sl in parts]
         )
@@ -322,7 +326,7 @@ class _Draws:
 
     def __init__(self, draw: Callable[[int], np.ndarray], n_rows: int, per_row: int) -> None:
         self.draw, self.n_rows, self.done = draw, n_rows, 0
-        self.step = max(1, _CHUNK_ELEMENTS // max(per_row, 1))
+        self.step = max(1, CHUNK_ELEMENTS // max(per_row, 1))
 
     def take(self, rows: slice) -> np.ndarray:
         if rows.start != self.done:
@@ -342,7 +346,7 @@ def _swaps(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     time (the same numbers: see :class:`_Draws`)."""
     out = np.empty(shape, dtype=bool)
     per_row = int(np.prod(shape[1:]))
-    for sl in _slices(shape[0], per_row):
+    for sl in chunks(shape[0], per_row):
         out[sl] = rng.random((sl.stop - sl.start, *shape[1:])) < 0.5
     return out
 
@@ -350,9 +354,9 @@ def _swaps(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
 def permutation_nbytes(n_resamples: int, n_systems: int, n_items: int, unit: str) -> int:
     """Peak bytes of :func:`permutation_test`'s permutations (the estimate the config check
     uses): the system swaps of Perm-Both held whole, every difference (float64), and a block of
-    drawn swaps with its working copies (a few float64 arrays of ``_CHUNK_ELEMENTS``)."""
+    drawn swaps with its working copies (a few float64 arrays of ``CHUNK_ELEMENTS``)."""
     held = n_resamples * (n_systems if unit == "both" else 0) + 16 * n_resamples
-    return held + 8 * 8 * _CHUNK_ELEMENTS
+    return held + 8 * 8 * CHUNK_ELEMENTS
 
 
 def _p_value(
@@ -418,7 +422,7 @@ def _pairs_test(
 
     def block(rows: slice) -> np.ndarray:
         # whole multiples of 256 rows: a block's product then equals those rows of one product
-        parts = _slices(rows.stop - rows.start, max(counts.size, 1), align=256)
+        parts = chunks(rows.stop - rows.start, max(counts.size, 1), align=256)
         return np.concatenate(
             [
                 np.asarray(

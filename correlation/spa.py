@@ -17,11 +17,11 @@ from functools import partial
 import numpy as np
 from numba import njit
 
-from paraeval.correlation.coefficients import Coefficient, register_coefficient, register_settings
-from paraeval.correlation.resamples import Resamples
+from paraeval.correlation.resamples import Resamples, resampled_matrices
+from paraeval.correlation.values import Coefficient, Memo
 
-# sign matrices, and human p-values, a set of resamples keeps for the metrics that share it, at
-# most (~64 MB each)
+# sign matrices, and human p-values, a memo keeps for the metrics that share a set of resamples,
+# at most (~64 MB each)
 _KEPT_SIGN_BYTES = 64 * 2**20
 
 
@@ -108,29 +108,25 @@ def resampled_spa(
     metric: np.ndarray,
     human: np.ndarray,
     res: Resamples,
+    memo: Memo,
     *,
     n_permutations: int = 1000,
     seed: int = 4,
 ) -> np.ndarray:
     """SPA of every resampled matrix of ``res`` (the same numbers as on each one). The human
     p-values of a resample are the same for every metric scored on the same cells: they are
-    kept on the set of resamples, which the metrics of a table share, as are the sign matrices
-    (one per number of items), each within a memory budget."""
+    kept in ``memo``, which the caller shares between the metrics of one set of resamples, as
+    are the sign matrices (one per number of items), each within a memory budget."""
     m = np.asarray(metric, dtype=float)
     h = np.asarray(human, dtype=float)
     digest = hashlib.blake2b(h.tobytes(), digest_size=16).digest()
-    kept_human = res.shared.setdefault(("soft_pairwise_accuracy", n_permutations, seed, digest), {})
+    kept_human = memo.setdefault(("soft_pairwise_accuracy", n_permutations, seed, digest), {})
     # sign matrices by number of items, shared by the metrics too while they fit a budget
-    signs: dict[int, np.ndarray] = res.shared.setdefault(
+    signs: dict[int, np.ndarray] = memo.setdefault(
         ("soft_pairwise_accuracy signs", n_permutations, seed), {}
     )
     out = np.full(res.n_resamples, np.nan)
-    for b in range(res.n_resamples):
-        mb, hb = m, h
-        if res.item_idx is not None:
-            mb, hb = mb[:, res.item_idx[b]], hb[:, res.item_idx[b]]
-        if res.sys_idx is not None:
-            mb, hb = mb[res.sys_idx[b]], hb[res.sys_idx[b]]
+    for b, mb, hb in resampled_matrices(m, h, res):
         kept = _complete(mb, hb)
         if kept is None:
             continue
@@ -176,7 +172,3 @@ def soft_pairwise_accuracy_coefficient(*, n_permutations: int = 1000, seed: int 
         williams=False,
         options=(("n_permutations", n_permutations), ("seed", seed)),
     )
-
-
-register_coefficient(soft_pairwise_accuracy_coefficient())
-register_settings("soft_pairwise_accuracy", soft_pairwise_accuracy_coefficient)

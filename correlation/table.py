@@ -1,42 +1,46 @@
-"""The correlation table the pipeline writes: every correlation with its interval (the pairwise
-tests are :mod:`correlation.metric_comparison`).
-
-Both tables take ``metrics`` (name -> ``(n_systems, n_items)`` matrix) and ``humans`` (aspect ->
-matrix of the same shape) and return plain rows (dicts) ready for a CSV writer.
-"""
+"""The correlation table the pipeline writes: every correlation with its interval, from
+``metrics`` (name -> ``(n_systems, n_items)`` matrix) and ``humans`` (aspect -> matrix), as plain
+rows (dicts) ready for a CSV writer (the pairwise tests: :mod:`correlation.metric_comparison`)."""
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
-from paraeval.correlation.blas import on_one_blas_thread
 from paraeval.correlation.bootstrap import (
-    Resamples,
     SystemMetricFn,
-    draw_resamples,
     percentile_interval,
     resampled_row_means,
     resampled_values,
     system_resampled_scores,
     system_statistic,
 )
-from paraeval.correlation.coefficients import Coefficient, CoefficientLike, get_coefficient
+from paraeval.correlation.catalog import get_coefficient
 from paraeval.correlation.levels import (
     AUTO_UNIT,
-    LEVELS,
     TABLE_UNITS,
     check_level_coefficient,
     correlate,
     level_unit,
     valid_combination,
 )
-from paraeval.correlation.resamples import WEIGHT_BLOCK_ELEMENTS, resamples_nbytes
+from paraeval.correlation.resamples import (
+    WEIGHT_BLOCK_ELEMENTS,
+    Resamples,
+    draw_resamples,
+    resamples_nbytes,
+)
+from paraeval.correlation.values import LEVELS, Coefficient, CoefficientLike, Memo
+
+# map(fn, jobs) of the caller's choosing: the builtin runs the jobs in turn, an executor's map
+# runs them on its workers (numpy releases the GIL inside the kernels that dominate)
+MapFn = Callable[[Callable[[Any], list[dict[str, Any]]], Iterable[Any]], Iterator[Any]]
 
 CORRELATION_COLUMNS: tuple[str, ...] = (
     "metric",
@@ -53,11 +57,13 @@ CORRELATION_COLUMNS: tuple[str, ...] = (
 INTERVALS: tuple[str, ...] = ("bootstrap", "fisher")
 
 # Bonett & Wright (2000) as nlpstats' ``fisher``: z = atanh(r) has standard error c / sqrt(n - b)
-_FISHER: dict[str, tuple[float, bool]] = {
-    "pearson": (3.0, False),
-    "spearman": (3.0, True),
-    "kendall_b": (4.0, False),
-}
+_FISHER: Mapping[str, tuple[float, bool]] = MappingProxyType(
+    {
+        "pearson": (3.0, False),
+        "spearman": (3.0, True),
+        "kendall_b": (4.0, False),
+    }
+)
 
 
 def fisher_interval(
@@ -69,8 +75,6 @@ def fisher_interval(
     c = sqrt(1 + r^2 / 2) for Spearman; b = 4, c = sqrt(0.437) for Kendall's tau-b. NaN for
     other coefficients, for n <= b and for a NaN r.
     """
-    from scipy import stats
-
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     if coefficient not in _FISHER or not math.isfinite(r):
@@ -125,17 +129,27 @@ def draw_table_resamples(
     """The resamples :func:`correlation_table` uses, one set per (aspect index, level), drawn in
     its fixed order before any work starts (the rows do not depend on workers). A caller that
     serves every row from a cache calls this to leave ``rng`` in the state the table would."""
+    return [
+        (
+            k,
+            level,
+            combos,
+            draw_resamples(rng, n_sys, n_items, n_resamples, unit_here) if ci else None,
+        )
+        for k in range(n_aspects)
+        for level, combos, unit_here in _level_combos(levels, coefficients, unit)
+    ]
+
+
+def _level_combos(
+    levels: Sequence[str], coefficients: Sequence[CoefficientLike], unit: str
+) -> list[tuple[str, list[Coefficient], str]]:
+    """(level, the coefficients defined there, its resampling unit) of each level with any."""
     coefs = [get_coefficient(c) for c in coefficients]
-    out: list[tuple[int, str, list[Coefficient], Resamples | None]] = []
-    for k in range(n_aspects):
-        for level in levels:
-            combos = [c for c in coefs if valid_combination(level, c)]
-            if not combos:
-                continue
-            unit_here = level_unit(unit, level)
-            res = draw_resamples(rng, n_sys, n_items, n_resamples, unit_here) if ci else None
-            out.append((k, level, combos, res))
-    return out
+    out = [
+        (lv, [c for c in coefs if valid_combination(lv, c)], level_unit(unit, lv)) for lv in levels
+    ]
+    return [row for row in out if row[1]]
 
 
 def table_nbytes(
@@ -157,14 +171,9 @@ def table_nbytes(
     coefficient with an item level of its own (acc23, tau_23), the item multiplicities of every
     resample at once. Not counted: what grows with the data alone, not with ``n_resamples`` (the
     item-pair matrices Kendall's tau takes over few items)."""
-    coefs = [get_coefficient(c) for c in coefficients]
     workers = min(4, os.cpu_count() or 1) if workers is None else workers
     held = job = 0
-    for level in levels:
-        combos = [c for c in coefs if valid_combination(level, c)]
-        if not combos:
-            continue
-        unit_here = level_unit(unit, level)
+    for level, combos, unit_here in _level_combos(levels, coefficients, unit):
         held += n_aspects * resamples_nbytes(n_resamples, n_sys, n_items, unit_here)
         if level == "system":
             held += n_aspects * 8 * n_resamples * n_sys
@@ -178,7 +187,6 @@ def table_nbytes(
     return held + min(workers, 4) * job
 
 
-@on_one_blas_thread
 def correlation_table(
     metrics: Mapping[str, np.ndarray],
     humans: Mapping[str, np.ndarray],
@@ -194,13 +202,13 @@ def correlation_table(
     item_average: str = "macro",
     rng: np.random.Generator,
     system_metric_fns: Mapping[str, SystemMetricFn] | None = None,
-    workers: int | None = None,
+    map: MapFn = map,
     interval: str = "bootstrap",
 ) -> list[dict[str, Any]]:
     """One row per (metric, aspect, level, coefficient) with columns :data:`CORRELATION_COLUMNS`.
 
-    ``coefficients``: registered names, :class:`Coefficient` objects or callables ``(x, y) ->
-    (value, p)``; undefined level/coefficient pairs are skipped. ``system_metrics[name]``: the
+    ``coefficients``: names, :class:`Coefficient` values or callables ``(x, y) -> (value, p)``;
+    undefined level/coefficient pairs are skipped. ``system_metrics[name]``: the
     corpus score per system for the system level, recomputed by ``system_metric_fns[name]
     (item_indices)`` under item resampling where it is not the segment mean.
 
@@ -208,8 +216,8 @@ def correlation_table(
     draws (:data:`UNITS`); the default :data:`AUTO_UNIT` draws items at the segment and item
     levels and systems and items together at the system level (Boot-Both). A system-level
     interval whose resamples all give one value is NaN, never of zero width. ``ci=False`` (NaN
-    bounds) and ``interval="fisher"`` (:func:`fisher_interval`) draw nothing. ``workers`` threads
-    (default: up to 4 CPUs) give the same rows for any number of workers.
+    bounds) and ``interval="fisher"`` (:func:`fisher_interval`) draw nothing. ``map`` runs the
+    jobs (one per metric, aspect and level): an executor's ``map`` gives the same rows.
     """
     n_sys, n_items = check_shapes(metrics, humans)
     for level in levels:
@@ -225,9 +233,8 @@ def correlation_table(
     fisher = ci and interval == "fisher"
     system_metrics = system_metrics or {}
     system_metric_fns = system_metric_fns or {}
+    items = {"item_nan": item_nan, "item_average": item_average}
 
-    if workers is None:
-        workers = min(4, os.cpu_count() or 1)
     # order-only rows on segments and items: a metric whose scores order like an earlier one's
     # (iBLEU where the references are the sources, a rescaled column) takes that one's rows
     ordinal = any(lv in ORDINAL_LEVELS for lv in levels) and any(
@@ -247,6 +254,7 @@ def correlation_table(
         combos: list[Coefficient],
         res: Resamples | None,
         human_means: np.ndarray | None,
+        memo: Memo,
     ) -> list[dict[str, Any]]:
         metric = metrics[name]
         sm = system_metrics.get(name) if level == "system" else None
@@ -261,73 +269,35 @@ def correlation_table(
             else None
         )
         for coefficient in combos:
+            key = (name, aspect, level, coefficient.name)
             if coefficient.ordinal and level in ORDINAL_LEVELS and leader.get(name, name) != name:
                 # filled in from the leader's row once every job is done
                 out.append(
-                    {
-                        "metric": name,
-                        "aspect": aspect,
-                        "level": level,
-                        "coefficient": coefficient.name,
-                        _FROM: leader[name],
-                    }
+                    {**dict(zip(CORRELATION_COLUMNS, key, strict=False)), _FROM: leader[name]}
                 )
                 continue
-            corr = correlate(
-                metric,
-                human,
-                level,
-                coefficient,
-                system_metric=sm,
-                item_nan=item_nan,
-                item_average=item_average,
-            )
+            corr = correlate(metric, human, level, coefficient, system_metric=sm, **items)
             lo = hi = float("nan")
             if fisher:
-                lo, hi = fisher_interval(
-                    corr.value,
-                    _fisher_n(metric, human, level, corr.n),
-                    coefficient.name,
-                    confidence,
-                )
+                n = _fisher_n(metric, human, level, corr.n)
+                lo, hi = fisher_interval(corr.value, n, coefficient.name, confidence)
             elif xy is not None and coefficient.matrix_system is None:
                 lo, hi = percentile_interval(system_statistic(coefficient, *xy), confidence)
             elif res is not None:
+                opts = {"system_metric": sm, "system_metric_fn": system_metric_fns.get(name)}
                 values = resampled_values(
-                    metric,
-                    human,
-                    level,
-                    coefficient,
-                    res,
-                    system_metric=sm,
-                    system_metric_fn=system_metric_fns.get(name),
-                    item_nan=item_nan,
-                    item_average=item_average,
+                    metric, human, level, coefficient, res, memo=memo, **opts, **items
                 )
                 lo, hi = percentile_interval(values, confidence)
             if level == "system" and not lo < hi:
                 # every resample gave one value (too few systems, or only items resampled):
                 # an interval of zero width would claim a certainty the data do not have
                 lo = hi = float("nan")
-            out.append(
-                {
-                    "metric": name,
-                    "aspect": aspect,
-                    "level": level,
-                    "coefficient": coefficient.name,
-                    "value": corr.value,
-                    "ci_low": lo,
-                    "ci_high": hi,
-                    "p_value": corr.p_value,
-                    "n": corr.n,
-                    "n_dropped": corr.n_dropped,
-                }
-            )
+            computed = (corr.value, lo, hi, corr.p_value, corr.n, corr.n_dropped)
+            out.append(dict(zip(CORRELATION_COLUMNS, (*key, *computed), strict=True)))
         return out
 
-    jobs: list[
-        tuple[str, str, np.ndarray, str, list[Coefficient], Resamples | None, np.ndarray | None]
-    ] = []
+    jobs: list[tuple[Any, ...]] = []
     drawn = draw_table_resamples(
         rng, len(humans), levels, coefficients, n_sys, n_items, n_resamples, unit, ci and not fisher
     )
@@ -335,13 +305,10 @@ def correlation_table(
         aspect, human = list(humans.items())[k]
         # the human side of the system level's resamples, the same for every metric
         means = resampled_row_means(human, res) if res is not None and level == "system" else None
-        jobs.extend((name, aspect, human, level, combos, res, means) for name in metrics)
-    if workers <= 1 or len(jobs) <= 1:
-        parts = [metric_rows(*job) for job in jobs]
-    else:
-        # numpy releases the GIL inside the array kernels that dominate, so threads scale
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            parts = list(pool.map(lambda job: metric_rows(*job), jobs))
+        # what a coefficient computes once for every metric of this set of resamples
+        memo: Memo = {}
+        jobs.extend((name, aspect, human, level, combos, res, means, memo) for name in metrics)
+    parts = list(map(lambda job: metric_rows(*job), jobs))
     return _with_leaders_rows([row for part in parts for row in part])
 
 

@@ -32,13 +32,8 @@ from paraeval.correlation.calibration import (
     item_pairs,
     pair_kinds,
 )
-from paraeval.correlation.coefficients import (
-    NAN_RESULT,
-    Coefficient,
-    paired_finite,
-    register_coefficient,
-    register_settings,
-)
+from paraeval.correlation.coefficients import paired_finite
+from paraeval.correlation.values import NAN_RESULT, Coefficient
 
 
 def _pairs(m: np.ndarray, h: np.ndarray, sample_rate: float, seed: int) -> ItemPairs:
@@ -100,20 +95,6 @@ def calibrated_epsilon(
     return total / float((pairs.per_item > 0).sum()), eps
 
 
-def _fixed_epsilon(
-    m: np.ndarray,
-    h: np.ndarray,
-    variant: Variant,
-    epsilon: float,
-    calibrate: bool,
-    sample_rate: float,
-    seed: int,
-) -> float:
-    if not calibrate:
-        return epsilon
-    return calibrated_epsilon(m, h, variant=variant, sample_rate=sample_rate, seed=seed)[1]
-
-
 def pair_values_23(
     metric: np.ndarray,
     human: np.ndarray,
@@ -130,7 +111,9 @@ def pair_values_23(
     the same cells list the same pairs in the same order."""
     m = np.asarray(metric, dtype=float)
     h = np.asarray(human, dtype=float)
-    eps = _fixed_epsilon(m, h, variant, epsilon, calibrate, sample_rate, seed)
+    eps = epsilon
+    if calibrate:
+        eps = calibrated_epsilon(m, h, variant=variant, sample_rate=sample_rate, seed=seed)[1]
     pairs = item_pairs(m, h)
     if not np.isfinite(eps):
         return pairs.item, np.full(pairs.item.size, np.nan), pairs.per_item
@@ -138,59 +121,23 @@ def pair_values_23(
     return pairs.item, values, pairs.per_item
 
 
-def per_item_23(
-    metric: np.ndarray,
-    human: np.ndarray,
-    *,
-    variant: Variant = "acc23",
-    epsilon: float = 0.0,
-    calibrate: bool = False,
-    sample_rate: float = 1.0,
-    seed: int = 0,
-) -> np.ndarray:
-    """Each item's own tau23 / acc23 (NaN for an item without a pair), at the fixed ``epsilon``
-    or, with ``calibrate``, at the one epsilon calibrated on the whole matrix: the values whose
-    mean is the item level. A permutation test over items swaps these between two metrics, each
-    keeping its own epsilon."""
-    item, values, per_item = pair_values_23(
-        metric,
-        human,
-        variant=variant,
-        epsilon=epsilon,
-        calibrate=calibrate,
-        sample_rate=sample_rate,
-        seed=seed,
-    )
+def per_item_23(metric: np.ndarray, human: np.ndarray, **settings: Any) -> np.ndarray:
+    """Each item's own tau23 / acc23 (NaN for an item without a pair) under the epsilon of
+    :func:`pair_values_23` (``settings``): the values whose mean is the item level, which a
+    permutation test over items swaps between two metrics, each keeping its own epsilon."""
+    item, values, per_item = pair_values_23(metric, human, **settings)
     num = np.bincount(item, weights=values, minlength=per_item.size)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(per_item > 0, num / per_item, np.nan)
 
 
-def kendall_23(
-    x: np.ndarray,
-    y: np.ndarray,
-    *,
-    variant: Variant = "acc23",
-    epsilon: float = 0.0,
-    calibrate: bool = False,
-    sample_rate: float = 1.0,
-    seed: int = 0,
-) -> tuple[float, float]:
-    """tau23 / acc23 of two paired vectors (``x`` the metric, ``y`` the human score); NaN for
-    fewer than 2 pairs. No p-value: NaN."""
+def kendall_23(x: np.ndarray, y: np.ndarray, **settings: Any) -> tuple[float, float]:
+    """tau23 / acc23 of two paired vectors (``x`` the metric, ``y`` the human score; ``settings``
+    as :func:`item_mean_23`); NaN for fewer than 2 pairs. No p-value: NaN."""
     xs, ys = paired_finite(x, y)
     if xs.size < 2:
         return NAN_RESULT
-    v = item_mean_23(
-        xs[:, None],
-        ys[:, None],
-        variant=variant,
-        epsilon=epsilon,
-        calibrate=calibrate,
-        sample_rate=sample_rate,
-        seed=seed,
-    )
-    return float(v[0]), float("nan")
+    return float(item_mean_23(xs[:, None], ys[:, None], **settings)[0]), float("nan")
 
 
 def _weighted_23(
@@ -228,12 +175,6 @@ def _check(variant: str, epsilon: float, calibrate: bool, sample_rate: float, se
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
 
 
-def _item_level(
-    m: np.ndarray, h: np.ndarray, item_w: np.ndarray | None, **settings: Any
-) -> np.ndarray:
-    return item_mean_23(m, h, item_w, **settings)
-
-
 def _coefficient(
     name: str, variant: Variant, epsilon: float, calibrate: bool, sample_rate: float, seed: int
 ) -> Coefficient:
@@ -255,7 +196,7 @@ def _coefficient(
         weighted=None
         if calibrate or sampled
         else partial(_weighted_23, variant=variant, epsilon=float(epsilon)),
-        item_level=partial(_item_level, **settings),
+        item_level=partial(item_mean_23, **settings),
         item_values_fixed=partial(per_item_23, **settings),
         pair_values=partial(pair_values_23, **settings),
         williams=False,
@@ -284,9 +225,3 @@ def tau23_coefficient(
     """``tau_23``: Kendall's tau with ties rewarded and punished (fixed ``epsilon`` by default,
     or tie calibration; ``sample_rate`` and ``seed`` as for acc23)."""
     return _coefficient("tau_23", "tau23", epsilon, calibrate, sample_rate, seed)
-
-
-register_coefficient(acc23_coefficient())
-register_settings("acc23", acc23_coefficient)
-register_coefficient(tau23_coefficient())
-register_settings("tau_23", tau23_coefficient)

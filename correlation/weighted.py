@@ -14,7 +14,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from paraeval.correlation.registry import Coefficient, CoefficientLike, get_coefficient
+from paraeval.correlation._pairs import kendall_pair_sums, midrank_sums
+from paraeval.correlation.values import Coefficient
 
 MetricTies = Literal["discordant", "skip"]
 METRIC_TIES: tuple[str, ...] = ("discordant", "skip")
@@ -181,8 +182,6 @@ def integer_pair_sums(
     """Kendall's pair sums by the compiled pass (:func:`_pairs.kendall_pair_sums`) where they are
     sums of exact integers (finite values, integer weights): the same numbers as the sums of
     the broadcast (rows, n, n) products, without them. None otherwise."""
-    from paraeval.correlation._pairs import kendall_pair_sums
-
     laid = _integer_rows((x, y), w, finite=True)
     if laid is None:
         return None
@@ -197,8 +196,6 @@ def integer_midrank_sums(
     """:func:`pair_midranks`' two sums by the compiled pass (:func:`_pairs.midrank_sums`) where
     the weights are integers (exact sums, the same numbers; comparisons with NaN are false in
     both forms); None otherwise."""
-    from paraeval.correlation._pairs import midrank_sums
-
     laid = _integer_rows((x,), w, finite=False)
     if laid is None:
         return None
@@ -224,31 +221,18 @@ def weighted_kendall_like(
 
 
 def pair_kendall_like_counts(
-    x: np.ndarray,
-    y: np.ndarray,
-    w: np.ndarray,
-    *,
-    metric_ties: MetricTies = "discordant",
-    human_margin: float = 0.0,
-    margin_rule: MarginRule = "above",
+    x: np.ndarray, y: np.ndarray, w: np.ndarray, **settings: Any
 ) -> tuple[np.ndarray, np.ndarray]:
     """Weighted concordant/discordant counts of the WMT Kendall-like statistic over the last axis.
 
-    Same rules as :func:`correlation.coefficients.kendall_like_counts`. Weights are
+    Same rules and ``settings`` as :func:`kendall_like_classes`. Weights are
     multiplicities: copies of one system are a pair tied on both sides, counted (as discordant)
     only where human ties are counted (``human_margin=0`` under ``"at_least"``).
     """
-    x, y, w = np.broadcast_arrays(x, y, w)
-    w = np.where(np.isfinite(x) & np.isfinite(y), w, 0.0)
-    x = np.where(w > 0, x, 0.0)
-    y = np.where(w > 0, y, 0.0)
+    x, y, w = _masked(x, y, w)
     ww = w[..., :, None] * w[..., None, :]
     conc, disc = kendall_like_classes(
-        x[..., :, None] - x[..., None, :],
-        y[..., :, None] - y[..., None, :],
-        metric_ties=metric_ties,
-        human_margin=human_margin,
-        margin_rule=margin_rule,
+        x[..., :, None] - x[..., None, :], y[..., :, None] - y[..., None, :], **settings
     )
     c = (ww * conc).sum(axis=(-2, -1)) / 2.0
     # the diagonal (each value against itself, w_s^2 ordered pairs) stands for w_s (w_s - 1)
@@ -262,7 +246,7 @@ def pair_kendall_like_counts(
 
 
 def pair_statistic(
-    coefficient: CoefficientLike, x: np.ndarray, y: np.ndarray, w: np.ndarray | float
+    coef: Coefficient, x: np.ndarray, y: np.ndarray, w: np.ndarray | float
 ) -> np.ndarray:
     """``coefficient`` over the last axis of weighted samples; NaN where undefined.
 
@@ -270,14 +254,19 @@ def pair_statistic(
     appears ``w_s`` times. Non-finite values must carry weight 0. A coefficient without a
     ``weighted`` form is computed on every expanded sample in turn.
     """
-    coef = get_coefficient(coefficient)
-    x, y, w = np.broadcast_arrays(x, y, w)
-    w = np.where(np.isfinite(x) & np.isfinite(y), w, 0.0)
-    x = np.where(w > 0, x, 0.0)
-    y = np.where(w > 0, y, 0.0)
+    x, y, w = _masked(x, y, w)
     if coef.weighted is not None:
         return coef.weighted(x, y, w)
     return _expanded_statistic(coef, x, y, w)
+
+
+def _masked(
+    x: np.ndarray, y: np.ndarray, w: np.ndarray | float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Broadcast together; a non-finite value gets weight 0, and a value of weight 0 is 0."""
+    x, y, w = np.broadcast_arrays(x, y, w)
+    w = np.where(np.isfinite(x) & np.isfinite(y), w, 0.0)
+    return np.where(w > 0, x, 0.0), np.where(w > 0, y, 0.0), w
 
 
 def _expanded_statistic(

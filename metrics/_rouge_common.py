@@ -1,6 +1,6 @@
 """What the ROUGE metrics (``metrics/rouge.py``) share: rouge-score's tokenizer, its F-measure,
-token ids for the compiled kernels, and the base class that scores every (candidate, reference)
-pair of a call in one batch and reduces over each segment's references."""
+and the base class that scores every (candidate, reference) pair of a call in one batch and
+reduces over each segment's references."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from paraeval.metrics._lcs import Packed, TokenIds, pack_pairs
 from paraeval.metrics.base import (
     MetricConfigError,
     MetricResult,
@@ -18,6 +19,7 @@ from paraeval.metrics.base import (
     make_signature,
     mean_corpus,
 )
+from paraeval.metrics.encoder_match import pair_lists
 
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
 _VALID = re.compile(r"^[a-z0-9]+$")
@@ -75,35 +77,16 @@ def fmeasure(p: np.ndarray, r: np.ndarray) -> np.ndarray:
         return np.where(s > 0, 2 * p * r / np.where(s > 0, s, 1.0), 0.0)
 
 
-class Encoder:
-    """Token tuples -> int ids laid end to end, for the compiled kernels (one per call)."""
-
-    def __init__(self) -> None:
-        self.vocab: dict[str, int] = {}
-        self._ids: dict[Toks, np.ndarray] = {}
-
-    def ids(self, toks: Toks) -> np.ndarray:
-        arr = self._ids.get(toks)
-        if arr is None:
-            vocab = self.vocab
-            get = vocab.get
-            out = []
-            for t in toks:
-                i = get(t)
-                if i is None:
-                    i = vocab[t] = len(vocab)
-                out.append(i)
-            arr = self._ids[toks] = np.array(out, dtype=np.int64)
-        return arr
-
-    def pack(self, texts: Sequence[Toks]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        arrays = [self.ids(t) for t in texts]
-        lens = np.fromiter((a.shape[0] for a in arrays), dtype=np.int64, count=len(arrays))
-        starts = np.zeros(len(arrays), dtype=np.int64)
-        if len(arrays) > 1:
-            np.cumsum(lens[:-1], out=starts[1:])
-        flat = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
-        return flat, starts, lens
+def prf(
+    hits: np.ndarray, cand_units: np.ndarray, ref_units: np.ndarray, power: float = 1.0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Precision and recall, ``hits`` over each side's units (0 where it has none) to the
+    ``power``, and their F."""
+    p, r = (
+        np.where(u > 0, hits / np.where(u > 0, u, 1.0), 0.0) ** power
+        for u in (cand_units, ref_units)
+    )
+    return p, r, fmeasure(p, r)
 
 
 class RougeBase(SegmentLocal):
@@ -160,8 +143,7 @@ class RougeBase(SegmentLocal):
         sources: Sequence[str] | None,
     ) -> MetricResult:
         counts = [len(r) for r in references]
-        pair_c = [c for c, k in zip(candidates, counts, strict=True) for _ in range(k)]
-        pair_r = [r for refs in references for r in refs]
+        pair_c, pair_r = pair_lists(candidates, references)
         p, r, f = self._pair_prf(pair_c, pair_r, Call(self.use_stemmer))
         chosen = {"precision": p, "recall": r, "fmeasure": f}[self.measure]
         seg = np.zeros(len(candidates), dtype=float)
@@ -183,23 +165,10 @@ class Call:
 
     def __init__(self, use_stemmer: bool) -> None:
         self.tokenizer = RougeTokenizer(use_stemmer)
-        self.encoder = Encoder()
+        self.ids = TokenIds()
         self.grams: dict[Toks, Counter[Toks]] = {}
 
-    def packed_pairs(
-        self, a: Sequence[Toks], b: Sequence[Toks]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        index: dict[Toks, int] = {}
-        texts: list[Toks] = []
-
-        def idx(t: Toks) -> int:
-            i = index.get(t)
-            if i is None:
-                i = index[t] = len(texts)
-                texts.append(t)
-            return i
-
-        pa = np.fromiter((idx(t) for t in a), dtype=np.int64, count=len(a))
-        pb = np.fromiter((idx(t) for t in b), dtype=np.int64, count=len(b))
-        flat, starts, lens = self.encoder.pack(texts)
-        return flat, starts, lens, pa, pb
+    def packed_pairs(self, cands: Sequence[str], refs: Sequence[str]) -> Packed:
+        """:func:`~paraeval.metrics._lcs.pack_pairs` of the texts' tokens."""
+        a = [self.tokenizer(c) for c in cands]
+        return pack_pairs(a, [self.tokenizer(r) for r in refs], self.ids)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, cast
 
 import numba
@@ -24,18 +25,10 @@ _MY_LOG_FLOOR = -9999999999.0  # sacrebleu.utils.my_log(0.0)
 
 
 @njit(cache=True, nogil=True)
-def _libm_log(x: np.ndarray) -> np.ndarray:
+def _libm(x: np.ndarray, exp: bool) -> np.ndarray:
     out = np.empty_like(x)
     for i in range(x.size):
-        out[i] = math.log(x[i])
-    return out
-
-
-@njit(cache=True, nogil=True)
-def _libm_exp(x: np.ndarray) -> np.ndarray:
-    out = np.empty_like(x)
-    for i in range(x.size):
-        out[i] = math.exp(x[i])
+        out[i] = math.exp(x[i]) if exp else math.log(x[i])
     return out
 
 
@@ -49,12 +42,20 @@ if getattr(numba.config, "USING_SVML", False):
     _MATH_LOG = np.frompyfunc(math.log, 1, 1)
     _MATH_EXP = np.frompyfunc(math.exp, 1, 1)
 else:
-    _MATH_LOG, _MATH_EXP = _libm_log, _libm_exp
+    _MATH_LOG, _MATH_EXP = partial(_libm, exp=False), partial(_libm, exp=True)
 
 
 def _map_math(fn: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray:
     flat = np.ascontiguousarray(x, dtype=np.float64).ravel()
     return np.asarray(fn(flat), dtype=np.float64).reshape(np.shape(x))
+
+
+def _rows(stats: np.ndarray, copy: bool) -> tuple[np.ndarray, np.dtype]:
+    """The rows in the statistics' dtype where it is float32 (sacrebleu's paired bootstrap), else
+    in float64."""
+    stats = np.atleast_2d(stats)
+    dtype = stats.dtype if stats.dtype == np.float32 else np.dtype(np.float64)
+    return stats.astype(dtype, copy=copy), dtype
 
 
 def _with_python_zeros(scores: np.ndarray, python_rows: np.ndarray) -> np.ndarray:
@@ -67,9 +68,7 @@ def _with_python_zeros(scores: np.ndarray, python_rows: np.ndarray) -> np.ndarra
 
 def bleu_scores(stats: np.ndarray, bleu: SacreBLEU) -> np.ndarray:
     """``sacrebleu.BLEU._compute_score_from_stats(row).score`` for every row of ``stats``."""
-    stats = np.atleast_2d(stats)
-    dtype = stats.dtype if stats.dtype == np.float32 else np.dtype(np.float64)
-    s = stats.astype(dtype, copy=True)
+    s, dtype = _rows(stats, copy=True)
     order = int(bleu.max_ngram_order)
     method = str(bleu.smooth_method)
     # None only for smooth_method "none", which never reads it (cast, not float(): an int
@@ -131,9 +130,7 @@ def bleu_scores(stats: np.ndarray, bleu: SacreBLEU) -> np.ndarray:
 
 def chrf_scores(stats: np.ndarray, chrf: SacreCHRF) -> np.ndarray:
     """``sacrebleu.CHRF._compute_score_from_stats(row).score`` for every row of ``stats``."""
-    stats = np.atleast_2d(stats)
-    dtype = stats.dtype if stats.dtype == np.float32 else np.dtype(np.float64)
-    s = stats.astype(dtype, copy=False)
+    s, dtype = _rows(stats, copy=False)
     rows = s.shape[0]
     factor = int(chrf.beta) ** 2
     eps = 1e-16
@@ -170,9 +167,7 @@ def chrf_scores(stats: np.ndarray, chrf: SacreCHRF) -> np.ndarray:
 
 def ter_scores(stats: np.ndarray, ter: SacreTER | None = None) -> np.ndarray:
     """``sacrebleu.TER._compute_score_from_stats(row).score`` for every row of ``stats``."""
-    stats = np.atleast_2d(stats)
-    dtype = stats.dtype if stats.dtype == np.float32 else np.dtype(np.float64)
-    s = stats.astype(dtype, copy=False)
+    s, dtype = _rows(stats, copy=False)
     edits, ref_len = s[:, 0], s[:, 1]
     has_ref = ref_len > 0
     with np.errstate(divide="ignore", invalid="ignore"):

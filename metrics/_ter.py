@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numba import njit
 
+from paraeval.metrics._lcs import TokenIds, pack_pairs, pair_codes
+
 if TYPE_CHECKING:
     from sacrebleu.metrics.ter import TER as SacreTER
 
@@ -283,19 +285,16 @@ def _edit_rate(hyp: np.ndarray, ref: np.ndarray) -> tuple[int, int]:
 
 @njit(cache=True, nogil=True)
 def _edit_rates(
-    tokens: np.ndarray,
-    offsets: np.ndarray,
-    hyp_ids: np.ndarray,
-    ref_ids: np.ndarray,
+    flat: np.ndarray,
+    starts: np.ndarray,
+    lens: np.ndarray,
+    pa: np.ndarray,
+    pb: np.ndarray,
     edits: np.ndarray,
     status: np.ndarray,
 ) -> None:
-    for k in range(hyp_ids.shape[0]):
-        h = hyp_ids[k]
-        r = ref_ids[k]
-        e, s = _edit_rate(tokens[offsets[h] : offsets[h + 1]], tokens[offsets[r] : offsets[r + 1]])
-        edits[k] = e
-        status[k] = s
+    for k in range(pa.shape[0]):
+        edits[k], status[k] = _edit_rate(*pair_codes(flat, starts, lens, pa, pb, k))
 
 
 def ter_statistics(
@@ -315,41 +314,21 @@ def ter_statistics(
         )
         return stats
 
-    vocab: dict[str, int] = {}
-    offsets = [0]
-    flat: list[int] = []
-    texts: dict[str, int] = {}  # tokenized text -> its sequence index
-
-    def sequence(text: str) -> int:
-        # sacrebleu's TER preprocessing: its tokenizer on the text without trailing space
-        words = metric.tokenizer(text.rstrip())
-        at = texts.get(words)
-        if at is None:
-            at = texts[words] = len(offsets) - 1
-            flat.extend(vocab.setdefault(w, len(vocab)) for w in words.split())
-            offsets.append(len(flat))
-        return at
-
-    hyp_ids: list[int] = []
-    ref_ids: list[int] = []
-    for hyp, refs in zip(hyps, refs_per_seg, strict=True):
-        h = sequence(hyp)
-        for ref in refs:
-            hyp_ids.append(h)
-            ref_ids.append(sequence(ref))
-
+    # sacrebleu's TER preprocessing: its tokenizer on the text without trailing space
+    texts = (*hyps, *(r for rs in refs_per_seg for r in rs))
+    words = {t: tuple(metric.tokenizer(t.rstrip()).split()) for t in texts}
+    hyp_words = [words[h] for h, refs in zip(hyps, refs_per_seg, strict=True) for _ in refs]
+    ref_words = [words[r] for rs in refs_per_seg for r in rs]
+    flat, starts, lens, pa, pb = pack_pairs(hyp_words, ref_words, TokenIds())
     # a (hypothesis, reference) pair that repeats is computed once
-    pairs = np.array([hyp_ids, ref_ids], dtype=np.int64).reshape(2, -1)
-    unique, inverse = np.unique(pairs, axis=1, return_inverse=True)
-    tokens = np.asarray(flat, dtype=np.int32)
-    offs = np.asarray(offsets, dtype=np.int64)
+    unique, inverse = np.unique(np.stack([pa, pb]), axis=1, return_inverse=True)
     edits = np.empty(unique.shape[1], dtype=np.int64)
     status = np.zeros(unique.shape[1], dtype=np.int8)
-    _edit_rates(tokens, offs, unique[0], unique[1], edits, status)
+    _edit_rates(flat, starts, lens, unique[0], unique[1], edits, status)
     if status.any():  # beams that always overlap make this unreachable; sacrebleu's error
         raise RuntimeError("unknown operation 'x' in a TER edit trace")
     pair_edits = edits[np.asarray(inverse).ravel()].tolist()
-    lengths = np.diff(offs)
+    ref_lens = lens[pb].tolist()
 
     out: list[list[float]] = []
     at = 0
@@ -358,7 +337,7 @@ def ter_statistics(
         ref_len = 0
         for _ in refs:
             num_edits = pair_edits[at]
-            ref_len += int(lengths[ref_ids[at]])
+            ref_len += ref_lens[at]
             if num_edits < best:
                 best = num_edits
             at += 1

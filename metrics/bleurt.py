@@ -26,6 +26,7 @@ from paraeval.metrics.base import (
     reduce_over_references,
 )
 from paraeval.metrics.encoder import pick_device
+from paraeval.metrics.encoder_match import pair_lists
 from paraeval.metrics.encoder_pass import ENCODER_MEMORY
 
 
@@ -168,11 +169,9 @@ class BLEURT(Metric):
         references: list[list[str]],
         sources: Sequence[str] | None,
     ) -> MetricResult:
-        counts = [len(r) for r in references]
-        flat_refs = [r for refs in references for r in refs]
-        flat_cands = [c for c, k in zip(candidates, counts, strict=True) for _ in range(k)]
+        flat_cands, flat_refs = pair_lists(candidates, references)
         values = self.score_pairs(flat_refs, flat_cands)
-        bounds = np.cumsum([0, *counts])
+        bounds = np.cumsum([0, *(len(r) for r in references)])
         per_ref = [values[bounds[i] : bounds[i + 1]] for i in range(len(candidates))]
         seg = reduce_over_references(per_ref, self.multi_ref)
         corpus = float(np.nanmean(seg)) if np.isfinite(seg).any() else float("nan")

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from paraeval.metrics._ngram import WordTokenizer
+from paraeval.metrics._ngram import WordTokenizer, ngram_counts
 from paraeval.metrics.base import (
     CorpusCounts,
     MetricConfigError,
@@ -26,15 +26,6 @@ from paraeval.metrics.base import (
 
 Toks = tuple[str, ...]
 Gram = tuple[str, ...]
-
-
-def precook(words: Sequence[str], n: int) -> dict[Gram, int]:
-    """All 1..n-gram counts in pycocoevalcap's order (by order, then by position)."""
-    counts: dict[Gram, int] = {}
-    for k in range(1, n + 1):
-        for gram in zip(*(words[i:] for i in range(k)), strict=False):
-            counts[gram] = counts.get(gram, 0) + 1
-    return counts
 
 
 # Sets of reference lists whose segment scores a metric object keeps across calls: the systems of
@@ -93,7 +84,7 @@ class CIDEr(Sharded):
     def _cook(self, toks: Toks) -> dict[Gram, int]:
         hit = self._cooked.get(toks)
         if hit is None:
-            hit = precook(toks, self.max_order)
+            hit = ngram_counts(toks, self.max_order)
             if len(self._cooked) > 200_000:
                 self._cooked.clear()
             self._cooked[toks] = hit

@@ -26,6 +26,7 @@ import numpy as np
 import sacrebleu
 from sacrebleu.metrics.bleu import BLEU as SacreBLEU
 
+from paraeval.metrics._ngram import ngram_counts, ngrams
 from paraeval.metrics._sacre_base import sacrebleu_signature
 from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
 from paraeval.metrics.encoder import DEFAULT_MODEL, Encoders, own_encoder
@@ -61,10 +62,6 @@ def _words(bleu: SacreBLEU, text: str) -> list[str]:
     if bleu.lowercase:
         text = text.lower()
     return bleu.tokenizer(text.rstrip()).split()
-
-
-def _ngrams(words: Sequence[str], n: int) -> list[tuple[str, ...]]:
-    return [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
 
 
 class _Tokenized(Metric):
@@ -131,10 +128,10 @@ class PINC(_Tokenized):
         cand, src = self.words(candidate), self.words(source)
         parts: list[float] = []
         for n in range(1, self.max_order + 1):
-            c_grams = _ngrams(cand, n)
+            c_grams = ngrams(cand, n)
             if not c_grams:
                 continue
-            s_grams = _ngrams(src, n)
+            s_grams = ngrams(src, n)
             if self.ngrams == "set":
                 c_set, s_set = set(c_grams), set(s_grams)
                 overlap, total = len(c_set & s_set), len(c_set)
@@ -201,7 +198,7 @@ class _Distinct(_SystemLevel, _Tokenized):
         )
 
     def _system_score(self, candidates: list[str]) -> float:
-        grams = [g for c in candidates for g in _ngrams(self.words(c), self.order)]
+        grams = [g for c in candidates for g in ngrams(self.words(c), self.order)]
         return len(set(grams)) / len(grams) if grams else 0.0
 
 
@@ -267,10 +264,7 @@ class InterBLEU(_SystemLevel):
         for i, text in enumerate(candidates):
             words = _words(self._bleu, text)
             lengths[i] = len(words)
-            grams: Counter[tuple[str, ...]] = Counter()
-            for k in range(1, order + 1):
-                grams.update(_ngrams(words, k))
-            counts.append(grams)
+            counts.append(ngram_counts(words, order))
         # per n-gram: largest count, how many outputs hold it, second largest
         top: dict[tuple[str, ...], list[int]] = {}
         for grams in counts:
@@ -347,16 +341,13 @@ class SemanticDiversity(_SystemLevel):
         )
 
     @staticmethod
-    def mean_pairwise_distance(emb: np.ndarray) -> float:
-        """Mean of ``1 − cos`` over the n(n−1)/2 pairs; a zero vector has cosine 0 with all.
-        The sum of the pairwise cosines is ``(|Σ u_i|² − Σ |u_i|²) / 2`` for unit rows ``u``."""
-        n = len(emb)
+    def mean_pairwise_distance(total: np.ndarray, squares: float, n: int) -> float:
+        """Mean of ``1 − cos`` over the n(n−1)/2 pairs of n vectors, from :func:`unit_sums` of
+        them (a zero vector has cosine 0 with all): the sum of the pairwise cosines is
+        ``(|Σ u_i|² − Σ |u_i|²) / 2`` for unit rows ``u``."""
         if n < 2:
             return float("nan")
-        norms = np.linalg.norm(emb, axis=1)
-        unit = np.where(norms[:, None] > 0, emb / np.where(norms > 0, norms, 1.0)[:, None], 0.0)
-        total = unit.sum(axis=0)
-        pair_sum = (float(total @ total) - float((unit * unit).sum())) / 2.0
+        pair_sum = (float(total @ total) - squares) / 2.0
         return 1.0 - pair_sum / (n * (n - 1) / 2.0)
 
     def _system_score(self, candidates: list[str]) -> float:
@@ -371,6 +362,4 @@ class SemanticDiversity(_SystemLevel):
             part = enc.sentence_embeddings(candidates[start : start + enc.step])
             sums, sq = unit_sums(part, enc.device)
             total, squares = total + sums, squares + sq
-        vec = np.asarray(total)
-        pair_sum = (float(vec @ vec) - squares) / 2.0
-        return 1.0 - pair_sum / (n * (n - 1) / 2.0)
+        return self.mean_pairwise_distance(np.asarray(total), squares, n)

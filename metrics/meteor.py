@@ -11,7 +11,7 @@ default ``preprocess=str.lower``.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
 from typing import Any
 
@@ -32,9 +32,12 @@ from paraeval.metrics.wordnet import find_wordnet, load_wordnet, wordnet_version
 Enum = list[tuple[int, str]]
 
 
-def _match(hyp: Enum, ref: Enum) -> tuple[list[tuple[int, int]], Enum, Enum]:
-    """NLTK's ``_match_enums``: hypothesis words from last to first, each taking the latest
-    still-free reference word with the same form."""
+def _match(
+    hyp: Enum, ref: Enum, forms: Callable[[str], Iterable[str]] | None = None
+) -> tuple[list[tuple[int, int]], Enum, Enum]:
+    """NLTK's ``_match_enums`` (``forms`` None: a word's own form) and ``_enum_wordnetsyn_match``
+    (``forms``: its synonyms): hypothesis words from last to first, each taking the latest
+    still-free reference word with one of its forms; the matches, then the words left."""
     positions: dict[str, list[int]] = {}
     for j, (_, word) in enumerate(ref):
         positions.setdefault(word, []).append(j)
@@ -42,12 +45,18 @@ def _match(hyp: Enum, ref: Enum) -> tuple[list[tuple[int, int]], Enum, Enum]:
     used_h: set[int] = set()
     used_r: set[int] = set()
     for i in range(len(hyp) - 1, -1, -1):
-        pos = positions.get(hyp[i][1])
-        if pos:
-            j = pos.pop()
+        best_j = -1
+        best_word: str | None = None
+        for form in (hyp[i][1],) if forms is None else forms(hyp[i][1]):
+            pos = positions.get(form)
+            if pos and pos[-1] > best_j:
+                best_j = pos[-1]
+                best_word = form
+        if best_word is not None:
+            positions[best_word].pop()
             used_h.add(i)
-            used_r.add(j)
-            matches.append((hyp[i][0], ref[j][0]))
+            used_r.add(best_j)
+            matches.append((hyp[i][0], ref[best_j][0]))
     if not matches:
         return matches, hyp, ref
     return (
@@ -153,26 +162,6 @@ class METEOR(SegmentLocal):
             gamma=f"{self.gamma:g}",
         )
 
-    @staticmethod
-    def _synonym_match(hyp: Enum, ref: Enum, forms: _WordForms) -> list[tuple[int, int]]:
-        """NLTK's ``_enum_wordnetsyn_match``: the latest free reference word among the synonyms."""
-        positions: dict[str, list[int]] = {}
-        for j, (_, word) in enumerate(ref):
-            positions.setdefault(word, []).append(j)
-        matches: list[tuple[int, int]] = []
-        for i in range(len(hyp) - 1, -1, -1):
-            best_j = -1
-            best_word: str | None = None
-            for syn in forms.synonyms(hyp[i][1]):
-                pos = positions.get(syn)
-                if pos and pos[-1] > best_j:
-                    best_j = pos[-1]
-                    best_word = syn
-            if best_word is not None:
-                positions[best_word].pop()
-                matches.append((hyp[i][0], ref[best_j][0]))
-        return matches
-
     # -------------------------------------------------------------------- scoring
     def single(
         self, hyp_words: Sequence[str], ref_words: Sequence[str], forms: _WordForms | None = None
@@ -191,7 +180,7 @@ class METEOR(SegmentLocal):
         exact, hyp, ref = _match(hyp, ref)
         stem = forms.stem
         stem_m, hyp, ref = _match([(i, stem(w)) for i, w in hyp], [(j, stem(w)) for j, w in ref])
-        syn_m = self._synonym_match(hyp, ref, forms) if hyp and ref else []
+        syn_m = _match(hyp, ref, forms.synonyms)[0] if hyp and ref else []
         matches = sorted(exact + stem_m + syn_m, key=lambda pair: pair[0])
         m = len(matches)
         try:

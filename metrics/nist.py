@@ -115,10 +115,7 @@ class NIST(Sharded):
     def _orders(self, toks: Toks) -> list[Counter[Gram]]:
         hit = self._counts.get(toks)
         if hit is None:
-            hit = [
-                ngram_counter(toks, i) if len(toks) >= i else Counter()
-                for i in range(1, self.max_order + 1)
-            ]
+            hit = [ngram_counter(toks, i) for i in range(1, self.max_order + 1)]
             if len(self._counts) > 200_000:
                 self._counts.clear()
             self._counts[toks] = hit

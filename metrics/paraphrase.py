@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from paraeval.metrics._levenshtein import edit_distances
+from paraeval.metrics._lcs import edit_distances
 from paraeval.metrics.base import (
     Metric,
     MetricConfigError,
@@ -39,11 +39,6 @@ from paraeval.metrics.encoder_model import check_precision
 F1 = "bertscore_f1"
 
 
-def levenshtein(a: str, b: str) -> int:
-    """Character-level edit distance (insertions, deletions, substitutions at cost 1)."""
-    return int(edit_distances([(a, b)])[0])
-
-
 def edit_ratios(pairs: Sequence[tuple[str, str]]) -> np.ndarray:
     """Each pair's Levenshtein distance over the length of its longer string (0 for two empty
     strings), computed once per distinct pair."""
@@ -55,20 +50,10 @@ def edit_ratios(pairs: Sequence[tuple[str, str]]) -> np.ndarray:
     return ratio[[where[p] for p in pairs]] if pairs else np.zeros(0)
 
 
-def edit_ratio(candidate: str, source: str) -> float:
-    """Levenshtein distance / length of the longer string (0 for two empty strings)."""
-    return float(edit_ratios([(candidate, source)])[0])
-
-
 def diversity_terms(d: np.ndarray, gamma: float) -> np.ndarray:
     """ParaScore's DS of each value: γ when d ≥ γ, else −1 + ((γ + 1)/γ)·d."""
     d = np.asarray(d, dtype=float)
     return np.where(d >= gamma, gamma, -1.0 + ((gamma + 1.0) / gamma) * d)
-
-
-def diversity_term(d: float, gamma: float) -> float:
-    """:func:`diversity_terms` of one value."""
-    return float(diversity_terms(np.array([d]), gamma)[0])
 
 
 class EditRatio(SegmentLocal):
@@ -173,8 +158,7 @@ class _OnBERTScore(Metric):
         return [self.from_parts([results[k] for results in done]) for k in range(len(calls))]
 
     def _result(self, seg: np.ndarray) -> MetricResult:
-        corpus = float(np.mean(seg)) if len(seg) else float("nan")
-        return MetricResult({self.name: seg}, {self.name: corpus}, self.signature())
+        return MetricResult({self.name: seg}, {self.name: mean_corpus(seg)}, self.signature())
 
 
 class _ParaScoreBase(_OnBERTScore):

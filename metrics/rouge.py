@@ -26,15 +26,16 @@ from typing import ClassVar
 import numpy as np
 
 from paraeval.metrics import _lcs
+from paraeval.metrics._ngram import ngram_counter
 from paraeval.metrics._rouge_common import (
     MEASURES,
     ROUGE_SCORE_VERSION,
     Call,
-    Encoder,
     RougeBase,
     RougeTokenizer,
     Toks,
     fmeasure,
+    prf,
 )
 from paraeval.metrics.base import MetricConfigError
 
@@ -86,8 +87,7 @@ class RougeN(RougeBase):
     def _counter(self, toks: Toks, call: Call) -> Counter[Toks]:
         hit = call.grams.get(toks)
         if hit is None:
-            n = self.n
-            hit = call.grams[toks] = Counter(zip(*(toks[i:] for i in range(n)), strict=False))
+            hit = call.grams[toks] = ngram_counter(toks, self.n)
         return hit
 
     def _pair_prf(
@@ -105,9 +105,7 @@ class RougeN(RougeBase):
             inter[k] = sum((cc & rc).values()) if len(cc) <= len(rc) else sum((rc & cc).values())
             pc[k] = max(len(ct) - n + 1, 0)
             tc[k] = max(len(rt) - n + 1, 0)
-        p = inter / np.maximum(pc, 1)
-        r_ = inter / np.maximum(tc, 1)
-        return p, r_, fmeasure(p, r_)
+        return prf(inter, pc, tc)
 
 
 class _FixedOrderRougeN(RougeN):
@@ -141,15 +139,6 @@ class Rouge2(_FixedOrderRougeN):
     order = 2
 
 
-def _lcs_prf(
-    hits: np.ndarray, cand_len: np.ndarray, ref_len: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    ok = (cand_len > 0) & (ref_len > 0)
-    p = np.where(ok, hits / np.where(ok, cand_len, 1), 0.0)
-    r = np.where(ok, hits / np.where(ok, ref_len, 1), 0.0)
-    return p, r, fmeasure(p, r)
-
-
 class RougeL(RougeBase):
     """ROUGE-L: longest common subsequence F (rouge-score's ``rougeL``)."""
 
@@ -158,14 +147,12 @@ class RougeL(RougeBase):
     def _pair_prf(
         self, cands: list[str], refs: list[str], call: Call
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        a = [call.tokenizer(c) for c in cands]
-        b = [call.tokenizer(r) for r in refs]
-        flat, starts, lens, pa, pb = call.packed_pairs(a, b)
-        hits = _lcs.lcs_lengths(flat, starts, lens, pa, pb).astype(float)
-        return _lcs_prf(hits, lens[pa].astype(float), lens[pb].astype(float))
+        flat, starts, lens, pa, pb = call.packed_pairs(cands, refs)
+        hits = _lcs.pair_scores(flat, starts, lens, pa, pb, _lcs.LCS)
+        return prf(hits, lens[pa].astype(float), lens[pb].astype(float))
 
 
-def summary_lcs_hits(ref_sents: list[Toks], can_sents: list[Toks], encoder: Encoder) -> int:
+def summary_lcs_hits(ref_sents: list[Toks], can_sents: list[Toks], ids: _lcs.TokenIds) -> int:
     """rouge-score's ``_summary_level_lcs`` hit count: union LCS per reference sentence, each
     token counted at most as often as it occurs on both sides (ROUGE-1.5.5's clipping)."""
     cnt_r: Counter[str] = Counter()
@@ -175,9 +162,9 @@ def summary_lcs_hits(ref_sents: list[Toks], can_sents: list[Toks], encoder: Enco
     for s in can_sents:
         cnt_c.update(s)
     hits = 0
-    can_ids = [encoder.ids(c) for c in can_sents]
+    can_ids = [ids(c) for c in can_sents]
     for ref in ref_sents:
-        ref_ids = encoder.ids(ref)
+        ref_ids = ids(ref)
         union = np.zeros(len(ref), dtype=bool)
         for c in can_ids:
             union |= _lcs.lcs_reference_mask(ref_ids, c)
@@ -224,11 +211,11 @@ class RougeLsum(RougeBase):
                 single_b.append(rs[0])
                 single_k.append(k)
             else:
-                hits[k] = summary_lcs_hits(rs, cs, call.encoder)
+                hits[k] = summary_lcs_hits(rs, cs, call.ids)
         if single_k:
-            flat, starts, lens, pa, pb = call.packed_pairs(single_a, single_b)
-            hits[np.array(single_k)] = _lcs.lcs_lengths(flat, starts, lens, pa, pb)
-        return _lcs_prf(hits, cl, rl)
+            packed = _lcs.pack_pairs(single_a, single_b, call.ids)
+            hits[np.array(single_k)] = _lcs.pair_scores(*packed, _lcs.LCS)
+        return prf(hits, cl, rl)
 
 
 class RougeW(RougeBase):
@@ -265,25 +252,16 @@ class RougeW(RougeBase):
     def _pair_prf(
         self, cands: list[str], refs: list[str], call: Call
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        a = [call.tokenizer(c) for c in cands]
-        b = [call.tokenizer(r) for r in refs]
-        flat, starts, lens, pa, pb = call.packed_pairs(a, b)
+        flat, starts, lens, pa, pb = call.packed_pairs(cands, refs)
         w = self.weight
-        m = lens[pa].astype(float)
-        n = lens[pb].astype(float)
-        if self.formula == "lin2004":
-            hits = _lcs.wlcs_scores(flat, starts, lens, pa, pb, w)
-            cand_base = m**w
-            ref_base = n**w
-        else:
-            hits = _lcs.wlcs_rouge155_hits(flat, starts, lens, pa, pb, w)
-            cand_base = m**w
-            ref_base = (n**w) ** w  # ROUGE-1.5.5.pl weights the reference length twice
-        ok_p = cand_base > 0
-        ok_r = ref_base > 0
-        p = np.where(ok_p, (hits / np.where(ok_p, cand_base, 1.0)) ** (1.0 / w), 0.0)
-        r = np.where(ok_r, (hits / np.where(ok_r, ref_base, 1.0)) ** (1.0 / w), 0.0)
-        return p, r, fmeasure(p, r)
+        lin = self.formula == "lin2004"
+        hits = _lcs.pair_scores(
+            flat, starts, lens, pa, pb, _lcs.WLCS if lin else _lcs.WLCS_ROUGE155, w
+        )
+        ref_base = lens[pb].astype(float) ** w
+        if not lin:
+            ref_base = ref_base**w  # ROUGE-1.5.5.pl weights the reference length twice
+        return prf(hits, lens[pa].astype(float) ** w, ref_base, 1.0 / w)
 
 
 class _RougeSkip(RougeBase):
@@ -313,18 +291,12 @@ class _RougeSkip(RougeBase):
     def _pair_prf(
         self, cands: list[str], refs: list[str], call: Call
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        a = [call.tokenizer(c) for c in cands]
-        b = [call.tokenizer(r) for r in refs]
-        flat, starts, lens, pa, pb = call.packed_pairs(a, b)
+        flat, starts, lens, pa, pb = call.packed_pairs(cands, refs)
         gap = -1 if self.skip_distance is None else self.skip_distance
-        vocab = max(len(call.encoder.vocab), 1)
+        vocab = max(len(call.ids.vocab), 1)
         stats = _lcs.skip_bigram_stats(flat, starts, lens, pa, pb, vocab, gap, self.unigrams)
-        hits = stats[:, 0].astype(float)
-        ca = stats[:, 1].astype(float)
-        rb = stats[:, 2].astype(float)
-        p = np.where(ca > 0, hits / np.where(ca > 0, ca, 1.0), 0.0)
-        r = np.where(rb > 0, hits / np.where(rb > 0, rb, 1.0), 0.0)
-        return p, r, fmeasure(p, r)
+        hits, ca, rb = stats.T.astype(float)
+        return prf(hits, ca, rb)
 
 
 class RougeS(_RougeSkip):

@@ -154,8 +154,7 @@ class SelfBLEU(BLEU):
         sources: Sequence[str] | None,
     ) -> MetricResult:
         assert sources is not None
-        stats, seg, corpus = self._score_pair(candidates, [[s] for s in sources])
-        return MetricResult({self.name: seg}, {self.name: corpus}, self.signature(), stats)
+        return super()._score(candidates, [[s] for s in sources], sources)
 
     def parts(self) -> tuple[tuple[Metric, bool], ...]:
         return ((self._plain_bleu(), True),)
@@ -273,14 +272,8 @@ class IBLEU(BLEU):
     def from_components(self, parts: MetricResult) -> MetricResult:
         """The iBLEU result at this metric's α from :meth:`components`."""
         ref, src = self.COMPONENTS
-        corp_r, corp_s = parts.corpus[ref], parts.corpus[src]
-        return MetricResult(
-            {self.name: self.combine(parts.segment[ref], parts.segment[src])},
-            {self.name: self.combine(corp_r, corp_s)},
-            self.signature(),
-            parts.stats,
-            extra={ref: corp_r, src: corp_s},
-        )
+        seg_r, seg_s = parts.segment[ref], parts.segment[src]
+        return self._combined(seg_r, seg_s, parts.corpus[ref], parts.corpus[src], parts.stats)
 
     def _score(
         self,
@@ -311,14 +304,15 @@ class IBLEU(BLEU):
         seg_s: np.ndarray,
         corp_r: float,
         corp_s: float,
-        stats: np.ndarray,
+        stats: np.ndarray | None,
     ) -> MetricResult:
+        ref, src = self.COMPONENTS
         return MetricResult(
             {self.name: self.combine(seg_r, seg_s)},
             {self.name: self.combine(corp_r, corp_s)},
             self.signature(),
             stats,
-            extra={"bleu_ref": corp_r, "bleu_src": corp_s},
+            extra={ref: corp_r, src: corp_s},
         )
 
     def select(self, result: MetricResult, rows: np.ndarray) -> MetricResult:

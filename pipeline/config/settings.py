@@ -11,20 +11,16 @@ from typing import Any, cast
 import pandas as pd
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from paraeval.correlation import (
+from paraeval.correlation import COEFFICIENTS, LEVELS, Coefficient, configure, get_coefficient
+from paraeval.correlation.levels import ITEM_AVERAGES, ITEM_NAN, TABLE_UNITS
+from paraeval.correlation.significance import (
     ALTERNATIVES,
-    COEFFICIENTS,
-    INTERVALS,
-    ITEM_AVERAGES,
-    ITEM_NAN,
-    LEVELS,
+    METHODS,
     PERMUTATION_UNITS,
-    TABLE_UNITS,
-    Coefficient,
     EarlyStop,
-    configure,
-    get_coefficient,
+    check_test,
 )
+from paraeval.correlation.table import INTERVALS
 from paraeval.pipeline.config import targets
 from paraeval.pipeline.config.compose import flatten
 from paraeval.pipeline.config.nodes import (
@@ -213,7 +209,6 @@ CORRELATION_KEYS = (
     "include_controls",
     "significance",
 )
-METHODS = ("williams", "permutation")
 
 
 @dataclass(frozen=True)
@@ -323,33 +318,18 @@ def _significance(
     required(node, SIGNIFICANCE_KEYS, section)
     level = one_of(node["level"], LEVELS, f"{section}.level")
     name = one_of(node["coefficient"], COEFFICIENTS, f"{section}.coefficient")
-    method = str(node["method"])
+    method = one_of(node["method"], METHODS, f"{section}.method")
     coef = configured.get(name) or COEFFICIENTS[name]
     if level not in coef.levels:
         raise ConfigError(
             f"{section}: coefficient '{coef.name}' is not defined at the '{level}' level; it is "
             f"defined at {list(coef.levels)}"
         )
-    if method not in METHODS:
-        raise ConfigError(f"{section}.method must be williams or permutation, got '{method}'")
-    if method == "williams" and not coef.williams:
-        raise ConfigError(
-            f"{section}: Williams' test compares correlation coefficients (pearson, spearman, "
-            f"kendall_b, kendall_c or a registered correlation), not '{coef.name}'; use "
-            f"{section}.method=permutation"
-        )
-    if method == "williams" and level == "item":
-        raise ConfigError(
-            f"{section}: Williams' test has no form for the item level (a mean of per-item "
-            f"correlations); use {section}.method=permutation"
-        )
     unit = one_of(node["unit"], PERMUTATION_UNITS, f"{section}.unit")
-    if unit == "pairs" and (level != "item" or coef.pair_values is None):
-        raise ConfigError(
-            f"{section}.unit=pairs swaps pairs of systems inside items: it needs level=item and "
-            f"a coefficient over such pairs (acc23, tau_23), not '{coef.name}' at the "
-            f"'{level}' level"
-        )
+    try:
+        check_test(method, level, coef, unit)
+    except ValueError as exc:
+        raise ConfigError(f"{section}: {exc}") from None
     alternative = one_of(node["alternative"], ALTERNATIVES, f"{section}.alternative")
     return SignificanceSettings(
         method=method,

@@ -5,21 +5,20 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import os
 import warnings
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 import xxhash
 
-from paraeval.correlation import (
-    CORRELATION_COLUMNS,
-    correlation_table,
-    draw_table_resamples,
-    significance_table,
-)
-from paraeval.correlation.bootstrap import counts, is_segment_mean
+from paraeval.correlation import CORRELATION_COLUMNS, correlation_table, significance_table
+from paraeval.correlation.bootstrap import is_segment_mean
+from paraeval.correlation.resamples import counts
+from paraeval.correlation.table import draw_table_resamples
 from paraeval.metrics.base import batched_corpus_fn
 from paraeval.pipeline.config.settings import CorrelationSettings
 from paraeval.pipeline.data.load import HUMAN_PREFIX, in_order
@@ -161,17 +160,20 @@ def _correlate(
     systems, items, args = _table_args(agg, cfg, rng)
     metrics = args["metrics"]
     fns = system_metric_fns(scores, systems, items, list(metrics)) if scores else {}
-    rows = correlation_table(
-        **args,
-        levels=cfg.levels,
-        coefficients=cfg.coefficients,
-        ci=cfg.ci,
-        interval=cfg.interval,
-        n_resamples=cfg.n_resamples,
-        confidence=cfg.confidence,
-        unit=cfg.unit,
-        system_metric_fns=resampling_fns(fns, metrics, args["system_metrics"]),
-    )
+    # the table's jobs on threads (table_nbytes counts this many)
+    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+        rows = correlation_table(
+            **args,
+            levels=cfg.levels,
+            coefficients=cfg.coefficients,
+            ci=cfg.ci,
+            interval=cfg.interval,
+            n_resamples=cfg.n_resamples,
+            confidence=cfg.confidence,
+            unit=cfg.unit,
+            system_metric_fns=resampling_fns(fns, metrics, args["system_metrics"]),
+            map=pool.map,
+        )
     out = pd.DataFrame(rows)
     for col in CORRELATION_COLUMNS:
         if col not in out:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from threadpoolctl import threadpool_limits
 
-from paraeval.correlation.blas import on_one_blas_thread
 from paraeval.metrics.base import Metric
 from paraeval.pipeline.config.settings import Settings
 from paraeval.pipeline.data.validate import HUMAN_PREFIX, human_report
@@ -210,7 +210,7 @@ STAGES: tuple[Stage, ...] = (
 )
 
 
-@on_one_blas_thread
+@threadpool_limits.wrap(limits=1, user_api="blas")  # the same bits on any core count
 def compute(
     table: pd.DataFrame,
     settings: Settings,

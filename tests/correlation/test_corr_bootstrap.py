@@ -12,14 +12,14 @@ import pytest
 from paraeval.correlation.bootstrap import (
     bootstrap_ci,
     bootstrap_distribution,
-    counts,
-    draw_resamples,
     percentile_interval,
     resampled_values,
     stats_system_metric_fn,
 )
-from paraeval.correlation.coefficients import COEFFICIENTS, VECTOR_FUNCTIONS, kendall_like_counts
+from paraeval.correlation.catalog import COEFFICIENTS
+from paraeval.correlation.coefficients import kendall_like_counts
 from paraeval.correlation.levels import LEVELS, UNITS, correlate, valid_combination
+from paraeval.correlation.resamples import counts, draw_resamples, item_blocks
 
 
 def _small_data() -> tuple[np.ndarray, np.ndarray]:
@@ -54,7 +54,7 @@ def _reference(
             c, d = kendall_like_counts(m[:, j : j + 1], h[:, j : j + 1])
             values.append((c[0] - d[0]) / (c[0] + d[0]) if c[0] + d[0] > 0 else np.nan)
         else:
-            values.append(VECTOR_FUNCTIONS[coefficient](m[:, j], h[:, j])[0])
+            values.append(COEFFICIENTS[coefficient].fn(m[:, j], h[:, j])[0])
     v = np.array(values)
     if item_nan == "zero":
         return float(np.where(np.isnan(v), 0.0, v).mean())
@@ -524,13 +524,12 @@ def test_spearman_blocks_narrow_where_the_tie_groups_are_many() -> None:
     assert _pairs.spearman_block(10**6, 10**6) == 1  # mid-ranks of one resample: 16 MB
 
 
-def test_a_resample_sets_item_weights_are_made_once_and_read_only() -> None:
-    """Every metric of a table reads one set's item multiplicities: each block is made once (while
-    the set is small) and cannot be written through."""
+def test_item_blocks_give_the_indices_and_multiplicities_of_any_slices() -> None:
     res = draw_resamples(np.random.default_rng(3), 4, 20, 15, "items")
     assert res.item_idx is not None
-    first = res.item_weights(slice(0, 15), 20)
-    assert res.item_weights(slice(0, 15), 20) is first
-    np.testing.assert_array_equal(first, counts(res.item_idx, 20))
-    with pytest.raises(ValueError, match="read-only"):
-        first[0, 0] = 5.0
+    slices = [slice(0, 4), slice(4, 11), slice(11, 15)]
+    got = list(item_blocks(res, 20, slices))
+    assert [sl for sl, _, _ in got] == slices
+    for sl, idx, weights in got:
+        np.testing.assert_array_equal(idx, res.item_idx[sl])
+        np.testing.assert_array_equal(weights, counts(res.item_idx[sl], 20))

@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from paraeval.correlation import COEFFICIENTS, coefficient_settings
+from paraeval.correlation import COEFFICIENTS
+from paraeval.correlation.catalog import coefficient_settings
 from paraeval.pipeline.config.settings import configured_coefficients
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.report.summary import correlations_block

@@ -159,7 +159,6 @@ def test_correlation_table(n_sys: int, n_items: int) -> None:
             coefficients=coefficients,
             n_resamples=1000,
             rng=np.random.default_rng(1),
-            workers=1,
         )
     )
     assert_bounds(table_nbytes(1, levels, coefficients, n_sys, n_items, 1000, workers=1), measured)

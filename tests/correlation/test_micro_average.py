@@ -10,13 +10,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from paraeval.correlation import (
-    correlate,
-    correlation_table,
-    draw_resamples,
-    permutation_test,
-    resampled_values,
-)
+from paraeval.correlation import correlate, correlation_table, permutation_test
+from paraeval.correlation.bootstrap import resampled_values
+from paraeval.correlation.resamples import draw_resamples
 
 
 def test_mt_metrics_eval_micro_averaging_case() -> None:

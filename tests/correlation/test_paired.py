@@ -14,7 +14,7 @@ from sacrebleu.metrics.chrf import CHRF as SacreCHRF
 from sacrebleu.metrics.ter import TER as SacreTER
 from sacrebleu.significance import _paired_ar_test, _paired_bs_test
 
-from paraeval.correlation import (
+from paraeval.correlation.paired import (
     ArMasks,
     MeanScores,
     StatsScores,

@@ -8,14 +8,10 @@ import itertools
 import numpy as np
 import pytest
 
-from paraeval.correlation import (
-    COEFFICIENTS,
-    correlate,
-    draw_resamples,
-    pdp,
-    permutation_test,
-    resampled_values,
-)
+from paraeval.correlation import COEFFICIENTS, correlate, permutation_test
+from paraeval.correlation.bootstrap import resampled_values
+from paraeval.correlation.pdp import pdp
+from paraeval.correlation.resamples import draw_resamples
 
 
 def test_mt_metrics_eval_pinned_values() -> None:

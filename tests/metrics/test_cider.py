@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 from pycocoevalcap.cider.cider import Cider
-from pycocoevalcap.cider.cider_scorer import CiderScorer
+from pycocoevalcap.cider.cider_scorer import CiderScorer, precook
 
-from paraeval.metrics._ngram import WordTokenizer
+from paraeval.metrics._ngram import WordTokenizer, ngram_counts
 from paraeval.metrics.base import MetricConfigError
 from paraeval.metrics.cider import CIDEr
 from tests.metrics.varied import unzip, varied_sets
@@ -116,3 +116,10 @@ def test_settings() -> None:
         CIDEr(max_order=0)
     with pytest.raises(MetricConfigError):
         CIDEr(sigma=0)
+
+
+def test_ngram_counts_in_pycocoevalcap_order() -> None:
+    # the tf-idf norms sum in this order, so it must be pycocoevalcap's, not just the counts
+    for text in ["the cat the cat sat", "", "a", "a b a b a b c"]:
+        want = precook(text, 4)
+        assert list(ngram_counts(tuple(text.split()), 4).items()) == list(want.items())

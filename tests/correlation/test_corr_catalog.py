@@ -1,10 +1,10 @@
-"""The coefficient registry: a new coefficient is one entry, and every consumer finds it there."""
+"""The table of coefficients, and a coefficient outside it: every consumer takes the
+descriptor itself."""
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -16,16 +16,14 @@ from paraeval.correlation import (
     Coefficient,
     correlate,
     correlation_table,
-    draw_resamples,
     get_coefficient,
-    percentile_interval,
     permutation_test,
-    register_coefficient,
-    resampled_values,
     significance_table,
 )
+from paraeval.correlation.bootstrap import percentile_interval, resampled_values
 from paraeval.correlation.coefficients import paired_finite, pearson
 from paraeval.correlation.levels import UNITS, valid_combination
+from paraeval.correlation.resamples import draw_resamples
 from paraeval.pipeline.errors import ConfigError
 from tests.pipeline.helpers import correlation_settings
 
@@ -40,13 +38,9 @@ def _ccc(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
 
 
 @pytest.fixture
-def ccc() -> Iterator[Coefficient]:
+def ccc() -> Coefficient:
     # no vectorised form: every consumer must take its generic path
-    coef = register_coefficient(Coefficient("ccc", _ccc, levels=("segment", "system")))
-    try:
-        yield coef
-    finally:
-        COEFFICIENTS.pop("ccc")
+    return Coefficient("ccc", _ccc, levels=("segment", "system"))
 
 
 def test_toy_coefficient_matches_hand_worked_value(ccc: Coefficient) -> None:
@@ -54,13 +48,13 @@ def test_toy_coefficient_matches_hand_worked_value(ccc: Coefficient) -> None:
     # variances 1.25 and 2.1875, so CCC = 3.25 / (1.25 + 2.1875 + 0.0625) = 13/14
     metric = np.array([[1.0, 2.0], [3.0, 4.0]])
     human = np.array([[1.0, 2.0], [3.0, 5.0]])
-    got = correlate(metric, human, "segment", "ccc")
+    got = correlate(metric, human, "segment", ccc)
     assert got.value == pytest.approx(13 / 14, abs=1e-12)
     assert math.isnan(got.p_value)
     assert (got.n, got.n_dropped) == (4, 0)
 
 
-def test_registered_coefficient_runs_through_table_and_config(ccc: Coefficient) -> None:
+def test_descriptor_runs_through_the_table(ccc: Coefficient) -> None:
     rng = np.random.default_rng(0)
     human = rng.normal(size=(5, 12))
     metric = human + rng.normal(size=(5, 12))
@@ -69,10 +63,9 @@ def test_registered_coefficient_runs_through_table_and_config(ccc: Coefficient) 
         {"m": metric},
         {"h": human},
         levels=LEVELS,
-        coefficients=("ccc", "pearson"),
+        coefficients=(ccc, "pearson"),
         n_resamples=40,
         rng=np.random.default_rng(7),
-        workers=1,
     )
     got = {(r["level"], r["coefficient"]): r for r in rows}
     # defined at segment and system only; the item level is skipped, as for any coefficient
@@ -102,34 +95,19 @@ def test_registered_coefficient_runs_through_table_and_config(ccc: Coefficient) 
     row = got[("system", "ccc")]
     assert (row["ci_low"], row["ci_high"]) == pytest.approx((lo, hi), abs=1e-12)
 
-    _, coefficients = check_correlation_config(
-        {
-            "levels": ["segment", "item"],
-            "coefficients": ["ccc"],
-            "significance": {"enabled": True, "level": "system", "coefficient": "ccc"},
-        }
-    )
-    assert coefficients == ["ccc"]
-    with pytest.raises(ConfigError, match="'ccc' is not defined at the 'item' level"):
-        check_correlation_config(
-            {"significance": {"enabled": True, "level": "item", "coefficient": "ccc"}}
-        )
 
-
-def test_registered_coefficient_in_significance(ccc: Coefficient) -> None:
+def test_descriptor_in_significance(ccc: Coefficient) -> None:
     rng = np.random.default_rng(3)
     human = rng.normal(size=(4, 10))
     a = human + rng.normal(scale=0.5, size=human.shape)
     b = human + rng.normal(scale=2.0, size=human.shape)
-    p = permutation_test(
-        a, b, human, "segment", "ccc", rng=np.random.default_rng(1), n_resamples=50
-    )
+    p = permutation_test(a, b, human, "segment", ccc, rng=np.random.default_rng(1), n_resamples=50)
     assert 0.0 < p <= 1.0
     rows = significance_table(
         {"a": a, "b": b},
         {"h": human},
         level="segment",
-        coefficient="ccc",
+        coefficient=ccc,
         method="permutation",
         rng=np.random.default_rng(2),
         n_resamples=20,
@@ -180,7 +158,7 @@ def test_config_check_keeps_lists_with_some_defined_combination() -> None:
         check_correlation_config({"levels": "system", "coefficients": ["kendall_like"]})
 
 
-def test_built_in_coefficients_registered() -> None:
+def test_the_table_of_coefficients() -> None:
     assert list(COEFFICIENTS) == [
         "pearson",
         "spearman",
@@ -262,7 +240,7 @@ def test_coefficient_entries_are_checked() -> None:
         Coefficient("x", pearson, levels=("corpus",))
     with pytest.raises(ValueError, match="system level"):
         Coefficient("x", pearson, levels=("segment", "system"), vector=False)
-    with pytest.raises(ValueError, match="already registered"):
-        register_coefficient(Coefficient("pearson", pearson))
+    with pytest.raises(TypeError, match="mappingproxy"):
+        COEFFICIENTS["pearson"] = Coefficient("pearson", pearson)  # type: ignore[index]
     with pytest.raises(ValueError, match="unknown coefficient 'tau'"):
         get_coefficient("tau")
