@@ -58,8 +58,6 @@ METRIC_COUNTS: dict[str, int] = {
     "max_length": 1,
     "n": 1,  # rougeN's order
 }
-# metrics whose corpus statistics have two counts per n-gram order (and their order setting)
-NGRAM_ORDERS = ("max_ngram_order", "max_order")
 
 
 @dataclass(frozen=True)

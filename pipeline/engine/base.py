@@ -56,6 +56,9 @@ class Origin:
     def part(self, index: int) -> Origin:
         return Origin(self.metric_id, (*self.parts, index))
 
+    def __str__(self) -> str:  # ``ibleu[1]`` for iBLEU's second part
+        return self.metric_id + "".join(f"[{k}]" for k in self.parts)
+
 
 @dataclass(frozen=True)
 class Recipe:

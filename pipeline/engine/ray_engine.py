@@ -382,7 +382,7 @@ class RayEngine:
             executions, taken, strict=True
         ):
             rows = sorted(found, key=lambda row: int(row["shard"]))
-            names = ", ".join(_named(todo[k].recipe.origin) for k in group)
+            names = ", ".join(str(todo[k].recipe.origin) for k in group)
             if len(rows) != len(units):
                 raise RuntimeError(f"Ray returned {len(rows)} of {len(units)} shards of {names}")
             log.info(
@@ -438,11 +438,6 @@ def bundled(units: Sequence[Shard], rows: int, workers: int) -> list[list[Shard]
         out[-1].append(unit)
         filled += len(unit.candidates)
     return out
-
-
-def _named(origin: Origin) -> str:
-    """``ibleu[1]`` for iBLEU's second part."""
-    return origin.metric_id + "".join(f"[{k}]" for k in origin.parts)
 
 
 @dataclass

@@ -179,18 +179,8 @@ class ScoreCache:
     def _count(self, name: str) -> Counts:
         return self.counts.setdefault(name, Counts())
 
-    def get(
-        self,
-        name: str,
-        metric: Metric,
-        candidates: Sequence[str],
-        references: Sequence[Sequence[str]],
-        sources: Sequence[str] | None,
-    ) -> MetricResult | None:
-        key = cache_key(metric, candidates, references, sources)
-        return self.get_by_key(name, metric, key, len(candidates))
-
-    def get_by_key(self, name: str, metric: Metric, key: str, n: int) -> MetricResult | None:
+    def get(self, name: str, metric: Metric, key: str, n: int) -> MetricResult | None:
+        """The entry under ``key`` (from :func:`cache_key`) of a call of ``n`` rows, or None."""
         entry = self._read(self.path(key), n, key)
         if entry is None:
             self._count(name).misses += 1

@@ -111,7 +111,7 @@ class _Work:
             signature = cache_signature(metric)
             for system in self.systems:
                 key = key_of(signature, self.digest(system, vs_source))
-                hit = self.cache.get_by_key(name, metric, key, len(self.positions[system]))
+                hit = self.cache.get(name, metric, key, len(self.positions[system]))
                 if hit is not None:
                     out[system] = Later.now(hit)
         todo = [s for s in self.systems if s not in out]

@@ -20,6 +20,14 @@ from paraeval.pipeline.stages.cache import ScoreCache, cache_key
 from paraeval.pipeline.stages.score import score
 from tests.pipeline.helpers import correlation_settings
 
+
+def lookup(
+    cache: ScoreCache, name: str, metric: Metric, cands: Sequence[str] | None = None
+) -> MetricResult | None:
+    cands = CANDS if cands is None else cands
+    return cache.get(name, metric, cache_key(metric, cands, REFS, SRCS), len(cands))
+
+
 CANDS = ["the cat sat on the mat", "a dog barked loudly at night", "it is raining today"]
 REFS = [
     ["the cat was sitting on the mat", "a cat sat on a mat"],
@@ -72,9 +80,9 @@ def test_hit_equals_fresh_result_and_corpus_from_stats_works(
 ) -> None:
     cache = ScoreCache(tmp_path)
     fresh = _fresh(metric)
-    assert cache.get("m", metric, CANDS, REFS, SRCS) is None
+    assert lookup(cache, "m", metric) is None
     cache.put(metric, CANDS, REFS, SRCS, fresh)
-    hit = ScoreCache(tmp_path).get("m", metric, CANDS, REFS, SRCS)
+    hit = lookup(ScoreCache(tmp_path), "m", metric)
     assert hit is not None
     _same(hit, fresh)
     assert hit.stats is not None
@@ -113,13 +121,13 @@ def test_ibleu_entry_serves_any_alpha_without_recomputing(
     cache.put(sacre.IBLEU(alpha=0.8), CANDS, REFS, SRCS, _fresh(sacre.IBLEU(alpha=0.8)))
     _no_statistics(monkeypatch)
     for alpha, want in expected.items():
-        got = cache.get("ibleu", sacre.IBLEU(alpha=alpha), CANDS, REFS, SRCS)
+        got = lookup(cache, "ibleu", sacre.IBLEU(alpha=alpha))
         assert got is not None
         _same(got, want)
         assert f"alpha:{alpha:g}" in got.signature
     assert cache.summary()["ibleu"] == {"hits": 3, "misses": 0}
     # other BLEU settings are not served from this entry
-    assert cache.get("ibleu", sacre.IBLEU(alpha=0.5, lowercase=True), CANDS, REFS, SRCS) is None
+    assert lookup(cache, "ibleu", sacre.IBLEU(alpha=0.5, lowercase=True)) is None
 
 
 class _Counting(Metric):
@@ -227,9 +235,9 @@ def test_entries_are_plain_arrays_and_writes_are_atomic(
         assert all(npz[k].dtype != object for k in npz.files)
 
     path.write_bytes(b"not a zip file")
-    assert cache.get("bleu", metric, CANDS, REFS, SRCS) is None
+    assert lookup(cache, "bleu", metric) is None
     cache.put(metric, CANDS, REFS, SRCS, result)
-    hit = cache.get("bleu", metric, CANDS, REFS, SRCS)
+    hit = lookup(cache, "bleu", metric)
     assert hit is not None
     _same(hit, result)
 
@@ -307,10 +315,10 @@ def test_each_read_is_the_callers_own_copy(tmp_path: Path) -> None:
     cache = ScoreCache(tmp_path)
     metric = sacre.BLEU()
     cache.put(metric, CANDS, REFS, SRCS, _fresh(metric))
-    first = cache.get("bleu", metric, CANDS, REFS, SRCS)
+    first = lookup(cache, "bleu", metric)
     assert first is not None
     first.segment["bleu"][:] = -1.0
-    second = cache.get("bleu", metric, CANDS, REFS, SRCS)
+    second = lookup(cache, "bleu", metric)
     assert second is not None
     _same(second, _fresh(metric))
     assert cache.counts["bleu"].hits == 2
@@ -328,12 +336,12 @@ def test_an_entry_is_served_only_for_its_own_key(tmp_path: Path) -> None:
     wrong = cache.path(cache_key(metric, weak, REFS, SRCS))
     wrong.parent.mkdir(parents=True, exist_ok=True)
     wrong.write_bytes(right.read_bytes())
-    assert ScoreCache(tmp_path).get("bleu", metric, weak, REFS, SRCS) is None
-    served = ScoreCache(tmp_path).get("bleu", metric, strong, REFS, SRCS)
+    assert lookup(ScoreCache(tmp_path), "bleu", metric, weak) is None
+    served = lookup(ScoreCache(tmp_path), "bleu", metric, strong)
     assert served is not None and served.corpus["bleu"] > 50
     # the miss is replaced by the right entry
     cache.put(metric, weak, REFS, SRCS, metric.score(weak, REFS, SRCS))
-    hit = ScoreCache(tmp_path).get("bleu", metric, weak, REFS, SRCS)
+    hit = lookup(ScoreCache(tmp_path), "bleu", metric, weak)
     assert hit is not None and hit.corpus["bleu"] == 0.0
 
 
@@ -343,7 +351,7 @@ def test_entries_without_a_key_are_misses(tmp_path: Path) -> None:
     path = cache.path(cache_key(metric, CANDS, REFS, SRCS))
     path.parent.mkdir(parents=True)
     np.savez(path, **cache_module._to_arrays(_fresh(metric), len(CANDS)))  # older format
-    assert cache.get("bleu", metric, CANDS, REFS, SRCS) is None
+    assert lookup(cache, "bleu", metric) is None
 
 
 def test_correlation_rows_are_served_only_for_their_own_key(tmp_path: Path) -> None:
