@@ -177,7 +177,9 @@ WHAT = "ParaBank-Eval, the whole default run (cache and tracking off)"
 
 # the columns that come from an encoder (float32 batches differ between engines: within 1e-6),
 # and what is made of them (the semantic average, adequacy); every other number is identical
-ENCODER_COLUMNS = re.compile(r"^(bertscore_.*|cosine|wmd|semantic|adequacy)$")
+ENCODER_COLUMNS = re.compile(
+    r"^(bertscore_.*|cosine|wmd|semantic.*|adequacy|parascore.*|bert_ibleu)$"
+)
 TOLERANCE = 1e-6
 
 
@@ -188,6 +190,7 @@ def same_numbers(local: Path, ray: Path) -> tuple[float, float]:
     import pandas as pd
 
     worst = {True: 0.0, False: 0.0}
+    where = {True: "", False: ""}
     for name, read in (("segment_scores.parquet", pd.read_parquet),
                        ("system_scores.csv", pd.read_csv)):  # fmt: skip
         a, b = read(local / name), read(ray / name)
@@ -203,9 +206,13 @@ def same_numbers(local: Path, ray: Path) -> tuple[float, float]:
                 sys.exit(f"engine=ray's {name}: column {column} is NaN in other rows")
             diff = float(np.max(np.abs(x - y), initial=0.0, where=~np.isnan(x)))
             encoder = bool(ENCODER_COLUMNS.match(column))
-            worst[encoder] = max(worst[encoder], diff)
+            if diff > worst[encoder]:
+                worst[encoder], where[encoder] = diff, f"{name}:{column}"
     if worst[False] != 0.0 or worst[True] > TOLERANCE:
-        sys.exit(f"engine=ray's numbers differ: n-gram by {worst[False]}, encoder by {worst[True]}")
+        sys.exit(
+            f"engine=ray's numbers differ: n-gram by {worst[False]} ({where[False]}), "
+            f"encoder by {worst[True]} ({where[True]})"
+        )
     return worst[False], worst[True]
 
 
