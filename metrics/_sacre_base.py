@@ -71,9 +71,10 @@ class SacreBase(SegmentLocal):
     """Shared machinery: build a sacrebleu object, extract statistics, score from statistics."""
 
     integer_stats: ClassVar[bool] = True
+    _metric: SacreMetric  # sacrebleu's object of the corpus score
 
     def _corpus_metric(self) -> SacreMetric:
-        raise NotImplementedError
+        return self._metric
 
     def _segment_metric(self) -> SacreMetric:
         return self._corpus_metric()

@@ -391,10 +391,17 @@ def mean_corpus(segment: np.ndarray) -> float:
     return float(np.mean(segment)) if len(segment) else float("nan")
 
 
-def reduce_over_references(per_ref: list[np.ndarray], rule: str) -> np.ndarray:
-    """Combine per-reference score arrays (one array of scores per reference of one segment)."""
-    out = np.empty(len(per_ref), dtype=float)
-    for i, scores in enumerate(per_ref):
+def reduce_over_references(
+    values: np.ndarray, references: Sequence[Sequence[str]], rule: str
+) -> np.ndarray:
+    """Per segment, ``rule`` ("max" or "mean") over the values of its (candidate, reference)
+    pairs, given in the order of :func:`~paraeval.metrics.encoder_match.pair_lists`; NaN for a
+    segment with no reference."""
+    out = np.empty(len(references), dtype=float)
+    start = 0
+    for i, refs in enumerate(references):
+        scores = values[start : start + len(refs)]
+        start += len(refs)
         if len(scores) == 0:
             out[i] = np.nan
         elif rule == "max":
@@ -402,6 +409,25 @@ def reduce_over_references(per_ref: list[np.ndarray], rule: str) -> np.ndarray:
         else:
             out[i] = float(np.mean(scores))
     return out
+
+
+def distinct_pairs(
+    candidates: Sequence[str], references: Sequence[Sequence[str]]
+) -> list[tuple[str, str]]:
+    """A call's (candidate, reference) pairs, each once, in order: where a pair's score depends on
+    its two texts only, a pair several systems share is scored once."""
+    pairs = ((c, r) for c, refs in zip(candidates, references, strict=True) for r in refs)
+    return list(dict.fromkeys(pairs))
+
+
+def number_setting(metric: str, setting: str, value: Any) -> float:
+    """A numeric setting as a float, or the one-line config error naming it."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise MetricConfigError(
+            f"metric '{metric}': {setting} must be a number, got {value!r}"
+        ) from None
 
 
 def make_signature(name: str, **fields: object) -> str:

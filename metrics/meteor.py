@@ -24,6 +24,7 @@ from paraeval.metrics.base import (
     MetricConfigError,
     MetricResult,
     SegmentLocal,
+    distinct_pairs,
     make_signature,
     mean_corpus,
 )
@@ -199,13 +200,7 @@ class METEOR(SegmentLocal):
         references: list[list[str]],
         sources: Sequence[str] | None,
     ) -> MetricResult:
-        # a pair's score depends on its two texts only: a pair that occurs several times in
-        # the call (the same candidate from several systems) is aligned once
-        pairs = list(
-            dict.fromkeys(
-                (c, r) for c, refs in zip(candidates, references, strict=True) for r in refs
-            )
-        )
+        pairs = distinct_pairs(candidates, references)
         texts = list(dict.fromkeys(t for pair in pairs for t in pair))
         words = dict(zip(texts, self.tokenizer.many(texts), strict=True))
         forms = _WordForms(self.stemmer, self.wordnet)

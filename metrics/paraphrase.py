@@ -31,6 +31,7 @@ from paraeval.metrics.base import (
     Texts,
     make_signature,
     mean_corpus,
+    number_setting,
 )
 from paraeval.metrics.bertscore import BERTScore
 from paraeval.metrics.encoder import DEFAULT_MODEL, Encoders
@@ -192,13 +193,8 @@ class _ParaScoreBase(_OnBERTScore):
             precision,
             encoders,
         )
-        try:
-            self.gamma = float(gamma)
-            self.weight = float(weight)
-        except (TypeError, ValueError):
-            raise MetricConfigError(
-                f"metric '{self.name}': gamma and weight must be numbers, got {gamma!r}, {weight!r}"
-            ) from None
+        self.gamma = number_setting(self.name, "gamma", gamma)
+        self.weight = number_setting(self.name, "weight", weight)
         if not 0.0 < self.gamma <= 1.0:
             raise MetricConfigError(f"metric '{self.name}': gamma must be in (0, 1], got {gamma}")
         self.edit = EditRatio()
@@ -308,12 +304,7 @@ class BERTiBLEU(_OnBERTScore):
             precision,
             encoders,
         )
-        try:
-            self.beta = float(beta)
-        except (TypeError, ValueError):
-            raise MetricConfigError(
-                f"metric 'bert_ibleu': beta must be a number, got {beta!r}"
-            ) from None
+        self.beta = number_setting(self.name, "beta", beta)
         if not self.beta > 0:
             raise MetricConfigError(f"metric 'bert_ibleu': beta must be > 0, got {beta}")
         try:
