@@ -76,6 +76,10 @@ class SacreBase(SegmentLocal):
     def _corpus_metric(self) -> SacreMetric:
         return self._metric
 
+    def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
+        """``name|`` and sacrebleu's own signature of the corpus score."""
+        return f"{self.name}|{sacrebleu_signature(self._metric, nrefs)}"
+
     def _segment_metric(self) -> SacreMetric:
         return self._corpus_metric()
 

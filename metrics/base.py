@@ -236,6 +236,10 @@ class Metric(ABC):
         varying number), where the reference implementation names it (sacrebleu's ``nrefs``);
         None: what pins both, the score cache's key."""
 
+    def _mean_result(self, seg: np.ndarray) -> MetricResult:
+        """The result of one column whose corpus score is the mean of its segment scores."""
+        return MetricResult({self.name: seg}, {self.name: mean_corpus(seg)}, self.signature())
+
     def corpus_from_stats(self, stats: np.ndarray) -> dict[str, float]:
         """Corpus score from (a subset or resample of) per-segment sufficient statistics.
         Metrics whose corpus score is the mean of segment scores need not override this."""

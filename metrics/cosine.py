@@ -8,13 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from paraeval.metrics.base import (
-    MetricResult,
-    SegmentLocal,
-    make_signature,
-    mean_corpus,
-    reduce_over_references,
-)
+from paraeval.metrics.base import MetricResult, SegmentLocal, make_signature, reduce_over_references
 from paraeval.metrics.encoder import DEFAULT_MODEL, EncoderMetric, Encoders, own_encoder
 from paraeval.metrics.encoder_match import cosine_rows, locality_order, pair_lists
 
@@ -75,4 +69,4 @@ class Cosine(SegmentLocal, EncoderMetric):
             ref = np.stack([found[flat_refs[i]].sent for i in idx])  # type: ignore[misc]
             sims[idx] = cosine_rows(cand, ref, enc.device)
         seg = reduce_over_references(sims, references, self.multi_ref)
-        return MetricResult({self.name: seg}, {self.name: mean_corpus(seg)}, self.signature())
+        return self._mean_result(seg)

@@ -149,8 +149,7 @@ class PINC(_Tokenized):
     ) -> MetricResult:
         assert sources is not None
         seg = np.array([self.pinc(c, s) for c, s in zip(candidates, sources, strict=True)])
-        corpus = float(seg.mean()) if len(seg) else float("nan")
-        return MetricResult({self.name: seg}, {self.name: corpus}, self.signature())
+        return self._mean_result(seg)
 
 
 # --------------------------------------------------------------------------- system level

@@ -26,7 +26,6 @@ from paraeval.metrics.base import (
     SegmentLocal,
     distinct_pairs,
     make_signature,
-    mean_corpus,
 )
 from paraeval.metrics.wordnet import find_wordnet, load_wordnet, wordnet_version
 
@@ -212,4 +211,4 @@ class METEOR(SegmentLocal):
             ],
             dtype=float,
         )
-        return MetricResult({self.name: seg}, {self.name: mean_corpus(seg)}, self.signature())
+        return self._mean_result(seg)

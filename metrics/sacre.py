@@ -193,16 +193,8 @@ class IBLEU(BLEU):
         group: str | None = None,
         against_source: bool = False,
     ) -> None:
-        super().__init__(
-            tokenize=tokenize,
-            lowercase=lowercase,
-            smooth_method=smooth_method,
-            smooth_value=smooth_value,
-            effective_order=effective_order,
-            max_ngram_order=max_ngram_order,
-            group=group,
-            against_source=against_source,
-        )
+        bleu = (tokenize, lowercase, smooth_method, smooth_value, effective_order, max_ngram_order)
+        super().__init__(*bleu, group, against_source)
         alpha = number_setting(self.name, "alpha", alpha)
         if not 0.0 <= alpha <= 1.0 or np.isnan(alpha):
             raise MetricConfigError(f"metric 'ibleu': alpha must be in [0, 1], got {alpha}")
@@ -374,7 +366,7 @@ class CHRF(SacreBase):
     def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         """``chrf|`` and sacrebleu's signature; sacrebleu names β in the score's name (chrF2),
         not in the signature, so a β other than 2 is added after it."""
-        sig = f"{self.name}|{sacrebleu_signature(self._metric, nrefs)}"
+        sig = super().signature(nrefs, segment)
         return sig if self.beta == self.BETA else f"{sig}|beta:{self.beta}"
 
 
@@ -413,6 +405,3 @@ class TER(SacreBase):
         from paraeval.metrics._sacre_batched import ter_scores
 
         return ter_scores(stats, self._metric)
-
-    def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
-        return f"{self.name}|{sacrebleu_signature(self._metric, nrefs)}"
