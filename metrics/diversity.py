@@ -232,13 +232,8 @@ class InterBLEU(_SystemLevel):
         group: str | None = None,
     ) -> None:
         super().__init__(group=group)
-        self.tokenize = tokenize
-        self.lowercase = bool(lowercase)
-        self.smooth_method = smooth_method
-        self.effective_order = bool(effective_order)
-        self._bleu = _bleu(
-            self.name, tokenize, self.lowercase, smooth_method, smooth_value, self.effective_order
-        )
+        settings = (tokenize, bool(lowercase), smooth_method, smooth_value, bool(effective_order))
+        self._bleu = _bleu(self.name, *settings)
 
     def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         # sacrebleu's signature of the sentence BLEU; each output has the system's other
