@@ -395,17 +395,10 @@ def mean_corpus(segment: np.ndarray) -> float:
     return float(np.mean(segment)) if len(segment) else float("nan")
 
 
-def reduce_over_references(
-    values: np.ndarray, references: Sequence[Sequence[str]], rule: str
-) -> np.ndarray:
-    """Per segment, ``rule`` ("max" or "mean") over the values of its (candidate, reference)
-    pairs, given in the order of :func:`~paraeval.metrics.encoder_match.pair_lists`; NaN for a
-    segment with no reference."""
-    out = np.empty(len(references), dtype=float)
-    start = 0
-    for i, refs in enumerate(references):
-        scores = values[start : start + len(refs)]
-        start += len(refs)
+def reduce_over_references(per_ref: list[np.ndarray], rule: str) -> np.ndarray:
+    """Combine per-reference score arrays (one array of scores per reference of one segment)."""
+    out = np.empty(len(per_ref), dtype=float)
+    for i, scores in enumerate(per_ref):
         if len(scores) == 0:
             out[i] = np.nan
         elif rule == "max":
@@ -413,6 +406,14 @@ def reduce_over_references(
         else:
             out[i] = float(np.mean(scores))
     return out
+
+
+def reduce_pairs(values: np.ndarray, references: Sequence[Sequence[str]], rule: str) -> np.ndarray:
+    """:func:`reduce_over_references` of the values of a call's (candidate, reference) pairs,
+    given in the order of :func:`~paraeval.metrics.encoder_match.pair_lists`."""
+    bounds = np.cumsum([0, *(len(r) for r in references)])
+    per_ref = [values[bounds[i] : bounds[i + 1]] for i in range(len(references))]
+    return reduce_over_references(per_ref, rule)
 
 
 def distinct_pairs(

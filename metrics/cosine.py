@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from paraeval.metrics.base import MetricResult, SegmentLocal, make_signature, reduce_over_references
+from paraeval.metrics.base import MetricResult, SegmentLocal, make_signature, reduce_pairs
 from paraeval.metrics.encoder import DEFAULT_MODEL, EncoderMetric, Encoders, own_encoder
 from paraeval.metrics.encoder_match import cosine_rows, locality_order, pair_lists
 
@@ -68,5 +68,5 @@ class Cosine(SegmentLocal, EncoderMetric):
             cand = np.stack([found[flat_cands[i]].sent for i in idx])  # type: ignore[misc]
             ref = np.stack([found[flat_refs[i]].sent for i in idx])  # type: ignore[misc]
             sims[idx] = cosine_rows(cand, ref, enc.device)
-        seg = reduce_over_references(sims, references, self.multi_ref)
+        seg = reduce_pairs(sims, references, self.multi_ref)
         return self._mean_result(seg)
