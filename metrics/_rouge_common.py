@@ -12,13 +12,7 @@ from typing import ClassVar
 import numpy as np
 
 from paraeval.metrics._lcs import Packed, TokenIds, pack_pairs
-from paraeval.metrics.base import (
-    MetricConfigError,
-    MetricResult,
-    SegmentLocal,
-    make_signature,
-    mean_corpus,
-)
+from paraeval.metrics.base import MetricConfigError, MetricResult, SegmentLocal, make_signature
 from paraeval.metrics.encoder_match import pair_lists
 
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
@@ -156,7 +150,7 @@ class RougeBase(SegmentLocal):
             else:
                 seg[i] = float(np.mean(chosen[start : start + k]))
             start += k
-        return MetricResult({self.name: seg}, {self.name: mean_corpus(seg)}, self.signature())
+        return self._mean_result(seg)
 
 
 class Call:

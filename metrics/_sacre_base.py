@@ -71,9 +71,14 @@ class SacreBase(SegmentLocal):
     """Shared machinery: build a sacrebleu object, extract statistics, score from statistics."""
 
     integer_stats: ClassVar[bool] = True
+    _metric: SacreMetric  # sacrebleu's object of the corpus score
 
     def _corpus_metric(self) -> SacreMetric:
-        raise NotImplementedError
+        return self._metric
+
+    def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
+        """``name|`` and sacrebleu's own signature of the corpus score."""
+        return f"{self.name}|{sacrebleu_signature(self._metric, nrefs)}"
 
     def _segment_metric(self) -> SacreMetric:
         return self._corpus_metric()

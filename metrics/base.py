@@ -236,6 +236,10 @@ class Metric(ABC):
         varying number), where the reference implementation names it (sacrebleu's ``nrefs``);
         None: what pins both, the score cache's key."""
 
+    def _mean_result(self, seg: np.ndarray) -> MetricResult:
+        """The result of one column whose corpus score is the mean of its segment scores."""
+        return MetricResult({self.name: seg}, {self.name: mean_corpus(seg)}, self.signature())
+
     def corpus_from_stats(self, stats: np.ndarray) -> dict[str, float]:
         """Corpus score from (a subset or resample of) per-segment sufficient statistics.
         Metrics whose corpus score is the mean of segment scores need not override this."""
@@ -402,6 +406,33 @@ def reduce_over_references(per_ref: list[np.ndarray], rule: str) -> np.ndarray:
         else:
             out[i] = float(np.mean(scores))
     return out
+
+
+def reduce_pairs(values: np.ndarray, references: Sequence[Sequence[str]], rule: str) -> np.ndarray:
+    """:func:`reduce_over_references` of the values of a call's (candidate, reference) pairs,
+    given in the order of :func:`~paraeval.metrics.encoder_match.pair_lists`."""
+    bounds = np.cumsum([0, *(len(r) for r in references)])
+    per_ref = [values[bounds[i] : bounds[i + 1]] for i in range(len(references))]
+    return reduce_over_references(per_ref, rule)
+
+
+def distinct_pairs(
+    candidates: Sequence[str], references: Sequence[Sequence[str]]
+) -> list[tuple[str, str]]:
+    """A call's (candidate, reference) pairs, each once, in order: where a pair's score depends on
+    its two texts only, a pair several systems share is scored once."""
+    pairs = ((c, r) for c, refs in zip(candidates, references, strict=True) for r in refs)
+    return list(dict.fromkeys(pairs))
+
+
+def number_setting(metric: str, setting: str, value: Any) -> float:
+    """A numeric setting as a float, or the one-line config error naming it."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise MetricConfigError(
+            f"metric '{metric}': {setting} must be a number, got {value!r}"
+        ) from None
 
 
 def make_signature(name: str, **fields: object) -> str:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -43,7 +43,7 @@ from paraeval.metrics.base import (
     make_signature,
 )
 from paraeval.metrics.baseline import bert_score_baseline, read_baseline, shipped_baseline
-from paraeval.metrics.encoder import DEFAULT_MODEL_NAME, Encoder, Encoders, own_encoder
+from paraeval.metrics.encoder import DEFAULT_MODEL_NAME, EncoderMetric, Encoders, own_encoder
 from paraeval.metrics.encoder_match import pair_lists
 from paraeval.metrics.encoder_memo import Entry
 from paraeval.metrics.encoder_pass import ENCODER_MEMORY
@@ -211,12 +211,11 @@ def _match_batch(c: Any, cw: Any, cm: Any, r: Any, rw: Any, rm: Any, floors: Any
     return torch.stack([p, r_, f], dim=1)
 
 
-class BERTScore(Sharded):
+class BERTScore(Sharded, EncoderMetric):
     """BERTScore precision, recall and F1 (columns ``bertscore_precision``, ``_recall``,
     ``_f1``). Corpus score: the mean of the segment scores, as bert-score reports it."""
 
     name = "bertscore"
-    resources = ("encoder",)
     memory = MappingProxyType(
         {
             **ENCODER_MEMORY,
@@ -251,7 +250,7 @@ class BERTScore(Sharded):
         self.model = model
         self.bert_score_batch_size = max(0, int(bert_score_batch_size))
         settings = (model, device, batch_size, cache_dir, use_cache, precision)
-        self.encoder: Encoder = own_encoder(encoders, self.name, *settings)
+        self.encoder = own_encoder(encoders, self.name, *settings)
         self.layer = self._pick_layer(model, layer)
         self.encoder.require_layer(self.layer)
         self.idf = bool(idf)
@@ -308,9 +307,6 @@ class BERTScore(Sharded):
         )
 
     # ------------------------------------------------------------------ contract
-    def prepare(self, texts: Iterable[str]) -> None:
-        self.encoder.prepare(texts)
-
     def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         rescale = f"yes[{self.baseline_source}]" if self.rescale_with_baseline else "no"
         return make_signature(

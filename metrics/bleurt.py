@@ -23,7 +23,7 @@ from paraeval.metrics.base import (
     MetricResult,
     MissingResourceError,
     make_signature,
-    reduce_over_references,
+    reduce_pairs,
 )
 from paraeval.metrics.encoder import pick_device
 from paraeval.metrics.encoder_match import pair_lists
@@ -171,8 +171,6 @@ class BLEURT(Metric):
     ) -> MetricResult:
         flat_cands, flat_refs = pair_lists(candidates, references)
         values = self.score_pairs(flat_refs, flat_cands)
-        bounds = np.cumsum([0, *(len(r) for r in references)])
-        per_ref = [values[bounds[i] : bounds[i + 1]] for i in range(len(candidates))]
-        seg = reduce_over_references(per_ref, self.multi_ref)
+        seg = reduce_pairs(values, references, self.multi_ref)
         corpus = float(np.nanmean(seg)) if np.isfinite(seg).any() else float("nan")
         return MetricResult({self.name: seg}, {self.name: corpus}, self.signature())

@@ -4,29 +4,20 @@ equal to ``cos(SentenceTransformer(path).encode(c), SentenceTransformer(path).en
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from paraeval.metrics.base import (
-    MetricResult,
-    SegmentLocal,
-    make_signature,
-    mean_corpus,
-    reduce_over_references,
-)
-from paraeval.metrics.encoder import DEFAULT_MODEL, Encoders, own_encoder
+from paraeval.metrics.base import MetricResult, SegmentLocal, make_signature, reduce_pairs
+from paraeval.metrics.encoder import DEFAULT_MODEL, EncoderMetric, Encoders, own_encoder
 from paraeval.metrics.encoder_match import cosine_rows, locality_order, pair_lists
-from paraeval.metrics.encoder_pass import ENCODER_MEMORY
 
 
-class Cosine(SegmentLocal):
+class Cosine(SegmentLocal, EncoderMetric):
     """Cosine between the candidate's and each reference's sentence embedding; the multi-reference
     rule (``max`` or ``mean``) combines references. Corpus score: mean of segment scores."""
 
     name = "cosine"
-    resources = ("encoder",)
-    memory = ENCODER_MEMORY
     default_group = "semantic"
     higher_is_better = True
     MODEL = DEFAULT_MODEL
@@ -49,9 +40,6 @@ class Cosine(SegmentLocal):
         settings = (model, device, batch_size, cache_dir, use_cache, precision)
         self.encoder = own_encoder(encoders, self.name, *settings)
         self.model = model
-
-    def prepare(self, texts: Iterable[str]) -> None:
-        self.encoder.prepare(texts)
 
     def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         return make_signature(
@@ -80,7 +68,5 @@ class Cosine(SegmentLocal):
             cand = np.stack([found[flat_cands[i]].sent for i in idx])  # type: ignore[misc]
             ref = np.stack([found[flat_refs[i]].sent for i in idx])  # type: ignore[misc]
             sims[idx] = cosine_rows(cand, ref, enc.device)
-        bounds = np.cumsum([0] + [len(r) for r in references])
-        per_ref = [sims[bounds[i] : bounds[i + 1]] for i in range(len(candidates))]
-        seg = reduce_over_references(per_ref, self.multi_ref)
-        return MetricResult({self.name: seg}, {self.name: mean_corpus(seg)}, self.signature())
+        seg = reduce_pairs(sims, references, self.multi_ref)
+        return self._mean_result(seg)

@@ -19,7 +19,7 @@ n-grams are words after sacrebleu's tokenizer (``tokenize``) and optional lowerc
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -29,9 +29,8 @@ from sacrebleu.metrics.bleu import BLEU as SacreBLEU
 from paraeval.metrics._ngram import ngram_counts, ngrams
 from paraeval.metrics._sacre_base import sacrebleu_signature
 from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
-from paraeval.metrics.encoder import DEFAULT_MODEL, Encoders, own_encoder
+from paraeval.metrics.encoder import DEFAULT_MODEL, EncoderMetric, Encoders, own_encoder
 from paraeval.metrics.encoder_match import unit_sums
-from paraeval.metrics.encoder_pass import ENCODER_MEMORY
 from paraeval.metrics.sacre import check_bleu_settings
 
 SACREBLEU_VERSION = sacrebleu.__version__
@@ -150,8 +149,7 @@ class PINC(_Tokenized):
     ) -> MetricResult:
         assert sources is not None
         seg = np.array([self.pinc(c, s) for c, s in zip(candidates, sources, strict=True)])
-        corpus = float(seg.mean()) if len(seg) else float("nan")
-        return MetricResult({self.name: seg}, {self.name: corpus}, self.signature())
+        return self._mean_result(seg)
 
 
 # --------------------------------------------------------------------------- system level
@@ -234,13 +232,8 @@ class InterBLEU(_SystemLevel):
         group: str | None = None,
     ) -> None:
         super().__init__(group=group)
-        self.tokenize = tokenize
-        self.lowercase = bool(lowercase)
-        self.smooth_method = smooth_method
-        self.effective_order = bool(effective_order)
-        self._bleu = _bleu(
-            self.name, tokenize, self.lowercase, smooth_method, smooth_value, self.effective_order
-        )
+        settings = (tokenize, bool(lowercase), smooth_method, smooth_value, bool(effective_order))
+        self._bleu = _bleu(self.name, *settings)
 
     def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         # sacrebleu's signature of the sentence BLEU; each output has the system's other
@@ -303,12 +296,10 @@ class InterBLEU(_SystemLevel):
         return float(self.sentence_scores(candidates).mean())
 
 
-class SemanticDiversity(_SystemLevel):
+class SemanticDiversity(_SystemLevel, EncoderMetric):
     """Mean pairwise ``1 − cos`` between the sentence embeddings of a system's outputs."""
 
     name = "semantic_diversity"
-    resources = ("encoder",)
-    memory = ENCODER_MEMORY
     higher_is_better = True
 
     def __init__(
@@ -326,9 +317,6 @@ class SemanticDiversity(_SystemLevel):
         settings = (model, device, batch_size, cache_dir, use_cache, precision)
         self.encoder = own_encoder(encoders, self.name, *settings)
         self.model = model
-
-    def prepare(self, texts: Iterable[str]) -> None:
-        self.encoder.prepare(texts)
 
     def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         return make_signature(

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from paraeval.metrics.base import MissingResourceError
+from paraeval.metrics.base import Metric, MissingResourceError
 from paraeval.metrics.embedding_cache import EmbeddingCache
 from paraeval.metrics.encoder_match import STEP
 from paraeval.metrics.encoder_memo import DEFAULT_MEMO_BYTES, Entry, Memo
@@ -37,6 +37,7 @@ from paraeval.metrics.encoder_model import (
     read_json,
     resolve_model_path,
 )
+from paraeval.metrics.encoder_pass import ENCODER_MEMORY
 from paraeval.metrics.encoder_pass import encode as encode_pass
 
 __all__ = [
@@ -470,3 +471,15 @@ def own_encoder(
     return pool.get(
         model, device, batch_size, cache_dir, use_cache, check_precision(precision, metric)
     )
+
+
+class EncoderMetric(Metric):
+    """A metric on an :class:`Encoder` of the run (``self.encoder``): the texts it will see are
+    encoded in one batched pass by :meth:`prepare`."""
+
+    resources = ("encoder",)
+    memory = ENCODER_MEMORY
+    encoder: Encoder
+
+    def prepare(self, texts: Iterable[str]) -> None:
+        self.encoder.prepare(texts)

@@ -24,8 +24,8 @@ from paraeval.metrics.base import (
     MetricConfigError,
     MetricResult,
     SegmentLocal,
+    distinct_pairs,
     make_signature,
-    mean_corpus,
 )
 from paraeval.metrics.wordnet import find_wordnet, load_wordnet, wordnet_version
 
@@ -199,13 +199,7 @@ class METEOR(SegmentLocal):
         references: list[list[str]],
         sources: Sequence[str] | None,
     ) -> MetricResult:
-        # a pair's score depends on its two texts only: a pair that occurs several times in
-        # the call (the same candidate from several systems) is aligned once
-        pairs = list(
-            dict.fromkeys(
-                (c, r) for c, refs in zip(candidates, references, strict=True) for r in refs
-            )
-        )
+        pairs = distinct_pairs(candidates, references)
         texts = list(dict.fromkeys(t for pair in pairs for t in pair))
         words = dict(zip(texts, self.tokenizer.many(texts), strict=True))
         forms = _WordForms(self.stemmer, self.wordnet)
@@ -217,4 +211,4 @@ class METEOR(SegmentLocal):
             ],
             dtype=float,
         )
-        return MetricResult({self.name: seg}, {self.name: mean_corpus(seg)}, self.signature())
+        return self._mean_result(seg)

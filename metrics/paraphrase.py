@@ -30,7 +30,7 @@ from paraeval.metrics.base import (
     SegmentLocal,
     Texts,
     make_signature,
-    mean_corpus,
+    number_setting,
 )
 from paraeval.metrics.bertscore import BERTScore
 from paraeval.metrics.encoder import DEFAULT_MODEL, Encoders
@@ -72,7 +72,7 @@ class EditRatio(SegmentLocal):
         sources: Sequence[str] | None,
     ) -> MetricResult:
         seg = edit_ratios([(c, refs[0]) for c, refs in zip(candidates, references, strict=True)])
-        return MetricResult({self.name: seg}, {self.name: mean_corpus(seg)}, self.signature())
+        return self._mean_result(seg)
 
     def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         return make_signature(self.name, impl="paraeval", unit="char_levenshtein", norm="longer")
@@ -157,9 +157,6 @@ class _OnBERTScore(Metric):
         ]
         return [self.from_parts([results[k] for results in done]) for k in range(len(calls))]
 
-    def _result(self, seg: np.ndarray) -> MetricResult:
-        return MetricResult({self.name: seg}, {self.name: mean_corpus(seg)}, self.signature())
-
 
 class _ParaScoreBase(_OnBERTScore):
     GAMMA = 0.35
@@ -180,25 +177,10 @@ class _ParaScoreBase(_OnBERTScore):
         precision: str = "fp32",
         encoders: Encoders | None = None,
     ) -> None:
-        super().__init__(
-            model,
-            layer,
-            batch_size,
-            bert_score_batch_size,
-            device,
-            cache_dir,
-            use_cache,
-            group,
-            precision,
-            encoders,
-        )
-        try:
-            self.gamma = float(gamma)
-            self.weight = float(weight)
-        except (TypeError, ValueError):
-            raise MetricConfigError(
-                f"metric '{self.name}': gamma and weight must be numbers, got {gamma!r}, {weight!r}"
-            ) from None
+        bert = (model, layer, batch_size, bert_score_batch_size, device, cache_dir, use_cache)
+        super().__init__(*bert, group, precision, encoders)
+        self.gamma = number_setting(self.name, "gamma", gamma)
+        self.weight = number_setting(self.name, "weight", weight)
         if not 0.0 < self.gamma <= 1.0:
             raise MetricConfigError(f"metric '{self.name}': gamma must be in (0, 1], got {gamma}")
         self.edit = EditRatio()
@@ -238,7 +220,7 @@ class ParaScore(_ParaScoreBase):
         f_src, f_ref, edit = results
         d = np.asarray(edit.segment[EditRatio.name])
         seg = np.maximum(_f1(f_src), _f1(f_ref)) + self.weight * diversity_terms(d, self.gamma)
-        return self._result(seg)
+        return self._mean_result(seg)
 
 
 class ParaScoreFree(_ParaScoreBase):
@@ -255,7 +237,7 @@ class ParaScoreFree(_ParaScoreBase):
     def from_parts(self, results: Sequence[MetricResult]) -> MetricResult:
         f_src, edit = results
         d = np.asarray(edit.segment[EditRatio.name])
-        return self._result(_f1(f_src) + self.weight * diversity_terms(d, self.gamma))
+        return self._mean_result(_f1(f_src) + self.weight * diversity_terms(d, self.gamma))
 
 
 def bert_ibleu(f1: np.ndarray, bleu: np.ndarray, beta: float) -> np.ndarray:
@@ -296,24 +278,9 @@ class BERTiBLEU(_OnBERTScore):
     ) -> None:
         from paraeval.metrics.sacre import SelfBLEU
 
-        super().__init__(
-            model,
-            layer,
-            batch_size,
-            bert_score_batch_size,
-            device,
-            cache_dir,
-            use_cache,
-            group,
-            precision,
-            encoders,
-        )
-        try:
-            self.beta = float(beta)
-        except (TypeError, ValueError):
-            raise MetricConfigError(
-                f"metric 'bert_ibleu': beta must be a number, got {beta!r}"
-            ) from None
+        bert = (model, layer, batch_size, bert_score_batch_size, device, cache_dir, use_cache)
+        super().__init__(*bert, group, precision, encoders)
+        self.beta = number_setting(self.name, "beta", beta)
         if not self.beta > 0:
             raise MetricConfigError(f"metric 'bert_ibleu': beta must be > 0, got {beta}")
         try:
@@ -344,4 +311,4 @@ class BERTiBLEU(_OnBERTScore):
 
     def from_parts(self, results: Sequence[MetricResult]) -> MetricResult:
         f_src, bleu = results
-        return self._result(bert_ibleu(_f1(f_src), bleu.segment["self_bleu"], self.beta))
+        return self._mean_result(bert_ibleu(_f1(f_src), bleu.segment["self_bleu"], self.beta))

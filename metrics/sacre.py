@@ -23,7 +23,13 @@ from paraeval.metrics._sacre_base import (
     sacrebleu_signature,
     segment_statistics,
 )
-from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, ngram_memory
+from paraeval.metrics.base import (
+    Metric,
+    MetricConfigError,
+    MetricResult,
+    ngram_memory,
+    number_setting,
+)
 
 __all__ = [
     "BLEU",
@@ -88,14 +94,11 @@ class BLEU(SacreBase):
             smooth_value=smooth_value,
             max_ngram_order=max_ngram_order,
         )
-        self._corpus = SacreBLEU(effective_order=False, **kwargs)  # type: ignore[arg-type]
+        self._metric: SacreBLEU = SacreBLEU(effective_order=False, **kwargs)  # type: ignore[arg-type]
         self._sentence = SacreBLEU(
             effective_order=self.effective_order,
             **kwargs,  # type: ignore[arg-type]
         )
-
-    def _corpus_metric(self) -> SacreMetric:
-        return self._corpus
 
     def _segment_metric(self) -> SacreMetric:
         return self._sentence
@@ -116,7 +119,7 @@ class BLEU(SacreBase):
         # BLEU().score() should not pay for
         from paraeval.metrics._sacre_batched import bleu_scores
 
-        return bleu_scores(stats, self._corpus)
+        return bleu_scores(stats, self._metric)
 
     def _bleu_signature(self, bleu: SacreBLEU, nrefs: int | None) -> str:
         """sacrebleu's signature of ``bleu``; sacrebleu's does not name the n-gram order, so an
@@ -130,8 +133,8 @@ class BLEU(SacreBase):
         ``sentence_bleu`` with this effective order; the key pins both (and iBLEU's at every α)."""
         if segment is None:
             eff = "yes" if self.effective_order else "no"
-            return f"{self.name}|{self._bleu_signature(self._corpus, nrefs)}|segment_eff:{eff}"
-        bleu = self._sentence if segment else self._corpus
+            return f"{self.name}|{self._bleu_signature(self._metric, nrefs)}|segment_eff:{eff}"
+        bleu = self._sentence if segment else self._metric
         return f"{self.name}|{self._bleu_signature(bleu, nrefs)}"
 
 
@@ -190,22 +193,9 @@ class IBLEU(BLEU):
         group: str | None = None,
         against_source: bool = False,
     ) -> None:
-        super().__init__(
-            tokenize=tokenize,
-            lowercase=lowercase,
-            smooth_method=smooth_method,
-            smooth_value=smooth_value,
-            effective_order=effective_order,
-            max_ngram_order=max_ngram_order,
-            group=group,
-            against_source=against_source,
-        )
-        try:
-            alpha = float(alpha)
-        except (TypeError, ValueError):
-            raise MetricConfigError(
-                f"metric 'ibleu': alpha must be a number, got {alpha!r}"
-            ) from None
+        bleu = (tokenize, lowercase, smooth_method, smooth_value, effective_order, max_ngram_order)
+        super().__init__(*bleu, group, against_source)
+        alpha = number_setting(self.name, "alpha", alpha)
         if not 0.0 <= alpha <= 1.0 or np.isnan(alpha):
             raise MetricConfigError(f"metric 'ibleu': alpha must be in [0, 1], got {alpha}")
         self.alpha = alpha
@@ -215,7 +205,7 @@ class IBLEU(BLEU):
         the source (one reference); the key is BLEU's with α."""
         if segment is None:
             return BLEU.signature(self, nrefs) + f"|alpha:{self.alpha:g}"
-        bleu = self._sentence if segment else self._corpus
+        bleu = self._sentence if segment else self._metric
         ref, src = self._bleu_signature(bleu, nrefs), self._bleu_signature(bleu, 1)
         return f"{self.name}|alpha:{self.alpha:g}|ref:[{ref}]|src:[{src}]"
 
@@ -334,7 +324,7 @@ class IBLEU(BLEU):
         ref, src = self.split_stats(stats)
         from paraeval.metrics._sacre_batched import bleu_scores
 
-        return self.combine(bleu_scores(ref, self._corpus), bleu_scores(src, self._corpus))
+        return self.combine(bleu_scores(ref, self._metric), bleu_scores(src, self._metric))
 
 
 class CHRF(SacreBase):
@@ -358,23 +348,15 @@ class CHRF(SacreBase):
         against_source: bool = False,
     ) -> None:
         super().__init__(group=group, against_source=against_source)
-        self.char_order = int(char_order)
-        self.word_order = int(word_order)
         self.beta = int(beta)
-        self.lowercase = bool(lowercase)
-        self.whitespace = bool(whitespace)
-        self.eps_smoothing = bool(eps_smoothing)
-        self._metric = SacreCHRF(
-            char_order=self.char_order,
-            word_order=self.word_order,
+        self._metric: SacreCHRF = SacreCHRF(
+            char_order=int(char_order),
+            word_order=int(word_order),
             beta=self.beta,
-            lowercase=self.lowercase,
-            whitespace=self.whitespace,
-            eps_smoothing=self.eps_smoothing,
+            lowercase=bool(lowercase),
+            whitespace=bool(whitespace),
+            eps_smoothing=bool(eps_smoothing),
         )
-
-    def _corpus_metric(self) -> SacreMetric:
-        return self._metric
 
     def corpus_from_stats_batched(self, stats: np.ndarray) -> np.ndarray:
         from paraeval.metrics._sacre_batched import chrf_scores
@@ -384,7 +366,7 @@ class CHRF(SacreBase):
     def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         """``chrf|`` and sacrebleu's signature; sacrebleu names β in the score's name (chrF2),
         not in the signature, so a β other than 2 is added after it."""
-        sig = f"{self.name}|{sacrebleu_signature(self._metric, nrefs)}"
+        sig = super().signature(nrefs, segment)
         return sig if self.beta == self.BETA else f"{sig}|beta:{self.beta}"
 
 
@@ -406,19 +388,12 @@ class TER(SacreBase):
         against_source: bool = False,
     ) -> None:
         super().__init__(group=group, against_source=against_source)
-        self.normalized = bool(normalized)
-        self.no_punct = bool(no_punct)
-        self.asian_support = bool(asian_support)
-        self.case_sensitive = bool(case_sensitive)
-        self._metric = SacreTER(
-            normalized=self.normalized,
-            no_punct=self.no_punct,
-            asian_support=self.asian_support,
-            case_sensitive=self.case_sensitive,
+        self._metric: SacreTER = SacreTER(
+            normalized=bool(normalized),
+            no_punct=bool(no_punct),
+            asian_support=bool(asian_support),
+            case_sensitive=bool(case_sensitive),
         )
-
-    def _corpus_metric(self) -> SacreMetric:
-        return self._metric
 
     def _stats(self, hyps: Sequence[str], refs: Sequence[Sequence[str]]) -> np.ndarray:
         # the edit-rate search compiled (numba), imported here like the batched formulas
@@ -430,6 +405,3 @@ class TER(SacreBase):
         from paraeval.metrics._sacre_batched import ter_scores
 
         return ter_scores(stats, self._metric)
-
-    def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
-        return f"{self.name}|{sacrebleu_signature(self._metric, nrefs)}"

@@ -28,6 +28,7 @@ from paraeval.metrics.base import (
     MetricResult,
     MissingResourceError,
     SegmentLocal,
+    distinct_pairs,
     make_signature,
 )
 from paraeval.metrics.encoder import Encoder, Encoders, own_encoder
@@ -224,15 +225,7 @@ class WMD(SegmentLocal):
         references: list[list[str]],
         sources: Sequence[str] | None,
     ) -> MetricResult:
-        # a pair's distance depends on its two texts only: a pair that occurs several times in
-        # the call (the same candidate from several systems) is solved once
-        pairs = list(
-            dict.fromkeys(
-                (cand, ref)
-                for cand, refs in zip(candidates, references, strict=True)
-                for ref in refs
-            )
-        )
+        pairs = distinct_pairs(candidates, references)
         distance: dict[tuple[str, str], float] = {}
         pairs = [pairs[i] for i in locality_order([r for _, r in pairs])]
         for start in range(0, len(pairs), STEP):  # memory holds one step's documents
