@@ -5,7 +5,6 @@ rows (dicts) ready for a CSV writer (the pairwise tests: :mod:`correlation.metri
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
@@ -160,7 +159,7 @@ def table_nbytes(
     n_items: int,
     n_resamples: int,
     unit: str = AUTO_UNIT,
-    workers: int | None = None,
+    workers: int = 1,
 ) -> int:
     """Peak bytes of :func:`correlation_table`'s resampling (the estimate the config check uses):
     every set of resamples (one per aspect and level, all drawn before any work:
@@ -171,7 +170,6 @@ def table_nbytes(
     coefficient with an item level of its own (acc23, tau_23), the item multiplicities of every
     resample at once. Not counted: what grows with the data alone, not with ``n_resamples`` (the
     item-pair matrices Kendall's tau takes over few items)."""
-    workers = min(4, os.cpu_count() or 1) if workers is None else workers
     held = job = 0
     for level, combos, unit_here in _level_combos(levels, coefficients, unit):
         held += n_aspects * resamples_nbytes(n_resamples, n_sys, n_items, unit_here)
@@ -184,7 +182,7 @@ def table_nbytes(
             + 8 * n_resamples * (2 * n_sys + 3)
             + (8 * n_resamples * n_items if own_items else 0),
         )
-    return held + min(workers, 4) * job
+    return held + workers * job
 
 
 def correlation_table(

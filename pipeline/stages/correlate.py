@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from paraeval.pipeline.stages.cache import CorrelationRows
     from paraeval.pipeline.stages.score import Scores
 
+TABLE_WORKERS = min(4, os.cpu_count() or 1)  # the table's threads, as memory_bounds counts
+
 log = logging.getLogger(__name__)
 
 
@@ -160,8 +162,7 @@ def _correlate(
     systems, items, args = _table_args(agg, cfg, rng)
     metrics = args["metrics"]
     fns = system_metric_fns(scores, systems, items, list(metrics)) if scores else {}
-    # the table's jobs on threads (table_nbytes counts this many)
-    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+    with ThreadPoolExecutor(max_workers=TABLE_WORKERS) as pool:
         rows = correlation_table(
             **args,
             levels=cfg.levels,

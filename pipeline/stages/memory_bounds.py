@@ -88,14 +88,14 @@ def estimates(settings: Settings, shape: Shape) -> list[Estimate]:
     from paraeval.correlation.table import table_nbytes
     from paraeval.pipeline.stages.alpha import alpha_curve_nbytes
     from paraeval.pipeline.stages.compare import compare_nbytes
+    from paraeval.pipeline.stages.correlate import TABLE_WORKERS
 
     out: list[Estimate] = []
     cfg, sig, compare = settings.correlation, settings.correlation.significance, settings.compare
     systems, items, aspects = shape.systems, shape.items, shape.aspects
     if aspects and cfg.bootstrap:
-        nbytes = table_nbytes(
-            aspects, cfg.levels, cfg.coefficients, systems, items, cfg.n_resamples, cfg.unit
-        )
+        shape_of = (cfg.levels, cfg.coefficients, systems, items, cfg.n_resamples, cfg.unit)
+        nbytes = table_nbytes(aspects, *shape_of, TABLE_WORKERS)
         out.append(("correlation.n_resamples", cfg.n_resamples, nbytes))
     if aspects and sig is not None and sig.method == "permutation":
         nbytes = permutation_nbytes(sig.n_resamples, systems, items, sig.unit)
