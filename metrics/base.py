@@ -92,7 +92,7 @@ class MetricInfo(NamedTuple):
     sharded: bool  # a :class:`Sharded`
     composed: bool  # a :class:`Composed`
     version: str
-    corpus_only: bool
+    corpus_only: bool  # a :class:`SystemLevel`
     distance_to_source: bool
     needs_own_references: bool
 
@@ -103,9 +103,8 @@ class Metric(ABC):
     the column: an instance then sets its own (``RougeN(n=4).name == "rouge4"``), and the class's
     is its config id.
 
-    ``corpus_only`` metrics describe a whole system (NaN segment columns); ``distance_to_source``
-    marks a diversity metric whose HIGHER value means FURTHER from the source (PINC);
-    ``needs_own_references`` a metric that contrasts the references with the sources (iBLEU).
+    ``distance_to_source`` marks a diversity metric whose HIGHER value means FURTHER from the
+    source (PINC); ``needs_own_references`` one that contrasts references with sources (iBLEU).
     """
 
     name: str = ""
@@ -114,7 +113,6 @@ class Metric(ABC):
     needs_references: ClassVar[bool] = True
     needs_sources: ClassVar[bool] = False
     columns: ClassVar[tuple[str, ...]] = ()
-    corpus_only: ClassVar[bool] = False
     distance_to_source: ClassVar[bool] = False
     # the value means nothing when the references are the sources (iBLEU is then
     # (2α − 1) · BLEU(candidate, source)): a reference-free run leaves the metric out
@@ -163,7 +161,7 @@ class Metric(ABC):
             issubclass(cls, Sharded),
             issubclass(cls, Composed),
             cls.version,
-            cls.corpus_only,
+            issubclass(cls, SystemLevel),
             cls.distance_to_source,
             cls.needs_own_references,
         )
@@ -304,6 +302,27 @@ class SegmentLocal(Metric):
         column whose corpus score is :func:`mean_corpus` of it."""
         seg = np.asarray(result.segment[self.name])[rows]
         return MetricResult({self.name: seg}, {self.name: mean_corpus(seg)}, result.signature)
+
+
+class SystemLevel(Metric):
+    """A metric of a whole system's outputs (distinct-n): NaN segment scores and one corpus score
+    per system, so there are no items to resample or pair."""
+
+    default_group = "output_diversity"
+    needs_references = False
+
+    @abstractmethod
+    def system_score(self, candidates: list[str]) -> float: ...
+
+    def _score(
+        self,
+        candidates: list[str],
+        references: list[list[str]],
+        sources: Sequence[str] | None,
+    ) -> MetricResult:
+        seg = np.full(len(candidates), np.nan)
+        corpus = self.system_score(candidates) if candidates else float("nan")
+        return MetricResult({self.name: seg}, {self.name: corpus}, self.signature())
 
 
 @runtime_checkable

@@ -5,7 +5,7 @@
   clipped counts (``ngrams``); orders the candidate has no n-gram of are left out (as the paper's
   script), an empty candidate scores 0. Higher = further from the source.
 
-The others (group ``output_diversity``) describe a whole system (``corpus_only``):
+The others (group ``output_diversity``) describe a whole system (:class:`SystemLevel`):
 
 - ``distinct_1``, ``distinct_2`` (Li et al. 2016): distinct n-grams / n-grams over all outputs.
 - ``inter_bleu``: ``mean_i sacrebleu.sentence_bleu(out_i, [out_j for j != i])``, the "Self-BLEU"
@@ -28,7 +28,13 @@ from sacrebleu.metrics.bleu import BLEU as SacreBLEU
 
 from paraeval.metrics._ngram import ngram_counts, ngrams
 from paraeval.metrics._sacre_base import sacrebleu_signature
-from paraeval.metrics.base import Metric, MetricConfigError, MetricResult, make_signature
+from paraeval.metrics.base import (
+    Metric,
+    MetricConfigError,
+    MetricResult,
+    SystemLevel,
+    make_signature,
+)
 from paraeval.metrics.encoder import DEFAULT_MODEL, EncoderMetric, Encoders, own_encoder
 from paraeval.metrics.encoder_match import unit_sums
 from paraeval.metrics.sacre import check_bleu_settings
@@ -153,28 +159,7 @@ class PINC(_Tokenized):
 
 
 # --------------------------------------------------------------------------- system level
-class _SystemLevel(Metric):
-    """A corpus-only metric: NaN segment scores, one corpus score per system."""
-
-    default_group = "output_diversity"
-    needs_references = False
-    corpus_only = True
-
-    def _system_score(self, candidates: list[str]) -> float:
-        raise NotImplementedError
-
-    def _score(
-        self,
-        candidates: list[str],
-        references: list[list[str]],
-        sources: Sequence[str] | None,
-    ) -> MetricResult:
-        seg = np.full(len(candidates), np.nan)
-        corpus = self._system_score(candidates) if candidates else float("nan")
-        return MetricResult({self.name: seg}, {self.name: corpus}, self.signature())
-
-
-class _Distinct(_SystemLevel, _Tokenized):
+class _Distinct(SystemLevel, _Tokenized):
     """distinct-n over a system's outputs: distinct n-grams / all n-grams (0 when there is none)."""
 
     order: ClassVar[int] = 1
@@ -195,7 +180,7 @@ class _Distinct(_SystemLevel, _Tokenized):
             level="system",
         )
 
-    def _system_score(self, candidates: list[str]) -> float:
+    def system_score(self, candidates: list[str]) -> float:
         grams = [g for c in candidates for g in ngrams(self.words(c), self.order)]
         return len(set(grams)) / len(grams) if grams else 0.0
 
@@ -214,7 +199,7 @@ class Distinct2(_Distinct):
     order = 2
 
 
-class InterBLEU(_SystemLevel):
+class InterBLEU(SystemLevel):
     """Mean sentence BLEU of each output against the system's other outputs (Texygen's
     Self-BLEU; not BLEU against the source). Lower = the outputs differ more from one another."""
 
@@ -290,13 +275,13 @@ class InterBLEU(_SystemLevel):
             scores[i] = self._bleu._compute_score_from_stats(stats).score
         return scores
 
-    def _system_score(self, candidates: list[str]) -> float:
+    def system_score(self, candidates: list[str]) -> float:
         if len(candidates) < 2:
             return float("nan")
         return float(self.sentence_scores(candidates).mean())
 
 
-class SemanticDiversity(_SystemLevel, EncoderMetric):
+class SemanticDiversity(SystemLevel, EncoderMetric):
     """Mean pairwise ``1 − cos`` between the sentence embeddings of a system's outputs."""
 
     name = "semantic_diversity"
@@ -338,7 +323,7 @@ class SemanticDiversity(_SystemLevel, EncoderMetric):
         pair_sum = (float(total @ total) - squares) / 2.0
         return 1.0 - pair_sum / (n * (n - 1) / 2.0)
 
-    def _system_score(self, candidates: list[str]) -> float:
+    def system_score(self, candidates: list[str]) -> float:
         """:meth:`mean_pairwise_distance` of the candidates' embeddings, summed step by step on
         the encoder's device (memory holds one step's embeddings)."""
         n = len(candidates)

@@ -102,26 +102,23 @@ class LocalEngine:
 
     def __init__(self) -> None:
         self.texts: Sequence[str] = ()
-        # by identity, kept alive: a part (iBLEU's BLEUs) is a new object each time
-        self._prepared: dict[int, Metric] = {}
+        # by origin: a part (iBLEU's BLEUs) is a new object at each ask, prepared here once
+        self._prepared: dict[Origin, Metric] = {}
 
-    def _prepare(self, metric: Metric) -> None:
-        if id(metric) not in self._prepared:
+    def _ready(self, metric: Metric, origin: Origin) -> Metric:
+        if origin not in self._prepared:
             metric.prepare(self.texts)
-            self._prepared[id(metric)] = metric
+            self._prepared[origin] = metric
+        return self._prepared[origin]
 
     def score_calls(self, metric: Metric, origin: Origin, calls: Calls) -> Later:
         def compute() -> object:
-            self._prepare(metric)
+            ready = self._ready(metric, origin)
             # the calls are built lazily: one call's lists at a time
-            return joined([metric.score(*call) for call in calls()])
+            return joined([ready.score(*call) for call in calls()])
 
         return Later(compute)
 
     def score_systems(self, metric: Metric, origin: Origin, calls: Sequence[Texts]) -> list[Later]:
-        def compute() -> object:
-            self._prepare(metric)
-            # one call for all: an encoder metric streams them in one pass
-            return metric.score_systems(calls)
-
-        return Later(compute).each(len(calls))
+        # one call for all: an encoder metric streams them in one pass
+        return Later(lambda: self._ready(metric, origin).score_systems(calls)).each(len(calls))

@@ -109,7 +109,7 @@ def _build_columns(
             continue
         stats_key_suffix = "_src" if info.signature.endswith("|vs:source") else ""
         metric = scores.metrics.get(info.metric)
-        if metric is not None and metric.corpus_only:
+        if metric is not None and metric.describe().corpus_only:
             continue  # one score per system (distinct-n ...): no items to resample or pair
         stats_key = f"{info.metric}{stats_key_suffix}"
         has_stats = metric is not None and all((stats_key, s) in scores.stats for s in systems)
@@ -285,7 +285,7 @@ def _similarity_direction(scores: Scores, column: str) -> bool:
     """Whether higher means closer to the source (turned around for a distance: PINC)."""
     info = scores.columns[column]
     metric = scores.metrics.get(info.metric)
-    return info.higher_is_better != bool(getattr(metric, "distance_to_source", False))
+    return info.higher_is_better != (metric is not None and metric.describe().distance_to_source)
 
 
 def _minmax(values: pd.Series, higher_is_better: bool) -> pd.Series:

@@ -104,7 +104,7 @@ def score_stage(ev: Evaluation) -> None:
     ev.metrics = build_metrics(s.metrics, s.allow_external_metrics)
     if ev.roles.reference_free:
         # those that contrast the references with the sources (iBLEU) mean nothing here
-        left = {k: m for k, m in ev.metrics.items() if not m.needs_own_references}
+        left = {k: m for k, m in ev.metrics.items() if not m.describe().needs_own_references}
         dropped = [k for k in ev.metrics if k not in left]
         if dropped and not left:
             raise ConfigError(

@@ -82,7 +82,7 @@ def test_distinct_hand_worked() -> None:
     assert r2.corpus["distinct_2"] == pytest.approx(0.75)
     # a system-level score: no per-segment value
     assert np.isnan(r1.segment["distinct_1"]).all() and len(r1.segment["distinct_1"]) == 3
-    assert Distinct1.corpus_only and Distinct1().group == "output_diversity"
+    assert Distinct1.describe().corpus_only and Distinct1().group == "output_diversity"
     assert Distinct1().score([""], _none(1)).corpus["distinct_1"] == 0.0
     assert np.isnan(Distinct1().score([], []).corpus["distinct_1"])
 

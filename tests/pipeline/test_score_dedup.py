@@ -15,6 +15,7 @@ import pytest
 import paraeval.metrics._sacre_base as sacre_base
 from paraeval.metrics import rouge, sacre
 from paraeval.metrics.base import Metric, MetricResult, SegmentLocal, make_signature
+from paraeval.pipeline.engine.base import LocalEngine, Origin
 from paraeval.pipeline.stages import score as score_module
 from paraeval.pipeline.stages.cache import ScoreCache
 from paraeval.pipeline.stages.score import score
@@ -214,3 +215,24 @@ def test_select_is_the_metric_on_those_segments(metric: Metric) -> None:
             np.testing.assert_array_equal(got.segment[col], values)
         if want.stats is not None:
             np.testing.assert_array_equal(got.stats, want.stats)
+
+
+class _CountingBLEU(sacre.BLEU):
+    prepared: list[int]
+
+    def prepare(self, texts: Any) -> None:
+        self.prepared.append(id(self))
+
+
+def test_the_local_engine_prepares_a_metric_once_per_origin() -> None:
+    """iBLEU's parts are new objects at each ask; the engine prepares and scores one per origin."""
+    prepared: list[int] = []
+    _CountingBLEU.prepared = prepared
+    engine = LocalEngine()
+    first, again, other = _CountingBLEU(), _CountingBLEU(), _CountingBLEU()
+    calls = [(["a cat sat"], [["the cat sat"]], ["a cat sat"])]
+    origin = Origin("ibleu", (0,))
+    results = [engine.score_systems(m, origin, calls)[0].get() for m in (first, again)]
+    engine.score_systems(other, origin.part(1), calls)[0].get()
+    assert prepared == [id(first), id(other)]
+    assert results[0].corpus == results[1].corpus
