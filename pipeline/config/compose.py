@@ -62,17 +62,14 @@ def list_metrics() -> pd.DataFrame:
     for metric_id in ids:
         settings: dict[str, Any] = OmegaConf.to_container(cfg.metrics[metric_id], resolve=True)  # type: ignore[assignment]
         cls = metric_class(str(settings.pop("_target_")), metric_id, allow_external=False)
-        needs = [
-            *(["references"] if cls.needs_references else []),
-            *(["sources"] if cls.needs_sources else []),
-            *cls.resources,
-        ]
+        info = cls.describe(settings)
+        refs, srcs = ["references"] * info.needs_references, ["sources"] * info.needs_sources
         rows.append(
             {
                 "id": metric_id,
-                "group": settings.get("group") or cls.default_group,
-                "direction": "higher" if cls.higher_is_better else "lower",
-                "needs": ", ".join(needs),
+                "group": info.group,
+                "direction": "higher" if info.higher_is_better else "lower",
+                "needs": ", ".join([*refs, *srcs, *info.resources]),
                 "settings": settings,
             }
         )
