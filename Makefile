@@ -9,7 +9,7 @@ export TRANSFORMERS_OFFLINE := 1
 export MLFLOW_DISABLE_TELEMETRY := true
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup setup-dev wordnet chromium postgresql run test lint bench clean demo-data
+.PHONY: setup setup-dev wordnet chromium postgresql run test test-fast lint bench clean demo-data
 
 $(VENV)/bin/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -66,6 +66,10 @@ run: setup
 
 test: setup-dev
 	$(VENV)/bin/pytest -q tests
+
+# the edit loop: the tests not marked slow (whole runs, servers, clusters and browsers are)
+test-fast: setup-dev
+	$(VENV)/bin/pytest -q -m "not slow" tests
 
 lint: setup-dev
 	$(VENV)/bin/ruff check .
