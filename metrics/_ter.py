@@ -205,13 +205,9 @@ def _edit_rate(hyp: np.ndarray, ref: np.ndarray) -> tuple[int, int]:
                 ref_err[nr] = 1
                 nr += 1
 
-        # the shift search of lib_ter._shift
-        found = False
-        b_score = 0
-        b_len = 0
-        b_start = 0
-        b_idx = 0
-        stop = False
+        # the shift search of lib_ter._shift: the best candidate has the highest score, then the
+        # greatest length, then the lowest start, then the lowest target
+        best = (-_INT_INFINITY, 0, 0, 0)
         for start_h in range(n_h):
             for start_r in range(n_r):
                 if abs(start_r - start_h) > _MAX_SHIFT_DIST:
@@ -220,15 +216,9 @@ def _edit_rate(hyp: np.ndarray, ref: np.ndarray) -> tuple[int, int]:
                 while cur[start_h + length] == ref[start_r + length] and length < _MAX_SHIFT_SIZE:
                     length += 1
                     # one candidate (start_h, start_r, length)
-                    h_sum = 0
-                    for x in range(start_h, min(start_h + length, n_h)):
-                        h_sum += hyp_err[x]
-                    r_sum = 0
-                    for x in range(start_r, min(start_r + length, n_r)):
-                        r_sum += ref_err[x]
                     if (
-                        h_sum != 0
-                        and r_sum != 0
+                        hyp_err[start_h : start_h + length].any()
+                        and ref_err[start_r : start_r + length].any()
                         and not (start_h <= align[start_r] < start_h + length)
                     ):
                         prev_idx = -1
@@ -242,44 +232,23 @@ def _edit_rate(hyp: np.ndarray, ref: np.ndarray) -> tuple[int, int]:
                                 cost, ops, last, valid, cand, ref, ratio, beam
                             )
                             checked += 1
-                            if (
-                                not found
-                                or score > b_score
-                                or (
-                                    score == b_score
-                                    and (
-                                        length > b_len
-                                        or (
-                                            length == b_len
-                                            and (
-                                                start_h < b_start
-                                                or (start_h == b_start and idx < b_idx)
-                                            )
-                                        )
-                                    )
-                                )
-                            ):
-                                found = True
-                                b_score = score
-                                b_len = length
-                                b_start = start_h
-                                b_idx = idx
+                            cand_key = (score, length, -start_h, -idx)
+                            if cand_key > best:
+                                best = cand_key
                         # checked after a candidate that passed the filters, as sacrebleu does
                         if checked >= _MAX_SHIFT_CANDIDATES:
-                            stop = True
                             break
                     if n_h == start_h + length or n_r == start_r + length:
                         break
-                if stop:
+                if checked >= _MAX_SHIFT_CANDIDATES:
                     break
-            if stop:
+            if checked >= _MAX_SHIFT_CANDIDATES:
                 break
 
-        delta = b_score if found else 0
-        if checked >= _MAX_SHIFT_CANDIDATES or delta <= 0:
+        if checked >= _MAX_SHIFT_CANDIDATES or best[0] <= 0:
             return shifts + pre_score, 0
         shifts += 1
-        _perform_shift(cur, b_start, b_len, b_idx, cand)
+        _perform_shift(cur, -best[2], best[1], -best[3], cand)
         cur[:] = cand
 
 
@@ -333,13 +302,7 @@ def ter_statistics(
     out: list[list[float]] = []
     at = 0
     for refs in refs_per_seg:
-        best = _INT_INFINITY
-        ref_len = 0
-        for _ in refs:
-            num_edits = pair_edits[at]
-            ref_len += ref_lens[at]
-            if num_edits < best:
-                best = num_edits
-            at += 1
-        out.append([best, ref_len / len(refs)])
+        end = at + len(refs)
+        out.append([min(pair_edits[at:end]), sum(ref_lens[at:end]) / len(refs)])
+        at = end
     return out
