@@ -29,7 +29,6 @@ class WordTokenizer:
     """``text -> tuple of words``."""
 
     def __init__(self, name: str = "13a", lowercase: bool = False) -> None:
-        self.name = name
         self.lowercase = bool(lowercase)
         self._tok: Callable[[str], str] | None = (
             None if name == "whitespace" else _sacrebleu_tokenizer(name)
@@ -59,10 +58,6 @@ class WordTokenizer:
             out.append(words[start : start + len(refs)])
             start += len(refs)
         return words[: len(candidates)], out
-
-    @property
-    def signature(self) -> str:
-        return self.name
 
 
 def ngrams(tokens: Sequence[str], n: int) -> list[tuple[str, ...]]:
