@@ -119,12 +119,7 @@ def _edit_distance(a: np.ndarray, b: np.ndarray) -> int:
         ai = a[i - 1]
         for j in range(1, n + 1):
             cost = 0 if ai == b[j - 1] else 1
-            best = prev[j - 1] + cost
-            if prev[j] + 1 < best:
-                best = prev[j] + 1
-            if cur[j - 1] + 1 < best:
-                best = cur[j - 1] + 1
-            cur[j] = best
+            cur[j] = min(prev[j - 1] + cost, prev[j] + 1, cur[j - 1] + 1)
         prev, cur = cur, prev
     return int(prev[n])
 

@@ -48,25 +48,19 @@ def nist_length_penalty(ref_len: int, hyp_len: int) -> float:
     return max(min(ratio, 1.0), 0.0)
 
 
-class _Weights:
+class _Weights(dict[Gram, float]):
     """Information weights over a reference n-gram table, computed on demand per n-gram (NLTK
     computes them for every reference n-gram; only the overlapping ones are ever used)."""
 
-    __slots__ = ("cache", "freq", "total")
-
     def __init__(self, freq: Counter[Gram], total: int) -> None:
+        super().__init__()
         self.freq = freq
         self.total = total
-        self.cache: dict[Gram, float] = {}
 
-    def __getitem__(self, gram: Gram) -> float:
-        w = self.cache.get(gram)
-        if w is None:
-            prefix = gram[:-1]
-            freq = self.freq
-            numerator = freq[prefix] if prefix and prefix in freq else self.total
-            w = math.log(numerator / freq[gram], 2)
-            self.cache[gram] = w
+    def __missing__(self, gram: Gram) -> float:
+        prefix = gram[:-1]
+        numerator = self.freq[prefix] if prefix and prefix in self.freq else self.total
+        w = self[gram] = math.log(numerator / self.freq[gram], 2)
         return w
 
 
@@ -129,12 +123,11 @@ class NIST(Sharded):
         return hit
 
     def _ref_table(self, refs: Sequence[Toks], freq: Counter[Gram]) -> int:
-        total = 0
+        """Adds the references' n-grams to ``freq``; their words."""
         for ref in refs:
             for counter in self._orders(ref):
                 freq.update(counter)
-            total += len(ref)
-        return total
+        return sum(map(len, refs))
 
     # ---------------------------------------------------------------- scoring
     def _segment_stats(

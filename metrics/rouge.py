@@ -217,10 +217,7 @@ class RougeN(RougeBase):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         tok = call.tokenizer
         n = self.n
-        m = len(cands)
-        inter = np.zeros(m)
-        pc = np.zeros(m)
-        tc = np.zeros(m)
+        inter, pc, tc = np.zeros((3, len(cands)))
         for k, (c, r) in enumerate(zip(cands, refs, strict=True)):
             ct, rt = tok(c), tok(r)
             cc, rc = self._counter(ct, call), self._counter(rt, call)
@@ -311,10 +308,7 @@ class RougeLsum(RougeBase):
     def _pair_prf(
         self, cands: list[str], refs: list[str], call: Call
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        n_pairs = len(cands)
-        hits = np.zeros(n_pairs)
-        cl = np.zeros(n_pairs)
-        rl = np.zeros(n_pairs)
+        hits, cl, rl = np.zeros((3, len(cands)))
         single_a: list[Toks] = []
         single_b: list[Toks] = []
         single_k: list[int] = []
