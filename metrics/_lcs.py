@@ -119,12 +119,7 @@ def _edit_distance(a: np.ndarray, b: np.ndarray) -> int:
         ai = a[i - 1]
         for j in range(1, n + 1):
             cost = 0 if ai == b[j - 1] else 1
-            best = prev[j - 1] + cost
-            if prev[j] + 1 < best:
-                best = prev[j] + 1
-            if cur[j - 1] + 1 < best:
-                best = cur[j - 1] + 1
-            cur[j] = best
+            cur[j] = min(prev[j - 1] + cost, prev[j] + 1, cur[j - 1] + 1)
         prev, cur = cur, prev
     return int(prev[n])
 
@@ -163,14 +158,8 @@ def _skip_codes(ids: np.ndarray, vocab: int, gap: int, unigrams: bool) -> np.nda
     """Sorted codes of the skip-bigrams (a, b) at distance <= gap + 1 (gap < 0: any distance)
     and, for ROUGE-SU, of the unigrams of every token but the last (ROUGE-1.5.5's loop)."""
     n = ids.shape[0]
-    total = 0
-    for lo in range(n):
-        hi_end = n if gap < 0 else min(n, lo + gap + 2)
-        if hi_end > lo + 1:
-            total += hi_end - lo - 1
-    if unigrams and n > 0:
-        total += n - 1
-    codes = np.empty(total, dtype=np.int64)
+    # room for every skip-bigram (at most n - 1 or gap + 1 per token) and unigram
+    codes = np.empty(n * (n if gap < 0 else min(n, gap + 2)), dtype=np.int64)
     t = 0
     for lo in range(n):
         hi_end = n if gap < 0 else min(n, lo + gap + 2)
@@ -182,8 +171,9 @@ def _skip_codes(ids: np.ndarray, vocab: int, gap: int, unigrams: bool) -> np.nda
         for lo in range(n - 1):
             codes[t] = ids[lo]  # < vocab: never collides with a bigram code
             t += 1
-    codes.sort()
-    return codes
+    out = codes[:t]
+    out.sort()
+    return out
 
 
 @njit(cache=True, nogil=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
+from itertools import accumulate, pairwise
 
 from paraeval.metrics.base import MetricConfigError
 
@@ -29,7 +30,6 @@ class WordTokenizer:
     """``text -> tuple of words``."""
 
     def __init__(self, name: str = "13a", lowercase: bool = False) -> None:
-        self.name = name
         self.lowercase = bool(lowercase)
         self._tok: Callable[[str], str] | None = (
             None if name == "whitespace" else _sacrebleu_tokenizer(name)
@@ -53,16 +53,8 @@ class WordTokenizer:
         """The words of each candidate and of each segment's references, every distinct text of
         the call tokenized once."""
         words = self.many([*candidates, *(r for refs in references for r in refs)])
-        out: list[list[tuple[str, ...]]] = []
-        start = len(candidates)
-        for refs in references:
-            out.append(words[start : start + len(refs)])
-            start += len(refs)
-        return words[: len(candidates)], out
-
-    @property
-    def signature(self) -> str:
-        return self.name
+        ends = accumulate((len(refs) for refs in references), initial=len(candidates))
+        return words[: len(candidates)], [words[a:b] for a, b in pairwise(ends)]
 
 
 def ngrams(tokens: Sequence[str], n: int) -> list[tuple[str, ...]]:

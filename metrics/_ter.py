@@ -47,31 +47,24 @@ def _fill_rows(
     ratio: float,
     beam: int,
 ) -> None:
-    """Rows ``first_row..n_h`` of the beam edit-distance matrix
-    (``BeamEditDistance._edit_distance``)."""
+    """Rows ``first_row..n_h`` of ``BeamEditDistance._edit_distance``'s matrix."""
     n_h = words.shape[0]
     n_r = ref.shape[0]
     for i in range(first_row, n_h + 1):
-        for j in range(n_r + 1):
-            cost[i, j] = _INT_INFINITY
-            ops[i, j] = _UNDEF
+        cost[i, :] = _INT_INFINITY
+        ops[i, :] = _UNDEF
         pseudo_diag = math.floor(i * ratio)
         min_j = max(0, pseudo_diag - beam)
-        max_j = min(n_r + 1, pseudo_diag + beam)
-        if i == n_h:
-            max_j = n_r + 1
+        max_j = n_r + 1 if i == n_h else min(n_r + 1, pseudo_diag + beam)
         w = words[i - 1]
         for j in range(min_j, max_j):
             if j == 0:
                 cost[i, j] = cost[i - 1, j] + _COST_DEL
                 ops[i, j] = _DEL
             else:
-                if w == ref[j - 1]:
-                    c_sub = cost[i - 1, j - 1]
-                    o_sub = _NOP
-                else:
-                    c_sub = cost[i - 1, j - 1] + _COST_SUB
-                    o_sub = _SUB
+                same = w == ref[j - 1]
+                c_sub = cost[i - 1, j - 1] + (0 if same else _COST_SUB)
+                o_sub = _NOP if same else _SUB
                 best = cost[i, j]
                 op = ops[i, j]
                 if best > c_sub:
@@ -107,8 +100,7 @@ def _evaluate(
         while p < n_h and words[p] == last[p]:
             p += 1
     _fill_rows(cost, ops, words, ref, p + 1, ratio, beam)
-    for k in range(n_h):
-        last[k] = words[k]
+    last[:] = words
     valid[0] = True
     return int(cost[n_h, ref.shape[0]])
 
@@ -145,9 +137,8 @@ def _edit_rate(hyp: np.ndarray, ref: np.ndarray) -> tuple[int, int]:
 
     cost = np.empty((n_h + 1, n_r + 1), dtype=np.int64)
     ops = np.empty((n_h + 1, n_r + 1), dtype=np.int8)
-    for j in range(n_r + 1):
-        cost[0, j] = j * _COST_INS
-        ops[0, j] = _INS
+    cost[0, :] = np.arange(n_r + 1) * _COST_INS
+    ops[0, :] = _INS
     last = np.empty(n_h, dtype=hyp.dtype)
     valid = np.zeros(1, dtype=np.bool_)
 
@@ -182,36 +173,19 @@ def _edit_rate(hyp: np.ndarray, ref: np.ndarray) -> tuple[int, int]:
         # the alignment of the flipped trace (insertions <-> deletions), first operation first
         pos_h = -1
         pos_r = -1
-        nh = 0
-        nr = 0
         for k in range(t - 1, -1, -1):
             op = trace[k]
-            if op in (_NOP, _SUB):
+            if op != _INS:  # a match, a substitution, or _DEL flipped: a hypothesis word
                 pos_h += 1
+                hyp_err[pos_h] = 0 if op == _NOP else 1
+            if op != _DEL:  # a match, a substitution, or _INS flipped: a reference word
                 pos_r += 1
                 align[pos_r] = pos_h
-                err = 1 if op == _SUB else 0
-                hyp_err[nh] = err
-                ref_err[nr] = err
-                nh += 1
-                nr += 1
-            elif op == _DEL:  # flipped: an insertion into the hypothesis
-                pos_h += 1
-                hyp_err[nh] = 1
-                nh += 1
-            else:  # _INS flipped: a deletion
-                pos_r += 1
-                align[pos_r] = pos_h
-                ref_err[nr] = 1
-                nr += 1
+                ref_err[pos_r] = 0 if op == _NOP else 1
 
-        # the shift search of lib_ter._shift
-        found = False
-        b_score = 0
-        b_len = 0
-        b_start = 0
-        b_idx = 0
-        stop = False
+        # the shift search of lib_ter._shift: the best candidate has the highest score, then the
+        # greatest length, then the lowest start, then the lowest target
+        best = (-_INT_INFINITY, 0, 0, 0)
         for start_h in range(n_h):
             for start_r in range(n_r):
                 if abs(start_r - start_h) > _MAX_SHIFT_DIST:
@@ -220,15 +194,9 @@ def _edit_rate(hyp: np.ndarray, ref: np.ndarray) -> tuple[int, int]:
                 while cur[start_h + length] == ref[start_r + length] and length < _MAX_SHIFT_SIZE:
                     length += 1
                     # one candidate (start_h, start_r, length)
-                    h_sum = 0
-                    for x in range(start_h, min(start_h + length, n_h)):
-                        h_sum += hyp_err[x]
-                    r_sum = 0
-                    for x in range(start_r, min(start_r + length, n_r)):
-                        r_sum += ref_err[x]
                     if (
-                        h_sum != 0
-                        and r_sum != 0
+                        hyp_err[start_h : start_h + length].any()
+                        and ref_err[start_r : start_r + length].any()
                         and not (start_h <= align[start_r] < start_h + length)
                     ):
                         prev_idx = -1
@@ -242,44 +210,23 @@ def _edit_rate(hyp: np.ndarray, ref: np.ndarray) -> tuple[int, int]:
                                 cost, ops, last, valid, cand, ref, ratio, beam
                             )
                             checked += 1
-                            if (
-                                not found
-                                or score > b_score
-                                or (
-                                    score == b_score
-                                    and (
-                                        length > b_len
-                                        or (
-                                            length == b_len
-                                            and (
-                                                start_h < b_start
-                                                or (start_h == b_start and idx < b_idx)
-                                            )
-                                        )
-                                    )
-                                )
-                            ):
-                                found = True
-                                b_score = score
-                                b_len = length
-                                b_start = start_h
-                                b_idx = idx
+                            cand_key = (score, length, -start_h, -idx)
+                            if cand_key > best:
+                                best = cand_key
                         # checked after a candidate that passed the filters, as sacrebleu does
                         if checked >= _MAX_SHIFT_CANDIDATES:
-                            stop = True
                             break
                     if n_h == start_h + length or n_r == start_r + length:
                         break
-                if stop:
+                if checked >= _MAX_SHIFT_CANDIDATES:
                     break
-            if stop:
+            if checked >= _MAX_SHIFT_CANDIDATES:
                 break
 
-        delta = b_score if found else 0
-        if checked >= _MAX_SHIFT_CANDIDATES or delta <= 0:
+        if checked >= _MAX_SHIFT_CANDIDATES or best[0] <= 0:
             return shifts + pre_score, 0
         shifts += 1
-        _perform_shift(cur, b_start, b_len, b_idx, cand)
+        _perform_shift(cur, -best[2], best[1], -best[3], cand)
         cur[:] = cand
 
 
@@ -333,13 +280,7 @@ def ter_statistics(
     out: list[list[float]] = []
     at = 0
     for refs in refs_per_seg:
-        best = _INT_INFINITY
-        ref_len = 0
-        for _ in refs:
-            num_edits = pair_edits[at]
-            ref_len += ref_lens[at]
-            if num_edits < best:
-                best = num_edits
-            at += 1
-        out.append([best, ref_len / len(refs)])
+        end = at + len(refs)
+        out.append([min(pair_edits[at:end]), sum(ref_lens[at:end]) / len(refs)])
+        at = end
     return out

@@ -26,6 +26,8 @@ from paraeval.metrics.base import (
 
 Toks = tuple[str, ...]
 Gram = tuple[str, ...]
+# pycocoevalcap's ``counts2vec``: per-order tf-idf dicts, their norms, the bigram count
+Vec = tuple[list[dict[Gram, float]], list[float], int]
 
 
 # Sets of reference lists whose segment scores a metric object keeps across calls: the systems of
@@ -90,11 +92,8 @@ class CIDEr(Sharded):
             self._cooked[toks] = hit
         return hit
 
-    def _vec(
-        self, counts: dict[Gram, int], weight: dict[Gram, float], unseen: float
-    ) -> tuple[list[dict[Gram, float]], list[float], int]:
-        """pycocoevalcap's ``counts2vec``: per-order tf-idf dicts, their norms, the bigram count.
-        ``weight`` maps a reference n-gram to its idf, ``unseen`` is the idf of any other."""
+    def _vec(self, counts: dict[Gram, int], weight: dict[Gram, float], unseen: float) -> Vec:
+        """``weight`` maps a reference n-gram to its idf, ``unseen`` is the idf of any other."""
         n_ord = self.max_order
         vec: list[dict[Gram, float]] = [{} for _ in range(n_ord)]
         norm = [0.0] * n_ord
@@ -109,11 +108,7 @@ class CIDEr(Sharded):
                 length += tf
         return vec, [math.sqrt(x) for x in norm], length
 
-    def _sim(
-        self,
-        hyp: tuple[list[dict[Gram, float]], list[float], int],
-        ref: tuple[list[dict[Gram, float]], list[float], int],
-    ) -> np.ndarray:
+    def _sim(self, hyp: Vec, ref: Vec) -> np.ndarray:
         vec_h, norm_h, len_h = hyp
         vec_r, norm_r, len_r = ref
         delta = float(len_h - len_r)
@@ -144,8 +139,7 @@ class CIDEr(Sharded):
         self, candidates: Sequence[str], references: Sequence[Sequence[str]]
     ) -> CorpusCounts:
         """Items, and each n-gram's document frequency: the items whose references have it."""
-        _, refss = self._cooked_call(candidates, references)
-        return self._document_frequencies(refss)
+        return self._document_frequencies(self._cooked_call(candidates, references)[1])
 
     @staticmethod
     def _document_frequencies(refss: list[list[dict[Gram, int]]]) -> CorpusCounts:
@@ -186,7 +180,7 @@ class CIDEr(Sharded):
         log_df = [float(np.log(max(1.0, float(k)))) for k in range(n_items + 1)]
         weight = {gram: ref_len - log_df[d] for gram, d in counts.counts.items()}
         # a reference shared by several items is vectorised once
-        ref_vecs: dict[int, tuple[list[dict[Gram, float]], list[float], int]] = {}
+        ref_vecs: dict[int, Vec] = {}
         seg = np.zeros(len(hyps), dtype=float)
         for i, (hyp, refs) in enumerate(zip(hyps, refss, strict=True)):
             pair = (candidates[i], tuple(references[i]))
@@ -202,10 +196,7 @@ class CIDEr(Sharded):
                     vr = self._vec(ref, weight, ref_len)
                     ref_vecs[id(ref)] = vr
                 score += self._sim(vh, vr)
-            avg = np.mean(score)
-            avg /= len(refs)
-            avg *= 10.0
-            seg[i] = done[pair] = float(avg)
+            seg[i] = done[pair] = float(np.mean(score) / len(refs) * 10.0)
         return seg
 
     def _score(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Sequence
-from itertools import chain
+from itertools import chain, pairwise
 from typing import Any
 
 import nltk
@@ -68,12 +68,7 @@ def _match(
 
 def count_chunks(matches: Sequence[tuple[int, int]]) -> int:
     """Fewest runs of matches adjacent in both sentences (NLTK's ``_count_chunks``)."""
-    chunks = 1
-    for k in range(len(matches) - 1):
-        a, b = matches[k], matches[k + 1]
-        if not (b[0] == a[0] + 1 and b[1] == a[1] + 1):
-            chunks += 1
-    return chunks
+    return 1 + sum(b != (a[0] + 1, a[1] + 1) for a, b in pairwise(matches))
 
 
 class _WordForms:
@@ -170,12 +165,8 @@ class METEOR(SegmentLocal):
         keeps the stems and synonyms of the words seen so far in the caller's call."""
         if forms is None:
             forms = _WordForms(self.stemmer, self.wordnet)
-        if self.lowercase:
-            hyp: Enum = [(i, w.lower()) for i, w in enumerate(hyp_words)]
-            ref: Enum = [(j, w.lower()) for j, w in enumerate(ref_words)]
-        else:
-            hyp = list(enumerate(hyp_words))
-            ref = list(enumerate(ref_words))
+        hyp: Enum = [(i, w.lower() if self.lowercase else w) for i, w in enumerate(hyp_words)]
+        ref: Enum = [(j, w.lower() if self.lowercase else w) for j, w in enumerate(ref_words)]
         t_len, r_len = len(hyp), len(ref)
         exact, hyp, ref = _match(hyp, ref)
         stem = forms.stem

@@ -48,25 +48,19 @@ def nist_length_penalty(ref_len: int, hyp_len: int) -> float:
     return max(min(ratio, 1.0), 0.0)
 
 
-class _Weights:
+class _Weights(dict[Gram, float]):
     """Information weights over a reference n-gram table, computed on demand per n-gram (NLTK
     computes them for every reference n-gram; only the overlapping ones are ever used)."""
 
-    __slots__ = ("cache", "freq", "total")
-
     def __init__(self, freq: Counter[Gram], total: int) -> None:
+        super().__init__()
         self.freq = freq
         self.total = total
-        self.cache: dict[Gram, float] = {}
 
-    def __getitem__(self, gram: Gram) -> float:
-        w = self.cache.get(gram)
-        if w is None:
-            prefix = gram[:-1]
-            freq = self.freq
-            numerator = freq[prefix] if prefix and prefix in freq else self.total
-            w = math.log(numerator / freq[gram], 2)
-            self.cache[gram] = w
+    def __missing__(self, gram: Gram) -> float:
+        prefix = gram[:-1]
+        numerator = self.freq[prefix] if prefix and prefix in self.freq else self.total
+        w = self[gram] = math.log(numerator / self.freq[gram], 2)
         return w
 
 
@@ -129,12 +123,11 @@ class NIST(Sharded):
         return hit
 
     def _ref_table(self, refs: Sequence[Toks], freq: Counter[Gram]) -> int:
-        total = 0
+        """Adds the references' n-grams to ``freq``; their words."""
         for ref in refs:
             for counter in self._orders(ref):
                 freq.update(counter)
-            total += len(ref)
-        return total
+        return sum(map(len, refs))
 
     # ---------------------------------------------------------------- scoring
     def _segment_stats(
@@ -143,37 +136,35 @@ class NIST(Sharded):
         refs: Sequence[Toks],
         overlaps: list[list[Counter[Gram]]],
         weights: _Weights,
-    ) -> tuple[list[float], list[int], int, int]:
-        """Per order: numerator and denominator of the chosen reference; summed lengths."""
-        hyp_orders = self._orders(hyp)
+    ) -> list[float]:
+        """The statistics row: per order the numerator and denominator of the chosen reference,
+        then the summed reference and hypothesis lengths."""
         nums: list[float] = []
         dens: list[int] = []
         l_ref = 0
-        l_sys = 0
-        for i in range(self.max_order):
-            denominator = sum(hyp_orders[i].values())
-            best: tuple[float, float, int, int] | None = None
-            for r, ref in enumerate(refs):
-                numerator = sum(weights[g] * c for g, c in overlaps[r][i].items())
-                precision = 0 if denominator == 0 else numerator / denominator
-                cand = (precision, numerator, denominator, len(ref))
-                if best is None or cand > best:
-                    best = cand
-            assert best is not None
-            nums.append(best[1])
-            dens.append(best[2])
-            l_ref += best[3]
-            l_sys += len(hyp)
-        return nums, dens, l_ref, l_sys
+        for i, hyp_grams in enumerate(self._orders(hyp)):
+            den = sum(hyp_grams.values())
+            ref_nums = [sum(weights[g] * c for g, c in overlap[i].items()) for overlap in overlaps]
+            # NLTK's rule: per order the reference of the highest precision, then numerator, length
+            _, num, ref_len = max(
+                (0 if den == 0 else num / den, num, len(ref))
+                for num, ref in zip(ref_nums, refs, strict=True)
+            )
+            nums.append(num)
+            dens.append(den)
+            l_ref += ref_len
+        return [*nums, *dens, l_ref, len(hyp) * self.max_order]
 
-    @staticmethod
-    def _score_from(nums: Sequence[float], dens: Sequence[int], l_ref: int, l_sys: int) -> float:
+    def _score_from(self, row: Sequence[float]) -> float:
+        """The score of one segment's or of summed statistics (counts are whole numbers)."""
+        m = self.max_order
+        l_ref = round(row[2 * m])
         if l_ref == 0:
             return 0.0
         precision = 0.0
-        for num, den in zip(nums, dens, strict=True):
+        for num, den in zip(row[:m], map(round, row[m : 2 * m]), strict=True):
             precision += 0.0 if den == 0 else num / den
-        return precision * nist_length_penalty(l_ref, l_sys)
+        return precision * nist_length_penalty(l_ref, round(row[2 * m + 1]))
 
     def counts(
         self, candidates: Sequence[str], references: Sequence[Sequence[str]]
@@ -199,27 +190,16 @@ class NIST(Sharded):
         weights = _Weights(counts.counts, counts.total)
         stats = np.zeros((len(hyps), 2 * self.max_order + 2), dtype=float)
         for k, (hyp, refs) in enumerate(zip(hyps, refss, strict=True)):
-            nums, dens, l_ref, l_sys = self._segment_stats(hyp, refs, overlaps[k], weights)
-            stats[k] = [*nums, *dens, l_ref, l_sys]
+            stats[k] = self._segment_stats(hyp, refs, overlaps[k], weights)
         return MetricResult({self.name: seg}, {}, self.signature(), stats)
 
     def reduce(self, shards: Sequence[MetricResult]) -> MetricResult:
         segment, stats = joined_segments(shards)
         assert stats is not None
-        corpus = float("nan")
-        if len(stats):
-            # summed row by row in order, as one call sums its segments
-            m = self.max_order
-            tot_num = [0.0] * m
-            tot_den = [0] * m
-            tot_ref = tot_sys = 0
-            for row in stats.tolist():
-                for i in range(m):
-                    tot_num[i] += row[i]
-                    tot_den[i] += round(row[m + i])
-                tot_ref += round(row[2 * m])
-                tot_sys += round(row[2 * m + 1])
-            corpus = self._score_from(tot_num, tot_den, tot_ref, tot_sys)
+        total = np.zeros(stats.shape[1])
+        for row in stats:  # summed in order, as one call sums its segments
+            total += row
+        corpus = self._score_from(total.tolist()) if len(stats) else float("nan")
         return MetricResult(segment, {self.name: corpus}, self.signature(), stats)
 
     def _call_overlaps(
@@ -247,10 +227,8 @@ class NIST(Sharded):
             if value is None:
                 freq: Counter[Gram] = Counter()
                 total = self._ref_table(refs, freq)
-                nums, dens, l_ref, l_sys = self._segment_stats(
-                    hyp, refs, overlaps[k], _Weights(freq, total)
-                )
-                value = self._sentence[(hyp, refs)] = self._score_from(nums, dens, l_ref, l_sys)
+                row = self._segment_stats(hyp, refs, overlaps[k], _Weights(freq, total))
+                value = self._sentence[(hyp, refs)] = self._score_from(row)
             seg[k] = value
         return seg
 
@@ -288,12 +266,4 @@ class NIST(Sharded):
     def corpus_from_stats(self, stats: np.ndarray) -> dict[str, float]:
         if len(stats) == 0:
             return {self.name: float("nan")}
-        total = np.asarray(stats, dtype=float).sum(axis=0)
-        m = self.max_order
-        value = self._score_from(
-            [float(x) for x in total[:m]],
-            [round(x) for x in total[m : 2 * m]],
-            round(total[2 * m]),
-            round(total[2 * m + 1]),
-        )
-        return {self.name: value}
+        return {self.name: self._score_from(np.asarray(stats, dtype=float).sum(axis=0).tolist())}

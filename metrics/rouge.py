@@ -20,48 +20,170 @@ highest F (rouge-score's ``score_multi``), ``mean`` averages. Corpus score: the 
 
 from __future__ import annotations
 
+import re
 from collections import Counter
+from collections.abc import Sequence
+from itertools import chain
 from typing import ClassVar
 
 import numpy as np
 
 from paraeval.metrics import _lcs
 from paraeval.metrics._ngram import ngram_counter
-from paraeval.metrics._rouge_common import (
-    MEASURES,
-    ROUGE_SCORE_VERSION,
-    Call,
-    RougeBase,
-    RougeTokenizer,
-    Toks,
-    fmeasure,
-    prf,
-)
-from paraeval.metrics.base import MetricConfigError
+from paraeval.metrics.base import MetricConfigError, MetricResult, SegmentLocal, make_signature
+from paraeval.metrics.encoder_match import pair_lists
 
-__all__ = [
-    "MEASURES",
-    "ROUGE_SCORE_VERSION",
-    "Rouge1",
-    "Rouge2",
-    "RougeL",
-    "RougeLsum",
-    "RougeN",
-    "RougeS",
-    "RougeSU",
-    "RougeTokenizer",
-    "RougeW",
-    "fmeasure",
-    "summary_lcs_hits",
-]
+_NON_ALNUM = re.compile(r"[^a-z0-9]+")
+_VALID = re.compile(r"^[a-z0-9]+$")
+MEASURES = ("fmeasure", "precision", "recall")
+
+try:
+    from importlib.metadata import version as _version
+
+    ROUGE_SCORE_VERSION = _version("rouge-score")
+except Exception:  # the reference package is only a test dependency
+    ROUGE_SCORE_VERSION = "0.1.2"
+
+Toks = tuple[str, ...]
+
+
+class RougeTokenizer:
+    """rouge-score's ``tokenize.tokenize(text, stemmer)``, each text and word once per
+    tokenizer: a metric makes one for each call."""
+
+    def __init__(self, use_stemmer: bool = False) -> None:
+        self.use_stemmer = bool(use_stemmer)
+        self._stemmer = None
+        if self.use_stemmer:
+            from nltk.stem import porter
+
+            self._stemmer = porter.PorterStemmer()
+        self._cache: dict[str, Toks] = {}
+        self._stems: dict[str, str] = {}
+
+    def _stem(self, word: str) -> str:
+        s = self._stems.get(word)
+        if s is None:
+            assert self._stemmer is not None
+            s = self._stemmer.stem(word) if len(word) > 3 else word
+            self._stems[word] = s
+        return s
+
+    def __call__(self, text: str) -> Toks:
+        hit = self._cache.get(text)
+        if hit is not None:
+            return hit
+        # after the substitution every piece matches [a-z0-9]+, so split() is rouge-score's
+        # split-and-filter; only stems need the validity check again
+        words = _NON_ALNUM.sub(" ", text.lower()).split()
+        if self.use_stemmer:
+            words = [w for w in map(self._stem, words) if _VALID.match(w)]
+        toks = self._cache[text] = tuple(words)
+        return toks
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1.0), 0.0)
+
+
+def prf(
+    hits: np.ndarray, cand_units: np.ndarray, ref_units: np.ndarray, power: float = 1.0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Precision and recall, ``hits`` over each side's units (0 where it has none) to the
+    ``power``, and rouge-score's ``scoring.fmeasure`` of them (0 where P+R = 0)."""
+    p, r = (_ratio(hits, u) ** power for u in (cand_units, ref_units))
+    return p, r, _ratio(2 * p * r, p + r)
+
+
+class RougeBase(SegmentLocal):
+    """Shared machinery: tokenize once per text, score every (candidate, reference) pair in one
+    batch, then reduce over each segment's references."""
+
+    default_group = "syntactic"
+    higher_is_better = True
+    impl: ClassVar[str] = f"paraeval=rouge-score-{ROUGE_SCORE_VERSION}"
+
+    def __init__(
+        self,
+        use_stemmer: bool = False,
+        measure: str = "fmeasure",
+        multi_ref: str = "max",
+        group: str | None = None,
+        against_source: bool = False,
+    ) -> None:
+        super().__init__(group=group, against_source=against_source, multi_ref=multi_ref)
+        if measure not in MEASURES:
+            raise MetricConfigError(
+                f"metric '{self.name}': measure must be one of {list(MEASURES)}, got '{measure}'"
+            )
+        self.use_stemmer = bool(use_stemmer)
+        self.measure = measure
+
+    def _sig_fields(self) -> dict[str, object]:
+        return {}
+
+    def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
+        return make_signature(
+            self.name,
+            impl=self.impl,
+            tok="rouge-score",
+            case="lc",
+            stem="porter" if self.use_stemmer else "no",
+            **self._sig_fields(),
+            measure=self.measure,
+            nrefs="var",
+            refs="max-f" if self.multi_ref == "max" else "mean",
+        )
+
+    def _pair_prf(
+        self, cands: list[str], refs: list[str], call: Call
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Precision, recall and F of each (candidate, reference) text pair; ``call`` holds the
+        call's tokens and token ids."""
+        raise NotImplementedError
+
+    def _score(
+        self,
+        candidates: list[str],
+        references: list[list[str]],
+        sources: Sequence[str] | None,
+    ) -> MetricResult:
+        pair_c, pair_r = pair_lists(candidates, references)
+        p, r, f = self._pair_prf(pair_c, pair_r, Call(self.use_stemmer))
+        chosen = {"precision": p, "recall": r, "fmeasure": f}[self.measure]
+        seg = np.zeros(len(candidates), dtype=float)
+        start = 0
+        for i, k in enumerate(len(refs) for refs in references):
+            if k == 0:
+                seg[i] = np.nan
+            elif self.multi_ref == "max":
+                seg[i] = chosen[start + int(np.argmax(f[start : start + k]))]
+            else:
+                seg[i] = float(np.mean(chosen[start : start + k]))
+            start += k
+        return self._mean_result(seg)
+
+
+class Call:
+    """What one call of a ROUGE metric shares between its pairs: each text's tokens, each token
+    tuple's ids (and n-gram counts), made once."""
+
+    def __init__(self, use_stemmer: bool) -> None:
+        self.tokenizer = RougeTokenizer(use_stemmer)
+        self.ids = _lcs.TokenIds()
+        self.grams: dict[Toks, Counter[Toks]] = {}
+
+    def packed_pairs(self, cands: Sequence[str], refs: Sequence[str]) -> _lcs.Packed:
+        """:func:`~paraeval.metrics._lcs.pack_pairs` of the texts' tokens."""
+        a = [self.tokenizer(c) for c in cands]
+        return _lcs.pack_pairs(a, [self.tokenizer(r) for r in refs], self.ids)
 
 
 class RougeN(RougeBase):
-    """ROUGE-N, the clipped n-gram overlap of any order ``n`` >= 1, equal to rouge-score's
-    ``rouge<n>``. rouge-score's scorer names n = 1..9 only; its n-gram counts and scores are
-    defined for any n, and so is this one. The instance's name, column and signature are
-    ``rouge<n>``, as they are for :class:`Rouge1` and :class:`Rouge2`: equal settings give equal
-    signatures whichever class computed the number. ``rougeN`` is the class's config id."""
+    """ROUGE-N of any order ``n`` >= 1: rouge-score's ``rouge<n>`` (its scorer names n = 1..9, its
+    counts hold for any n). Name, column and signature are ``rouge<n>``, as for :class:`Rouge1`,
+    so equal settings give equal signatures whichever class scored; ``rougeN`` is the config id."""
 
     name = "rougeN"
 
@@ -95,10 +217,7 @@ class RougeN(RougeBase):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         tok = call.tokenizer
         n = self.n
-        m = len(cands)
-        inter = np.zeros(m)
-        pc = np.zeros(m)
-        tc = np.zeros(m)
+        inter, pc, tc = np.zeros((3, len(cands)))
         for k, (c, r) in enumerate(zip(cands, refs, strict=True)):
             ct, rt = tok(c), tok(r)
             cc, rc = self._counter(ct, call), self._counter(rt, call)
@@ -155,12 +274,8 @@ class RougeL(RougeBase):
 def summary_lcs_hits(ref_sents: list[Toks], can_sents: list[Toks], ids: _lcs.TokenIds) -> int:
     """rouge-score's ``_summary_level_lcs`` hit count: union LCS per reference sentence, each
     token counted at most as often as it occurs on both sides (ROUGE-1.5.5's clipping)."""
-    cnt_r: Counter[str] = Counter()
-    cnt_c: Counter[str] = Counter()
-    for s in ref_sents:
-        cnt_r.update(s)
-    for s in can_sents:
-        cnt_c.update(s)
+    cnt_r = Counter(chain.from_iterable(ref_sents))
+    cnt_c = Counter(chain.from_iterable(can_sents))
     hits = 0
     can_ids = [ids(c) for c in can_sents]
     for ref in ref_sents:
@@ -193,10 +308,7 @@ class RougeLsum(RougeBase):
     def _pair_prf(
         self, cands: list[str], refs: list[str], call: Call
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        n_pairs = len(cands)
-        hits = np.zeros(n_pairs)
-        cl = np.zeros(n_pairs)
-        rl = np.zeros(n_pairs)
+        hits, cl, rl = np.zeros((3, len(cands)))
         single_a: list[Toks] = []
         single_b: list[Toks] = []
         single_k: list[int] = []

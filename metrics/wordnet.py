@@ -29,6 +29,8 @@ _SEQUENTIAL = frozenset(("lexnames", "index.noun", "index.verb", "index.adj", "i
 
 def candidate_roots(wordnet_dir: str | os.PathLike[str] | None = None) -> list[Path]:
     """Folders searched, in order (see the module docstring)."""
+    import nltk.data
+
     roots: list[Path] = []
     if wordnet_dir:
         roots.append(Path(wordnet_dir).expanduser())
@@ -38,30 +40,20 @@ def candidate_roots(wordnet_dir: str | os.PathLike[str] | None = None) -> list[P
                 roots.append(Path(part).expanduser())
     roots.append(REPO / ".cache" / "nltk_data")
     roots.append(Path.home() / ".cache" / "paraeval" / "nltk_data")
-    try:
-        import nltk.data
-
-        roots.extend(Path(p) for p in nltk.data.path)
-    except ImportError:  # pragma: no cover - nltk is a dependency
-        pass
+    roots.extend(Path(p) for p in nltk.data.path)
     return roots
 
 
-def _dict_dir(root: Path) -> Path | None:
-    """The WordNet dict folder in ``root`` (itself, or ``corpora/wordnet``), if complete."""
+def _pointer(root: Path) -> Any | None:
+    """A complete WordNet dict folder in ``root`` (itself, or ``corpora/wordnet``), else its
+    ``corpora/wordnet.zip``; None when there is neither."""
+    from nltk.data import FileSystemPathPointer, ZipFilePathPointer
+
     for folder in (root, root / "corpora" / "wordnet"):
         if all((folder / name).is_file() for name in _NEEDED):
-            return folder
-    return None
-
-
-def _zip_pointer(root: Path) -> Any | None:
+            return FileSystemPathPointer(str(folder))
     archive = root / "corpora" / "wordnet.zip"
-    if not archive.is_file():
-        return None
-    from nltk.data import ZipFilePathPointer
-
-    return ZipFilePathPointer(str(archive), "wordnet/")
+    return ZipFilePathPointer(str(archive), "wordnet/") if archive.is_file() else None
 
 
 def _allow(root: Path) -> None:
@@ -76,17 +68,11 @@ def _allow(root: Path) -> None:
 
 def find_wordnet(wordnet_dir: str | os.PathLike[str] | None = None) -> Any:
     """A path pointer to the first usable WordNet; MissingResourceError when there is none."""
-    from nltk.data import FileSystemPathPointer
-
     roots = candidate_roots(wordnet_dir)
     # an explicit setting is authoritative: do not silently fall back to another copy
     searched = roots[:1] if wordnet_dir else roots
     for root in searched:
-        folder = _dict_dir(root)
-        if folder is not None:
-            _allow(root)
-            return FileSystemPathPointer(str(folder))
-        pointer = _zip_pointer(root)
+        pointer = _pointer(root)
         if pointer is not None:
             _allow(root)
             return pointer
@@ -96,16 +82,7 @@ def find_wordnet(wordnet_dir: str | os.PathLike[str] | None = None) -> Any:
 
 def load_wordnet(wordnet_dir: str | os.PathLike[str] | None = None) -> Any:
     """An NLTK ``WordNetCorpusReader`` for the first usable WordNet (a metric keeps the one it
-    loaded)."""
-    pointer = find_wordnet(wordnet_dir)
-    with warnings.catch_warnings():
-        # without the Open Multilingual WordNet NLTK warns once; METEOR is English-only
-        warnings.simplefilter("ignore", UserWarning)
-        return _reader_class()(pointer, None)
-
-
-def _reader_class() -> type:
-    """NLTK's ``WordNetCorpusReader``, started in a fraction of its time, reading the same data.
+    loaded), started in a fraction of NLTK's time, reading the same data.
 
     It skips the Open Multilingual WordNet offset map (``map30``, a third of the start-up; only
     the multilingual functions, unavailable without an OMW reader, use it), and reads the files
@@ -126,7 +103,11 @@ def _reader_class() -> type:
                 return open(path, encoding=self.encoding(file), newline="")
             return super().open(file)
 
-    return _Reader
+    pointer = find_wordnet(wordnet_dir)
+    with warnings.catch_warnings():
+        # without the Open Multilingual WordNet NLTK warns once; METEOR is English-only
+        warnings.simplefilter("ignore", UserWarning)
+        return _Reader(pointer, None)
 
 
 def wordnet_version(reader: Any) -> str:
