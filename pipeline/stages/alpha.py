@@ -14,7 +14,7 @@ import pandas as pd
 from paraeval.correlation.levels import correlate
 from paraeval.metrics.base import Decomposed, Metric
 from paraeval.pipeline.config.nodes import AlphaCurveSettings
-from paraeval.pipeline.data.load import in_order
+from paraeval.pipeline.data.validate import in_order
 from paraeval.pipeline.stages.correlate import to_matrices
 
 log = logging.getLogger(__name__)

@@ -28,7 +28,7 @@ from paraeval.correlation.paired_blocks import (
 )
 from paraeval.metrics.base import Metric, batched_corpus_fn, has_corpus_from_stats
 from paraeval.pipeline.config.nodes import CompareSettings
-from paraeval.pipeline.data.load import in_order
+from paraeval.pipeline.data.validate import in_order
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.stages.roles import copy_rates
 
