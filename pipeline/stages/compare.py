@@ -38,22 +38,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-COMPARISON_COLUMNS = [
-    "system",
-    "metric",
-    "score",
-    "ci_low",
-    "ci_high",
-    "baseline",
-    "p_bootstrap",
-    "p_ar",
-    "cluster",
-    "rank",
-    "control",
-    "higher_is_better",
-    "n_items",
-    "signature",
-]
+COMPARISON_COLUMNS = ["system", "metric", "score", "ci_low", "ci_high", "baseline"]
+COMPARISON_COLUMNS += ["p_bootstrap", "p_ar", "cluster", "rank", "control"]
+COMPARISON_COLUMNS += ["higher_is_better", "n_items", "signature"]
 SYSTEM_COLUMNS = ("diversity", "adequacy", "copy_rate")
 
 

@@ -186,12 +186,5 @@ def paraphrase_table(
         na_position="last",
         kind="stable",
     ).reset_index(drop=True)
-    return ParaphraseTable(
-        out,
-        adequacy,
-        "pinc" if diversity == "pinc" else "100 - self_bleu",
-        paraphrase,
-        roles.reference_free,
-        gamma,
-        x_axis,
-    )
+    shown = "pinc" if diversity == "pinc" else "100 - self_bleu"
+    return ParaphraseTable(out, adequacy, shown, paraphrase, roles.reference_free, gamma, x_axis)
