@@ -18,36 +18,15 @@ from paraeval.pipeline.data.readers import (
     read_text_lines,
 )
 from paraeval.pipeline.data.validate import (
-    HUMAN_PREFIX,
     aggregate_annotators,
     aspect_column,
-    in_order,
-    origin_error,
-    row_groups,
+    line_records,
     tidy_table,
     to_score,
     validate,
     warn_nan_text,
 )
 from paraeval.pipeline.errors import ConfigError, DataError, not_allowed
-
-__all__ = [
-    "HUMAN_PREFIX",
-    "LOADERS",
-    "demo_path",
-    "in_order",
-    "load_data",
-    "load_demo",
-    "load_frame",
-    "load_mtme",
-    "load_parabank",
-    "load_stsb",
-    "load_table",
-    "load_text",
-    "origin_error",
-    "read_table",
-    "row_groups",
-]
 
 
 def load_table(
@@ -106,29 +85,15 @@ def load_text(
                 raise ConfigError(
                     f"data.human.{aspect} names system '{system}' not in data.systems"
                 )
-            human_scores[col][system] = [
+            human_scores[col][str(system)] = [
                 to_score(v, file=path, row=i, column=col, nan_text=nan_text)
                 for i, v in enumerate(aligned(path, f"data.human.{aspect}.{system}"), start=1)
             ]
     warn_nan_text(nan_text)
-    records = []
-    width = len(str(n))
-    for system, path in systems.items():
-        for i, cand in enumerate(aligned(path, f"data.systems.{system}")):
-            rec: dict[str, Any] = {
-                "item_id": str(i + 1).zfill(width),
-                "system": str(system),
-                "source": src_lines[i],
-                "references": [r[i] for r in ref_lines if r[i].strip()],
-                "candidate": cand,
-            }
-            for col, per_sys in human_scores.items():
-                rec[col] = per_sys[system][i] if system in per_sys else float("nan")
-            rec["origin"] = f"{path}:{i + 1}"
-            records.append(rec)
-    df = pd.DataFrame.from_records(records)
-    df.attrs.update(data_files=[source, *references, *systems.values()], data_name=name)
-    return validate(df, source)
+    outputs = {str(s): (p, aligned(p, f"data.systems.{s}")) for s, p in systems.items()}
+    records = line_records(outputs, src_lines, ref_lines, human_scores, range(n))
+    files = [source, *references, *systems.values()]
+    return validate(pd.DataFrame.from_records(records), source, files, name)
 
 
 def demo_path() -> Path:
@@ -206,8 +171,7 @@ def load_parabank(
     else:
         raise ConfigError(f"data.references must be 'source' or 'none', got '{references}'")
     df["item_id"] = df["item_id"].str.zfill(3)
-    df.attrs.update(data_files=[ref_file, cand_file], data_name=name)
-    return validate(df, cand_file)
+    return validate(df, cand_file, [ref_file, cand_file], name)
 
 
 def load_stsb(path: str, split: str = "test", name: str = "stsb") -> pd.DataFrame:
@@ -234,9 +198,7 @@ def load_stsb(path: str, split: str = "test", name: str = "stsb") -> pd.DataFram
                 "origin": f"{file}:{i}",
             }
         )
-    df = pd.DataFrame.from_records(records)
-    df.attrs.update(data_files=[str(file)], data_name=name)
-    return validate(df, str(file))
+    return validate(pd.DataFrame.from_records(records), str(file), [str(file)], name)
 
 
 # the loaders a data config may name in `_target_`: an exact allow-list, not a module prefix

@@ -6,13 +6,13 @@ import json
 import logging
 import math
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from paraeval.pipeline.data.readers import check_aligned, read_text_lines
-from paraeval.pipeline.data.validate import aspect_column, validate
+from paraeval.pipeline.data.validate import aspect_column, line_records, validate
 from paraeval.pipeline.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
@@ -71,29 +71,14 @@ def load_mtme(
         aspect_column(g): _read_scores(file, set(outputs), n) for g, file in gold_files.items()
     }
     keep = _segments(folder, lp, src_file, n, domain, max_items)
-
-    width = len(str(n))
-    records: list[dict[str, Any]] = []
-    for system in systems:
-        candidates = _aligned(outputs[system], "system-outputs", src_file, n)
-        for i in keep:
-            rec: dict[str, Any] = {
-                "item_id": str(i + 1).zfill(width),
-                "system": system,
-                "source": sources[i],
-                "references": [references[i]] if references and references[i] else [],
-                "candidate": candidates[i],
-            }
-            for column, per_system in scores.items():
-                rec[column] = per_system[system][i] if system in per_system else math.nan
-            rec["origin"] = f"{outputs[system]}:{i + 1}"
-            records.append(rec)
-    if not records:
+    if not systems:
         raise DataError(
             f"no system outputs to evaluate for {lp} (the folder holds only references or "
             "outliers; see data.include_human and data.outliers)",
             file=str(outputs_dir),
         )
+    texts = {s: (outputs[s], _aligned(outputs[s], "system-outputs", src_file, n)) for s in systems}
+    records = line_records(texts, sources, [references] if references else [], scores, keep)
     log.info(
         "mt-metrics-eval %s %s: %d segments x %d systems, reference %s, human scores %s",
         folder.name,
@@ -103,10 +88,9 @@ def load_mtme(
         chosen or "(none)",
         ", ".join(gold_files) or "(none)",
     )
-    df = pd.DataFrame.from_records(records)
     files = [src_file, *([ref_files[chosen]] if chosen else []), *(outputs[s] for s in systems)]
-    df.attrs.update(data_files=[str(f) for f in (*files, *gold_files.values())], data_name=name)
-    return validate(df, str(src_file))
+    data_files = [str(f) for f in (*files, *gold_files.values())]
+    return validate(pd.DataFrame.from_records(records), str(src_file), data_files, name)
 
 
 def _test_set(path: str) -> Path:
@@ -235,45 +219,38 @@ def _read_scores(file: Path, systems: set[str], n: int) -> dict[str, list[float]
     """System -> its n segment scores (NaN for None); an unrated system is absent."""
     scores: dict[str, list[float]] = {}
     last_row: dict[str, int] = {}
+    error = partial(DataError, file=str(file))
     for row, line in enumerate(read_text_lines(file, "data.gold"), start=1):
         fields = line.split()
         if not fields:
             continue
         if len(fields) != 2:
-            raise DataError(
-                f"expected 'SYSTEM SCORE' (2 fields), found {len(fields)}", file=str(file), row=row
-            )
+            raise error(f"expected 'SYSTEM SCORE' (2 fields), found {len(fields)}", row=row)
         system, text = fields
         if system not in systems:
-            raise DataError(
+            raise error(
                 f"system '{system}' has no output file in system-outputs/; every system a score "
                 "file names must have one",
-                file=str(file),
                 row=row,
             )
         values = scores.setdefault(system, [])
         if len(values) == n:
-            raise DataError(
-                f"more than {n} scores for system '{system}' (one per source segment)",
-                file=str(file),
-                row=row,
+            raise error(
+                f"more than {n} scores for system '{system}' (one per source segment)", row=row
             )
         try:
             value = math.nan if text == "None" else float(text)
         except ValueError:
-            raise DataError(
-                f"expected a number or None, got '{text[:40]}'", file=str(file), row=row
-            ) from None
+            raise error(f"expected a number or None, got '{text[:40]}'", row=row) from None
         if math.isinf(value):
-            raise DataError("infinite score", file=str(file), row=row)
+            raise error("infinite score", row=row)
         values.append(value)
         last_row[system] = row
     for system, values in scores.items():
         if len(values) != n:
-            raise DataError(
+            raise error(
                 f"{len(values)} scores for system '{system}' but the source has {n} segments; "
                 "write None for a segment without a score",
-                file=str(file),
                 row=last_row[system],
             )
     return scores

@@ -126,8 +126,9 @@ def warn_nan_text(nan_text: dict[str, list[str]]) -> None:
         )
 
 
-def validate(df: pd.DataFrame, file: str) -> pd.DataFrame:
-    """Checks shared by every loader; the table sorted by (item, system)."""
+def validate(df: pd.DataFrame, file: str, files: Sequence[object], name: str) -> pd.DataFrame:
+    """Checks shared by every loader; the table sorted by (item, system), naming its files."""
+    df.attrs.update(data_files=list(files), data_name=name)
     dup = df.duplicated(subset=["item_id", "system"], keep=False)
     if dup.any():
         first, second = (row for _, row in df.loc[dup].head(2).iterrows())
@@ -320,14 +321,43 @@ def tidy_table(
     if df.empty:
         raise DataError("the table has no rows", file=file)
     if annotator is not None:
-        aspects = [c for c in df.columns if c.startswith(HUMAN_PREFIX)]
-        df = aggregate_annotators(df, annotator, aspects, aggregate)
-    df.attrs.update(data_files=[file], data_name=name, columns_seen=[str(c) for c in present])
-    return validate(df, file)
+        df = aggregate_annotators(df, annotator, human_columns(df), aggregate)
+    df.attrs["columns_seen"] = [str(c) for c in present]
+    return validate(df, file, [file], name)
 
 
 def aspect_column(aspect: str) -> str:
     return aspect if aspect.startswith(HUMAN_PREFIX) else f"{HUMAN_PREFIX}{aspect}"
+
+
+def human_columns(frame: pd.DataFrame) -> list[str]:
+    return [c for c in frame.columns if str(c).startswith(HUMAN_PREFIX)]
+
+
+def line_records(
+    outputs: Mapping[str, tuple[object, Sequence[str]]],
+    sources: Sequence[str],
+    references: Sequence[Sequence[str]],
+    human: Mapping[str, Mapping[str, Sequence[float]]],
+    keep: Sequence[int],
+) -> list[dict[str, Any]]:
+    """Rows of line-aligned files (``outputs``: system -> its file and lines): line i is item i."""
+    width = len(str(len(sources)))
+    records: list[dict[str, Any]] = []
+    for system, (file, candidates) in outputs.items():
+        for i in keep:
+            rec: dict[str, Any] = {
+                "item_id": str(i + 1).zfill(width),
+                "system": system,
+                "source": sources[i],
+                "references": [r[i] for r in references if r[i].strip()],
+                "candidate": candidates[i],
+            }
+            for col, per_system in human.items():
+                rec[col] = per_system[system][i] if system in per_system else math.nan
+            rec["origin"] = f"{file}:{i + 1}"
+            records.append(rec)
+    return records
 
 
 REPORT_COLUMNS = ["aspect", "system", "n_items", "n_rated", "coverage", "n_single_rating"]
@@ -336,7 +366,7 @@ REPORT_COLUMNS += ["mean", "sd", "constant"]
 
 def human_report(segments: pd.DataFrame) -> pd.DataFrame:
     """Per aspect, for all rows and per system (warnings to the log)."""
-    aspects = [c for c in segments.columns if c.startswith(HUMAN_PREFIX)]
+    aspects = human_columns(segments)
     rows = []
     groups: list[tuple[Any, Any]] = [("(all)", slice(None)), *row_groups(segments["system"])]
     for aspect in aspects:

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from paraeval.metrics.base import AVERAGED_GROUPS
-from paraeval.pipeline.data.load import HUMAN_PREFIX
+from paraeval.pipeline.data.validate import human_columns
 from paraeval.pipeline.stages.score import ColumnInfo, Scores
 
 
@@ -100,7 +100,7 @@ def aggregate(scores: Scores, normalizer: Normalizer | None = None) -> Aggregate
     for group in AVERAGED_GROUPS:
         if group in seg:
             systems[group] = by_system[group].mean()
-    for col in [c for c in seg.columns if c.startswith(HUMAN_PREFIX)]:
+    for col in human_columns(seg):
         systems[col] = by_system[col].mean()
     for col in [c for c in seg.columns if c.startswith("metric_")]:
         systems[col] = by_system[col].mean()

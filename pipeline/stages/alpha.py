@@ -14,7 +14,7 @@ import pandas as pd
 from paraeval.correlation.levels import correlate
 from paraeval.metrics.base import Decomposed, Metric
 from paraeval.pipeline.config.nodes import AlphaCurveSettings
-from paraeval.pipeline.data.load import in_order
+from paraeval.pipeline.data.validate import in_order
 from paraeval.pipeline.stages.correlate import to_matrices
 
 log = logging.getLogger(__name__)
@@ -77,10 +77,8 @@ def alpha_curve(
             ref_seg[rows], src_seg[rows] = metric.segment_components(st)
 
     dev, test = split_items(items, settings.dev_fraction, settings.seed)
-    split_cols = {
-        "dev": np.array([item_pos[i] for i in dev], dtype=int),
-        "test": np.array([item_pos[i] for i in test], dtype=int),
-    }
+    parts = {"dev": dev, "test": test}
+    split_cols = {k: np.array([item_pos[i] for i in v], dtype=int) for k, v in parts.items()}
     # corpus BLEU (vs refs, vs source) of each system over the items of each split: α-independent
     corpus: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for split, cols in split_cols.items():
@@ -108,13 +106,9 @@ def alpha_curve(
     curve = pd.DataFrame(
         records, columns=["level", "coefficient", "aspect", "alpha", "split", "value", "n"]
     )
-    return AlphaCurve(
-        curve,
-        _choose(curve, metric, settings, len(dev), len(test)),
-        system_scores(
-            segments if scored is None else scored, stats, metric, metric_id, settings.grid
-        ),
-    )
+    scored = segments if scored is None else scored
+    by_system = system_scores(scored, stats, metric, metric_id, settings.grid)
+    return AlphaCurve(curve, _choose(curve, metric, settings, len(dev), len(test)), by_system)
 
 
 def system_scores(

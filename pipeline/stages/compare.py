@@ -28,7 +28,7 @@ from paraeval.correlation.paired_blocks import (
 )
 from paraeval.metrics.base import Metric, batched_corpus_fn, has_corpus_from_stats
 from paraeval.pipeline.config.nodes import CompareSettings
-from paraeval.pipeline.data.load import in_order
+from paraeval.pipeline.data.validate import in_order
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.stages.roles import copy_rates
 
@@ -38,22 +38,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-COMPARISON_COLUMNS = [
-    "system",
-    "metric",
-    "score",
-    "ci_low",
-    "ci_high",
-    "baseline",
-    "p_bootstrap",
-    "p_ar",
-    "cluster",
-    "rank",
-    "control",
-    "higher_is_better",
-    "n_items",
-    "signature",
-]
+COMPARISON_COLUMNS = ["system", "metric", "score", "ci_low", "ci_high", "baseline"]
+COMPARISON_COLUMNS += ["p_bootstrap", "p_ar", "cluster", "rank", "control"]
+COMPARISON_COLUMNS += ["higher_is_better", "n_items", "signature"]
 SYSTEM_COLUMNS = ("diversity", "adequacy", "copy_rate")
 
 

@@ -21,7 +21,7 @@ from paraeval.correlation.resamples import counts
 from paraeval.correlation.table import draw_table_resamples
 from paraeval.metrics.base import batched_corpus_fn
 from paraeval.pipeline.config.settings import CorrelationSettings
-from paraeval.pipeline.data.load import HUMAN_PREFIX, in_order
+from paraeval.pipeline.data.validate import human_columns, in_order
 
 if TYPE_CHECKING:
     from paraeval.pipeline.stages.aggregate import Aggregated
@@ -56,16 +56,12 @@ def correlated_columns(agg: Aggregated) -> list[str]:
     return [c for c in agg.columns if c in agg.segments.columns]
 
 
-def _aspects(seg: pd.DataFrame) -> list[str]:
-    return [c for c in seg.columns if str(c).startswith(HUMAN_PREFIX)]
-
-
 def _table_args(
     agg: Aggregated, cfg: CorrelationSettings, rng: np.random.Generator
 ) -> tuple[list[str], list[str], dict[str, Any]]:
     """(systems, items, the arguments both tables of the correlation package take)."""
     seg = agg.segments
-    aspects = _aspects(seg)
+    aspects = human_columns(seg)
     systems = list(agg.systems.index)
     items = in_order(seg["item_id"])
     cols = correlated_columns(agg)
@@ -157,7 +153,7 @@ def correlate(
 def _correlate(
     agg: Aggregated, cfg: CorrelationSettings, rng: np.random.Generator, scores: Scores | None
 ) -> pd.DataFrame:
-    if not _aspects(agg.segments):
+    if not human_columns(agg.segments):
         return pd.DataFrame(columns=list(CORRELATION_COLUMNS))
     systems, items, args = _table_args(agg, cfg, rng)
     metrics = args["metrics"]
@@ -205,7 +201,7 @@ def row_keys(
     shared.update(json.dumps(cfg.node, sort_keys=True, default=str).encode())
     shared.update(json.dumps(rng.bit_generator.state, sort_keys=True, default=str).encode())
     shared.update(json.dumps([str(s) for s in agg.systems.index]).encode())
-    shared.update(_frame_bytes(seg[["item_id", "system", *_aspects(seg)]]))
+    shared.update(_frame_bytes(seg[["item_id", "system", *human_columns(seg)]]))
     keys: dict[str, str] = {}
     for col in correlated_columns(agg):
         info = agg.columns[col]
@@ -231,7 +227,7 @@ def _correlate_cached(
     cache: CorrelationRows,
 ) -> pd.DataFrame:
     """Valid: ``correlation_table`` draws per (aspect, level) before any metric is looked at."""
-    aspects = _aspects(agg.segments)
+    aspects = human_columns(agg.segments)
     cols = correlated_columns(agg)
     if not aspects or not cols:
         return _correlate(agg, cfg, rng, scores)
@@ -269,7 +265,7 @@ def advance_like_correlate(
 ) -> None:
     """Draw from ``rng`` exactly what :func:`correlate` would draw, computing nothing."""
     seg = agg.segments
-    aspects = _aspects(seg)
+    aspects = human_columns(seg)
     if not aspects or not correlated_columns(agg):
         return
     draw_table_resamples(
@@ -290,7 +286,7 @@ def significance(
 ) -> pd.DataFrame:
     """Pairwise tests between metrics' correlations with the same aspect, with clusters."""
     sig = cfg.significance
-    if sig is None or not _aspects(agg.segments):
+    if sig is None or not human_columns(agg.segments):
         return pd.DataFrame()
     rows = significance_table(
         **_table_args(agg, cfg, rng)[2],

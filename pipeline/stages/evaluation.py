@@ -14,7 +14,7 @@ from threadpoolctl import threadpool_limits
 
 from paraeval.metrics.base import Metric
 from paraeval.pipeline.config.settings import Settings
-from paraeval.pipeline.data.validate import HUMAN_PREFIX, human_report
+from paraeval.pipeline.data.validate import HUMAN_PREFIX, human_columns, human_report
 from paraeval.pipeline.engine.ray_engine import open_engine
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.files import PARAPHRASE_FILE, write_csv, write_parquet
@@ -88,7 +88,7 @@ class Evaluation:
 
     @property
     def aspects(self) -> list[str]:
-        return [c for c in self._agg.segments.columns if c.startswith(HUMAN_PREFIX)]
+        return human_columns(self._agg.segments)
 
     def signature_table(self) -> pd.DataFrame:
         return pd.DataFrame(

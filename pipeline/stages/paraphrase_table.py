@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from paraeval.metrics.base import SourceDistance
-from paraeval.pipeline.data.load import HUMAN_PREFIX
+from paraeval.pipeline.data.validate import human_columns
 from paraeval.pipeline.stages.roles import Roles, copy_rates
 
 if TYPE_CHECKING:
@@ -176,7 +176,7 @@ def paraphrase_table(
         ),
         *(out[c].to_numpy(dtype=float) for c in ("adequacy", "adequacy_low", "adequacy_high")),
     )
-    for col in [c for c in systems.columns if str(c).startswith(HUMAN_PREFIX)]:
+    for col in human_columns(systems):
         out[col] = systems[col]
     # the ranked systems by rank (by score without a comparison), then the controls
     by = ["control", "rank", "paraphrase"] if paraphrase else ["control", "adequacy"]
@@ -186,12 +186,5 @@ def paraphrase_table(
         na_position="last",
         kind="stable",
     ).reset_index(drop=True)
-    return ParaphraseTable(
-        out,
-        adequacy,
-        "pinc" if diversity == "pinc" else "100 - self_bleu",
-        paraphrase,
-        roles.reference_free,
-        gamma,
-        x_axis,
-    )
+    shown = "pinc" if diversity == "pinc" else "100 - self_bleu"
+    return ParaphraseTable(out, adequacy, shown, paraphrase, roles.reference_free, gamma, x_axis)

@@ -11,7 +11,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from paraeval.metrics.base import Composed, Metric, MetricResult, SegmentLocal
-from paraeval.pipeline.data.load import in_order, origin_error, row_groups
+from paraeval.pipeline.data.validate import in_order, origin_error, row_groups
 from paraeval.pipeline.engine.base import Engine, Later, LocalEngine, Origin
 
 # the metric builders are imported from here too (the config check, the tests)
