@@ -416,15 +416,8 @@ def mean_corpus(segment: np.ndarray) -> float:
 
 def reduce_over_references(per_ref: list[np.ndarray], rule: str) -> np.ndarray:
     """Combine per-reference score arrays (one array of scores per reference of one segment)."""
-    out = np.empty(len(per_ref), dtype=float)
-    for i, scores in enumerate(per_ref):
-        if len(scores) == 0:
-            out[i] = np.nan
-        elif rule == "max":
-            out[i] = float(np.max(scores))
-        else:
-            out[i] = float(np.mean(scores))
-    return out
+    reduce = np.max if rule == "max" else np.mean
+    return np.array([float(reduce(s)) if len(s) else np.nan for s in per_ref], dtype=float)
 
 
 def reduce_pairs(values: np.ndarray, references: Sequence[Sequence[str]], rule: str) -> np.ndarray:

@@ -23,11 +23,14 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 import numpy as np
-import sacrebleu
 from sacrebleu.metrics.bleu import BLEU as SacreBLEU
 
 from paraeval.metrics._ngram import ngram_counts, ngrams
-from paraeval.metrics._sacre_base import sacrebleu_signature
+from paraeval.metrics._sacre_base import (
+    SACREBLEU_VERSION,
+    check_bleu_settings,
+    sacrebleu_signature,
+)
 from paraeval.metrics.base import (
     Metric,
     MetricConfigError,
@@ -37,9 +40,7 @@ from paraeval.metrics.base import (
 )
 from paraeval.metrics.encoder import DEFAULT_MODEL, EncoderMetric, Encoders, own_encoder
 from paraeval.metrics.encoder_match import unit_sums
-from paraeval.metrics.sacre import check_bleu_settings
 
-SACREBLEU_VERSION = sacrebleu.__version__
 NGRAM_MODES = ("set", "count")
 
 
@@ -88,6 +89,12 @@ class _Tokenized(Metric):
     def words(self, text: str) -> list[str]:
         return _words(self._tok, text)
 
+    def _signature(self, fields: dict[str, object], tail: dict[str, object] | None = None) -> str:
+        impl, case = f"paraeval~sacrebleu-{SACREBLEU_VERSION}", "lc" if self.lowercase else "mixed"
+        return make_signature(
+            self.name, impl=impl, **fields, case=case, tok=self.tokenize, **(tail or {})
+        )
+
 
 # --------------------------------------------------------------------------- PINC
 class PINC(_Tokenized):
@@ -120,14 +127,7 @@ class PINC(_Tokenized):
         self.ngrams = ngrams
 
     def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
-        return make_signature(
-            self.name,
-            impl=f"paraeval~sacrebleu-{SACREBLEU_VERSION}",
-            n=self.max_order,
-            ngrams=self.ngrams,
-            case="lc" if self.lowercase else "mixed",
-            tok=self.tokenize,
-        )
+        return self._signature({"n": self.max_order, "ngrams": self.ngrams})
 
     def pinc(self, candidate: str, source: str) -> float:
         cand, src = self.words(candidate), self.words(source)
@@ -171,14 +171,7 @@ class _Distinct(SystemLevel, _Tokenized):
         _Tokenized.__init__(self, tokenize=tokenize, lowercase=lowercase, group=group)
 
     def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
-        return make_signature(
-            self.name,
-            impl=f"paraeval~sacrebleu-{SACREBLEU_VERSION}",
-            n=self.order,
-            case="lc" if self.lowercase else "mixed",
-            tok=self.tokenize,
-            level="system",
-        )
+        return self._signature({"n": self.order}, {"level": "system"})
 
     def system_score(self, candidates: list[str]) -> float:
         grams = [g for c in candidates for g in ngrams(self.words(c), self.order)]

@@ -17,7 +17,6 @@ from sacrebleu.metrics.chrf import CHRF as SacreCHRF
 from sacrebleu.metrics.ter import TER as SacreTER
 
 from paraeval.metrics._sacre_base import (
-    SACREBLEU_VERSION,
     SacreBase,
     check_bleu_settings,
     sacrebleu_signature,
@@ -30,17 +29,6 @@ from paraeval.metrics.base import (
     ngram_memory,
     number_setting,
 )
-
-__all__ = [
-    "BLEU",
-    "CHRF",
-    "IBLEU",
-    "SACREBLEU_VERSION",
-    "TER",
-    "SelfBLEU",
-    "check_bleu_settings",
-    "segment_statistics",
-]
 
 # a score or an array of scores: iBLEU's combination works on both alike
 Scores = TypeVar("Scores", float, np.ndarray)
