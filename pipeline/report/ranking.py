@@ -115,8 +115,11 @@ def directions(table: pd.DataFrame, source: frozenset[str] = frozenset()) -> dic
 
 
 def comparison_order(table: pd.DataFrame, source: frozenset[str] = frozenset()) -> list[str]:
-    """The one system order of the terminal, the page's comparison and the ranking figure."""
-    return system_order(table, directions(table, source)) if not table.empty else []
+    """The one system order of the terminal, the page's comparison and the ranking figure: the
+    controls last, as in every ranking."""
+    order = system_order(table, directions(table, source)) if not table.empty else []
+    controls = set(table.loc[table["control"].astype(bool), "system"]) if "control" in table else ()
+    return [s for s in order if s not in controls] + [s for s in order if s in controls]
 
 
 def _grid(n_systems: int, n_panels: int, names_in: float) -> tuple[int, int, float]:
@@ -136,7 +139,7 @@ def ranking_layout(
         return None
     chosen = plots.averages_first(table["metric"])
     lower = directions(table, style.source)
-    systems = system_order(table, lower)
+    systems = comparison_order(table, style.source)
     panels = []
     for metric in chosen:
         sub = table[table["metric"] == metric]

@@ -367,7 +367,7 @@ def comparison_matrix(ev: Evaluation, style: FigureStyle) -> Markup | None:
     metrics = averages_first(t["metric"])
     wide = t.pivot_table(index="system", columns="metric", values="cluster", aggfunc="first")
     systems = comparison_order(t, style.source)
-    wide = wide.reindex(index=systems, columns=metrics)
+    wide = wide.reindex(index=systems, columns=metrics).round().astype("Int64")
     wide.columns = [style.label(m) for m in metrics]
     controls = set(t.loc[t["control"].astype(bool), "system"])
     wide.insert(0, "system", [role_label(s, controls, ev.compared.baseline) for s in systems])
