@@ -8,6 +8,7 @@ import gc
 import html
 import logging
 import os
+import re
 import signal
 import sys
 import warnings
@@ -28,7 +29,7 @@ from paraeval.pipeline.report import tables
 from paraeval.pipeline.report.plots import (
     COEFFICIENT_NAMES,
     MARKS_NOTE,
-    FigureStyle,
+    PNG_DPI,
     correlation_heatmap,
     drawn,
     metric_vs_human,
@@ -36,7 +37,12 @@ from paraeval.pipeline.report.plots import (
     scatter_columns,
 )
 from paraeval.pipeline.report.ranking import frontier_plot, ranking_plot
-from paraeval.pipeline.report.tables import agreement, alpha_choice, ranked_columns
+from paraeval.pipeline.report.tables import (
+    agreement,
+    alpha_choice,
+    figure_style,
+    ranked_columns,
+)
 from paraeval.pipeline.stages.correlate import headline_coefficient
 from paraeval.pipeline.stages.evaluation import Evaluation, write_tables
 from paraeval.pipeline.version import __version__
@@ -47,7 +53,11 @@ log = logging.getLogger(__name__)
 _MIME = {".png": "image/png", ".svg": "image/svg+xml"}
 TEMPLATES = Path(__file__).parent / "templates"
 HEADLINE_FIGURE = "paraphrase_frontier"
-_FIGURES = "<paraeval-figures/>"  # a tag: no escaped text of the page can hold it
+PLACED = (HEADLINE_FIGURE, "system_ranking", "correlation_heatmap", "alpha_curve")
+# tags no escaped text of the page can hold: where the figures go, streamed from their files
+_FIGURE = re.compile(r"<paraeval-figure ([\w-]+)/>")
+PX_PER_INCH = 104  # a figure's 7 pt text is 10 px on the page
+SCATTER = "scatter"
 # Marks every figure with whether it decoded (a test reads the marks from the rendered page).
 _SCRIPT = """
 window.addEventListener('load', function () {
@@ -56,14 +66,6 @@ window.addEventListener('load', function () {
   });
 });
 """
-
-
-def figure_style(ev: Evaluation) -> FigureStyle:
-    assert ev.aggregated is not None
-    info = ev.aggregated.columns.items()
-    lower = frozenset(c for c, i in info if not i.higher_is_better)
-    source = frozenset(c for c, i in info if i.group == "diversity" or c.endswith("_src"))
-    return FigureStyle(ev.settings.report.format, lower, source)
 
 
 def figure_plan(ev: Evaluation, out_dir: str | Path) -> Plan:
@@ -186,16 +188,6 @@ def _fork(plan: Plan) -> int:
     return pid
 
 
-def _headline_figure(ev: Evaluation, out: Path) -> Markup:
-    """The frontier figure, shown beside the paraphrase table (a click opens the file)."""
-    found = sorted((out / PLOTS_DIR).glob(f"{HEADLINE_FIGURE}.*"))
-    if not found:
-        return Markup("")
-    caption = html.escape(_captions(ev)[HEADLINE_FIGURE])
-    attrs = ' class="headline" id="frontier"'
-    return Markup(b"".join(_figure(found[0], caption, attrs, link=True)).decode("utf-8"))
-
-
 def _paraphrase_note(ev: Evaluation) -> str:
     view = ev.paraphrase
     if view is None:
@@ -220,8 +212,7 @@ def _captions(ev: Evaluation) -> dict[str, str]:
     """Each figure's caption by file stem, in the page's order: systems, metrics, iBLEU's α."""
     captions = {
         HEADLINE_FIGURE: "Each system's adequacy against its distance from the source, with "
-        "their intervals; the frontier and the controls marked, ParaScore's threshold drawn. "
-        "Click to enlarge.",
+        "their intervals; the frontier and the controls marked, ParaScore's threshold drawn.",
         "system_ranking": "The systems on every compared column, with their bootstrap "
         "intervals and significance clusters.",
     }
@@ -247,40 +238,56 @@ def _captions(ev: Evaluation) -> dict[str, str]:
     return captions
 
 
-def _figures(ev: Evaluation, out: Path) -> Iterator[bytes]:
+def _figures(ev: Evaluation, out: Path, place: str) -> Iterator[bytes]:
     """Piece by piece: megabytes of images are never joined into one text with the page."""
-    plots = out / PLOTS_DIR
-    # the headline figure is shown with the answers
-    files = [p for p in plots.glob("*") if p.is_file() and p.stem != HEADLINE_FIGURE]
-    if not files:
-        yield b"<p>No figures were drawn.</p>"
-        return
     captions = _captions(ev)
     order = {stem: i for i, stem in enumerate(captions)}
-    yield b'<div class="figures">'
+    plots = out / PLOTS_DIR
+    files = [
+        p
+        for p in plots.glob("*")
+        if p.is_file() and (p.stem == place or (place == SCATTER and p.stem not in PLACED))
+    ]
     for p in sorted(files, key=lambda p: (order.get(p.stem, len(order)), p.name)):
-        caption = html.escape(captions.get(p.stem, p.stem.replace("_", " ")))
-        # the many-panel figures take the page's width; the others go two to a row
-        wide = p.stem in ("system_ranking", "correlation_heatmap")
-        yield from _figure(p, caption, ' class="wide"' if wide else "")
-    yield b"</div>"
+        yield from _figure(p, html.escape(captions.get(p.stem, p.stem.replace("_", " "))))
 
 
-def _figure(p: Path, caption: str, attrs: str = "", link: bool = False) -> Iterator[bytes]:
-    """A PNG or SVG embedded, a PDF linked: browsers do not all show it inline."""
+def _width(p: Path) -> int | None:
+    """The figure's width on the page (PX_PER_INCH): shown smaller, its text would not read."""
+    head = p.read_bytes()[:2000]
+    if p.suffix == ".png":
+        return round(int.from_bytes(head[16:20], "big") / PNG_DPI * PX_PER_INCH)
+    found = re.search(rb'width="([\d.]+)pt"', head)
+    return round(float(found.group(1)) / 72 * PX_PER_INCH) if found else None
+
+
+def _figure(p: Path, caption: str) -> Iterator[bytes]:
+    """A PNG or SVG embedded, a click on it opens the file; a PDF linked: browsers do not all
+    show it inline."""
     href = f"plots/{html.escape(p.name)}"
     mime = _MIME.get(p.suffix)
     if mime is None:
         yield f'<p>{caption} <a href="{href}">{html.escape(p.name)}</a> (PDF)</p>'.encode()
         return
-    opening = f'<a href="{href}">' if link else ""
-    yield f'<figure{attrs}>{opening}<img alt="{caption}" src="data:{mime};base64,'.encode()
+    width = _width(p)
+    size = f' style="width: {width}px"' if width else ""
+    image = f'<img alt="{caption}"{size} src="data:{mime};base64,'
+    yield f'<figure id="{p.stem}"><a href="{href}">{image}'.encode()
     yield base64.b64encode(p.read_bytes())
-    yield f'">{"</a>" if link else ""}<figcaption>{caption}</figcaption></figure>'.encode()
+    yield f'"></a><figcaption>{caption}</figcaption></figure>'.encode()
 
 
-def page_around_figures(ev: Evaluation, out: Path) -> tuple[str, str]:
-    """The page before and after its figures, which :func:`write_html` puts between them."""
+def _contents(page: str) -> str:
+    """The table of contents: a link to every section and answer the page holds."""
+    heads = re.findall(r'<h([23]) id="([\w-]+)">(.*?)</h\1>', page)
+    items = "".join(
+        f'<li class="h{level}"><a href="#{i}">{title}</a></li>' for level, i, title in heads
+    )
+    return page.replace("<paraeval-contents/>", f'<nav id="contents"><ol>{items}</ol></nav>')
+
+
+def page_text(ev: Evaluation) -> str:
+    """The page, each figure a tag :func:`write_html` replaces by the figure."""
     t = ev.table
     style = figure_style(ev)
     agree = agreement(ev)
@@ -318,7 +325,10 @@ def page_around_figures(ev: Evaluation, out: Path) -> tuple[str, str]:
         best_line=ev.paraphrase.best if ev.paraphrase is not None else "",
         paraphrase=tables.paraphrase_table(ev),
         paraphrase_note=_paraphrase_note(ev),
-        frontier=_headline_figure(ev, out),
+        figure=lambda place: Markup(f"<paraeval-figure {place}/>"),
+        scatter=SCATTER,
+        items_note=tables.items_note(ev),
+        matrix=tables.comparison_matrix(ev, style),
         rankings=tables.ranking_tables(ev, style, ranked_columns(ev)),
         confidence=round(100 * compare.config.confidence) if compare else 95,
         compare_alpha=f"{compare.config.alpha:g}" if compare else "",
@@ -339,26 +349,23 @@ def page_around_figures(ev: Evaluation, out: Path) -> tuple[str, str]:
         f"({coefficient}, {agree.level} level), its cluster, and the {agree.method} test's "
         f"p-value against the best metric and against the next one (sacrebleu's format, * "
         f"p ≤ {agree.alpha:g}); every pair in significance.csv.",
-        humans=tables.human_table(ev),
-        figures=Markup(_FIGURES),
+        humans=tables.human_tables(ev),
         signatures=tables.signature_table(ev),
         config="\n".join(f"{k}: {v}" for k, v in sorted(ev.settings.params.items())),
         n_settings=len(ev.settings.params),
     )
-    head, _, tail = page.partition(_FIGURES)
-    return head, tail
+    return _contents(page)
 
 
 def write_html(ev: Evaluation, out: Path) -> Path:
     """``report.html`` in ``out``, with the figures there now."""
     path = out / REPORT_NAME
-    head, tail = page_around_figures(ev, out)
+    pieces = _FIGURE.split(page_text(ev))  # text, figure place, text, ...
 
     def write(p: Path) -> None:
         with p.open("wb") as f:
-            f.write(head.encode("utf-8"))
-            f.writelines(_figures(ev, out))
-            f.write(tail.encode("utf-8"))
+            for i, piece in enumerate(pieces):
+                f.writelines(_figures(ev, out, piece) if i % 2 else [piece.encode("utf-8")])
 
     atomic_write(path, write)
     return path

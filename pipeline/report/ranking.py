@@ -26,28 +26,28 @@ if TYPE_CHECKING:
     from paraeval.pipeline.stages.compare import Comparison
     from paraeval.pipeline.stages.paraphrase_table import ParaphraseTable
 
-MAX_HEIGHT_IN = 20.0  # the frame, in inches; 20 inches is 4,000 px at the PNG's 200 dpi
-ROW_IN = 0.12  # a system's row: 8.6 pt, room for its 6 pt name
-MIN_ROW_IN = 0.05  # the pitch is shrunk down to this only where the rows would not fit otherwise
+MAX_WIDTH_IN = 12.5  # the page shows a figure at 104 px an inch: 1,300 px
+MAX_HEIGHT_IN = 40.0  # past this the rows' pitch shrinks, down to MIN_ROW_IN
+ROW_IN = 0.14  # a system's row: 10 pt, room for its 7 pt name
+MIN_ROW_IN = 0.1
 PANEL_IN = 1.45  # a panel's axes
 GAP_IN = 0.3  # between panels: the cluster numbers right of a panel
-NAME_CHAR_IN = 0.052  # a character of a 6 pt name
+NAME_CHAR_IN = 0.06  # a character of a 7 pt name
 NAMES_IN = (0.5, 2.0)  # the names' column, left of a row of panels, at least and at most
 TITLE_IN = 0.38  # above a panel: its two-line title
 TICKS_IN = 0.32  # below a panel: its x tick labels
 HEADER_IN = 0.85  # the figure's title and legend
-MIN_COLUMNS = 4  # panels a row where fewer would fit: a figure wider than a column of panels
-FONT = 6  # the systems' names and the cluster numbers, at the rows' 8.6 pt pitch
+FONT = 7  # the systems' names and the ticks: 10 px on the page
 LEGEND_FONT = 7
 # the artists' ids, by which a reader of the figure (a test) finds them in each panel
 POINTS_GID, INTERVALS_GID, BASELINE_GID, CLUSTER_GID = "systems", "intervals", "baseline", "cluster"
 CLUSTER_X = 1.07  # the cluster numbers' place, in the panel's widths
-CLUSTER_PT = 4.5  # a cluster number's height, in points
+CLUSTER_PT = 5.0  # a cluster number's height, in points
 
 
 @dataclass(frozen=True)
 class Panel:
-    """A compared column in the figure's system order, its clusters numbered 1 = best its way."""
+    """A compared column in the figure's system order, its clusters as the table numbers them."""
 
     metric: str
     title: str
@@ -107,15 +107,27 @@ def system_order(table: pd.DataFrame, lower: dict[str, bool]) -> list[str]:
     return sorted(systems, key=lambda s: (not math.isfinite(mean.get(s, math.nan)), mean.get(s, 0)))
 
 
-def _grid(n_systems: int, n_panels: int) -> tuple[int, int, float]:
-    """The fewest columns whose rows fit MAX_HEIGHT_IN, else one row with a smaller pitch."""
-    fixed = TITLE_IN + TICKS_IN
-    for columns in range(min(MIN_COLUMNS, n_panels), n_panels + 1):
-        rows = math.ceil(n_panels / columns)
-        if HEADER_IN + rows * (fixed + ROW_IN * (n_systems + 0.5)) <= MAX_HEIGHT_IN:
-            return columns, rows, ROW_IN
-    pitch = (MAX_HEIGHT_IN - HEADER_IN - fixed) / (n_systems + 0.5)
-    return n_panels, 1, max(pitch, MIN_ROW_IN)
+def directions(table: pd.DataFrame, source: frozenset[str] = frozenset()) -> dict[str, bool]:
+    """Whether each column reads lower-is-better: a similarity to the source reads "lower = more
+    diverse", whatever the table ranked by."""
+    first = table.drop_duplicates("metric").set_index("metric")["higher_is_better"]
+    return {c: (not bool(first[c])) or c in source for c in first.index}
+
+
+def comparison_order(table: pd.DataFrame, source: frozenset[str] = frozenset()) -> list[str]:
+    """The one system order of the terminal, the page's comparison and the ranking figure: the
+    controls last, as in every ranking."""
+    order = system_order(table, directions(table, source)) if not table.empty else []
+    controls = set(table.loc[table["control"].astype(bool), "system"]) if "control" in table else ()
+    return [s for s in order if s not in controls] + [s for s in order if s in controls]
+
+
+def _grid(n_systems: int, n_panels: int, names_in: float) -> tuple[int, int, float]:
+    """As many columns as MAX_WIDTH_IN holds; a smaller pitch where the rows would not fit."""
+    columns = max(1, min(n_panels, int((MAX_WIDTH_IN - names_in) // (PANEL_IN + GAP_IN))))
+    rows = math.ceil(n_panels / columns)
+    pitch = ((MAX_HEIGHT_IN - HEADER_IN) / rows - TITLE_IN - TICKS_IN) / (n_systems + 0.5)
+    return columns, rows, max(min(pitch, ROW_IN), MIN_ROW_IN)
 
 
 def ranking_layout(
@@ -126,10 +138,8 @@ def ranking_layout(
     if table.empty:
         return None
     chosen = plots.averages_first(table["metric"])
-    first = table.drop_duplicates("metric").set_index("metric")["higher_is_better"]
-    # a similarity to the source reads "lower = more diverse", whatever the table ranked by
-    lower = {c: (not bool(first[c])) or c in style.source for c in first.index}
-    systems = system_order(table, lower)
+    lower = directions(table, style.source)
+    systems = comparison_order(table, style.source)
     panels = []
     for metric in chosen:
         sub = table[table["metric"] == metric]
@@ -139,14 +149,12 @@ def ranking_layout(
         if metric in style.source:  # the short form: the long one is wider than a panel
             way = "lower = more diverse"
         title = f"{style.label(metric)}\n({way})"
+        # the clusters as the table numbers them (1 = first the way it ranks): one set of numbers
         arrays = [sub[c].to_numpy(dtype=float) for c in ("score", "ci_low", "ci_high", "cluster")]
-        # where the table ranked the other way, its clusters numbered from the panel's best end
-        if lower[metric] == bool(first[metric]) and np.isfinite(arrays[3]).any():
-            arrays[3] = np.nanmax(arrays[3]) + 1 - arrays[3]
         panels.append(Panel(metric, title, lower[metric], *arrays))
-    columns, rows, pitch = _grid(len(systems), len(panels))
     longest = max(len(str(s)) for s in systems) + 1
     names = min(max(longest * NAME_CHAR_IN, NAMES_IN[0]), NAMES_IN[1])
+    columns, rows, pitch = _grid(len(systems), len(panels), names)
     colors = system_colors(systems)
     return RankingLayout(
         tuple(systems), colors, baseline, tuple(panels), columns, rows, pitch, names
@@ -184,7 +192,7 @@ def _panel(ax: Axes, layout: RankingLayout, panel: Panel, names: bool) -> None:
     # a faint line along every row: the eye follows a system from panel to panel
     ax.hlines(y, 0, 1, transform=ax.get_yaxis_transform(), colors="0.92", lw=0.5, zorder=0)
     ax.hlines(y, panel.ci_low, panel.ci_high, colors=colors, lw=1.6, gid=INTERVALS_GID)
-    # the best cluster in the panel's direction filled, the others hollow in the same colour
+    # cluster 1 filled, the others hollow in the same colour
     top = panel.cluster == 1
     faces = np.where(top[:, None], np.array(colors), np.ones((n, 4)))
     ax.scatter(
@@ -256,9 +264,9 @@ def _header(fig: Figure, bottom: float, inch: float, baseline: str, caption: str
     """The title and the legend above ``bottom`` (``inch``: an inch as a fraction of the height)."""
     grey = "0.35"
     handles = [
-        Line2D([], [], color=grey, lw=1.6, marker="o", ms=4, label="best cluster in the panel"),
+        Line2D([], [], color=grey, lw=1.6, marker="o", ms=4, label="cluster 1"),
         Line2D([], [], color=grey, lw=1.6, marker="o", ms=4, mfc="white", label="other clusters"),
-        Line2D([], [], lw=0, label="number right of a row: its cluster (1 = best)"),
+        Line2D([], [], lw=0, label="number right of a row: its cluster, as in the table"),
         Line2D(
             [], [], lw=0, marker="s", mfc="none", mec="black", ms=5, label=f"baseline ({baseline})"
         ),

@@ -18,7 +18,8 @@ from rich.text import Text
 
 from paraeval.pipeline.names import show
 from paraeval.pipeline.report.plots import AVERAGES, LOWER_MARK
-from paraeval.pipeline.report.tables import ranked_columns
+from paraeval.pipeline.report.ranking import comparison_order
+from paraeval.pipeline.report.tables import figure_style, ranked_columns, role_label
 from paraeval.pipeline.stages.correlate import RANKED_GROUPS, best_agreeing, headline_coefficient
 from paraeval.pipeline.terminal import Status, printable
 from paraeval.pipeline.version import __version__
@@ -199,14 +200,12 @@ def comparison_block(ev: Evaluation, max_rows: int) -> Block | None:
     for m in chosen:
         table.add_column(m, justify="right", no_wrap=True)
         table.add_column("", justify="left", no_wrap=True, min_width=2)
-    systems = list(dict.fromkeys(t["system"]))
+    # the page's and the ranking figure's order
+    systems = comparison_order(t, figure_style(ev).source)
     by_metric = {m: t[t["metric"] == m].set_index("system") for m in chosen}
     for s in systems[:max_rows]:
         cells = [c for m in chosen for c in _comparison_cells(by_metric[m], s, alpha)]
-        role = ", ".join(
-            r for r, on in (("control", s in controls), ("baseline", s == baseline)) if on
-        )
-        table.add_row(Text(printable(s) + (f" ({role})" if role else "")), *cells)
+        table.add_row(Text(printable(role_label(s, controls, baseline))), *cells)
     _more(table, len(systems), max_rows)
     return table, caption
 

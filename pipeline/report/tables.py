@@ -12,6 +12,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from paraeval.pipeline.report.plots import AVERAGES, FigureStyle, averages_first
+from paraeval.pipeline.report.ranking import comparison_order
 from paraeval.pipeline.stages.correlate import headline_coefficient, headline_level
 
 if TYPE_CHECKING:
@@ -23,6 +24,27 @@ DASH = "–"
 RIGHT_ALIGNED = ("p ", "interval")  # text columns that hold numbers
 _IDS = itertools.count(1)  # each table's id in the page: Styler's CSS selects its cells by it
 MIN_BEST, MAX_BEST = 3, 8  # the metrics an answer shows of the best cluster
+ALPHA_HEADERS = {
+    "aspect": "aspect",
+    "level": "level",
+    "coefficient": "coefficient",
+    "chosen_alpha": "α chosen on dev",
+    "dev": "dev",
+    "test": "test",
+    "configured_alpha": "configured α",
+    "test_at_configured": "test at the configured α",
+    "n_dev_items": "dev items",
+    "n_test_items": "test items",
+}
+HUMAN_HEADERS = {"n_items": "items", "n_rated": "rated", "n_single_rating": "one rating only"}
+
+
+def figure_style(ev: Evaluation) -> FigureStyle:
+    assert ev.aggregated is not None
+    info = ev.aggregated.columns.items()
+    lower = frozenset(c for c, i in info if not i.higher_is_better)
+    source = frozenset(c for c, i in info if i.group == "diversity" or c.endswith("_src"))
+    return FigureStyle(ev.settings.report.format, lower, source)
 
 
 def sacrebleu_p(p: object, alpha: float = 0.05) -> str:
@@ -148,9 +170,7 @@ def alpha_choice(ev: Evaluation) -> pd.DataFrame:
         return pd.DataFrame()
     choice = ev.alpha_curve.choice.copy()
     choice["aspect"] = choice["aspect"].astype(str).str.removeprefix("human_")
-    keep = ["aspect", "level", "coefficient", "chosen_alpha", "dev", "test"]
-    keep += ["configured_alpha", "test_at_configured", "n_dev_items", "n_test_items"]
-    return choice[keep]
+    return choice[list(ALPHA_HEADERS)].rename(columns=ALPHA_HEADERS)
 
 
 def digits(values: pd.Series) -> int:
@@ -339,6 +359,41 @@ def comparison_tables(ev: Evaluation, style: FigureStyle) -> list[tuple[str, Mar
     return ranking_tables(ev, style, averages_first(ev.compared.table["metric"]))
 
 
+def comparison_matrix(ev: Evaluation, style: FigureStyle) -> Markup | None:
+    """Each system's cluster on every compared column, in the ranking figure's system order."""
+    if ev.compared is None or ev.compared.table.empty:
+        return None
+    t = ev.compared.table
+    metrics = averages_first(t["metric"])
+    wide = t.pivot_table(index="system", columns="metric", values="cluster", aggfunc="first")
+    systems = comparison_order(t, style.source)
+    wide = wide.reindex(index=systems, columns=metrics).round().astype("Int64")
+    wide.columns = [style.label(m) for m in metrics]
+    controls = set(t.loc[t["control"].astype(bool), "system"])
+    wide.insert(0, "system", [role_label(s, controls, ev.compared.baseline) for s in systems])
+    return table(wide, css="matrix")
+
+
+def role_label(system: str, controls: Iterable[str], baseline: str) -> str:
+    """``sys00 (control, baseline)``: a system's name with its roles."""
+    on = (("control", system in controls), ("baseline", system == baseline))
+    roles = ", ".join(r for r, yes in on if yes)
+    return f"{system} ({roles})" if roles else str(system)
+
+
+def items_note(ev: Evaluation) -> str:
+    """Where the comparison rests on fewer items than the systems' scores, how many."""
+    if ev.compared is None or ev.compared.table.empty:
+        return ""
+    n, every = int(ev.compared.table["n_items"].iloc[0]), ev.table["item_id"].nunique()
+    if n == every:
+        return f"On all {n} items."
+    return (
+        f"On the {n} items every system has, of {every}: the scores differ from the systems' "
+        f"tables, which use each system's own items."
+    )
+
+
 def agreement_table(agree: Agreement, aspect: str, style: FigureStyle, best: bool) -> Markup:
     """One aspect's metrics ranked: the answer's top (``best``) or all with their p-values."""
     frame = agree.best(aspect) if best else agree.by_aspect[aspect]
@@ -356,12 +411,20 @@ def agreement_table(agree: Agreement, aspect: str, style: FigureStyle, best: boo
     return table(frame, signed=frozenset({agree.coefficient}))
 
 
-def human_table(ev: Evaluation) -> Markup | None:
+def human_tables(ev: Evaluation) -> tuple[Markup, Markup] | None:
+    """Each rating over all systems with the spread of the systems' means; every system apart."""
     if ev.humans.empty:
         return None
-    frame = ev.humans.copy()
+    frame = ev.humans.rename(columns=HUMAN_HEADERS)
     frame["aspect"] = frame["aspect"].astype(str).str.removeprefix("human_")
-    return table(frame)
+    every = frame["system"] == "(all)"
+    means = frame[~every].groupby("aspect", sort=False)["mean"]
+    summary = frame[every].drop(columns=["system"]).set_index("aspect")
+    d = digits(summary["mean"])
+    lows, highs = means.min().map(_number(d)), means.max().map(_number(d))
+    summary["system means"] = (lows + " to " + highs).reindex(summary.index).fillna(DASH)
+    summary["systems constant"] = frame[~every].groupby("aspect", sort=False)["constant"].sum()
+    return table(summary.reset_index(), right=frozenset({"system means"})), table(frame)
 
 
 def signature_table(ev: Evaluation) -> Markup:

@@ -10,7 +10,9 @@ import shutil
 import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -220,9 +222,26 @@ window.addEventListener('load', function () {
       bad.push('table ' + i + ': ' + right + ', ' + box.scrollWidth + ' > ' + box.clientWidth);
     }
   });
+  var broken = Array.from(document.querySelectorAll('nav a')).filter(function (a) {
+    return !document.getElementById(a.getAttribute('href').slice(1));
+  }).map(function (a) { return a.getAttribute('href'); });
+  var tops = {};
+  ['best-system', 'agreement', 'paraphrase', 'rankings'].forEach(function (id) {
+    var e = document.getElementById(id);
+    if (e) tops[id] = e.getBoundingClientRect().top + window.scrollY;
+  });
+  // a PNG shown smaller than 104 px an inch (200 dpi: 0.52 of its pixels) does not read
+  var shrunk = Array.from(document.querySelectorAll('img')).filter(function (i) {
+    var shown = i.closest('details') === null || i.getBoundingClientRect().width > 0;
+    return shown && i.src.indexOf('image/png') > 0 &&
+      i.getBoundingClientRect().width < 0.515 * i.naturalWidth;
+  }).map(function (i) { return i.alt; });
   var out = document.createElement('pre');
   out.id = 'layout-check';
-  out.textContent = JSON.stringify({width: doc.clientWidth, tables: tables.length, bad: bad});
+  out.textContent = JSON.stringify({
+    width: doc.clientWidth, height: doc.scrollHeight, tables: tables.length, bad: bad,
+    contents: document.querySelectorAll('nav a').length, broken: broken, tops: tops,
+    shrunk: shrunk});
   document.body.appendChild(out);
 });
 </script>"""
@@ -235,10 +254,10 @@ def full(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return ev.write(tmp_path_factory.mktemp("page_full"))
 
 
-@pytest.mark.slow
-def test_no_table_is_cut_off_at_1400_px_and_every_figure_decodes(full: Path) -> None:
-    page = full / "report.html"
-    checked = full / "checked.html"
+def _layout(written: Path) -> tuple[dict[str, Any], str]:
+    """What the browser laid out at 1,400 px, and the DOM (each figure marked decoded or not)."""
+    page = written / "report.html"
+    checked = written / "checked.html"
     checked.write_text(
         page.read_text(encoding="utf-8").replace("</body>", _LAYOUT_CHECK + "</body>"),
         encoding="utf-8",
@@ -246,13 +265,84 @@ def test_no_table_is_cut_off_at_1400_px_and_every_figure_decodes(full: Path) -> 
     dom = _rendered_dom(checked)
     found = re.search(r'<pre id="layout-check">(.*?)</pre>', dom)
     assert found, dom[-2000:]
-    layout = json.loads(found.group(1).replace("&gt;", ">"))
+    return json.loads(found.group(1).replace("&gt;", ">")), dom
+
+
+def _without_matrix(html: str) -> str:
+    return re.sub(r'<table[^>]*class="matrix".*?</table>', "", html, flags=re.S)
+
+
+@pytest.mark.slow
+def test_no_table_is_cut_off_at_1400_px_and_every_figure_decodes(full: Path) -> None:
+    layout, dom = _layout(full)
     assert layout["width"] == 1400 and layout["tables"] >= 15, layout
     assert layout["bad"] == [], layout["bad"]
     loaded = re.findall(r'data-loaded="(yes|no)"', dom)
     assert loaded and set(loaded) == {"yes"}, loaded
-    # the systems table is split: no table of the page has more than ten value columns
-    assert max(len(t.columns) for _, t in _tables(page.read_text(encoding="utf-8"))) <= 11
+    # the systems table is split: no table but the clusters' matrix has more than ten values
+    html = _without_matrix((full / "report.html").read_text(encoding="utf-8"))
+    assert max(len(t.columns) for _, t in _tables(html)) <= 11
+
+
+def _many_systems(n: int) -> pd.DataFrame:
+    """The demo's items answered by ``n`` systems: the copy, and the others' candidates cut short
+    by a word or more, their ratings shifted (seeded)."""
+    demo = read_table(demo_path())
+    rng = np.random.default_rng(0)
+    bases = [s for s in dict.fromkeys(demo["system"]) if s != "copy"]
+    parts = [demo[demo["system"] == "copy"]]
+    for k in range(1, n):
+        part = demo[demo["system"] == bases[k % len(bases)]].copy()
+        cut = k // len(bases) % 4
+        part["candidate"] = [
+            " ".join(c.split()[: max(2, len(c.split()) - cut)]) for c in part["candidate"]
+        ]
+        part["system"] = f"sys{k:02d}"
+        for aspect in ("human_meaning", "human_fluency"):
+            part[aspect] = part[aspect] + rng.normal(0, 0.3, len(part)) - 0.1 * cut
+        parts.append(part)
+    return pd.concat(parts, ignore_index=True)
+
+
+@pytest.fixture(scope="module")
+def many(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """36 systems, an adequacy measure among the metrics: the page at ParaBank-Eval's width."""
+    metrics = [*METRICS, "bertscore"]
+    ev = paraeval.evaluate(_many_systems(36), metrics, overrides=CONTROLS, **CHEAP)
+    return ev.write(tmp_path_factory.mktemp("page_36"))
+
+
+@pytest.mark.slow
+def test_36_systems_read_on_a_few_screens(many: Path) -> None:
+    """Contents with working links, the answers on the first two screens (1,400 x 1,000),
+    nothing wider than the window, every figure decoded and shown at a readable size."""
+    assert pd.read_csv(many / "system_scores.csv")["system"].nunique() == 36
+    layout, dom = _layout(many)
+    assert layout["width"] == 1400 and layout["bad"] == [], layout
+    assert layout["height"] <= 9000, layout["height"]
+    assert layout["contents"] >= 8 and layout["broken"] == [], layout
+    assert {"agreement", "paraphrase", "rankings"} <= set(layout["tops"])
+    assert max(layout["tops"].values()) < 2000, layout["tops"]
+    assert layout["shrunk"] == [], layout["shrunk"]
+    loaded = re.findall(r'data-loaded="(yes|no)"', dom)
+    assert len(loaded) == len(list((many / "plots").iterdir())) and set(loaded) == {"yes"}
+    # the comparison: one matrix of clusters in the ranking figure's order, details folded
+    html = (many / "report.html").read_text(encoding="utf-8")
+    matrix = re.search(r'<table[^>]*class="matrix".*?</table>', html, re.S)
+    assert matrix is not None
+    ((_, shown),) = _tables(matrix.group(0))
+    assert len(shown) == 36 and shown["system"].iloc[-1] == "copy (control, baseline)"
+    comparison = pd.read_csv(many / "system_comparison.csv")
+    bleu = comparison[comparison["metric"] == "bleu"].set_index("system")["cluster"]
+    names = shown["system"].str.split(" ").str[0]
+    assert list(shown["bleu"].iloc[:-1]) == [str(int(bleu[s])) for s in names.iloc[:-1]]
+    folded = html[html.index('id="comparison"') : html.index('id="correlations"')]
+    assert folded.count("<details>") == 1
+    assert folded.count("<table") == 1 + comparison["metric"].nunique()
+    # the human ratings summarised: a row per aspect, each system folded
+    humans = html[html.index('id="humans"') :]
+    (_, summary), *_ = _tables(humans)
+    assert list(summary["aspect"]) == ["meaning", "fluency"]
 
 
 def test_the_answers_come_first_and_rank_as_the_tables_do(written: Path) -> None:
@@ -287,8 +377,8 @@ def test_the_answers_come_first_and_rank_as_the_tables_do(written: Path) -> None
         else:
             assert [p_boot, p_ar] == [_sacrebleu_p(v) for v in expected]
     # BLEU, a 0-100 score, at one decimal in its own comparison table
-    bleu = next(t for where, t in tables if where == "details" and "bleu" in str(t.columns))
-    assert all(re.fullmatch(r"-?\d+\.\d", v) for v in bleu["bleu"])
+    bleu = next(t for where, t in tables if where == "bleu")
+    assert all(re.fullmatch(r"-?\d+\.\d", v) for v in bleu["score"])
 
 
 def test_best_metrics_are_ranked_whatever_their_direction(written: Path) -> None:
@@ -327,20 +417,27 @@ def test_best_metrics_are_ranked_whatever_their_direction(written: Path) -> None
     assert names.index("ter") < names.index("self_bleu"), names
 
 
-def test_figures_come_in_the_story_order_with_captions(written: Path) -> None:
+def test_each_figure_is_in_its_section_captioned_and_linked(written: Path) -> None:
     html = (written / "report.html").read_text(encoding="utf-8")
     captions = re.findall(r"<figcaption>(.*?)</figcaption>", html)
     assert len(captions) == len(list((written / "plots").iterdir()))
-    assert captions[0].startswith("The systems on every compared column")
-    heatmap = next(i for i, c in enumerate(captions) if "of every metric with every" in c)
-    scatter = [i for i, c in enumerate(captions) if "segment by segment" in c]
-    assert 0 < heatmap < min(scatter) and captions[-1].startswith("iBLEU")
-    assert captions[heatmap].startswith("Pearson r") and not any(".png" in c for c in captions)
-    # the human-rating report and the α choice are on the page
-    assert "Human ratings" in html and "chosen_alpha" in html
-    # the many-panel figures take the width, the others share rows; the settings are folded
-    wide = re.findall(r'<figure class="wide"><img alt="([^"]*)"', html)
-    assert len(wide) == 2 and wide[0] == captions[0] and wide[1] == captions[heatmap]
+    assert not any(".png" in c for c in captions)
+    place = {
+        stem: html.index(f'<figure id="{stem}">') for stem in ("alpha_curve", "system_ranking")
+    }
+    place["heatmap"] = html.index('<figure id="correlation_heatmap">')
+    assert html.index('id="alpha"') < place["alpha_curve"] < html.index('<section id="details">')
+    assert html.index('id="comparison"') < place["system_ranking"] < html.index('id="correlations"')
+    assert html.index('id="correlations"') < place["heatmap"]
+    scatter = [m.start() for m in re.finditer(r'<figure id="scatter_', html)]
+    assert scatter and min(scatter) > html.index('id="scatter"')
+    heatmap = html[place["heatmap"] :]
+    assert re.search(r"<figcaption>Pearson r of every metric", heatmap)
+    # a click opens the file, full size
+    for stem in re.findall(r'<figure id="([\w-]+)">', html):
+        assert re.search(rf'<figure id="{stem}"><a href="plots/{stem}\.(png|svg)"><img', html)
+    # the α choice with headers written for people; the settings folded
+    assert "α chosen on dev" in html and "chosen_alpha" not in html.split("<pre>")[0]
     assert re.search(r"<details><summary>Every setting of the run \(\d+\)</summary>\s*<pre>", html)
 
 
@@ -396,9 +493,10 @@ def test_the_paraphrase_table_and_its_figure_come_first(full: Path) -> None:
     frontier figure beside it decodes in the browser, and the copy is apart, never best."""
     html = (full / "report.html").read_text(encoding="utf-8")
     answers = html.index('<section id="answers">')
-    assert html.index('id="paraphrase"') < html.index("<table", answers)
-    assert html.index('id="frontier"') < html.index("Systems ranked by each group average")
-    _, first = _tables(html[answers:])[0]
+    paraphrase = html.index('id="paraphrase"')
+    assert answers < paraphrase < html.index('id="rankings"')
+    assert html.index('<figure id="paraphrase_frontier">') < html.index('<section id="details">')
+    _, first = _tables(html[paraphrase:])[0]
     view = pd.read_csv(full / "paraphrase.csv")
     assert list(first["system"]) == list(view["system"])
     assert list(first["role"])[-1] == "control" and list(first["system"])[-1] == "copy"
@@ -408,5 +506,5 @@ def test_the_paraphrase_table_and_its_figure_come_first(full: Path) -> None:
     best = re.search(r'id="best-system">([^<]*)<', html)
     assert best and "copy" not in best.group(1)
     dom = _rendered_dom(full / "report.html")
-    frontier = re.search(r'<figure class="headline" id="frontier">.*?</figure>', dom, re.S)
+    frontier = re.search(r'<figure id="paraphrase_frontier">.*?</figure>', dom, re.S)
     assert frontier and 'data-loaded="yes"' in frontier.group(0)
