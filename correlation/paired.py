@@ -402,8 +402,9 @@ def paired_bs_clusters(
     """(rank, cluster) per system, 1 = best; systems without a finite score get neither.
 
     ``points`` are the systems' scores and ``resampled`` their scores on the same bootstrap
-    resamples. The best remaining system and every remaining system whose paired bootstrap
-    p-value against it is >= ``alpha`` form a cluster; repeated on the rest. "Best" follows
+    resamples. The best remaining system and the systems after it in rank order, up to the first
+    whose paired bootstrap p-value against it is < ``alpha``, form a cluster; repeated on the
+    rest. Clusters are runs of consecutive ranks, so cluster numbers follow rank. "Best" follows
     ``higher_is_better``.
     """
     order = sorted(
@@ -419,13 +420,13 @@ def paired_bs_clusters(
         head = remaining[0]
         # sacrebleu's p-value of two identical scores is 1/(N+1) ("a zero difference is not
         # chance"); for clustering, an equal score is simply not distinguishable from the head
-        members = [
-            s
-            for s in remaining
-            if points[s] == points[head]
-            or paired_bs_p(resampled[head], resampled[s], points[head], points[s]) >= alpha
-        ]
-        for s in members:
+        size = 1
+        for s in remaining[1:]:
+            p = paired_bs_p(resampled[head], resampled[s], points[head], points[s])
+            if p < alpha and points[s] != points[head]:
+                break
+            size += 1
+        for s in remaining[:size]:
             cluster[s] = float(k)
-        remaining = [s for s in remaining if s not in members]
+        remaining = remaining[size:]
     return rank, cluster

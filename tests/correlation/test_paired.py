@@ -147,6 +147,20 @@ def test_clusters_on_a_hand_built_example() -> None:
     assert rank_low["c"] == 1.0 and cluster_low["c"] == 1.0 and cluster_low["a"] == 2.0
 
 
+def test_clusters_are_runs_of_consecutive_ranks() -> None:
+    """b is surely behind a, c only noisily: c may not join a's cluster over b's head, so cluster
+    numbers follow rank (c with b, not with a)."""
+    n = 1000
+    noise = np.random.default_rng(0).normal(0.0, 1.0, n)
+    points = {"a": 1.0, "b": 0.9, "c": 0.8}
+    res = {"a": np.full(n, 1.0), "b": np.full(n, 0.9), "c": 0.8 + noise}
+    assert paired_bs_p(res["a"], res["b"], 1.0, 0.9) < 0.05
+    assert paired_bs_p(res["a"], res["c"], 1.0, 0.8) >= 0.05
+    rank, cluster = paired_bs_clusters(points, res, True, 0.05)
+    assert rank == {"a": 1.0, "b": 2.0, "c": 3.0}
+    assert cluster == {"a": 1.0, "b": 2.0, "c": 2.0}
+
+
 def test_nist_summed_rows_equal_its_corpus_function_per_resample() -> None:
     """NIST's float statistics: the compiled in-order sums plus ``corpus_from_sums`` give the
     numbers of ``corpus_from_stats`` called on every resample and every shuffle."""
