@@ -11,6 +11,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import OverrideParseException
 from omegaconf import DictConfig, OmegaConf
 
 from paraeval.pipeline.config.compose import config_dir
@@ -132,9 +134,6 @@ def _overrides(argv: list[str]) -> list[str]:
 
 
 def check_grammar(argv: list[str]) -> None:
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import OverrideParseException
-
     parser = OverridesParser.create()
     for arg in _overrides(argv):
         try:
@@ -190,6 +189,11 @@ def check_override_keys(argv: list[str]) -> None:
             except Exception:  # ??? or an interpolation: nothing to check below it
                 break
             path.append(part)
+        else:  # a word for an integer (seed=abc) fails here, before the run has its folder
+            value = OverridesParser.create().parse_overrides([arg])[0].value()
+            integer = isinstance(node, int) and not isinstance(node, bool)
+            if integer and isinstance(value, str) and "${" not in value:
+                raise ConfigError(f"{key} must be an integer, got '{value}'")
 
 
 @cache

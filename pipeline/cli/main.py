@@ -40,6 +40,7 @@ from paraeval.pipeline.cli.checks import (
     is_multirun,
     move_passwords_to_env,
 )
+from paraeval.pipeline.cli.completion import query
 from paraeval.pipeline.config.compose import config_dir
 from paraeval.pipeline.errors import ConfigError, Interrupted, RunContext, being_handled
 from paraeval.pipeline.lifetime import RUN_PID_ENV, in_sweep_worker
@@ -288,6 +289,8 @@ def _main(argv: list[str], context: RunContext) -> None:
     try:
         if help_:
             _help(context)
+        elif completion and any(a.startswith("query=") for a in argv):
+            query(argv, partial(_hydra_main, context))
         else:
             _hydra_main(context)
     except HydraException as exc:
