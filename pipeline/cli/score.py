@@ -24,7 +24,8 @@ STDIN_NAME = "stdin"
 EXAMPLES = """examples:
   paraeval-score -r ref.txt -m bleu chrf < hyp.txt
   paraeval-score -r ref1.txt ref2.txt -s src.txt -m bleu ibleu bertscore -i a.txt b.txt -f json
-  paraeval-score -r ref.txt -m bleu --set bleu.tokenize=intl -i a.txt"""
+  paraeval-score -r ref.txt -m bleu --set bleu.tokenize=intl -i a.txt
+  paraeval-score --list                # the metric ids, what each needs, the default set"""
 
 
 class ScoreError(UserError):
@@ -316,7 +317,8 @@ def parser() -> argparse.ArgumentParser:
         default=[],
         dest="overrides",
         metavar="METRIC.KEY=VALUE",
-        help="change a metric's setting, e.g. --set bleu.tokenize=intl (repeatable)",
+        help="change a metric's setting, e.g. --set bleu.tokenize=intl (repeatable); "
+        "paraeval --cfg job 'metrics=[METRIC]' shows its settings",
     )
     p.add_argument(
         "-f",
