@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from contextlib import suppress
 from functools import cache
 from pathlib import Path
@@ -15,7 +15,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import OverrideParseException
 from omegaconf import DictConfig, OmegaConf
 
-from paraeval.pipeline.config.compose import config_dir
+from paraeval.pipeline.config.compose import config_dir, flatten
 from paraeval.pipeline.errors import ConfigError, suggest
 from paraeval.pipeline.secrets import (
     HTTP_PASSWORD_VAR,
@@ -73,7 +73,7 @@ def move_passwords_to_env(argv: list[str]) -> list[str]:
 
 def check_config_passwords(config: Any) -> None:
     """Unresolved: ``${oc.env:...}`` is saved as written."""
-    for key, value in _strings(config, ""):
+    for key, value in flatten(config).items():
         if has_password(value):
             raise ConfigError(
                 f"{key} holds a password, which Hydra would save in .hydra/config.yaml: remove it "
@@ -90,17 +90,6 @@ def check_config_files(folders: Iterable[Path]) -> None:
                         f"{path} holds a password, which Hydra would save in .hydra/: remove it "
                         f"from the file and set it in the environment ({ENV_HINT})"
                     )
-
-
-def _strings(node: Any, prefix: str) -> Iterator[tuple[str, str]]:
-    if isinstance(node, dict):
-        for k, v in node.items():
-            yield from _strings(v, f"{prefix}{k}.")
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            yield from _strings(v, f"{prefix}{i}.")
-    elif isinstance(node, str):
-        yield prefix.rstrip("."), node
 
 
 def user_config_dirs(argv: list[str]) -> list[Path]:

@@ -27,6 +27,22 @@ EXAMPLES = """examples:
   paraeval-score -r ref.txt -m bleu --set bleu.tokenize=intl -i a.txt
   paraeval-score --list                # the metric ids, what each needs, the default set"""
 
+# what a user with the installed package alone can follow: no pointer into the package's files
+HELP = {
+    "references": "reference files, one per reference set; an empty line: no reference",
+    "source": "the source sentences (iBLEU, PINC, ...)",
+    "input": "one file per system, named by its stem (default: one system on stdin)",
+    "metrics": "metric ids, each at its default settings; --list names them (default: bleu)",
+    "overrides": "change a metric's setting, e.g. --set bleu.tokenize=intl (repeatable); "
+    "paraeval --cfg job 'metrics=[METRIC]' shows its settings",
+    "format": "text: one aligned line per system and metric; json: a list of objects with the "
+    "unrounded scores (default: text)",
+    "width": "decimals of every score in text (default: 4 significant digits of each metric's "
+    "largest score, the same decimals for all its systems)",
+    "list": "list the metrics (id, group, direction, what each needs, whether a run computes it "
+    "by default) and exit",
+}
+
 
 class ScoreError(UserError):
     """Printed as one line."""
@@ -288,28 +304,12 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=RawDescriptionHelpFormatter,
     )
     p.add_argument(
-        "-r",
-        "--references",
-        nargs="+",
-        default=[],
-        metavar="REF",
-        help="reference files, one per reference set; an empty line: no reference",
+        "-r", "--references", nargs="+", default=[], metavar="REF", help=HELP["references"]
     )
-    p.add_argument("-s", "--source", metavar="SRC", help="the source sentences (iBLEU, PINC, ...)")
+    p.add_argument("-s", "--source", metavar="SRC", help=HELP["source"])
+    p.add_argument("-i", "--input", nargs="+", metavar="HYP", help=HELP["input"])
     p.add_argument(
-        "-i",
-        "--input",
-        nargs="+",
-        metavar="HYP",
-        help="one file per system, named by its stem (default: one system on stdin)",
-    )
-    p.add_argument(
-        "-m",
-        "--metrics",
-        nargs="+",
-        default=["bleu"],
-        metavar="METRIC",
-        help="metric ids, each at its default settings; --list names them (default: bleu)",
+        "-m", "--metrics", nargs="+", default=["bleu"], metavar="METRIC", help=HELP["metrics"]
     )
     p.add_argument(
         "--set",
@@ -317,31 +317,11 @@ def parser() -> argparse.ArgumentParser:
         default=[],
         dest="overrides",
         metavar="METRIC.KEY=VALUE",
-        help="change a metric's setting, e.g. --set bleu.tokenize=intl (repeatable); "
-        "paraeval --cfg job 'metrics=[METRIC]' shows its settings",
+        help=HELP["overrides"],
     )
-    p.add_argument(
-        "-f",
-        "--format",
-        choices=["text", "json"],
-        default="text",
-        help="text: one aligned line per system and metric; json: a list of objects with the "
-        "unrounded scores (default: text)",
-    )
-    p.add_argument(
-        "-w",
-        "--width",
-        type=int,
-        metavar="N",
-        help="decimals of every score in text (default: 4 significant digits of each metric's "
-        "largest score, the same decimals for all its systems)",
-    )
-    p.add_argument(
-        "--list",
-        action="store_true",
-        help="list the metrics (id, group, direction, what each needs, whether a run computes it "
-        "by default) and exit",
-    )
+    p.add_argument("-f", "--format", choices=["text", "json"], default="text", help=HELP["format"])
+    p.add_argument("-w", "--width", type=int, metavar="N", help=HELP["width"])
+    p.add_argument("--list", action="store_true", help=HELP["list"])
     return p
 
 

@@ -104,9 +104,6 @@ class DataSettings:
         options = {str(k): v for k, v in node.items()}
         target = str(options.pop("_target_", "") or "")
         controls = names(options.pop("controls", None), "data.controls")
-        missing = [k for k, v in options.items() if v == "???"]
-        if missing:
-            raise ConfigError(f"data.{missing[0]} is required, e.g. data.{missing[0]}=<path>")
         if "name" not in options:
             raise ConfigError("data.name is missing from the configuration")
         return cls(target=target, options=options, name=str(options["name"]), controls=controls)
