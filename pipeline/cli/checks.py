@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from contextlib import suppress
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import OverrideParseException
 from omegaconf import DictConfig, OmegaConf
 
-from paraeval.pipeline.config.compose import config_dir
+from paraeval.pipeline.config.compose import config_dir, flatten
 from paraeval.pipeline.errors import ConfigError, suggest
 from paraeval.pipeline.secrets import (
     HTTP_PASSWORD_VAR,
@@ -71,7 +73,7 @@ def move_passwords_to_env(argv: list[str]) -> list[str]:
 
 def check_config_passwords(config: Any) -> None:
     """Unresolved: ``${oc.env:...}`` is saved as written."""
-    for key, value in _strings(config, ""):
+    for key, value in flatten(config).items():
         if has_password(value):
             raise ConfigError(
                 f"{key} holds a password, which Hydra would save in .hydra/config.yaml: remove it "
@@ -88,17 +90,6 @@ def check_config_files(folders: Iterable[Path]) -> None:
                         f"{path} holds a password, which Hydra would save in .hydra/: remove it "
                         f"from the file and set it in the environment ({ENV_HINT})"
                     )
-
-
-def _strings(node: Any, prefix: str) -> Iterator[tuple[str, str]]:
-    if isinstance(node, dict):
-        for k, v in node.items():
-            yield from _strings(v, f"{prefix}{k}.")
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            yield from _strings(v, f"{prefix}{i}.")
-    elif isinstance(node, str):
-        yield prefix.rstrip("."), node
 
 
 def user_config_dirs(argv: list[str]) -> list[Path]:
@@ -132,9 +123,6 @@ def _overrides(argv: list[str]) -> list[str]:
 
 
 def check_grammar(argv: list[str]) -> None:
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import OverrideParseException
-
     parser = OverridesParser.create()
     for arg in _overrides(argv):
         try:
@@ -190,6 +178,11 @@ def check_override_keys(argv: list[str]) -> None:
             except Exception:  # ??? or an interpolation: nothing to check below it
                 break
             path.append(part)
+        else:  # a word for an integer (seed=abc) fails here, before the run has its folder
+            value = OverridesParser.create().parse_overrides([arg])[0].value()
+            integer = isinstance(node, int) and not isinstance(node, bool)
+            if integer and isinstance(value, str) and "${" not in value:
+                raise ConfigError(f"{key} must be an integer, got '{value}'")
 
 
 @cache

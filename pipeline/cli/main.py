@@ -31,6 +31,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from paraeval.pipeline.cli.checks import (
+    GROUPS,
     check_cluster_address,
     check_config_file_passwords,
     check_grammar,
@@ -65,11 +66,8 @@ def record(status: int) -> None:
         RECORDED.append(status)
         return
     # one short append: whole lines even when jobs in several processes write at once
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        os.write(fd, f"{status}\n".encode())
-    finally:
-        os.close(fd)
+    with open(path, "a", encoding="ascii") as file:
+        file.write(f"{status}\n")
 
 
 def worst(statuses: list[int]) -> int:
@@ -288,6 +286,8 @@ def _main(argv: list[str], context: RunContext) -> None:
     try:
         if help_:
             _help(context)
+        elif completion and any(a.startswith("query=") for a in argv):
+            _complete(argv, context)
         else:
             _hydra_main(context)
     except HydraException as exc:
@@ -314,6 +314,28 @@ def _help(context: RunContext) -> None:
     finally:
         sys.stdout.write(fit(buffer.getvalue()))
         sys.stdout.flush()
+
+
+def _complete(argv: list[str], context: RunContext) -> None:
+    """Hydra's candidates but class paths (``data._target_=``), and a group's options in a list or
+    a sweep, which Hydra does not offer (``metrics=[bleu,ch`` -> ``metrics=[bleu,chrf``)."""
+    line = os.environ.get("COMP_LINE", "")
+    word = "" if line.endswith(" ") else (line.split() or [""])[-1]
+    key, _, value = word.partition("=")
+    cut = max(value.rfind(","), value.rfind("[")) + 1  # where the list's next option starts
+    if key.lstrip("+~") in GROUPS and cut:
+        prefix, chosen = value[cut:], value[:cut].replace("[", ",").split(",")
+        options = sorted(p.stem for p in (config_dir() / key.lstrip("+~")).glob("*.yaml"))
+        start = word.removesuffix(prefix)
+        found = [start + o for o in options if o.startswith(prefix) and o not in chosen]
+    else:
+        buffer = io.StringIO()
+        with redirect_stdout(buffer):
+            _hydra_main(context)
+        keys = [(c, c.partition("=")[0].split(".")) for c in buffer.getvalue().split()]
+        found = [c for c, parts in keys if not any(p.startswith("_") for p in parts)]
+    # the shell's script reads them from stdout: fish one a line, bash and zsh spaced
+    print(("\n" if "query=fish" in argv else " ").join(found))
 
 
 if __name__ == "__main__":

@@ -6,9 +6,10 @@ import argparse
 import difflib
 import json
 import math
+import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,24 @@ STDIN_NAME = "stdin"
 EXAMPLES = """examples:
   paraeval-score -r ref.txt -m bleu chrf < hyp.txt
   paraeval-score -r ref1.txt ref2.txt -s src.txt -m bleu ibleu bertscore -i a.txt b.txt -f json
-  paraeval-score -r ref.txt -m bleu --set bleu.tokenize=intl -i a.txt"""
+  paraeval-score -r ref.txt -m bleu --set bleu.tokenize=intl -i a.txt
+  paraeval-score --list                # the metric ids, what each needs, the default set"""
+
+# what a user with the installed package alone can follow: no pointer into the package's files
+HELP = {
+    "references": "reference files, one per reference set; an empty line: no reference",
+    "source": "the source sentences (iBLEU, PINC, ...)",
+    "input": "one file per system, named by its stem (default: one system on stdin)",
+    "metrics": "metric ids, each at its default settings; --list names them (default: bleu)",
+    "overrides": "change a metric's setting, e.g. --set bleu.tokenize=intl (repeatable); "
+    "paraeval --cfg job 'metrics=[METRIC]' shows its settings",
+    "format": "text: one aligned line per system and metric; json: a list of objects with the "
+    "unrounded scores (default: text)",
+    "width": "decimals of every score in text (default: 4 significant digits of each metric's "
+    "largest score, the same decimals for all its systems)",
+    "list": "list the metrics (id, group, direction, what each needs, whether a run computes it "
+    "by default) and exit",
+}
 
 
 class ScoreError(UserError):
@@ -241,30 +259,40 @@ def score_inputs(
     ]
 
 
-def _number(value: float, width: int | None) -> str:
-    if math.isnan(value):
-        return "nan"
-    return f"{value:.{width}f}" if width is not None else f"{value:.4g}"
+def aligned(rows: Sequence[Sequence[str]], right: int = -1) -> str:
+    """Columns padded to their widest cell, but the last; column ``right`` right-aligned."""
+    widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]) - 1)]
+    line = "".join(f"{{:{'>' if k == right else '<'}{w}}}  " for k, w in enumerate(widths))
+    return "\n".join(f"{line}{{}}".format(*r) for r in rows)
 
 
 def format_text(scores: Sequence[Score], width: int | None) -> str:
-    rows = [("system", "metric", "score", "signature")]
-    rows += [(s.system, s.metric, _number(s.score, width), s.signature) for s in scores]
-    widths = [max(len(r[k]) for r in rows) for k in range(3)]
-    return "\n".join(
-        f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}" for r in rows
-    )
-
-
-def format_json(scores: Sequence[Score], width: int | None) -> str:
-    """As ``sacrebleu -f json`` gives one per metric."""
-    out = []
+    """Every system of a metric with its decimals: ``width``, else 4 significant digits of the
+    metric's largest score (sacrebleu's ``-w`` is one width for its metrics, all 0-100)."""
+    top = dict.fromkeys((s.metric for s in scores), 0.0)
     for s in scores:
-        score = None if math.isnan(s.score) else s.score if width is None else round(s.score, width)
-        out.append(
-            {"system": s.system, "metric": s.metric, "score": score, "signature": s.signature}
-        )
+        top[s.metric] = max(top[s.metric], abs(s.score) if math.isfinite(s.score) else 0.0)
+    rows = [("system", "metric", "score", "signature")]
+    for s in scores:
+        places = max(0, 3 - math.floor(math.log10(top[s.metric] or 1))) if width is None else width
+        rows.append((s.system, s.metric, f"{s.score:.{places}f}", s.signature))
+    return aligned(rows, right=2)
+
+
+def format_json(scores: Sequence[Score]) -> str:
+    """As ``sacrebleu -f json`` gives one per metric, but unrounded."""
+    nan = {"score": None}
+    out = [asdict(s) | (nan if math.isnan(s.score) else {}) for s in scores]
     return json.dumps(out, indent=1, ensure_ascii=False)
+
+
+def format_list() -> str:
+    from paraeval.pipeline.config.compose import list_metrics
+
+    rows = [("id", "group", "direction", "needs", "default")]
+    for m in list_metrics().itertuples():
+        rows.append((m.id, m.group, m.direction, m.needs or "-", "yes" if m.default else "no"))
+    return aligned(rows)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -276,28 +304,12 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=RawDescriptionHelpFormatter,
     )
     p.add_argument(
-        "-r",
-        "--references",
-        nargs="+",
-        default=[],
-        metavar="REF",
-        help="reference files, one per reference set; an empty line: no reference",
+        "-r", "--references", nargs="+", default=[], metavar="REF", help=HELP["references"]
     )
-    p.add_argument("-s", "--source", metavar="SRC", help="the source sentences (iBLEU, PINC, ...)")
+    p.add_argument("-s", "--source", metavar="SRC", help=HELP["source"])
+    p.add_argument("-i", "--input", nargs="+", metavar="HYP", help=HELP["input"])
     p.add_argument(
-        "-i",
-        "--input",
-        nargs="+",
-        metavar="HYP",
-        help="one file per system, named by its stem (default: one system on stdin)",
-    )
-    p.add_argument(
-        "-m",
-        "--metrics",
-        nargs="+",
-        default=["bleu"],
-        metavar="METRIC",
-        help="metric ids of conf/metrics/, at their default settings (default: bleu)",
+        "-m", "--metrics", nargs="+", default=["bleu"], metavar="METRIC", help=HELP["metrics"]
     )
     p.add_argument(
         "--set",
@@ -305,21 +317,21 @@ def parser() -> argparse.ArgumentParser:
         default=[],
         dest="overrides",
         metavar="METRIC.KEY=VALUE",
-        help="change a metric's setting, e.g. --set bleu.tokenize=intl (repeatable)",
+        help=HELP["overrides"],
     )
-    p.add_argument("-f", "--format", choices=["text", "json"], default="text")
-    p.add_argument(
-        "-w",
-        "--width",
-        type=int,
-        metavar="N",
-        help="decimals of the scores (default: 4 significant digits; JSON: unrounded)",
-    )
+    p.add_argument("-f", "--format", choices=["text", "json"], default="text", help=HELP["format"])
+    p.add_argument("-w", "--width", type=int, metavar="N", help=HELP["width"])
+    p.add_argument("--list", action="store_true", help=HELP["list"])
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.list:
+        print(format_list())
+        return 0
+    # transformers' "Loading weights" bar and the hub's download bars (read at their import)
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:
         if not args.input and sys.stdin.isatty():
             raise ScoreError("no hypotheses: give -i FILE ... or pipe one system on stdin")
@@ -334,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"paraeval: error: {exc}", file=sys.stderr)
         return 2
-    print((format_json if args.format == "json" else format_text)(scores, args.width))
+    print(format_json(scores) if args.format == "json" else format_text(scores, args.width))
     return 0
 
 

@@ -52,12 +52,14 @@ def flatten(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
 
 def list_metrics() -> pd.DataFrame:
     """Per ``conf/metrics/`` entry: ``id`` (for ``metrics=[...]``), ``group``, ``direction``,
-    ``needs`` (references, sources, a model, WordNet, ...) and default ``settings``."""
+    ``needs`` (references, sources, a model, WordNet, ...), ``default`` (whether a run without
+    ``metrics=`` computes it) and default ``settings``."""
     import pandas as pd
 
     ids = metric_ids()
     # composed as a run would compose them: interpolations (the cache folder) resolved
     cfg = compose_config([f"metrics=[{','.join(ids)}]"])
+    default = set(compose_config().metrics)
     rows = []
     for metric_id in ids:
         settings: dict[str, Any] = OmegaConf.to_container(cfg.metrics[metric_id], resolve=True)  # type: ignore[assignment]
@@ -70,7 +72,8 @@ def list_metrics() -> pd.DataFrame:
                 "group": info.group,
                 "direction": "higher" if info.higher_is_better else "lower",
                 "needs": ", ".join([*refs, *srcs, *info.resources]),
+                "default": metric_id in default,
                 "settings": settings,
             }
         )
-    return pd.DataFrame(rows, columns=["id", "group", "direction", "needs", "settings"])
+    return pd.DataFrame(rows)

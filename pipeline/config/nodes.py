@@ -104,9 +104,6 @@ class DataSettings:
         options = {str(k): v for k, v in node.items()}
         target = str(options.pop("_target_", "") or "")
         controls = names(options.pop("controls", None), "data.controls")
-        missing = [k for k, v in options.items() if v == "???"]
-        if missing:
-            raise ConfigError(f"data.{missing[0]} is required, e.g. data.{missing[0]}=<path>")
         if "name" not in options:
             raise ConfigError("data.name is missing from the configuration")
         return cls(target=target, options=options, name=str(options["name"]), controls=controls)
@@ -223,10 +220,7 @@ class ReportSettings:
     @classmethod
     def from_node(cls, node: Node) -> ReportSettings:
         v = required(node, cls, "report")
-        max_rows = v["max_rows"]
-        if isinstance(max_rows, bool) or not isinstance(max_rows, int):
-            raise ConfigError(f"report.max_rows must be an integer, got '{max_rows}'")
-        count(max_rows, "report.max_rows")
+        count(v["max_rows"], "report.max_rows")
         one_of(v["format"], FORMATS, "report.format")
         for key in ("print_tables", "progress", "parallel_figures"):
             boolean(v[key], f"report.{key}")
@@ -278,15 +272,7 @@ class EngineSettings:
         kind = node.get("kind")
         if kind not in ENGINE_KINDS:
             raise ConfigError(f"engine.kind must be one of {list(ENGINE_KINDS)}, got {kind!r}")
-        valid = ENGINE_KEYS[kind]
-        for key in node:
-            if key not in valid:
-                near = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.5)
-                hint = f"; did you mean 'engine.{near[0]}'?" if near else ""
-                raise ConfigError(
-                    f"unknown setting 'engine.{key}' for engine={kind}{hint} "
-                    f"(valid: {', '.join(valid)})"
-                )
+        check_keys(node, ENGINE_KEYS[kind], "engine")
         if kind == "local":
             return cls("local", None, 1, 0.0, 2048)  # the score stage's work in this process
         address = node.get("address")

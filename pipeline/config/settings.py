@@ -192,23 +192,6 @@ def check_table(settings: Settings, table: pd.DataFrame) -> None:
             )
 
 
-CORRELATION_KEYS = (
-    "levels",
-    "coefficients",
-    "item_nan",
-    "item_average",
-    "ci",
-    "n_resamples",
-    "confidence",
-    "unit",
-    "coefficient_settings",
-    "interval",
-    "warn_below_n",
-    "include_controls",
-    "significance",
-)
-
-
 @dataclass(frozen=True)
 class SignificanceSettings:
     """The test between two metrics' correlations with the same human score."""
@@ -304,6 +287,13 @@ class CorrelationSettings:
             significance=_significance(node["significance"], configured),
             node=dict(node),
         )
+
+
+# the node's keys: one per setting but the node itself, and what the coefficients are built with
+CORRELATION_KEYS = (
+    *(f.name for f in fields(CorrelationSettings) if f.name != "node"),
+    "coefficient_settings",
+)
 
 
 def _significance(

@@ -15,7 +15,6 @@ from paraeval.pipeline.errors import ConfigError, not_allowed
 if TYPE_CHECKING:
     from paraeval.metrics.base import Metric
 
-KINDS = {"metrics": "metric", "normalize": "normalizer"}
 RUN_ARGUMENT = "encoders"  # given by the stage to the metrics that take it, never by a user
 NORMALIZER = "paraeval.pipeline.stages.aggregate.Normalizer"
 
@@ -38,22 +37,15 @@ def metric_targets() -> dict[str, tuple[str, str]]:
     return out
 
 
-def allowed(group: str) -> list[str]:
-    """The exact names ``<group>._target_`` may take (loaders and trackers: their own layers)."""
-    if group == "metrics":
-        return sorted(metric_targets())
-    if group == "normalize":
-        return [NORMALIZER]
-    raise ValueError(f"no _target_ allow-list for group '{group}'")
-
-
 def check(group: str, target: object, key: str | None = None) -> str:
-    """``target`` when allowed, else a ConfigError naming ``key`` and the nearest allowed name."""
+    """``target`` when allowed (``group``: metrics or normalize), else a ConfigError naming
+    ``key`` and the nearest allowed name."""
     name = str(target or "")
-    choices = allowed(group)
+    choices = sorted(metric_targets()) if group == "metrics" else [NORMALIZER]
     if name in choices:
         return name
-    raise not_allowed(key or f"{group}._target_", name, KINDS[group], choices)
+    kind = "metric" if group == "metrics" else "normalizer"
+    raise not_allowed(key or f"{group}._target_", name, kind, choices)
 
 
 def metric_class(target: str, metric_id: str, allow_external: bool) -> type:

@@ -4,6 +4,7 @@ columns, and "did you mean" for a misspelt option."""
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -39,7 +40,13 @@ def test_completion_offers_metrics_and_keys(tmp_path: Path) -> None:
     assert _query("paraeval metrics=ch", tmp_path) == ["metrics=chrf"]
     data = _query("paraeval data.", tmp_path)
     assert "data.name=" in data and all(c.startswith("data.") for c in data), data
+    assert not [c for c in data if "_target_" in c]  # a class path is no setting of the user's
     assert "correlation=" in _query("paraeval cor", tmp_path)
+    # inside a list and a sweep, the options not chosen yet
+    assert _query("paraeval metrics=[bleu,ch", tmp_path) == ["metrics=[bleu,chrf"]
+    after_bleu = _query("paraeval metrics=[bleu,", tmp_path)
+    assert {c.removeprefix("metrics=[bleu,") for c in after_bleu} == names - {"bleu"}
+    assert _query("paraeval -m normalize=minmax,zs", tmp_path) == ["normalize=minmax,zscore"]
 
 
 def test_completion_in_bash(tmp_path: Path) -> None:
@@ -57,6 +64,10 @@ def test_completion_in_bash(tmp_path: Path) -> None:
         "COMP_WORDS=($COMP_LINE); COMP_CWORD=2\n"
         "hydra_bash_completion\n"
         'echo "reply: ${COMPREPLY[*]}"\n'
+        'COMP_LINE="paraeval metrics=[bleu,ch"; COMP_POINT=${#COMP_LINE}\n'
+        "COMP_WORDS=($COMP_LINE); COMP_CWORD=1\n"
+        "hydra_bash_completion\n"
+        'echo "reply: ${COMPREPLY[*]}"\n'
     )
     env = cli_env(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     proc = subprocess.run(
@@ -71,7 +82,25 @@ def test_completion_in_bash(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
     assert lines[0].endswith("-F hydra_bash_completion paraeval"), lines
-    assert lines[-1] == "reply: metrics=chrf", lines
+    assert lines[-2:] == ["reply: metrics=chrf", "reply: metrics=[bleu,chrf"], lines
+
+
+def test_a_word_for_an_integer_fails_at_once_and_writes_nothing(tmp_path: Path) -> None:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = run_cli(["seed=abc"], tmp_path)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr == "paraeval: error: seed must be an integer, got 'abc'\n"
+    assert not list(tmp_path.iterdir())  # no outputs/ folder, nothing else
+    # the command's own time (a shared machine's wall clock measures its neighbours too): before
+    # Hydra's run, no pandas, torch or MLflow is imported (about 0.6 s; the run's check took 4 s)
+    took = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    assert took < 2.0, took
+    # the same for any integer setting
+    proc = run_cli(["correlation.n_resamples=many"], tmp_path)
+    assert (
+        proc.stderr == "paraeval: error: correlation.n_resamples must be an integer, got 'many'\n"
+    )
 
 
 def test_help_fits_100_columns(tmp_path: Path) -> None:

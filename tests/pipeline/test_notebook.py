@@ -32,11 +32,15 @@ def _metric_class(metric_id: str) -> type:
 
 
 def test_list_metrics_has_every_config_file(metrics: pd.DataFrame) -> None:
-    assert list(metrics.columns) == ["id", "group", "direction", "needs", "settings"]
+    assert list(metrics.columns) == ["id", "group", "direction", "needs", "default", "settings"]
     files = sorted(p.stem for p in CONF.glob("*.yaml"))
     assert len(files) >= 28
     assert sorted(metrics["id"]) == files
     assert metrics["id"].is_unique
+    # the default set is the metrics a run composes without metrics=
+    default = set(metrics.loc[metrics["default"], "id"])
+    assert default == set(compose_config().metrics)
+    assert "bleu" in default and "bleurt" not in default
 
 
 def test_list_metrics_directions_and_groups_are_the_classes(metrics: pd.DataFrame) -> None:

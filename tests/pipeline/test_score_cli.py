@@ -5,6 +5,8 @@ console script does."""
 from __future__ import annotations
 
 import json
+import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -265,3 +267,77 @@ def test_the_settings_are_the_ones_a_run_composes() -> None:
     composed = OmegaConf.to_container(cfg.metrics, resolve=True)
     assert metric_settings(ids, []) == composed
     assert metric_settings(["cosine"], ["cosine.batch_size=8"])["cosine"]["batch_size"] == 8
+
+
+def test_text_has_fixed_decimals_per_metric_and_json_full_precision(files: Path) -> None:
+    args = ["-r", "ref1.txt", "-s", "src.txt", "-m", "bleu", "pinc", "ter"]
+    args += ["-i", *(f"{s}.txt" for s in SYSTEMS)]
+    text = score_cli(*args, cwd=files)
+    assert text.returncode == 0, text.stderr
+    exact = scores_of(score_cli(*args, "-f", "json", "-w", "1", cwd=files))
+    lines = text.stdout.splitlines()
+    printed = {(ln.split()[0], ln.split()[1]): ln.split()[2] for ln in lines[1:]}
+    assert printed.keys() == exact.keys()
+    for metric in ("bleu", "pinc", "ter"):
+        values = [float(str(exact[s, metric]["score"])) for s in SYSTEMS]
+        # every system of a metric with the decimals of 4 significant digits of its largest score
+        decimals = 3 - math.floor(math.log10(max(abs(v) for v in values)))
+        for system, value in zip(SYSTEMS, values, strict=True):
+            assert printed[system, metric] == f"{value:.{decimals}f}", (system, metric)
+    # BLEU is on 0-100, PINC on 0-1: their decimals differ; JSON keeps every digit, -w or not
+    assert len(printed["weak", "bleu"].split(".")[1]) == 2
+    assert len(printed["weak", "pinc"].split(".")[1]) == 4
+    assert all(len(repr(r["score"]).split(".")[1]) > 6 for r in exact.values())
+    # the scores right-aligned: each ends two columns before the signatures, which start together
+    (start,) = {ln.index(ln.split()[3]) for ln in lines}
+    assert all(ln[: start - 2].endswith(" " + ln.split()[2]) for ln in lines)
+
+
+def test_list_prints_every_metric_with_its_default_mark(tmp_path: Path) -> None:
+    from paraeval.pipeline.config.compose import compose_config
+    from paraeval.pipeline.config.targets import metric_ids
+
+    proc = score_cli("--list", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].split() == ["id", "group", "direction", "needs", "default"]
+    rows = {ln.split()[0]: ln.split() for ln in lines[1:]}
+    assert sorted(rows) == metric_ids()
+    default = set(compose_config().metrics)
+    assert {m for m, r in rows.items() if r[-1] == "yes"} == default
+    assert {r[-1] for r in rows.values()} == {"yes", "no"}
+    assert rows["ter"][1:3] == ["syntactic", "lower"] and rows["bleu"][3] == "references"
+    assert "sources," in rows["parascore"] and "WordNet" in rows["meteor"]
+
+
+def test_help_describes_every_option_for_a_pip_user(tmp_path: Path) -> None:
+    proc = score_cli("--help", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "conf/" not in proc.stdout  # a folder of the installed package, not the user's
+    options = proc.stdout.split("options:")[1].split("examples:")[0]
+    # each option's block (its line and the indented lines after it) says more than its name
+    blocks = re.split(r"\n  (?=-)", options.strip("\n"))
+    assert len(blocks) == 9, blocks
+    for block in blocks:
+        _, _, said = block.partition("  ")
+        assert len(said.split()) >= 3, block
+
+
+@pytest.mark.slow
+def test_a_cold_encoder_metric_draws_no_progress_bar(files: Path) -> None:
+    # no model is in memory in a new process; HF_HUB_OFFLINE: the installed all-MiniLM-L6-v2
+    env = cli_env(HF_HUB_OFFLINE="1")
+    env.pop("HF_HUB_DISABLE_PROGRESS_BARS", None)
+    args = ["-r", "ref1.txt", "-i", "weak.txt", "-m", "bertscore"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "paraeval.pipeline.cli.score", *args],
+        cwd=files,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "bertscore_f1" in proc.stdout
+    assert proc.stderr == ""  # no "Loading weights" bar, no carriage return
