@@ -69,7 +69,7 @@ def read_run_info(out_dir: Path) -> RunRecord:
 
 
 def hydra_tags() -> dict[str, str]:
-    """Every job of a multirun shares the sweep directory, whatever launcher ran it; none else."""
+    """A multirun job's: the sweep directory all jobs share, whatever launcher ran them."""
     try:
         from hydra.core.hydra_config import HydraConfig
         from hydra.types import RunMode
