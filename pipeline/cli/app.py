@@ -62,4 +62,6 @@ def run(
     context.raise_deferred()
     run_id, uri = (logged.run_id, logged.uri) if logged else (None, None)
     report.print_summary(ev, out, run_id, uri)
+    if logged:
+        print(f"Run page:     {logged.page}", flush=True)
     return ev

@@ -15,6 +15,7 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 from paraeval.pipeline.errors import UserError
 from paraeval.pipeline.names import escape_log_output, show
 from paraeval.pipeline.terminal import HelpFormatter
+from paraeval.pipeline.tracking.mlflow_log import Logged
 from paraeval.pipeline.tracking.payload import RunPayload, read_run_info
 from paraeval.pipeline.tracking.store import TrackingUnavailable
 from paraeval.pipeline.tracking.trackers import MLflowTracker, failure_reason
@@ -27,8 +28,8 @@ def relog(
     tracking_uri: str | None = None,
     store_dir: str | None = None,
     experiment: str | None = None,
-) -> tuple[str, bool, str]:
-    """(run id, already logged, tracking URI) for one directory."""
+) -> Logged:
+    """One directory, as it was logged (``already``) or now is."""
     record = read_run_info(out_dir)
     tracking = dict(record.tracking)
     if tracking_uri:
@@ -39,8 +40,7 @@ def relog(
         tracking["experiment"] = experiment
     # whatever tracker the run had (none included), a later logging goes to MLflow
     payload = RunPayload.from_dir(out_dir, record)
-    logged = MLflowTracker.from_settings(tracking).log_or_raise(payload)
-    return logged.run_id, logged.already, logged.uri
+    return MLflowTracker.from_settings(tracking).log_or_raise(payload)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,9 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     status = 0
     for out_dir in args.output_dirs:
         try:
-            run_id, already, uri = relog(
-                out_dir, args.tracking_uri, args.store_dir, args.experiment
-            )
+            logged = relog(out_dir, args.tracking_uri, args.store_dir, args.experiment)
         except UserError as exc:
             print(f"{PROG}: error: {show(exc)}", file=sys.stderr)
             status = max(status, 2)
@@ -78,8 +76,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{PROG}: error: logging {show(out_dir)} failed: {reason}", file=sys.stderr)
             status = max(status, 1)
         else:
-            what = "already logged as run" if already else "logged as run"
-            print(f"{out_dir}: {what} {run_id} in {uri}")
+            what = "already logged as run" if logged.already else "logged as run"
+            print(f"{out_dir}: {what} {logged.run_id} in {logged.uri}\n  {logged.page}")
     return status
 
 

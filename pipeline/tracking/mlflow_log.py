@@ -29,8 +29,8 @@ from paraeval.pipeline.tracking.run_view import (
     finite,
     headline_coefficient,
     key,
-    signature_tags,
     split_cache,
+    system_line,
     system_metric_order,
     truthy,
 )
@@ -40,6 +40,7 @@ from paraeval.pipeline.tracking.store import (
     driver_uri,
     experiment_id,
     resolve_tracking_uri,
+    run_page,
     store_lock,
 )
 
@@ -48,6 +49,11 @@ log = logging.getLogger("paraeval.pipeline.tracking")
 CONTENT_HASH_TAG = "paraeval.content_hash"
 RUN_UID_TAG = "paraeval.run_uid"
 REPLACES_TAG = "paraeval.replaces"
+ROLE_TAG = "paraeval.role"
+SWEEP_TAGS = ("paraeval.sweep", "paraeval.sweep_job", "paraeval.hydra.launcher")
+RECORD_TAGS = tuple(f"paraeval.{k}" for k in ("data", "output_dir", "overrides", "versions"))
+# with REPLACES_TAG, all of paraeval's own tags a run may have; the rest are tables and params
+OWN_TAGS = (RUN_UID_TAG, CONTENT_HASH_TAG, ROLE_TAG, COEFFICIENT_TAG, *RECORD_TAGS, *SWEEP_TAGS)
 PARAM_MAX = 6000  # MLflow's limit on a param value
 PARAMS_PER_REQUEST = 100  # MLflow's ``log_batch`` limit (metrics count towards the entries only)
 TAGS_PER_REQUEST = 100
@@ -55,11 +61,11 @@ ENTRIES_PER_REQUEST = 1000
 
 CORRELATION_TABLE = "tables/correlations.json"
 COMPARISON_TABLE = "tables/system_comparison.json"
+SIGNATURE_TABLE = "tables/signatures.json"
 CACHE_TABLE = "tables/cache_counts.csv"
 LOGGED_ARTIFACTS_TAG = "mlflow.loggedArtifacts"  # how the UI and ``load_table`` find tables
 COMPARISON_STATS = ("ci_low", "ci_high", "p_bootstrap", "p_ar", "cluster")
 SYSTEM_ALPHA_METRIC = "ibleu_by_alpha"
-SIGNATURE_PREFIX = "signature."  # the run record's tags of the columns' full signatures
 
 History = list[tuple[int, float]]  # (step, value)
 
@@ -69,6 +75,7 @@ class Logged:
     run_id: str
     uri: str
     already: bool  # logged before: nothing new was created
+    page: str  # the run's address in MLflow's UI
 
 
 def system_metrics(systems: pd.DataFrame, comparison: pd.DataFrame) -> dict[str, dict[str, float]]:
@@ -239,9 +246,8 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
     metrics.update(run_metrics)
     per_system = system_metrics(payload.systems, payload.comparison)
     by_alpha = _histories(payload.alpha_systems, "ibleu", lambda row: str(row["system"]))
-    tags, signature_tags = parent_tags(payload)
+    tags = parent_tags(payload)
     tags[CONTENT_HASH_TAG] = content_hash
-    tags["paraeval.dataset_digest"] = digest
 
     # the password goes through the environment: MLflow quotes the URI of a failed request
     with store_lock(uri), credentials_in_env(driver_uri(uri)) as target:
@@ -260,7 +266,8 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
         )
         if existing:
             payload.finish_outputs()
-            return Logged(str(existing[0].info.run_id), shown, True)
+            run_id = str(existing[0].info.run_id)
+            return Logged(run_id, shown, True, run_page(shown, exp_id, run_id))
         leftovers = close_leftovers(client, exp_id, record.run_uid)
         start, end = record.started_ms or None, record.ended_ms or None
         if leftovers:
@@ -273,8 +280,9 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
                 start_time=start,
                 tags={RUN_UID_TAG: record.run_uid, "paraeval.output_dir": str(out_dir.resolve())},
             ).info.run_id
-            # the params one request takes; the rest go with the last request's tags
-            params = list(record.params.items())
+            # the user's settings, not the classes they name; the params one request takes,
+            # the rest go with the last request's tags
+            params = [(k, v) for k, v in record.params.items() if not k.endswith("_target_")]
             _log_batch(
                 client,
                 parent_id,
@@ -284,17 +292,20 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
             )
             dataset = dataset_input(payload, digest)
             client.log_inputs(parent_id, [dataset])
-            shared = {k: v for k, v in tags.items() if k.startswith(("paraeval.sweep", "version."))}
+            shared = {k: v for k, v in tags.items() if k in SWEEP_TAGS[:2]}
             controls = control_systems(payload.systems)
+            roles = {s: "control" if s in controls else "system" for s in per_system}
             children = [
                 SystemRun(
                     name=show(system),  # nested under the invocation: the name says it all
                     tags={
                         "mlflow.parentRunId": parent_id,
+                        DESCRIPTION_TAG: system_line(
+                            system, roles[system], values, payload.paraphrase
+                        ),
                         "paraeval.system": system,
-                        "paraeval.role": "control" if system in controls else "system",
+                        ROLE_TAG: roles[system],
                         **shared,
-                        **signature_tags,
                     },
                     metrics=values,
                     params={"system": system},
@@ -304,7 +315,11 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
                 for system, values in per_system.items()
             ]
             log_system_runs(client, exp_id, children, start, end, payload.context.raise_deferred)
-            tables = {CORRELATION_TABLE: payload.correlations, COMPARISON_TABLE: payload.comparison}
+            tables = {
+                CORRELATION_TABLE: payload.correlations,
+                COMPARISON_TABLE: payload.comparison,
+                SIGNATURE_TABLE: payload.signatures,
+            }
             tags.update(_log_tables(client, parent_id, tables, {CACHE_TABLE: cache_counts}))
             payload.context.raise_deferred()
             payload.finish_outputs()
@@ -319,35 +334,33 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
             with suppress(Exception):
                 end_unfinished(client, exp_id, record.run_uid, status)
             raise
-    return Logged(parent_id, shown, False)
+    return Logged(parent_id, shown, False, run_page(shown, exp_id, parent_id))
 
 
-def parent_tags(payload: RunPayload) -> tuple[dict[str, str], dict[str, str]]:
-    """The parent run's tags, and the short signature tags the system runs carry too."""
-    record = payload.record
-    full = {
-        k.removeprefix(SIGNATURE_PREFIX): v
-        for k, v in record.tags.items()
-        if k.startswith(SIGNATURE_PREFIX)
-    }
-    signatures = signature_tags(payload.signatures, full)
-    tags = {k: v for k, v in record.tags.items() if not k.startswith(SIGNATURE_PREFIX)}
-    tags.update(signatures)
-    tags["paraeval.role"] = "invocation"
+def parent_tags(payload: RunPayload) -> dict[str, str]:
+    """MLflow's and :data:`OWN_TAGS` of the record (an older one holds more), the description."""
+    record, systems = payload.record, payload.systems
+    mine = {k: v for k, v in record.tags.items() if k in OWN_TAGS or k.startswith("mlflow.")}
+    tags = {k: v for k, v in mine.items() if v}
+    tags[ROLE_TAG] = "invocation"
     coefficient = headline_coefficient(payload.correlations, record.tags.get(COEFFICIENT_TAG))
     if coefficient is not None:
         tags[COEFFICIENT_TAG] = coefficient
+    items = payload.dataset["item_id"].nunique() if "item_id" in payload.dataset else 0
+    n_metrics = len(str(record.params.get("metrics.selected", "")).split(","))
+    lead = f"**{record.data_name}**: {len(systems)} systems × {items} items, {n_metrics} metrics"
+    note = record.tags.get(REFERENCE_FREE_TAG)
     tags[DESCRIPTION_TAG] = description(
-        payload.systems,
+        systems,
         payload.correlations,
         payload.comparison,
         payload.signatures,
         record.metrics,
         coefficient,
         payload.paraphrase,
-        record.tags.get(REFERENCE_FREE_TAG, ""),
+        f"{lead}. {note}" if note else lead,
     )
-    return tags, signatures
+    return tags
 
 
 def control_systems(systems: pd.DataFrame) -> set[str]:

@@ -27,18 +27,9 @@ if TYPE_CHECKING:
     from paraeval.pipeline.stages.evaluation import Evaluation
 
 RUN_INFO_FORMAT = "paraeval-run/1"
-LIBRARIES = (  # the installed libraries that decide the numbers, tagged ``version.<package>``
-    "paraeval",
-    "sacrebleu",
-    "bert-score",
-    "transformers",
-    "torch",
-    "scipy",
-    "numpy",
-    "pandas",
-    "hydra-core",
-    "mlflow",
-    "nltk",
+# the installed libraries that decide the numbers, tagged ``paraeval.versions``
+LIBRARIES = (
+    "paraeval sacrebleu bert-score transformers torch scipy numpy pandas hydra-core mlflow nltk"
 )
 
 
@@ -78,23 +69,20 @@ def read_run_info(out_dir: Path) -> RunRecord:
 
 
 def hydra_tags() -> dict[str, str]:
-    """Every job of a multirun shares the sweep directory, whatever launcher ran it."""
+    """A multirun job's: the sweep directory all jobs share, whatever launcher ran them."""
     try:
         from hydra.core.hydra_config import HydraConfig
         from hydra.types import RunMode
     except ImportError:
         return {}
-    if not HydraConfig.initialized():
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
         return {}
     hc = HydraConfig.get()
-    tags = {"paraeval.hydra.launcher": str(hc.launcher.get("_target_", "")).rsplit(".", 1)[-1]}
-    if hc.mode == RunMode.MULTIRUN:
-        sweep_dir = str(Path(str(hc.sweep.dir)).resolve())
-        tags["paraeval.sweep"] = sweep_dir
-        tags["paraeval.sweep_id"] = hashlib.blake2b(sweep_dir.encode(), digest_size=6).hexdigest()
-        tags["paraeval.sweep_job"] = str(hc.job.num)
-        tags["paraeval.sweep_overrides"] = str(hc.job.override_dirname)
-    return tags
+    return {
+        "paraeval.sweep": str(Path(str(hc.sweep.dir)).resolve()),
+        "paraeval.sweep_job": str(hc.job.num),
+        "paraeval.hydra.launcher": str(hc.launcher.get("_target_", "")).rsplit(".", 1)[-1],
+    }
 
 
 def sweep_run_name(name: str, tags: Mapping[str, str]) -> str:
@@ -112,25 +100,25 @@ def run_record(
     run_name: str | None = None,
 ) -> RunRecord:
     s = ev.settings
+    versions = []
+    for pkg in LIBRARIES.split():
+        with suppress(metadata.PackageNotFoundError):
+            versions.append(f"{pkg}={metadata.version(pkg)}")
     params = {**s.params, "metrics.selected": ",".join(ev.metrics)}
     tags = {
         "paraeval.data": s.data.name,
-        "paraeval.git_commit": git_commit(),
         "paraeval.output_dir": str(out.resolve()),
         "paraeval.overrides": " ".join(redact(o) for o in overrides),
+        "paraeval.versions": " ".join(versions),
         # shown on MLflow's run page
         "mlflow.source.type": "LOCAL",
         "mlflow.source.name": Path(sys.argv[0]).name or "python",
+        "mlflow.source.git.commit": git_commit(),
+        REFERENCE_FREE_TAG: ev.roles.note(),
+        **hydra_tags(),
     }
-    if ev.roles.note():
-        tags[REFERENCE_FREE_TAG] = ev.roles.note()
-    tags.update({f"signature.{k}": v for k, v in ev.signatures.items()})
     if not ev.correlations.empty:
         tags[COEFFICIENT_TAG] = headline_coefficient(s.correlation, ev.correlations["coefficient"])
-    for pkg in LIBRARIES:
-        with suppress(metadata.PackageNotFoundError):
-            tags[f"version.{pkg}"] = metadata.version(pkg)
-    tags.update(hydra_tags())
     files = [str(f) for f in ev.table.attrs.get("data_files", []) if not str(f).startswith("<")]
     dataset = dataset_label(s.data.name, files)
     return RunRecord(
@@ -172,9 +160,9 @@ def git_commit() -> str:
             timeout=5,
             check=False,
         )
-        return out.stdout.strip() or "unknown"
+        return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
+        return ""
 
 
 # the input's own columns: what the MLflow dataset of a run holds (computed scores are results)

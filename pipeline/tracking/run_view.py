@@ -18,12 +18,10 @@ EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 MODEL_DEVELOPMENT = "custom_model_development"
 DESCRIPTION_TAG = "mlflow.note.content"  # the run page's Markdown description
 COEFFICIENT_TAG = "paraeval.correlation.coefficient"
-REFERENCE_FREE_TAG = "paraeval.reference_free"  # the sentence that says a run is reference-free
+REFERENCE_FREE_TAG = "paraeval.reference_free"  # the record's sentence: a run is reference-free
 
 CACHE_PREFIX = "cache."
 CACHE_TOTAL = "(all metrics)"
-SIGNATURE_TAG = "sig."
-SIGNATURE_TAG_MAX = 100  # characters of a signature tag's value; the full one is in a table
 
 _ALLOWED = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./ ")
 
@@ -90,29 +88,6 @@ def split_cache(metrics: Mapping[str, float]) -> tuple[dict[str, float], pd.Data
     total = table["stage"] == CACHE_TOTAL
     table = pd.concat([table[~total], table[total]], ignore_index=True)
     return rest, table.astype({c: "int64" for c in ("hits", "misses") if c in table})
-
-
-def short_signature(metric: str, signature: str) -> str:
-    """Without the metric's name (the tag's key says it), cut at a ``|`` (``…`` says so)."""
-    text = signature.removeprefix(f"{metric}|")
-    if len(text) <= SIGNATURE_TAG_MAX:
-        return text
-    cut = text[: SIGNATURE_TAG_MAX - 1]
-    at_field = cut.rsplit("|", 1)[0]
-    # a field cut short beats a tag that keeps a third of its room
-    return (at_field if len(at_field) >= SIGNATURE_TAG_MAX // 2 else cut) + "…"
-
-
-def signature_tags(signatures: pd.DataFrame, columns: Mapping[str, str]) -> dict[str, str]:
-    """BERTScore's three columns share one tag; ``columns`` without a signature table."""
-    if signatures.empty:
-        pairs = list(columns.items())
-    else:
-        pairs = [(str(r["metric"]), str(r["signature"])) for r in signatures.to_dict("records")]
-    tags: dict[str, str] = {}
-    for metric, signature in pairs:
-        tags.setdefault(SIGNATURE_TAG + key(metric), short_signature(metric, signature))
-    return tags
 
 
 def system_metric_order(values: Mapping[str, float]) -> dict[str, float]:
@@ -241,10 +216,10 @@ def description(
     metrics: Mapping[str, Any],
     coefficient: str | None,
     paraphrase: pd.DataFrame,
-    note: str,
+    lead: str,
 ) -> str:
-    """The run's description in Markdown."""
-    blocks: list[list[str]] = [[note]] if note else []
+    """The run's description in Markdown, ``lead`` (what was evaluated) first."""
+    blocks: list[list[str]] = [[lead]]
     best = paraphrase_line(paraphrase) or best_systems_line(systems, comparison)
     if best:
         blocks.append([best])
@@ -252,3 +227,15 @@ def description(
     blocks += [lines for lines in (best_metrics, alpha_lines(metrics)) if lines]
     blocks.append(["Every table is an artifact; `report.html` shows them all."])
     return "\n\n".join("\n".join(block) for block in blocks)
+
+
+def system_line(system: str, role: str, values: Mapping[str, Any], paraphrase: pd.DataFrame) -> str:
+    """A system run's description: one line, its headline score."""
+    text = f"{role.capitalize()} {_name(system)}"
+    if {"system", "paraphrase", "cluster"} <= set(paraphrase):
+        row = paraphrase[paraphrase["system"].astype(str) == system].to_dict("records")
+        if row and finite(row[0]["paraphrase"]):
+            cluster = f", cluster {row[0]['cluster']:g}" if finite(row[0]["cluster"]) else ""
+            return f"{text}: paraphrase score {float(row[0]['paraphrase']):.3f}{cluster}"
+    scores = [f"{g} {values[g]:.3f}" for g in RANKED_GROUPS if g in values]
+    return f"{text}: " + " · ".join(scores) if scores else text

@@ -55,6 +55,16 @@ def resolve_tracking_uri(tracking: Mapping[str, Any]) -> tuple[str, str | None]:
     return f"sqlite:///{store / 'mlflow.db'}", (store / "artifacts").as_uri()
 
 
+UI_ADDRESS = "http://127.0.0.1:5000"  # where `mlflow ui` serves a store by default
+
+
+def run_page(uri: str, exp_id: str, run_id: str) -> str:
+    """The run in the UI: the server's own address, or where ``mlflow ui`` serves a store."""
+    web = uri.startswith(("http://", "https://"))
+    base = client_credentials(uri)[0].rstrip("/") if web else UI_ADDRESS
+    return f"{base}/#/experiments/{exp_id}/runs/{run_id}"
+
+
 def resolved_tracking(tracking: Mapping[str, Any]) -> dict[str, Any]:
     """As stored for relogging: ``store_dir`` absolute, no ``_target_``."""
     out = {k: v for k, v in tracking.items() if k != "_target_"}

@@ -104,11 +104,13 @@ def test_terminal_summary(demo_run: tuple[Path, Path, str]) -> None:
     stdout, _, stderr = output.partition("\n<<stderr>>\n")
     lines = stdout.splitlines()
     # the summary fits 100 columns and a screen; the full tables are in the files. The last
-    # lines name the outputs and the store in full (a path is never cut)
-    where = lines[-3:]
+    # lines name the outputs, the store and the run's address in full (a path is never cut)
+    where = lines[-4:]
     assert where[0].startswith("Outputs:") and where[1].startswith("MLflow store:"), where
+    run_id = where[1].split("(run ")[1].rstrip(")")
+    assert where[3] == f"Run page:     http://127.0.0.1:5000/#/experiments/1/runs/{run_id}"
     assert len(lines) <= 60, len(lines)
-    assert max(len(line) for line in lines[:-3]) <= 100, max(lines[:-3], key=len)
+    assert max(len(line) for line in lines[:-4]) <= 100, max(lines[:-4], key=len)
     # the paraphrase table takes the systems' place, the copy apart
     assert "Paraphrase: meaning kept and wording changed" in stdout
     assert "Systems (4, corpus level)" not in stdout
@@ -182,11 +184,17 @@ def test_mlflow_contents(demo_run: tuple[Path, Path, str]) -> None:
     dataset = parent.inputs.dataset_inputs[0].dataset
     assert dataset.name == "demo.jsonl" and "demo.jsonl" in dataset.source
     assert parent.info.end_time - parent.info.start_time >= 2000  # the run takes seconds
-    assert "paraeval.version" not in parent.data.tags and "version.paraeval" in parent.data.tags
+    assert parent.data.tags["paraeval.versions"].startswith("paraeval=")
+    assert len([k for k in parent.data.tags if not k.startswith("mlflow.")]) <= 12
+    # the user's settings, not the classes they name
+    assert "metrics.bleu.tokenize" in parent.data.params
+    assert not [k for k in parent.data.params if k.endswith("_target_")]
     # sacrebleu's own signature of the corpus score, with the data's reference count
-    assert parent.data.tags["sig.bleu"].startswith("nrefs:")
-    assert "|eff:no|" in parent.data.tags["sig.bleu"]
-    assert parent.data.tags["sig.ibleu"].startswith("alpha:0.7|ref:[nrefs:")
+    signatures = client.load_table(
+        exp.experiment_id, artifact_file="tables/signatures.json", run_ids=[parent.info.run_id]
+    ).set_index("column")["signature"]
+    assert signatures["bleu"].startswith("bleu|nrefs:") and "|eff:no|" in signatures["bleu"]
+    assert signatures["ibleu"].startswith("ibleu|alpha:0.7|ref:[nrefs:")
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     assert {c.data.params["system"] for c in children} == SYSTEMS
     comparison_csv = pd.read_csv(_out / "system_comparison.csv")
@@ -206,5 +214,7 @@ def test_mlflow_contents(demo_run: tuple[Path, Path, str]) -> None:
         else:
             assert m["bleu.cluster"] >= 1 and child.data.tags["paraeval.role"] == "system"
         assert child.info.start_time == parent.info.start_time
+        line = child.data.tags["mlflow.note.content"]  # one line, the paraphrase score first
+        assert "\n" not in line and f" `{system}`: paraphrase score " in line
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"segment_scores.parquet", "system_scores.csv", "correlations.csv"} <= artifacts

@@ -1,8 +1,9 @@
 """What a person sees of a run in MLflow, read back through ``MlflowClient``: the experiment opens
-on its runs (model-development kind, a user's kind kept), the parent run's description sums the
-run up, every column's correlation is a metric with a readable name, cache counts are one table,
-signatures are one short tag per metric, and each system run carries the dataset, the signatures
-and its group averages and human means first (what MLflow's compare view opens on)."""
+on its runs (model-development kind, a user's kind kept), the run's address is printed, the parent
+run's description sums the run up, a dozen tags at most and the user's settings as params, every
+column's correlation is a metric with a readable name, cache counts and signatures are tables, and
+each system run carries a one-line description, the dataset and its group averages and human means
+first (what MLflow's compare view opens on)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from paraeval.pipeline.tracking import mlflow_log, run_view
-from paraeval.pipeline.tracking.payload import RunPayload
+from paraeval.pipeline.tracking.payload import RunPayload, read_run_info
+from paraeval.pipeline.tracking.store import run_page
 from tests.pipeline.helpers import finished_run
 
 METRICS = ("bleu", "ibleu", "self_bleu", "chrf", "ter")
@@ -61,6 +63,8 @@ def test_description_sums_up_the_run(
     result, _ = logged
     note = MlflowClient(result.uri).get_run(result.run_id).data.tags["mlflow.note.content"]
     systems = pd.read_csv(finished_dir / "system_scores.csv").set_index("system")
+    # what was evaluated comes first
+    assert note.splitlines()[0] == f"**demo.jsonl**: 4 systems × 48 items, {len(METRICS)} metrics"
     best = systems["syntactic"].idxmax()
     assert f"by syntactic: `{best}` {systems.loc[best, 'syntactic']:.3f}" in note
     assert "**Best metric** per human aspect (pearson):" in note
@@ -104,26 +108,70 @@ def test_cache_counts_are_one_table_not_metrics(
     assert rows.loc["bleu", "hits"] + rows.loc["bleu", "misses"] == 4  # one entry per system
 
 
-def test_signatures_are_a_table_and_one_short_tag_per_metric(
+def test_the_run_page_is_the_runs_address_in_the_ui(
+    logged: tuple[mlflow_log.Logged, list[str]],
+) -> None:
+    result, _ = logged
+    exp_id = MlflowClient(result.uri).get_run(result.run_id).info.experiment_id
+    assert result.page == f"http://127.0.0.1:5000/#/experiments/{exp_id}/runs/{result.run_id}"
+    # a server's own address, without the credentials MLflow sends in the environment
+    page = run_page("https://alice:secret@mlflow.example.org:8443/", "7", "abc")
+    assert page == "https://mlflow.example.org:8443/#/experiments/7/runs/abc"
+
+
+def test_a_dozen_own_tags_at_most_and_the_users_settings_as_params(
+    logged: tuple[mlflow_log.Logged, list[str]], finished_dir: Path
+) -> None:
+    result, _ = logged
+    run = MlflowClient(result.uri).get_run(result.run_id)
+    own = {k for k in run.data.tags if not k.startswith("mlflow.")}
+    assert own == {
+        "paraeval.run_uid",
+        "paraeval.content_hash",
+        "paraeval.role",
+        "paraeval.data",
+        "paraeval.output_dir",
+        "paraeval.versions",
+        "paraeval.correlation.coefficient",
+        "paraeval.overrides",
+    }
+    assert "sacrebleu=" in run.data.tags["paraeval.versions"]
+    # every tag a run can have (a sweep's, and the replaced runs of an interrupted logging)
+    assert len(mlflow_log.OWN_TAGS) + 1 <= 12
+    params = run.data.params
+    assert not [k for k in params if "_target_" in k]
+    record = read_run_info(finished_dir).params
+    assert params == {k: v for k, v in record.items() if not k.endswith("._target_")}
+    assert params["metrics.selected"] == ",".join(METRICS)
+
+
+def test_an_older_record_logs_only_the_tags_of_now(finished_dir: Path, tmp_path: Path) -> None:
+    """``version.*``, ``signature.*``, a sweep's id: what a record written before holds."""
+    payload = RunPayload.from_dir(finished_dir)
+    payload.record.tags.update(
+        {"version.numpy": "2", "signature.bleu": "bleu|x", "paraeval.sweep_id": "ab"}
+    )
+    tags = mlflow_log.parent_tags(payload)
+    assert {k for k in tags if not k.startswith("mlflow.")} <= set(mlflow_log.OWN_TAGS)
+
+
+def test_signatures_are_a_table_not_tags(
     logged: tuple[mlflow_log.Logged, list[str]], finished_dir: Path
 ) -> None:
     result, _ = logged
     client = MlflowClient(result.uri)
-    tags = client.get_run(result.run_id).data.tags
-    table = pd.read_csv(client.download_artifacts(result.run_id, "signatures.csv"))
-    assert {"column", "metric", "signature"} <= set(table.columns)
-    sig_tags = {k: v for k, v in tags.items() if k.startswith("sig.")}
-    assert set(sig_tags) == {f"sig.{m}" for m in table["metric"]}
-    assert not [k for k in tags if k.startswith("signature.")]
-    for row in table.itertuples():
-        value = sig_tags[f"sig.{row.metric}"]
-        assert len(value) <= run_view.SIGNATURE_TAG_MAX
-        full = row.signature.removeprefix(f"{row.metric}|")
-        assert value == full or (value.endswith("…") and full.startswith(value[:-1]))
-    assert tags["sig.bleu"].startswith("nrefs:") and "version:" in tags["sig.bleu"]
+    run = client.get_run(result.run_id)
+    assert not [k for k in run.data.tags if k.startswith(("sig.", "signature."))]
+    listed = run.data.tags["mlflow.loggedArtifacts"]
+    assert '"tables/signatures.json"' in listed
+    path = client.download_artifacts(result.run_id, "tables/signatures.json")
+    table = pd.read_json(path, orient="split")
+    csv = pd.read_csv(finished_dir / "signatures.csv", keep_default_na=False)
+    assert table["signature"].tolist() == csv["signature"].tolist()
+    assert set(METRICS) < set(table["metric"])  # and the group average
 
 
-def test_system_runs_carry_dataset_signatures_and_compare_metrics_first(
+def test_system_runs_carry_a_line_the_dataset_and_compare_metrics_first(
     logged: tuple[mlflow_log.Logged, list[str]],
 ) -> None:
     result, messages = logged
@@ -140,18 +188,33 @@ def test_system_runs_carry_dataset_signatures_and_compare_metrics_first(
         filter_string=f"tags.`mlflow.parentRunId` = '{result.run_id}'",
     )
     assert len(children) == 4
-    signatures = {k: v for k, v in parent.data.tags.items() if k.startswith("sig.")}
     for found in children:
         child = client.get_run(found.info.run_id)
         assert child.inputs is not None
         (child_input,) = child.inputs.dataset_inputs
         assert child_input.dataset.digest == parent_input.dataset.digest
-        assert {k: v for k, v in child.data.tags.items() if k.startswith("sig.")} == signatures
+        # one line: the system, its role and its group average (no paraphrase table here)
+        note = child.data.tags["mlflow.note.content"]
+        name, role = child.data.tags["paraeval.system"], child.data.tags["paraeval.role"]
+        score = child.data.metrics["syntactic"]
+        assert note == f"{role.capitalize()} `{name}`: syntactic {score:.3f}"
         # the store returns a run's metrics in the order they were logged, and MLflow's
         # compare page opens its parallel-coordinates plot on the first one runs share
         order = list(child.data.metrics)
         assert order[:3] == ["syntactic", "human_meaning", "human_fluency"]
         assert order.index("n_items") > order.index("bleu.ci_low") > order.index("bleu")
+
+
+def test_a_system_runs_line_leads_with_its_paraphrase_score() -> None:
+    table = pd.DataFrame(
+        {"system": ["a", "copy"], "paraphrase": [0.8166, 0.95], "cluster": [1.0, float("nan")]}
+    )
+    values = {"syntactic": 0.4}
+    line = run_view.system_line("a", "system", values, table)
+    assert line == "System `a`: paraphrase score 0.817, cluster 1"
+    assert run_view.system_line("copy", "control", values, table) == (
+        "Control `copy`: paraphrase score 0.950"
+    )
 
 
 def test_best_metric_is_direction_aware() -> None:
@@ -179,13 +242,6 @@ def test_best_metric_is_direction_aware() -> None:
         "**Best metric** per human aspect (kendall):",
         "- meaning: segment `wmd` ↓ -0.900",
     ]
-
-
-def test_short_signature_keeps_whole_fields() -> None:
-    sig = "m|" + "|".join(f"field{i}:value" for i in range(20))
-    short = run_view.short_signature("m", sig)
-    assert len(short) <= run_view.SIGNATURE_TAG_MAX and short.endswith("value…")
-    assert run_view.short_signature("bleu", "bleu|tok:13a") == "tok:13a"
 
 
 def test_the_logged_coefficient_is_the_one_the_report_leads_with(tmp_path: Path) -> None:

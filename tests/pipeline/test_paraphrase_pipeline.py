@@ -144,4 +144,8 @@ def test_system_runs_in_mlflow_carry_the_diversity_columns(
     for system, run in by_system.items():
         for col in ("distinct_1", "distinct_2", "inter_bleu", "semantic_diversity", "parascore"):
             assert run.data.metrics[col] == pytest.approx(ev.systems.loc[system, col], rel=1e-9)
-    assert parent.data.tags["sig.inter_bleu"] and "signature.inter_bleu" not in parent.data.tags
+        score = ev.paraphrase.table.set_index("system").loc[system, "paraphrase"]
+        assert f"`{system}`: paraphrase score {score:.3f}" in run.data.tags["mlflow.note.content"]
+    assert not [k for k in parent.data.tags if k.startswith(("sig.", "signature."))]
+    path = client.download_artifacts(run_id, "tables/signatures.json")
+    assert "inter_bleu" in set(pd.read_json(path, orient="split")["column"])

@@ -133,6 +133,13 @@ def test_multirun_alpha_sweep_is_served_from_the_cache(tmp_path: Path) -> None:
     names = [r.info.run_name for r in parents]
     assert len(set(names)) == 3 and all("metrics.ibleu.alpha=" in n for n in names)
     client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    for parent in parents:  # a sweep job's tags too: a dozen of paraeval's own at most
+        assert len([k for k in parent.data.tags if not k.startswith("mlflow.")]) <= 12
+        assert parent.data.tags["paraeval.hydra.launcher"] == "BasicLauncher"
+        by_parent = f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'"
+        for child in client.search_runs([parent.info.experiment_id], filter_string=by_parent):
+            assert child.data.tags["paraeval.sweep"] == parent.data.tags["paraeval.sweep"]
+            assert child.data.tags["mlflow.note.content"].count("\n") == 0
 
     def cache(run: Any) -> pd.DataFrame:
         path = client.download_artifacts(run.info.run_id, "tables/cache_counts.csv")

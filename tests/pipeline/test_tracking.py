@@ -222,7 +222,7 @@ class Recording(Tracker):
 
     def send(self, payload: RunPayload) -> Logged | None:
         self.sent.append(payload)
-        return Logged("r1", f"file://{self.folder}", False)
+        return Logged("r1", f"file://{self.folder}", False, f"file://{self.folder}/r1")
 
 
 def test_a_new_backend_is_one_class_and_one_config_node(
@@ -265,11 +265,12 @@ def test_no_tracker_directory_logged_later(tmp_path: Path, monkeypatch: pytest.M
     tracker = tracker_from_config(_node("none", []))
     out = _output_dir(tmp_path / "out")
     assert tracker.log(_payload(out, _record(tracker))) is None
-    run_id, already, uri = relog(out, store_dir=str(tmp_path / "later"))
-    assert not already and uri == f"sqlite:///{tmp_path / 'later' / 'mlflow.db'}"
-    run = MlflowClient(uri).get_run(run_id)
+    logged = relog(out, store_dir=str(tmp_path / "later"))
+    assert not logged.already and logged.uri == f"sqlite:///{tmp_path / 'later' / 'mlflow.db'}"
+    run = MlflowClient(logged.uri).get_run(logged.run_id)
     assert run.data.params["seed"] == "1234"
-    assert relog(out, store_dir=str(tmp_path / "later"))[:2] == (run_id, True)
+    again = relog(out, store_dir=str(tmp_path / "later"))
+    assert (again.run_id, again.already, again.page) == (logged.run_id, True, logged.page)
 
 
 def test_tables_are_logged_as_mlflow_log_table_logs_them(tmp_path: Path) -> None:
