@@ -261,8 +261,7 @@ class Sharded(Metric):
     def split(self, references: Sequence[Sequence[str]], rows: int) -> list[slice]:
         """Where a call with these references may be cut into shards of about ``rows`` rows
         (every ``rows`` rows; a metric whose batches are not independent cuts between them)."""
-        n = len(references)
-        return [slice(s, min(s + rows, n)) for s in range(0, n, max(1, rows))] or [slice(0, 0)]
+        return row_slices(len(references), rows)
 
     @abstractmethod
     def counts(
@@ -407,6 +406,13 @@ def joined_segments(
     }
     stats = [s.stats for s in shards if s.stats is not None]
     return segment, (np.concatenate(stats) if stats else None)
+
+
+def row_slices(n: int, rows: int) -> list[slice]:
+    """Consecutive slices of at most ``rows`` (at least 1) over ``range(n)``; for none, one empty
+    slice (an empty call is one empty shard: the metric says what it gives for none)."""
+    size = max(1, int(rows))
+    return [slice(s, min(s + size, n)) for s in range(0, n, size)] or [slice(0, 0)]
 
 
 def mean_corpus(segment: np.ndarray) -> float:

@@ -22,11 +22,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from paraeval.metrics.base import CorpusCounts, Metric, MetricResult, Sharded
+from paraeval.metrics.base import CorpusCounts, Metric, MetricResult, Sharded, row_slices
 from paraeval.metrics.encoder import Encoders
 from paraeval.pipeline.config.nodes import EngineSettings
 from paraeval.pipeline.engine.base import Calls, Engine, Later, LocalEngine, Origin, Recipe, joined
-from paraeval.pipeline.engine.texts import Texts, chunks
+from paraeval.pipeline.engine.texts import Texts
 from paraeval.pipeline.errors import ConfigError
 from paraeval.pipeline.lifetime import die_with_parent, release_free_memory
 
@@ -266,8 +266,7 @@ class RayEngine:
         shards: list[Texts] = []
         owners: list[int] = []
         for k, (cands, refs, srcs) in enumerate(calls()):
-            # an empty call is one empty shard: the metric says what it gives for none
-            for part in list(chunks(len(cands), self.settings.rows_per_shard)) or [slice(0, 0)]:
+            for part in row_slices(len(cands), self.settings.rows_per_shard):
                 shards.append((cands[part], refs[part], srcs[part]))
                 owners.append(k)
         calls_n = max(owners, default=0) + 1

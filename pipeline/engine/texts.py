@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
@@ -58,10 +58,3 @@ class RunTexts:
         rank = np.empty(len(order), dtype=np.intp)
         rank[order] = np.arange(len(order))
         return rows[first[order]], rank[inverse.reshape(-1)]
-
-
-def chunks(n: int, size: int) -> Iterator[slice]:
-    """Consecutive slices of at most ``size`` (at least 1) over ``range(n)``."""
-    size = max(1, int(size))
-    for start in range(0, n, size):
-        yield slice(start, min(n, start + size))

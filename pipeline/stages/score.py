@@ -10,14 +10,14 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from paraeval.metrics.base import Composed, Metric, MetricResult, SegmentLocal
+from paraeval.metrics.base import Composed, Metric, MetricResult, SegmentLocal, row_slices
 from paraeval.pipeline.data.validate import in_order, origin_error, row_groups
 from paraeval.pipeline.engine.base import Engine, Later, LocalEngine, Origin
 
 # the metric builders are imported from here too (the config check, the tests)
 from paraeval.pipeline.engine.build import build_metric as build_metric
 from paraeval.pipeline.engine.build import build_metrics as build_metrics
-from paraeval.pipeline.engine.texts import RunTexts, Texts, chunks
+from paraeval.pipeline.engine.texts import RunTexts, Texts
 from paraeval.pipeline.names import show
 from paraeval.pipeline.stages.cache import ScoreCache, cache_signature, key_of, texts_digest
 
@@ -169,7 +169,7 @@ class _Work:
         firsts, where = self.codes.segments(rows, vs_source)
 
         def calls() -> Iterator[Texts]:
-            for part in chunks(len(firsts), self.rows_per_call):
+            for part in row_slices(len(firsts), self.rows_per_call):
                 yield self.codes.texts(firsts[part], vs_source)
 
         whole = self.engine.score_calls(metric, origin, calls)

@@ -9,7 +9,8 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from paraeval.pipeline.engine.texts import RunTexts, chunks
+from paraeval.metrics.base import row_slices
+from paraeval.pipeline.engine.texts import RunTexts
 
 WORDS = st.sampled_from(["a", "b", "a b", "", "é", "b a"])
 
@@ -67,7 +68,7 @@ def test_a_text_is_one_string_however_many_rows_hold_it() -> None:
     assert codes.unique == ["same", "src", "ref"]
 
 
-def test_chunks_cover_the_range_in_order() -> None:
-    assert list(chunks(7, 3)) == [slice(0, 3), slice(3, 6), slice(6, 7)]
-    assert list(chunks(0, 3)) == []
-    assert list(chunks(2, 0)) == [slice(0, 1), slice(1, 2)]
+def test_row_slices_cover_the_range_in_order() -> None:
+    assert row_slices(7, 3) == [slice(0, 3), slice(3, 6), slice(6, 7)]
+    assert row_slices(2, 0) == [slice(0, 1), slice(1, 2)]
+    assert row_slices(0, 3) == [slice(0, 0)]
