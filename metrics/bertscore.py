@@ -44,9 +44,9 @@ from paraeval.metrics.base import (
 )
 from paraeval.metrics.baseline import bert_score_baseline, read_baseline, shipped_baseline
 from paraeval.metrics.encoder import DEFAULT_MODEL_NAME, EncoderMetric, Encoders, own_encoder
-from paraeval.metrics.encoder_match import pair_lists
-from paraeval.metrics.encoder_memo import Entry
-from paraeval.metrics.encoder_pass import ENCODER_MEMORY
+from paraeval.metrics.encoder_match import STEP, pair_lists, to_device
+from paraeval.metrics.encoder_pass import ENCODER_MEMORY, LARGE_HIDDEN
+from paraeval.metrics.encoder_store import Entry
 
 
 def _bert_score_version() -> str:
@@ -55,16 +55,8 @@ def _bert_score_version() -> str:
     import importlib.util
     import re
 
-    try:
-        spec = importlib.util.find_spec("bert_score")
-    except (ImportError, ValueError):  # pragma: no cover - bert-score is a runtime dependency
-        spec = None
-    if spec is None or spec.origin is None:  # pragma: no cover
-        return "none"
-    try:
-        text = Path(spec.origin).read_text(encoding="utf-8")
-    except OSError:  # pragma: no cover
-        text = ""
+    spec = importlib.util.find_spec("bert_score")  # a runtime dependency
+    text = Path(spec.origin).read_text(encoding="utf-8") if spec and spec.origin else ""
     found = re.search(r"""^__version__\s*=\s*["']([^"']+)["']""", text, re.MULTILINE)
     if found is None:  # pragma: no cover - another layout: import it after all
         from bert_score import __version__
@@ -99,9 +91,6 @@ def step_nbytes(bert_score_batch_size: int, n_pairs: int, tokens: int) -> int:
     pairs' two sentences (float32, a large encoder's hidden size), ``tokens`` per sentence; a step
     is the encoder's default step (:data:`metrics.encoder_match.STEP` pairs) or one padding batch
     if larger, and no more pairs than there are."""
-    from paraeval.metrics.encoder_match import STEP
-    from paraeval.metrics.encoder_pass import LARGE_HIDDEN
-
     pairs = min(max(1, n_pairs), max(bert_score_batch_size, STEP))
     return pairs * 2 * tokens * LARGE_HIDDEN * 4
 
@@ -130,8 +119,8 @@ def greedy_match(
     cand_w: Sequence[np.ndarray],
     ref_emb: Sequence[np.ndarray],
     ref_w: Sequence[np.ndarray],
-    p_floor: np.ndarray | None = None,
-    r_floor: np.ndarray | None = None,
+    p_floor: np.ndarray,
+    r_floor: np.ndarray,
     batch_size: int = 256,
     device: str = "cpu",
 ) -> np.ndarray:
@@ -144,20 +133,16 @@ def greedy_match(
     out = np.zeros((n, 3), dtype=np.float64)
     if n == 0:
         return out
-    pf = np.zeros(n, bool) if p_floor is None else np.asarray(p_floor, bool)
-    rf = np.zeros(n, bool) if r_floor is None else np.asarray(r_floor, bool)
     # similar lengths together: less padding per batch
     order = np.array(sorted(range(n), key=lambda i: (len(cand_emb[i]), len(ref_emb[i]))))
     scores = []
     with torch.inference_mode():
         for start in range(0, n, batch_size):
             idx = order[start : start + batch_size]
-            c, cw, cm = padded_on_device(
-                [cand_emb[i] for i in idx], [cand_w[i] for i in idx], device
-            )
-            r, rw, rm = padded_on_device([ref_emb[i] for i in idx], [ref_w[i] for i in idx], device)
-            floors = torch.from_numpy(np.stack([pf[idx], rf[idx]], axis=1)).to(device)
-            scores.append(_match_batch(c, cw, cm, r, rw, rm, floors))
+            cand = padded_on_device([cand_emb[i] for i in idx], [cand_w[i] for i in idx], device)
+            ref = padded_on_device([ref_emb[i] for i in idx], [ref_w[i] for i in idx], device)
+            floors = torch.from_numpy(np.stack([p_floor[idx], r_floor[idx]], axis=1)).to(device)
+            scores.append(_match_batch(*cand, *ref, floors))
         out[order] = torch.cat(scores).double().cpu().numpy()
     return out
 
@@ -176,11 +161,8 @@ def padded_on_device(
     for k, (a, wt) in enumerate(zip(arrs, ws, strict=True)):
         emb[k, : len(a)] = a
         w[k, : len(a)] = wt
-    mask = torch.from_numpy(np.arange(width)[None, :] < lens[:, None])
-    tensors = [torch.from_numpy(emb), torch.from_numpy(w), mask]
-    if str(device).startswith("cuda"):
-        tensors = [t.pin_memory().to(device, non_blocking=True) for t in tensors]
-    e, wt_, m = tensors
+    mask = np.arange(width)[None, :] < lens[:, None]
+    e, wt_, m = (to_device(x, device) for x in (emb, w, mask))
     unit = torch.where(m.unsqueeze(-1), e / torch.norm(e, dim=-1, keepdim=True), 0.0)
     return unit, wt_, m
 
@@ -252,7 +234,6 @@ class BERTScore(Sharded, EncoderMetric):
         settings = (model, device, batch_size, cache_dir, use_cache, precision)
         self.encoder = own_encoder(encoders, self.name, *settings)
         self.layer = self._pick_layer(model, layer)
-        self.encoder.require_layer(self.layer)
         self.idf = bool(idf)
         self.rescale_with_baseline = bool(rescale_with_baseline)
         self.lang = lang
@@ -275,12 +256,7 @@ class BERTScore(Sharded, EncoderMetric):
                     f"(0..{self.encoder.num_layers})"
                 )
             layer = int(known)
-        n = self.encoder.num_layers
-        if not 0 <= int(layer) <= n:
-            raise MetricConfigError(
-                f"metric 'bertscore': layer must be in 0..{n} for {self.encoder.model_name}, "
-                f"got {layer}"
-            )
+        self.encoder.require_layer(layer, self.name)
         return int(layer)
 
     def _find_baseline(self) -> tuple[np.ndarray, str]:

@@ -1,5 +1,7 @@
-"""Where an encoder's model comes from: the packaged default or a local directory (never a hub
-download where that is not allowed), the device, and a digest of the model's files."""
+"""The encoder's model: where it comes from (the packaged default or a local directory, never a hub
+download where that is not allowed), the device, the precision, what its files say, a digest of
+them, and bert-score's tokenization. Loading is lazy: a run served by the caches reads config files
+only and never imports transformers."""
 
 from __future__ import annotations
 
@@ -10,9 +12,11 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from paraeval.metrics.base import MetricConfigError, MissingResourceError
 
@@ -21,6 +25,7 @@ log = logging.getLogger(__name__)
 DEFAULT_MODEL = "default"
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack", ".onnx", ".ckpt")
+_MODEL_SALT = "paraeval-encoder-v1"  # in the model digest: signatures keep their digests
 
 
 def resolve_model_path(model: str) -> tuple[str, str]:
@@ -89,22 +94,15 @@ def fingerprint_files(path: Path) -> str:
     return h.hexdigest()
 
 
-def read_json(path: Path) -> dict[str, Any]:
+def read_json(path: Path, kind: type = dict) -> Any:
+    """The ``kind`` (dict or list) a JSON file holds; empty where the file is missing or holds
+    something else (a setting the model does not state)."""
     try:
         with path.open(encoding="utf-8") as fh:
             data = json.load(fh)
-        return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
-        return {}
-
-
-def model_modules(path: Path) -> list[dict[str, Any]]:
-    try:
-        with (path / "modules.json").open(encoding="utf-8") as fh:
-            data = json.load(fh)
-        return [m for m in data if isinstance(m, dict)] if isinstance(data, list) else []
-    except (OSError, ValueError):
-        return []
+        return kind()
+    return data if isinstance(data, kind) else kind()
 
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
@@ -161,16 +159,15 @@ def precision_verdict(precision: str, half_s: float, fp32_s: float) -> tuple[int
     return logging.INFO, f"precision={precision} pays on this device ({figures})"
 
 
-def time_precisions(
-    forward: Callable[[], object], precision: str, device: str, repeats: int = 2
-) -> tuple[float, float]:
-    """Seconds of ``forward()`` at ``precision`` and at fp32, the best of ``repeats`` each
-    after one untimed call (the first call of a kernel pays for its setup)."""
+def check_half_precision(forward: Callable[[], object], precision: str, device: str) -> None:
+    """Times ``forward()`` at a half ``precision`` against fp32, the best of two calls each after
+    an untimed one (a kernel's first call pays for its setup), and says whether it pays (a
+    warning where it does not: on some devices and attention paths half precision is slower)."""
     import torch
 
     def best(context: str) -> float:
         times = []
-        for i in range(repeats + 1):
+        for i in range(3):
             with precision_context(context, device):
                 start = time.perf_counter()
                 forward()
@@ -180,13 +177,157 @@ def time_precisions(
                     times.append(time.perf_counter() - start)
         return min(times)
 
-    return best(precision), best("fp32")
-
-
-def check_half_precision(forward: Callable[[], object], precision: str, device: str) -> None:
-    """Times one batch at a half ``precision`` against fp32 and says whether it pays (a
-    warning where it does not: on some devices and attention paths half precision is slower)."""
-    if precision not in HALF:
-        return
-    level, message = precision_verdict(precision, *time_precisions(forward, precision, device))
+    level, message = precision_verdict(precision, best(precision), best("fp32"))
     log.log(level, "%s", message)
+
+
+class EncoderModel:
+    """One transformers encoder on one device at one precision: its files, tokenizer and model,
+    each loaded when first needed."""
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        device: str | None = None,
+        batch_size: int = 64,
+        precision: str = "fp32",
+    ) -> None:
+        self.path, self.model_name = resolve_model_path(model)
+        self.device = pick_device(device)
+        self.precision = check_precision(precision)
+        self.batch_size = max(1, int(batch_size))
+        self.forward_sentences = 0  # how many sentences went through the model (for tests)
+        self.precision_checked = False  # a half precision is timed against fp32 once
+        self._model: Any = None
+        self._tokenizer: Any = None
+        self._config: Any = None
+        self._fingerprint: str | None = None
+
+    def _load(self, what: str, auto_class: str, **kwargs: Any) -> Any:
+        """``transformers.<auto_class>.from_pretrained`` of the model; a failure is one line."""
+        import transformers
+
+        local = Path(self.path).is_dir() or os.environ.get("HF_HUB_OFFLINE") == "1"
+        loader = getattr(transformers, auto_class)
+        try:
+            return loader.from_pretrained(self.path, local_files_only=local, **kwargs)
+        except (OSError, ValueError) as exc:
+            raise MissingResourceError(
+                f"cannot load the {what} of '{self.path}': {str(exc).splitlines()[0]}"
+            ) from None
+
+    @property
+    def tokenizer(self) -> Any:
+        if self._tokenizer is None:
+            # bert-score's default (use_fast=False), so token ids match it by construction
+            self._tokenizer = self._load("tokenizer", "AutoTokenizer", use_fast=False)
+        return self._tokenizer
+
+    @property
+    def model(self) -> Any:
+        if self._model is None:
+            self._model = self._load("encoder model", "AutoModel").eval().to(self.device)
+        return self._model
+
+    @property
+    def config(self) -> Any:
+        if self._config is None:
+            self._config = self._load("config", "AutoConfig")
+        return self._config
+
+    @property
+    def num_layers(self) -> int:
+        # read from config.json where it is stated: a run served by the cache then never
+        # imports transformers (a second and a half)
+        stated = read_json(Path(self.path) / "config.json").get("num_hidden_layers")
+        return int(stated) if stated is not None else int(self.config.num_hidden_layers)
+
+    @property
+    def max_length(self) -> int:
+        """bert-score truncates at the tokenizer's ``model_max_length``; tokenizers that state
+        none (a huge sentinel) fall back to the model's position limit."""
+        limit = int(getattr(self.tokenizer, "model_max_length", 512) or 512)
+        if limit > 100_000:
+            limit = int(getattr(self.config, "max_position_embeddings", 512))
+        return limit
+
+    @property
+    def sentence_max_length(self) -> int:
+        st = read_json(Path(self.path) / "sentence_bert_config.json").get("max_seq_length")
+        return min(int(st), self.max_length) if st else self.max_length
+
+    @property
+    def pooling(self) -> str:
+        """sentence-transformers' pooling of the model (``1_Pooling/config.json``)."""
+        cfg: dict[str, Any] = {}
+        for module in read_json(Path(self.path) / "modules.json", list):
+            if isinstance(module, dict) and str(module.get("type", "")).endswith("Pooling"):
+                cfg = read_json(Path(self.path) / str(module.get("path", "")) / "config.json")
+        if cfg.get("pooling_mode_cls_token"):
+            return "cls"
+        if cfg.get("pooling_mode_max_tokens"):
+            return "max"
+        return "mean"
+
+    @property
+    def fingerprint(self) -> str:
+        """What the cached vectors depend on: weights, tokenizer, truncation, pooling, device
+        kind (CPU and CUDA kernels differ in the last bits)."""
+        if self._fingerprint is None:
+            h = hashlib.blake2b(digest_size=16)
+            root = Path(self.path)
+            files = fingerprint_files(root) if root.is_dir() else self.path
+            parts = [_MODEL_SALT, self.model_name, files, self.device.split(":")[0]]
+            if self.precision != "fp32":  # fp32's digest is the one it always had
+                parts.append(self.precision)
+            for part in parts:
+                h.update(str(part).encode())
+                h.update(b"\x1f")
+            self._fingerprint = h.hexdigest()
+        return self._fingerprint
+
+    @property
+    def signature(self) -> str:
+        """``name@digest``: the model as metric signatures name it; ``+bf16`` (the precision)
+        where it is not fp32."""
+        precision = "" if self.precision == "fp32" else f"+{self.precision}"
+        return f"{self.model_name}@{self.fingerprint[:10]}{precision}"
+
+    @property
+    def special_ids(self) -> set[int]:
+        return {int(i) for i in self.tokenizer.all_special_ids}
+
+    def tokenize(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """bert-score's ``sent_encode`` for a batch of texts."""
+        from transformers import GPT2Tokenizer, RobertaTokenizer
+
+        tok = self.tokenizer
+        stripped = [t.strip() for t in texts]
+        kwargs: dict[str, Any] = {
+            "add_special_tokens": True,
+            "max_length": self.max_length,
+            "truncation": True,
+        }
+        if isinstance(tok, GPT2Tokenizer | RobertaTokenizer):
+            kwargs["add_prefix_space"] = True
+        out: list[np.ndarray] = [np.zeros(0, dtype=np.int32)] * len(texts)
+        full = [i for i, s in enumerate(stripped) if s]
+        if full:
+            encoded = tok([stripped[i] for i in full], **kwargs)["input_ids"]
+            for i, ids in zip(full, encoded, strict=True):
+                out[i] = np.asarray(ids, dtype=np.int32)
+        if len(full) < len(texts):
+            # bert-score: build_inputs_with_special_tokens([]); transformers 5 tokenizers lack it
+            # and encode "" to the same special tokens
+            builder = getattr(tok, "build_inputs_with_special_tokens", None)
+            special = builder([]) if builder else tok("", add_special_tokens=True)["input_ids"]
+            empty = np.asarray(special, dtype=np.int32)
+            for i, s in enumerate(stripped):
+                if not s:
+                    out[i] = empty
+        return out
+
+    def input_embeddings(self) -> np.ndarray:
+        """The model's static input token embedding matrix (vocab, dim)."""
+        weight = self.model.get_input_embeddings().weight
+        return np.asarray(weight.detach().float().cpu().numpy())

@@ -1,46 +1,25 @@
 """The encoder's forward pass over a chunk of texts: length-sorted batches under a token budget,
 the token embeddings of the registered layers and the pooled sentence embedding of each text.
-
-Kept apart from :mod:`metrics.encoder` (loading, tokenization, the memo and the disk cache): this
-module only turns token ids into arrays.
-"""
+Loading and tokenization are :mod:`metrics.encoder_model`'s, the memo and the disk cache
+:mod:`metrics.encoder`'s: this module only turns token ids into arrays."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from paraeval.metrics.base import Estimator
-from paraeval.metrics.encoder_memo import Entry
-from paraeval.metrics.encoder_model import HALF, check_half_precision, precision_context
-
-
-class EncoderLike(Protocol):
-    """What a pass reads from :class:`metrics.encoder.Encoder` (declared here so that this module
-    does not import the one that imports it)."""
-
-    device: str
-    precision: str
-    batch_size: int
-    precision_checked: bool
-    forward_sentences: int
-
-    @property
-    def model(self) -> Any: ...
-
-    @property
-    def tokenizer(self) -> Any: ...
-
-    @property
-    def sentence_max_length(self) -> int: ...
-
-    @property
-    def pooling(self) -> str: ...
-
+from paraeval.metrics.encoder_model import (
+    HALF,
+    EncoderModel,
+    check_half_precision,
+    precision_context,
+)
+from paraeval.metrics.encoder_store import Entry
 
 TOKENS_PER_ROW = 128  # padded tokens per batch row allowed on average (token budget)
 
@@ -102,18 +81,15 @@ def pool(hidden: Any, mask: Any, mode: str) -> Any:
 
 
 def encode(
-    enc: EncoderLike, texts: list[str], ids: list[np.ndarray], layers: Iterable[int]
+    enc: EncoderModel, texts: list[str], ids: list[np.ndarray], layers: Iterable[int]
 ) -> dict[str, Entry]:
     """One entry per text: its ids, the token embeddings of ``layers`` and its sentence
     embedding (a text longer than sentence-transformers' limit gets a truncated pass for it)."""
     import torch
 
-    model = enc.model
-    tok = enc.tokenizer
+    model, tok, pooling, st_max = enc.model, enc.tokenizer, enc.pooling, enc.sentence_max_length
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
     layers = sorted(set(layers))
-    st_max = enc.sentence_max_length
-    pooling = enc.pooling
     out: dict[str, Entry] = {}
     too_long: list[str] = []
     with torch.inference_mode(), precision_context(enc.precision, enc.device):
@@ -152,18 +128,18 @@ def encode(
                     too_long.append(text)
             enc.forward_sentences += len(batch)
     if too_long:
-        for text, vec in sentence_pass(enc, too_long, st_max, pooling).items():
+        for text, vec in sentence_pass(enc, too_long).items():
             out[text].sent = vec
     return out
 
 
-def sentence_pass(enc: EncoderLike, texts: list[str], max_len: int, pooling: str) -> dict[str, Any]:
+def sentence_pass(enc: EncoderModel, texts: list[str]) -> dict[str, np.ndarray]:
     """Sentence embeddings of texts longer than sentence-transformers' limit, truncated the
     way it truncates them."""
     import torch
 
     out: dict[str, np.ndarray] = {}
-    tok, model = enc.tokenizer, enc.model
+    tok, model, pooling = enc.tokenizer, enc.model, enc.pooling
     with torch.inference_mode(), precision_context(enc.precision, enc.device):
         for s in range(0, len(texts), enc.batch_size):
             chunk = texts[s : s + enc.batch_size]
@@ -171,7 +147,7 @@ def sentence_pass(enc: EncoderLike, texts: list[str], max_len: int, pooling: str
                 [t.strip() for t in chunk],
                 padding=True,
                 truncation=True,
-                max_length=max_len,
+                max_length=enc.sentence_max_length,
                 return_tensors="pt",
             ).to(enc.device)
             hidden = model(

@@ -157,11 +157,8 @@ class WMD(SegmentLocal):
             settings = (model, device, batch_size, cache_dir, use_cache, precision)
             self.encoder = own_encoder(encoders, self.name, *settings)
             if embedding == "contextual":
-                n = self.encoder.num_layers
-                self.layer = n if layer is None else int(layer)
-                if not 0 <= self.layer <= n:
-                    raise MetricConfigError(f"metric 'wmd': layer must be in 0..{n}, got {layer}")
-                self.encoder.require_layer(self.layer)
+                self.layer = self.encoder.num_layers if layer is None else int(layer)
+                self.encoder.require_layer(self.layer, self.name)
                 self._source = f"contextual:{self.encoder.signature}:L{self.layer}"
             else:
                 self._source = f"static-wordpiece:{self.encoder.signature}"
