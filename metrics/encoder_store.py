@@ -1,17 +1,11 @@
-"""Where the encoder keeps what its passes produced: a memo in memory and a cache on disk.
-
-The memo holds each text's :class:`Entry` in a least-recently-used store bounded in bytes, so the
-memory of a run does not grow with its pool of sentences; it only saves forward passes (a text
-evicted from it is read from the disk cache or encoded again), and callers get their arrays in a
-dict of their own (:meth:`metrics.encoder.Encoder.fetch`), so an eviction never takes an array
-from under a computation.
-
-The disk cache is one SQLite file per model signature under ``<cache_dir>/embeddings/``, rows
-keyed by a hash of (kind, sentence), kind ``ids`` or ``sent`` (no token embeddings: at about 20
-times a sentence embedding's size they cost more room and reading than encoding them again saves,
-and the score cache serves repeated runs); values are raw array bytes with dtype and shape
-(nothing is unpickled). Writes are single transactions, processes may share the file (WAL), and
-deleting the folder only means the next run encodes again.
+"""Where the encoder keeps what its passes produced. The memo, in memory, is bounded in bytes (least
+recently used out) so that a run's memory does not grow with its pool; it only saves passes, and
+callers hold their arrays in dicts of their own, so an eviction never takes one from under them.
+The disk cache is one SQLite file per model signature under ``<cache_dir>/embeddings/``, keyed by
+a hash of (kind, sentence), kind ``ids`` or ``sent`` (token embeddings, 20 times a sentence
+embedding's size, cost more to store and read than to encode again); values are raw array bytes
+(nothing is unpickled), writes single transactions, processes may share the file (WAL), and
+deleting it only means the next run encodes again.
 """
 
 from __future__ import annotations
