@@ -189,9 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="BERTScore rescaling baseline (bert-score's method) for any model and corpus",
     )
     ap.add_argument("--model", default="default", help="model directory, hub id or 'default'")
-    ap.add_argument(
-        "--corpus", default="pydoc", help="text file, one sentence per line; or 'pydoc'"
-    )
+    ap.add_argument("--corpus", default="pydoc", help="text file (a sentence a line) or pydoc")
     ap.add_argument("--rounds", type=int, default=10, help="random pairings of the corpus")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--batch-size", type=int, default=64)

@@ -16,9 +16,8 @@ Rescaling ``(s − b) / (1 − b)`` reads the baseline from ``baseline_path`` (b
 ``LAYER,P,R,F`` format, see :mod:`metrics.baseline`), the shipped file for the default model, or
 bert-score's own files (``lang``); a missing baseline is an error.
 
-Default layer of all-MiniLM-L6-v2: 6, the last. The model was trained contrastively on its last
-layer, and it correlates best with humans (STS-B dev Pearson, layers 0..6: 0.644 ... 0.763, 0.870;
-ParaBank-Eval: best at 0.593); it is also the layer sentence embeddings pool.
+Default layer of all-MiniLM-L6-v2: 6, the last: the model was trained contrastively on it, it
+correlates best with humans there (STS-B, ParaBank-Eval), and sentence embeddings pool it.
 """
 
 from __future__ import annotations
@@ -96,16 +95,12 @@ def step_nbytes(bert_score_batch_size: int, n_pairs: int, tokens: int) -> int:
 def padding_floors(
     cand_lens: Sequence[int], ref_lens: Sequence[int], batch_size: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Which pairs bert-score pads (pairs in input order, batches of ``batch_size``): a padded
-    reference lets the candidate's token maxima floor at 0, a padded candidate the reference's."""
-    n = len(cand_lens)
-    if batch_size <= 0:
-        return np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
-    c = np.asarray(cand_lens)
-    r = np.asarray(ref_lens)
-    p_floor = np.zeros(n, dtype=bool)
-    r_floor = np.zeros(n, dtype=bool)
-    for start in range(0, n, batch_size):
+    """Which pairs bert-score pads (pairs in input order, batches of ``batch_size``, none at 0): a
+    padded reference lets the candidate's token maxima floor at 0, a padded candidate the
+    reference's."""
+    c, r = np.asarray(cand_lens), np.asarray(ref_lens)
+    p_floor, r_floor = np.zeros(len(c), dtype=bool), np.zeros(len(c), dtype=bool)
+    for start in range(0, len(c), batch_size) if batch_size > 0 else ():
         sl = slice(start, start + batch_size)
         p_floor[sl] = r[sl] < r[sl].max()
         r_floor[sl] = c[sl] < c[sl].max()

@@ -88,8 +88,8 @@ class Encoder(EncoderModel):
     def _held(
         self, texts: Iterable[str], need: list[int], sentence: bool
     ) -> tuple[dict[str, Entry], list[str]]:
-        """The entries of the unique ``texts`` that the memo, then the disk cache, hold with the
-        token embeddings of ``need`` (and, with ``sentence``, the sentence embedding), and the
+        """The entries of the unique ``texts`` that the memo, then the disk cache, hold with ids,
+        the token embeddings of ``need`` and, with ``sentence``, the sentence embedding; and the
         texts left to encode. The disk cache keeps ids and sentence embeddings only: token
         embeddings take 20 times the room and are encoded again."""
         out: dict[str, Entry] = {}
@@ -102,12 +102,13 @@ class Encoder(EncoderModel):
                 missing.append(text)
         if not missing or self.cache is None or need:
             return out, missing
-        found = {kind: self.cache.get_many(kind, missing) for kind in ("ids", "sent")}
+        kinds = ("ids", "sent") if sentence else ("ids",)
+        found = {kind: self.cache.get_many(kind, missing) for kind in kinds}
         still: list[str] = []
         for text in missing:
             entry = self.memo.get(text) or Entry()
-            entry.ids = found["ids"].get(text, entry.ids)
-            entry.sent = found["sent"].get(text, entry.sent)
+            for kind, arrays in found.items():  # the cache's kinds are the entry's fields
+                setattr(entry, kind, arrays.get(text, getattr(entry, kind)))
             if entry.has(need, sentence):
                 out[text] = entry
                 self.memo.put(text, entry)
@@ -161,47 +162,23 @@ class Encoder(EncoderModel):
 
     def ensure_ids(self, texts: Iterable[str]) -> dict[str, np.ndarray]:
         """Token ids only (no forward pass): what static-embedding WMD and idf need."""
-        out: dict[str, np.ndarray] = {}
-        missing: list[str] = []
-        for text in dict.fromkeys(texts):
-            entry = self.memo.get(text)
-            if entry is not None and entry.ids is not None:
-                out[text] = entry.ids
-            else:
-                missing.append(text)
-        if missing and self.cache is not None:
-            found = self.cache.get_many("ids", missing)
-            out.update(found)
-            missing = [t for t in missing if t not in found]
+        held, missing = self._held(texts, [], False)
+        out = {text: entry.ids for text, entry in held.items() if entry.ids is not None}
         if missing:
             fresh = dict(zip(missing, self.tokenize(missing), strict=True))
-            out.update(fresh)
             if self.cache is not None:
                 self.cache.put_many("ids", fresh)
-        for text in out:
-            if text not in self.memo:
-                self.memo.put(text, Entry(ids=out[text]))
+            for text, ids in fresh.items():
+                self.memo.put(text, Entry(ids=ids))
+            out.update(fresh)
         return out
 
-    def ensure(
-        self, texts: Iterable[str], layers: Iterable[int] = (), progress: bool = True
-    ) -> None:
+    def ensure(self, texts: Iterable[str]) -> None:
         """Encode what neither the memo nor the disk cache holds, chunk by chunk (the disk cache
         then serves later runs; the memo keeps what its bound allows)."""
         unique = list(dict.fromkeys(texts))
-        for layer in layers:
-            self.require_layer(layer)
-        layers = sorted(self.layers)  # every registered layer, as a pass keeps them
-        steps: Iterable[int] = range(0, len(unique), CHUNK)
-        if progress and len(unique) > CHUNK:
-            from tqdm.auto import tqdm
-
-            # disable=None: on a terminal only, never raw into a log or a pipe
-            steps = tqdm(
-                steps, desc=f"encode {self.model_name} ({len(unique)} sentences)", disable=None
-            )
-        for start in steps:
-            self.fetch(unique[start : start + CHUNK], layers, sentence=True)
+        for start in range(0, len(unique), CHUNK):
+            self.fetch(unique[start : start + CHUNK], sorted(self.layers), sentence=True)
 
     def token_ids(self, texts: Sequence[str]) -> list[np.ndarray]:
         found = self.ensure_ids(texts)

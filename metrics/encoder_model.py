@@ -227,6 +227,19 @@ def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
     return batches
 
 
+def padded_batch(ids: Sequence[np.ndarray], pad_id: int) -> tuple[Any, Any]:
+    """A batch's token ids padded to its longest, and its attention mask (torch tensors)."""
+    import torch
+
+    width = max(len(x) for x in ids)
+    input_ids = torch.full((len(ids), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(ids), width), dtype=torch.long)
+    for row, x in enumerate(ids):
+        input_ids[row, : len(x)] = torch.from_numpy(x.astype(np.int64))
+        mask[row, : len(x)] = 1
+    return input_ids, mask
+
+
 def pool(hidden: Any, mask: Any, mode: str) -> Any:
     """sentence-transformers' Pooling module for the cls/max/mean modes."""
     import torch
@@ -336,16 +349,13 @@ class EncoderModel:
         """What the cached vectors depend on: weights, tokenizer, truncation, pooling, device
         kind (CPU and CUDA kernels differ in the last bits)."""
         if self._fingerprint is None:
-            h = hashlib.blake2b(digest_size=16)
             root = Path(self.path)
             files = fingerprint_files(root) if root.is_dir() else self.path
             parts = [_MODEL_SALT, self.model_name, files, self.device.split(":")[0]]
             if self.precision != "fp32":  # fp32's digest is the one it always had
                 parts.append(self.precision)
-            for part in parts:
-                h.update(str(part).encode())
-                h.update(b"\x1f")
-            self._fingerprint = h.hexdigest()
+            data = "".join(f"{part}\x1f" for part in parts).encode()
+            self._fingerprint = hashlib.blake2b(data, digest_size=16).hexdigest()
         return self._fingerprint
 
     @property
@@ -402,29 +412,18 @@ class EncoderModel:
         too_long: list[str] = []
         with torch.inference_mode(), precision_context(self.precision, self.device):
             for batch in length_batches([len(x) for x in ids], self.batch_size):
-                width = max(len(ids[i]) for i in batch)
-                input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-                mask = torch.zeros((len(batch), width), dtype=torch.long)
-                for row, i in enumerate(batch):
-                    input_ids[row, : len(ids[i])] = torch.from_numpy(ids[i].astype(np.int64))
-                    mask[row, : len(ids[i])] = 1
-                device_mask = mask.to(self.device)
+                input_ids, mask = padded_batch([ids[i] for i in batch], pad_id)
+                input_ids, mask = input_ids.to(self.device), mask.to(self.device)
+                sample = partial(model, input_ids=input_ids, attention_mask=mask)
                 if self.precision in HALF and not self.precision_checked:
                     # once per encoder, on its first batch, outside the run's autocast
                     self.precision_checked = True
                     with torch.autocast(device_type=str(self.device).split(":")[0], enabled=False):
-                        sample = partial(
-                            model, input_ids=input_ids.to(self.device), attention_mask=device_mask
-                        )
                         check_half_precision(sample, self.precision, self.device)
-                result = model(
-                    input_ids=input_ids.to(self.device),
-                    attention_mask=device_mask,
-                    output_hidden_states=True,
-                )
+                result = sample(output_hidden_states=True)
                 hidden = result.hidden_states
                 per_layer = {layer: hidden[layer].float().cpu().numpy() for layer in layers}
-                pooled = pool(result.last_hidden_state, device_mask, pooling).float().cpu().numpy()
+                pooled = pool(result.last_hidden_state, mask, pooling).float().cpu().numpy()
                 for row, i in enumerate(batch):
                     text, n = texts[i], len(ids[i])
                     entry = out[text] = Entry(ids=ids[i])

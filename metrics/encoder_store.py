@@ -50,8 +50,7 @@ class Memo:
 
     def __init__(self, max_bytes: int = DEFAULT_MEMO_BYTES) -> None:
         self.max_bytes = max(0, int(max_bytes))
-        self._items: OrderedDict[str, Entry] = OrderedDict()
-        self._sizes: dict[str, int] = {}
+        self._items: OrderedDict[str, tuple[Entry, int]] = OrderedDict()  # with its size
         self.nbytes = 0
 
     def __len__(self) -> int:
@@ -61,22 +60,19 @@ class Memo:
         return text in self._items
 
     def get(self, text: str) -> Entry | None:
-        entry = self._items.get(text)
-        if entry is not None:
-            self._items.move_to_end(text)
-        return entry
+        if text not in self._items:
+            return None
+        self._items.move_to_end(text)
+        return self._items[text][0]
 
     def put(self, text: str, entry: Entry) -> None:
         """Add or refresh ``text`` (its size is counted again: an entry may have grown)."""
-        self.nbytes -= self._sizes.get(text, 0)
-        size = entry.nbytes
-        self._items[text] = entry
-        self._items.move_to_end(text)
-        self._sizes[text] = size
-        self.nbytes += size
+        _, before = self._items.pop(text, (entry, 0))
+        self._items[text] = (entry, entry.nbytes)
+        self.nbytes += entry.nbytes - before
         while self.nbytes > self.max_bytes and self._items:
-            old, _ = self._items.popitem(last=False)
-            self.nbytes -= self._sizes.pop(old)
+            _, (_, size) = self._items.popitem(last=False)
+            self.nbytes -= size
 
 
 _SCHEMA = (
@@ -87,11 +83,8 @@ _MAX_PARAMS = 500  # below SQLite's bound on host parameters per statement
 
 
 def content_key(kind: str, text: str) -> str:
-    h = hashlib.blake2b(digest_size=20)
-    h.update(kind.encode("utf-8"))
-    h.update(b"\x1f")
-    h.update(text.encode("utf-8", "surrogatepass"))
-    return h.hexdigest()
+    data = kind.encode("utf-8") + b"\x1f" + text.encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(data, digest_size=20).hexdigest()
 
 
 class EmbeddingCache:
