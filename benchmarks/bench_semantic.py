@@ -50,6 +50,7 @@ from results import row, write_rows
 from paraeval.metrics.bertscore import COLUMNS, BERTScore
 from paraeval.metrics.cosine import Cosine
 from paraeval.metrics.encoder import Encoder, Encoders, resolve_model_path
+from paraeval.metrics.encoder_model import padded_batch
 
 System = tuple[str, list[str], list[list[str]]]
 AGREEMENT = 1e-5  # fp32 scores against the reference implementations: more fails the run
@@ -317,13 +318,13 @@ def encoder_floor(texts: list[str], batch_size: int, device: str) -> dict[str, f
     if device.startswith("cuda"):  # the CUDA context and kernel choice are not part of the pass
         warm = Encoder(batch_size=batch_size, cache_dir=None, device=device)
         warm.require_layer(warm.num_layers)
-        warm.ensure(unique[: 4 * batch_size], progress=False)
+        warm.ensure(unique[: 4 * batch_size])
     enc = Encoder(batch_size=batch_size, cache_dir=None, device=device)
     enc.require_layer(enc.num_layers)  # BERTScore's layer of the default model
     model = enc.model  # loading the weights is not part of the pass
     _sync(device)
     start = time.perf_counter()
-    enc.ensure(unique, progress=False)
+    enc.ensure(unique)
     _sync(device)
     t_pass = time.perf_counter() - start
 
@@ -334,12 +335,7 @@ def encoder_floor(texts: list[str], batch_size: int, device: str) -> dict[str, f
     pad = enc.tokenizer.pad_token_id or 0
     inputs = []
     for batch in batches:
-        width = max(len(ids[i]) for i in batch)
-        x = torch.full((len(batch), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(batch), width), dtype=torch.long)
-        for r, i in enumerate(batch):
-            x[r, : len(ids[i])] = torch.from_numpy(ids[i].astype(np.int64))
-            mask[r, : len(ids[i])] = 1
+        x, mask = padded_batch([ids[i] for i in batch], pad)
         inputs.append((x.to(device), mask.to(device)))
     with torch.inference_mode():
         _sync(device)

@@ -13,6 +13,7 @@ sentence per line, or ``pydoc`` (CPython's offline language reference). The ship
 from __future__ import annotations
 
 import argparse
+import hashlib
 import re
 import sys
 from collections.abc import Sequence
@@ -37,14 +38,35 @@ def shipped_baseline(model_name: str) -> Path | None:
     return path if path.is_file() else None
 
 
-def bert_score_baseline(model: str, lang: str) -> Path | None:
-    """bert-score's own baseline file for a hub model name, if it ships one."""
-    try:
+def find_baseline(
+    baseline_path: str | None, model: str, model_name: str, lang: str, layer: int
+) -> tuple[np.ndarray, str]:
+    """The (P, R, F) baseline of ``layer`` and its source as the signature names it: the file
+    ``baseline_path``, else the one shipped for ``model_name``, else bert-score's own for the
+    hub model ``model`` in ``lang``."""
+    if baseline_path:
+        path = Path(baseline_path).expanduser()
+        if not path.is_file():
+            raise MissingResourceError(
+                f"BERTScore baseline file '{path}' does not exist (make one with "
+                "`python -m paraeval.metrics.baseline --model ... --out FILE`)"
+            )
+        source = f"file-{hashlib.blake2b(path.read_bytes(), digest_size=4).hexdigest()}"
+    elif (shipped := shipped_baseline(model_name)) is not None:
+        path, source = shipped, "paraeval"
+    else:
         import bert_score
-    except ImportError:  # pragma: no cover
-        return None
-    path = Path(bert_score.__file__).parent / "rescale_baseline" / lang / f"{model}.tsv"
-    return path if path.is_file() else None
+
+        path = Path(bert_score.__file__).parent / "rescale_baseline" / lang / f"{model}.tsv"
+        source = f"bert_score-{lang}"
+        if not path.is_file():
+            raise MissingResourceError(
+                f"metric 'bertscore': rescale_with_baseline is on but there is no baseline for "
+                f"model '{model}' (lang {lang}); set `baseline_path` to a file made with "
+                "`python -m paraeval.metrics.baseline --model <model> --corpus <text file> "
+                "--out <file>`"
+            )
+    return read_baseline(path, layer), source
 
 
 def read_baseline(path: Path, layer: int) -> np.ndarray:
@@ -167,9 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="BERTScore rescaling baseline (bert-score's method) for any model and corpus",
     )
     ap.add_argument("--model", default="default", help="model directory, hub id or 'default'")
-    ap.add_argument(
-        "--corpus", default="pydoc", help="text file, one sentence per line; or 'pydoc'"
-    )
+    ap.add_argument("--corpus", default="pydoc", help="text file (a sentence a line) or pydoc")
     ap.add_argument("--rounds", type=int, default=10, help="random pairings of the corpus")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--batch-size", type=int, default=64)

@@ -16,14 +16,12 @@ Rescaling ``(s − b) / (1 − b)`` reads the baseline from ``baseline_path`` (b
 ``LAYER,P,R,F`` format, see :mod:`metrics.baseline`), the shipped file for the default model, or
 bert-score's own files (``lang``); a missing baseline is an error.
 
-Default layer of all-MiniLM-L6-v2: 6, the last. The model was trained contrastively on its last
-layer, and it correlates best with humans (STS-B dev Pearson, layers 0..6: 0.644 ... 0.763, 0.870;
-ParaBank-Eval: best at 0.593); it is also the layer sentence embeddings pool.
+Default layer of all-MiniLM-L6-v2: 6, the last: the model was trained contrastively on it, it
+correlates best with humans there (STS-B, ParaBank-Eval), and sentence embeddings pool it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -37,16 +35,15 @@ from paraeval.metrics.base import (
     CorpusCounts,
     MetricConfigError,
     MetricResult,
-    MissingResourceError,
     Sharded,
     Texts,
     make_signature,
 )
-from paraeval.metrics.baseline import bert_score_baseline, read_baseline, shipped_baseline
+from paraeval.metrics.baseline import find_baseline
 from paraeval.metrics.encoder import DEFAULT_MODEL_NAME, EncoderMetric, Encoders, own_encoder
-from paraeval.metrics.encoder_match import pair_lists
-from paraeval.metrics.encoder_memo import Entry
-from paraeval.metrics.encoder_pass import ENCODER_MEMORY
+from paraeval.metrics.encoder_match import STEP, pair_lists, to_device
+from paraeval.metrics.encoder_model import ENCODER_MEMORY, LARGE_HIDDEN
+from paraeval.metrics.encoder_store import Entry
 
 
 def _bert_score_version() -> str:
@@ -55,16 +52,8 @@ def _bert_score_version() -> str:
     import importlib.util
     import re
 
-    try:
-        spec = importlib.util.find_spec("bert_score")
-    except (ImportError, ValueError):  # pragma: no cover - bert-score is a runtime dependency
-        spec = None
-    if spec is None or spec.origin is None:  # pragma: no cover
-        return "none"
-    try:
-        text = Path(spec.origin).read_text(encoding="utf-8")
-    except OSError:  # pragma: no cover
-        text = ""
+    spec = importlib.util.find_spec("bert_score")  # a runtime dependency
+    text = Path(spec.origin).read_text(encoding="utf-8") if spec and spec.origin else ""
     found = re.search(r"""^__version__\s*=\s*["']([^"']+)["']""", text, re.MULTILINE)
     if found is None:  # pragma: no cover - another layout: import it after all
         from bert_score import __version__
@@ -99,9 +88,6 @@ def step_nbytes(bert_score_batch_size: int, n_pairs: int, tokens: int) -> int:
     pairs' two sentences (float32, a large encoder's hidden size), ``tokens`` per sentence; a step
     is the encoder's default step (:data:`metrics.encoder_match.STEP` pairs) or one padding batch
     if larger, and no more pairs than there are."""
-    from paraeval.metrics.encoder_match import STEP
-    from paraeval.metrics.encoder_pass import LARGE_HIDDEN
-
     pairs = min(max(1, n_pairs), max(bert_score_batch_size, STEP))
     return pairs * 2 * tokens * LARGE_HIDDEN * 4
 
@@ -109,16 +95,12 @@ def step_nbytes(bert_score_batch_size: int, n_pairs: int, tokens: int) -> int:
 def padding_floors(
     cand_lens: Sequence[int], ref_lens: Sequence[int], batch_size: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Which pairs bert-score pads (pairs in input order, batches of ``batch_size``): a padded
-    reference lets the candidate's token maxima floor at 0, a padded candidate the reference's."""
-    n = len(cand_lens)
-    if batch_size <= 0:
-        return np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
-    c = np.asarray(cand_lens)
-    r = np.asarray(ref_lens)
-    p_floor = np.zeros(n, dtype=bool)
-    r_floor = np.zeros(n, dtype=bool)
-    for start in range(0, n, batch_size):
+    """Which pairs bert-score pads (pairs in input order, batches of ``batch_size``, none at 0): a
+    padded reference lets the candidate's token maxima floor at 0, a padded candidate the
+    reference's."""
+    c, r = np.asarray(cand_lens), np.asarray(ref_lens)
+    p_floor, r_floor = np.zeros(len(c), dtype=bool), np.zeros(len(c), dtype=bool)
+    for start in range(0, len(c), batch_size) if batch_size > 0 else ():
         sl = slice(start, start + batch_size)
         p_floor[sl] = r[sl] < r[sl].max()
         r_floor[sl] = c[sl] < c[sl].max()
@@ -130,8 +112,8 @@ def greedy_match(
     cand_w: Sequence[np.ndarray],
     ref_emb: Sequence[np.ndarray],
     ref_w: Sequence[np.ndarray],
-    p_floor: np.ndarray | None = None,
-    r_floor: np.ndarray | None = None,
+    p_floor: np.ndarray,
+    r_floor: np.ndarray,
     batch_size: int = 256,
     device: str = "cpu",
 ) -> np.ndarray:
@@ -144,20 +126,16 @@ def greedy_match(
     out = np.zeros((n, 3), dtype=np.float64)
     if n == 0:
         return out
-    pf = np.zeros(n, bool) if p_floor is None else np.asarray(p_floor, bool)
-    rf = np.zeros(n, bool) if r_floor is None else np.asarray(r_floor, bool)
     # similar lengths together: less padding per batch
     order = np.array(sorted(range(n), key=lambda i: (len(cand_emb[i]), len(ref_emb[i]))))
     scores = []
     with torch.inference_mode():
         for start in range(0, n, batch_size):
             idx = order[start : start + batch_size]
-            c, cw, cm = padded_on_device(
-                [cand_emb[i] for i in idx], [cand_w[i] for i in idx], device
-            )
-            r, rw, rm = padded_on_device([ref_emb[i] for i in idx], [ref_w[i] for i in idx], device)
-            floors = torch.from_numpy(np.stack([pf[idx], rf[idx]], axis=1)).to(device)
-            scores.append(_match_batch(c, cw, cm, r, rw, rm, floors))
+            cand = padded_on_device([cand_emb[i] for i in idx], [cand_w[i] for i in idx], device)
+            ref = padded_on_device([ref_emb[i] for i in idx], [ref_w[i] for i in idx], device)
+            floors = torch.from_numpy(np.stack([p_floor[idx], r_floor[idx]], axis=1)).to(device)
+            scores.append(_match_batch(*cand, *ref, floors))
         out[order] = torch.cat(scores).double().cpu().numpy()
     return out
 
@@ -176,11 +154,8 @@ def padded_on_device(
     for k, (a, wt) in enumerate(zip(arrs, ws, strict=True)):
         emb[k, : len(a)] = a
         w[k, : len(a)] = wt
-    mask = torch.from_numpy(np.arange(width)[None, :] < lens[:, None])
-    tensors = [torch.from_numpy(emb), torch.from_numpy(w), mask]
-    if str(device).startswith("cuda"):
-        tensors = [t.pin_memory().to(device, non_blocking=True) for t in tensors]
-    e, wt_, m = tensors
+    mask = np.arange(width)[None, :] < lens[:, None]
+    e, wt_, m = (to_device(x, device) for x in (emb, w, mask))
     unit = torch.where(m.unsqueeze(-1), e / torch.norm(e, dim=-1, keepdim=True), 0.0)
     return unit, wt_, m
 
@@ -252,7 +227,6 @@ class BERTScore(Sharded, EncoderMetric):
         settings = (model, device, batch_size, cache_dir, use_cache, precision)
         self.encoder = own_encoder(encoders, self.name, *settings)
         self.layer = self._pick_layer(model, layer)
-        self.encoder.require_layer(self.layer)
         self.idf = bool(idf)
         self.rescale_with_baseline = bool(rescale_with_baseline)
         self.lang = lang
@@ -260,7 +234,9 @@ class BERTScore(Sharded, EncoderMetric):
         self.baseline: np.ndarray | None = None
         self.baseline_source = "none"
         if self.rescale_with_baseline:
-            self.baseline, self.baseline_source = self._find_baseline()
+            self.baseline, self.baseline_source = find_baseline(
+                baseline_path, model, self.encoder.model_name, lang, self.layer
+            )
 
     def _pick_layer(self, model: str, layer: int | None) -> int:
         if layer is None:
@@ -275,36 +251,8 @@ class BERTScore(Sharded, EncoderMetric):
                     f"(0..{self.encoder.num_layers})"
                 )
             layer = int(known)
-        n = self.encoder.num_layers
-        if not 0 <= int(layer) <= n:
-            raise MetricConfigError(
-                f"metric 'bertscore': layer must be in 0..{n} for {self.encoder.model_name}, "
-                f"got {layer}"
-            )
+        self.encoder.require_layer(layer, self.name)
         return int(layer)
-
-    def _find_baseline(self) -> tuple[np.ndarray, str]:
-        if self.baseline_path:
-            path = Path(self.baseline_path).expanduser()
-            if not path.is_file():
-                raise MissingResourceError(
-                    f"BERTScore baseline file '{path}' does not exist (make one with "
-                    "`python -m paraeval.metrics.baseline --model ... --out FILE`)"
-                )
-            digest = hashlib.blake2b(path.read_bytes(), digest_size=4).hexdigest()
-            return read_baseline(path, self.layer), f"file-{digest}"
-        shipped = shipped_baseline(self.encoder.model_name)
-        if shipped is not None:
-            return read_baseline(shipped, self.layer), "paraeval"
-        ours = bert_score_baseline(self.model, self.lang)
-        if ours is not None:
-            return read_baseline(ours, self.layer), f"bert_score-{self.lang}"
-        raise MissingResourceError(
-            f"metric 'bertscore': rescale_with_baseline is on but there is no baseline for model "
-            f"'{self.model}' (lang {self.lang}); set `baseline_path` to a file made with "
-            "`python -m paraeval.metrics.baseline --model <model> --corpus <text file> "
-            "--out <file>`"
-        )
 
     # ------------------------------------------------------------------ contract
     def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
@@ -334,7 +282,7 @@ class BERTScore(Sharded, EncoderMetric):
         memory holds a step's embeddings only."""
         for call in calls:
             self._check_call(*call)
-        return self._score_calls([(list(c), [list(r) for r in refs]) for c, refs, _ in calls])
+        return self._score_calls([(c, refs) for c, refs, _ in calls])
 
     @property
     def uses_counts(self) -> bool:
@@ -344,8 +292,7 @@ class BERTScore(Sharded, EncoderMetric):
         self, candidates: Sequence[str], references: Sequence[Sequence[str]]
     ) -> CorpusCounts:
         """With idf, one document per (candidate, reference) pair; without, nothing."""
-        _, refs = pair_lists(list(candidates), [list(r) for r in references])
-        return self._pair_counts(refs)
+        return self._pair_counts(pair_lists(candidates, references)[1])
 
     def score_shard(
         self,
@@ -355,8 +302,7 @@ class BERTScore(Sharded, EncoderMetric):
         sources: Sequence[str] | None = None,
     ) -> MetricResult:
         self._check_call(candidates, references, sources)
-        call = (list(candidates), [list(r) for r in references])
-        return self._score_calls([call], [counts])[0]
+        return self._score_calls([(candidates, references)], [counts])[0]
 
     def split(self, references: Sequence[Sequence[str]], rows: int) -> list[slice]:
         """Cuts after ``rows`` rows or more, where a whole number of bert-score's batches of
@@ -377,7 +323,7 @@ class BERTScore(Sharded, EncoderMetric):
 
     def _score_calls(
         self,
-        calls: list[tuple[list[str], list[list[str]]]],
+        calls: Sequence[tuple[Sequence[str], Sequence[Sequence[str]]]],
         counts: Sequence[CorpusCounts] | None = None,
     ) -> list[MetricResult]:
         """``counts``: each call's :meth:`counts` (default: of the call itself)."""
@@ -421,25 +367,17 @@ class BERTScore(Sharded, EncoderMetric):
         self, cands: list[Entry], refs: list[Entry], table: tuple[dict[int, float], float]
     ) -> np.ndarray:
         weights, unseen = table
-        cand_ids = [e.ids for e in cands]
-        ref_ids = [e.ids for e in refs]
-        p_floor, r_floor = padding_floors(
-            [len(x) for x in cand_ids], [len(x) for x in ref_ids], self.bert_score_batch_size
-        )
 
-        def w(ids: list[np.ndarray | None]) -> list[np.ndarray]:
-            return [np.array([weights.get(int(t), unseen) for t in s]) for s in ids]  # type: ignore[union-attr]
+        def side(entries: list[Entry]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+            """The layer's token embeddings and the token weights of each entry."""
+            ids: list[np.ndarray] = [e.ids for e in entries]  # type: ignore[misc]
+            w = [np.array([weights.get(int(t), unseen) for t in s]) for s in ids]
+            return [e.tok[self.layer] for e in entries], w
 
-        layer = self.layer
-        return greedy_match(
-            [e.tok[layer] for e in cands],
-            w(cand_ids),
-            [e.tok[layer] for e in refs],
-            w(ref_ids),
-            p_floor,
-            r_floor,
-            device=self.encoder.device,
-        )
+        (c_emb, c_w), (r_emb, r_w) = side(cands), side(refs)
+        unit = self.bert_score_batch_size
+        floors = padding_floors([len(x) for x in c_emb], [len(x) for x in r_emb], unit)
+        return greedy_match(c_emb, c_w, r_emb, r_w, *floors, device=self.encoder.device)
 
     def _result(self, per_pair: np.ndarray, counts: list[int]) -> MetricResult:
         seg = np.full((len(counts), 3), np.nan)

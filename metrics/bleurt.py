@@ -27,7 +27,7 @@ from paraeval.metrics.base import (
 )
 from paraeval.metrics.encoder import pick_device
 from paraeval.metrics.encoder_match import pair_lists
-from paraeval.metrics.encoder_pass import ENCODER_MEMORY
+from paraeval.metrics.encoder_model import ENCODER_MEMORY
 
 
 def _digest(path: Path) -> str:

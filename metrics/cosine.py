@@ -60,9 +60,8 @@ class Cosine(SegmentLocal, EncoderMetric):
         sims = np.zeros(len(flat_refs))
         order = locality_order(flat_refs)
         enc = self.encoder
-        step = self.encoder.step
-        for start in range(0, len(order), step):
-            idx = order[start : start + step]
+        for start in range(0, len(order), enc.step):
+            idx = order[start : start + enc.step]
             texts = [t for i in idx for t in (flat_cands[i], flat_refs[i])]
             found = enc.fetch(texts, sentence=True)
             cand = np.stack([found[flat_cands[i]].sent for i in idx])  # type: ignore[misc]

@@ -3,6 +3,7 @@ cosines of sentence embeddings, computed where the encoder runs with only scores
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -10,7 +11,7 @@ import numpy as np
 STEP = 4096  # pairs (or texts) per step of a streamed call: what memory holds at a time
 
 
-def pair_lists(cands: list[str], refs: list[list[str]]) -> tuple[list[str], list[str]]:
+def pair_lists(cands: Sequence[str], refs: Sequence[Sequence[str]]) -> tuple[list[str], list[str]]:
     """(candidate, reference) pairs of a call in order, as two aligned lists."""
     counts = [len(r) for r in refs]
     flat_refs = [r for group in refs for r in group]

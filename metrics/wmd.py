@@ -33,8 +33,7 @@ from paraeval.metrics.base import (
 )
 from paraeval.metrics.encoder import Encoder, Encoders, own_encoder
 from paraeval.metrics.encoder_match import STEP, locality_order
-from paraeval.metrics.encoder_model import check_precision
-from paraeval.metrics.encoder_pass import ENCODER_MEMORY
+from paraeval.metrics.encoder_model import ENCODER_MEMORY, check_precision
 
 _WORD = re.compile(r"\w+(?:['’-]\w+)*", re.UNICODE)
 EMBEDDINGS = ("static", "contextual")
@@ -99,7 +98,8 @@ def emd_distance(
     return float(ot.emd2(weights_a.astype(np.float64), weights_b.astype(np.float64), cost))
 
 
-def _bag(items: Sequence[object]) -> tuple[list[object], np.ndarray]:
+def _bag(items: Sequence[int]) -> tuple[list[int], np.ndarray]:
+    """The distinct rows of a document's words and their weights, in order of first occurrence."""
     counts = Counter(items)
     keys = list(counts)
     total = float(len(items))
@@ -157,11 +157,8 @@ class WMD(SegmentLocal):
             settings = (model, device, batch_size, cache_dir, use_cache, precision)
             self.encoder = own_encoder(encoders, self.name, *settings)
             if embedding == "contextual":
-                n = self.encoder.num_layers
-                self.layer = n if layer is None else int(layer)
-                if not 0 <= self.layer <= n:
-                    raise MetricConfigError(f"metric 'wmd': layer must be in 0..{n}, got {layer}")
-                self.encoder.require_layer(self.layer)
+                self.layer = self.encoder.num_layers if layer is None else int(layer)
+                self.encoder.require_layer(self.layer, self.name)
                 self._source = f"contextual:{self.encoder.signature}:L{self.layer}"
             else:
                 self._source = f"static-wordpiece:{self.encoder.signature}"
@@ -186,38 +183,30 @@ class WMD(SegmentLocal):
             refs="best" if self.multi_ref == "max" else "mean",
         )
 
-    # ------------------------------------------------------------------ documents
-    def _words(self, text: str) -> list[str]:
-        words = _WORD.findall(text.lower() if self.lowercase else text)
-        return [w for w in words if w in self._vocab]
-
     def _docs(self, texts: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Per text: (weights, vectors) of its bag of words."""
-        docs: list[tuple[np.ndarray, np.ndarray]] = []
-        if self.encoder is None:
-            assert self._matrix is not None
-            for t in texts:
-                keys, w = _bag(self._words(t))
-                rows = [self._vocab[str(k)] for k in keys]
-                docs.append((w, self._matrix[rows]))
-            return docs
+        """Per text: (weights, vectors) of its bag of words (of word pieces, special tokens left
+        out, for the static embedding) or, contextual, of its token occurrences."""
         enc = self.encoder
-        special = enc.special_ids
-        ids = enc.token_ids(texts)
-        if self.embedding == "static":
+        if enc is None:
+            case = (t.lower() if self.lowercase else t for t in texts)
+            bags = [[self._vocab[w] for w in _WORD.findall(t) if w in self._vocab] for t in case]
+        else:
+            special = enc.special_ids
+            ids = enc.token_ids(texts)
+            if self.embedding == "contextual":
+                assert self.layer is not None
+                docs = []
+                for s, e in zip(ids, enc.token_embeddings(texts, self.layer), strict=True):
+                    keep = np.array([int(i) not in special for i in s], dtype=bool)
+                    pts = self._norm(e[keep].astype(np.float64))
+                    docs.append((np.full(len(pts), 1.0 / max(len(pts), 1)), pts))
+                return docs
+            bags = [[int(i) for i in s if int(i) not in special] for s in ids]
             if self._matrix is None:
                 self._matrix = self._norm(enc.input_embeddings())
-            for s in ids:
-                keys, w = _bag([int(i) for i in s if int(i) not in special])
-                docs.append((w, self._matrix[[int(k) for k in keys]]))  # type: ignore[call-overload]
-            return docs
-        assert self.layer is not None
-        embs = enc.token_embeddings(texts, self.layer)
-        for s, e in zip(ids, embs, strict=True):
-            keep = np.array([int(i) not in special for i in s], dtype=bool)
-            pts = self._norm(e[keep].astype(np.float64))
-            docs.append((np.full(len(pts), 1.0 / max(len(pts), 1)), pts))
-        return docs
+        matrix = self._matrix
+        assert matrix is not None
+        return [(w, matrix[keys]) for keys, w in map(_bag, bags)]
 
     def _score(
         self,

@@ -190,14 +190,13 @@ _ENCODE = textwrap.dedent(
     """
     import sys
     from paraeval.metrics.encoder import Encoder
-    from paraeval.metrics.encoder_pass import encode
     n = int(sys.argv[1])
     words = "the a of market city report price house children country world time".split()
     texts = [
         " ".join(words[(i * 7 + j) % len(words)] for j in range(12 + i % 20)) for i in range(n)
     ]
     enc = Encoder("default", device="cpu", use_cache=False)
-    encode(enc, texts[:1], enc.tokenize(texts[:1]), [])  # the model loaded and warm
+    enc.encode(texts[:1], enc.tokenize(texts[:1]), [])  # the model loaded and warm
     ids = enc.tokenize(texts)
 
     def status(key):
@@ -211,7 +210,7 @@ _ENCODE = textwrap.dedent(
             f.write("5")
         before = status("VmRSS:")
         enc.batch_size = int(batch)
-        encode(enc, texts, ids, [])
+        enc.encode(texts, ids, [])
         print(status("VmHWM:") - before)
     """
 )
@@ -221,7 +220,7 @@ _ENCODE = textwrap.dedent(
 def test_encoder_batch() -> None:
     """Two batch sizes in one process (the model loaded once): the peak resident set of each
     pass above the resident set before it."""
-    from paraeval.metrics.encoder_pass import batch_nbytes
+    from paraeval.metrics.encoder_model import batch_nbytes
 
     n, sizes = 160, (8, 128)
     proc = subprocess.run(

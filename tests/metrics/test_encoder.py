@@ -110,7 +110,7 @@ def test_batch_size_does_not_change_vectors() -> None:
 def test_disk_cache_serves_a_new_process_without_encoding(tmp_path: Path) -> None:
     first = Encoder(cache_dir=str(tmp_path))
     first.require_layer(6)
-    first.ensure(TEXTS, progress=False)
+    first.ensure(TEXTS)
     assert first.forward_sentences == len(set(TEXTS))
     second = Encoder(cache_dir=str(tmp_path))
     np.testing.assert_array_equal(
@@ -170,12 +170,12 @@ def test_a_new_layer_or_sentence_is_encoded_and_the_cache_is_safe_to_delete(
     tmp_path: Path,
 ) -> None:
     first = Encoder(cache_dir=str(tmp_path))
-    first.ensure(TEXTS[:5], progress=False)
+    first.ensure(TEXTS[:5])
     second = Encoder(cache_dir=str(tmp_path))
     second.require_layer(3)  # token embeddings are never on disk: encoded
-    second.ensure(TEXTS[:5], progress=False)
+    second.ensure(TEXTS[:5])
     assert second.forward_sentences == 5
-    second.ensure(TEXTS[5:7], progress=False)  # a new sentence
+    second.ensure(TEXTS[5:7])  # a new sentence
     assert second.forward_sentences == 7
     import shutil
 

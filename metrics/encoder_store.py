@@ -1,11 +1,11 @@
-"""On-disk, content-addressed store for encoder outputs.
-
-One SQLite file per model signature under ``<cache_dir>/embeddings/``, rows keyed by a hash of
-(kind, sentence), kind ``ids`` or ``sent`` (the encoder keeps no token embeddings here: at about
-20 times a sentence embedding's size they cost more room and reading than encoding them again
-saves, and the score cache serves repeated runs); values are raw array bytes with dtype and shape
-(nothing is unpickled). Writes are single transactions, processes may share the file (WAL),
-and deleting the folder only means the next run encodes again.
+"""Where the encoder keeps what its passes produced. The memo, in memory, is bounded in bytes (least
+recently used out) so that a run's memory does not grow with its pool; it only saves passes, and
+callers hold their arrays in dicts of their own, so an eviction never takes one from under them.
+The disk cache is one SQLite file per model signature under ``<cache_dir>/embeddings/``, keyed by
+a hash of (kind, sentence), kind ``ids`` or ``sent`` (token embeddings, 20 times a sentence
+embedding's size, cost more to store and read than to encode again); values are raw array bytes
+(nothing is unpickled), writes single transactions, processes may share the file (WAL), and
+deleting it only means the next run encodes again.
 """
 
 from __future__ import annotations
@@ -14,10 +14,66 @@ import contextlib
 import hashlib
 import sqlite3
 import sys
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+# what the memo may hold: ParaBank-Eval's 5,620 sentences with their last-layer token embeddings
+# (about 260 MB for all-MiniLM-L6-v2) fit, a larger pool streams through it
+DEFAULT_MEMO_BYTES = 512 << 20
+
+
+@dataclass
+class Entry:
+    """One text's outputs: token ids, sentence embedding, token embeddings per layer."""
+
+    ids: np.ndarray | None = None
+    sent: np.ndarray | None = None
+    tok: dict[int, np.ndarray] = field(default_factory=dict)
+
+    def has(self, layers: Iterable[int], sentence: bool) -> bool:
+        if self.ids is None or (sentence and self.sent is None):
+            return False
+        return all(layer in self.tok for layer in layers)
+
+    @property
+    def nbytes(self) -> int:
+        arrays = [self.ids, self.sent, *self.tok.values()]
+        return 200 + sum(a.nbytes for a in arrays if a is not None)
+
+
+class Memo:
+    """Entries by text, least recently used first out once ``max_bytes`` is exceeded."""
+
+    def __init__(self, max_bytes: int = DEFAULT_MEMO_BYTES) -> None:
+        self.max_bytes = max(0, int(max_bytes))
+        self._items: OrderedDict[str, tuple[Entry, int]] = OrderedDict()  # with its size
+        self.nbytes = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, text: object) -> bool:
+        return text in self._items
+
+    def get(self, text: str) -> Entry | None:
+        if text not in self._items:
+            return None
+        self._items.move_to_end(text)
+        return self._items[text][0]
+
+    def put(self, text: str, entry: Entry) -> None:
+        """Add or refresh ``text`` (its size is counted again: an entry may have grown)."""
+        _, before = self._items.pop(text, (entry, 0))
+        self._items[text] = (entry, entry.nbytes)
+        self.nbytes += entry.nbytes - before
+        while self.nbytes > self.max_bytes and self._items:
+            _, (_, size) = self._items.popitem(last=False)
+            self.nbytes -= size
+
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS emb ("
@@ -27,11 +83,8 @@ _MAX_PARAMS = 500  # below SQLite's bound on host parameters per statement
 
 
 def content_key(kind: str, text: str) -> str:
-    h = hashlib.blake2b(digest_size=20)
-    h.update(kind.encode("utf-8"))
-    h.update(b"\x1f")
-    h.update(text.encode("utf-8", "surrogatepass"))
-    return h.hexdigest()
+    data = kind.encode("utf-8") + b"\x1f" + text.encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(data, digest_size=20).hexdigest()
 
 
 class EmbeddingCache:
@@ -97,14 +150,8 @@ class EmbeddingCache:
         rows = []
         for text, arr in items.items():
             a = np.ascontiguousarray(arr)
-            rows.append(
-                (
-                    content_key(kind, text),
-                    a.dtype.str,
-                    ",".join(str(d) for d in a.shape),
-                    a.tobytes(),
-                )
-            )
+            shape = ",".join(str(d) for d in a.shape)
+            rows.append((content_key(kind, text), a.dtype.str, shape, a.tobytes()))
         try:
             conn.execute("BEGIN IMMEDIATE")
             conn.executemany("INSERT OR IGNORE INTO emb VALUES (?, ?, ?, ?)", rows)
