@@ -36,38 +36,22 @@ if TYPE_CHECKING:
 
 # public name -> submodule (under paraeval.metrics) that defines it
 _MODULES: dict[str, str] = {
-    "Metric": "base",
-    "MetricResult": "base",
-    "MetricConfigError": "base",
-    "MissingResourceError": "base",
-    "BLEU": "sacre",
-    "IBLEU": "sacre",
-    "SelfBLEU": "sacre",
-    "CHRF": "sacre",
-    "TER": "sacre",
-    "NIST": "nist",
-    "METEOR": "meteor",
-    "Rouge1": "rouge",
-    "Rouge2": "rouge",
-    "RougeN": "rouge",
-    "RougeL": "rouge",
-    "RougeLsum": "rouge",
-    "RougeW": "rouge",
-    "RougeS": "rouge",
-    "RougeSU": "rouge",
-    "CIDEr": "cider",
-    "BERTScore": "bertscore",
-    "Cosine": "cosine",
-    "WMD": "wmd",
-    "BLEURT": "bleurt",
-    "ParaScore": "paraphrase",
-    "ParaScoreFree": "paraphrase",
-    "BERTiBLEU": "paraphrase",
-    "PINC": "diversity",
-    "Distinct1": "diversity",
-    "Distinct2": "diversity",
-    "InterBLEU": "diversity",
-    "SemanticDiversity": "diversity",
+    name: module
+    for module, names in {
+        "base": "Metric MetricResult MetricConfigError MissingResourceError",
+        "sacre": "BLEU IBLEU SelfBLEU CHRF TER",
+        "nist": "NIST",
+        "meteor": "METEOR",
+        "rouge": "Rouge1 Rouge2 RougeN RougeL RougeLsum RougeW RougeS RougeSU",
+        "cider": "CIDEr",
+        "bertscore": "BERTScore",
+        "cosine": "Cosine",
+        "wmd": "WMD",
+        "bleurt": "BLEURT",
+        "paraphrase": "ParaScore ParaScoreFree BERTiBLEU",
+        "diversity": "PINC Distinct1 Distinct2 InterBLEU SemanticDiversity",
+    }.items()
+    for name in names.split()
 }
 
 # the metric classes (every name above except the base class, the result type and the errors)

@@ -250,8 +250,8 @@ class IBLEU(BLEU):
     def from_components(self, parts: MetricResult) -> MetricResult:
         """The iBLEU result at this metric's α from :meth:`components`."""
         ref, src = self.COMPONENTS
-        seg_r, seg_s = parts.segment[ref], parts.segment[src]
-        return self._combined(seg_r, seg_s, parts.corpus[ref], parts.corpus[src], parts.stats)
+        seg = self.combine(parts.segment[ref], parts.segment[src])
+        return self._combined(seg, parts.corpus[ref], parts.corpus[src], parts.stats)
 
     def _score(
         self,
@@ -263,7 +263,7 @@ class IBLEU(BLEU):
         stats_r, seg_r, corp_r = self._score_pair(candidates, references)
         stats_s, seg_s, corp_s = self._score_pair(candidates, [[s] for s in sources])
         stats = np.hstack([stats_r, stats_s]) if len(candidates) else np.zeros((0, 0))
-        return self._combined(seg_r, seg_s, corp_r, corp_s, stats)
+        return self._combined(self.combine(seg_r, seg_s), corp_r, corp_s, stats)
 
     def parts(self) -> tuple[tuple[Metric, bool], ...]:
         plain = self._plain_bleu()
@@ -274,36 +274,30 @@ class IBLEU(BLEU):
         seg_r, seg_s = ref.segment[BLEU.name], src.segment[BLEU.name]
         assert ref.stats is not None and src.stats is not None
         stats = np.hstack([ref.stats, src.stats]) if len(seg_r) else np.zeros((0, 0))
-        return self._combined(seg_r, seg_s, ref.corpus[BLEU.name], src.corpus[BLEU.name], stats)
+        seg = self.combine(seg_r, seg_s)
+        return self._combined(seg, ref.corpus[BLEU.name], src.corpus[BLEU.name], stats)
 
     def _combined(
         self,
-        seg_r: np.ndarray,
-        seg_s: np.ndarray,
+        seg: np.ndarray,
         corp_r: float,
         corp_s: float,
         stats: np.ndarray | None,
+        signature: str | None = None,
     ) -> MetricResult:
         ref, src = self.COMPONENTS
         return MetricResult(
-            {self.name: self.combine(seg_r, seg_s)},
+            {self.name: seg},
             {self.name: self.combine(corp_r, corp_s)},
-            self.signature(),
+            signature or self.signature(),
             stats,
             extra={ref: corp_r, src: corp_s},
         )
 
     def select(self, result: MetricResult, rows: np.ndarray) -> MetricResult:
         assert result.stats is not None
-        stats = result.stats[rows]
-        corp_r, corp_s = self.corpus_components(stats)
-        return MetricResult(
-            {self.name: np.asarray(result.segment[self.name])[rows]},
-            {self.name: self.combine(corp_r, corp_s)},
-            result.signature,
-            stats,
-            extra={"bleu_ref": corp_r, "bleu_src": corp_s},
-        )
+        stats, seg = result.stats[rows], np.asarray(result.segment[self.name])[rows]
+        return self._combined(seg, *self.corpus_components(stats), stats, result.signature)
 
     def corpus_from_stats(self, stats: np.ndarray) -> dict[str, float]:
         return {self.name: self.combine(*self.corpus_components(stats))}
