@@ -19,6 +19,7 @@ from matplotlib.ticker import MaxNLocator
 
 from paraeval.pipeline.report import plots
 from paraeval.pipeline.report.plots import FigureStyle
+from paraeval.pipeline.stages.compare import comparison_order, directions
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -92,34 +93,6 @@ def system_colors(systems: list[str]) -> dict[str, tuple[float, float, float, fl
         colors = [cmap(i) for i in range(cmap.N)]
         palette += colors if name == "tab10" else colors[0::2] + colors[1::2]
     return {s: palette[i % len(palette)] for i, s in enumerate(systems)}
-
-
-def system_order(table: pd.DataFrame, lower: dict[str, bool]) -> list[str]:
-    """Best mean rank over the group averages (else all columns) first; unscored last, by name."""
-    chosen = [c for c in plots.AVERAGES if (table["metric"] == c).any()]
-    chosen = chosen or list(dict.fromkeys(table["metric"]))
-    ranks = [
-        table[table["metric"] == c].set_index("system")["score"].rank(ascending=lower[c])
-        for c in chosen
-    ]
-    mean = pd.concat(ranks, axis=1).mean(axis=1, skipna=True)
-    systems = sorted(set(table["system"]), key=str)
-    return sorted(systems, key=lambda s: (not math.isfinite(mean.get(s, math.nan)), mean.get(s, 0)))
-
-
-def directions(table: pd.DataFrame, source: frozenset[str] = frozenset()) -> dict[str, bool]:
-    """Whether each column reads lower-is-better: a similarity to the source reads "lower = more
-    diverse", whatever the table ranked by."""
-    first = table.drop_duplicates("metric").set_index("metric")["higher_is_better"]
-    return {c: (not bool(first[c])) or c in source for c in first.index}
-
-
-def comparison_order(table: pd.DataFrame, source: frozenset[str] = frozenset()) -> list[str]:
-    """The one system order of the terminal, the page's comparison and the ranking figure: the
-    controls last, as in every ranking."""
-    order = system_order(table, directions(table, source)) if not table.empty else []
-    controls = set(table.loc[table["control"].astype(bool), "system"]) if "control" in table else ()
-    return [s for s in order if s not in controls] + [s for s in order if s in controls]
 
 
 def _grid(n_systems: int, n_panels: int, names_in: float) -> tuple[int, int, float]:

@@ -18,8 +18,8 @@ from rich.text import Text
 
 from paraeval.pipeline.names import show
 from paraeval.pipeline.report.plots import AVERAGES, LOWER_MARK
-from paraeval.pipeline.report.ranking import comparison_order
 from paraeval.pipeline.report.tables import figure_style, ranked_columns, role_label
+from paraeval.pipeline.stages.compare import comparison_order
 from paraeval.pipeline.stages.correlate import RANKED_GROUPS, best_agreeing, headline_coefficient
 from paraeval.pipeline.terminal import Status, printable
 from paraeval.pipeline.version import __version__

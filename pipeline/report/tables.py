@@ -12,7 +12,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from paraeval.pipeline.report.plots import AVERAGES, FigureStyle, averages_first
-from paraeval.pipeline.report.ranking import comparison_order
+from paraeval.pipeline.stages.compare import comparison_order, source_columns
 from paraeval.pipeline.stages.correlate import headline_coefficient, headline_level
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ def figure_style(ev: Evaluation) -> FigureStyle:
     assert ev.aggregated is not None
     info = ev.aggregated.columns.items()
     lower = frozenset(c for c, i in info if not i.higher_is_better)
-    source = frozenset(c for c, i in info if i.group == "diversity" or c.endswith("_src"))
+    source = source_columns({c: i.group for c, i in info})
     return FigureStyle(ev.settings.report.format, lower, source)
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -26,7 +27,12 @@ from paraeval.correlation.paired_blocks import (
     bootstrap_block_nbytes,
     bootstrap_blocks,
 )
-from paraeval.metrics.base import Metric, batched_corpus_fn, has_corpus_from_stats
+from paraeval.metrics.base import (
+    AVERAGED_GROUPS,
+    Metric,
+    batched_corpus_fn,
+    has_corpus_from_stats,
+)
 from paraeval.pipeline.config.nodes import CompareSettings
 from paraeval.pipeline.data.validate import in_order
 from paraeval.pipeline.errors import ConfigError
@@ -220,26 +226,12 @@ def compare(
                 r = r[np.isfinite(r)] if tested else r[:0]
                 lo, hi = np.quantile(r, [lo_q, hi_q]) if r.size else (np.nan, np.nan)
                 untested = s == baseline or not tested
-                rows.append(
-                    {
-                        "system": s,
-                        "metric": col.name,
-                        "score": points[s],
-                        "ci_low": float(lo),
-                        "ci_high": float(hi),
-                        "baseline": baseline,
-                        "p_bootstrap": np.nan
-                        if untested
-                        else paired_bs_p(res[baseline], res[s], points[baseline], points[s]),
-                        "p_ar": np.nan if untested else p_ar[s],
-                        "cluster": cluster.get(s, np.nan) if tested else np.nan,
-                        "rank": rank.get(s, np.nan),
-                        "control": s in controls,
-                        "higher_is_better": col.higher_is_better,
-                        "n_items": n,
-                        "signature": f"{col.signature}|{signature}",
-                    }
-                )
+                p_bs = paired_bs_p(res[baseline], res[s], points[baseline], points[s])
+                values = [s, col.name, points[s], float(lo), float(hi), baseline]
+                values += [np.nan if untested else p_bs, np.nan if untested else p_ar[s]]
+                values += [cluster.get(s, np.nan) if tested else np.nan, rank.get(s, np.nan)]
+                values += [s in controls, col.higher_is_better, n, f"{col.signature}|{signature}"]
+                rows.append(dict(zip(COMPARISON_COLUMNS, values, strict=True)))
     table = pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
     if not table.empty:
         order = {m: i for i, m in enumerate(dict.fromkeys(table["metric"]))}
@@ -313,3 +305,36 @@ def system_view(items: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
         view[f"{col}_q75"] = g[col].quantile(0.75)
     view["copy_rate"] = copy_rates(segments)
     return view
+
+
+def system_order(table: pd.DataFrame, lower: dict[str, bool]) -> list[str]:
+    """Best mean rank over the group averages (else all columns) first; unscored last, by name."""
+    chosen = [c for c in AVERAGED_GROUPS if (table["metric"] == c).any()]
+    chosen = chosen or list(dict.fromkeys(table["metric"]))
+    ranks = [
+        table[table["metric"] == c].set_index("system")["score"].rank(ascending=lower[c])
+        for c in chosen
+    ]
+    mean = pd.concat(ranks, axis=1).mean(axis=1, skipna=True)
+    systems = sorted(set(table["system"]), key=str)
+    return sorted(systems, key=lambda s: (not math.isfinite(mean.get(s, math.nan)), mean.get(s, 0)))
+
+
+def directions(table: pd.DataFrame, source: frozenset[str] = frozenset()) -> dict[str, bool]:
+    """Whether each column reads lower-is-better: a similarity to the source reads "lower = more
+    diverse", whatever the table ranked by."""
+    first = table.drop_duplicates("metric").set_index("metric")["higher_is_better"]
+    return {c: (not bool(first[c])) or c in source for c in first.index}
+
+
+def source_columns(groups: Mapping[str, str]) -> frozenset[str]:
+    """The columns (column -> group) that measure similarity to the source."""
+    return frozenset(c for c, g in groups.items() if g == "diversity" or c.endswith("_src"))
+
+
+def comparison_order(table: pd.DataFrame, source: frozenset[str] = frozenset()) -> list[str]:
+    """The one system order of the terminal, the page, the ranking figure and the MLflow system
+    runs: the controls last, as in every ranking."""
+    order = system_order(table, directions(table, source)) if not table.empty else []
+    controls = set(table.loc[table["control"].astype(bool), "system"]) if "control" in table else ()
+    return [s for s in order if s not in controls] + [s for s in order if s in controls]

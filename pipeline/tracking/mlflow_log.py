@@ -17,6 +17,7 @@ import pandas as pd
 from paraeval.pipeline.files import output_digest
 from paraeval.pipeline.names import show
 from paraeval.pipeline.secrets import credentials_in_env, redact
+from paraeval.pipeline.stages.compare import comparison_order, source_columns
 from paraeval.pipeline.tracking.payload import RunPayload, frame_digest
 from paraeval.pipeline.tracking.run_view import (
     COEFFICIENT_TAG,
@@ -214,10 +215,12 @@ def log_system_runs(
     checkpoint: Callable[[], None] = lambda: None,
 ) -> None:
     """``checkpoint`` raises an interrupt deferred while the store was writing."""
-    for run in runs:
+    for k, run in enumerate(runs):
         checkpoint()
+        # a millisecond apart, in order: the store lists them in the comparison's order
+        begun = None if start is None else start + k
         child_id = client.create_run(
-            exp_id, run_name=run.name, start_time=start, tags=run.tags
+            exp_id, run_name=run.name, start_time=begun, tags=run.tags
         ).info.run_id
         _log_batch(
             client, child_id, metrics=run.metrics, params=run.params, histories=run.histories
@@ -245,6 +248,9 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
     run_metrics, cache_counts = split_cache(record.metrics)
     metrics.update(run_metrics)
     per_system = system_metrics(payload.systems, payload.comparison)
+    groups = dict(zip(*(payload.signatures.get(c, ()) for c in ("column", "group")), strict=True))
+    order = comparison_order(payload.comparison, source_columns(groups))
+    per_system = {s: per_system[s] for s in dict.fromkeys([*order, *per_system]) if s in per_system}
     by_alpha = _histories(payload.alpha_systems, "ibleu", lambda row: str(row["system"]))
     tags = parent_tags(payload)
     tags[CONTENT_HASH_TAG] = content_hash

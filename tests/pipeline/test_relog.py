@@ -98,7 +98,7 @@ def test_relog_logs_once_with_full_content(
     cache = pd.read_csv(client.download_artifacts(run_id, "tables/cache_counts.csv"))
     assert cache.set_index("stage").loc["bleu", "misses"] == 4
     assert not any(name.startswith("cache.") for name in parent.data.metrics)
-    assert "alpha_curve.segment.kendall_b.human_meaning.chosen_alpha" in parent.data.metrics
+    assert "alpha_curve.segment.pearson.human_meaning.chosen_alpha" in parent.data.metrics
     assert parent.inputs is not None
     (dataset,) = parent.inputs.dataset_inputs
     assert dataset.dataset.name == "demo.jsonl" and "demo.jsonl" in dataset.dataset.source

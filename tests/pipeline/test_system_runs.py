@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
+from paraeval.pipeline.stages.compare import comparison_order
 from paraeval.pipeline.tracking import mlflow_log
 from paraeval.pipeline.tracking.payload import RunPayload, read_run_info
 from tests.pipeline.helpers import finished_run
@@ -57,7 +58,8 @@ def test_child_runs_carry_each_systems_scores(
         run = client.get_run(found.info.run_id)  # type: ignore[attr-defined]
         assert run.info.status == "FINISHED" and run.info.lifecycle_stage == "active"
         assert run.info.run_name == system
-        assert (run.info.start_time, run.info.end_time) == (record.started_ms, record.ended_ms)
+        assert record.started_ms <= run.info.start_time < record.started_ms + len(SYSTEMS)
+        assert run.info.end_time == record.ended_ms
         assert run.info.artifact_uri.endswith(f"{run.info.run_id}/artifacts")
         assert run.data.params == {"system": system}
         tags = {k: v for k, v in run.data.tags.items() if k != "mlflow.user"}
@@ -84,6 +86,19 @@ def test_child_runs_carry_each_systems_scores(
         assert [(h.value, h.step) for h in history] == [(want["bleu"], 0)]
 
 
+def test_the_system_runs_start_in_the_order_of_the_terminal_and_the_page(
+    finished_dir: Path, logged: mlflow_log.Logged
+) -> None:
+    """One system order everywhere: the runs a millisecond apart in the comparison's order, which
+    the terminal, the page and the ranking figure show; the copy control last."""
+    comparison = pd.read_csv(finished_dir / "system_comparison.csv")
+    order = comparison_order(comparison)
+    assert order[-1] == "copy" and set(order) == SYSTEMS
+    children = _children(MlflowClient(logged.uri), logged.run_id)
+    by_start = sorted(children, key=lambda s: children[s].info.start_time)  # type: ignore[attr-defined]
+    assert by_start == order
+
+
 def test_alpha_curve_is_a_metric_history_of_the_parent_run(
     finished_dir: Path, logged: mlflow_log.Logged
 ) -> None:
@@ -94,7 +109,7 @@ def test_alpha_curve_is_a_metric_history_of_the_parent_run(
         & (curve["aspect"] == "human_meaning")
         & (curve["split"] == "test")
     ].sort_values("alpha")
-    key = "alpha_curve.segment.kendall_b.human_meaning.test_by_alpha"
+    key = "alpha_curve.segment.pearson.human_meaning.test_by_alpha"
     history = sorted(client.get_metric_history(logged.run_id, key), key=lambda m: m.step)
     assert len(history) == len(line) == 21
     assert [m.step for m in history] == [round(a * 100) for a in line["alpha"]]
@@ -108,7 +123,7 @@ def test_alpha_curve_is_a_metric_history_of_the_parent_run(
     metrics = client.get_run(logged.run_id).data.metrics
     assert keys <= set(metrics) and len(keys) == 8
     # the chosen α and its values stay single metrics beside the curves
-    assert "alpha_curve.segment.kendall_b.human_meaning.chosen_alpha" in metrics
+    assert "alpha_curve.segment.pearson.human_meaning.chosen_alpha" in metrics
 
 
 def test_each_systems_ibleu_by_alpha_is_a_metric_history_of_its_run(
