@@ -145,7 +145,7 @@ def plain_script(out: Path, n_systems: int | None) -> None:
         from scipy import stats
         from sentence_transformers import SentenceTransformer
 
-        from paraeval.metrics.encoder import resolve_model_path
+        from paraeval.metrics.encoder_model import resolve_model_path
         from paraeval.metrics.wordnet import find_wordnet
         from paraeval.pipeline.data.load import load_parabank
     timings["import and start"] = time.perf_counter() - t_start

@@ -114,11 +114,9 @@ class Metric(ABC):
     needs_sources: ClassVar[bool] = False
     columns: ClassVar[tuple[str, ...]] = ()
     distance_to_source: ClassVar[bool] = False
-    # the value means nothing when the references are the sources (iBLEU is then
-    # (2α − 1) · BLEU(candidate, source)): a reference-free run leaves the metric out
+    # a reference-free run leaves it out: iBLEU is then (2α − 1) · BLEU(candidate, source)
     needs_own_references: ClassVar[bool] = False
-    # what scoring loads beyond the texts ("encoder": a transformer model, "WordNet", ...), for
-    # paraeval.list_metrics(): a user sees before a run which metrics need a download
+    # what scoring loads beyond the texts ("encoder", "WordNet", ...): list_metrics() shows it
     resources: ClassVar[tuple[str, ...]] = ()
     # bumped by hand whenever the metric's numbers change: the score cache's entries carry it
     version: ClassVar[str] = "1"
@@ -132,19 +130,9 @@ class Metric(ABC):
         against_source: bool = False,
         multi_ref: str = "max",
     ) -> None:
-        group = group or self.default_group
-        if group not in GROUPS:
-            raise MetricConfigError(
-                f"metric '{self.name}': group must be one of {list(GROUPS)}, got '{group}'"
-            )
-        if multi_ref not in MULTI_REF_RULES:
-            raise MetricConfigError(
-                f"metric '{self.name}': multi_ref must be one of {list(MULTI_REF_RULES)}, "
-                f"got '{multi_ref}'"
-            )
-        self.group: str = group
+        self.group: str = choice_setting(self.name, "group", group or self.default_group, GROUPS)
         self.against_source: bool = bool(against_source)
-        self.multi_ref: str = multi_ref
+        self.multi_ref: str = choice_setting(self.name, "multi_ref", multi_ref, MULTI_REF_RULES)
 
     @classmethod
     def describe(cls, settings: Mapping[str, Any] | None = None) -> MetricInfo:
@@ -212,9 +200,8 @@ class Metric(ABC):
             raise MetricConfigError(f"metric '{self.name}' needs sources")
 
     def score_systems(self, calls: Sequence[Texts]) -> list[MetricResult]:
-        """:meth:`score` of each (candidates, references, sources) call, in order. A metric that
-        streams several systems' calls in one pass (the encoder metrics: the references the
-        systems share are encoded once in bounded memory) overrides it."""
+        """:meth:`score` of each (candidates, references, sources) call, in order; the encoder
+        metrics stream them in one pass (references the systems share encoded once)."""
         return [self.score(*call) for call in calls]
 
     @abstractmethod
@@ -441,6 +428,15 @@ def distinct_pairs(
     its two texts only, a pair several systems share is scored once."""
     pairs = ((c, r) for c, refs in zip(candidates, references, strict=True) for r in refs)
     return list(dict.fromkeys(pairs))
+
+
+def choice_setting(metric: str, setting: str, value: Any, allowed: Sequence[str]) -> Any:
+    """A setting that must be one of ``allowed``, or the one-line config error naming it."""
+    if value not in allowed:
+        raise MetricConfigError(
+            f"metric '{metric}': {setting} must be one of {list(allowed)}, got '{value}'"
+        )
+    return value
 
 
 def number_setting(metric: str, setting: str, value: Any) -> float:

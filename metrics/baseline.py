@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from paraeval.metrics.base import MetricConfigError, MissingResourceError
-from paraeval.metrics.encoder import DEFAULT_MODEL_NAME, resolve_model_path
+from paraeval.metrics.encoder_model import DEFAULT_MODEL_NAME, resolve_model_path
 
 SHIPPED_BASELINES = {DEFAULT_MODEL_NAME: "bertscore_baseline_all-MiniLM-L6-v2.csv"}
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")

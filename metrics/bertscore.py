@@ -40,9 +40,9 @@ from paraeval.metrics.base import (
     make_signature,
 )
 from paraeval.metrics.baseline import find_baseline
-from paraeval.metrics.encoder import DEFAULT_MODEL_NAME, EncoderMetric, Encoders, own_encoder
+from paraeval.metrics.encoder import EncoderMetric, Encoders, own_encoder
 from paraeval.metrics.encoder_match import STEP, pair_lists, to_device
-from paraeval.metrics.encoder_model import ENCODER_MEMORY, LARGE_HIDDEN
+from paraeval.metrics.encoder_model import DEFAULT_MODEL_NAME, ENCODER_MEMORY, LARGE_HIDDEN
 from paraeval.metrics.encoder_store import Entry
 
 

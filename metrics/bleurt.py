@@ -25,9 +25,8 @@ from paraeval.metrics.base import (
     make_signature,
     reduce_pairs,
 )
-from paraeval.metrics.encoder import pick_device
 from paraeval.metrics.encoder_match import pair_lists
-from paraeval.metrics.encoder_model import ENCODER_MEMORY
+from paraeval.metrics.encoder_model import ENCODER_MEMORY, pick_device
 
 
 def _digest(path: Path) -> str:

@@ -9,8 +9,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from paraeval.metrics.base import MetricResult, SegmentLocal, make_signature, reduce_pairs
-from paraeval.metrics.encoder import DEFAULT_MODEL, EncoderMetric, Encoders, own_encoder
+from paraeval.metrics.encoder import EncoderMetric, Encoders, own_encoder
 from paraeval.metrics.encoder_match import cosine_rows, locality_order, pair_lists
+from paraeval.metrics.encoder_model import DEFAULT_MODEL
 
 
 class Cosine(SegmentLocal, EncoderMetric):

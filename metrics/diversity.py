@@ -36,10 +36,12 @@ from paraeval.metrics.base import (
     MetricConfigError,
     MetricResult,
     SystemLevel,
+    choice_setting,
     make_signature,
 )
-from paraeval.metrics.encoder import DEFAULT_MODEL, EncoderMetric, Encoders, own_encoder
+from paraeval.metrics.encoder import EncoderMetric, Encoders, own_encoder
 from paraeval.metrics.encoder_match import unit_sums
+from paraeval.metrics.encoder_model import DEFAULT_MODEL
 
 NGRAM_MODES = ("set", "count")
 
@@ -117,14 +119,10 @@ class PINC(_Tokenized):
         group: str | None = None,
     ) -> None:
         super().__init__(tokenize=tokenize, lowercase=lowercase, group=group)
-        if ngrams not in NGRAM_MODES:
-            raise MetricConfigError(
-                f"metric 'pinc': ngrams must be one of {list(NGRAM_MODES)}, got '{ngrams}'"
-            )
         if int(max_order) < 1:
             raise MetricConfigError(f"metric 'pinc': max_order must be >= 1, got {max_order}")
         self.max_order = int(max_order)
-        self.ngrams = ngrams
+        self.ngrams = choice_setting(self.name, "ngrams", ngrams, NGRAM_MODES)
 
     def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         return self._signature({"n": self.max_order, "ngrams": self.ngrams})

@@ -17,7 +17,6 @@ from paraeval.metrics.base import Metric, MetricConfigError
 from paraeval.metrics.encoder_match import STEP
 from paraeval.metrics.encoder_model import (
     DEFAULT_MODEL,
-    DEFAULT_MODEL_NAME,
     ENCODER_MEMORY,
     EncoderModel,
     check_precision,
@@ -26,16 +25,6 @@ from paraeval.metrics.encoder_model import (
     resolve_model_path,
 )
 from paraeval.metrics.encoder_store import DEFAULT_MEMO_BYTES, EmbeddingCache, Entry, Memo
-
-__all__ = [
-    "DEFAULT_MODEL",
-    "DEFAULT_MODEL_NAME",
-    "Encoder",
-    "Encoders",
-    "own_encoder",
-    "pick_device",
-    "resolve_model_path",
-]
 
 # bumped whenever what is stored under a key changes meaning
 _CACHE_SCHEMA = "v2"  # v2: ids and sentence embeddings only (v1 kept token embeddings)

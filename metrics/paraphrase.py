@@ -33,8 +33,8 @@ from paraeval.metrics.base import (
     number_setting,
 )
 from paraeval.metrics.bertscore import BERTScore
-from paraeval.metrics.encoder import DEFAULT_MODEL, Encoders
-from paraeval.metrics.encoder_model import check_precision
+from paraeval.metrics.encoder import Encoders
+from paraeval.metrics.encoder_model import DEFAULT_MODEL, check_precision
 
 F1 = "bertscore_f1"
 

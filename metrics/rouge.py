@@ -30,7 +30,13 @@ import numpy as np
 
 from paraeval.metrics import _lcs
 from paraeval.metrics._ngram import ngram_counter
-from paraeval.metrics.base import MetricConfigError, MetricResult, SegmentLocal, make_signature
+from paraeval.metrics.base import (
+    MetricConfigError,
+    MetricResult,
+    SegmentLocal,
+    choice_setting,
+    make_signature,
+)
 from paraeval.metrics.encoder_match import pair_lists
 
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
@@ -113,12 +119,8 @@ class RougeBase(SegmentLocal):
         against_source: bool = False,
     ) -> None:
         super().__init__(group=group, against_source=against_source, multi_ref=multi_ref)
-        if measure not in MEASURES:
-            raise MetricConfigError(
-                f"metric '{self.name}': measure must be one of {list(MEASURES)}, got '{measure}'"
-            )
         self.use_stemmer = bool(use_stemmer)
-        self.measure = measure
+        self.measure = choice_setting(self.name, "measure", measure, MEASURES)
 
     def _sig_fields(self) -> dict[str, object]:
         return {}
@@ -351,12 +353,8 @@ class RougeW(RougeBase):
         super().__init__(use_stemmer, measure, multi_ref, group, against_source)
         if float(weight) < 1.0:
             raise MetricConfigError(f"metric 'rougeW': weight must be >= 1, got {weight}")
-        if formula not in self.FORMULAS:
-            raise MetricConfigError(
-                f"metric 'rougeW': formula must be one of {list(self.FORMULAS)}, got '{formula}'"
-            )
         self.weight = float(weight)
-        self.formula = formula
+        self.formula = choice_setting("rougeW", "formula", formula, self.FORMULAS)
 
     def _sig_fields(self) -> dict[str, object]:
         return {"w": f"{self.weight:g}", "formula": self.formula}

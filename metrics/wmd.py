@@ -28,6 +28,7 @@ from paraeval.metrics.base import (
     MetricResult,
     MissingResourceError,
     SegmentLocal,
+    choice_setting,
     distinct_pairs,
     make_signature,
 )
@@ -136,13 +137,9 @@ class WMD(SegmentLocal):
     ) -> None:
         super().__init__(group=group, against_source=against_source, multi_ref=multi_ref)
         precision = check_precision(precision, self.name)
-        if embedding not in EMBEDDINGS:
-            raise MetricConfigError(
-                f"metric 'wmd': embedding must be one of {list(EMBEDDINGS)}, got '{embedding}'"
-            )
         self.vectors = vectors
         self.model = model
-        self.embedding = embedding
+        self.embedding = choice_setting("wmd", "embedding", embedding, EMBEDDINGS)
         self.lowercase = bool(lowercase)
         self.normalize = bool(normalize)
         self.encoder: Encoder | None = None

@@ -19,7 +19,7 @@ from paraeval.metrics.baseline import (
     write_baseline,
 )
 from paraeval.metrics.bertscore import COLUMNS, BERTScore
-from paraeval.metrics.encoder import resolve_model_path
+from paraeval.metrics.encoder_model import resolve_model_path
 from tests.metrics._semantic_texts import pairs
 
 MODEL_PATH, _ = resolve_model_path("default")

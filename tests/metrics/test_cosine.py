@@ -7,7 +7,7 @@ import pytest
 from sentence_transformers import SentenceTransformer
 
 from paraeval.metrics.cosine import Cosine
-from paraeval.metrics.encoder import resolve_model_path
+from paraeval.metrics.encoder_model import resolve_model_path
 from tests.metrics._semantic_texts import pairs
 
 MODEL_PATH, _ = resolve_model_path("default")

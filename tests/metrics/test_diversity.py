@@ -15,8 +15,8 @@ import sacrebleu
 
 from paraeval.metrics.base import MetricConfigError
 from paraeval.metrics.diversity import PINC, Distinct1, Distinct2, InterBLEU, SemanticDiversity
-from paraeval.metrics.encoder import resolve_model_path
 from paraeval.metrics.encoder_match import unit_sums
+from paraeval.metrics.encoder_model import resolve_model_path
 from tests.metrics._semantic_texts import pairs
 from tests.metrics.varied import varied_sets
 

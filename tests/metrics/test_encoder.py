@@ -12,7 +12,8 @@ from bert_score.utils import get_model, get_tokenizer, sent_encode
 from paraeval.metrics.base import MissingResourceError
 from paraeval.metrics.bertscore import BERTScore
 from paraeval.metrics.cosine import Cosine
-from paraeval.metrics.encoder import Encoder, Encoders, resolve_model_path
+from paraeval.metrics.encoder import Encoder, Encoders
+from paraeval.metrics.encoder_model import resolve_model_path
 from tests.metrics._semantic_texts import pairs
 
 MODEL_PATH, _ = resolve_model_path("default")

@@ -19,7 +19,7 @@ import sacrebleu
 
 from paraeval.metrics._lcs import edit_distances
 from paraeval.metrics.base import MetricConfigError
-from paraeval.metrics.encoder import resolve_model_path
+from paraeval.metrics.encoder_model import resolve_model_path
 from paraeval.metrics.paraphrase import (
     BERTiBLEU,
     ParaScore,

@@ -20,7 +20,7 @@ PREFIX = "paraeval.pipeline."
 MAX_LINES = 500
 # what the layering of pipeline/ (10% under 11,278 lines) and the correlation functions (10% under
 # 5,236) brought them down to; they keep holding
-LINE_BUDGETS = {"pipeline": 10_150, "correlation": 4_712}
+LINE_BUDGETS = {"pipeline": 10_150, "correlation": 4_712, "metrics": 5_843}
 
 
 def _module_name(path: Path) -> str:
