@@ -159,7 +159,7 @@ def test_an_upward_import_breaks_the_layers(site: Path, tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_no_module_imports_one_that_imports_it_back(site: Path, tmp_path: Path) -> None:
     graph = _graph(site, tmp_path)
-    assert len(graph) > 100 and "paraeval.pipeline.stages.score" in graph
+    assert len(graph) > 80 and "paraeval.pipeline.stages.score" in graph
     # what the graph counts: an import inside a function, one under TYPE_CHECKING
     assert "paraeval.correlation.significance" in graph["paraeval.pipeline.stages.memory_bounds"]
     assert "paraeval.pipeline.stages.aggregate" in graph["paraeval.pipeline.stages.correlate"]
