@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from tests.pipeline.helpers import run_cli
@@ -265,7 +266,8 @@ def test_user_config_dir_adds_data_metric_and_tracking_options(tmp_path: Path) -
     assert info["params"]["data.name"] == "mydata" and info["data_name"] == path.name
     assert info["tracking"]["experiment"] == "mine2"
     assert info["params"]["metrics.chrf.word_order"] == "2"
-    assert "nw:2" in info["tags"]["signature.chrf"]
+    signatures = pd.read_csv(out / "signatures.csv").set_index("column")["signature"]
+    assert "nw:2" in signatures["chrf"]
 
 
 # --------------------------------------------------------------------------- hostile names

@@ -213,7 +213,8 @@ def test_mlflow_contents(demo_run: tuple[Path, Path, str]) -> None:
             assert "bleu.cluster" not in m and child.data.tags["paraeval.role"] == "control"
         else:
             assert m["bleu.cluster"] >= 1 and child.data.tags["paraeval.role"] == "system"
-        assert child.info.start_time == parent.info.start_time
+        # a millisecond apart, in the comparison's order
+        assert 0 <= child.info.start_time - parent.info.start_time < len(children)
         line = child.data.tags["mlflow.note.content"]  # one line, the paraphrase score first
         assert "\n" not in line and f" `{system}`: paraphrase score " in line
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
