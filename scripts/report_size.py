@@ -1,4 +1,4 @@
-"""How tall ParaBank-Eval's report.html is at 1,400 px wide (issue 52: at most 12,000 px).
+"""How tall ParaBank-Eval's report.html is at 1,400 px wide (at most 12,000 px by default).
 
 Usage: ``python scripts/report_size.py [--out DIR] [--page REPORT_HTML] [--limit 12000]``
 
