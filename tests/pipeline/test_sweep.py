@@ -67,7 +67,9 @@ def test_curve_equals_rescoring_every_alpha_on_each_split() -> None:
     systems = list(dict.fromkeys(df["system"]))
     ibleu = sacre.IBLEU(alpha=0.8)
     st = ibleu_stats(df, ibleu)
-    settings = alpha_curve_settings(grid=[0.0, 0.6, 1.0], levels=["segment", "system"], seed=3)
+    settings = alpha_curve_settings(
+        grid=[0.0, 0.6, 1.0], levels=["segment", "system"], coefficient="kendall_b", seed=3
+    )
     got = alpha_curve(df, st, ibleu, "ibleu", ["human_meaning"], settings)
 
     dev, test = split_items(df["item_id"].astype(str).tolist(), 0.5, 3)
