@@ -193,6 +193,7 @@ def violations(source: str, filename: str = "<string>") -> Iterator[tuple[int, s
                     yield node.lineno, f"{'.'.join(chain)} = ...: patches a dependency"
 
 
+@pytest.mark.slow
 def test_the_checker_finds_private_imports_calls_and_patches() -> None:
     bad = (
         "import hydra._internal.config_loader_impl\n"

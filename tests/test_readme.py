@@ -27,6 +27,7 @@ def _files_of(doc: str) -> list[Block]:
     return [b for b in all_blocks() if b.doc == doc and b.file_name is not None]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", BLOCKS, ids=[b.id for b in BLOCKS])
 def test_document_example_runs(
     block: Block, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -193,6 +193,7 @@ def _run_score(command: Command, work: Path) -> None:
     assert rows and all(r[3].startswith(f"{r[1]}|") for r in rows), (where, proc.stdout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", BLOCKS, ids=[b.id for b in BLOCKS])
 def test_document_commands_run(
     block: Block,

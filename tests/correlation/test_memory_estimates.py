@@ -164,6 +164,7 @@ def test_correlation_table(n_sys: int, n_items: int) -> None:
     assert_bounds(table_nbytes(1, levels, coefficients, n_sys, n_items, 1000, workers=1), measured)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("unit", ["items", "cells", "both"])
 @pytest.mark.parametrize(("n_sys", "n_items"), [(5, 2000), (10, 8000)])
 def test_permutation_test(unit: str, n_sys: int, n_items: int) -> None:

@@ -47,6 +47,7 @@ def _ours(metric: BERTScore, cands, refs) -> np.ndarray:
     return np.stack([res.segment[c] for c in COLUMNS], axis=1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("idf", [False, True])
 def test_equals_bert_score_with_multi_reference(idf: bool) -> None:
     assert len(CANDS) >= 200 and any(len(r) > 1 for r in REFS)

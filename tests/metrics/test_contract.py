@@ -58,6 +58,7 @@ def test_descriptor_matches_the_class(name: str) -> None:
         assert setting in cls.__init__.__code__.co_varnames, (name, setting)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(set(METRICS) - NO_RESOURCE))
 def test_declarations_hold_when_scoring(name: str) -> None:
     metric = build(name)
@@ -81,6 +82,7 @@ def test_declarations_hold_when_scoring(name: str) -> None:
     assert result.signature == metric.signature()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rows", [1, 5, 100])
 @pytest.mark.parametrize(
     "name", [n for n in METRICS if issubclass(getattr(paraeval.metrics, n), Sharded)]

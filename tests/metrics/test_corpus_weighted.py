@@ -49,6 +49,7 @@ def assert_equal(got: MetricResult, want: MetricResult, tolerance: float) -> Non
         np.testing.assert_allclose(got.stats, want.stats, rtol=0, atol=tolerance)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rows", [1, 7, 40, 1000])
 @pytest.mark.parametrize(
     "make", [CIDEr, NIST, functools.partial(CIDEr, max_order=2), functools.partial(NIST, 3)]
@@ -58,6 +59,7 @@ def test_ngram_shards_equal_one_call_bit_for_bit(make: Callable[[], Sharded], ro
     assert_equal(sharded(metric, rows), make().score(CANDS, REFS, SRCS), 0.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rows", [3, 1000])
 @pytest.mark.parametrize("idf", [True, False])
 def test_bertscore_shards_equal_one_call_within_1e_6(idf: bool, rows: int) -> None:

@@ -26,6 +26,7 @@ def _cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
 
 
+@pytest.mark.slow
 def test_equals_sentence_transformers(st_model: SentenceTransformer) -> None:
     first_refs = [r[0] for r in REFS]
     expected = _cos(st_model.encode(CANDS), st_model.encode(first_refs))
@@ -34,6 +35,7 @@ def test_equals_sentence_transformers(st_model: SentenceTransformer) -> None:
     assert got.corpus["cosine"] == pytest.approx(float(expected.mean()), abs=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rule", ["max", "mean"])
 def test_multi_reference_rules(st_model: SentenceTransformer, rule: str) -> None:
     cands, refs = CANDS[:40], REFS[:40]

@@ -29,6 +29,7 @@ def _table(metric: BERTScore, cands: list[str]) -> np.ndarray:
     return np.stack([res.segment[c] for c in COLUMNS], axis=1)
 
 
+@pytest.mark.slow
 def test_small_steps_and_a_tiny_memo_give_the_numbers_of_one_call() -> None:
     whole = BERTScore(use_cache=False)
     expected = [_table(whole, CANDS), _table(whole, OTHER)]
@@ -47,6 +48,7 @@ def test_small_steps_and_a_tiny_memo_give_the_numbers_of_one_call() -> None:
     assert streamed.encoder.memo.nbytes <= 100_000
 
 
+@pytest.mark.slow
 def test_paraphrase_scores_of_several_systems_in_one_pass() -> None:
     metric = ParaScore(use_cache=False)
     one = [metric.score(c, REFS, SOURCES).segment["parascore"] for c in (CANDS, OTHER)]
@@ -55,6 +57,7 @@ def test_paraphrase_scores_of_several_systems_in_one_pass() -> None:
         np.testing.assert_allclose(b.segment["parascore"], a, atol=1e-6, rtol=0)
 
 
+@pytest.mark.slow
 def test_precision_is_named_only_when_not_fp32_and_bf16_stays_close() -> None:
     fp32 = BERTScore(use_cache=False)
     bf16 = BERTScore(use_cache=False, precision="bf16")

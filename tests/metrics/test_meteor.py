@@ -32,6 +32,7 @@ def _identity(word: str) -> str:
     return word
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("tokenize", "lowercase"), [("13a", True), ("whitespace", False)])
 def test_equals_nltk(wordnet: object, tokenize: str, lowercase: bool) -> None:
     tok = WordTokenizer(tokenize, lowercase=False)
@@ -49,6 +50,7 @@ def test_equals_nltk(wordnet: object, tokenize: str, lowercase: bool) -> None:
     assert any(0 < w < 1 for w in want)
 
 
+@pytest.mark.slow
 def test_fast_reader_reads_what_nltk_reads(wordnet: Any) -> None:
     # the reference side is NLTK's own reader, built from the same files without paraeval's code
     from nltk.corpus.reader.wordnet import WordNetCorpusReader
@@ -95,6 +97,7 @@ def test_systems_sharing_candidates_equal_nltk(wordnet: object) -> None:
         np.testing.assert_allclose(got, want, rtol=0, atol=TOL)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("alpha", "beta", "gamma"), [(0.5, 1.0, 0.3), (0.85, 2.0, 0.6)])
 def test_parameters_equal_nltk(wordnet: object, alpha: float, beta: float, gamma: float) -> None:
     tok = WordTokenizer("13a")
@@ -107,6 +110,7 @@ def test_parameters_equal_nltk(wordnet: object, alpha: float, beta: float, gamma
             assert abs(metric.single(tok(c), tok(r)) - want) <= TOL
 
 
+@pytest.mark.slow
 def test_stem_and_synonym_modules(wordnet: object) -> None:
     metric = METEOR(tokenize="whitespace")
     # "auto" matches "car" only through WordNet, "running" matches "run" only through stems
@@ -119,6 +123,7 @@ def test_stem_and_synonym_modules(wordnet: object) -> None:
         assert got == pytest.approx(1 - 0.5 * (1 / n) ** 3)
 
 
+@pytest.mark.slow
 def test_fragmentation_penalty_worked_example() -> None:
     """A fully reversed five-word candidate: P = R = 1, 5 chunks of 5 matches, penalty
     0.5 * (5/5)^3 = 0.5, score 0.5."""

@@ -69,6 +69,7 @@ def test_diversity_term_hand_worked() -> None:
     assert ds[4] == pytest.approx(0.35)
 
 
+@pytest.mark.slow
 def test_parascore_equals_the_parascore_toolkit() -> None:
     from parascore import ParaScorer
 

@@ -54,6 +54,7 @@ def test_the_sets_have_high_order_overlaps() -> None:
     assert min(len(c.split()) for c in CANDS) == 0 and any(len(r) >= 3 for r in REFS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stem", [False, True])
 @pytest.mark.parametrize("n", range(1, 10))
 def test_equals_rouge_score(n: int, stem: bool) -> None:

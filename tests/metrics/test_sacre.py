@@ -92,6 +92,7 @@ def test_chrf_and_chrf_plus_plus_equal_sacrebleu(
 SHORT = [k for k, (c, refs) in enumerate(zip(CANDS, REFS, strict=True)) if len(c.split()) <= 40]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("opts", "subset"),
     [
@@ -203,6 +204,7 @@ def test_ibleu_parts_and_their_combination_are_the_formula_on_sacrebleus_bleus(
     assert metric.corpus_from_stats(result.stats[:7]) == {"ibleu": batched[1]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("metric_cls", [BLEU, CHRF, TER])
 def test_pairs_shared_between_calls_give_sacrebleus_statistics(metric_cls: type) -> None:
     # systems that share candidates: the second and third calls meet pairs of the first in

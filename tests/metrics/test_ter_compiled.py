@@ -78,6 +78,7 @@ def test_parabank_pairs_default_settings(shared_data: Path) -> None:
     _assert_scores_equal(hyps[:60], refs[:60])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "opts", SETTINGS, ids=lambda o: "-".join(k for k, v in o.items() if v) or "default"
 )

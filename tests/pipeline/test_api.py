@@ -30,6 +30,7 @@ def _demo_frame() -> pd.DataFrame:
     return read_table(demo_path())
 
 
+@pytest.mark.slow
 def test_evaluate_on_a_dataframe_writes_what_the_cli_writes(tmp_path: Path) -> None:
     cli_out = tmp_path / "cli"
     proc = run_cli(
@@ -81,6 +82,7 @@ def test_evaluate_on_a_path_with_settings_and_overrides(tmp_path: Path) -> None:
     assert s.loc["copy", "ibleu"] == pytest.approx(0.5 * s.loc["copy", "bleu"] - 0.5 * 100.0)
 
 
+@pytest.mark.slow
 def test_log_sends_the_evaluation_to_a_sqlite_store(tmp_path: Path) -> None:
     ev = paraeval.evaluate(
         _demo_frame(), ["bleu"], cache={"enabled": False}, alpha_curve={"enabled": False}, **CHEAP

@@ -81,6 +81,7 @@ def test_mismatched_line_counts(tmp_path: Path) -> None:
     _assert_user_error(proc, f"{tmp_path}/a.txt", "row 3", "2 lines", "has 3")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("alpha", ["1.5", "-0.1"])
 def test_alpha_outside_unit_interval(tmp_path: Path, alpha: str) -> None:
     proc = run_cli(
@@ -96,6 +97,7 @@ def test_unknown_metric_id(tmp_path: Path) -> None:
     _assert_user_error(proc, "unknown metrics option 'blue'")
 
 
+@pytest.mark.slow
 def test_unreadable_file(tmp_path: Path) -> None:
     missing = tmp_path / "nope.tsv"
     proc = run_cli(
@@ -115,6 +117,7 @@ def test_not_utf8(tmp_path: Path) -> None:
     _assert_user_error(proc, str(path), "row 2", "UTF-8")
 
 
+@pytest.mark.slow
 def test_non_numeric_human_score(tmp_path: Path) -> None:
     rows = _rows()
     rows[2]["human_meaning"] = "good"
@@ -135,6 +138,7 @@ def test_duplicate_item_system(tmp_path: Path) -> None:
     _assert_user_error(proc, str(path), "duplicate (item_id, system)")
 
 
+@pytest.mark.slow
 def test_empty_candidate_is_scored_and_warned(tmp_path: Path) -> None:
     rows = _rows()
     rows[1]["candidate"] = ""
@@ -161,6 +165,7 @@ def _one_error_line(proc) -> str:  # type: ignore[no-untyped-def]
     return lines[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("override", "fragments"),
     [
@@ -208,6 +213,7 @@ def test_config_mistakes_are_one_line_before_loading(
     assert not (tmp_path / "out" / "segment_scores.parquet").exists()
 
 
+@pytest.mark.slow
 def test_baseline_checked_after_loading_before_scoring(tmp_path: Path) -> None:
     path = _table(tmp_path / "t.jsonl", _rows())
     cache = tmp_path / "cache"
@@ -228,6 +234,7 @@ def test_baseline_checked_after_loading_before_scoring(tmp_path: Path) -> None:
     assert not cache.exists()  # nothing was scored, so nothing was cached
 
 
+@pytest.mark.slow
 def test_user_config_dir_adds_data_metric_and_tracking_options(tmp_path: Path) -> None:
     mine = tmp_path / "myconf"
     for group in ("data", "metrics", "tracking"):
@@ -295,6 +302,7 @@ def _hostile_rows() -> list[dict[str, object]]:
     return rows
 
 
+@pytest.mark.slow
 def test_hostile_names_never_reach_paths_keys_or_the_terminal_raw(tmp_path: Path) -> None:
     import re
 

@@ -51,6 +51,7 @@ def _frame(n: int = 6) -> pd.DataFrame:
     return pd.DataFrame(_rows(n, varied_ratings=False))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "override",
     [

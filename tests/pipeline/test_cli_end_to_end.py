@@ -34,6 +34,7 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]
     return out, store, proc.stdout + "\n<<stderr>>\n" + proc.stderr
 
 
+@pytest.mark.slow
 def test_output_files_and_columns(demo_run: tuple[Path, Path, str]) -> None:
     out, _, _ = demo_run
     seg = pd.read_parquet(out / "segment_scores.parquet")

@@ -66,6 +66,7 @@ def assert_each_job_logged(store: Path, launcher: str) -> None:
         assert all(0 <= c.data.metrics["bleu"] <= 100 for c in children)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("address", "said"),
     [

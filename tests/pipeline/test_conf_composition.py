@@ -71,6 +71,7 @@ def _shared_node(name: str) -> dict[str, Any]:
 # --- the correlation presets -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", PRESETS)
 def test_correlation_preset_is_default_plus_its_own_differences(preset: str) -> None:
     raw = _raw("correlation", preset)

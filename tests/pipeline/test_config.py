@@ -65,6 +65,7 @@ def test_job_name_is_paraeval() -> None:
     assert raw.hydra.job.name == "paraeval"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("metric_id", options("metrics"))
 def test_every_metric_option_composes_and_instantiates(metric_id: str, tmp_path: Path) -> None:
     cfg = _compose([f"metrics=[{metric_id}]"])

@@ -35,6 +35,7 @@ def demo_scores(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-un
     return scores, aggregate(scores)
 
 
+@pytest.mark.slow
 def test_resampled_corpus_scores_match_direct_recomputation(demo_scores) -> None:  # type: ignore[no-untyped-def]
     scores, agg = demo_scores
     systems = list(agg.systems.index)

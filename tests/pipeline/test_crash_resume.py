@@ -92,6 +92,7 @@ def _cache_line(out: Path) -> tuple[int, int]:
     return int(found[-1][0]), int(found[-1][1])
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_from_cache_with_identical_outputs(tmp_path: Path) -> None:
     data = _table(tmp_path / "big.jsonl")
     cache, out = tmp_path / "cache", tmp_path / "out"
@@ -240,6 +241,7 @@ ls -a "$MNT/out" > "$REPORT/listing"
 """
 
 
+@pytest.mark.slow
 def test_full_disk_while_writing_tables_is_one_line_and_loses_nothing(tmp_path: Path) -> None:
     """A real ENOSPC: the output folder is a 128 KiB tmpfs (mounted in a user namespace, so no
     privileges are needed), too small for the segment table. Where user namespaces are not
@@ -444,6 +446,7 @@ def _no_helper_left(helpers: list[int]) -> None:
     assert not [p for p in helpers if _alive(p)], "a helper process outlived the run"
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_scoring(tmp_path: Path) -> None:
     data = _table(tmp_path / "big.jsonl")
     cache, out = tmp_path / "cache", tmp_path / "out"
@@ -457,6 +460,7 @@ def test_ctrl_c_during_scoring(tmp_path: Path) -> None:
     assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("signum", "whole_group"), [(signal.SIGTERM, False), (signal.SIGINT, True)]
 )

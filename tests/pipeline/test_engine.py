@@ -235,6 +235,7 @@ def test_a_ray_instance_the_run_starts_ends_when_the_run_is_killed(
                 os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("setting", "said"),
     [

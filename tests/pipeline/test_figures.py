@@ -68,6 +68,7 @@ def test_stages_produce_tables_and_draw_nothing(demo: Evaluation, tmp_path: Path
     assert (tmp_path / "correlations.csv").is_file()
 
 
+@pytest.mark.slow
 def test_every_figure_of_the_demo_is_drawn_in_this_process(
     demo: Evaluation, tmp_path: Path
 ) -> None:
@@ -82,6 +83,7 @@ def test_every_figure_of_the_demo_is_drawn_in_this_process(
     assert multiprocessing.active_children() == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["pdf", "svg"])
 def test_the_configured_format_names_every_figure(fmt: str, tmp_path: Path) -> None:
     ev = _evaluation(f"report.format={fmt}", "alpha_curve.grid=[0.0,0.5,1.0]")
@@ -110,6 +112,7 @@ def test_a_failing_figure_is_one_warning_and_the_others_are_drawn(
     assert not (tmp_path / "plots" / "correlation_heatmap.png").exists()
 
 
+@pytest.mark.slow
 def test_figures_follow_the_evaluation_they_are_drawn_from(
     demo: Evaluation, tmp_path: Path
 ) -> None:
@@ -140,6 +143,7 @@ def _stage_by_stage(demo: Evaluation, drawing: figures.Figures) -> list[set[str]
 linux_only = pytest.mark.skipif(sys.platform != "linux", reason="figures are forked on Linux")
 
 
+@pytest.mark.slow
 @linux_only
 def test_each_figure_starts_with_its_tables_in_a_process_and_all_are_drawn(
     demo: Evaluation, tmp_path: Path
@@ -195,6 +199,7 @@ def test_stop_ends_the_figure_processes_at_once(demo: Evaluation, tmp_path: Path
     assert drawing.pids == []
 
 
+@pytest.mark.slow
 def test_without_parallel_figures_every_figure_is_drawn_here_at_the_end(
     demo: Evaluation, tmp_path: Path
 ) -> None:

@@ -11,6 +11,7 @@ import pytest
 from tests.pipeline.helpers import logged_run_args, run_cli
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("argument", "said"),
     [

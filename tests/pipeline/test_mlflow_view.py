@@ -41,6 +41,7 @@ def logged(
     return result, [str(w.message) for w in caught]
 
 
+@pytest.mark.slow
 def test_experiment_opens_on_runs_and_a_users_kind_is_kept(
     logged: tuple[mlflow_log.Logged, list[str]], finished_dir: Path, tmp_path: Path
 ) -> None:
@@ -244,6 +245,7 @@ def test_best_metric_is_direction_aware() -> None:
     ]
 
 
+@pytest.mark.slow
 def test_the_logged_coefficient_is_the_one_the_report_leads_with(tmp_path: Path) -> None:
     """Kendall first in the table, the significance test on Pearson: the report, the terminal and
     the heatmap lead with Pearson, and so do the run's correlation metrics and description."""

@@ -327,6 +327,7 @@ def test_the_download_folder_is_not_a_test_set(mtme: Path) -> None:
 FAST = ["report.print_tables=false", "correlation.ci=false", "report.progress=false"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "case", ["missing folder", "short output", "non-numeric score", "unknown system"]
 )
@@ -344,6 +345,7 @@ def test_bad_input_on_the_command_line(mtme: Path, tmp_path: Path, case: str) ->
     assert what in errors[0], errors[0]
 
 
+@pytest.mark.slow
 def test_end_to_end(mtme: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = run_cli(

@@ -129,6 +129,7 @@ def test_the_paraphrase_table_reads_the_comparison(ev: paraeval.Evaluation, tmp_
         assert col in scores.columns
 
 
+@pytest.mark.slow
 def test_system_runs_in_mlflow_carry_the_diversity_columns(
     ev: paraeval.Evaluation, tmp_path: Path
 ) -> None:

@@ -197,6 +197,7 @@ def _scores(df: pd.DataFrame) -> pd.DataFrame:
     return seg.set_index(["item_id", "system"]).sort_index()
 
 
+@pytest.mark.slow
 @FAST
 @given(df=scorable(), seed=st.integers(0, 2**32 - 1))
 def test_metric_suite_finite_and_row_order_free(df: pd.DataFrame, seed: int) -> None:

@@ -98,6 +98,7 @@ def drawn() -> tuple[RankingLayout, Figure, float]:
     return layout, fig, seconds
 
 
+@pytest.mark.slow
 def test_40_systems_and_30_columns_fit_the_page_width(
     drawn: tuple[RankingLayout, Figure, float], tmp_path: Path
 ) -> None:

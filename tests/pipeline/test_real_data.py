@@ -21,6 +21,7 @@ def _cfg(overrides: list[str]):  # type: ignore[no-untyped-def]
         return compose("config", overrides=overrides)
 
 
+@pytest.mark.slow
 def test_parabank_copy_system_tops_every_similarity_metric(
     shared_data: Path, tmp_path: Path
 ) -> None:
@@ -60,6 +61,7 @@ def test_parabank_copy_system_tops_every_similarity_metric(
     assert (seg["n"] > 3400).all()
 
 
+@pytest.mark.slow
 def test_stsb_segment_correlation(shared_data: Path, tmp_path: Path) -> None:
     cfg = _cfg(
         [
@@ -84,6 +86,7 @@ def test_stsb_segment_correlation(shared_data: Path, tmp_path: Path) -> None:
     assert corr.loc[("cosine", "spearman"), "value"] > corr.loc[("chrf", "spearman"), "value"]
 
 
+@pytest.mark.slow
 def test_parabank_paraphrase_metrics_on_the_copy_system(shared_data: Path, tmp_path: Path) -> None:
     cfg = _cfg(
         [

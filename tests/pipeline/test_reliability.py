@@ -380,6 +380,7 @@ def runs(work: Path) -> dict[str, Run]:
         return {name: f.result() for name, f in futures.items()}
 
 
+@pytest.mark.slow
 def test_no_run_reached_for_the_network(runs: dict[str, Run], work: Path) -> None:
     log = work / "network_attempts.log"
     assert not log.exists() or log.read_text() == "", log.read_text()
@@ -739,6 +740,7 @@ def test_plots_are_written_atomically(tmp_path: Path, monkeypatch: pytest.Monkey
     assert sorted(p.name for p in path.parent.iterdir()) == ["p.png"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("multirun", [False, True])
 def test_unwritable_current_directory_without_an_output_override(multirun: bool) -> None:
     """Hydra's default output folder is relative to the current directory; /proc takes no new

@@ -49,6 +49,7 @@ def offline_run(
     return out, proc
 
 
+@pytest.mark.slow
 def test_unreachable_server_keeps_outputs_and_says_so_in_one_line(
     offline_run: tuple[Path, subprocess.CompletedProcess[str]],
 ) -> None:
@@ -66,6 +67,7 @@ def test_unreachable_server_keeps_outputs_and_says_so_in_one_line(
     assert info["params"]["metrics.selected"] == "bleu,ibleu,self_bleu"
 
 
+@pytest.mark.slow
 def test_relog_logs_once_with_full_content(
     offline_run: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path
 ) -> None:
@@ -170,6 +172,7 @@ def _as_logged(client: MlflowClient, run_id: str) -> dict[str, Any]:
     }
 
 
+@pytest.mark.slow
 def test_a_run_logged_from_memory_and_from_its_folder_is_the_same_run(tmp_path: Path) -> None:
     """The run logs the tables it holds in memory; ``paraeval-log`` rebuilds the same payload
     from the output folder. Logged into two stores, the two runs hold the same params, metric

@@ -79,6 +79,7 @@ def written(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     return ev.write(tmp_path_factory.mktemp(f"page_{fmt}"))
 
 
+@pytest.mark.slow
 def test_every_figure_loads_in_a_browser(written: Path) -> None:
     page = written / "report.html"
     figures = sorted((written / "plots").iterdir())

@@ -293,6 +293,7 @@ def test_text_has_fixed_decimals_per_metric_and_json_full_precision(files: Path)
     assert all(ln[: start - 2].endswith(" " + ln.split()[2]) for ln in lines)
 
 
+@pytest.mark.slow
 def test_list_prints_every_metric_with_its_default_mark(tmp_path: Path) -> None:
     from paraeval.pipeline.config.compose import compose_config
     from paraeval.pipeline.config.targets import metric_ids

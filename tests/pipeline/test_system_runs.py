@@ -44,6 +44,7 @@ def _children(client: MlflowClient, parent_id: str) -> dict[str, object]:
     return {run.data.params["system"]: run for run in runs}
 
 
+@pytest.mark.slow
 def test_child_runs_carry_each_systems_scores(
     finished_dir: Path, logged: mlflow_log.Logged
 ) -> None:

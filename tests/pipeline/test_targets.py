@@ -45,6 +45,7 @@ def _check(cfg: DictConfig) -> None:
     load_data(settings.data)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", HOSTILE)
 @pytest.mark.parametrize("group", ["data", "normalize", "tracking"])
 def test_hostile_targets_refused_in_every_group(group: str, target: str) -> None:

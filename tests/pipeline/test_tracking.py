@@ -103,6 +103,7 @@ def _node(option: str, overrides: list[str]) -> Any:
     return _compose([f"tracking={option}", *overrides]).tracking
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("option", options("tracking"))
 def test_every_tracking_option_instantiates_and_logs(
     option: str,
