@@ -284,7 +284,7 @@ def test_tables_are_logged_as_mlflow_log_table_logs_them(tmp_path: Path) -> None
     write_csv(correlations, out / "correlations.csv")
     comparison = pd.DataFrame(
         {"system": ["a", "b"], "metric": ["bleu", "bleu"], "p_ar": [None, 0.03], "cluster": [1, 2]}
-    )
+    ).assign(score=[30.0, 20.0], higher_is_better=True)
     write_csv(comparison, out / "system_comparison.csv")
     tracker = tracker_from_config(_node("sqlite", [f"tracking.store_dir={store}"]))
     logged = tracker.log(_payload(out, _record(tracker)))
