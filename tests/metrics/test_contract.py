@@ -30,6 +30,7 @@ def build(name: str) -> Metric:
     return metric
 
 
+@pytest.mark.slow
 def test_descriptors_and_constructors_load_no_model() -> None:
     code = (
         "import sys, paraeval.metrics as m\n"

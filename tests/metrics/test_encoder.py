@@ -108,6 +108,7 @@ def test_batch_size_does_not_change_vectors() -> None:
     np.testing.assert_allclose(a, b, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_disk_cache_serves_a_new_process_without_encoding(tmp_path: Path) -> None:
     first = Encoder(cache_dir=str(tmp_path))
     first.require_layer(6)

@@ -12,6 +12,7 @@ for the permutation property only; METEOR's best value for an n-word reference i
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -58,6 +59,7 @@ BEST = {"bleu": 100.0, "chrf": 100.0, "ter": 0.0}
 FAST = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+@pytest.mark.slow
 @FAST
 @given(items=st.lists(item, min_size=1, max_size=5), data=st.data())
 def test_identical_candidate_gets_best_value(

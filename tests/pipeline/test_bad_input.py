@@ -42,6 +42,7 @@ def _assert_user_error(proc, *fragments: str) -> None:  # type: ignore[no-untype
         assert fragment in lines[0], lines[0]
 
 
+@pytest.mark.slow
 def test_missing_column(tmp_path: Path) -> None:
     rows = _rows()
     for r in rows:
@@ -53,6 +54,7 @@ def test_missing_column(tmp_path: Path) -> None:
     _assert_user_error(proc, str(path), "column 'candidate'", "not found")
 
 
+@pytest.mark.slow
 def test_item_without_reference(tmp_path: Path) -> None:
     rows = _rows()
     rows[4]["references"] = []
@@ -63,6 +65,7 @@ def test_item_without_reference(tmp_path: Path) -> None:
     _assert_user_error(proc, str(path), "row 5", "column 'references'", "needs one")
 
 
+@pytest.mark.slow
 def test_mismatched_line_counts(tmp_path: Path) -> None:
     (tmp_path / "src.txt").write_text("a b c\nd e f\ng h i\n", encoding="utf-8")
     (tmp_path / "ref.txt").write_text("a b x\nd e x\ng h x\n", encoding="utf-8")
@@ -106,6 +109,7 @@ def test_unreadable_file(tmp_path: Path) -> None:
     _assert_user_error(proc, str(missing), "not found")
 
 
+@pytest.mark.slow
 def test_not_utf8(tmp_path: Path) -> None:
     path = tmp_path / "latin1.tsv"
     path.write_bytes(
@@ -128,6 +132,7 @@ def test_non_numeric_human_score(tmp_path: Path) -> None:
     _assert_user_error(proc, str(path), "row 3", "column 'human_meaning'", "expected a number")
 
 
+@pytest.mark.slow
 def test_duplicate_item_system(tmp_path: Path) -> None:
     rows = _rows()
     rows.append(dict(rows[0]))
@@ -477,6 +482,7 @@ def test_csv_row_with_missing_fields(tmp_path: Path) -> None:
     assert message == f"{path}, row 4, column 'references': 3 fields but the header has 5"
 
 
+@pytest.mark.slow
 def test_silently_wrong_input_through_the_cli_is_one_line(tmp_path: Path) -> None:
     rows = _rows()
     del rows[2]["candidate"]

@@ -33,6 +33,7 @@ def _query(line: str, cwd: Path) -> list[str]:
     return proc.stdout.split()
 
 
+@pytest.mark.slow
 def test_completion_offers_metrics_and_keys(tmp_path: Path) -> None:
     metrics = _query("paraeval metrics=", tmp_path)
     names = {p.stem for p in (Path(__file__).parents[2] / "conf" / "metrics").glob("*.yaml")}

@@ -376,6 +376,7 @@ def test_clusters_on_a_hand_built_example() -> None:
     assert (m["baseline"] == "c").all()
 
 
+@pytest.mark.slow
 def test_compare_stage_adds_system_columns_to_the_written_table(demo: Any, tmp_path: Path) -> None:
     scores, agg = demo
     # a stand-in semantic average so that the diversity–adequacy plot has both axes

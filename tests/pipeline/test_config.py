@@ -238,6 +238,7 @@ def test_the_run_encoders_argument_is_not_a_user_setting() -> None:
         build_metric("cosine", node)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("metric_id", options("metrics"))
 def test_metric_class_defaults_equal_its_conf_file(metric_id: str) -> None:
     """The library API (``paraeval.metrics.BLEU()``) and a run compute with the same settings:

@@ -143,6 +143,7 @@ def test_controls_are_never_ranked_clustered_or_best(reference_free: paraeval.Ev
     }
 
 
+@pytest.mark.slow
 def test_controls_stay_out_of_the_correlations_unless_asked(
     reference_free: paraeval.Evaluation, tmp_path: Path
 ) -> None:

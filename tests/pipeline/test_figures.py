@@ -93,6 +93,7 @@ def test_the_configured_format_names_every_figure(fmt: str, tmp_path: Path) -> N
     assert all(p.read_bytes().startswith(head) for p in written)
 
 
+@pytest.mark.slow
 def test_a_failing_figure_is_one_warning_and_the_others_are_drawn(
     demo: Evaluation,
     tmp_path: Path,

@@ -59,6 +59,7 @@ def test_list_metrics_directions_and_groups_are_the_classes(metrics: pd.DataFram
     assert by_id.loc["bleu", "needs"] == "references"
 
 
+@pytest.mark.slow
 def test_list_metrics_settings_are_the_config_defaults(metrics: pd.DataFrame) -> None:
     for row in metrics.itertuples():
         # the metric's file composed alone, with the shared encoder settings (conf/encoder/) its

@@ -102,6 +102,7 @@ def test_pinc_counts_as_distance_in_the_diversity_view(ev: paraeval.Evaluation) 
     np.testing.assert_allclose(view["diversity"], expected.reindex(view.index), atol=1e-12)
 
 
+@pytest.mark.slow
 def test_the_paraphrase_table_reads_the_comparison(ev: paraeval.Evaluation, tmp_path: Path) -> None:
     view = ev.paraphrase
     assert view is not None

@@ -38,6 +38,7 @@ def _correlations(scores: Scores, cfg: object) -> pd.DataFrame:
     return correlate(aggregate(scores), settings, np.random.default_rng(7), scores)
 
 
+@pytest.mark.slow
 def test_blocks_of_resamples_give_the_correlations_of_one_block(
     parabank_bleu: tuple[Scores, object], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -61,6 +61,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("refs", "metrics"),
     [

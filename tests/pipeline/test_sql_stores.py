@@ -120,6 +120,7 @@ def test_a_wrong_password_is_refused_before_scoring(postgres: Postgres, tmp_path
     assert "PGPASSWORD" in line and "not-the-password" not in line
 
 
+@pytest.mark.slow
 def test_a_server_that_refuses_the_connection_is_refused_before_scoring(tmp_path: Path) -> None:
     uri = f"postgresql://alice:{PASSWORD}@127.0.0.1:{free_port()}/mlflow"
     started = time.monotonic()

@@ -96,6 +96,7 @@ def test_near_miss_names_the_nearest_allowed_target() -> None:
         _check(cfg)
 
 
+@pytest.mark.slow
 def test_pickle_on_the_command_line_never_runs(tmp_path: Path) -> None:
     """The reported route: a pickle whose unpickling writes a marker file."""
     marker = tmp_path / "pwned"

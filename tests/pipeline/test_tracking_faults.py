@@ -88,6 +88,7 @@ def test_server_answering_500_is_handled_like_an_unreachable_one(
     assert (out / "run_info.json").is_file()
 
 
+@pytest.mark.slow
 def test_server_whose_api_fails_gives_up_within_seconds(
     api_failing_server: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -154,6 +155,7 @@ def test_new_store_is_whole_and_leaves_no_temporary(template_store: Path) -> Non
         con.close()
 
 
+@pytest.mark.slow
 def test_store_killed_while_being_created_is_not_left_half_created(
     tmp_path: Path, template_store: Path
 ) -> None:
