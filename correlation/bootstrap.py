@@ -48,7 +48,9 @@ SystemMetricFn = Callable[[np.ndarray], np.ndarray]
 # ---------------------------------------------------------------------------------------------
 
 
-def _segment_values(m: np.ndarray, h: np.ndarray, coef: Coefficient, res: Resamples) -> np.ndarray:
+def _segment_values(
+    m: np.ndarray, h: np.ndarray, coef: Coefficient, res: Resamples, memo: Memo | None
+) -> np.ndarray:
     n_sys, n_items = m.shape
     b = res.n_resamples
     ok = np.isfinite(m) & np.isfinite(h)
@@ -65,7 +67,7 @@ def _segment_values(m: np.ndarray, h: np.ndarray, coef: Coefficient, res: Resamp
     fixed = FixedPairs(m[ok], h[ok], n_resamples=b)
     if sys_w is None and res.item_idx is not None and coef.pooled_by_items is not None:
         values = np.full(b, np.nan)
-        for sl, _, item_w in item_blocks(res, n_items):
+        for sl, _, item_w in item_blocks(res, n_items, memo=memo):
             part = coef.pooled_by_items(fixed, ci, n_items, item_w)
             if part is None:
                 break
@@ -74,7 +76,7 @@ def _segment_values(m: np.ndarray, h: np.ndarray, coef: Coefficient, res: Resamp
             return values
     out = np.full(b, np.nan)
     # small column blocks keep the (cells, resamples) working set in cache
-    for sl, _, item_w in item_blocks(res, n_items, chunks(b, cs.size, 600_000)):
+    for sl, _, item_w in item_blocks(res, n_items, chunks(b, cs.size, 600_000), memo):
         sys_part = sys_w[sl] if sys_w is not None else None
         weights = cell_weights(item_w, sys_part, sl.stop - sl.start, ci, cs)
         out[sl] = coef.pooled(fixed, weights)
@@ -281,7 +283,7 @@ def resampled_values(
                 f"expected {(resamples.n_resamples, size)}"
             )
     if level == "segment":
-        return _segment_values(m, h, coef, resamples)
+        return _segment_values(m, h, coef, resamples, memo)
     if level == "item":
         return _item_values(m, h, coef, resamples, item_nan, item_average)
     if coef.matrix_system_resampled is not None:

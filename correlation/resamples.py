@@ -5,7 +5,7 @@ stays bounded however many items there are."""
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,13 +72,6 @@ class DrawnRows:
         self.shape = (n_rows, n)
         self.dtype = np.dtype(np.uint16 if n <= np.iinfo(np.uint16).max + 1 else np.int32)
 
-    def __len__(self) -> int:
-        return self.shape[0]
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.shape[0] * self.shape[1] * self.dtype.itemsize)
-
     def _block(self, k: int) -> tuple[int, np.ndarray]:
         start, state = self._states[k]
         stop = self._starts[k + 1] if k + 1 < len(self._starts) else self.shape[0]
@@ -126,13 +119,12 @@ def _draw_indices(rng: np.random.Generator, n: int, n_resamples: int) -> np.ndar
     blocks of rows drawn as int32 are the one int64 call's numbers; at 40,000 items a set of
     1,000 resamples is 80 MB in uint16 instead of 320 MB in int64.
     """
-    shape = (n_resamples, n)
+    shape, step = (n_resamples, n), max(1, CHUNK_ELEMENTS // max(n, 1))
     if n > np.iinfo(np.int32).max:
         return rng.integers(0, n, size=shape)
     if n_resamples * n * index_itemsize(n) > HELD_INDEX_BYTES:
         # drawn once (the generator ends where it would), kept as the states between blocks
         states: list[tuple[int, Any]] = []
-        step = max(1, CHUNK_ELEMENTS // max(n, 1))
         for start in range(0, n_resamples, step):
             states.append((start, rng.bit_generator.state))
             rng.integers(0, n, size=(min(step, n_resamples - start), n), dtype=np.int32)
@@ -140,7 +132,6 @@ def _draw_indices(rng: np.random.Generator, n: int, n_resamples: int) -> np.ndar
     if n > np.iinfo(np.uint16).max + 1:
         return rng.integers(0, n, size=shape, dtype=np.int32)
     out = np.empty(shape, dtype=np.uint16)
-    step = max(1, CHUNK_ELEMENTS // max(n, 1))
     for start in range(0, n_resamples, step):
         rows = min(step, n_resamples - start)
         out[start : start + rows] = rng.integers(0, n, size=(rows, n), dtype=np.int32)
@@ -149,9 +140,7 @@ def _draw_indices(rng: np.random.Generator, n: int, n_resamples: int) -> np.ndar
 
 def index_itemsize(n: int) -> int:
     """Bytes of one item index as :func:`draw_resamples` stores it (:func:`_draw_indices`)."""
-    if n > np.iinfo(np.int32).max:
-        return 8
-    return 4 if n > np.iinfo(np.uint16).max + 1 else 2
+    return 8 if n > np.iinfo(np.int32).max else 4 if n > np.iinfo(np.uint16).max + 1 else 2
 
 
 def resamples_nbytes(n_resamples: int, n_systems: int, n_items: int, unit: str) -> int:
@@ -182,14 +171,25 @@ def counts(idx: np.ndarray, k: int) -> np.ndarray:
 
 
 def item_blocks(
-    res: Resamples, n_items: int, slices: list[slice] | None = None
+    res: Resamples,
+    n_items: int,
+    slices: list[slice] | None = None,
+    memo: MutableMapping | None = None,
 ) -> Iterator[tuple[slice, np.ndarray | None, np.ndarray | None]]:
     """``(rows, item indices, item multiplicities)`` of each of ``slices`` (default: blocks of
     whole resamples, :func:`weight_blocks`) in order; None where items are not resampled. The
     index rows are read a block at a time, so rows drawn again where read (:class:`DrawnRows`)
-    are drawn once."""
-    slices = weight_blocks(res.n_resamples, n_items) if slices is None else slices
-    step = weight_blocks(res.n_resamples, n_items)[0].stop if res.n_resamples else 1
+    are drawn once; with ``memo``, those of a set that fits one block once for all its metrics."""
+    blocks = weight_blocks(res.n_resamples, n_items)
+    slices = blocks if slices is None else slices
+    if memo is not None and res.item_idx is not None and len(blocks) == 1:
+        if ("item_weights", n_items) not in memo:  # two threads at once only repeat the work
+            idx = np.asarray(res.item_idx)
+            memo["item_weights", n_items] = (idx, counts(idx, n_items))
+        idx, w = memo["item_weights", n_items]
+        yield from ((sl, idx[sl], w[sl]) for sl in slices)
+        return
+    step = blocks[0].stop if blocks else 1
     held, lo = np.empty((0, n_items), dtype=np.intp), 0
     for sl in slices:
         if res.item_idx is None:

@@ -34,6 +34,7 @@ from paraeval.correlation.resamples import (
     Resamples,
     draw_resamples,
     resamples_nbytes,
+    weight_blocks,
 )
 from paraeval.correlation.values import LEVELS, Coefficient, CoefficientLike, Memo
 
@@ -164,7 +165,8 @@ def table_nbytes(
     """Peak bytes of :func:`correlation_table`'s resampling (the estimate the config check uses):
     every set of resamples (one per aspect and level, all drawn before any work:
     :func:`~correlation.resamples.resamples_nbytes`), the human side of each system-level set
-    (resamples x systems, float64), and what each worker thread makes for one job: a block of
+    (resamples x systems, float64), the item multiplicities a segment-level set keeps for its
+    metrics where they fit one block, and what each worker thread makes for one job: a block of
     item multiplicities and the few temporaries of its size, the resampled metric scores
     (resamples x systems), the resampled values and their finite copy (resamples), and, for a
     coefficient with an item level of its own (acc23, tau_23), the item multiplicities of every
@@ -175,6 +177,8 @@ def table_nbytes(
         held += n_aspects * resamples_nbytes(n_resamples, n_sys, n_items, unit_here)
         if level == "system":
             held += n_aspects * 8 * n_resamples * n_sys
+        elif level == "segment" and len(weight_blocks(n_resamples, n_items)) == 1:
+            held += n_aspects * 8 * n_resamples * n_items * (unit_here != "systems")
         own_items = level == "item" and any(c.item_level is not None for c in combos)
         job = max(
             job,
