@@ -9,10 +9,17 @@ from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from paraeval.pipeline.data.readers import check_aligned, read_text_lines
-from paraeval.pipeline.data.validate import aspect_column, line_records, validate
+from paraeval.pipeline.data.validate import (
+    METRIC_PREFIX,
+    SYSTEM_PREFIX,
+    aspect_column,
+    line_records,
+    validate,
+)
 from paraeval.pipeline.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
@@ -31,6 +38,8 @@ def load_mtme(
     outliers: Sequence[str] | None = None,
     domain: str | None = None,
     max_items: int | None = None,
+    metric_scores: str | Sequence[str] | None = "all",
+    baseline_metrics: Sequence[str] | None = None,
     name: str = "mtme",
 ) -> pd.DataFrame:
     """One language pair of a test set (conf/data/mtme.yaml): each gold score is an aspect."""
@@ -79,6 +88,20 @@ def load_mtme(
         )
     texts = {s: (outputs[s], _aligned(outputs[s], "system-outputs", src_file, n)) for s in systems}
     records = line_records(texts, sources, [references] if references else [], scores, keep)
+    # mt-metrics-eval switches to domain-level files; a filtered set has no system scores to give
+    whole = domain is None and max_items is None
+    if not whole:
+        log.info("data.domain, data.max_items: *.sys.score not read; system level: segment means")
+    metrics = _metric_files(folder / "metric-scores" / lp, chosen, metric_scores, whole)
+    given = _given_scores(metrics, gold_files if whole else {}, set(outputs), systems, n)
+    frame = pd.DataFrame.from_records(records)
+    if given:
+        # each value broadcast over its system's rows: a system-level score is one value
+        cells = {
+            c: np.concatenate([np.broadcast_to(v.get(s, [math.nan]), n)[keep] for s in systems])
+            for c, v in given.items()
+        }
+        frame = pd.concat([frame, pd.DataFrame(cells, index=frame.index)], axis=1)
     log.info(
         "mt-metrics-eval %s %s: %d segments x %d systems, reference %s, human scores %s",
         folder.name,
@@ -89,8 +112,12 @@ def load_mtme(
         ", ".join(gold_files) or "(none)",
     )
     files = [src_file, *([ref_files[chosen]] if chosen else []), *(outputs[s] for s in systems)]
-    data_files = [str(f) for f in (*files, *gold_files.values())]
-    return validate(pd.DataFrame.from_records(records), str(src_file), data_files, name)
+    files += [*gold_files.values(), *(f for m in metrics.values() for f in m.values())]
+    df = validate(frame, str(src_file), [str(f) for f in files], name)
+    df.attrs["baseline_metrics"] = [
+        f"{METRIC_PREFIX}{m}" for m in _named(metrics, baseline_metrics)
+    ]
+    return df
 
 
 def _test_set(path: str) -> Path:
@@ -236,7 +263,7 @@ def _read_scores(file: Path, systems: set[str], n: int) -> dict[str, list[float]
         values = scores.setdefault(system, [])
         if len(values) == n:
             raise error(
-                f"more than {n} scores for system '{system}' (one per source segment)", row=row
+                f"{f'more than {n}' if n > 1 else 'two'} scores for system '{system}'", row=row
             )
         try:
             value = math.nan if text == "None" else float(text)
@@ -254,6 +281,73 @@ def _read_scores(file: Path, systems: set[str], n: int) -> dict[str, list[float]
                 row=last_row[system],
             )
     return scores
+
+
+def _metric_files(
+    folder: Path, ref: str | None, selection: str | Sequence[str] | None, whole: bool
+) -> dict[str, dict[str, Path]]:
+    """Full name (``COMET-refA``) -> level -> file, of the chosen reference's and the ``-src``
+    metrics (mt-metrics-eval's NAME-REF.LEVEL.score), as ``data.metric_scores`` selects them."""
+    found: dict[str, dict[str, Path]] = {}
+    for file in sorted(folder.iterdir()) if folder.is_dir() and selection != "none" else []:
+        metric, _, level = file.name.removesuffix(".score").rpartition(".")
+        if level in ("seg", "sys")[: 2 if whole else 1] and metric.rpartition("-")[2] in (
+            ref,
+            "src",
+        ):
+            found.setdefault(metric, {})[level] = file
+    if selection in (None, "all", "none"):
+        return found if selection == "all" else {}
+    wanted = [selection] if isinstance(selection, str) else [str(m) for m in selection]
+    unknown = [w for w in wanted if not _named(found, [w])]
+    if unknown:
+        raise ConfigError(
+            f"data.metric_scores: no {' or '.join(unknown)} in {folder} for reference "
+            f"{ref or '(none)'} or src; it has {', '.join(found) or 'none'}"
+        )
+    return {m: files for m, files in found.items() if m in _named(found, wanted)}
+
+
+def _named(metrics: Sequence[str] | dict[str, object], names: Sequence[str] | None) -> list[str]:
+    """The full names that ``names`` give as full names or basenames (``COMET``)."""
+    names = [str(x) for x in names or []]
+    return [m for m in metrics if m in names or m.rpartition("-")[0] in names]
+
+
+def _given_scores(
+    metrics: dict[str, dict[str, Path]],
+    gold_files: dict[str, Path],
+    outputs: set[str],
+    systems: list[str],
+    n: int,
+) -> dict[str, dict[str, list[float]]]:
+    """Column -> system -> its scores (one for a system-level column) of the metric files and
+    the gold scores' ``.sys.score`` files; a system a human file leaves out is unrated."""
+    given: dict[str, dict[str, list[float]]] = {}
+    for gold, seg_file in gold_files.items():
+        file = seg_file.with_name(seg_file.name.removesuffix(".seg.score") + ".sys.score")
+        if file.is_file():
+            given[SYSTEM_PREFIX + aspect_column(gold)] = _read_scores(file, outputs, 1)
+    for metric, files in metrics.items():
+        given[METRIC_PREFIX + metric] = {}  # all NaN where the metric has system scores only
+        lacking: set[str] = set()
+        for level, file in files.items():
+            scores = _read_scores(file, outputs, n if level == "seg" else 1)
+            lacking |= set(systems) - set(scores)
+            # mt-metrics-eval's repair (strict=False): 0; the chosen reference is never a system
+            column = (
+                METRIC_PREFIX + metric
+                if level == "seg"
+                else f"{SYSTEM_PREFIX}{METRIC_PREFIX}{metric}"
+            )
+            given[column] = {**{s: [0.0] for s in lacking}, **scores}
+        if lacking:
+            log.warning(
+                "%s has no scores for %s: scored 0, as mt-metrics-eval reads it (strict=False)",
+                metric,
+                ", ".join(sorted(lacking)),
+            )
+    return given
 
 
 def _segments(

@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 TIDY = ["item_id", "system", "source", "references", "candidate"]
 HUMAN_PREFIX = "human_"
 METRIC_PREFIX = "metric_"
+SYSTEM_PREFIX = "system_"  # a system-level score as given: one value on every row of a system
 AGGREGATIONS = ("mean", "median", "zscore")
 
 
@@ -141,6 +142,18 @@ def validate(df: pd.DataFrame, file: str, files: Sequence[object], name: str) ->
             file,
         )
     _check_item_spellings(df, file)
+    for col in [c for c in df.columns if str(c).startswith(SYSTEM_PREFIX)]:
+        first = df.groupby("system", sort=False)[col].transform("first")
+        differs = df[col].ne(first) & ~(df[col].isna() & first.isna())
+        if differs.any():
+            row = df.loc[differs].iloc[0]
+            raise origin_error(
+                f"{col} is a system-level score: system '{row.system}' has {row[col]} here and "
+                f"{first[differs].iloc[0]} in an earlier row; give it the same value on every row",
+                row.origin,
+                col,
+                file,
+            )
     sources = df.groupby("item_id", sort=False)["source"].nunique()
     bad = sources[sources > 1]
     if len(bad):
@@ -294,7 +307,8 @@ def tidy_table(
         human_cols = [(c, str(c)) for c in present if str(c).startswith(HUMAN_PREFIX)]
     else:
         human_cols = [(need(c, "human"), aspect_column(str(c))) for c in human]
-    score_cols = [*human_cols, *((c, str(c)) for c in present if str(c).startswith(METRIC_PREFIX))]
+    given = [c for c in present if str(c).startswith((METRIC_PREFIX, SYSTEM_PREFIX))]
+    score_cols = [*human_cols, *((c, str(c)) for c in given)]
     if annotator is not None:
         need(annotator, "annotator")
 

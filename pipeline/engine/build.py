@@ -39,8 +39,6 @@ def build_metrics(
     cfg_metrics: Mapping[str, Any] | None, allow_external: bool = False
 ) -> dict[str, Metric]:
     """Those on an encoder share one :class:`Encoders`, never another run's."""
-    if not cfg_metrics:
-        raise ConfigError("no metrics selected; e.g. 'metrics=[bleu,chrf]'")
     encoders = Encoders()
     metrics = {
         str(key): build_metric(str(key), node, allow_external, encoders)
