@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import partial
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from paraeval.pipeline.data.readers import check_aligned, read_text_lines
+from paraeval.pipeline.data.readers import check_aligned, json_object, read_text_lines
 from paraeval.pipeline.data.validate import (
     METRIC_PREFIX,
     SYSTEM_PREFIX,
     aspect_column,
-    line_records,
+    line_frame,
     validate,
 )
 from paraeval.pipeline.errors import ConfigError, DataError
@@ -45,40 +43,35 @@ def load_mtme(
     """One language pair of a test set (conf/data/mtme.yaml): each gold score is an aspect."""
     folder = _test_set(path)
     lp = str(lp)
-    for suffix in (".txt", ".jsonl"):
-        src_file = folder / "sources" / f"{lp}{suffix}"
-        if src_file.is_file():
-            break
-    else:
-        lps = sorted({p.name.split(".")[0] for p in (folder / "sources").iterdir()})
+    pairs = _by_name(folder / "sources")
+    if lp not in pairs:
         raise DataError(
             f"no source file for language pair '{lp}' (data.lp); this test set has "
-            f"{', '.join(lps) or 'none'}",
+            f"{', '.join(sorted(pairs)) or 'none'}",
             file=str(folder / "sources" / f"{lp}.txt"),
         )
+    src_file = pairs[lp]
     sources = _read_segments(src_file, "sources")
     n = len(sources)
     if n == 0:
         raise DataError("the source file has no segments", file=str(src_file))
 
-    refs_dir = folder / "references"
-    ref_files = _by_name(refs_dir, f"{lp}.") if refs_dir.is_dir() else {}
+    ref_files = _by_name(folder / "references", f"{lp}.")
     chosen = _choose_reference(ref_files, ref, lp)
     references = _aligned(ref_files[chosen], "references", src_file, n) if chosen else None
 
     outputs_dir = folder / "system-outputs" / lp
-    if not outputs_dir.is_dir():
-        raise DataError("no system-outputs folder for the language pair", file=str(outputs_dir))
     outputs = _by_name(outputs_dir)
     if not outputs:
         raise DataError("no system output files (<system>.txt)", file=str(outputs_dir))
-    outliers = [outliers] if isinstance(outliers, str) else [] if outliers is None else outliers
-    left_out = {str(s) for s in outliers}
+    left_out = {str(s) for s in ([outliers] if isinstance(outliers, str) else outliers or [])}
     systems = _select_systems(outputs, set(ref_files), chosen, include_human, left_out)
-    gold_files = _gold_files(folder, lp, gold)
-    scores = {
-        aspect_column(g): _read_scores(file, set(outputs), n) for g, file in gold_files.items()
-    }
+    # mt-metrics-eval switches to domain-level files: a filtered set has no system scores to give
+    levels = ("seg", "sys") if domain is None and max_items is None else ("seg",)
+    if len(levels) == 1:
+        log.info("data.domain, data.max_items: *.sys.score not read; system level: segment means")
+    gold_files = _gold_files(folder, lp, gold, levels)
+    metrics = _metric_files(folder / "metric-scores" / lp, chosen, metric_scores, levels)
     keep = _segments(folder, lp, src_file, n, domain, max_items)
     if not systems:
         raise DataError(
@@ -87,21 +80,10 @@ def load_mtme(
             file=str(outputs_dir),
         )
     texts = {s: (outputs[s], _aligned(outputs[s], "system-outputs", src_file, n)) for s in systems}
-    records = line_records(texts, sources, [references] if references else [], scores, keep)
-    # mt-metrics-eval switches to domain-level files; a filtered set has no system scores to give
-    whole = domain is None and max_items is None
-    if not whole:
-        log.info("data.domain, data.max_items: *.sys.score not read; system level: segment means")
-    metrics = _metric_files(folder / "metric-scores" / lp, chosen, metric_scores, whole)
-    given = _given_scores(metrics, gold_files if whole else {}, set(outputs), systems, n)
-    frame = pd.DataFrame.from_records(records)
-    if given:
-        # each value broadcast over its system's rows: a system-level score is one value
-        cells = {
-            c: np.concatenate([np.broadcast_to(v.get(s, [math.nan]), n)[keep] for s in systems])
-            for c, v in given.items()
-        }
-        frame = pd.concat([frame, pd.DataFrame(cells, index=frame.index)], axis=1)
+    given = {aspect_column(g): f for g, f in gold_files.items()}
+    given |= {METRIC_PREFIX + m: f for m, f in metrics.items()}
+    scores = _read_given(given, set(outputs), systems, n)
+    frame = line_frame(texts, sources, [references] if references else [], scores, keep)
     log.info(
         "mt-metrics-eval %s %s: %d segments x %d systems, reference %s, human scores %s",
         folder.name,
@@ -112,11 +94,9 @@ def load_mtme(
         ", ".join(gold_files) or "(none)",
     )
     files = [src_file, *([ref_files[chosen]] if chosen else []), *(outputs[s] for s in systems)]
-    files += [*gold_files.values(), *(f for m in metrics.values() for f in m.values())]
+    files += [f for levels_read in given.values() for f in levels_read.values()]
     df = validate(frame, str(src_file), [str(f) for f in files], name)
-    df.attrs["baseline_metrics"] = [
-        f"{METRIC_PREFIX}{m}" for m in _named(metrics, baseline_metrics)
-    ]
+    df.attrs["baseline_metrics"] = [METRIC_PREFIX + m for m in _named(metrics, baseline_metrics)]
     return df
 
 
@@ -152,18 +132,10 @@ def _read_segments(file: Path, kind: str) -> list[str]:
 
 def _jsonl_text(line: str, file: Path, row: int, kind: str) -> str:
     field = JSONL_FIELDS[kind]
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"invalid JSON ({exc.msg})", file=str(file), row=row) from None
-    if not isinstance(obj, dict) or not isinstance(obj.get(field, 0), str | None):
-        raise DataError(
-            f"expected a JSON object with a text field '{field}'",
-            file=str(file),
-            row=row,
-            column=field,
-        )
-    return obj[field] or ""
+    text = json_object(line, file, row).get(field, 0)
+    if not isinstance(text, str | None):
+        raise DataError(f"expected a text field '{field}'", file=str(file), row=row, column=field)
+    return text or ""
 
 
 def _aligned(file: Path, kind: str, src_file: Path, n: int) -> list[str]:
@@ -171,13 +143,25 @@ def _aligned(file: Path, kind: str, src_file: Path, n: int) -> list[str]:
     return check_aligned(_read_segments(file, kind), n, src_file, str(file), advice)
 
 
-def _by_name(folder: Path, prefix: str = "") -> dict[str, Path]:
-    """Name -> file of ``<prefix><name>.txt`` (preferred, as mt-metrics-eval does) or .jsonl."""
-    files = [p for p in folder.iterdir() if p.suffix in (".txt", ".jsonl")]
+def _by_name(
+    folder: Path, prefix: str = "", suffixes: Sequence[str] = (".txt", ".jsonl")
+) -> dict[str, Path]:
+    """Name -> file of ``<prefix><name><suffix>``, the first suffix preferred (.txt first)."""
+    files = sorted(folder.iterdir()) if folder.is_dir() else []
     found: dict[str, Path] = {}
-    for file in sorted(files, key=lambda p: (p.suffix != ".txt", p.name)):
-        if file.name.startswith(prefix):
-            found.setdefault(file.name[len(prefix) : -len(file.suffix)], file)
+    for suffix in suffixes:
+        for file in files:
+            if file.name.startswith(prefix) and file.name.endswith(suffix):
+                found.setdefault(file.name[len(prefix) : -len(suffix)], file)
+    return found
+
+
+def _score_files(folder: Path, prefix: str, levels: Sequence[str]) -> dict[str, dict[str, Path]]:
+    """Name -> level -> file of mt-metrics-eval's ``<prefix><name>.<level>.score``."""
+    found: dict[str, dict[str, Path]] = {}
+    for level in levels:
+        for name, file in _by_name(folder, prefix, (f".{level}.score",)).items():
+            found.setdefault(name, {})[level] = file
     return found
 
 
@@ -222,14 +206,12 @@ def _select_systems(
     return [s for s in outputs if s not in left_out]
 
 
-def _gold_files(folder: Path, lp: str, gold: str | Sequence[str] | None) -> dict[str, Path]:
+def _gold_files(
+    folder: Path, lp: str, gold: str | Sequence[str] | None, levels: Sequence[str]
+) -> dict[str, dict[str, Path]]:
     scores = folder / "human-scores"
-    available: dict[str, Path] = {}
-    if scores.is_dir():
-        suffix = ".seg.score"
-        for file in sorted(scores.iterdir()):
-            if file.name.startswith(f"{lp}.") and file.name.endswith(suffix):
-                available[file.name[len(lp) + 1 : -len(suffix)]] = file
+    # a gold score with system scores only (wmt-z) is no aspect
+    available = {g: f for g, f in _score_files(scores, f"{lp}.", levels).items() if "seg" in f}
     if gold is None:
         return available
     wanted = [gold] if isinstance(gold, str) else [str(g) for g in gold]
@@ -284,70 +266,52 @@ def _read_scores(file: Path, systems: set[str], n: int) -> dict[str, list[float]
 
 
 def _metric_files(
-    folder: Path, ref: str | None, selection: str | Sequence[str] | None, whole: bool
+    folder: Path, ref: str | None, selection: str | Sequence[str] | None, levels: Sequence[str]
 ) -> dict[str, dict[str, Path]]:
-    """Full name (``COMET-refA``) -> level -> file, of the chosen reference's and the ``-src``
-    metrics (mt-metrics-eval's NAME-REF.LEVEL.score), as ``data.metric_scores`` selects them."""
-    found: dict[str, dict[str, Path]] = {}
-    for file in sorted(folder.iterdir()) if folder.is_dir() and selection != "none" else []:
-        metric, _, level = file.name.removesuffix(".score").rpartition(".")
-        if level in ("seg", "sys")[: 2 if whole else 1] and metric.rpartition("-")[2] in (
-            ref,
-            "src",
-        ):
-            found.setdefault(metric, {})[level] = file
+    """Full name (``COMET-refA``) -> level -> file, of the chosen reference and ``-src``."""
+    found = {
+        m: files
+        for m, files in _score_files(folder, "", levels).items()
+        if m.rpartition("-")[2] in (ref, "src")
+    }
     if selection in (None, "all", "none"):
         return found if selection == "all" else {}
     wanted = [selection] if isinstance(selection, str) else [str(m) for m in selection]
-    unknown = [w for w in wanted if not _named(found, [w])]
+    unknown = [w for w in wanted if not _named(found, w)]
     if unknown:
         raise ConfigError(
             f"data.metric_scores: no {' or '.join(unknown)} in {folder} for reference "
             f"{ref or '(none)'} or src; it has {', '.join(found) or 'none'}"
         )
-    return {m: files for m, files in found.items() if m in _named(found, wanted)}
+    return {m: found[m] for m in _named(found, wanted)}
 
 
-def _named(metrics: Sequence[str] | dict[str, object], names: Sequence[str] | None) -> list[str]:
+def _named(metrics: Iterable[str], names: str | Sequence[str] | None) -> list[str]:
     """The full names that ``names`` give as full names or basenames (``COMET``)."""
-    names = [str(x) for x in names or []]
-    return [m for m in metrics if m in names or m.rpartition("-")[0] in names]
+    listed = [names] if isinstance(names, str) else [str(x) for x in names or []]
+    return [m for m in metrics if m in listed or m.rpartition("-")[0] in listed]
 
 
-def _given_scores(
-    metrics: dict[str, dict[str, Path]],
-    gold_files: dict[str, Path],
-    outputs: set[str],
-    systems: list[str],
-    n: int,
+def _read_given(
+    given: dict[str, dict[str, Path]], outputs: set[str], systems: list[str], n: int
 ) -> dict[str, dict[str, list[float]]]:
-    """Column -> system -> its scores (one for a system-level column) of the metric files and
-    the gold scores' ``.sys.score`` files; a system a human file leaves out is unrated."""
-    given: dict[str, dict[str, list[float]]] = {}
-    for gold, seg_file in gold_files.items():
-        file = seg_file.with_name(seg_file.name.removesuffix(".seg.score") + ".sys.score")
-        if file.is_file():
-            given[SYSTEM_PREFIX + aspect_column(gold)] = _read_scores(file, outputs, 1)
-    for metric, files in metrics.items():
-        given[METRIC_PREFIX + metric] = {}  # all NaN where the metric has system scores only
-        lacking: set[str] = set()
+    """Column -> system -> its scores (one at the system level) from each column's files."""
+    read: dict[str, dict[str, list[float]]] = {}
+    for column, files in given.items():
+        read[column] = {}  # all NaN where a metric has system scores only
         for level, file in files.items():
             scores = _read_scores(file, outputs, n if level == "seg" else 1)
-            lacking |= set(systems) - set(scores)
-            # mt-metrics-eval's repair (strict=False): 0; the chosen reference is never a system
-            column = (
-                METRIC_PREFIX + metric
-                if level == "seg"
-                else f"{SYSTEM_PREFIX}{METRIC_PREFIX}{metric}"
-            )
-            given[column] = {**{s: [0.0] for s in lacking}, **scores}
-        if lacking:
-            log.warning(
-                "%s has no scores for %s: scored 0, as mt-metrics-eval reads it (strict=False)",
-                metric,
-                ", ".join(sorted(lacking)),
-            )
-    return given
+            lacking = [s for s in systems if s not in scores]
+            if lacking and column.startswith(METRIC_PREFIX):
+                # mt-metrics-eval's repair (strict=False); the chosen reference is never a system
+                log.warning(
+                    "%s has no scores for %s: 0 (as mt-metrics-eval reads it)",
+                    file,
+                    ", ".join(lacking),
+                )
+                scores |= {s: [0.0] for s in lacking}
+            read[column if level == "seg" else SYSTEM_PREFIX + column] = scores
+    return read
 
 
 def _segments(

@@ -42,7 +42,7 @@ def build_metrics(
     encoders = Encoders()
     metrics = {
         str(key): build_metric(str(key), node, allow_external, encoders)
-        for key, node in cfg_metrics.items()
+        for key, node in (cfg_metrics or {}).items()
         if node is not None
     }
     # two metrics giving one column (``rouge2``, ``rougeN`` with ``n: 2``) would overwrite scores
