@@ -305,9 +305,7 @@ def _read_given(
             if lacking and column.startswith(METRIC_PREFIX):
                 # mt-metrics-eval's repair (strict=False); the chosen reference is never a system
                 log.warning(
-                    "%s has no scores for %s: 0 (as mt-metrics-eval reads it)",
-                    file,
-                    ", ".join(lacking),
+                    "%s: no scores for %s: 0, as mt-metrics-eval", file.name, " ".join(lacking)
                 )
                 scores |= {s: [0.0] for s in lacking}
             read[column if level == "seg" else SYSTEM_PREFIX + column] = scores

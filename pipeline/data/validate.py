@@ -386,16 +386,14 @@ def human_report(segments: pd.DataFrame) -> pd.DataFrame:
     rows = []
     groups: list[tuple[Any, Any]] = [("(all)", slice(None)), *row_groups(segments["system"])]
     for aspect in aspects:
-        counts = f"n_{aspect}"
         column = segments[aspect].to_numpy(dtype=float)
-        ones: np.ndarray | None = None
-        if counts in segments:
-            ones = (segments[counts] == 1).fillna(False).to_numpy(dtype=bool)
+        counts = segments.get(f"n_{aspect}", pd.Series(0, index=segments.index))
+        ones = (counts == 1).to_numpy(dtype=bool)  # rows resting on one rating
         for group, at in groups:
             values = column[at]
             rated = values[np.isfinite(values)]
             system, n_items, n_rated = str(group), len(values), len(rated)
-            single = int(ones[at].sum()) if ones is not None else 0
+            single = int(ones[at].sum())
             coverage = n_rated / n_items if n_items else float("nan")
             constant = bool(n_rated > 0 and np.ptp(rated) == 0)
             mean = float(rated.mean()) if n_rated else float("nan")
