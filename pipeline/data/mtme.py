@@ -237,11 +237,7 @@ def _read_scores(file: Path, systems: set[str], n: int) -> dict[str, list[float]
             raise error(f"expected 'SYSTEM SCORE' (2 fields), found {len(fields)}", row=row)
         system, text = fields
         if system not in systems:
-            raise error(
-                f"system '{system}' has no output file in system-outputs/; every system a score "
-                "file names must have one",
-                row=row,
-            )
+            raise error(f"system '{system}' has no output file in system-outputs/", row=row)
         values = scores.setdefault(system, [])
         if len(values) == n:
             raise error(
@@ -269,11 +265,8 @@ def _metric_files(
     folder: Path, ref: str | None, selection: str | Sequence[str] | None, levels: Sequence[str]
 ) -> dict[str, dict[str, Path]]:
     """Full name (``COMET-refA``) -> level -> file, of the chosen reference and ``-src``."""
-    found = {
-        m: files
-        for m, files in _score_files(folder, "", levels).items()
-        if m.rpartition("-")[2] in (ref, "src")
-    }
+    found = _score_files(folder, "", levels)
+    found = {m: f for m, f in found.items() if m.rpartition("-")[2] in (ref, "src")}
     if selection in (None, "all", "none"):
         return found if selection == "all" else {}
     wanted = [selection] if isinstance(selection, str) else [str(m) for m in selection]
@@ -319,16 +312,11 @@ def _segments(
     if domain is not None:
         docs = folder / "documents" / f"{lp}.docs"
         lines = check_aligned(read_text_lines(docs, "data.domain"), n, src_file, str(docs))
-        domains = []
         for row, line in enumerate(lines, start=1):
-            fields = line.split()
-            if len(fields) < 2:
-                raise DataError(
-                    f"expected 'DOMAIN DOCUMENT', found {len(fields)} field(s)",
-                    file=str(docs),
-                    row=row,
-                )
-            domains.append(fields[0])
+            if len(line.split()) < 2:
+                error = f"expected 'DOMAIN DOCUMENT', found {len(line.split())} field(s)"
+                raise DataError(error, file=str(docs), row=row)
+        domains = [line.split()[0] for line in lines]
         if str(domain) not in domains:
             raise ConfigError(
                 f"data.domain '{domain}' is not a domain of {lp}; choose from "

@@ -146,11 +146,10 @@ def validate(df: pd.DataFrame, file: str, files: Sequence[object], name: str) ->
         key = "item_id" if col == "source" else "system"
         if found := _first_difference(df, [key], col):
             first, row = (df.iloc[k] for k in found)
-            why = " (a system-level score)" if key == "system" else ""
             raise origin_error(
                 f"{key} '{row[key]}' has {col} '{str(row[col])[:40]}' here and "
                 f"'{str(first[col])[:40]}' at {first.origin}; every row of one {key} must carry "
-                f"the same {col}{why}",
+                f"the same {col}",
                 row.origin,
                 col,
                 file,
@@ -372,8 +371,7 @@ def line_frame(
         )
         for col, v in scores.items()
     }
-    frame = pd.DataFrame.from_records(records)
-    return pd.concat([frame, pd.DataFrame(cells, index=frame.index)], axis=1)
+    return pd.concat([pd.DataFrame.from_records(records), pd.DataFrame(cells)], axis=1)
 
 
 REPORT_COLUMNS = ["aspect", "system", "n_items", "n_rated", "coverage", "n_single_rating"]
