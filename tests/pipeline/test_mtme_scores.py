@@ -19,7 +19,7 @@ from scipy.stats import pearsonr
 from paraeval.pipeline.data.load import load_frame, load_mtme, load_table
 from paraeval.pipeline.errors import ConfigError, DataError
 from tests.pipeline.helpers import run_cli
-from tests.pipeline.test_mtme import FAST, GOLD, LP, METRICS, OUT, write_mtme
+from tests.pipeline.test_mtme import FAST, GOLD, LP, METRICS, OUT, _rewrite, write_mtme
 
 THREE = ["sysA", "sysB", "sysC"]
 
@@ -117,12 +117,6 @@ def test_a_filtered_set_has_no_system_scores(mtme: Path) -> None:
         assert "metric_MetricX-refA" not in df
         for system, item, value in _cells(df, "metric_COMET-refA"):
             assert _same(value, _given("COMET-refA.seg", system, int(item) - 1))
-
-
-def _rewrite(path: Path, old: str, new: str) -> None:
-    text = path.read_text(encoding="utf-8")
-    assert old in text
-    path.write_text(text.replace(old, new, 1), encoding="utf-8")
 
 
 COMET = f"metric-scores/{LP}/COMET-refA.seg.score"
