@@ -165,8 +165,8 @@ def _node(tree: Mapping[str, object], key: str) -> Node:
 
 
 def _metrics(tree: Mapping[str, object]) -> dict[str, Node]:
-    metrics = tree.get("metrics")
-    if not metrics or not isinstance(metrics, Mapping):
+    metrics = tree.get("metrics") or {}  # none: the data's precomputed ones only (check_table)
+    if not isinstance(metrics, Mapping):
         raise ConfigError("no metrics selected; e.g. 'metrics=[bleu,chrf]'")
     return {str(k): _node(metrics, str(k)) for k, v in metrics.items() if v is not None}
 
@@ -180,6 +180,11 @@ def _integer(value: object, key: str) -> int:
 
 def check_table(settings: Settings, table: pd.DataFrame) -> None:
     """The settings that name things in the data (the comparison's baseline), once it is loaded."""
+    if not settings.metrics and not any(str(c).startswith("metric_") for c in table.columns):
+        raise ConfigError(
+            "no metrics selected and the data has no precomputed scores (metric_<name> "
+            "columns): nothing to correlate; e.g. 'metrics=[bleu,chrf]'"
+        )
     compare = settings.compare
     if compare is not None and compare.baseline is not None:
         systems = sorted(map(str, table["system"].unique()))

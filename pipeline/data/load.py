@@ -20,7 +20,7 @@ from paraeval.pipeline.data.readers import (
 from paraeval.pipeline.data.validate import (
     aggregate_annotators,
     aspect_column,
-    line_records,
+    line_frame,
     tidy_table,
     to_score,
     validate,
@@ -91,9 +91,8 @@ def load_text(
             ]
     warn_nan_text(nan_text)
     outputs = {str(s): (p, aligned(p, f"data.systems.{s}")) for s, p in systems.items()}
-    records = line_records(outputs, src_lines, ref_lines, human_scores, range(n))
-    files = [source, *references, *systems.values()]
-    return validate(pd.DataFrame.from_records(records), source, files, name)
+    frame = line_frame(outputs, src_lines, ref_lines, human_scores, range(n))
+    return validate(frame, source, [source, *references, *systems.values()], name)
 
 
 def demo_path() -> Path:

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import partial
 from pathlib import Path
 
 import pandas as pd
 
-from paraeval.pipeline.data.readers import check_aligned, read_text_lines
-from paraeval.pipeline.data.validate import aspect_column, line_records, validate
+from paraeval.pipeline.data.readers import check_aligned, json_object, read_text_lines
+from paraeval.pipeline.data.validate import (
+    METRIC_PREFIX,
+    SYSTEM_PREFIX,
+    aspect_column,
+    line_frame,
+    validate,
+)
 from paraeval.pipeline.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
@@ -31,45 +36,42 @@ def load_mtme(
     outliers: Sequence[str] | None = None,
     domain: str | None = None,
     max_items: int | None = None,
+    metric_scores: str | Sequence[str] | None = "all",
+    baseline_metrics: Sequence[str] | None = None,
     name: str = "mtme",
 ) -> pd.DataFrame:
     """One language pair of a test set (conf/data/mtme.yaml): each gold score is an aspect."""
     folder = _test_set(path)
     lp = str(lp)
-    for suffix in (".txt", ".jsonl"):
-        src_file = folder / "sources" / f"{lp}{suffix}"
-        if src_file.is_file():
-            break
-    else:
-        lps = sorted({p.name.split(".")[0] for p in (folder / "sources").iterdir()})
+    pairs = _by_name(folder / "sources")
+    if lp not in pairs:
         raise DataError(
             f"no source file for language pair '{lp}' (data.lp); this test set has "
-            f"{', '.join(lps) or 'none'}",
+            f"{', '.join(sorted(pairs)) or 'none'}",
             file=str(folder / "sources" / f"{lp}.txt"),
         )
+    src_file = pairs[lp]
     sources = _read_segments(src_file, "sources")
     n = len(sources)
     if n == 0:
         raise DataError("the source file has no segments", file=str(src_file))
 
-    refs_dir = folder / "references"
-    ref_files = _by_name(refs_dir, f"{lp}.") if refs_dir.is_dir() else {}
+    ref_files = _by_name(folder / "references", f"{lp}.")
     chosen = _choose_reference(ref_files, ref, lp)
     references = _aligned(ref_files[chosen], "references", src_file, n) if chosen else None
 
     outputs_dir = folder / "system-outputs" / lp
-    if not outputs_dir.is_dir():
-        raise DataError("no system-outputs folder for the language pair", file=str(outputs_dir))
     outputs = _by_name(outputs_dir)
     if not outputs:
         raise DataError("no system output files (<system>.txt)", file=str(outputs_dir))
-    outliers = [outliers] if isinstance(outliers, str) else [] if outliers is None else outliers
-    left_out = {str(s) for s in outliers}
+    left_out = {str(s) for s in ([outliers] if isinstance(outliers, str) else outliers or [])}
     systems = _select_systems(outputs, set(ref_files), chosen, include_human, left_out)
-    gold_files = _gold_files(folder, lp, gold)
-    scores = {
-        aspect_column(g): _read_scores(file, set(outputs), n) for g, file in gold_files.items()
-    }
+    # mt-metrics-eval switches to domain-level files: a filtered set has no system scores to give
+    levels = ("seg", "sys") if domain is None and max_items is None else ("seg",)
+    if len(levels) == 1:
+        log.info("data.domain, data.max_items: *.sys.score not read; system level: segment means")
+    gold_files = _gold_files(folder, lp, gold, levels)
+    metrics = _metric_files(folder / "metric-scores" / lp, chosen, metric_scores, levels)
     keep = _segments(folder, lp, src_file, n, domain, max_items)
     if not systems:
         raise DataError(
@@ -78,7 +80,10 @@ def load_mtme(
             file=str(outputs_dir),
         )
     texts = {s: (outputs[s], _aligned(outputs[s], "system-outputs", src_file, n)) for s in systems}
-    records = line_records(texts, sources, [references] if references else [], scores, keep)
+    given = {aspect_column(g): f for g, f in gold_files.items()}
+    given |= {METRIC_PREFIX + m: f for m, f in metrics.items()}
+    scores = _read_given(given, set(outputs), systems, n)
+    frame = line_frame(texts, sources, [references] if references else [], scores, keep)
     log.info(
         "mt-metrics-eval %s %s: %d segments x %d systems, reference %s, human scores %s",
         folder.name,
@@ -89,8 +94,10 @@ def load_mtme(
         ", ".join(gold_files) or "(none)",
     )
     files = [src_file, *([ref_files[chosen]] if chosen else []), *(outputs[s] for s in systems)]
-    data_files = [str(f) for f in (*files, *gold_files.values())]
-    return validate(pd.DataFrame.from_records(records), str(src_file), data_files, name)
+    files += [f for levels_read in given.values() for f in levels_read.values()]
+    df = validate(frame, str(src_file), [str(f) for f in files], name)
+    df.attrs["baseline_metrics"] = [METRIC_PREFIX + m for m in _named(metrics, baseline_metrics)]
+    return df
 
 
 def _test_set(path: str) -> Path:
@@ -125,18 +132,10 @@ def _read_segments(file: Path, kind: str) -> list[str]:
 
 def _jsonl_text(line: str, file: Path, row: int, kind: str) -> str:
     field = JSONL_FIELDS[kind]
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"invalid JSON ({exc.msg})", file=str(file), row=row) from None
-    if not isinstance(obj, dict) or not isinstance(obj.get(field, 0), str | None):
-        raise DataError(
-            f"expected a JSON object with a text field '{field}'",
-            file=str(file),
-            row=row,
-            column=field,
-        )
-    return obj[field] or ""
+    text = json_object(line, file, row).get(field, 0)
+    if not isinstance(text, str | None):
+        raise DataError(f"expected a text field '{field}'", file=str(file), row=row, column=field)
+    return text or ""
 
 
 def _aligned(file: Path, kind: str, src_file: Path, n: int) -> list[str]:
@@ -144,13 +143,25 @@ def _aligned(file: Path, kind: str, src_file: Path, n: int) -> list[str]:
     return check_aligned(_read_segments(file, kind), n, src_file, str(file), advice)
 
 
-def _by_name(folder: Path, prefix: str = "") -> dict[str, Path]:
-    """Name -> file of ``<prefix><name>.txt`` (preferred, as mt-metrics-eval does) or .jsonl."""
-    files = [p for p in folder.iterdir() if p.suffix in (".txt", ".jsonl")]
+def _by_name(
+    folder: Path, prefix: str = "", suffixes: Sequence[str] = (".txt", ".jsonl")
+) -> dict[str, Path]:
+    """Name -> file of ``<prefix><name><suffix>``, the first suffix preferred (.txt first)."""
+    files = sorted(folder.iterdir()) if folder.is_dir() else []
     found: dict[str, Path] = {}
-    for file in sorted(files, key=lambda p: (p.suffix != ".txt", p.name)):
-        if file.name.startswith(prefix):
-            found.setdefault(file.name[len(prefix) : -len(file.suffix)], file)
+    for suffix in suffixes:
+        for file in files:
+            if file.name.startswith(prefix) and file.name.endswith(suffix):
+                found.setdefault(file.name[len(prefix) : -len(suffix)], file)
+    return found
+
+
+def _score_files(folder: Path, prefix: str, levels: Sequence[str]) -> dict[str, dict[str, Path]]:
+    """Name -> level -> file of mt-metrics-eval's ``<prefix><name>.<level>.score``."""
+    found: dict[str, dict[str, Path]] = {}
+    for level in levels:
+        for name, file in _by_name(folder, prefix, (f".{level}.score",)).items():
+            found.setdefault(name, {})[level] = file
     return found
 
 
@@ -195,14 +206,12 @@ def _select_systems(
     return [s for s in outputs if s not in left_out]
 
 
-def _gold_files(folder: Path, lp: str, gold: str | Sequence[str] | None) -> dict[str, Path]:
+def _gold_files(
+    folder: Path, lp: str, gold: str | Sequence[str] | None, levels: Sequence[str]
+) -> dict[str, dict[str, Path]]:
     scores = folder / "human-scores"
-    available: dict[str, Path] = {}
-    if scores.is_dir():
-        suffix = ".seg.score"
-        for file in sorted(scores.iterdir()):
-            if file.name.startswith(f"{lp}.") and file.name.endswith(suffix):
-                available[file.name[len(lp) + 1 : -len(suffix)]] = file
+    # a gold score with system scores only (wmt-z) is no aspect
+    available = {g: f for g, f in _score_files(scores, f"{lp}.", levels).items() if "seg" in f}
     if gold is None:
         return available
     wanted = [gold] if isinstance(gold, str) else [str(g) for g in gold]
@@ -228,15 +237,11 @@ def _read_scores(file: Path, systems: set[str], n: int) -> dict[str, list[float]
             raise error(f"expected 'SYSTEM SCORE' (2 fields), found {len(fields)}", row=row)
         system, text = fields
         if system not in systems:
-            raise error(
-                f"system '{system}' has no output file in system-outputs/; every system a score "
-                "file names must have one",
-                row=row,
-            )
+            raise error(f"system '{system}' has no output file in system-outputs/", row=row)
         values = scores.setdefault(system, [])
         if len(values) == n:
             raise error(
-                f"more than {n} scores for system '{system}' (one per source segment)", row=row
+                f"{f'more than {n}' if n > 1 else 'two'} scores for system '{system}'", row=row
             )
         try:
             value = math.nan if text == "None" else float(text)
@@ -256,6 +261,50 @@ def _read_scores(file: Path, systems: set[str], n: int) -> dict[str, list[float]
     return scores
 
 
+def _metric_files(
+    folder: Path, ref: str | None, selection: str | Sequence[str] | None, levels: Sequence[str]
+) -> dict[str, dict[str, Path]]:
+    """Full name (``COMET-refA``) -> level -> file, of the chosen reference and ``-src``."""
+    found = _score_files(folder, "", levels)
+    found = {m: f for m, f in found.items() if m.rpartition("-")[2] in (ref, "src")}
+    if selection in (None, "all", "none"):
+        return found if selection == "all" else {}
+    wanted = [selection] if isinstance(selection, str) else [str(m) for m in selection]
+    unknown = [w for w in wanted if not _named(found, w)]
+    if unknown:
+        raise ConfigError(
+            f"data.metric_scores: no {' or '.join(unknown)} in {folder} for reference "
+            f"{ref or '(none)'} or src; it has {', '.join(found) or 'none'}"
+        )
+    return {m: found[m] for m in _named(found, wanted)}
+
+
+def _named(metrics: Iterable[str], names: str | Sequence[str] | None) -> list[str]:
+    """The full names that ``names`` give as full names or basenames (``COMET``)."""
+    listed = [names] if isinstance(names, str) else [str(x) for x in names or []]
+    return [m for m in metrics if m in listed or m.rpartition("-")[0] in listed]
+
+
+def _read_given(
+    given: dict[str, dict[str, Path]], outputs: set[str], systems: list[str], n: int
+) -> dict[str, dict[str, list[float]]]:
+    """Column -> system -> its scores (one at the system level) from each column's files."""
+    read: dict[str, dict[str, list[float]]] = {}
+    for column, files in given.items():
+        read[column] = {}  # all NaN where a metric has system scores only
+        for level, file in files.items():
+            scores = _read_scores(file, outputs, n if level == "seg" else 1)
+            lacking = [s for s in systems if s not in scores]
+            if lacking and column.startswith(METRIC_PREFIX):
+                # mt-metrics-eval's repair (strict=False); the chosen reference is never a system
+                log.warning(
+                    "%s: no scores for %s: 0, as mt-metrics-eval", file.name, " ".join(lacking)
+                )
+                scores |= {s: [0.0] for s in lacking}
+            read[column if level == "seg" else SYSTEM_PREFIX + column] = scores
+    return read
+
+
 def _segments(
     folder: Path, lp: str, src_file: Path, n: int, domain: str | None, max_items: int | None
 ) -> list[int]:
@@ -263,16 +312,11 @@ def _segments(
     if domain is not None:
         docs = folder / "documents" / f"{lp}.docs"
         lines = check_aligned(read_text_lines(docs, "data.domain"), n, src_file, str(docs))
-        domains = []
         for row, line in enumerate(lines, start=1):
-            fields = line.split()
-            if len(fields) < 2:
-                raise DataError(
-                    f"expected 'DOMAIN DOCUMENT', found {len(fields)} field(s)",
-                    file=str(docs),
-                    row=row,
-                )
-            domains.append(fields[0])
+            if len(line.split()) < 2:
+                error = f"expected 'DOMAIN DOCUMENT', found {len(line.split())} field(s)"
+                raise DataError(error, file=str(docs), row=row)
+        domains = [line.split()[0] for line in lines]
         if str(domain) not in domains:
             raise ConfigError(
                 f"data.domain '{domain}' is not a domain of {lp}; choose from "

@@ -160,18 +160,19 @@ class _Absent:
 ABSENT = _Absent()
 
 
+def json_object(line: str, file: Path, row: int) -> dict[str, object]:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"invalid JSON ({exc.msg})", file=str(file), row=row) from None
+    if not isinstance(obj, dict):
+        raise DataError("each line must be a JSON object", file=str(file), row=row)
+    return obj
+
+
 def _read_jsonl(p: Path) -> pd.DataFrame:
-    rows = []
-    for i, line in enumerate(read_text_lines(p, "data.path"), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"invalid JSON ({exc.msg})", file=str(p), row=i) from None
-        if not isinstance(obj, dict):
-            raise DataError("each line must be a JSON object", file=str(p), row=i)
-        rows.append(obj)
+    lines = enumerate(read_text_lines(p, "data.path"), start=1)
+    rows = [json_object(line, p, i) for i, line in lines if line.strip()]
     keys = list(dict.fromkeys(k for row in rows for k in row))
     return pd.DataFrame([{k: row.get(k, ABSENT) for k in keys} for row in rows], columns=keys)
 

@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 TIDY = ["item_id", "system", "source", "references", "candidate"]
 HUMAN_PREFIX = "human_"
 METRIC_PREFIX = "metric_"
+SYSTEM_PREFIX = "system_"  # a system-level score as given: one value on every row of a system
 AGGREGATIONS = ("mean", "median", "zscore")
 
 
@@ -141,16 +142,18 @@ def validate(df: pd.DataFrame, file: str, files: Sequence[object], name: str) ->
             file,
         )
     _check_item_spellings(df, file)
-    sources = df.groupby("item_id", sort=False)["source"].nunique()
-    bad = sources[sources > 1]
-    if len(bad):
-        item = bad.index[0]
-        raise origin_error(
-            f"item '{item}' has different source sentences in different rows",
-            df.loc[df.item_id == item, "origin"].iloc[1],
-            "source",
-            file,
-        )
+    for col in ["source", *(c for c in df.columns if str(c).startswith(SYSTEM_PREFIX))]:
+        key = "item_id" if col == "source" else "system"
+        if found := _first_difference(df, [key], col):
+            first, row = (df.iloc[k] for k in found)
+            raise origin_error(
+                f"{key} '{row[key]}' has {col} '{str(row[col])[:40]}' here and "
+                f"'{str(first[col])[:40]}' at {first.origin}; every row of one {key} must carry "
+                f"the same {col}",
+                row.origin,
+                col,
+                file,
+            )
     empty = df["candidate"].str.strip() == ""
     if empty.any():
         log.warning(
@@ -206,21 +209,26 @@ def _check_annotator_rows(
             annotator,
         )
     for column in [c for c in ("candidate", "source") if c in df]:
-        counts = df.groupby(keys, sort=False)[column].nunique()
-        bad = counts[counts > 1]
-        if bad.empty:
-            continue
-        item, system = bad.index[0]
-        rows = df[(df.item_id == item) & (df.system == system)]
-        texts = rows[column]
-        other = rows.loc[texts != texts.iloc[0]].iloc[0]
-        raise origin_error(
-            f"the annotator rows of (item_id, system) = ({item}, {system}) disagree on the "
-            f"{column} text: '{str(texts.iloc[0])[:40]}' here, '{str(other[column])[:40]}' at "
-            f"{other.origin}; every row of one item and system must carry the same text",
-            rows.origin.iloc[0],
-            column,
-        )
+        if found := _first_difference(df, keys, column):
+            first, other = (df.iloc[k] for k in found)
+            raise origin_error(
+                f"the annotator rows of (item_id, system) = ({first.item_id}, {first.system}) "
+                f"disagree on the {column} text: '{str(first[column])[:40]}' here, "
+                f"'{str(other[column])[:40]}' at {other.origin}; every row of one item and "
+                "system must carry the same text",
+                first.origin,
+                column,
+            )
+
+
+def _first_difference(df: pd.DataFrame, keys: list[str], column: str) -> tuple[int, int] | None:
+    """Positions of a group's first row and of the first row that differs in it (NaN == NaN)."""
+    groups = df.groupby(keys, sort=False)
+    starts = np.flatnonzero(groups.cumcount().to_numpy() == 0)[groups.ngroup().to_numpy()]
+    values = df[column].to_numpy()
+    differs = (values != values[starts]) & ~(pd.isna(values) & pd.isna(values[starts]))
+    at = np.flatnonzero(differs)
+    return (int(starts[at[0]]), int(at[0])) if len(at) else None
 
 
 def aggregate_annotators(
@@ -294,7 +302,8 @@ def tidy_table(
         human_cols = [(c, str(c)) for c in present if str(c).startswith(HUMAN_PREFIX)]
     else:
         human_cols = [(need(c, "human"), aspect_column(str(c))) for c in human]
-    score_cols = [*human_cols, *((c, str(c)) for c in present if str(c).startswith(METRIC_PREFIX))]
+    given = [c for c in present if str(c).startswith((METRIC_PREFIX, SYSTEM_PREFIX))]
+    score_cols = [*human_cols, *((c, str(c)) for c in given)]
     if annotator is not None:
         need(annotator, "annotator")
 
@@ -334,30 +343,35 @@ def human_columns(frame: pd.DataFrame) -> list[str]:
     return [c for c in frame.columns if str(c).startswith(HUMAN_PREFIX)]
 
 
-def line_records(
+def line_frame(
     outputs: Mapping[str, tuple[object, Sequence[str]]],
     sources: Sequence[str],
     references: Sequence[Sequence[str]],
-    human: Mapping[str, Mapping[str, Sequence[float]]],
+    scores: Mapping[str, Mapping[str, Sequence[float]]],
     keep: Sequence[int],
-) -> list[dict[str, Any]]:
-    """Rows of line-aligned files (``outputs``: system -> its file and lines): line i is item i."""
+) -> pd.DataFrame:
+    """Rows of line-aligned files (``outputs``: system -> its file and lines): line i is item i;
+    ``scores``: column -> system -> its scores, or one (a system-level score) for all its rows."""
     width = len(str(len(sources)))
-    records: list[dict[str, Any]] = []
-    for system, (file, candidates) in outputs.items():
-        for i in keep:
-            rec: dict[str, Any] = {
-                "item_id": str(i + 1).zfill(width),
-                "system": system,
-                "source": sources[i],
-                "references": [r[i] for r in references if r[i].strip()],
-                "candidate": candidates[i],
-            }
-            for col, per_system in human.items():
-                rec[col] = per_system[system][i] if system in per_system else math.nan
-            rec["origin"] = f"{file}:{i + 1}"
-            records.append(rec)
-    return records
+    records = [
+        {
+            "item_id": str(i + 1).zfill(width),
+            "system": system,
+            "source": sources[i],
+            "references": [r[i] for r in references if r[i].strip()],
+            "candidate": candidates[i],
+            "origin": f"{file}:{i + 1}",
+        }
+        for system, (file, candidates) in outputs.items()
+        for i in keep
+    ]
+    cells = {
+        col: np.concatenate(
+            [np.broadcast_to(v.get(s, [math.nan]), len(sources))[keep] for s in outputs]
+        )
+        for col, v in scores.items()
+    }
+    return pd.concat([pd.DataFrame.from_records(records), pd.DataFrame(cells)], axis=1)
 
 
 REPORT_COLUMNS = ["aspect", "system", "n_items", "n_rated", "coverage", "n_single_rating"]
@@ -370,16 +384,14 @@ def human_report(segments: pd.DataFrame) -> pd.DataFrame:
     rows = []
     groups: list[tuple[Any, Any]] = [("(all)", slice(None)), *row_groups(segments["system"])]
     for aspect in aspects:
-        counts = f"n_{aspect}"
         column = segments[aspect].to_numpy(dtype=float)
-        ones: np.ndarray | None = None
-        if counts in segments:
-            ones = (segments[counts] == 1).fillna(False).to_numpy(dtype=bool)
+        counts = segments.get(f"n_{aspect}", pd.Series(0, index=segments.index))
+        ones = (counts == 1).to_numpy(dtype=bool)  # rows resting on one rating
         for group, at in groups:
             values = column[at]
             rated = values[np.isfinite(values)]
             system, n_items, n_rated = str(group), len(values), len(rated)
-            single = int(ones[at].sum()) if ones is not None else 0
+            single = int(ones[at].sum())
             coverage = n_rated / n_items if n_items else float("nan")
             constant = bool(n_rated > 0 and np.ptp(rated) == 0)
             mean = float(rated.mean()) if n_rated else float("nan")

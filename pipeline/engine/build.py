@@ -39,12 +39,10 @@ def build_metrics(
     cfg_metrics: Mapping[str, Any] | None, allow_external: bool = False
 ) -> dict[str, Metric]:
     """Those on an encoder share one :class:`Encoders`, never another run's."""
-    if not cfg_metrics:
-        raise ConfigError("no metrics selected; e.g. 'metrics=[bleu,chrf]'")
     encoders = Encoders()
     metrics = {
         str(key): build_metric(str(key), node, allow_external, encoders)
-        for key, node in cfg_metrics.items()
+        for key, node in (cfg_metrics or {}).items()
         if node is not None
     }
     # two metrics giving one column (``rouge2``, ``rougeN`` with ``n: 2``) would overwrite scores

@@ -87,6 +87,22 @@ GOLD: dict[str, dict[str, list[float | None]]] = {
         "sysB": [40.5, 30.0, None, None, 35.0],
     },
 }
+# metric-scores/<lp>/: seg scores (None: a missing score), a reference-free metric, one read
+# only with refB, one lacking sysC and the human "systems" (scored 0), one with system scores only
+METRICS: dict[str, dict[str, list[float | None]]] = {
+    "COMET-refA.seg": {
+        "sysA": [0.9, 0.8, 0.85, 0.7, 0.95],
+        "sysB": [0.3, 0.2, None, 0.4, 0.25],
+        "sysC": [0.8, 0.75, 0.7, 0.65, 0.6],
+        "refB": [0.9, 0.9, 0.8, 0.8, 0.9],
+        "synthetic_ref": [1.0, 1.0, 1.0, 1.0, 1.0],
+    },
+    "COMET-refA.sys": {"sysA": [0.5], "sysB": [0.1], "sysC": [0.4], "refB": [0.9]},
+    "COMET-refB.seg": {s: [9.0] * 5 for s in ("sysA", "sysB", "sysC", "refA", "synthetic_ref")},
+    "CometKiwi-src.seg": {s: [0.1 * k, 0.2, 0.3, 0.4 * k, 0.5] for k, s in enumerate(SYSTEMS)},
+    "BLEU-refA.seg": {"sysA": [50.0, 40.0, 30.0, 20.0, 10.0], "sysB": [5.0, 4.0, 3.0, 2.0, 1.0]},
+    "MetricX-refA.sys": {s: [-1.0 - k] for k, s in enumerate(SYSTEMS)},
+}
 DOMAINS = ["news", "news", "speech", "speech", "social"]
 # WMT23 en-de's outlier, named as a user reproducing WMT's results would
 OUT = ["synthetic_ref"]
@@ -116,6 +132,11 @@ def write_mtme(root: Path, name: str = "wmt23") -> Path:
         lines(folder / "human-scores" / f"{LP}.{gold}.seg.score", rows)
     lines(folder / "human-scores" / f"{LP}.mqm.sys.score", ["sysA\t-0.4", "sysB\t-9.5"])
     lines(folder / "human-scores" / "zh-en.mqm.seg.score", ["nobody\t1"])
+    (folder / "metric-scores" / LP).mkdir(parents=True)
+    for metric, per_system in METRICS.items():
+        rows = [f"{s}\t{'None' if v is None else v}" for s, vs in per_system.items() for v in vs]
+        lines(folder / "metric-scores" / LP / f"{metric}.score", rows)
+    lines(folder / "metric-scores" / LP / "COMET-refA.domain.score", ["news sysA 1"])
     lines(folder / "documents" / f"{LP}.docs", [f"{d} doc{i // 2}" for i, d in enumerate(DOMAINS)])
     return folder
 
@@ -182,7 +203,8 @@ def test_the_reference_is_the_named_one_or_the_first(
         path.unlink()
     caplog.clear()
     with caplog.at_level(logging.WARNING):
-        only = load_mtme(str(mtme), LP, gold="da-sqm", outliers=OUT)
+        # (refB's metric scores name a system that is gone now)
+        only = load_mtme(str(mtme), LP, gold="da-sqm", outliers=OUT, metric_scores="none")
     assert "using" not in caplog.text
     assert set(only["system"]) == {"sysA", "sysB", "sysC"}
 
