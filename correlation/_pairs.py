@@ -201,11 +201,11 @@ def _exact_in_float32(k: np.ndarray, mats: np.ndarray) -> bool:
 def kendall_b_from_item_weights(mats: np.ndarray, cells: np.ndarray, k: np.ndarray) -> np.ndarray:
     """Kendall's tau-b of the pooled sample for every row of item multiplicities ``k`` (B, n)."""
     total = k @ cells
-    # k' M k for the four matrices; the products are exact: integer counts far below 2**53
+    # k' M k for the four matrices, exact (integer counts far below 2**53); one product for all
     n = mats.shape[-1]
-    side = mats.transpose(1, 0, 2).reshape(n, -1)  # [M0 | M1 | M2 | M3]: one product for all
-    # exact: every entry of k M is an integer sum below 2**24, exact in float32 in any order:
-    # the same numbers at half the cost
+    side = mats.transpose(1, 0, 2).reshape(n, -1)  # [M0 | M1 | M2 | M3]
+    # exact in float32 too where every partial sum stays below 2**24: the same numbers at half
+    # the cost
     if _exact_in_float32(k, mats):
         km = (k.astype(np.float32) @ side.astype(np.float32)).astype(np.float64)
     else:
@@ -213,9 +213,7 @@ def kendall_b_from_item_weights(mats: np.ndarray, cells: np.ndarray, k: np.ndarr
     forms = np.einsum("bmi,bi->mb", km.reshape(k.shape[0], 4, n), k)
     discordant = forms[0] / 2.0
     n0 = (total * total - total) / 2.0
-    n1 = (forms[1] - total) / 2.0
-    n2 = (forms[2] - total) / 2.0
-    n3 = (forms[3] - total) / 2.0
+    n1, n2, n3 = (forms[1:] - total) / 2.0
     s = n0 - n1 - n2 + n3 - 2.0 * discordant
     with np.errstate(invalid="ignore", divide="ignore"):
         tau = s / np.sqrt((n0 - n1) * (n0 - n2))
