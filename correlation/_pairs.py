@@ -175,8 +175,7 @@ def item_pair_matrices(x: np.ndarray, y: np.ndarray, item: np.ndarray, n_items: 
         if ny <= nx:
             return _sweep_matrices(x, y, item, n_items)
         # discordance is symmetric in the two variables: sweep over x's ranks instead
-        swapped = _sweep_matrices(y, x, item, n_items)
-        return swapped[[0, 2, 1, 3]]
+        return _sweep_matrices(y, x, item, n_items)[[0, 2, 1, 3]]
     return _direct_matrices(x, y, item, n_items)
 
 
