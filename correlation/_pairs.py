@@ -175,18 +175,13 @@ def item_pair_matrices(x: np.ndarray, y: np.ndarray, item: np.ndarray, n_items: 
         if ny <= nx:
             return _sweep_matrices(x, y, item, n_items)
         # discordance is symmetric in the two variables: sweep over x's ranks instead
-        swapped = _sweep_matrices(y, x, item, n_items)
-        return swapped[[0, 2, 1, 3]]
+        return _sweep_matrices(y, x, item, n_items)[[0, 2, 1, 3]]
     return _direct_matrices(x, y, item, n_items)
 
 
 def _direct_matrices(x: np.ndarray, y: np.ndarray, item: np.ndarray, n_items: int) -> np.ndarray:
     cells = np.bincount(item, minlength=n_items)
-    upper = _upper_counts(
-        item_rows(np.asarray(x, dtype=np.float64), item, cells),
-        item_rows(np.asarray(y, dtype=np.float64), item, cells),
-        cells.astype(np.int64),
-    )
+    upper = _upper_counts(item_rows(x, item, cells), item_rows(y, item, cells), cells)
     full = upper + upper.transpose(0, 2, 1)
     for k in (1, 2, 3):
         full[k] += np.diag(cells.astype(np.float64))
@@ -205,11 +200,11 @@ def _exact_in_float32(k: np.ndarray, mats: np.ndarray) -> bool:
 def kendall_b_from_item_weights(mats: np.ndarray, cells: np.ndarray, k: np.ndarray) -> np.ndarray:
     """Kendall's tau-b of the pooled sample for every row of item multiplicities ``k`` (B, n)."""
     total = k @ cells
-    # k' M k for the four matrices; the products are exact: integer counts far below 2**53
+    # k' M k for the four matrices, exact (integer counts far below 2**53); one product for all
     n = mats.shape[-1]
-    side = mats.transpose(1, 0, 2).reshape(n, -1)  # [M0 | M1 | M2 | M3]: one product for all
-    # exact: every entry of k M is an integer sum below 2**24, exact in float32 in any order:
-    # the same numbers at half the cost
+    side = mats.transpose(1, 0, 2).reshape(n, -1)  # [M0 | M1 | M2 | M3]
+    # exact in float32 too where every partial sum stays below 2**24: the same numbers at half
+    # the cost
     if _exact_in_float32(k, mats):
         km = (k.astype(np.float32) @ side.astype(np.float32)).astype(np.float64)
     else:
@@ -217,9 +212,7 @@ def kendall_b_from_item_weights(mats: np.ndarray, cells: np.ndarray, k: np.ndarr
     forms = np.einsum("bmi,bi->mb", km.reshape(k.shape[0], 4, n), k)
     discordant = forms[0] / 2.0
     n0 = (total * total - total) / 2.0
-    n1 = (forms[1] - total) / 2.0
-    n2 = (forms[2] - total) / 2.0
-    n3 = (forms[3] - total) / 2.0
+    n1, n2, n3 = (forms[1:] - total) / 2.0
     s = n0 - n1 - n2 + n3 - 2.0 * discordant
     with np.errstate(invalid="ignore", divide="ignore"):
         tau = s / np.sqrt((n0 - n1) * (n0 - n2))
@@ -228,7 +221,7 @@ def kendall_b_from_item_weights(mats: np.ndarray, cells: np.ndarray, k: np.ndarr
     return np.where(const | (total < 2), np.nan, np.clip(tau, -1.0, 1.0))
 
 
-# resamples taken together by _spearman_sums: its inner loops run over them (vectorised), and
+# resamples taken together by spearman_sums: its inner loops run over them (vectorised), and
 # the mid-ranks of a block of resamples (groups x block) stay in cache; fewer where the groups
 # are many (the block's mid-ranks stay within _SPEARMAN_BLOCK_BYTES)
 _SPEARMAN_BLOCK = 64
@@ -236,13 +229,13 @@ _SPEARMAN_BLOCK_BYTES = 2**23
 
 
 def spearman_block(n_groups_x: int, n_groups_y: int) -> int:
-    """Resamples per block of :func:`_spearman_sums` for these numbers of tie groups."""
+    """Resamples per block of :func:`spearman_sums` for these numbers of tie groups."""
     fit = _SPEARMAN_BLOCK_BYTES // (8 * max(n_groups_x + n_groups_y, 1))
     return int(min(_SPEARMAN_BLOCK, max(1, fit)))
 
 
 @njit(cache=True, nogil=True)
-def _spearman_sums(
+def spearman_sums(
     x_items: np.ndarray,
     x_starts: np.ndarray,
     x_group: np.ndarray,
@@ -252,9 +245,6 @@ def _spearman_sums(
     item: np.ndarray,
     k: np.ndarray,
     width: int,
-    y_mid: np.ndarray,
-    y_sums: np.ndarray,
-    y_ready: bool,
 ) -> np.ndarray:
     """Per resample (rows of item multiplicities ``k``): total weight, the weighted cross sum of
     mid-ranks, the weighted sums of squared mid-ranks in x and y, and how many tie groups of x
@@ -262,32 +252,24 @@ def _spearman_sums(
     position of every group of tied x values (plus the end), ``x_group`` each cell's group.
 
     Blocks of ``width`` resamples (:func:`spearman_block`), resamples innermost: each resample's
-    sums take the same operations in the same order as alone (the same numbers). The y side,
-    ``y_mid`` (blocks, y groups, width) and ``y_sums``, is read with ``y_ready``, else filled for
-    the caller to keep for the next x (a one-block ``y_mid`` is a reused buffer)."""
+    sums take the same operations in the same order as alone (the same numbers)."""
     n_res, n_items = k.shape
     out = np.zeros((6, n_res))
     # the block's weights as (items, resamples): a cell's weights side by side
     kt = np.empty((n_items, width))
     mid_x = np.empty((x_starts.size - 1, width))
+    mid_y = np.empty((y_starts.size - 1, width))
     gw = np.empty(width)
     below = np.empty(width)
     squares = np.empty(width)
     present = np.empty(width)
     cross = np.empty(width)
-    for block, b0 in enumerate(range(0, n_res, width)):
+    for b0 in range(0, n_res, width):
         nb = min(width, n_res - b0)
         for i in range(n_items):
             for j in range(nb):
                 kt[i, j] = k[b0 + j, i]
-        mid_y = y_mid[block if y_mid.shape[0] > 1 else 0]
         for side in range(2):
-            if side == 1 and y_ready:
-                for j in range(nb):
-                    out[0, b0 + j] = y_sums[0, b0 + j]
-                    out[3, b0 + j] = y_sums[1, b0 + j]
-                    out[5, b0 + j] = y_sums[2, b0 + j]
-                continue
             items = x_items if side == 0 else y_items
             starts = x_starts if side == 0 else y_starts
             mid = mid_x if side == 0 else mid_y
@@ -311,10 +293,6 @@ def _spearman_sums(
                 out[0, b0 + j] = below[j]
                 out[2 + side, b0 + j] = squares[j]
                 out[4 + side, b0 + j] = present[j]
-                if side == 1:
-                    y_sums[0, b0 + j] = below[j]
-                    y_sums[1, b0 + j] = squares[j]
-                    y_sums[2, b0 + j] = present[j]
         cross[:] = 0.0
         for c in range(item.size):
             row = kt[item[c]]
@@ -325,15 +303,6 @@ def _spearman_sums(
         for j in range(nb):
             out[1, b0 + j] = cross[j]
     return out
-
-
-def spearman_y_buffers(
-    n_groups_y: int, n_resamples: int, width: int, keep: bool
-) -> tuple[np.ndarray, np.ndarray]:
-    """Empty ``y_mid`` and ``y_sums`` for :func:`_spearman_sums`: every block's mid-ranks where
-    they are to be kept, else one block's."""
-    blocks = -(-n_resamples // width) if keep else 1
-    return np.empty((blocks, n_groups_y, width)), np.empty((3, n_resamples))
 
 
 @njit(cache=True, nogil=True)

@@ -43,10 +43,6 @@ from paraeval.correlation.weighted import pair_statistic
 
 SystemMetricFn = Callable[[np.ndarray], np.ndarray]
 
-# ---------------------------------------------------------------------------------------------
-# Resampled values at each level.
-# ---------------------------------------------------------------------------------------------
-
 
 def _segment_values(
     m: np.ndarray, h: np.ndarray, coef: Coefficient, res: Resamples, memo: Memo | None

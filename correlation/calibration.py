@@ -57,8 +57,7 @@ class ItemPairs:
     @property
     def inv_pairs(self) -> np.ndarray:
         """1 / pairs of each item (0 for an item without a pair): each pair's share of its item."""
-        has = self.per_item > 0
-        return np.where(has, 1.0 / np.maximum(self.per_item, 1.0), 0.0)
+        return np.where(self.per_item > 0, 1.0 / np.maximum(self.per_item, 1.0), 0.0)
 
 
 def item_pairs(
@@ -131,8 +130,8 @@ def calibration(pairs: ItemPairs, variant: Variant) -> Calibration:
 
 def best_threshold(cal: Calibration) -> tuple[float, float]:
     """(the largest sum over items, the smallest threshold reaching it) without resampling."""
-    cum = float(cal.base.sum()) + np.cumsum(cal.change)[cal.ends]
-    values = np.concatenate([[float(cal.base.sum())], cum])
+    base = float(cal.base.sum())
+    values = np.concatenate([[base], base + np.cumsum(cal.change)[cal.ends]])
     thresholds = np.concatenate([[0.0], cal.threshold[cal.ends]])
     best = values.max()
     first = int(np.flatnonzero(values >= best - TOLERANCE)[0])

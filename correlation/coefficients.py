@@ -1,19 +1,11 @@
-"""Correlation coefficients between metric scores and human scores, with one explicit NaN policy,
-and their descriptors (:class:`~correlation.values.Coefficient`; the table of them all is
-:mod:`correlation.catalog`). Weighted forms are in :mod:`correlation.weighted`, forms under many
-weightings in :mod:`correlation.fixed_pairs`, exact small-n p-values in :mod:`correlation.exact`.
-Every function returns ``(value, p_value)`` floats.
+"""Correlation coefficients between metric scores and human scores, ``(value, p_value)`` floats,
+and their descriptors (:class:`~correlation.values.Coefficient`, listed in
+:mod:`correlation.catalog`; their vectorised forms give the numbers of ``fn``).
 
 NaN policy (the same everywhere in :mod:`correlation`): pairs where either score is not finite are
 dropped; under 3 pairs (2 for Kendall) or a constant vector give ``(nan, nan)`` (recent scipy
-returns 0 or 1 for constant input, a made-up number in a correlation table). Score matrices are
-``(n_systems, n_items)`` with NaN for missing cells, as in mt-metrics-eval.
-
-Adding a coefficient: its descriptor (a :class:`Coefficient`) in :data:`catalog.COEFFICIENTS` and
-its test. The vectorised forms are speed-ups with the same numbers as the generic path (the tests
-compare them with ``fn`` on explicitly resampled data). ``correlate`` and the tables also take a
-:class:`Coefficient` outside the table or any callable ``(x, y) -> (value, p_value)`` (nlpstats
-style), treated as a vector coefficient at every level.
+returns 0 or 1 for constant input, a made-up number in a correlation table). Adding a
+coefficient: its descriptor in :data:`catalog.COEFFICIENTS` and its test.
 """
 
 from __future__ import annotations
@@ -27,16 +19,7 @@ import numpy as np
 from scipy import stats
 
 from paraeval.correlation.exact import EXACT_MAX_N, exact_kendall_p, exact_linear_p
-from paraeval.correlation.fixed_pairs import (
-    Groups,
-    kendall_b_by_items,
-    pearson_by_items,
-    pooled_kendall_b,
-    pooled_kendall_c,
-    pooled_pearson,
-    pooled_spearman,
-    spearman_by_items,
-)
+from paraeval.correlation.fixed_pairs import FixedPairs, Groups
 from paraeval.correlation.resamples import Resamples, cell_weights, chunks, counts, item_blocks
 from paraeval.correlation.values import NAN_RESULT, Coefficient, check_matrices
 from paraeval.correlation.weighted import (
@@ -85,9 +68,8 @@ def pearson(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     if _degenerate(xs, ys, 3):
         return NAN_RESULT
     res = stats.pearsonr(xs, ys)
-    if xs.size <= EXACT_MAX_N:
-        return float(res.statistic), exact_linear_p(xs, ys)
-    return float(res.statistic), float(res.pvalue)
+    p = exact_linear_p(xs, ys) if xs.size <= EXACT_MAX_N else float(res.pvalue)
+    return float(res.statistic), p
 
 
 def pearson_statistic(x: np.ndarray, y: np.ndarray) -> float:
@@ -116,10 +98,10 @@ def spearman(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     if _degenerate(xs, ys, 3):
         return NAN_RESULT
     res = stats.spearmanr(xs, ys)
-    if xs.size <= EXACT_MAX_N:
-        # ranks are fixed under re-pairing, so rho of every pairing is Pearson on the ranks
-        return float(res.statistic), exact_linear_p(stats.rankdata(xs), stats.rankdata(ys))
-    return float(res.statistic), float(res.pvalue)
+    if xs.size > EXACT_MAX_N:
+        return float(res.statistic), float(res.pvalue)
+    # ranks are fixed under re-pairing, so rho of every pairing is Pearson on the ranks
+    return float(res.statistic), exact_linear_p(stats.rankdata(xs), stats.rankdata(ys))
 
 
 def _kendall(x: np.ndarray, y: np.ndarray, variant: Literal["b", "c"]) -> tuple[float, float]:
@@ -130,9 +112,8 @@ def _kendall(x: np.ndarray, y: np.ndarray, variant: Literal["b", "c"]) -> tuple[
         # scipy warns when its exact p-value method falls back; the value itself is unaffected.
         warnings.simplefilter("ignore", RuntimeWarning)
         res = stats.kendalltau(xs, ys, variant=variant)
-    if xs.size <= EXACT_MAX_N:
-        return float(res.statistic), exact_kendall_p(xs, ys)
-    return float(res.statistic), float(res.pvalue)
+    p = exact_kendall_p(xs, ys) if xs.size <= EXACT_MAX_N else float(res.pvalue)
+    return float(res.statistic), p
 
 
 def kendall_b(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -235,10 +216,8 @@ def pairwise_accuracy(
     return float((counted & (dx == dy)).sum() / total), float("nan")
 
 
-# ---------------------------------------------------------------------------------------------
-# Kendall-like's forms for the bootstrap (every resample of a set) and the permutation test (a
-# batch of permuted metric matrices): ``Coefficient.segment_resampled`` and ``segment_batch``.
-# ---------------------------------------------------------------------------------------------
+# Kendall-like's forms for the bootstrap (``Coefficient.segment_resampled``: every resample of a
+# set) and the permutation test (``segment_batch``: a batch of permuted metric matrices)
 
 
 def kendall_like_segment_values(
@@ -300,28 +279,32 @@ PEARSON = Coefficient(
     "pearson",
     pearson,
     weighted=weighted_pearson,
-    pooled=pooled_pearson,
-    pooled_by_items=pearson_by_items,
+    pooled=FixedPairs.pearson,
+    pooled_by_items=FixedPairs.pearson_by_items,
     statistic=pearson_statistic,
 )
 SPEARMAN = Coefficient(
     "spearman",
     spearman,
     weighted=weighted_spearman,
-    pooled=pooled_spearman,
-    pooled_by_items=spearman_by_items,
+    pooled=FixedPairs.spearman,
+    pooled_by_items=FixedPairs.spearman_by_items,
     ordinal=True,
 )
 KENDALL_B = Coefficient(
     "kendall_b",
     kendall_b,
     weighted=weighted_kendall_b,
-    pooled=pooled_kendall_b,
-    pooled_by_items=kendall_b_by_items,
+    pooled=partial(FixedPairs.kendall, variant="b"),
+    pooled_by_items=FixedPairs.kendall_b_by_items,
     ordinal=True,
 )
 KENDALL_C = Coefficient(
-    "kendall_c", kendall_c, weighted=weighted_kendall_c, pooled=pooled_kendall_c, ordinal=True
+    "kendall_c",
+    kendall_c,
+    weighted=weighted_kendall_c,
+    pooled=partial(FixedPairs.kendall, variant="c"),
+    ordinal=True,
 )
 
 

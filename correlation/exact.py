@@ -6,11 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 EXACT_MAX_N = 8
-"""Up to this many pairs the p-values of Pearson, Spearman and Kendall come from the exact
-permutation distribution (all n! pairings enumerated: the numbers of
-scipy.stats.permutation_test with ``n_resamples=np.inf``); above it from scipy's large-sample
-approximations, which do not hold for a handful of systems (Spearman's p on 3 perfectly
-ordered systems is 0.0 by the t approximation, 1/3 exactly)."""
+"""Up to this many pairs the p-values of Pearson, Spearman and Kendall are exact; above it scipy's
+large-sample approximations, which do not hold for a handful of systems (Spearman's p on 3
+perfectly ordered systems is 0.0 by the t approximation, 1/3 exactly)."""
 
 
 def _all_pairings(n: int) -> np.ndarray:

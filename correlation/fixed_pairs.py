@@ -16,11 +16,10 @@ from typing import Literal
 import numpy as np
 
 from paraeval.correlation._pairs import (
-    _spearman_sums,
     item_pair_matrices,
     kendall_b_from_item_weights,
     spearman_block,
-    spearman_y_buffers,
+    spearman_sums,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -131,7 +130,6 @@ class FixedPairs:
         self.y = np.asarray(y, dtype=float)
         self.n = self.x.size
         self.n_resamples = n_resamples
-        self._kendall: tuple[np.ndarray, np.ndarray, _InversionPlan] | None = None
         # (item array, n_items, pair matrices) of the last kendall_b_by_items call
         self._item_mats: tuple[np.ndarray, int, np.ndarray] | None = None
 
@@ -153,16 +151,13 @@ class FixedPairs:
         ys = (y - y.mean()) / sy
         return np.stack([np.ones_like(xs), xs, ys, xs * xs, ys * ys, xs * ys], axis=0)
 
+    @cached_property
     def _kendall_plan(self) -> tuple[np.ndarray, np.ndarray, _InversionPlan]:
-        if self._kendall is None:
-            order = np.lexsort((self.y, self.x))
-            xo, yo = self.x[order], self.y[order]
-            new = np.ones(self.n, dtype=bool)
-            new[1:] = (xo[1:] != xo[:-1]) | (yo[1:] != yo[:-1])
-            joint_starts = np.flatnonzero(new)
-            v = self.gy.group[order]
-            self._kendall = (order, joint_starts, _InversionPlan(v))
-        return self._kendall
+        order = np.lexsort((self.y, self.x))
+        xo, yo = self.x[order], self.y[order]
+        new = np.ones(self.n, dtype=bool)
+        new[1:] = (xo[1:] != xo[:-1]) | (yo[1:] != yo[:-1])
+        return order, np.flatnonzero(new), _InversionPlan(self.gy.group[order])
 
     def _pearson(
         self, m: np.ndarray, total: np.ndarray, weights_of: Callable[[np.ndarray], np.ndarray]
@@ -198,33 +193,19 @@ class FixedPairs:
         total = item_w @ np.bincount(item, minlength=n_items).astype(np.float64)
         return self._pearson(m, total, lambda cols: item_w[cols].T[item])
 
-    def spearman_by_items(self, item: np.ndarray, item_w: np.ndarray) -> np.ndarray:
+    def spearman_by_items(self, item: np.ndarray, n_items: int, item_w: np.ndarray) -> np.ndarray:
         """Spearman's rho when every cell of item i weighs ``item_w[:, i]`` (item resampling):
         one compiled pass per resample over the tie groups instead of (cells, resamples) arrays.
         Same sums as :meth:`statistic`, and they are exact (half-integer ranks), so the same
         numbers."""
         item = np.asarray(item, dtype=np.int64)
+        sides = [
+            (item[g.order], np.append(g.starts, self.n).astype(np.int64), g.group.astype(np.int64))
+            for g in (self.gx, self.gy)
+        ]
         k = np.ascontiguousarray(item_w, dtype=np.float64)
-        y_items = item[self.gy.order]
-        y_starts = np.append(self.gy.starts, self.n).astype(np.int64)
-        y_group = self.gy.group.astype(np.int64)
         width = spearman_block(self.gx.n_groups, self.gy.n_groups)
-        y_mid, y_sums = spearman_y_buffers(self.gy.n_groups, len(k), width, False)
-        sums = _spearman_sums(
-            item[self.gx.order],
-            np.append(self.gx.starts, self.n).astype(np.int64),
-            self.gx.group.astype(np.int64),
-            y_items,
-            y_starts,
-            y_group,
-            item,
-            k,
-            width,
-            y_mid,
-            y_sums,
-            False,
-        )
-        total, cross, sq_x, sq_y, kx, ky = sums
+        total, cross, sq_x, sq_y, kx, ky = spearman_sums(*sides[0], *sides[1], item, k, width)
         centre = total * ((total + 1.0) / 2.0) ** 2
         with np.errstate(invalid="ignore", divide="ignore"):
             vx, vy = sq_x - centre, sq_y - centre
@@ -288,7 +269,7 @@ class FixedPairs:
         """Kendall's tau-b or tau-c under each column of weights ``wt`` (n, B): shape (B,)."""
         wt, total = self._totals(wt)
         with np.errstate(invalid="ignore", divide="ignore"):
-            order, joint_starts, plan = self._kendall_plan()
+            order, joint_starts, plan = self._kendall_plan
             wo = wt[order]
             discordant = plan.count(wo)
             gwx = self.gx.weights(wt)
@@ -320,38 +301,3 @@ def _item_pairs_pay_off(cells: np.ndarray, n_resamples: int) -> bool:
         and n_items * int(cells.max(initial=0)) <= max(2 * n_cells, 2**20)
         and n_cells <= 4 * n_resamples * max(np.log2(max(n_cells, 2)), 1.0)
     )
-
-
-# the forms of the catalog's coefficients (``Coefficient.pooled`` and ``pooled_by_items``)
-def pooled_pearson(pairs: FixedPairs, wt: np.ndarray) -> np.ndarray:
-    return pairs.pearson(wt)
-
-
-def pooled_spearman(pairs: FixedPairs, wt: np.ndarray) -> np.ndarray:
-    return pairs.spearman(wt)
-
-
-def pooled_kendall_b(pairs: FixedPairs, wt: np.ndarray) -> np.ndarray:
-    return pairs.kendall(wt, "b")
-
-
-def pooled_kendall_c(pairs: FixedPairs, wt: np.ndarray) -> np.ndarray:
-    return pairs.kendall(wt, "c")
-
-
-def pearson_by_items(
-    pairs: FixedPairs, item: np.ndarray, n_items: int, item_w: np.ndarray
-) -> np.ndarray:
-    return pairs.pearson_by_items(item, n_items, item_w)
-
-
-def spearman_by_items(
-    pairs: FixedPairs, item: np.ndarray, n_items: int, item_w: np.ndarray
-) -> np.ndarray:
-    return pairs.spearman_by_items(item, item_w)
-
-
-def kendall_b_by_items(
-    pairs: FixedPairs, item: np.ndarray, n_items: int, item_w: np.ndarray
-) -> np.ndarray | None:
-    return pairs.kendall_b_by_items(item, n_items, item_w)

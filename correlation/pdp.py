@@ -52,8 +52,7 @@ def pdp(metric: np.ndarray, human: np.ndarray) -> tuple[float, float]:
     h = np.atleast_2d(np.asarray(human, dtype=float))
     if m.shape != h.shape:
         raise ValueError(f"metric and human scores differ in shape: {m.shape} vs {h.shape}")
-    sums = [s.sum() for s in item_sums(m, h)]
-    return float(_ratio(*(np.asarray(s) for s in sums))), float("nan")
+    return float(_ratio(*(np.asarray(s.sum()) for s in item_sums(m, h)))), float("nan")
 
 
 def _resampled(metric: np.ndarray, human: np.ndarray, res: Resamples) -> np.ndarray | None:

@@ -40,11 +40,9 @@ def draw_resamples(
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be at least 1, got {n_resamples}")
     item_idx = _draw_indices(rng, n_items, n_resamples) if unit in ("items", "both") else None
-    sys_idx = (
-        rng.integers(0, n_systems, size=(n_resamples, n_systems))
-        if unit in ("systems", "both")
-        else None
-    )
+    sys_idx = None
+    if unit in ("systems", "both"):
+        sys_idx = rng.integers(0, n_systems, size=(n_resamples, n_systems))
     return Resamples(n_resamples, sys_idx, item_idx)
 
 

@@ -61,9 +61,8 @@ def item_mean_23(
     ``epsilon`` is used. NaN where no item has a pair.
     """
     m = np.asarray(metric, dtype=float)
-    h = np.asarray(human, dtype=float)
     w = np.ones((1, m.shape[1])) if item_w is None else np.asarray(item_w, dtype=float)
-    pairs = _pairs(m, h, sample_rate, seed)
+    pairs = _pairs(m, human, sample_rate, seed)
     rows = w @ (pairs.per_item > 0).astype(float)  # items with pairs, with their multiplicity
     with np.errstate(invalid="ignore", divide="ignore"):
         if not calibrate or pairs.dm.size == 0:
@@ -86,9 +85,7 @@ def calibrated_epsilon(
 ) -> tuple[float, float]:
     """(best value, smallest epsilon reaching it) of tie calibration at the item level of two
     ``(n_systems, n_items)`` matrices (for a vector, pass it as one column)."""
-    m = np.asarray(metric, dtype=float)
-    h = np.asarray(human, dtype=float)
-    pairs = _pairs(m, h, sample_rate, seed)
+    pairs = _pairs(metric, human, sample_rate, seed)
     if pairs.dm.size == 0:
         return float("nan"), float("nan")
     total, eps = best_threshold(calibration(pairs, variant))
@@ -109,12 +106,12 @@ def pair_values_23(
     pair of systems inside each item: what mt-metrics-eval's ``PairwisePermutationSigDiff``
     swaps between two metrics, each keeping its own calibrated epsilon. Two metrics scored on
     the same cells list the same pairs in the same order."""
-    m = np.asarray(metric, dtype=float)
-    h = np.asarray(human, dtype=float)
     eps = epsilon
     if calibrate:
-        eps = calibrated_epsilon(m, h, variant=variant, sample_rate=sample_rate, seed=seed)[1]
-    pairs = item_pairs(m, h)
+        eps = calibrated_epsilon(
+            metric, human, variant=variant, sample_rate=sample_rate, seed=seed
+        )[1]
+    pairs = item_pairs(metric, human)
     if not np.isfinite(eps):
         return pairs.item, np.full(pairs.item.size, np.nan), pairs.per_item
     values = np.asarray(WEIGHTS[variant])[pair_kinds(pairs.dm, pairs.dh, eps)]
@@ -200,12 +197,7 @@ def _coefficient(
         item_values_fixed=partial(per_item_23, **settings),
         pair_values=partial(pair_values_23, **settings),
         williams=False,
-        options=(
-            ("calibrate", calibrate),
-            ("epsilon", float(epsilon)),
-            ("sample_rate", float(sample_rate)),
-            ("seed", seed),
-        ),
+        options=tuple((k, v) for k, v in sorted(settings.items()) if k != "variant"),
     )
 
 

@@ -62,15 +62,18 @@ def _weighted_pearson(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray
 
 
 def pair_midranks(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Mid-ranks of the expanded sample (value s repeated w_s times), for every position."""
-    sums = integer_midrank_sums(x, w)
-    if sums is not None:
-        below, tied = sums
-        return below + (tied + 1.0) / 2.0
-    less = (x[..., None, :] < x[..., :, None]).astype(float)
-    equal = (x[..., None, :] == x[..., :, None]).astype(float)
-    below = np.einsum("...st,...t->...s", less, w)
-    tied = np.einsum("...st,...t->...s", equal, w)
+    """Mid-ranks of the expanded sample (value s repeated w_s times), for every position. Integer
+    weights take the compiled pass (:func:`_pairs.midrank_sums`): exact sums, the same numbers
+    (comparisons with NaN are false in both forms)."""
+    laid = _integer_rows((x,), w, finite=False)
+    if laid is not None:
+        shape, (xs,), ws = laid
+        below, tied = (a.reshape(shape) for a in midrank_sums(xs, ws))
+    else:
+        less = (x[..., None, :] < x[..., :, None]).astype(float)
+        equal = (x[..., None, :] == x[..., :, None]).astype(float)
+        below = np.einsum("...st,...t->...s", less, w)
+        tied = np.einsum("...st,...t->...s", equal, w)
     return below + (tied + 1.0) / 2.0
 
 
@@ -190,20 +193,6 @@ def integer_pair_sums(
     return s.reshape(shape[:-1]), tied_x.reshape(shape[:-1]), tied_y.reshape(shape[:-1])
 
 
-def integer_midrank_sums(
-    x: np.ndarray, w: np.ndarray | float
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """:func:`pair_midranks`' two sums by the compiled pass (:func:`_pairs.midrank_sums`) where
-    the weights are integers (exact sums, the same numbers; comparisons with NaN are false in
-    both forms); None otherwise."""
-    laid = _integer_rows((x,), w, finite=False)
-    if laid is None:
-        return None
-    shape, (xs,), ws = laid
-    below, tied = midrank_sums(xs, ws)
-    return below.reshape(shape), tied.reshape(shape)
-
-
 def weighted_kendall_b(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
     return _weighted_kendall(x, y, w, "b")
 
@@ -240,9 +229,6 @@ def pair_kendall_like_counts(
     self_disc = np.diagonal(disc, axis1=-2, axis2=-1)
     d = ((ww * disc).sum(axis=(-2, -1)) - (w * self_disc).sum(axis=-1)) / 2.0
     return c, d
-
-
-# ---------------------------------------------------------------------------------------------
 
 
 def pair_statistic(

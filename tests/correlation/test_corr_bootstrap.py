@@ -149,7 +149,7 @@ def test_spearman_by_items_equals_the_cell_weight_path(n_resamples: int) -> None
     cs, ci = np.nonzero(ok)
     fixed = FixedPairs(metric[ok], human[ok])
     item_w = counts(res.item_idx, 40)
-    fast = fixed.spearman_by_items(ci, item_w)
+    fast = fixed.spearman_by_items(ci, 40, item_w)
     slow = fixed.spearman(cell_weights(item_w, None, n_resamples, ci, cs))
     np.testing.assert_array_equal(fast, slow)
     want = _explicit(metric, human, "segment", "spearman", res)
@@ -158,7 +158,7 @@ def test_spearman_by_items_equals_the_cell_weight_path(n_resamples: int) -> None
     )
     # a pool whose resamples can all be constant in x: NaN, as on the other path
     flat = FixedPairs(np.ones(ok.sum()), human[ok])
-    assert np.isnan(flat.spearman_by_items(ci, item_w)).all()
+    assert np.isnan(flat.spearman_by_items(ci, 40, item_w)).all()
 
 
 def test_system_metric_fn_recomputes_corpus_scores() -> None:
@@ -511,7 +511,7 @@ def test_spearman_by_items_equals_the_cell_weights_path(
     for k in range(3):
         metric = np.round(human + rng.normal(scale=1.0 + k, size=human.shape), 1)
         fixed = FixedPairs(metric.ravel(), human.ravel())
-        fast = fixed.spearman_by_items(ci, item_w)
+        fast = fixed.spearman_by_items(ci, 30, item_w)
         slow = fixed.spearman(cell_weights(item_w, None, 70, ci, cs))
         np.testing.assert_array_equal(fast, slow)
 
