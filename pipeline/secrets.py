@@ -46,11 +46,8 @@ def password_var(uri: str) -> str | None:
 
 def passwords(uri: str) -> list[tuple[str, str]]:
     """(environment variable or "", password) for each in ``uri`` (a sweep's ``a,b`` list)."""
-    out = []
-    for match in _USERINFO.finditer(uri):
-        scheme_uri = match["head"] + match["user"] + "@"
-        out.append((password_var(scheme_uri) or "", unquote(match["password"])))
-    return out
+    found = _USERINFO.finditer(uri)
+    return [(password_var(m["head"]) or "", unquote(m["password"])) for m in found]
 
 
 def client_credentials(uri: str) -> tuple[str, dict[str, str]]:

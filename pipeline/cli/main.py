@@ -72,13 +72,8 @@ def record(status: int) -> None:
 
 def worst(statuses: list[int]) -> int:
     """An interrupt's status, then :data:`SEVERITY`'s order; 0 when every job went well."""
-    interrupted = [s for s in statuses if s > 128]
-    if interrupted:
-        return interrupted[0]
-    for status in SEVERITY:
-        if status in statuses:
-            return status
-    return max(statuses, default=EXIT_OK)
+    ordered = [s for s in statuses if s > 128] + [s for s in SEVERITY if s in statuses]
+    return ordered[0] if ordered else max(statuses, default=EXIT_OK)
 
 
 @contextmanager
@@ -156,12 +151,8 @@ def _job(cfg: DictConfig, context: RunContext) -> None:
     finally:
         if worker:  # between jobs a worker is joblib's
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    if out in context.not_logged:
-        record(EXIT_NOT_LOGGED)
-    elif out in context.figures_missing:
-        record(EXIT_INCOMPLETE)
-    else:
-        record(EXIT_OK)
+    drawn = EXIT_INCOMPLETE if out in context.figures_missing else EXIT_OK
+    record(EXIT_NOT_LOGGED if out in context.not_logged else drawn)
     gc.freeze()
 
 

@@ -63,25 +63,15 @@ class LocalRay:
         command = str(here) if here.is_file() else shutil.which("ray")
         if command is None:
             raise ConfigError("engine=ray needs Ray's `ray` command: pip install 'paraeval[ray]'")
-        cmd = [
-            sys.executable,
-            "-m",
-            "paraeval.pipeline.lifetime",
-            command,
-            "start",
-            "--head",
-            "--block",
-            "--node-ip-address=127.0.0.1",
-            f"--port={port}",
-            "--include-dashboard=false",
-            "--disable-usage-stats",
-        ]
+        guarded = [sys.executable, "-m", "paraeval.pipeline.lifetime", command, "start", "--head"]
+        options = ["--block", "--node-ip-address=127.0.0.1", f"--port={port}"]
+        options += ["--include-dashboard=false", "--disable-usage-stats"]
         parent = os.getpid()
         self.address = f"127.0.0.1:{port}"
         # a file, not a pipe: Ray's command writes for as long as it runs, and nobody reads
         self._err = tempfile.TemporaryFile()  # noqa: SIM115 - closed by stop()
         self.process = subprocess.Popen(
-            cmd,
+            guarded + options,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -263,12 +253,8 @@ class RayEngine:
             log.info("engine=ray: Ray stopped in %.1f s", time.perf_counter() - start)
 
     def score_calls(self, metric: Metric, origin: Origin, calls: Calls) -> Later:
-        shards: list[Texts] = []
-        owners: list[int] = []
-        for k, (cands, refs, srcs) in enumerate(calls()):
-            for part in row_slices(len(cands), self.settings.rows_per_shard):
-                shards.append((cands[part], refs[part], srcs[part]))
-                owners.append(k)
+        rows = self.settings.rows_per_shard
+        shards, owners = cut((call, row_slices(len(call[0]), rows)) for call in calls())
         calls_n = max(owners, default=0) + 1
         asked = self._ask(metric, origin, ShardMode.SCORE, shards, owners, calls_n)
         return Later(lambda: joined(self._results(asked)))
@@ -282,12 +268,7 @@ class RayEngine:
             n = len(calls)
             whole = self._ask(metric, origin, ShardMode.SYSTEMS, list(calls), range(n), n)
             return Later(lambda: self._results(whole)).each(n)
-        shards: list[Texts] = []
-        owners: list[int] = []
-        for k, ((cands, refs, srcs), parts) in enumerate(zip(calls, bounds, strict=True)):
-            for part in parts:
-                shards.append((cands[part], refs[part], srcs[part]))
-                owners.append(k)
+        shards, owners = cut(zip(calls, bounds, strict=True))
         asked = self._ask(metric, origin, ShardMode.SCORE_SHARD, shards, owners, len(calls))
 
         def per_system() -> list[MetricResult]:
@@ -417,6 +398,12 @@ class RayEngine:
             wanted,
             have,
         )
+
+
+def cut(calls: Iterable[tuple[Texts, Iterable[slice]]]) -> tuple[list[Texts], list[int]]:
+    """Each call's texts cut at its slices; with each shard, the call it is of."""
+    parts = [(k, (c[p], r[p], s[p])) for k, ((c, r, s), slices) in enumerate(calls) for p in slices]
+    return [shard for _, shard in parts], [k for k, _ in parts]
 
 
 def _taken(scored: Any) -> tuple[list[dict[str, Any]], float]:

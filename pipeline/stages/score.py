@@ -124,14 +124,11 @@ class _Work:
 
     def store(self) -> None:
         """The results computed so far into the score cache: an interrupted run keeps them."""
-        left = []
         for metric, system, vs_source, later in self._fresh:
-            if not later.done:
-                left.append((metric, system, vs_source, later))
-            elif self.cache is not None:
+            if later.done and self.cache is not None:
                 texts = self.texts(system, vs_source)
                 self.cache.put(metric, *texts, later.get(), self.digest(system, vs_source))
-        self._fresh = left
+        self._fresh = [fresh for fresh in self._fresh if not fresh[3].done]
 
     def _compute(
         self, metric: Metric, vs_source: bool, systems: list[str], origin: Origin

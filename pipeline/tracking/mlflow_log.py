@@ -182,17 +182,10 @@ def dataset_input(payload: RunPayload, digest: str) -> Any:
     record = payload.record
     described = from_pandas(payload.dataset, name=record.data_name, digest=digest).to_dict()
     # as MLflow's local source: from_pandas given a path string matches two sources and warns
-    source_type, source = described["source_type"], described["source"]
     if record.data_source:
-        source_type, source = "local", json.dumps({"uri": record.data_source})
-    entity = Dataset(
-        name=described["name"],
-        digest=described["digest"],
-        source_type=source_type,
-        source=source,
-        schema=described.get("schema"),
-        profile=described.get("profile"),
-    )
+        described.update(source_type="local", source=json.dumps({"uri": record.data_source}))
+    fields = ("name", "digest", "source_type", "source", "schema", "profile")
+    entity = Dataset(**{k: described.get(k) for k in fields})  # type: ignore[arg-type]
     return DatasetInput(entity, tags=[InputTag("mlflow.data.context", "evaluation")])
 
 

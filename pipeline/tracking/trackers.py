@@ -83,13 +83,9 @@ class _StoreSettings(Tracker):
         experiment: str = "paraeval",
         run_name: str | None = None,
     ) -> None:
-        self._config: dict[str, Any] = {
-            "enabled": enabled,
-            "uri": uri,
-            "store_dir": store_dir,
-            "experiment": experiment,
-            "run_name": run_name,
-        }
+        self._config: dict[str, Any] = dict(
+            enabled=enabled, uri=uri, store_dir=store_dir, experiment=experiment, run_name=run_name
+        )
 
     @property
     def settings(self) -> dict[str, Any]:
