@@ -119,16 +119,16 @@ def test_segment_item_levels_soft_pairwise_accuracy_and_unconcerned_pairs_do_not
 
 
 def test_a_given_pair_resamples_systems_only() -> None:
-    changes = {"levels": ["system"], "coefficients": ["pearson"], "n_resamples": 200}
-    table = correlate(_aggregated(True)[1], correlation_settings(changes), np.random.default_rng(5))
+    only = {"levels": ["system"], "coefficients": ["pearson"]}
+    cfg = correlation_settings({**only, "n_resamples": 200})
+    table = correlate(_aggregated(True)[1], cfg, np.random.default_rng(5))
     # the system view draws after the table of segment scores, systems only
     rng = np.random.default_rng(5)
-    advance_like_correlate(_aggregated(False)[1], correlation_settings(changes), rng)
+    advance_like_correlate(_aggregated(False)[1], cfg, rng)
     x = np.array(list(GIVEN_X.values()))[:, None]
     q = np.array(list(GIVEN_Q.values()))[:, None]
-    del changes["n_resamples"]
     rows = correlation_table(
-        {"metric_x": x}, {"human_q": q}, **changes, n_resamples=200, unit="systems", rng=rng
+        {"metric_x": x}, {"human_q": q}, **only, n_resamples=200, unit="systems", rng=rng
     )
     row = _value(table, "metric_x", "human_q", "system", "pearson")
     assert (row["ci_low"], row["ci_high"]) == (rows[0]["ci_low"], rows[0]["ci_high"])
