@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -70,6 +70,8 @@ class Aggregated:
     systems: pd.DataFrame  # one row per system
     normalization: pd.DataFrame  # fitted parameters, one row per column
     columns: dict[str, ColumnInfo]
+    # columns and aspects whose system score is given (``system_<column>``), not computed
+    given: frozenset[str] = frozenset()
 
 
 def aggregate(scores: Scores, normalizer: Normalizer | None = None) -> Aggregated:
@@ -97,15 +99,17 @@ def aggregate(scores: Scores, normalizer: Normalizer | None = None) -> Aggregate
     systems = scores.corpus.copy()
     by_system = seg.groupby("system", sort=False)
     systems.insert(0, "n_items", by_system.size())
-    for group in AVERAGED_GROUPS:
-        if group in seg:
-            systems[group] = by_system[group].mean()
-    for col in human_columns(seg):
+    for col in [*(group for group in AVERAGED_GROUPS if group in seg), *human_columns(seg)]:
         systems[col] = by_system[col].mean()
     for col in [c for c in seg.columns if c.startswith("metric_")]:
         systems[col] = by_system[col].mean()
         columns.setdefault(col, ColumnInfo(col, "precomputed", True, f"{col}|precomputed"))
-    return Aggregated(seg, norm, systems, pd.DataFrame(params), columns)
+    # mt-metrics-eval's .sys.score: NaN for a system is no score, as a segment NaN is no score
+    prefixes = ("system_metric_", "system_human_")
+    given = [str(c).removeprefix("system_") for c in seg.columns if str(c).startswith(prefixes)]
+    for col in given:
+        systems[col] = by_system[f"system_{col}"].first()
+    return Aggregated(seg, norm, systems, pd.DataFrame(params), columns, frozenset(given))
 
 
 def without_systems(agg: Aggregated, systems: Collection[str]) -> Aggregated:
@@ -113,10 +117,5 @@ def without_systems(agg: Aggregated, systems: Collection[str]) -> Aggregated:
     if not systems:
         return agg
     keep = ~agg.segments["system"].isin(list(systems))
-    return Aggregated(
-        agg.segments[keep],
-        agg.normalized[keep],
-        agg.systems[~agg.systems.index.isin(list(systems))],
-        agg.normalization,
-        agg.columns,
-    )
+    rest = agg.systems[~agg.systems.index.isin(list(systems))]
+    return replace(agg, segments=agg.segments[keep], normalized=agg.normalized[keep], systems=rest)

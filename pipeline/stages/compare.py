@@ -210,7 +210,10 @@ def compare(
         lo_q, hi_q = (1 - cfg.confidence) / 2, 1 - (1 - cfg.confidence) / 2
         for col in columns:
             paired = col.scores
+            # a given system score has no items to resample: the systems ranked, never tested
+            checked = tested and col.name not in agg.given
             points = {s: paired.point(s) for s in systems}
+            points = agg.systems[col.name].to_dict() if col.name in agg.given else points
             res = boot.pop(col.name)
             rank, cluster = paired_bs_clusters(
                 {s: points[s] for s in ranked},
@@ -223,13 +226,13 @@ def compare(
                 p_ar[s] = p_value(stats, paired.ar_difference(baseline, s))
             for s in systems:
                 r = np.asarray(res[s], dtype=np.float64)
-                r = r[np.isfinite(r)] if tested else r[:0]
+                r = r[np.isfinite(r)] if checked else r[:0]
                 lo, hi = np.quantile(r, [lo_q, hi_q]) if r.size else (np.nan, np.nan)
-                untested = s == baseline or not tested
+                untested = s == baseline or not checked
                 p_bs = paired_bs_p(res[baseline], res[s], points[baseline], points[s])
                 values = [s, col.name, points[s], float(lo), float(hi), baseline]
                 values += [np.nan if untested else p_bs, np.nan if untested else p_ar[s]]
-                values += [cluster.get(s, np.nan) if tested else np.nan, rank.get(s, np.nan)]
+                values += [cluster.get(s, np.nan) if checked else np.nan, rank.get(s, np.nan)]
                 values += [s in controls, col.higher_is_better, n, f"{col.signature}|{signature}"]
                 rows.append(dict(zip(COMPARISON_COLUMNS, values, strict=True)))
     table = pd.DataFrame(rows, columns=COMPARISON_COLUMNS)

@@ -19,6 +19,7 @@ from paraeval.correlation import CORRELATION_COLUMNS, correlation_table, signifi
 from paraeval.correlation.bootstrap import is_segment_mean
 from paraeval.correlation.resamples import counts
 from paraeval.correlation.table import draw_table_resamples
+from paraeval.correlation.values import row_nanmean
 from paraeval.metrics.base import batched_corpus_fn
 from paraeval.pipeline.config.settings import CorrelationSettings
 from paraeval.pipeline.data.validate import human_columns, in_order
@@ -66,7 +67,7 @@ def _table_args(
     items = in_order(seg["item_id"])
     cols = correlated_columns(agg)
     matrices = to_matrices(seg, [*cols, *aspects], systems, items)
-    by_system = agg.systems.reindex(systems)
+    by_system = agg.systems.reindex(systems).drop(columns=[*agg.given])  # see system_view
     return (
         systems,
         items,
@@ -81,6 +82,26 @@ def _table_args(
             "rng": rng,
         },
     )
+
+
+def system_view(agg: Aggregated, args: Mapping[str, Any]) -> dict[str, Any]:
+    """``args`` on (systems x 1) matrices of system scores, given where given: a given score
+    has no items, so resampling them draws systems only."""
+
+    def column(name: str, matrix: np.ndarray) -> np.ndarray:
+        given = agg.systems[name] if name in agg.given else args["system_metrics"].get(name)
+        return (row_nanmean(matrix) if given is None else np.asarray(given, dtype=float))[:, None]
+
+    metrics = {c: column(c, m) for c, m in args["metrics"].items()}
+    humans = {a: column(a, h) for a, h in args["humans"].items()}
+    return {**args, "metrics": metrics, "humans": humans, "system_metrics": {}}
+
+
+def view_settings(cfg: CorrelationSettings) -> dict[str, Any]:
+    """Matrix coefficients (soft_pairwise_accuracy) keep the segment matrices."""
+    coefficients = [c for c in cfg.coefficients if c.matrix_system is None]
+    levels = [lv for lv in cfg.levels if lv == "system"]
+    return {"levels": levels, "coefficients": coefficients, "unit": "systems"}
 
 
 def _report_undefined(out: pd.DataFrame, n_systems: int) -> None:
@@ -158,19 +179,21 @@ def _correlate(
     systems, items, args = _table_args(agg, cfg, rng)
     metrics = args["metrics"]
     fns = system_metric_fns(scores, systems, items, list(metrics)) if scores else {}
+    opts = {"levels": cfg.levels, "coefficients": cfg.coefficients, "unit": cfg.unit, "ci": cfg.ci}
+    opts |= {"interval": cfg.interval, "n_resamples": cfg.n_resamples, "confidence": cfg.confidence}
     with ThreadPoolExecutor(max_workers=TABLE_WORKERS) as pool:
         rows = correlation_table(
             **args,
-            levels=cfg.levels,
-            coefficients=cfg.coefficients,
-            ci=cfg.ci,
-            interval=cfg.interval,
-            n_resamples=cfg.n_resamples,
-            confidence=cfg.confidence,
-            unit=cfg.unit,
+            **opts,
             system_metric_fns=resampling_fns(fns, metrics, args["system_metrics"]),
             map=pool.map,
         )
+        if agg.given:  # the system level of a pair with a given score: from the system view
+            view = correlation_table(**system_view(agg, args), **opts | view_settings(cfg))
+            by = {(r["metric"], r["aspect"], r["coefficient"]): r for r in view}
+            for i, r in enumerate(rows):
+                if r["level"] == "system" and agg.given & {r["metric"], r["aspect"]}:
+                    rows[i] = by.get((r["metric"], r["aspect"], r["coefficient"]), r)
     out = pd.DataFrame(rows)
     for col in CORRELATION_COLUMNS:
         if col not in out:
@@ -202,6 +225,8 @@ def row_keys(
     shared.update(json.dumps(rng.bit_generator.state, sort_keys=True, default=str).encode())
     shared.update(json.dumps([str(s) for s in agg.systems.index]).encode())
     shared.update(_frame_bytes(seg[["item_id", "system", *human_columns(seg)]]))
+    if agg.given:
+        shared.update(agg.systems[sorted(agg.given)].to_numpy(dtype=float).tobytes())
     keys: dict[str, str] = {}
     for col in correlated_columns(agg):
         info = agg.columns[col]
@@ -268,17 +293,14 @@ def advance_like_correlate(
     aspects = human_columns(seg)
     if not aspects or not correlated_columns(agg):
         return
-    draw_table_resamples(
-        rng,
-        len(aspects),
-        cfg.levels,
-        cfg.coefficient_names,
-        len(agg.systems.index),
-        seg["item_id"].nunique(),
-        cfg.n_resamples,
-        cfg.unit,
-        cfg.ci and cfg.interval != "fisher",
-    )
+    tables = [(cfg.levels, cfg.coefficient_names, cfg.unit, seg["item_id"].nunique())]
+    if agg.given:  # then the system view's, as _correlate draws them
+        tables.append((*view_settings(cfg).values(), 1))
+    n_sys, drawn = len(agg.systems.index), cfg.ci and cfg.interval != "fisher"
+    for levels, coefs, unit, n_items in tables:
+        draw_table_resamples(
+            rng, len(aspects), levels, coefs, n_sys, n_items, cfg.n_resamples, unit, drawn
+        )
 
 
 def significance(
@@ -288,13 +310,16 @@ def significance(
     sig = cfg.significance
     if sig is None or not human_columns(agg.segments):
         return pd.DataFrame()
+    args, unit = _table_args(agg, cfg, rng)[2], sig.unit
+    if agg.given and sig.level == "system" and sig.coefficient.matrix_system is None:
+        args, unit = system_view(agg, args), "systems"  # every pair on given scores where given
     rows = significance_table(
-        **_table_args(agg, cfg, rng)[2],
+        **args,
         level=sig.level,
         coefficient=sig.coefficient,
         method=sig.method,
         n_resamples=sig.n_resamples,
-        unit=sig.unit,
+        unit=unit,
         alpha=sig.alpha,
         alternative=sig.alternative,
         lower_is_better={c for c, info in agg.columns.items() if not info.higher_is_better},
