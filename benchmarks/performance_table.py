@@ -34,6 +34,7 @@ HEADER = (
 ORDER = (
     "bench_run",
     "bench_memory",
+    "bench_mtme",
     "bench_sweep",
     "bench_engine",
     "bench_syntactic",
