@@ -225,12 +225,10 @@ def render_summary(
         max_rows = ev.settings.report.max_rows
         t = ev.table
         console.print()
+        counts = f"{len(t)} rows, {t['item_id'].nunique()} items × {t['system'].nunique()} systems"
+        name = printable(ev.settings.data.name)
         console.print(
-            Text(
-                f"paraeval {__version__} · {printable(ev.settings.data.name)}: {len(t)} rows, "
-                f"{t['item_id'].nunique()} items × {t['system'].nunique()} systems · "
-                f"{len(ev.metrics)} metrics"
-            )
+            Text(f"paraeval {__version__} · {name}: {counts} · {len(ev.metrics)} metrics")
         )
         for line in (ev.roles.note(), ev.paraphrase.best if ev.paraphrase else ""):
             if line:
