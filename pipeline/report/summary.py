@@ -89,7 +89,6 @@ def system_columns(ev: Evaluation) -> tuple[list[str], int]:
 
 
 def paraphrase_block(ev: Evaluation, max_rows: int) -> Block | None:
-    """The headline table: a row per system, the controls last, labelled."""
     view = ev.paraphrase
     if view is None:
         return None
@@ -218,7 +217,6 @@ def render_summary(
     *,
     tables: bool = True,
 ) -> str:
-    """The summary as plain text, at most WIDTH columns wide."""
     buffer = io.StringIO()
     console = Console(file=buffer, width=WIDTH, color_system=None, highlight=False, emoji=False)
     if tables:

@@ -345,7 +345,6 @@ def ranking_tables(
 
 
 def comparison_tables(ev: Evaluation, style: FigureStyle) -> list[tuple[str, Markup]]:
-    """system_comparison.csv: every compared column, the group averages first."""
     if ev.compared is None or ev.compared.table.empty:
         return []
     return ranking_tables(ev, style, averages_first(ev.compared.table["metric"]))
