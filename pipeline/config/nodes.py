@@ -255,7 +255,6 @@ class TrackingSettings:
         return cls(None if target is None else str(target), options)
 
     def changed(self, changes: Mapping[str, object]) -> TrackingSettings:
-        """These settings with some keyword arguments changed (``{"uri": ...}``)."""
         return TrackingSettings(self.target, {**self.options, **changes})
 
 

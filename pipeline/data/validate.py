@@ -42,27 +42,26 @@ def _is_missing(value: Any) -> bool:
     return isinstance(value, str) and value.strip() == ""
 
 
-def _to_text(value: Any, *, file: str, row: int, column: str, allow_empty: bool) -> str:
+def _to_text(value: Any, file: str, row: int, column: str, allow_empty: bool) -> str:
+    where = {"file": file, "row": row, "column": column}
     if value is ABSENT:
         raise DataError(
             f"this line has no '{column}' key (other lines have one); give every line the key "
             'and use "" for an empty text',
-            file=file,
-            row=row,
-            column=column,
+            **where,
         )
     if _is_missing(value):
         if allow_empty:
             return ""
-        raise DataError("empty value", file=file, row=row, column=column)
+        raise DataError("empty value", **where)
     if isinstance(value, str | int | np.integer):
         return str(value)
     if isinstance(value, float | np.floating) and float(value).is_integer():
         return str(int(value))
-    raise DataError(f"expected text, got {type(value).__name__}", file=file, row=row, column=column)
+    raise DataError(f"expected text, got {type(value).__name__}", **where)
 
 
-def _to_refs(value: Any, *, file: str, row: int, column: str) -> list[str]:
+def _to_refs(value: Any, file: str, row: int, column: str) -> list[str]:
     if isinstance(value, np.ndarray):
         value = value.tolist()
     if isinstance(value, list | tuple):
@@ -80,13 +79,11 @@ def _to_refs(value: Any, *, file: str, row: int, column: str) -> list[str]:
             except json.JSONDecodeError:
                 return [value]
             if isinstance(parsed, list):
-                return _to_refs(parsed, file=file, row=row, column=column)
+                return _to_refs(parsed, file, row, column)
         return [value]
+    kind = type(value).__name__
     raise DataError(
-        f"expected a reference string or a list, got {type(value).__name__}",
-        file=file,
-        row=row,
-        column=column,
+        f"expected a reference string or a list, got {kind}", file=file, row=row, column=column
     )
 
 
@@ -100,19 +97,18 @@ def to_score(
         if nan_text is not None:
             nan_text.setdefault(column, []).append(f"{file}, row {row}")
         return float("nan")
+    where = {"file": file, "row": row, "column": column}
     if isinstance(value, bool):
-        raise DataError("expected a number, got a boolean", file=file, row=row, column=column)
+        raise DataError("expected a number, got a boolean", **where)
     try:
         number = float(value)
     except (TypeError, ValueError):
         raise DataError(
             f"expected a number, got '{str(value)[:40]}'; leave the cell empty for a missing score",
-            file=file,
-            row=row,
-            column=column,
+            **where,
         ) from None
     if math.isinf(number):
-        raise DataError("infinite score", file=file, row=row, column=column)
+        raise DataError("infinite score", **where)
     return number
 
 
@@ -311,14 +307,10 @@ def tidy_table(
     nan_text: dict[str, list[str]] = {}
     for row, rec in enumerate(raw.to_dict("records"), start=offset):
         out: dict[str, Any] = {
-            key: _to_text(rec[col], file=file, row=row, column=col, allow_empty=empty)
-            if col
-            else ""
+            key: _to_text(rec[col], file, row, col, empty) if col else ""
             for key, col, empty in text_cols
         }
-        out["references"] = [
-            ref for col in ref_cols for ref in _to_refs(rec[col], file=file, row=row, column=col)
-        ]
+        out["references"] = [ref for col in ref_cols for ref in _to_refs(rec[col], file, row, col)]
         for col, key in score_cols:
             out[key] = to_score(rec[col], file=file, row=row, column=col, nan_text=nan_text)
         if annotator is not None:

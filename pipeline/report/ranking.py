@@ -127,11 +127,9 @@ def ranking_layout(
         panels.append(Panel(metric, title, lower[metric], *arrays))
     longest = max(len(str(s)) for s in systems) + 1
     names = min(max(longest * NAME_CHAR_IN, NAMES_IN[0]), NAMES_IN[1])
-    columns, rows, pitch = _grid(len(systems), len(panels), names)
+    grid = _grid(len(systems), len(panels), names)  # columns, rows, pitch
     colors = system_colors(systems)
-    return RankingLayout(
-        tuple(systems), colors, baseline, tuple(panels), columns, rows, pitch, names
-    )
+    return RankingLayout(tuple(systems), colors, baseline, tuple(panels), *grid, names)
 
 
 def ranking_figure(result: Comparison, style: FigureStyle | None = None) -> Figure | None:

@@ -89,7 +89,6 @@ def system_columns(ev: Evaluation) -> tuple[list[str], int]:
 
 
 def paraphrase_block(ev: Evaluation, max_rows: int) -> Block | None:
-    """The headline table: a row per system, the controls last, labelled."""
     view = ev.paraphrase
     if view is None:
         return None
@@ -218,19 +217,16 @@ def render_summary(
     *,
     tables: bool = True,
 ) -> str:
-    """The summary as plain text, at most WIDTH columns wide."""
     buffer = io.StringIO()
     console = Console(file=buffer, width=WIDTH, color_system=None, highlight=False, emoji=False)
     if tables:
         max_rows = ev.settings.report.max_rows
         t = ev.table
         console.print()
+        counts = f"{len(t)} rows, {t['item_id'].nunique()} items × {t['system'].nunique()} systems"
+        name = printable(ev.settings.data.name)
         console.print(
-            Text(
-                f"paraeval {__version__} · {printable(ev.settings.data.name)}: {len(t)} rows, "
-                f"{t['item_id'].nunique()} items × {t['system'].nunique()} systems · "
-                f"{len(ev.metrics)} metrics"
-            )
+            Text(f"paraeval {__version__} · {name}: {counts} · {len(ev.metrics)} metrics")
         )
         for line in (ev.roles.note(), ev.paraphrase.best if ev.paraphrase else ""):
             if line:

@@ -24,13 +24,10 @@ DASH = "–"
 RIGHT_ALIGNED = ("p ", "interval")  # text columns that hold numbers
 _IDS = itertools.count(1)  # each table's id in the page: Styler's CSS selects its cells by it
 MIN_BEST, MAX_BEST = 3, 8  # the metrics an answer shows of the best cluster
+ALPHA_COLUMNS = ["aspect", "level", "coefficient", "chosen_alpha", "dev", "test"]
+ALPHA_COLUMNS += ["configured_alpha", "test_at_configured", "n_dev_items", "n_test_items"]
 ALPHA_HEADERS = {
-    "aspect": "aspect",
-    "level": "level",
-    "coefficient": "coefficient",
     "chosen_alpha": "α chosen on dev",
-    "dev": "dev",
-    "test": "test",
     "configured_alpha": "configured α",
     "test_at_configured": "test at the configured α",
     "n_dev_items": "dev items",
@@ -116,12 +113,8 @@ def agreement(ev: Evaluation) -> Agreement:
     if not sig.empty:
         sig = sig[(sig["coefficient"] == coefficient) & (sig["level"] == level)]
     info = ev.aggregated.columns if ev.aggregated is not None else {}
-    out = Agreement(
-        coefficient,
-        level,
-        Agreement.alpha if cfg.significance is None else cfg.significance.alpha,
-        str(sig["method"].iloc[0]) if not sig.empty else "",
-    )
+    alpha = Agreement.alpha if cfg.significance is None else cfg.significance.alpha
+    out = Agreement(coefficient, level, alpha, str(sig["method"].iloc[0]) if not sig.empty else "")
     for aspect, rows in sub.groupby("aspect", sort=False):
         sign = [-1.0 if m in info and not info[m].higher_is_better else 1.0 for m in rows["metric"]]
         frame = pd.DataFrame(
@@ -170,7 +163,7 @@ def alpha_choice(ev: Evaluation) -> pd.DataFrame:
         return pd.DataFrame()
     choice = ev.alpha_curve.choice.copy()
     choice["aspect"] = choice["aspect"].astype(str).str.removeprefix("human_")
-    return choice[list(ALPHA_HEADERS)].rename(columns=ALPHA_HEADERS)
+    return choice[ALPHA_COLUMNS].rename(columns=ALPHA_HEADERS)
 
 
 def digits(values: pd.Series) -> int:
@@ -224,7 +217,6 @@ def table(
         c
         for c in frame.columns
         if not pd.api.types.is_numeric_dtype(frame[c])
-        and not pd.api.types.is_bool_dtype(frame[c])
         and not str(c).startswith(RIGHT_ALIGNED)
         and c not in right
     ]
@@ -353,7 +345,6 @@ def ranking_tables(
 
 
 def comparison_tables(ev: Evaluation, style: FigureStyle) -> list[tuple[str, Markup]]:
-    """system_comparison.csv: every compared column, the group averages first."""
     if ev.compared is None or ev.compared.table.empty:
         return []
     return ranking_tables(ev, style, averages_first(ev.compared.table["metric"]))
@@ -439,10 +430,8 @@ def paraphrase_table(ev: Evaluation) -> Markup | None:
         return None
     t = view.table
     frame = pd.DataFrame({"system": t["system"].astype(str)})
-    frame["role"] = [
-        "control" if c else ("frontier" if f else "")
-        for c, f in zip(t["control"], t["frontier"], strict=True)
-    ]
+    roles = zip(t["control"], t["frontier"], strict=True)
+    frame["role"] = ["control" if c else ("frontier" if f else "") for c, f in roles]
     measures = ["adequacy", "diversity", "edit_distance", "paraphrase"]
     shown = []
     for m in [m for m in measures if m in t]:

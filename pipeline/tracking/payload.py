@@ -151,14 +151,10 @@ def dataset_label(name: str, files: Sequence[str]) -> str:
 
 
 def git_commit() -> str:
+    command = ["git", "rev-parse", "HEAD"]
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=Path(__file__).parent,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
+            command, cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5
         )
         return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):

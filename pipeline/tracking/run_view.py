@@ -230,7 +230,6 @@ def description(
 
 
 def system_line(system: str, role: str, values: Mapping[str, Any], paraphrase: pd.DataFrame) -> str:
-    """A system run's description: one line, its headline score."""
     text = f"{role.capitalize()} {_name(system)}"
     if {"system", "paraphrase", "cluster"} <= set(paraphrase):
         row = paraphrase[paraphrase["system"].astype(str) == system].to_dict("records")
