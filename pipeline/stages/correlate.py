@@ -5,10 +5,12 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import math
 import os
 import warnings
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,6 +24,7 @@ from paraeval.correlation.table import draw_table_resamples
 from paraeval.metrics.base import batched_corpus_fn
 from paraeval.pipeline.config.settings import CorrelationSettings
 from paraeval.pipeline.data.validate import human_columns, in_order
+from paraeval.pipeline.stages.limits import NO_LIMIT, Limit
 
 if TYPE_CHECKING:
     from paraeval.pipeline.stages.aggregate import Aggregated
@@ -139,38 +142,42 @@ def correlate(
     rng: np.random.Generator,
     scores: Scores | None = None,
     rows: CorrelationRows | None = None,
+    limit: Limit = NO_LIMIT,
 ) -> pd.DataFrame:
     """The rows of ``correlations.csv``; ``rows``: the run's cache of correlation rows."""
     if rows is not None:
-        out = _correlate_cached(agg, cfg, rng, scores, rows)
+        out = _correlate_cached(agg, cfg, rng, scores, rows, limit)
     else:
-        out = _correlate(agg, cfg, rng, scores)
+        out = _correlate(agg, cfg, rng, scores, limit)
     _report_undefined(out, len(agg.systems.index))
     _report_small_n(out, int(cfg.warn_below_n))
     return out
 
 
 def _correlate(
-    agg: Aggregated, cfg: CorrelationSettings, rng: np.random.Generator, scores: Scores | None
+    agg: Aggregated,
+    cfg: CorrelationSettings,
+    rng: np.random.Generator,
+    scores: Scores | None,
+    limit: Limit = NO_LIMIT,
 ) -> pd.DataFrame:
     if not human_columns(agg.segments):
         return pd.DataFrame(columns=list(CORRELATION_COLUMNS))
     systems, items, args = _table_args(agg, cfg, rng)
     metrics = args["metrics"]
     fns = system_metric_fns(scores, systems, items, list(metrics)) if scores else {}
+    table = partial(
+        correlation_table,
+        **args,
+        **{k: getattr(cfg, k) for k in ("levels", "coefficients", "ci", "interval", "confidence")},
+        unit=cfg.unit,
+        system_metric_fns=resampling_fns(fns, metrics, args["system_metrics"]),
+    )
     with ThreadPoolExecutor(max_workers=TABLE_WORKERS) as pool:
-        rows = correlation_table(
-            **args,
-            levels=cfg.levels,
-            coefficients=cfg.coefficients,
-            ci=cfg.ci,
-            interval=cfg.interval,
-            n_resamples=cfg.n_resamples,
-            confidence=cfg.confidence,
-            unit=cfg.unit,
-            system_metric_fns=resampling_fns(fns, metrics, args["system_metrics"]),
-            map=pool.map,
-        )
+        if metrics and cfg.ci and cfg.interval == "bootstrap":
+            what = ("the correlation table's bootstrap", "correlation.n_resamples", cfg.n_resamples)
+            limit.check(*what, _pilot(table, args, 1, map=pool.map), 1 / len(metrics))
+        rows = table(n_resamples=cfg.n_resamples, map=limit.counted(pool.map, "bootstrap"))
     out = pd.DataFrame(rows)
     for col in CORRELATION_COLUMNS:
         if col not in out:
@@ -225,6 +232,7 @@ def _correlate_cached(
     rng: np.random.Generator,
     scores: Scores | None,
     cache: CorrelationRows,
+    limit: Limit,
 ) -> pd.DataFrame:
     """Valid: ``correlation_table`` draws per (aspect, level) before any metric is looked at."""
     aspects = human_columns(agg.segments)
@@ -237,7 +245,7 @@ def _correlate_cached(
     if todo:
         sub = copy.copy(agg)
         sub.columns = {c: agg.columns[c] for c in todo}
-        fresh = _correlate(sub, cfg, rng, scores)
+        fresh = _correlate(sub, cfg, rng, scores, limit)
     else:
         # all cached: draw what the table would, so the generator ends as in an uncached run
         advance_like_correlate(agg, cfg, rng)
@@ -282,14 +290,16 @@ def advance_like_correlate(
 
 
 def significance(
-    agg: Aggregated, cfg: CorrelationSettings, rng: np.random.Generator
+    agg: Aggregated, cfg: CorrelationSettings, rng: np.random.Generator, limit: Limit = NO_LIMIT
 ) -> pd.DataFrame:
     """Pairwise tests between metrics' correlations with the same aspect, with clusters."""
     sig = cfg.significance
     if sig is None or not human_columns(agg.segments):
         return pd.DataFrame()
-    rows = significance_table(
-        **_table_args(agg, cfg, rng)[2],
+    args = _table_args(agg, cfg, rng)[2]
+    table = partial(
+        significance_table,
+        **args,
         level=sig.level,
         coefficient=sig.coefficient,
         method=sig.method,
@@ -300,7 +310,31 @@ def significance(
         lower_is_better={c for c, info in agg.columns.items() if not info.higher_is_better},
         early_stop=sig.early_stop,
     )
-    return pd.DataFrame(rows)
+    permuted = sig.n_resamples if sig.method == "permutation" else None
+    return pd.DataFrame(_tested(table, args, permuted, limit))
+
+
+def _tested(
+    table: Callable[..., list[dict[str, Any]]], args: dict[str, Any], n: int | None, limit: Limit
+) -> list[dict[str, Any]]:
+    """``table()``'s rows; ``n`` permutations' time checked first by a pilot on one pair."""
+    pairs = math.comb(len(args["metrics"]), 2)
+    if n is not None and pairs:
+        what = ("the significance test's permutations", "correlation.significance.n_resamples", n)
+        limit.check(*what, _pilot(table, args, 2, early_stop=None), 1 / pairs)
+    with limit.bar("metric pairs", pairs * len(args["humans"])) as bar:
+        return table(progress=bar.update)
+
+
+def _pilot(
+    table: Callable[..., object], args: dict[str, Any], size: int, **kw: Any
+) -> Callable[[int], object]:
+    """``table`` with k resamples on the first ``size`` metrics, drawing from a generator's copy."""
+    names = list(args["metrics"])[:size]
+    first = {
+        k: {m: args[k][m] for m in names if m in args[k]} for k in ("metrics", "system_metrics")
+    }
+    return lambda k: table(**first, n_resamples=k, rng=copy.deepcopy(args["rng"]), **kw)
 
 
 def resampling_fns(
