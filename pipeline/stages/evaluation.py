@@ -145,16 +145,12 @@ def correlated(ev: Evaluation) -> Aggregated:
     return without_systems(ev._agg, ev.roles.controls)
 
 
-def _limit(s: Settings) -> Limit:
-    return Limit(s.limits.max_stage_minutes, s.report.progress)
-
-
 def correlate_stage(ev: Evaluation) -> None:
     assert ev.scores is not None
     agg, settings = correlated(ev), ev.settings.correlation
     rng = np.random.default_rng(ev.settings.seed)
     rows = ev.cache.rows if ev.cache is not None else None
-    limit = _limit(ev.settings)
+    limit = Limit(ev.settings.limits.max_stage_minutes, ev.settings.report.progress)
     ev.correlations = correlate(agg, settings, rng, ev.scores, rows, limit)
     if ev.cache is not None:
         ev.run_metrics.update(ev.cache.metrics())
@@ -185,7 +181,7 @@ def compare_stage(ev: Evaluation) -> None:
     if ev.scores is None:
         return
     if ev.settings.compare is not None:
-        limit = _limit(ev.settings)
+        limit = Limit(ev.settings.limits.max_stage_minutes, ev.settings.report.progress)
         ev.compared = compare(ev.scores, ev._agg, ev.settings.compare, ev.roles.controls, limit)
     seed = ev.settings.compare.seed if ev.settings.compare is not None else ev.settings.seed
     rng = np.random.default_rng(seed)
