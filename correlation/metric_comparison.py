@@ -118,8 +118,10 @@ def significance_table(
     alternative: str = "two-sided",
     lower_is_better: Collection[str] = (),
     early_stop: EarlyStop | None = None,
+    progress: Callable[[int], object] | None = None,
 ) -> list[dict[str, Any]]:
-    """All metric pairs per aspect, with columns :data:`SIGNIFICANCE_COLUMNS`.
+    """All metric pairs per aspect, with columns :data:`SIGNIFICANCE_COLUMNS`; ``progress(1)``
+    as each pair's test completes.
 
     Metrics are compared by their agreement with the human score, whatever their direction: the
     scores of a metric in ``lower_is_better`` (TER, WMD) are negated for the comparison, as WMT
@@ -186,6 +188,8 @@ def significance_table(
             pair = (aspect, level, coef.name, a, b, flip[a] * ra, flip[b] * rb)
             adjusted = (flip[a] < 0, flip[b] < 0, p, method)
             pair_rows.append(dict(zip(SIGNIFICANCE_COLUMNS, (*pair, *adjusted), strict=False)))
+            if progress is not None:
+                progress(1)
         clusters = significance_clusters(values, pvalues, alpha)
         for row in pair_rows:
             row["cluster_a"] = clusters.get(row["metric_a"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 import socket
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -225,6 +226,20 @@ class ReportSettings:
         for key in ("print_tables", "progress", "parallel_figures"):
             boolean(v[key], f"report.{key}")
         return cls(**v)
+
+
+@dataclass(frozen=True)
+class LimitsSettings:
+    max_stage_minutes: float  # inf: null, no limit
+
+    @classmethod
+    def from_node(cls, node: Node) -> LimitsSettings:
+        minutes = required(node, cls, "limits")["max_stage_minutes"]
+        if minutes is not None and (not isinstance(minutes, int | float) or not minutes > 0):
+            raise ConfigError(
+                f"limits.max_stage_minutes must be a positive number, got {minutes!r}"
+            )
+        return cls(math.inf if minutes is None else float(minutes))
 
 
 @dataclass(frozen=True)

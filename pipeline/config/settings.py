@@ -30,6 +30,7 @@ from paraeval.pipeline.config.nodes import (
     CompareSettings,
     DataSettings,
     EngineSettings,
+    LimitsSettings,
     NormalizeSettings,
     ReportSettings,
     TrackingSettings,
@@ -74,6 +75,7 @@ class Settings:
     cache: CacheSettings | None  # None: no cache
     alpha_curve: AlphaCurveSettings
     report: ReportSettings
+    limits: LimitsSettings
     tracking: TrackingSettings
     engine: EngineSettings
     params: dict[str, str]  # the flattened resolved config, as MLflow params
@@ -105,6 +107,7 @@ class Settings:
             cache=CacheSettings.from_node(_node(tree, "cache")),
             alpha_curve=AlphaCurveSettings.from_node(_node(tree, "alpha_curve")),
             report=ReportSettings.from_node(_node(tree, "report")),
+            limits=LimitsSettings.from_node(_node(tree, "limits")),
             tracking=TrackingSettings.from_node(_node(tree, "tracking")),
             engine=engine,
             # MLflow params and the report: a tracking URI's password is left out

@@ -36,9 +36,12 @@ from paraeval.metrics.base import (
 from paraeval.pipeline.config.nodes import CompareSettings
 from paraeval.pipeline.data.validate import in_order
 from paraeval.pipeline.errors import ConfigError
+from paraeval.pipeline.stages.limits import NO_LIMIT, Limit
 from paraeval.pipeline.stages.roles import copy_rates
 
 if TYPE_CHECKING:
+    from tqdm import tqdm
+
     from paraeval.pipeline.stages.aggregate import Aggregated
     from paraeval.pipeline.stages.score import Scores
 
@@ -139,6 +142,7 @@ def _by_blocks(
     columns: list[_Column],
     blocks: Iterator[tuple[Any, ...]],
     fn: Callable[..., dict[str, np.ndarray]],
+    bar: tqdm | None = None,
 ) -> dict[str, dict[str, np.ndarray]]:
     """One array of the first block's type, so float32 sums stay float32."""
     out: dict[str, dict[str, np.ndarray]] = {col.name: {} for col in columns}
@@ -151,6 +155,8 @@ def _by_blocks(
                     held[s] = np.empty(n_rows, dtype=part.dtype)
                 held[s][rows] = part
         del block  # not alive while the next block is made
+        if bar is not None:
+            bar.update(rows.stop - rows.start)
     return out
 
 
@@ -168,7 +174,11 @@ def _corpus_value(metric: Metric, column: str, stats: np.ndarray) -> float:
 
 
 def compare(
-    scores: Scores, agg: Aggregated, cfg: CompareSettings, controls: Sequence[str] = ()
+    scores: Scores,
+    agg: Aggregated,
+    cfg: CompareSettings,
+    controls: Sequence[str] = (),
+    limit: Limit = NO_LIMIT,
 ) -> Comparison:
     """Resamples and paired tests follow sacrebleu step by step: BLEU/chrF/TER p-values equal
     ``sacrebleu --paired-bs/--paired-ar`` with ``SACREBLEU_SEED`` = the run's (non-zero) seed.
@@ -194,19 +204,27 @@ def compare(
         columns = _build_columns(scores, agg, systems, positions)
         others = [s for s in systems if s != baseline]
         ranked = [s for s in systems if s not in controls]
-        # a block of resamples at a time (each draw has its own generator: the order changes none)
-        boot = _by_blocks(
-            cfg.n_bootstrap,
-            columns,
-            bootstrap_blocks(n, cfg.n_bootstrap, cfg.seed),
-            lambda col, idx, counts: {s: col.scores.bootstrap(s, idx, counts) for s in systems},
-        )
-        trials = _by_blocks(
-            cfg.n_ar if tested and others else 0,
-            columns,
-            ar_blocks(n, cfg.n_ar, cfg.seed) if tested and others else iter(()),
-            lambda col, masks: col.scores.ar_stats(baseline, others, masks),
-        )
+        total = cfg.n_bootstrap + (cfg.n_ar if tested and others else 0)
+
+        def resample(k: int, cols: list[_Column], bar: tqdm | None = None) -> tuple[dict, dict]:
+            """``k`` resamples in the settings' mix, a block at a time (each draw has its own
+            generator: a pilot, or the order, changes none)."""
+            n_boot = -(-k * cfg.n_bootstrap // total)
+            boot = _by_blocks(
+                n_boot,
+                cols,
+                bootstrap_blocks(n, n_boot, cfg.seed),
+                lambda col, idx, counts: {s: col.scores.bootstrap(s, idx, counts) for s in systems},
+                bar,
+            )
+            blocks = ar_blocks(n, k - n_boot, cfg.seed) if k > n_boot else iter(())
+            ar = lambda col, masks: col.scores.ar_stats(baseline, others, masks)  # noqa: E731
+            return boot, _by_blocks(k - n_boot, cols, blocks, ar, bar)
+
+        what = ("the comparison's resamples", "compare.n_bootstrap + compare.n_ar", total)
+        limit.check(*what, partial(resample, cols=columns[:1]), 1 / max(len(columns), 1))
+        with limit.bar("comparison resamples", total) as bar:
+            boot, trials = resample(total, columns, bar)
         lo_q, hi_q = (1 - cfg.confidence) / 2, 1 - (1 - cfg.confidence) / 2
         for col in columns:
             paired = col.scores

@@ -5,10 +5,12 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import math
 import os
 import warnings
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -23,6 +25,7 @@ from paraeval.correlation.values import row_nanmean
 from paraeval.metrics.base import batched_corpus_fn
 from paraeval.pipeline.config.settings import CorrelationSettings
 from paraeval.pipeline.data.validate import human_columns, in_order
+from paraeval.pipeline.stages.limits import NO_LIMIT, Limit
 
 if TYPE_CHECKING:
     from paraeval.pipeline.stages.aggregate import Aggregated
@@ -160,19 +163,24 @@ def correlate(
     rng: np.random.Generator,
     scores: Scores | None = None,
     rows: CorrelationRows | None = None,
+    limit: Limit = NO_LIMIT,
 ) -> pd.DataFrame:
     """The rows of ``correlations.csv``; ``rows``: the run's cache of correlation rows."""
     if rows is not None:
-        out = _correlate_cached(agg, cfg, rng, scores, rows)
+        out = _correlate_cached(agg, cfg, rng, scores, rows, limit)
     else:
-        out = _correlate(agg, cfg, rng, scores)
+        out = _correlate(agg, cfg, rng, scores, limit)
     _report_undefined(out, len(agg.systems.index))
     _report_small_n(out, int(cfg.warn_below_n))
     return out
 
 
 def _correlate(
-    agg: Aggregated, cfg: CorrelationSettings, rng: np.random.Generator, scores: Scores | None
+    agg: Aggregated,
+    cfg: CorrelationSettings,
+    rng: np.random.Generator,
+    scores: Scores | None,
+    limit: Limit = NO_LIMIT,
 ) -> pd.DataFrame:
     if not human_columns(agg.segments):
         return pd.DataFrame(columns=list(CORRELATION_COLUMNS))
@@ -180,16 +188,17 @@ def _correlate(
     metrics = args["metrics"]
     fns = system_metric_fns(scores, systems, items, list(metrics)) if scores else {}
     opts = {"levels": cfg.levels, "coefficients": cfg.coefficients, "unit": cfg.unit, "ci": cfg.ci}
-    opts |= {"interval": cfg.interval, "n_resamples": cfg.n_resamples, "confidence": cfg.confidence}
+    opts |= {"interval": cfg.interval, "confidence": cfg.confidence}
+    fns_opt = {"system_metric_fns": resampling_fns(fns, metrics, args["system_metrics"])}
+    table = partial(correlation_table, **args, **opts, **fns_opt)
     with ThreadPoolExecutor(max_workers=TABLE_WORKERS) as pool:
-        rows = correlation_table(
-            **args,
-            **opts,
-            system_metric_fns=resampling_fns(fns, metrics, args["system_metrics"]),
-            map=pool.map,
-        )
+        if metrics and cfg.ci and cfg.interval == "bootstrap":
+            what = ("the correlation table's bootstrap", "correlation.n_resamples", cfg.n_resamples)
+            limit.check(*what, _pilot(table, args, 1, map=pool.map), 1 / len(metrics))
+        rows = table(n_resamples=cfg.n_resamples, map=limit.counted(pool.map, "bootstrap"))
         if agg.given:  # the system level of a pair with a given score: from the system view
-            view = correlation_table(**system_view(agg, args), **opts | view_settings(cfg))
+            view_opts = opts | view_settings(cfg) | {"n_resamples": cfg.n_resamples}
+            view = correlation_table(**system_view(agg, args), **view_opts)
             by = {(r["metric"], r["aspect"], r["coefficient"]): r for r in view}
             for i, r in enumerate(rows):
                 if r["level"] == "system" and agg.given & {r["metric"], r["aspect"]}:
@@ -250,6 +259,7 @@ def _correlate_cached(
     rng: np.random.Generator,
     scores: Scores | None,
     cache: CorrelationRows,
+    limit: Limit,
 ) -> pd.DataFrame:
     """Valid: ``correlation_table`` draws per (aspect, level) before any metric is looked at."""
     aspects = human_columns(agg.segments)
@@ -262,7 +272,7 @@ def _correlate_cached(
     if todo:
         sub = copy.copy(agg)
         sub.columns = {c: agg.columns[c] for c in todo}
-        fresh = _correlate(sub, cfg, rng, scores)
+        fresh = _correlate(sub, cfg, rng, scores, limit)
     else:
         # all cached: draw what the table would, so the generator ends as in an uncached run
         advance_like_correlate(agg, cfg, rng)
@@ -304,7 +314,7 @@ def advance_like_correlate(
 
 
 def significance(
-    agg: Aggregated, cfg: CorrelationSettings, rng: np.random.Generator
+    agg: Aggregated, cfg: CorrelationSettings, rng: np.random.Generator, limit: Limit = NO_LIMIT
 ) -> pd.DataFrame:
     """Pairwise tests between metrics' correlations with the same aspect, with clusters."""
     sig = cfg.significance
@@ -313,7 +323,8 @@ def significance(
     args, unit = _table_args(agg, cfg, rng)[2], sig.unit
     if agg.given and sig.level == "system" and sig.coefficient.matrix_system is None:
         args, unit = system_view(agg, args), "systems"  # every pair on given scores where given
-    rows = significance_table(
+    table = partial(
+        significance_table,
         **args,
         level=sig.level,
         coefficient=sig.coefficient,
@@ -325,7 +336,31 @@ def significance(
         lower_is_better={c for c, info in agg.columns.items() if not info.higher_is_better},
         early_stop=sig.early_stop,
     )
-    return pd.DataFrame(rows)
+    permuted = sig.n_resamples if sig.method == "permutation" else None
+    return pd.DataFrame(_tested(table, args, permuted, limit))
+
+
+def _tested(
+    table: Callable[..., list[dict[str, Any]]], args: dict[str, Any], n: int | None, limit: Limit
+) -> list[dict[str, Any]]:
+    """``table()``'s rows; ``n`` permutations' time checked first by a pilot on one pair."""
+    pairs = math.comb(len(args["metrics"]), 2)
+    if n is not None and pairs:
+        what = ("the significance test's permutations", "correlation.significance.n_resamples", n)
+        limit.check(*what, _pilot(table, args, 2, early_stop=None), 1 / pairs)
+    with limit.bar("metric pairs", pairs * len(args["humans"])) as bar:
+        return table(progress=bar.update)
+
+
+def _pilot(
+    table: Callable[..., object], args: dict[str, Any], size: int, **kw: Any
+) -> Callable[[int], object]:
+    """``table`` with k resamples on the first ``size`` metrics, drawing from a generator's copy."""
+    names = list(args["metrics"])[:size]
+    first = {
+        k: {m: args[k][m] for m in names if m in args[k]} for k in ("metrics", "system_metrics")
+    }
+    return lambda k: table(**first, n_resamples=k, rng=copy.deepcopy(args["rng"]), **kw)
 
 
 def resampling_fns(

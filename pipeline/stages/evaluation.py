@@ -24,6 +24,7 @@ from paraeval.pipeline.stages.alpha import AlphaCurve, compute_alpha_curve, curv
 from paraeval.pipeline.stages.cache import ScoreCache
 from paraeval.pipeline.stages.compare import COMPARISON_COLUMNS, SYSTEM_COLUMNS, Comparison, compare
 from paraeval.pipeline.stages.correlate import correlate, significance
+from paraeval.pipeline.stages.limits import Limit
 from paraeval.pipeline.stages.paraphrase_table import ParaphraseTable, paraphrase_table
 from paraeval.pipeline.stages.roles import Roles, find_roles
 from paraeval.pipeline.stages.score import Scores, build_metrics, score
@@ -149,14 +150,15 @@ def correlate_stage(ev: Evaluation) -> None:
     agg, settings = correlated(ev), ev.settings.correlation
     rng = np.random.default_rng(ev.settings.seed)
     rows = ev.cache.rows if ev.cache is not None else None
-    ev.correlations = correlate(agg, settings, rng, ev.scores, rows)
+    limit = Limit(ev.settings.limits.max_stage_minutes, ev.settings.report.progress)
+    ev.correlations = correlate(agg, settings, rng, ev.scores, rows, limit)
     if ev.cache is not None:
         ev.run_metrics.update(ev.cache.metrics())
-    ev.significance = significance(agg, settings, rng)
+    ev.significance = significance(agg, settings, rng, limit)
     if settings.include_controls == "both" and ev.roles.controls:
         # a generator of its own: the table without controls is the one a run without "both" has
         both = np.random.default_rng(ev.settings.seed)
-        ev.correlations_with_controls = correlate(ev._agg, settings, both, ev.scores)
+        ev.correlations_with_controls = correlate(ev._agg, settings, both, ev.scores, None, limit)
     if not ev.aspects and settings.levels:
         log.warning("%s", no_ratings_message(ev.table))
 
@@ -179,7 +181,8 @@ def compare_stage(ev: Evaluation) -> None:
     if ev.scores is None:
         return
     if ev.settings.compare is not None:
-        ev.compared = compare(ev.scores, ev._agg, ev.settings.compare, ev.roles.controls)
+        limit = Limit(ev.settings.limits.max_stage_minutes, ev.settings.report.progress)
+        ev.compared = compare(ev.scores, ev._agg, ev.settings.compare, ev.roles.controls, limit)
     seed = ev.settings.compare.seed if ev.settings.compare is not None else ev.settings.seed
     rng = np.random.default_rng(seed)
     ev.paraphrase = paraphrase_table(ev._agg, ev.compared, ev.roles, ev.scores.metrics, rng)
