@@ -70,16 +70,12 @@ def _shares(partial_sums: np.ndarray, totals: np.ndarray) -> np.ndarray:  # prag
     return p
 
 
-def _complete(m: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """The systems with any score and the items every one of them has on both sides, or None
-    where SPA is undefined."""
-    ok = np.isfinite(m) & np.isfinite(h)
+def _complete(ok: np.ndarray) -> tuple[np.ndarray, ...] | None:
+    """The index (``np.ix_``) of the systems with any score among the cells ``ok`` and of the
+    items every one of them has on both sides, or None where SPA is undefined."""
     rows = ok.any(axis=1)
-    m, h, ok = m[rows], h[rows], ok[rows]
-    cols = ok.all(axis=0)
-    if m.shape[0] < 2 or not cols.any():
-        return None
-    return m[:, cols], h[:, cols]
+    cols = ok[rows].all(axis=0)
+    return np.ix_(rows, cols) if rows.sum() >= 2 and cols.any() else None
 
 
 def _spa(ph: np.ndarray, pm: np.ndarray) -> float:
@@ -96,12 +92,37 @@ def soft_pairwise_accuracy_value(
 ) -> float:
     """SPA of two ``(n_systems, n_items)`` matrices; NaN with fewer than 2 systems or no item
     scored by all of them."""
-    kept = _complete(np.asarray(metric, dtype=float), np.asarray(human, dtype=float))
-    if kept is None:
-        return float("nan")
-    m, h = kept
-    signs = sign_matrix(m.shape[1], n_permutations, seed)
-    return _spa(pairwise_p_values(h, signs), pairwise_p_values(m, signs))
+    batch = np.asarray(metric, dtype=float)[None]
+    return float(soft_pairwise_accuracy_batch(batch, human, None, n_permutations, seed)[0])
+
+
+def soft_pairwise_accuracy_batch(
+    metrics: np.ndarray,
+    human: np.ndarray,
+    memo: Memo | None = None,
+    n_permutations: int = 1000,
+    seed: int = 4,
+) -> np.ndarray:
+    """SPA of each matrix of ``metrics`` (K, S, I), all missing the same cells (a permutation
+    test's hybrids), each the number :func:`soft_pairwise_accuracy_value` gives it. The signs
+    and the human's p-values are made once per ``memo`` (shared by the calls on one human
+    matrix), and one product of the signs with every matrix gives all partial sums (a column of
+    a product does not depend on the others)."""
+    ms = np.asarray(metrics, dtype=float)
+    h = np.asarray(human, dtype=float)
+    cells = _complete(np.isfinite(ms).all(axis=0) & np.isfinite(h))
+    if cells is None:
+        return np.full(ms.shape[0], np.nan)
+    memo = {} if memo is None else memo
+    if "spa" not in memo:
+        signs = sign_matrix(cells[1].size, n_permutations, seed)
+        memo["spa"] = signs, pairwise_p_values(h[cells], signs)
+    signs, ph = memo["spa"]
+    seg = np.ascontiguousarray(ms[:, cells[0], cells[1]], dtype=np.float32)
+    k, n_sys, n_items = seg.shape
+    partial_sums = signs @ seg.reshape(k * n_sys, n_items).T
+    blocks = np.ascontiguousarray(partial_sums.reshape(-1, k, n_sys).transpose(1, 0, 2))
+    return np.array([_spa(ph, _shares(p, t)) for p, t in zip(blocks, seg.sum(axis=2), strict=True)])
 
 
 def resampled_spa(
@@ -127,10 +148,10 @@ def resampled_spa(
     )
     out = np.full(res.n_resamples, np.nan)
     for b, mb, hb in resampled_matrices(m, h, res):
-        kept = _complete(mb, hb)
-        if kept is None:
+        cells = _complete(np.isfinite(mb) & np.isfinite(hb))
+        if cells is None:
             continue
-        mk, hk = kept
+        mk, hk = mb[cells], hb[cells]
         n = mk.shape[1]
         drawn = signs.get(n)
         if drawn is None:
@@ -138,12 +159,12 @@ def resampled_spa(
             if sum(v.nbytes for v in signs.values()) + drawn.nbytes <= _KEPT_SIGN_BYTES:
                 signs[n] = drawn
         mask = (np.isfinite(mb) & np.isfinite(hb)).tobytes()
-        cells = (b, hashlib.blake2b(mask, digest_size=16).digest())
-        ph = kept_human.get(cells)
+        key = (b, hashlib.blake2b(mask, digest_size=16).digest())
+        ph = kept_human.get(key)
         if ph is None:
             ph = pairwise_p_values(hk, drawn)
             if (len(kept_human) + 1) * ph.nbytes <= _KEPT_SIGN_BYTES:
-                kept_human[cells] = ph
+                kept_human[key] = ph
         out[b] = _spa(ph, pairwise_p_values(mk, drawn))
     return out
 
@@ -166,7 +187,7 @@ def soft_pairwise_accuracy_coefficient(*, n_permutations: int = 1000, seed: int 
         _vector_fn,
         levels=("system",),
         matrix_system=partial(
-            soft_pairwise_accuracy_value, n_permutations=n_permutations, seed=seed
+            soft_pairwise_accuracy_batch, n_permutations=n_permutations, seed=seed
         ),
         matrix_system_resampled=partial(resampled_spa, n_permutations=n_permutations, seed=seed),
         williams=False,

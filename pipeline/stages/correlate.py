@@ -282,24 +282,33 @@ def advance_like_correlate(
 
 
 def significance(
-    agg: Aggregated, cfg: CorrelationSettings, rng: np.random.Generator
+    agg: Aggregated,
+    cfg: CorrelationSettings,
+    rng: np.random.Generator,
+    draws: dict[tuple[str, ...], np.ndarray] | None = None,
 ) -> pd.DataFrame:
-    """Pairwise tests between metrics' correlations with the same aspect, with clusters."""
+    """Pairwise tests between metrics' correlations with the same aspect, with clusters: the
+    rows of every task in turn; ``draws`` receives each tested pair's permutation draws."""
     sig = cfg.significance
     if sig is None or not human_columns(agg.segments):
         return pd.DataFrame()
-    rows = significance_table(
-        **_table_args(agg, cfg, rng)[2],
-        level=sig.level,
-        coefficient=sig.coefficient,
-        method=sig.method,
-        n_resamples=sig.n_resamples,
-        unit=sig.unit,
-        alpha=sig.alpha,
-        alternative=sig.alternative,
-        lower_is_better={c for c, info in agg.columns.items() if not info.higher_is_better},
-        early_stop=sig.early_stop,
-    )
+    args = _table_args(agg, cfg, rng)[2]
+    lower = {c for c, info in agg.columns.items() if not info.higher_is_better}
+    rows: list[dict[str, Any]] = []
+    for task in sig.tasks:
+        rows += significance_table(
+            **args,
+            level=task.level,
+            coefficient=task.coefficient,
+            method=sig.method,
+            n_resamples=sig.n_resamples,
+            unit=task.unit,
+            alpha=sig.alpha,
+            alternative=sig.alternative,
+            lower_is_better=lower,
+            early_stop=sig.early_stop,
+            draws=draws,
+        )
     return pd.DataFrame(rows)
 
 

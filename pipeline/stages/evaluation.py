@@ -47,6 +47,8 @@ class Evaluation:
     # with correlation.include_controls=both: the correlations with the controls too
     correlations_with_controls: pd.DataFrame = field(default_factory=pd.DataFrame)
     significance: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # each tested pair's permutation draws, by (aspect, level, coefficient, metric_a, metric_b)
+    draws: dict[tuple[str, ...], np.ndarray] = field(default_factory=dict)
     humans: pd.DataFrame = field(default_factory=pd.DataFrame)
     compared: Comparison | None = None
     paraphrase: ParaphraseTable | None = None  # the headline: adequacy, diversity, both at once
@@ -152,7 +154,7 @@ def correlate_stage(ev: Evaluation) -> None:
     ev.correlations = correlate(agg, settings, rng, ev.scores, rows)
     if ev.cache is not None:
         ev.run_metrics.update(ev.cache.metrics())
-    ev.significance = significance(agg, settings, rng)
+    ev.significance = significance(agg, settings, rng, ev.draws)
     if settings.include_controls == "both" and ev.roles.controls:
         # a generator of its own: the table without controls is the one a run without "both" has
         both = np.random.default_rng(ev.settings.seed)
