@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
+from paraeval.correlation.ranking import RANKING_COLUMNS, metric_ranking
 from paraeval.metrics.base import Metric
 from paraeval.pipeline.config.settings import Settings
 from paraeval.pipeline.data.validate import HUMAN_PREFIX, human_columns, human_report
@@ -83,6 +84,22 @@ class Evaluation:
         if self.compared is None:
             return pd.DataFrame(columns=COMPARISON_COLUMNS)
         return self.compared.table
+
+    @property
+    def ranking(self) -> pd.DataFrame:
+        """``metric_ranking.csv``: every test's ranking, and the overall one over the tasks."""
+        sig, info = self.settings.correlation.significance, self._agg.columns
+        rows = metric_ranking(
+            self.correlations.to_dict("records"),
+            self.significance.to_dict("records"),
+            self.draws,
+            [(t.level, t.coefficient.name, t.weight) for t in sig.tasks] if sig else [],
+            sig.alpha if sig else 0.05,
+            lower_is_better={c for c, i in info.items() if not i.higher_is_better},
+            precomputed={c for c, i in info.items() if i.group == "precomputed"},
+            baselines=self.table.attrs.get("baseline_metrics", ()),
+        )
+        return pd.DataFrame(rows, columns=list(RANKING_COLUMNS))
 
     @property
     def signatures(self) -> dict[str, str]:
@@ -258,6 +275,8 @@ def write_tables(ev: Evaluation, out: Path) -> None:
         write_csv(ev.correlations_with_controls, out / "correlations_with_controls.csv")
     if not ev.significance.empty:
         write_csv(ev.significance, out / "significance.csv")
+    if not ev.correlations.empty:
+        write_csv(ev.ranking, out / "metric_ranking.csv")
     if not ev.humans.empty:
         write_csv(ev.humans, out / "human_report.csv")
     write_csv(ev._agg.normalization, out / "normalization.csv")
