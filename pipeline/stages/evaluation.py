@@ -99,7 +99,9 @@ class Evaluation:
             precomputed={c for c, i in info.items() if i.group == "precomputed"},
             baselines=self.table.attrs.get("baseline_metrics", ()),
         )
-        return pd.DataFrame(rows, columns=list(RANKING_COLUMNS))
+        return pd.DataFrame(rows, columns=list(RANKING_COLUMNS)).astype(
+            {"order": "Int64", "cluster": "Int64"}
+        )
 
     @property
     def signatures(self) -> dict[str, str]:

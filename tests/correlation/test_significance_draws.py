@@ -8,7 +8,12 @@ import pytest
 
 from paraeval.correlation import correlate, significance_table
 from paraeval.correlation.significance import EarlyStop, permutation_test
-from paraeval.correlation.spa import soft_pairwise_accuracy_batch, soft_pairwise_accuracy_value
+from paraeval.correlation.spa import (
+    pairwise_p_values,
+    sign_matrix,
+    soft_pairwise_accuracy_batch,
+    soft_pairwise_accuracy_value,
+)
 
 
 def _data(n_sys: int = 6, n_items: int = 40) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -83,7 +88,7 @@ def test_williams_keeps_no_draws_and_early_stopping_keeps_the_blocks_run() -> No
 def test_batched_spa_is_the_spa_of_each_matrix() -> None:
     rng = np.random.default_rng(3)
     human = rng.normal(size=(6, 40))
-    human[0, 3] = np.nan
+    human[0, 3] = np.nan  # item 3 is left out
     human[5] = np.nan  # a system without any score is left out
     a = human + rng.normal(size=human.shape)
     b = human + rng.normal(size=human.shape)
@@ -94,7 +99,13 @@ def test_batched_spa_is_the_spa_of_each_matrix() -> None:
         [soft_pairwise_accuracy_batch(hybrids[:7], human, memo),
          soft_pairwise_accuracy_batch(hybrids[7:], human, memo)]
     )  # fmt: skip
-    expected = [soft_pairwise_accuracy_value(m, human) for m in hybrids]
+    # each matrix on its own, its p-values as mt-metrics-eval's pce computes them
+    keep = np.ix_(np.arange(5), np.delete(np.arange(40), 3))
+    signs = sign_matrix(39)
+    i, j = np.triu_indices(5, k=1)
+    ph = pairwise_p_values(human[keep], signs)[i, j]
+    expected = [1 - np.abs(ph - pairwise_p_values(m[keep], signs)[i, j]).mean() for m in hybrids]
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
+    assert [soft_pairwise_accuracy_value(m, human) for m in hybrids] == got.tolist()
     assert np.ptp(got) > 0
     assert np.isnan(soft_pairwise_accuracy_batch(hybrids[:2, :1], human[:1])).all()
