@@ -157,7 +157,8 @@ def correlate(
     ok = np.isfinite(x) & np.isfinite(y)
     n = int(ok.sum())
     if coef.matrix_system is not None:
-        return Correlation(coef.matrix_system(m, h), float("nan"), n, int(ok.size - n))
+        value = float(coef.matrix_system(m[None], h, {})[0])
+        return Correlation(value, float("nan"), n, int(ok.size - n))
     # only vector coefficients are defined at the system level
     value, p = coef.fn(x, y)
     return Correlation(float(value), float(p), n, int(ok.size - n))

@@ -119,6 +119,7 @@ def significance_table(
     lower_is_better: Collection[str] = (),
     early_stop: EarlyStop | None = None,
     progress: Callable[[int], object] | None = None,
+    draws: dict[tuple[str, ...], np.ndarray] | None = None,
 ) -> list[dict[str, Any]]:
     """All metric pairs per aspect, with columns :data:`SIGNIFICANCE_COLUMNS`; ``progress(1)``
     as each pair's test completes.
@@ -134,7 +135,10 @@ def significance_table(
       cells (segment level) or systems where both metrics and the human score exist
       (:func:`correlation.significance.check_test` says where it applies).
     - ``method="permutation"``: :func:`correlation.significance.permutation_test` with ``unit``,
-      ``n_resamples``, ``alternative`` and ``early_stop``.
+      ``n_resamples``, ``alternative`` and ``early_stop``; ``draws``, a dict the caller owns,
+      receives each pair's null differences d* (direction-adjusted, A the row's ``metric_a``)
+      under the key (aspect, level, coefficient, metric_a, metric_b): what an overall ranking
+      over several tests combines.
 
     ``cluster_a``/``cluster_b`` come from :func:`significance_clusters` over all metrics of the
     aspect with these p-values (None for a metric whose correlation is NaN).
@@ -180,10 +184,11 @@ def significance_table(
                 p = williams_test(ra, rb, rab, n)
             else:
                 ra, rb = values[a], values[b]
-                sa, sb = _permutable_system_scores(ma, mb, sm[a], sm[b], unit, a, b)
-                p = permutation_test(
-                    ma, mb, h, level, coef, system_metric_a=sa, system_metric_b=sb, **perm
-                )
+                kept: list[np.ndarray] = []
+                corpus = _permutable_system_scores(ma, mb, sm[a], sm[b], unit, a, b)
+                p = permutation_test(ma, mb, h, level, coef, null_draws=kept, **corpus, **perm)
+                if draws is not None:
+                    draws[(aspect, level, coef.name, a, b)] = np.concatenate([np.empty(0), *kept])
             pvalues[(a, b)] = p
             pair = (aspect, level, coef.name, a, b, flip[a] * ra, flip[b] * rb)
             adjusted = (flip[a] < 0, flip[b] < 0, p, method)
@@ -237,11 +242,11 @@ def _permutable_system_scores(
     unit: str,
     name_a: str,
     name_b: str,
-) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """Corpus scores to permute, or None where the segment means are the same numbers."""
-    plain = all(s is None or is_segment_mean(m, s) for m, s in ((ma, sa), (mb, sb)))
-    if plain:
-        return None, None
+) -> dict[str, np.ndarray | None]:
+    """Corpus scores to permute (``permutation_test``'s arguments), none where the segment
+    means are the same numbers."""
+    if all(s is None or is_segment_mean(m, s) for m, s in ((ma, sa), (mb, sb))):
+        return {}
     if unit != "systems":
         raise ValueError(
             f"the system-level scores of {name_a!r} or {name_b!r} are corpus scores, not segment "
@@ -249,4 +254,4 @@ def _permutable_system_scores(
         )
     xa = sa if sa is not None else system_scores(ma, ma)[0]
     xb = sb if sb is not None else system_scores(mb, mb)[0]
-    return xa, xb
+    return {"system_metric_a": xa, "system_metric_b": xb}

@@ -26,7 +26,13 @@ from paraeval.correlation.levels import (
     item_weights,
 )
 from paraeval.correlation.resamples import CHUNK_ELEMENTS, chunks
-from paraeval.correlation.values import Coefficient, CoefficientLike, check_matrices, row_nanmean
+from paraeval.correlation.values import (
+    Coefficient,
+    CoefficientLike,
+    Memo,
+    check_matrices,
+    row_nanmean,
+)
 from paraeval.correlation.weighted import pair_statistic
 
 ALTERNATIVES: tuple[str, ...] = ("two-sided", "greater")
@@ -132,11 +138,12 @@ def _batch_statistic(
     item_nan: str,
     system_metric: np.ndarray | None = None,
     weights: np.ndarray | None = None,
+    memo: Memo | None = None,
 ) -> np.ndarray:
     """The correlation of each matrix of a batch ``metric`` (K, S, I) with ``human`` (S, I).
 
     All matrices share the NaN pattern of ``human``; ``system_metric`` (K, S) replaces the row
-    means at the system level.
+    means at the system level; ``memo``: shared by the batches of one test.
     """
     k, n_sys, n_items = metric.shape
     out = np.empty(k)
@@ -157,8 +164,7 @@ def _batch_statistic(
         return out
 
     if coefficient.matrix_system is not None:
-        # built from the segment scores themselves (soft pairwise accuracy): one matrix at a time
-        return np.array([coefficient.matrix_system(mk, human) for mk in metric])
+        return np.asarray(coefficient.matrix_system(metric, human, {} if memo is None else memo))
     x = system_metric if system_metric is not None else row_nanmean(metric)
     y = row_nanmean(human)
     for sl in chunks(k, n_sys * n_sys):
@@ -193,6 +199,7 @@ def permutation_test(
     system_metric_a: np.ndarray | None = None,
     system_metric_b: np.ndarray | None = None,
     early_stop: EarlyStop | None = None,
+    null_draws: list[np.ndarray] | None = None,
 ) -> float:
     """Paired permutation test of corr(A, human) - corr(B, human) (Deutsch et al. 2021).
 
@@ -207,7 +214,8 @@ def permutation_test(
     (``"greater"``: A is better), K the permutations with a defined difference; the +1 counts the
     observed assignment, so p is never 0 (mt-metrics-eval reports #/K). A metric tested against
     itself gets p = 1. ``early_stop`` stops at a block boundary once the answer is clear
-    (:class:`EarlyStop`); None runs all ``n_resamples``.
+    (:class:`EarlyStop`); None runs all ``n_resamples``. ``null_draws``, a list the caller owns,
+    receives the K differences d* counted (one array per block).
     """
     coef = check_level_coefficient(level, coefficient)
     check_test("permutation", level, coef, unit)
@@ -227,9 +235,8 @@ def permutation_test(
     n_sys, n_items = h.shape
     weights = item_weights(a, h, item_average) if item_average == "micro" else None
     if unit == "pairs" and coef.pair_values is not None:
-        return _pairs_test(
-            coef.pair_values, a, b, h, rng, n_resamples, alternative, item_nan, early_stop
-        )
+        test = (rng, n_resamples, alternative, item_nan, early_stop, null_draws)
+        return _pairs_test(coef.pair_values, a, b, h, *test)
 
     sys_a = sys_b = None
     if level == "system" and (system_metric_a is not None or system_metric_b is not None):
@@ -259,6 +266,8 @@ def permutation_test(
         # made on its own scores (unit "pairs" swaps single pairs under the same rule)
         per_item = (coef.item_values_fixed(a, h), coef.item_values_fixed(b, h))
 
+    memo: Memo = {}
+
     def deltas(mask: np.ndarray) -> np.ndarray:
         """Differences for swap masks broadcastable to (K, S, I); True = swapped."""
         if per_item is not None:
@@ -279,8 +288,8 @@ def permutation_test(
             m2 = mask[:, :, 0]
             sa = np.where(m2, sys_b[None], sys_a[None])
             sb = np.where(m2, sys_a[None], sys_b[None])
-        da = _batch_statistic(xa, h, level, coef, item_nan, sa, weights)
-        db = _batch_statistic(xb, h, level, coef, item_nan, sb, weights)
+        da = _batch_statistic(xa, h, level, coef, item_nan, sa, weights, memo)
+        db = _batch_statistic(xb, h, level, coef, item_nan, sb, weights, memo)
         return np.asarray(da - db)
 
     observed = float(deltas(np.zeros((1, 1, 1), dtype=bool))[0])
@@ -314,7 +323,7 @@ def permutation_test(
             [deltas(mask_rows(slice(rows.start + sl.start, rows.start + sl.stop))) for sl in parts]
         )
 
-    return _p_value(observed, n_resamples, block, alternative, early_stop, draws.finish)
+    return _p_value(observed, n_resamples, block, alternative, early_stop, draws.finish, null_draws)
 
 
 class _Draws:
@@ -366,6 +375,7 @@ def _p_value(
     alternative: str,
     early_stop: EarlyStop | None,
     finish: Callable[[], None] | None = None,
+    null_draws: list[np.ndarray] | None = None,
 ) -> float:
     """The permutation p-value from the differences ``block(rows)`` of the permutations in
     ``rows``, block by block when stopping early; ``finish()`` after the last block run."""
@@ -376,6 +386,8 @@ def _p_value(
     for lo in range(0, n_resamples, size):
         d = block(slice(lo, min(lo + size, n_resamples)))
         d = d[np.isfinite(d)]
+        if null_draws is not None:
+            null_draws.append(d)
         hits = (
             np.abs(d) >= abs(observed) - tol if alternative == "two-sided" else d >= observed - tol
         )
@@ -400,6 +412,7 @@ def _pairs_test(
     alternative: str,
     item_nan: str,
     early_stop: EarlyStop | None,
+    null_draws: list[np.ndarray] | None,
 ) -> float:
     """mt-metrics-eval's ``PairwisePermutationSigDiff``: every pair of systems inside an item
     takes A's or B's value (each under its own tie threshold) with probability 0.5.
@@ -434,7 +447,7 @@ def _pairs_test(
             ]
         )
 
-    return _p_value(observed, n_resamples, block, alternative, early_stop, draws.finish)
+    return _p_value(observed, n_resamples, block, alternative, early_stop, draws.finish, null_draws)
 
 
 def significance_clusters(

@@ -12,6 +12,7 @@ sides are used; systems without any score are left out first.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Hashable
 from functools import partial
 
 import numpy as np
@@ -70,16 +71,12 @@ def _shares(partial_sums: np.ndarray, totals: np.ndarray) -> np.ndarray:  # prag
     return p
 
 
-def _complete(m: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """The systems with any score and the items every one of them has on both sides, or None
-    where SPA is undefined."""
-    ok = np.isfinite(m) & np.isfinite(h)
+def _complete(ok: np.ndarray) -> tuple[np.ndarray, ...] | None:
+    """The index (``np.ix_``) of the systems with any score among the cells ``ok`` and of the
+    items every one of them has on both sides, or None where SPA is undefined."""
     rows = ok.any(axis=1)
-    m, h, ok = m[rows], h[rows], ok[rows]
-    cols = ok.all(axis=0)
-    if m.shape[0] < 2 or not cols.any():
-        return None
-    return m[:, cols], h[:, cols]
+    cols = ok[rows].all(axis=0)
+    return np.ix_(rows, cols) if rows.sum() >= 2 and cols.any() else None
 
 
 def _spa(ph: np.ndarray, pm: np.ndarray) -> float:
@@ -96,12 +93,48 @@ def soft_pairwise_accuracy_value(
 ) -> float:
     """SPA of two ``(n_systems, n_items)`` matrices; NaN with fewer than 2 systems or no item
     scored by all of them."""
-    kept = _complete(np.asarray(metric, dtype=float), np.asarray(human, dtype=float))
-    if kept is None:
-        return float("nan")
-    m, h = kept
-    signs = sign_matrix(m.shape[1], n_permutations, seed)
-    return _spa(pairwise_p_values(h, signs), pairwise_p_values(m, signs))
+    batch = np.asarray(metric, dtype=float)[None]
+    return float(soft_pairwise_accuracy_batch(batch, human, None, n_permutations, seed)[0])
+
+
+def soft_pairwise_accuracy_batch(
+    metrics: np.ndarray,
+    human: np.ndarray,
+    memo: Memo | None = None,
+    n_permutations: int = 1000,
+    seed: int = 4,
+) -> np.ndarray:
+    """SPA of each matrix of ``metrics`` (K, S, I), all missing the same cells (a permutation
+    test's hybrids), each the number :func:`soft_pairwise_accuracy_value` gives it: one product
+    of the signs with every matrix gives all partial sums (a column of a product does not depend
+    on the others). ``memo``, shared by the calls of one test or of the metrics of one set of
+    resamples, keeps the sign matrices (by number of items) and the human p-values (by the
+    scores they are computed on), each kind within ``_KEPT_SIGN_BYTES``."""
+    ms = np.asarray(metrics, dtype=float)
+    h = np.asarray(human, dtype=float)
+    cells = _complete(np.isfinite(ms).all(axis=0) & np.isfinite(h))
+    if cells is None:
+        return np.full(ms.shape[0], np.nan)
+    memo, hk, run = {} if memo is None else memo, h[cells], ("spa", n_permutations, seed)
+    n = hk.shape[1]
+    signs = _kept(memo, (*run, "signs"), n, lambda: sign_matrix(n, n_permutations, seed))
+    digest = hashlib.blake2b(hk.tobytes() + str(hk.shape).encode(), digest_size=16).digest()
+    ph = _kept(memo, (*run, "human"), digest, lambda: pairwise_p_values(hk, signs))
+    seg = np.ascontiguousarray(ms[:, cells[0], cells[1]], dtype=np.float32)
+    k, n_sys, n_items = seg.shape
+    partial_sums = signs @ seg.reshape(k * n_sys, n_items).T
+    blocks = np.ascontiguousarray(partial_sums.reshape(-1, k, n_sys).transpose(1, 0, 2))
+    return np.array([_spa(ph, _shares(p, t)) for p, t in zip(blocks, seg.sum(axis=2), strict=True)])
+
+
+def _kept(memo: Memo, kind: Hashable, key: Hashable, make: Callable[[], np.ndarray]) -> np.ndarray:
+    kept: dict[Hashable, np.ndarray] = memo.setdefault(kind, {})
+    if key in kept:
+        return kept[key]
+    value = make()
+    if sum(v.nbytes for v in kept.values()) + value.nbytes <= _KEPT_SIGN_BYTES:
+        kept[key] = value
+    return value
 
 
 def resampled_spa(
@@ -113,38 +146,14 @@ def resampled_spa(
     n_permutations: int = 1000,
     seed: int = 4,
 ) -> np.ndarray:
-    """SPA of every resampled matrix of ``res`` (the same numbers as on each one). The human
-    p-values of a resample are the same for every metric scored on the same cells: they are
-    kept in ``memo``, which the caller shares between the metrics of one set of resamples, as
-    are the sign matrices (one per number of items), each within a memory budget."""
+    """SPA of every resampled matrix of ``res`` (the same numbers as on each one); ``memo``:
+    shared by the metrics of one set of resamples, whose human p-values are the same on the same
+    cells."""
     m = np.asarray(metric, dtype=float)
     h = np.asarray(human, dtype=float)
-    digest = hashlib.blake2b(h.tobytes(), digest_size=16).digest()
-    kept_human = memo.setdefault(("soft_pairwise_accuracy", n_permutations, seed, digest), {})
-    # sign matrices by number of items, shared by the metrics too while they fit a budget
-    signs: dict[int, np.ndarray] = memo.setdefault(
-        ("soft_pairwise_accuracy signs", n_permutations, seed), {}
-    )
     out = np.full(res.n_resamples, np.nan)
     for b, mb, hb in resampled_matrices(m, h, res):
-        kept = _complete(mb, hb)
-        if kept is None:
-            continue
-        mk, hk = kept
-        n = mk.shape[1]
-        drawn = signs.get(n)
-        if drawn is None:
-            drawn = sign_matrix(n, n_permutations, seed)
-            if sum(v.nbytes for v in signs.values()) + drawn.nbytes <= _KEPT_SIGN_BYTES:
-                signs[n] = drawn
-        mask = (np.isfinite(mb) & np.isfinite(hb)).tobytes()
-        cells = (b, hashlib.blake2b(mask, digest_size=16).digest())
-        ph = kept_human.get(cells)
-        if ph is None:
-            ph = pairwise_p_values(hk, drawn)
-            if (len(kept_human) + 1) * ph.nbytes <= _KEPT_SIGN_BYTES:
-                kept_human[cells] = ph
-        out[b] = _spa(ph, pairwise_p_values(mk, drawn))
+        out[b] = soft_pairwise_accuracy_batch(mb[None], hb, memo, n_permutations, seed)[0]
     return out
 
 
@@ -166,7 +175,7 @@ def soft_pairwise_accuracy_coefficient(*, n_permutations: int = 1000, seed: int 
         _vector_fn,
         levels=("system",),
         matrix_system=partial(
-            soft_pairwise_accuracy_value, n_permutations=n_permutations, seed=seed
+            soft_pairwise_accuracy_batch, n_permutations=n_permutations, seed=seed
         ),
         matrix_system_resampled=partial(resampled_spa, n_permutations=n_permutations, seed=seed),
         williams=False,

@@ -54,8 +54,9 @@ class Coefficient:
     item_values_fixed: MatrixFn | None = None
     # with item_level over pairs of systems: (item of each pair, its value, pairs per item)
     pair_values: PairValuesFn | None = None
-    # the system level from the system x item matrices (soft pairwise accuracy)
-    matrix_system: Callable[[np.ndarray, np.ndarray], float] | None = None
+    # the system level from the system x item matrices (soft pairwise accuracy): (metrics
+    # (K, S, I) missing the same cells, human, memo its calls on that human share) -> (K,)
+    matrix_system: Callable[[np.ndarray, np.ndarray, Memo], np.ndarray] | None = None
     # with matrix_system: (metric, human, resamples, memo shared by the metrics of a set) -> (B,)
     matrix_system_resampled: Callable[[np.ndarray, np.ndarray, Resamples, Memo], Any] | None = None
     # Williams' test compares correlation-like coefficients only, not rates over pairs

@@ -201,6 +201,17 @@ def check_table(settings: Settings, table: pd.DataFrame) -> None:
 
 
 @dataclass(frozen=True)
+class SignificanceTask:
+    """One significance table (mt-metrics-eval's Task): which correlations it compares, the
+    permutation unit, and its weight in the overall ranking."""
+
+    level: str
+    coefficient: Coefficient
+    unit: str
+    weight: float = 1.0
+
+
+@dataclass(frozen=True)
 class SignificanceSettings:
     """The test between two metrics' correlations with the same human score."""
 
@@ -212,6 +223,7 @@ class SignificanceSettings:
     alpha: float
     alternative: str
     early_stop: EarlyStop | None  # None: all n_resamples permutations
+    tasks: tuple[SignificanceTask, ...]  # the listed tasks, else the one of level/coefficient/unit
 
 
 SIGNIFICANCE_KEYS = (
@@ -312,9 +324,42 @@ def _significance(
     if not boolean(node.get("enabled"), f"{section}.enabled"):
         return None
     required(node, SIGNIFICANCE_KEYS, section)
+    method = one_of(node["method"], METHODS, f"{section}.method")
+    task = _task(node, section, method, configured, listed=False)
+    listed = node["tasks"]
+    if listed is not None and (not isinstance(listed, list) or not listed):
+        raise ConfigError(
+            f"{section}.tasks must be null or a non-empty list of {{level, coefficient, unit, "
+            f"weight}}, got {listed!r}"
+        )
+    tasks = [
+        _task(t, f"{section}.tasks[{i}]", method, configured, listed=True)
+        for i, t in enumerate(listed or [])
+    ]
+    return SignificanceSettings(
+        method=method,
+        level=task.level,
+        coefficient=task.coefficient,
+        unit=task.unit,
+        n_resamples=count(node["n_resamples"], f"{section}.n_resamples"),
+        alpha=number(f"{section}.alpha", node["alpha"], 0.0, 1.0),
+        alternative=one_of(node["alternative"], ALTERNATIVES, f"{section}.alternative"),
+        early_stop=_early_stop(node),
+        tasks=tuple(tasks) or (task,),
+    )
+
+
+def _task(
+    node: object, section: str, method: str, configured: Mapping[str, Coefficient], listed: bool
+) -> SignificanceTask:
+    """The level, coefficient and unit of ``node`` (and a ``listed`` task's weight), checked."""
+    keys = ("level", "coefficient", "unit", "weight")
+    if not isinstance(node, Mapping):
+        raise ConfigError(f"{section} must be a mapping of {', '.join(keys)}, got {node!r}")
+    if listed:
+        required(node, keys, section)
     level = one_of(node["level"], LEVELS, f"{section}.level")
     name = one_of(node["coefficient"], COEFFICIENTS, f"{section}.coefficient")
-    method = one_of(node["method"], METHODS, f"{section}.method")
     coef = configured.get(name) or COEFFICIENTS[name]
     if level not in coef.levels:
         raise ConfigError(
@@ -326,17 +371,8 @@ def _significance(
         check_test(method, level, coef, unit)
     except ValueError as exc:
         raise ConfigError(f"{section}: {exc}") from None
-    alternative = one_of(node["alternative"], ALTERNATIVES, f"{section}.alternative")
-    return SignificanceSettings(
-        method=method,
-        level=level,
-        coefficient=coef,
-        unit=unit,
-        n_resamples=count(node["n_resamples"], f"{section}.n_resamples"),
-        alpha=number(f"{section}.alpha", node["alpha"], 0.0, 1.0),
-        alternative=alternative,
-        early_stop=_early_stop(node),
-    )
+    weight = number(f"{section}.weight", node.get("weight", 1.0), 0.0, None, True)
+    return SignificanceTask(level, coef, unit, weight)
 
 
 def _early_stop(sig: Mapping[str, Any]) -> EarlyStop | None:

@@ -314,30 +314,41 @@ def advance_like_correlate(
 
 
 def significance(
-    agg: Aggregated, cfg: CorrelationSettings, rng: np.random.Generator, limit: Limit = NO_LIMIT
+    agg: Aggregated,
+    cfg: CorrelationSettings,
+    rng: np.random.Generator,
+    draws: dict[tuple[str, ...], np.ndarray] | None = None,
+    limit: Limit = NO_LIMIT,
 ) -> pd.DataFrame:
-    """Pairwise tests between metrics' correlations with the same aspect, with clusters."""
+    """Pairwise tests between metrics' correlations with the same aspect, with clusters: the
+    rows of every task in turn; ``draws`` receives each tested pair's permutation draws."""
     sig = cfg.significance
     if sig is None or not human_columns(agg.segments):
         return pd.DataFrame()
-    args, unit = _table_args(agg, cfg, rng)[2], sig.unit
-    if agg.given and sig.level == "system" and sig.coefficient.matrix_system is None:
-        args, unit = system_view(agg, args), "systems"  # every pair on given scores where given
-    table = partial(
-        significance_table,
-        **args,
-        level=sig.level,
-        coefficient=sig.coefficient,
-        method=sig.method,
-        n_resamples=sig.n_resamples,
-        unit=unit,
-        alpha=sig.alpha,
-        alternative=sig.alternative,
-        lower_is_better={c for c, info in agg.columns.items() if not info.higher_is_better},
-        early_stop=sig.early_stop,
-    )
+    table_args = _table_args(agg, cfg, rng)[2]
+    lower = {c for c, info in agg.columns.items() if not info.higher_is_better}
     permuted = sig.n_resamples if sig.method == "permutation" else None
-    return pd.DataFrame(_tested(table, args, permuted, limit))
+    rows: list[dict[str, Any]] = []
+    for task in sig.tasks:
+        args, unit = table_args, task.unit
+        if agg.given and task.level == "system" and task.coefficient.matrix_system is None:
+            args, unit = system_view(agg, args), "systems"  # every pair on given scores
+        table = partial(
+            significance_table,
+            **args,
+            level=task.level,
+            coefficient=task.coefficient,
+            method=sig.method,
+            n_resamples=sig.n_resamples,
+            unit=unit,
+            alpha=sig.alpha,
+            alternative=sig.alternative,
+            lower_is_better=lower,
+            early_stop=sig.early_stop,
+            draws=draws,
+        )
+        rows += _tested(table, args, permuted, limit)
+    return pd.DataFrame(rows)
 
 
 def _tested(
@@ -347,7 +358,7 @@ def _tested(
     pairs = math.comb(len(args["metrics"]), 2)
     if n is not None and pairs:
         what = ("the significance test's permutations", "correlation.significance.n_resamples", n)
-        limit.check(*what, _pilot(table, args, 2, early_stop=None), 1 / pairs)
+        limit.check(*what, _pilot(table, args, 2, early_stop=None, draws=None), 1 / pairs)
     with limit.bar("metric pairs", pairs * len(args["humans"])) as bar:
         return table(progress=bar.update)
 

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
+from paraeval.correlation.ranking import RANKING_COLUMNS, metric_ranking
 from paraeval.metrics.base import Metric
 from paraeval.pipeline.config.settings import Settings
 from paraeval.pipeline.data.validate import HUMAN_PREFIX, human_columns, human_report
@@ -48,6 +49,8 @@ class Evaluation:
     # with correlation.include_controls=both: the correlations with the controls too
     correlations_with_controls: pd.DataFrame = field(default_factory=pd.DataFrame)
     significance: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # each tested pair's permutation draws, by (aspect, level, coefficient, metric_a, metric_b)
+    draws: dict[tuple[str, ...], np.ndarray] = field(default_factory=dict)
     humans: pd.DataFrame = field(default_factory=pd.DataFrame)
     compared: Comparison | None = None
     paraphrase: ParaphraseTable | None = None  # the headline: adequacy, diversity, both at once
@@ -82,6 +85,24 @@ class Evaluation:
         if self.compared is None:
             return pd.DataFrame(columns=COMPARISON_COLUMNS)
         return self.compared.table
+
+    @property
+    def ranking(self) -> pd.DataFrame:
+        """``metric_ranking.csv``: every test's ranking, and the overall one over the tasks."""
+        sig, info = self.settings.correlation.significance, self._agg.columns
+        rows = metric_ranking(
+            self.correlations.to_dict("records"),
+            self.significance.to_dict("records"),
+            self.draws,
+            [(t.level, t.coefficient.name, t.weight) for t in sig.tasks] if sig else [],
+            sig.alpha if sig else 0.05,
+            lower_is_better={c for c, i in info.items() if not i.higher_is_better},
+            precomputed={c for c, i in info.items() if i.group == "precomputed"},
+            baselines=self.table.attrs.get("baseline_metrics", ()),
+        )
+        return pd.DataFrame(rows, columns=list(RANKING_COLUMNS)).astype(
+            {"order": "Int64", "cluster": "Int64"}
+        )
 
     @property
     def signatures(self) -> dict[str, str]:
@@ -154,7 +175,7 @@ def correlate_stage(ev: Evaluation) -> None:
     ev.correlations = correlate(agg, settings, rng, ev.scores, rows, limit)
     if ev.cache is not None:
         ev.run_metrics.update(ev.cache.metrics())
-    ev.significance = significance(agg, settings, rng, limit)
+    ev.significance = significance(agg, settings, rng, ev.draws, limit)
     if settings.include_controls == "both" and ev.roles.controls:
         # a generator of its own: the table without controls is the one a run without "both" has
         both = np.random.default_rng(ev.settings.seed)
@@ -259,6 +280,8 @@ def write_tables(ev: Evaluation, out: Path) -> None:
         write_csv(ev.correlations_with_controls, out / "correlations_with_controls.csv")
     if not ev.significance.empty:
         write_csv(ev.significance, out / "significance.csv")
+    if not ev.correlations.empty:
+        write_csv(ev.ranking, out / "metric_ranking.csv")
     if not ev.humans.empty:
         write_csv(ev.humans, out / "human_report.csv")
     write_csv(ev._agg.normalization, out / "normalization.csv")

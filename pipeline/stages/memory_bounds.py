@@ -98,7 +98,7 @@ def estimates(settings: Settings, shape: Shape) -> list[Estimate]:
         nbytes = table_nbytes(aspects, *shape_of, TABLE_WORKERS)
         out.append(("correlation.n_resamples", cfg.n_resamples, nbytes))
     if aspects and sig is not None and sig.method == "permutation":
-        nbytes = permutation_nbytes(sig.n_resamples, systems, items, sig.unit)
+        nbytes = max(permutation_nbytes(sig.n_resamples, systems, items, t.unit) for t in sig.tasks)
         out.append(("correlation.significance.n_resamples", sig.n_resamples, nbytes))
     for coef in cfg.coefficients:
         if coef.name == "soft_pairwise_accuracy" and "system" in cfg.levels and aspects:

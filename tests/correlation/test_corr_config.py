@@ -234,8 +234,21 @@ def test_wmt23_preset_end_to_end_on_the_demo() -> None:
     assert set(corr["coefficient"]) == {"pairwise_accuracy", "pearson", "acc23"}
     sys_rows = corr[corr["level"] == "system"]
     assert (sys_rows["n"] == len(ev.systems)).all()
-    assert set(ev.significance["coefficient"]) == {"acc23"}
+    # a table per task of tasks.WMT23(), in the preset's order
+    tasks = ev.significance[["level", "coefficient"]].drop_duplicates()
+    assert list(tasks.itertuples(index=False, name=None)) == [
+        ("item", "acc23"),
+        ("system", "pairwise_accuracy"),
+        ("system", "pearson"),
+        ("segment", "pearson"),
+    ]
     assert set(ev.significance["method"]) == {"permutation"}
+    assert set(ev.draws) == {
+        (*key, a, b)
+        for *key, a, b in ev.significance[
+            ["aspect", "level", "coefficient", "metric_a", "metric_b"]
+        ].itertuples(index=False, name=None)
+    }
 
 
 @pytest.mark.parametrize("preset", ["wmt24", "wmt25"])
