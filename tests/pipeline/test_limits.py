@@ -81,7 +81,7 @@ def test_pilots_change_no_number(demo: tuple[Scores, Aggregated]) -> None:
     for limit in (Limit(), Limit(minutes=1e6)):
         rng = np.random.default_rng(3)
         corr = correlate(agg, cfg, rng, scores, limit=limit)
-        sig = significance(agg, cfg, rng, limit)
+        sig = significance(agg, cfg, rng, limit=limit)
         compared = compare(scores, agg, compare_settings(n_bootstrap=40, n_ar=300), limit=limit)
         tables.append([corr, sig, compared.table])
     assert len(tables[0][1]) == 2 * 6  # bleu, chrf, ter, syntactic: 6 pairs per aspect

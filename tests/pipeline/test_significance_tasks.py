@@ -114,7 +114,7 @@ def _agg(n_sys: int = 5, n_items: int = 10) -> SimpleNamespace:
     )
     systems = seg.groupby("system")[list(cols)].mean()
     info = {c: SimpleNamespace(higher_is_better=c != "ter") for c in cols}
-    return SimpleNamespace(segments=seg, systems=systems, columns=info)
+    return SimpleNamespace(segments=seg, systems=systems, columns=info, given=frozenset())
 
 
 def test_each_task_adds_its_rows_and_draws() -> None:
