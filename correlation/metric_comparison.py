@@ -26,19 +26,8 @@ from paraeval.correlation.table import check_shapes
 from paraeval.correlation.values import Coefficient, CoefficientLike, check_matrices
 
 SIGNIFICANCE_COLUMNS: tuple[str, ...] = (
-    "aspect",
-    "level",
-    "coefficient",
-    "metric_a",
-    "metric_b",
-    "r_a",
-    "r_b",
-    "adjusted_a",
-    "adjusted_b",
-    "p_value",
-    "method",
-    "cluster_a",
-    "cluster_b",
+    *("aspect", "level", "coefficient", "metric_a", "metric_b", "r_a", "r_b", "adjusted_a"),
+    *("adjusted_b", "p_value", "method", "cluster_a", "cluster_b"),
 )
 
 
@@ -169,11 +158,10 @@ def significance_table(
         masked: dict[tuple[str, bytes], float] = {}
         pair_rows: list[dict[str, Any]] = []
         pvalues: dict[tuple[str, str], float] = {}
-        for first, second in itertools.combinations(names, 2):
-            a, b = first, second
+        for a, b in itertools.combinations(names, 2):
             if _order_key(values[b]) > _order_key(values[a]):
                 a, b = b, a
-            ma, mb = np.asarray(metrics[a], float), np.asarray(metrics[b], float)
+            ma, mb = metrics[a], metrics[b]
             if method == "williams":
                 if level == "segment":
                     ra, rb, rab, n = _segment_williams_inputs(
@@ -221,13 +209,8 @@ def _per_metric_once(coef: Coefficient) -> Coefficient:
 
         return call
 
-    return dataclasses.replace(
-        coef,
-        pair_values=once(coef.pair_values) if coef.pair_values is not None else None,
-        item_values_fixed=once(coef.item_values_fixed)
-        if coef.item_values_fixed is not None
-        else None,
-    )
+    fns = {"pair_values": coef.pair_values, "item_values_fixed": coef.item_values_fixed}
+    return dataclasses.replace(coef, **{k: fn and once(fn) for k, fn in fns.items()})
 
 
 def _order_key(v: float) -> float:

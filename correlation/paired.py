@@ -92,15 +92,13 @@ class ArMasks:
             for b in np.array_split(np.arange(rows), max(1, -(-rows // per_block)))
             if len(b)
         ]
-        self._cached = (
-            [self._block(lo, hi) for lo, hi in self.bounds] if len(self.bounds) == 1 else None
-        )
+        # one block: its float copies are kept for the next calls
+        self._cached = self._block(*self.bounds[0]) if len(self.bounds) == 1 else None
 
     @property
     def nbytes(self) -> int:
         """Bytes held: the packed masks and their float copies where those are kept."""
-        kept = sum(k.nbytes + w.nbytes for k, w in self._cached or [])
-        return int(self._bits.nbytes) + kept
+        return int(self._bits.nbytes) + sum(a.nbytes for a in self._cached or ())
 
     @property
     def keep(self) -> np.ndarray:
@@ -122,10 +120,8 @@ class ArMasks:
         return part.astype(np.float64), (~part).astype(np.float64)
 
     def apply(self, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
-        if self._cached is not None and len(self._cached) == 1:
-            return fn(*self._cached[0])
         if self._cached is not None:
-            return np.concatenate([fn(k, w) for k, w in self._cached])
+            return fn(*self._cached)
         # each block converted inside its call: a loop variable would keep the previous block
         # alive while the next one is made (two blocks, 330 MB at 40,000 items)
         return np.concatenate([fn(*self._block(lo, hi)) for lo, hi in self.bounds])
@@ -243,8 +239,7 @@ class PairedScores(ABC):
         :func:`p_value` of the blocks' differences together."""
 
     def _testable(self, base: str, systems: list[str]) -> list[str]:
-        real_b = self.point(base)
-        if not math.isfinite(real_b):
+        if not math.isfinite(self.point(base)):
             return []
         return [s for s in systems if math.isfinite(self.point(s))]
 

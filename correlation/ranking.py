@@ -82,9 +82,7 @@ def metric_ranking(
     differences in ``draws``), an ``overall`` block per aspect (coefficient empty) from
     :func:`overall_ranking`."""
 
-    def source(metric: str) -> str:
-        return "precomputed" if metric in precomputed else "paraeval"
-
+    source = dict.fromkeys(precomputed, "precomputed")
     blocks: dict[tuple[str, ...], dict[str, float]] = {}
     for row in correlations:
         sign = -1.0 if row["metric"] in lower_is_better else 1.0
@@ -106,25 +104,13 @@ def metric_ranking(
             n = i + 1 if math.isfinite(values[m]) else None
             ranked.append((*key, m, values[m], n, clusters.get((*key, m))))
     for aspect in dict.fromkeys(k[0] for k in blocks) if len(tasks) > 1 else ():
-        parts = [
-            RankedTask(
-                weight,
-                (0.0, 1.0) if coefficient in RATES else (-1.0, 1.0),
-                blocks.get((aspect, level, coefficient), {}),
-                {
-                    (k[3], k[4]): d
-                    for k, d in draws.items()
-                    if k[:3] == (aspect, level, coefficient)
-                },
-            )
-            for level, coefficient, weight in tasks
-        ]
-        overall = overall_ranking(parts, alpha)
-        ranked += [
-            (aspect, "overall", "", r["metric"], r["value"], i + 1, r["cluster"])
-            for i, r in enumerate(overall)
-        ]
-    return [
-        dict(zip(RANKING_COLUMNS, (*r, source(r[3]), r[3] in baselines), strict=True))
-        for r in ranked
-    ]
+        parts = []
+        for level, coefficient, weight in tasks:
+            test = (aspect, level, coefficient)
+            pairs = {(k[3], k[4]): d for k, d in draws.items() if k[:3] == test}
+            bounds = (0.0, 1.0) if coefficient in RATES else (-1.0, 1.0)
+            parts.append(RankedTask(weight, bounds, blocks.get(test, {}), pairs))
+        for i, r in enumerate(overall_ranking(parts, alpha), 1):
+            ranked.append((aspect, "overall", "", r["metric"], r["value"], i, r["cluster"]))
+    rows = [(*r, source.get(r[3], "paraeval"), r[3] in baselines) for r in ranked]
+    return [dict(zip(RANKING_COLUMNS, row, strict=True)) for row in rows]

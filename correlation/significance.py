@@ -307,23 +307,12 @@ def permutation_test(
         def mask_rows(rows: slice) -> np.ndarray:
             return systems[rows] ^ items.take(rows)
     else:
-        shape = {
-            "items": (1, n_items),
-            "systems": (n_sys, 1),
-            "cells": (n_sys, n_items),
-        }[unit]
+        shape = {"items": (1, n_items), "systems": (n_sys, 1), "cells": (n_sys, n_items)}[unit]
         draws = _Draws(lambda k: _swaps(rng, (k, *shape)), n_resamples, shape[0] * shape[1])
         mask_rows = draws.take
 
-    def block(rows: slice) -> np.ndarray:
-        # a few permutations at a time, their swaps drawn as they are reached: memory bounded
-        # whatever n_resamples
-        parts = chunks(rows.stop - rows.start, max(per, 1))
-        return np.concatenate(
-            [deltas(mask_rows(slice(rows.start + sl.start, rows.start + sl.stop))) for sl in parts]
-        )
-
-    return _p_value(observed, n_resamples, block, alternative, early_stop, draws.finish, null_draws)
+    rule = (alternative, early_stop, draws.finish, null_draws)
+    return _p_value(observed, n_resamples, lambda rows: deltas(mask_rows(rows)), per, *rule)
 
 
 class _Draws:
@@ -371,20 +360,25 @@ def permutation_nbytes(n_resamples: int, n_systems: int, n_items: int, unit: str
 def _p_value(
     observed: float,
     n_resamples: int,
-    block: Callable[[slice], np.ndarray],
+    deltas: Callable[[slice], np.ndarray],
+    per_row: int,
     alternative: str,
     early_stop: EarlyStop | None,
-    finish: Callable[[], None] | None = None,
-    null_draws: list[np.ndarray] | None = None,
+    finish: Callable[[], None],
+    null_draws: list[np.ndarray] | None,
+    align: int = 1,
 ) -> float:
-    """The permutation p-value from the differences ``block(rows)`` of the permutations in
-    ``rows``, block by block when stopping early; ``finish()`` after the last block run."""
+    """The permutation p-value from the differences ``deltas(rows)`` of the permutations in
+    ``rows``, block by block when stopping early; ``finish()`` after the last block run. Each
+    block is taken a few rows at a time (:func:`chunks` of ``per_row`` elements, ``align``), the
+    swaps drawn as they are reached: memory bounded whatever n_resamples."""
     # a tolerance so that rounding in a recomputed but mathematically equal difference counts
     tol = 1e-12
     size = early_stop.block_size if early_stop is not None else n_resamples
     extreme = used = 0
     for lo in range(0, n_resamples, size):
-        d = block(slice(lo, min(lo + size, n_resamples)))
+        parts = chunks(min(size, n_resamples - lo), per_row, align=align)
+        d = np.concatenate([deltas(slice(lo + sl.start, lo + sl.stop)) for sl in parts])
         d = d[np.isfinite(d)]
         if null_draws is not None:
             null_draws.append(d)
@@ -397,8 +391,7 @@ def _p_value(
             p = (1 + extreme) / (1 + used)
             if p < early_stop.early_min or p > early_stop.early_max:
                 break
-    if finish is not None:
-        finish()
+    finish()
     return float((1 + extreme) / (1 + used))
 
 
@@ -433,21 +426,12 @@ def _pairs_test(
         lambda k: rng.binomial(counts, 0.5, size=(k, counts.size)), n_resamples, counts.size
     )
 
-    def block(rows: slice) -> np.ndarray:
-        # whole multiples of 256 rows: a block's product then equals those rows of one product
-        parts = chunks(rows.stop - rows.start, max(counts.size, 1), align=256)
-        return np.concatenate(
-            [
-                np.asarray(
-                    (2 * draws.take(slice(rows.start + sl.start, rows.start + sl.stop)) - counts)
-                    @ values,
-                    dtype=float,
-                )
-                for sl in parts
-            ]
-        )
+    def deltas(rows: slice) -> np.ndarray:
+        return np.asarray((2 * draws.take(rows) - counts) @ values, dtype=float)
 
-    return _p_value(observed, n_resamples, block, alternative, early_stop, draws.finish, null_draws)
+    # whole multiples of 256 rows: a block's product then equals those rows of one product
+    rule = (alternative, early_stop, draws.finish, null_draws, 256)
+    return _p_value(observed, n_resamples, deltas, counts.size, *rule)
 
 
 def significance_clusters(

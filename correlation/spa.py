@@ -105,11 +105,9 @@ def soft_pairwise_accuracy_batch(
     seed: int = 4,
 ) -> np.ndarray:
     """SPA of each matrix of ``metrics`` (K, S, I), all missing the same cells (a permutation
-    test's hybrids), each the number :func:`soft_pairwise_accuracy_value` gives it: one product
-    of the signs with every matrix gives all partial sums (a column of a product does not depend
-    on the others). ``memo``, shared by the calls of one test or of the metrics of one set of
-    resamples, keeps the sign matrices (by number of items) and the human p-values (by the
-    scores they are computed on), each kind within ``_KEPT_SIGN_BYTES``."""
+    test's hybrids), as :func:`soft_pairwise_accuracy_value`: one product of the signs with every
+    matrix gives all partial sums. ``memo`` (shared by one test or one set of resamples) keeps
+    the sign matrices and the human p-values, each kind within ``_KEPT_SIGN_BYTES``."""
     ms = np.asarray(metrics, dtype=float)
     h = np.asarray(human, dtype=float)
     cells = _complete(np.isfinite(ms).all(axis=0) & np.isfinite(h))
@@ -149,9 +147,8 @@ def resampled_spa(
     """SPA of every resampled matrix of ``res`` (the same numbers as on each one); ``memo``:
     shared by the metrics of one set of resamples, whose human p-values are the same on the same
     cells."""
-    m = np.asarray(metric, dtype=float)
-    h = np.asarray(human, dtype=float)
     out = np.full(res.n_resamples, np.nan)
+    m, h = np.asarray(metric, dtype=float), np.asarray(human, dtype=float)
     for b, mb, hb in resampled_matrices(m, h, res):
         out[b] = soft_pairwise_accuracy_batch(mb[None], hb, memo, n_permutations, seed)[0]
     return out
