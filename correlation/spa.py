@@ -130,7 +130,8 @@ def _kept(memo: Memo, kind: Hashable, key: Hashable, make: Callable[[], np.ndarr
     if key in kept:
         return kept[key]
     value = make()
-    if sum(v.nbytes for v in kept.values()) + value.nbytes <= _KEPT_SIGN_BYTES:
+    # a snapshot: the table's threads share one memo
+    if sum(v.nbytes for v in list(kept.values())) + value.nbytes <= _KEPT_SIGN_BYTES:
         kept[key] = value
     return value
 

@@ -179,7 +179,7 @@ def _agg_for(human: np.ndarray, metric: np.ndarray):  # type: ignore[no-untyped-
     systems = pd.DataFrame(
         {"m": seg.groupby("system")["m"].mean()}, index=[f"s{s}" for s in range(n_sys)]
     )
-    return SimpleNamespace(segments=seg, systems=systems, columns={"m": None})
+    return SimpleNamespace(segments=seg, systems=systems, columns={"m": None}, given=frozenset())
 
 
 def test_wmt23_preset_through_the_correlate_stage(caplog: pytest.LogCaptureFixture) -> None:
