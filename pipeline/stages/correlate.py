@@ -110,10 +110,8 @@ def _report_undefined(out: pd.DataFrame, n_systems: int) -> None:
             "correlations.csv are NaN; the segment and item levels are computed",
             n_systems,
         )
-    undefined = out["value"].isna()
-    if n_systems < 2:
-        undefined &= out["level"] != "system"  # already said above
-    nan = out[undefined]
+    # with fewer than 2 systems, the system level is already said above
+    nan = out[out["value"].isna() & ((out["level"] != "system") | (n_systems >= 2))]
     if len(nan):
         log.warning(
             "%d of %d correlations are undefined (NaN: constant scores or too few points), e.g. "
@@ -180,8 +178,7 @@ def _correlate(
     items = in_order(agg.segments["item_id"])
     args = _table_args(agg, cfg, rng, items)
     metrics = args["metrics"]
-    systems = list(agg.systems.index)
-    fns = system_metric_fns(scores, systems, items, list(metrics)) if scores else {}
+    fns = system_metric_fns(scores, list(agg.systems.index), items, list(metrics)) if scores else {}
     opts = {"levels": cfg.levels, "coefficients": cfg.coefficients, "unit": cfg.unit, "ci": cfg.ci}
     opts |= {"interval": cfg.interval, "confidence": cfg.confidence}
     fns = resampling_fns(fns, metrics, args["system_metrics"])
@@ -222,10 +219,9 @@ def row_keys(
     seg = agg.segments
     # xxh3-128, not blake2b: fast, and a local cache needs no protection against made collisions
     shared = xxhash.xxh3_128()
-    shared.update(json.dumps([ROWS_FORMAT, code]).encode())
-    shared.update(json.dumps(cfg.node, sort_keys=True, default=str).encode())
-    shared.update(json.dumps(rng.bit_generator.state, sort_keys=True, default=str).encode())
-    shared.update(json.dumps([str(s) for s in agg.systems.index]).encode())
+    systems = [str(s) for s in agg.systems.index]
+    for part in ([ROWS_FORMAT, code], cfg.node, rng.bit_generator.state, systems):
+        shared.update(json.dumps(part, sort_keys=True, default=str).encode())
     shared.update(_frame_bytes(seg[["item_id", "system", *human_columns(seg)]]))
     if agg.given:
         shared.update(agg.systems[sorted(agg.given)].to_numpy(dtype=float).tobytes())
@@ -325,20 +321,14 @@ def significance(
         if agg.given and task.level == "system" and task.coefficient.matrix_system is None:
             args = system_view(agg, args) | {"unit": "systems"}  # every pair on given scores
         table = partial(significance_table, **args, **opts, coefficient=task.coefficient)
-        rows += _tested(table, args, permuted, limit)
+        pairs = math.comb(len(args["metrics"]), 2)
+        if permuted is not None and pairs:  # the permutations' time, by a pilot on one pair
+            setting = "correlation.significance.n_resamples"
+            what = ("the significance test's permutations", setting, permuted)
+            limit.check(*what, _pilot(table, args, 2, early_stop=None, draws=None), 1 / pairs)
+        with limit.bar("metric pairs", pairs * len(args["humans"])) as bar:
+            rows += table(progress=bar.update)
     return pd.DataFrame(rows)
-
-
-def _tested(
-    table: Callable[..., list[dict[str, Any]]], args: dict[str, Any], n: int | None, limit: Limit
-) -> list[dict[str, Any]]:
-    """``table()``'s rows; ``n`` permutations' time checked first by a pilot on one pair."""
-    pairs = math.comb(len(args["metrics"]), 2)
-    if n is not None and pairs:
-        what = ("the significance test's permutations", "correlation.significance.n_resamples", n)
-        limit.check(*what, _pilot(table, args, 2, early_stop=None, draws=None), 1 / pairs)
-    with limit.bar("metric pairs", pairs * len(args["humans"])) as bar:
-        return table(progress=bar.update)
 
 
 def _pilot(
@@ -409,7 +399,6 @@ def system_metric_fns(
 
         def fn(
             idx: np.ndarray,
-            rows: list[np.ndarray] = rows,
             stats: list[np.ndarray] = stats,
             metric: Any = metric,
             column: str = column,
