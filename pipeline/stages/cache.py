@@ -242,17 +242,14 @@ class ScoreCache:
 
     def metrics(self) -> dict[str, float]:
         """MLflow metrics: ``cache.hits.<name>``, ``cache.misses.<name>`` and the totals."""
-        out: dict[str, float] = {}
-        for name, c in self.counts.items():
-            out[f"cache.hits.{name}"] = float(c.hits)
-            out[f"cache.misses.{name}"] = float(c.misses)
-        hits, misses = self._totals()
-        out["cache.hits"], out["cache.misses"] = float(hits), float(misses)
-        rows = self.rows.counts
-        if rows.hits or rows.misses:
-            out["cache.hits.correlation"] = float(rows.hits)
-            out["cache.misses.correlation"] = float(rows.misses)
-        return out
+        named = {f".{k}": c for k, c in self.counts.items()} | {"": Counts(*self._totals())}
+        if self.rows.counts.hits or self.rows.counts.misses:
+            named[".correlation"] = self.rows.counts
+        return {
+            f"cache.{kind}{name}": float(value)
+            for name, c in named.items()
+            for kind, value in (("hits", c.hits), ("misses", c.misses))
+        }
 
     def log_summary(self) -> None:
         if not self.counts:

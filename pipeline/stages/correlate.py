@@ -61,30 +61,23 @@ def correlated_columns(agg: Aggregated) -> list[str]:
 
 
 def _table_args(
-    agg: Aggregated, cfg: CorrelationSettings, rng: np.random.Generator
-) -> tuple[list[str], list[str], dict[str, Any]]:
-    """(systems, items, the arguments both tables of the correlation package take)."""
+    agg: Aggregated, cfg: CorrelationSettings, rng: np.random.Generator, items: list[str]
+) -> dict[str, Any]:
+    """The arguments both tables of the correlation package take."""
     seg = agg.segments
     aspects = human_columns(seg)
     systems = list(agg.systems.index)
-    items = in_order(seg["item_id"])
     cols = correlated_columns(agg)
     matrices = to_matrices(seg, [*cols, *aspects], systems, items)
     by_system = agg.systems.reindex(systems).drop(columns=[*agg.given])  # see system_view
-    return (
-        systems,
-        items,
-        {
-            "metrics": {c: matrices[c] for c in cols},
-            "humans": {a: matrices[a] for a in aspects},
-            "system_metrics": {
-                c: by_system[c].to_numpy(dtype=float) for c in cols if c in by_system
-            },
-            "item_nan": cfg.item_nan,
-            "item_average": cfg.item_average,
-            "rng": rng,
-        },
-    )
+    return {
+        "metrics": {c: matrices[c] for c in cols},
+        "humans": {a: matrices[a] for a in aspects},
+        "system_metrics": {c: by_system[c].to_numpy(dtype=float) for c in cols if c in by_system},
+        "item_nan": cfg.item_nan,
+        "item_average": cfg.item_average,
+        "rng": rng,
+    }
 
 
 def system_view(agg: Aggregated, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -117,10 +110,8 @@ def _report_undefined(out: pd.DataFrame, n_systems: int) -> None:
             "correlations.csv are NaN; the segment and item levels are computed",
             n_systems,
         )
-    undefined = out["value"].isna()
-    if n_systems < 2:
-        undefined &= out["level"] != "system"  # already said above
-    nan = out[undefined]
+    # with fewer than 2 systems, the system level is already said above
+    nan = out[out["value"].isna() & ((out["level"] != "system") | (n_systems >= 2))]
     if len(nan):
         log.warning(
             "%d of %d correlations are undefined (NaN: constant scores or too few points), e.g. "
@@ -184,13 +175,14 @@ def _correlate(
 ) -> pd.DataFrame:
     if not human_columns(agg.segments):
         return pd.DataFrame(columns=list(CORRELATION_COLUMNS))
-    systems, items, args = _table_args(agg, cfg, rng)
+    items = in_order(agg.segments["item_id"])
+    args = _table_args(agg, cfg, rng, items)
     metrics = args["metrics"]
-    fns = system_metric_fns(scores, systems, items, list(metrics)) if scores else {}
+    fns = system_metric_fns(scores, list(agg.systems.index), items, list(metrics)) if scores else {}
     opts = {"levels": cfg.levels, "coefficients": cfg.coefficients, "unit": cfg.unit, "ci": cfg.ci}
     opts |= {"interval": cfg.interval, "confidence": cfg.confidence}
-    fns_opt = {"system_metric_fns": resampling_fns(fns, metrics, args["system_metrics"])}
-    table = partial(correlation_table, **args, **opts, **fns_opt)
+    fns = resampling_fns(fns, metrics, args["system_metrics"])
+    table = partial(correlation_table, **args, **opts, system_metric_fns=fns)
     with ThreadPoolExecutor(max_workers=TABLE_WORKERS) as pool:
         if metrics and cfg.ci and cfg.interval == "bootstrap":
             what = ("the correlation table's bootstrap", "correlation.n_resamples", cfg.n_resamples)
@@ -204,10 +196,8 @@ def _correlate(
                 if r["level"] == "system" and agg.given & {r["metric"], r["aspect"]}:
                     rows[i] = by.get((r["metric"], r["aspect"], r["coefficient"]), r)
     out = pd.DataFrame(rows)
-    for col in CORRELATION_COLUMNS:
-        if col not in out:
-            out[col] = np.nan
-    return out[[*CORRELATION_COLUMNS, *(c for c in out.columns if c not in CORRELATION_COLUMNS)]]
+    extra = [c for c in out.columns if c not in CORRELATION_COLUMNS]
+    return out.reindex(columns=[*CORRELATION_COLUMNS, *extra])
 
 
 # the version of the row cache's keys: bumped when what a key covers changes
@@ -229,10 +219,9 @@ def row_keys(
     seg = agg.segments
     # xxh3-128, not blake2b: fast, and a local cache needs no protection against made collisions
     shared = xxhash.xxh3_128()
-    shared.update(json.dumps([ROWS_FORMAT, code]).encode())
-    shared.update(json.dumps(cfg.node, sort_keys=True, default=str).encode())
-    shared.update(json.dumps(rng.bit_generator.state, sort_keys=True, default=str).encode())
-    shared.update(json.dumps([str(s) for s in agg.systems.index]).encode())
+    systems = [str(s) for s in agg.systems.index]
+    for part in ([ROWS_FORMAT, code], cfg.node, rng.bit_generator.state, systems):
+        shared.update(json.dumps(part, sort_keys=True, default=str).encode())
     shared.update(_frame_bytes(seg[["item_id", "system", *human_columns(seg)]]))
     if agg.given:
         shared.update(agg.systems[sorted(agg.given)].to_numpy(dtype=float).tobytes())
@@ -285,13 +274,9 @@ def _correlate_cached(
     out = pd.concat(parts, ignore_index=True) if parts else fresh.iloc[:0]
     out = out[list(fresh.columns)] if set(fresh.columns) <= set(out.columns) else out
     # the order of an uncached run: aspect, level, then metric, coefficients as computed
-    order = {
-        "aspect": {a: i for i, a in enumerate(aspects)},
-        "level": {lv: i for i, lv in enumerate(cfg.levels)},
-        "metric": {c: i for i, c in enumerate(cols)},
-    }
-    rank = pd.DataFrame({k: out[k].map(v) for k, v in order.items()})
-    out = out.iloc[np.lexsort((np.arange(len(out)), rank["metric"], rank["level"], rank["aspect"]))]
+    order = {"metric": cols, "level": cfg.levels, "aspect": aspects}
+    rank = [out[k].map({v: i for i, v in enumerate(vs)}).to_numpy() for k, vs in order.items()]
+    out = out.iloc[np.lexsort((np.arange(len(out)), *rank))]
     return out.reset_index(drop=True)
 
 
@@ -325,42 +310,25 @@ def significance(
     sig = cfg.significance
     if sig is None or not human_columns(agg.segments):
         return pd.DataFrame()
-    table_args = _table_args(agg, cfg, rng)[2]
-    lower = {c for c, info in agg.columns.items() if not info.higher_is_better}
+    table_args = _table_args(agg, cfg, rng, in_order(agg.segments["item_id"]))
     permuted = sig.n_resamples if sig.method == "permutation" else None
+    opts = {"method": sig.method, "n_resamples": sig.n_resamples, "alpha": sig.alpha}
+    opts |= {"alternative": sig.alternative, "early_stop": sig.early_stop, "draws": draws}
+    opts["lower_is_better"] = {c for c, info in agg.columns.items() if not info.higher_is_better}
     rows: list[dict[str, Any]] = []
     for task in sig.tasks:
-        args, unit = table_args, task.unit
+        args = table_args | {"unit": task.unit, "level": task.level}
         if agg.given and task.level == "system" and task.coefficient.matrix_system is None:
-            args, unit = system_view(agg, args), "systems"  # every pair on given scores
-        table = partial(
-            significance_table,
-            **args,
-            level=task.level,
-            coefficient=task.coefficient,
-            method=sig.method,
-            n_resamples=sig.n_resamples,
-            unit=unit,
-            alpha=sig.alpha,
-            alternative=sig.alternative,
-            lower_is_better=lower,
-            early_stop=sig.early_stop,
-            draws=draws,
-        )
-        rows += _tested(table, args, permuted, limit)
+            args = system_view(agg, args) | {"unit": "systems"}  # every pair on given scores
+        table = partial(significance_table, **args, **opts, coefficient=task.coefficient)
+        pairs = math.comb(len(args["metrics"]), 2)
+        if permuted is not None and pairs:  # the permutations' time, by a pilot on one pair
+            setting = "correlation.significance.n_resamples"
+            what = ("the significance test's permutations", setting, permuted)
+            limit.check(*what, _pilot(table, args, 2, early_stop=None, draws=None), 1 / pairs)
+        with limit.bar("metric pairs", pairs * len(args["humans"])) as bar:
+            rows += table(progress=bar.update)
     return pd.DataFrame(rows)
-
-
-def _tested(
-    table: Callable[..., list[dict[str, Any]]], args: dict[str, Any], n: int | None, limit: Limit
-) -> list[dict[str, Any]]:
-    """``table()``'s rows; ``n`` permutations' time checked first by a pilot on one pair."""
-    pairs = math.comb(len(args["metrics"]), 2)
-    if n is not None and pairs:
-        what = ("the significance test's permutations", "correlation.significance.n_resamples", n)
-        limit.check(*what, _pilot(table, args, 2, early_stop=None, draws=None), 1 / pairs)
-    with limit.bar("metric pairs", pairs * len(args["humans"])) as bar:
-        return table(progress=bar.update)
 
 
 def _pilot(
@@ -431,7 +399,6 @@ def system_metric_fns(
 
         def fn(
             idx: np.ndarray,
-            rows: list[np.ndarray] = rows,
             stats: list[np.ndarray] = stats,
             metric: Any = metric,
             column: str = column,

@@ -244,13 +244,8 @@ def compute(
 ) -> Evaluation:
     """Every stage on a loaded table; ``started_at``: when the run began (its loading included)."""
     compare = settings.compare
-    roles = find_roles(
-        table,
-        settings.data.controls,
-        compare.baseline if compare is not None else None,
-        compare.baseline_is_control if compare is not None else True,
-    )
-    ev = Evaluation(settings, table, roles)
+    baseline = () if compare is None else (compare.baseline, compare.baseline_is_control)
+    ev = Evaluation(settings, table, find_roles(table, settings.data.controls, *baseline))
     if started_at is not None:
         ev.started_at = started_at
     status = status if status is not None else Status(enabled=False)

@@ -131,17 +131,14 @@ def paraphrase_table(
     diversity = _pick(present, ("pinc", "self_bleu"))
     if not adequacy or not diversity:
         return None
-    free_first = roles.reference_free or "parascore" not in present
-    paraphrase = _pick(
-        present, (*(reversed(PARASCORES) if free_first else PARASCORES), "bert_ibleu")
-    )
+    order = PARASCORES[::-1] if roles.reference_free or "parascore" not in present else PARASCORES
+    paraphrase = _pick(present, (*order, "bert_ibleu"))
     out = pd.DataFrame({"system": systems.index.astype(str)}, index=systems.index)
     out["control"] = out["system"].isin(roles.controls)
+    flip = 100.0 if diversity == "self_bleu" else None
     measures: dict[str, pd.DataFrame] = {
         "adequacy": _measure(compared, systems, adequacy),
-        "diversity": _measure(
-            compared, systems, diversity, flip=100.0 if diversity == "self_bleu" else None
-        ),
+        "diversity": _measure(compared, systems, diversity, flip),
     }
     gamma = None
     if paraphrase in PARASCORES:

@@ -77,9 +77,7 @@ def find_roles(
             raise ConfigError(
                 f"data.controls: '{name}' is not a system; {hint}choose from {sorted(systems)}"
             )
-    named = set(controls)
-    if baseline is not None and baseline_is_control:
-        named.add(baseline)
+    named = {*controls, baseline} if baseline is not None and baseline_is_control else set(controls)
     chosen = tuple(s for s in systems if s in named)
     rates = copy_rates(table)
     likely = {str(s): float(r) for s, r in rates.items() if r > COPY_SHARE and str(s) not in chosen}
