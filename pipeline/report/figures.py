@@ -311,7 +311,6 @@ def page_text(ev: Evaluation) -> str:
     )
     page = environment.get_template("report.html.j2").render(
         name=ev.settings.data.name,
-        css=Markup((TEMPLATES / "report.css").read_text(encoding="utf-8")),
         meta=f"paraeval {__version__} · {len(t)} rows, {t['item_id'].nunique()} items × "
         f"{t['system'].nunique()} systems · {len(ev.metrics)} metrics · written {when}",
         marks_note=MARKS_NOTE,

@@ -133,23 +133,22 @@ def agreement(ev: Evaluation) -> Agreement:
             ["cluster", "agreement"], ascending=[True, False], na_position="last", kind="stable"
         ).reset_index(drop=True)
         if not pairs.empty:
-            frame["p vs best"] = _p_against(pairs, frame["metric"], [frame["metric"].iloc[0]])
-            nexts = [*frame["metric"].iloc[1:], None]
-            frame["p vs next"] = _p_against(pairs, frame["metric"], nexts)
+            metrics = list(frame["metric"])
+            frame["p vs best"] = _p_against(pairs, metrics, metrics[:1] * len(metrics))
+            frame["p vs next"] = _p_against(pairs, metrics, [*metrics[1:], None])
         out.by_aspect[str(aspect)] = frame
     return out
 
 
-def _p_against(pairs: pd.DataFrame, metrics: pd.Series, others: list[str | None]) -> list[float]:
-    """Each metric's p-value against its partner in ``others`` (one name: the same for all)."""
+def _p_against(pairs: pd.DataFrame, metrics: list[str], others: list[str | None]) -> list[float]:
+    """Each metric's p-value against its partner in ``others``."""
     p = {
         frozenset((str(a), str(b))): float(v)
         for a, b, v in zip(pairs["metric_a"], pairs["metric_b"], pairs["p_value"], strict=True)
     }
-    partners = others * len(metrics) if len(others) == 1 else others
     return [
         p.get(frozenset((str(m), str(o))), math.nan) if o is not None and o != m else math.nan
-        for m, o in zip(metrics, partners, strict=True)
+        for m, o in zip(metrics, others, strict=True)
     ]
 
 
@@ -381,9 +380,8 @@ def agreement_table(agree: Agreement, aspect: str, style: FigureStyle, best: boo
     frame = with_interval(frame.drop(columns=["agreement"]), "value", signed=True)
     frame.insert(0, "rank", range(1, len(frame) + 1))
     frame["metric"] = [style.label(str(m)) for m in frame["metric"]]
-    for c in ("p vs best", "p vs next"):
-        if c in frame:
-            frame[c] = [sacrebleu_p(p, agree.alpha) for p in frame[c]]
+    for c in frame.columns.intersection(["p vs best", "p vs next"]):
+        frame[c] = [sacrebleu_p(p, agree.alpha) for p in frame[c]]
     if best:
         frame = frame.drop(columns=[c for c in ("p vs best", "p vs next", "n") if c in frame])
     if frame["cluster"].isna().all():  # no significance test was run
