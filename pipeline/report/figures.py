@@ -30,6 +30,7 @@ from paraeval.pipeline.report.plots import (
     COEFFICIENT_NAMES,
     MARKS_NOTE,
     PNG_DPI,
+    averages_first,
     correlation_heatmap,
     drawn,
     metric_vs_human,
@@ -58,14 +59,6 @@ PLACED = (HEADLINE_FIGURE, "system_ranking", "correlation_heatmap", "alpha_curve
 _FIGURE = re.compile(r"<paraeval-figure ([\w-]+)/>")
 PX_PER_INCH = 104  # a figure's 7 pt text is 10 px on the page
 SCATTER = "scatter"
-# Marks every figure with whether it decoded (a test reads the marks from the rendered page).
-_SCRIPT = """
-window.addEventListener('load', function () {
-  document.querySelectorAll('img').forEach(function (img) {
-    img.setAttribute('data-loaded', img.complete && img.naturalWidth > 0 ? 'yes' : 'no');
-  });
-});
-"""
 
 
 def figure_plan(ev: Evaluation, out_dir: str | Path) -> Plan:
@@ -301,6 +294,8 @@ def page_text(ev: Evaluation) -> str:
         else "no significance test was run (correlation.significance.enabled)"
     )
     choice = alpha_choice(ev)
+    sig = ev.settings.correlation.significance
+    tasks = ", ".join(f"{t.level} {t.coefficient.name}" for t in sig.tasks) if sig else ""
 
     def by_aspect(best: bool) -> list[tuple[str, Markup]]:
         return [
@@ -316,8 +311,6 @@ def page_text(ev: Evaluation) -> str:
     )
     page = environment.get_template("report.html.j2").render(
         name=ev.settings.data.name,
-        css=Markup((TEMPLATES / "report.css").read_text(encoding="utf-8")),
-        script=Markup(_SCRIPT),
         meta=f"paraeval {__version__} · {len(t)} rows, {t['item_id'].nunique()} items × "
         f"{t['system'].nunique()} systems · {len(ev.metrics)} metrics · written {when}",
         marks_note=MARKS_NOTE,
@@ -337,9 +330,12 @@ def page_text(ev: Evaluation) -> str:
         agreement_note=f"{coefficient} at the {agree.level} level with its bootstrap "
         f"interval, ranked by agreement whatever a metric's direction (a lower-is-better "
         f"metric's negative correlation counts as agreement); {clusters}.",
+        overall=tables.overall_tables(agree, style),
+        overall_fold=len(agree.overall) > tables.MAX_BEST * len(agree.by_aspect),
+        tasks=tasks,
         alpha_choice=tables.table(choice) if not choice.empty else None,
         systems=tables.system_tables(ev, style),
-        comparison=tables.comparison_tables(ev, style),
+        comparison=tables.ranking_tables(ev, style, averages_first(ev.comparison["metric"])),
         correlations=tables.correlation_tables(ev, agree.coefficient, style),
         with_controls=tables.controls_tables(ev, agree.coefficient, style),
         controls=", ".join(ev.roles.controls),

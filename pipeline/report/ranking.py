@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 import numpy as np
@@ -170,53 +170,27 @@ def _panel(ax: Axes, layout: RankingLayout, panel: Panel, names: bool) -> None:
         panel.score, y, s=16, c=faces, edgecolors=colors, linewidths=1.0, zorder=3, gid=POINTS_GID
     )
     if layout.baseline in layout.systems:
-        at = layout.systems.index(layout.baseline)
-        ax.scatter(
-            panel.score[at : at + 1],
-            y[at : at + 1],
-            s=34,
-            marker="s",
-            facecolors="none",
-            edgecolors="black",
-            linewidths=0.8,
-            zorder=4,
-            gid=BASELINE_GID,
-        )
+        at = [layout.systems.index(layout.baseline)]
+        box: dict[str, Any] = {"marker": "s", "facecolors": "none", "edgecolors": "black"}
+        ax.scatter(panel.score[at], y[at], s=34, linewidths=0.8, zorder=4, gid=BASELINE_GID, **box)
     ax.set_yticks([])
     ax.set_ylim(-0.75, n - 0.25)
     if panel.lower_is_better:
         ax.invert_xaxis()  # better to the right, as in every other panel
     rows = ax.get_yaxis_transform()
     # the cluster numbers as a line's markers: a text per system and panel would be slow
+    mark: dict[str, Any] = {"ls": "", "color": "0.25", "transform": rows, "clip_on": False}
     for cluster in np.unique(panel.cluster[np.isfinite(panel.cluster)]):
         at = panel.cluster == cluster
         marker, size = _number(float(cluster))
-        ax.plot(
-            np.full(int(at.sum()), CLUSTER_X),
-            y[at],
-            ls="",
-            marker=marker,
-            ms=size,
-            color="0.25",
-            mew=0,
-            transform=rows,
-            clip_on=False,
-            gid=f"{CLUSTER_GID} {cluster:g}",
-        )
+        x = np.full(int(at.sum()), CLUSTER_X)
+        ax.plot(x, y[at], marker=marker, ms=size, mew=0, gid=f"{CLUSTER_GID} {cluster:g}", **mark)
     # the names as texts rather than tick labels: a tick is several artists
     if names:
+        text: dict[str, Any] = {"transform": rows, "fontsize": FONT, "va": "center", "ha": "right"}
         for row, system in zip(y, layout.systems, strict=True):
             weight = "bold" if system == layout.baseline else "normal"
-            ax.text(
-                -0.04,
-                row,
-                str(system),
-                transform=rows,
-                fontsize=FONT,
-                fontweight=weight,
-                va="center",
-                ha="right",
-            )
+            ax.text(-0.04, row, str(system), fontweight=weight, **text)
     plots.set_title(ax, panel.title, fontsize=7)  # fixed tick labels: nothing above the axes
     ax.tick_params(axis="x", labelsize=FONT)
     ax.xaxis.set_major_locator(MaxNLocator(nbins=3))  # a panel is narrow: three values
@@ -316,29 +290,11 @@ def frontier_plot(view: ParaphraseTable, path: Path) -> bool:
         m = mask & shown
         if not m.any():
             continue
-        ax.errorbar(
-            x[m],
-            y[m],
-            xerr=_errors(xl[m], x[m], xh[m]),
-            yerr=_errors(yl[m], y[m], yh[m]),
-            fmt="none",
-            ecolor=color,
-            alpha=0.5,
-            lw=1.0,
-            zorder=2,
-        )
-        ax.scatter(
-            x[m],
-            y[m],
-            s=size,
-            marker=marker,
-            color=color,
-            edgecolors="black",
-            linewidths=0.5,
-            zorder=3,
-            label=label,
-            clip_on=False,  # a control on the edge is drawn whole
-        )
+        err = {"xerr": _errors(xl[m], x[m], xh[m]), "yerr": _errors(yl[m], y[m], yh[m])}
+        ax.errorbar(x[m], y[m], **err, fmt="none", ecolor=color, alpha=0.5, lw=1.0, zorder=2)
+        # clip_on off: a control on the edge is drawn whole
+        edge = {"edgecolors": "black", "linewidths": 0.5, "zorder": 3, "clip_on": False}
+        ax.scatter(x[m], y[m], s=size, marker=marker, color=color, label=label, **edge)
     for i in np.flatnonzero(shown):
         name = str(t["system"].iloc[i]) + (" (control)" if controls[i] else "")
         if off[i]:

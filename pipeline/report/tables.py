@@ -91,12 +91,12 @@ class Agreement:
     alpha: float = 0.05
     method: str = ""
     by_aspect: dict[str, pd.DataFrame] = field(default_factory=dict)
+    overall: pd.DataFrame = field(default_factory=pd.DataFrame)  # metric_ranking.csv's
 
     def best(self, aspect: str) -> pd.DataFrame:
         """The best cluster's metrics (at least MIN_BEST, at most MAX_BEST)."""
         ranked = self.by_aspect[aspect]
-        first = ranked["cluster"].min() if ranked["cluster"].notna().any() else math.nan
-        in_best = int((ranked["cluster"] == first).sum()) if math.isfinite(first) else 0
+        in_best = int((ranked["cluster"] == ranked["cluster"].min()).sum())  # 0 if all NaN
         return ranked.head(min(max(in_best, MIN_BEST), MAX_BEST))
 
 
@@ -109,12 +109,16 @@ def agreement(ev: Evaluation) -> Agreement:
     sub = corr[corr["coefficient"] == coefficient]
     level = headline_level(cfg, sub["level"])
     sub = sub[sub["level"] == level]
+    ranking = ev.ranking
+    test = (ranking["coefficient"] == coefficient) & (ranking["level"] == level)
+    clusters = ranking[test].set_index(["aspect", "metric"])["cluster"].astype(float)
     sig = ev.significance
     if not sig.empty:
         sig = sig[(sig["coefficient"] == coefficient) & (sig["level"] == level)]
     info = ev.aggregated.columns if ev.aggregated is not None else {}
     alpha = Agreement.alpha if cfg.significance is None else cfg.significance.alpha
     out = Agreement(coefficient, level, alpha, str(sig["method"].iloc[0]) if not sig.empty else "")
+    out.overall = ranking[ranking["level"] == "overall"]
     for aspect, rows in sub.groupby("aspect", sort=False):
         sign = [-1.0 if m in info and not info[m].higher_is_better else 1.0 for m in rows["metric"]]
         frame = pd.DataFrame(
@@ -124,36 +128,27 @@ def agreement(ev: Evaluation) -> Agreement:
         frame["agreement"] = frame["value"].to_numpy() * sign
         frame["n"] = rows["n"].to_numpy()
         pairs = sig[sig["aspect"] == aspect] if not sig.empty else sig
-        frame["cluster"] = frame["metric"].map(_clusters(pairs)) if not pairs.empty else math.nan
+        frame["cluster"] = frame["metric"].map(clusters[aspect]) if not pairs.empty else math.nan
         frame = frame.sort_values(
             ["cluster", "agreement"], ascending=[True, False], na_position="last", kind="stable"
         ).reset_index(drop=True)
         if not pairs.empty:
-            frame["p vs best"] = _p_against(pairs, frame["metric"], [frame["metric"].iloc[0]])
-            nexts = [*frame["metric"].iloc[1:], None]
-            frame["p vs next"] = _p_against(pairs, frame["metric"], nexts)
+            metrics = list(frame["metric"])
+            frame["p vs best"] = _p_against(pairs, metrics, metrics[:1] * len(metrics))
+            frame["p vs next"] = _p_against(pairs, metrics, [*metrics[1:], None])
         out.by_aspect[str(aspect)] = frame
     return out
 
 
-def _clusters(pairs: pd.DataFrame) -> dict[str, float]:
-    clusters: dict[str, float] = {}
-    for side in ("a", "b"):
-        for m, c in zip(pairs[f"metric_{side}"], pairs[f"cluster_{side}"], strict=True):
-            clusters.setdefault(str(m), float(c) if c is not None else math.nan)
-    return clusters
-
-
-def _p_against(pairs: pd.DataFrame, metrics: pd.Series, others: list[str | None]) -> list[float]:
-    """Each metric's p-value against its partner in ``others`` (one name: the same for all)."""
+def _p_against(pairs: pd.DataFrame, metrics: list[str], others: list[str | None]) -> list[float]:
+    """Each metric's p-value against its partner in ``others``."""
     p = {
         frozenset((str(a), str(b))): float(v)
         for a, b, v in zip(pairs["metric_a"], pairs["metric_b"], pairs["p_value"], strict=True)
     }
-    partners = others * len(metrics) if len(others) == 1 else others
     return [
         p.get(frozenset((str(m), str(o))), math.nan) if o is not None and o != m else math.nan
-        for m, o in zip(metrics, partners, strict=True)
+        for m, o in zip(metrics, others, strict=True)
     ]
 
 
@@ -344,12 +339,6 @@ def ranking_tables(
     return [(style.label(m), table(with_interval(system_ranking(ev, m), "score"))) for m in metrics]
 
 
-def comparison_tables(ev: Evaluation, style: FigureStyle) -> list[tuple[str, Markup]]:
-    if ev.compared is None or ev.compared.table.empty:
-        return []
-    return ranking_tables(ev, style, averages_first(ev.compared.table["metric"]))
-
-
 def comparison_matrix(ev: Evaluation, style: FigureStyle) -> Markup | None:
     """Each system's cluster on every compared column, in the ranking figure's system order."""
     if ev.compared is None or ev.compared.table.empty:
@@ -391,15 +380,27 @@ def agreement_table(agree: Agreement, aspect: str, style: FigureStyle, best: boo
     frame = with_interval(frame.drop(columns=["agreement"]), "value", signed=True)
     frame.insert(0, "rank", range(1, len(frame) + 1))
     frame["metric"] = [style.label(str(m)) for m in frame["metric"]]
-    for c in ("p vs best", "p vs next"):
-        if c in frame:
-            frame[c] = [sacrebleu_p(p, agree.alpha) for p in frame[c]]
+    for c in frame.columns.intersection(["p vs best", "p vs next"]):
+        frame[c] = [sacrebleu_p(p, agree.alpha) for p in frame[c]]
     if best:
         frame = frame.drop(columns=[c for c in ("p vs best", "p vs next", "n") if c in frame])
     if frame["cluster"].isna().all():  # no significance test was run
         frame = frame.drop(columns=["cluster"])
     frame = frame.rename(columns={"value": agree.coefficient})
     return table(frame, signed=frozenset({agree.coefficient}))
+
+
+def overall_tables(agree: Agreement, style: FigureStyle) -> list[tuple[str, Markup]]:
+    """Per aspect, the overall ranking over the significance tasks (metric_ranking.csv)."""
+    out = []
+    for aspect, rows in agree.overall.groupby("aspect", sort=False):
+        ranks = zip(rows["order"], rows["cluster"], strict=True)
+        frame = rows[["metric", "value", "source", "baseline"]].reset_index(drop=True)
+        frame["metric"] = [style.label(str(m)) for m in frame["metric"]]
+        frame.insert(0, "rank (cluster)", [f"{o} ({DASH if pd.isna(c) else c})" for o, c in ranks])
+        right = frozenset({"rank (cluster)"})
+        out.append((f"{str(aspect).removeprefix('human_')}, overall", table(frame, right=right)))
+    return out
 
 
 def human_tables(ev: Evaluation) -> tuple[Markup, Markup] | None:

@@ -426,6 +426,36 @@ def test_without_the_significance_test_metrics_rank_by_direction_adjusted_value(
     assert "cluster" not in shown.columns and len(shown) == 3
 
 
+def test_the_overall_ranking_over_the_significance_tasks_is_a_table_per_aspect(
+    tmp_path: Path,
+) -> None:
+    """With several significance tasks (wmt24), the agreement answers rank the metrics over them
+    too: per aspect, as metric_ranking.csv's overall block orders them."""
+    ev = paraeval.evaluate(
+        read_table(demo_path()),
+        ["rouge1", "rouge2", "rougeL", "pinc"],  # segment means: wmt24's tests permute items
+        overrides=["correlation=wmt24", *CONTROLS],
+        **{**CHEAP, "correlation": {"n_resamples": 50, "significance": {"n_resamples": 50}}},
+    )
+    html = (ev.write(tmp_path) / "report.html").read_text(encoding="utf-8")
+    note = html.index("Over the significance tasks (item acc23, system soft_pairwise_accuracy)")
+    assert html.index('id="agreement"') < note < html.index('<section id="details">')
+    tables = dict(_tables(html))
+    overall = ev.ranking[ev.ranking["level"] == "overall"]
+    assert set(overall["aspect"]) == {"human_meaning", "human_fluency"}
+    for aspect, rows in overall.groupby("aspect"):
+        shown = tables[f"{str(aspect).removeprefix('human_')}, overall"]
+        assert list(shown.columns) == ["rank (cluster)", "metric", "value", "source", "baseline"]
+        assert list(shown["metric"]) == [
+            FigureStyle(source=frozenset({"pinc"})).label(m) for m in rows["metric"]
+        ]
+        ranks = zip(rows["order"], rows["cluster"], strict=True)
+        assert list(shown["rank (cluster)"]) == [f"{o} ({c})" for o, c in ranks]
+        assert list(shown["value"]) == [f"{v:.3f}" for v in rows["value"]]
+        assert set(shown["source"]) == {"paraeval"} and set(shown["baseline"]) == {"no"}
+    assert "The overall ranking (" not in html  # five metrics an aspect: not folded
+
+
 @pytest.mark.slow
 def test_the_paraphrase_table_and_its_figure_come_first(full: Path) -> None:
     """The default metric set: the first table of the answers is the paraphrase table, the
