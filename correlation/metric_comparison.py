@@ -144,7 +144,9 @@ def significance_table(
     }
     names = list(metrics)
     rows: list[dict[str, Any]] = []
-    sm = {n: system_metrics.get(n) if level == "system" else None for n in names}
+    # soft pairwise accuracy is of the segment scores whatever the system scores are
+    by_system = level == "system" and coef.matrix_system is None
+    sm = {n: system_metrics.get(n) if by_system else None for n in names}
     items = {"item_nan": item_nan, "item_average": item_average}
     perm = {"rng": rng, "n_resamples": n_resamples, "unit": unit, "alternative": alternative}
     perm |= {"early_stop": early_stop, **items}
