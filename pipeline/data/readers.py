@@ -85,9 +85,7 @@ def _read_text(path: Path, label: str, sep: str | None = None) -> str:
 
 def read_text_lines(path: Path, label: str) -> list[str]:
     lines = _read_text(path, label).split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [ln.rstrip("\r") for ln in lines]
+    return [ln.rstrip("\r") for ln in (lines[:-1] if lines[-1] == "" else lines)]
 
 
 def check_aligned(
