@@ -84,12 +84,8 @@ def aggregate(scores: Scores, normalizer: Normalizer | None = None) -> Aggregate
             continue
         with np.errstate(all="ignore"):
             seg[group] = norm[members].mean(axis=1, skipna=True)
-        columns[group] = ColumnInfo(
-            metric=group,
-            group="average",
-            higher_is_better=True,
-            signature=f"{group}|norm:{normalizer.method}|of:{'+'.join(members)}",
-        )
+        signature = f"{group}|norm:{normalizer.method}|of:{'+'.join(members)}"
+        columns[group] = ColumnInfo(group, "average", True, signature)
 
     systems = scores.corpus.copy()
     by_system = seg.groupby("system", sort=False)
