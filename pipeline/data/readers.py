@@ -135,10 +135,8 @@ def _check_fields(text: str, p: Path, sep: str, quoting: Quoting) -> None:
             )
     for record in reader:
         if record and len(record) < len(header):
-            hint = ""
-            if quoting == csv.QUOTE_NONE:
-                hint = "; a line break inside a quoted field? TSV is read without quotes, so each "
-                hint += "row must be on one line"
+            tsv_hint = "; a line break inside a quoted field? TSV is read without quotes, so"
+            hint = f"{tsv_hint} each row must be on one line" if quoting == csv.QUOTE_NONE else ""
             raise DataError(
                 f"{len(record)} field{'s' if len(record) != 1 else ''} but the header has "
                 f"{len(header)}{hint}",
