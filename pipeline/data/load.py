@@ -163,12 +163,9 @@ def load_parabank(
     df = aggregate_annotators(
         df, "worker", ["human_meaning", "human_grammaticality"], aggregate, repeats_allowed=True
     )
-    if references == "source":
-        df["references"] = [[s] for s in df["source"]]
-    elif references == "none":
-        df["references"] = [[] for _ in range(len(df))]
-    else:
+    if references not in ("source", "none"):
         raise ConfigError(f"data.references must be 'source' or 'none', got '{references}'")
+    df["references"] = [[s] if references == "source" else [] for s in df["source"]]
     df["item_id"] = df["item_id"].str.zfill(3)
     return validate(df, cand_file, [ref_file, cand_file], name)
 

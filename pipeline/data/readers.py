@@ -85,9 +85,7 @@ def _read_text(path: Path, label: str, sep: str | None = None) -> str:
 
 def read_text_lines(path: Path, label: str) -> list[str]:
     lines = _read_text(path, label).split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [ln.rstrip("\r") for ln in lines]
+    return [ln.rstrip("\r") for ln in (lines[:-1] if lines[-1] == "" else lines)]
 
 
 def check_aligned(
@@ -137,10 +135,8 @@ def _check_fields(text: str, p: Path, sep: str, quoting: Quoting) -> None:
             )
     for record in reader:
         if record and len(record) < len(header):
-            hint = ""
-            if quoting == csv.QUOTE_NONE:
-                hint = "; a line break inside a quoted field? TSV is read without quotes, so each "
-                hint += "row must be on one line"
+            tsv_hint = "; a line break inside a quoted field? TSV is read without quotes, so"
+            hint = f"{tsv_hint} each row must be on one line" if quoting == csv.QUOTE_NONE else ""
             raise DataError(
                 f"{len(record)} field{'s' if len(record) != 1 else ''} but the header has "
                 f"{len(header)}{hint}",

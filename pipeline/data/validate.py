@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -74,12 +75,10 @@ def _to_refs(value: Any, file: str, row: int, column: str) -> list[str]:
     if isinstance(value, str):
         stripped = value.strip()
         if stripped.startswith("[") and stripped.endswith("]"):
-            try:
+            with contextlib.suppress(json.JSONDecodeError):
                 parsed = json.loads(stripped)
-            except json.JSONDecodeError:
-                return [value]
-            if isinstance(parsed, list):
-                return _to_refs(parsed, file, row, column)
+                if isinstance(parsed, list):
+                    return _to_refs(parsed, file, row, column)
         return [value]
     kind = type(value).__name__
     raise DataError(
@@ -187,11 +186,21 @@ def origin_error(message: str, origin: object, column: str, file: str | None = N
     )
 
 
-def _check_annotator_rows(
-    df: pd.DataFrame, annotator: str, keys: list[str], repeats_allowed: bool = False
-) -> None:
-    """Otherwise the first text would be scored silently, or a rating counted twice."""
-    # one row may stand for several systems (ParaBank's sys_id lists): still one rating
+def aggregate_annotators(
+    df: pd.DataFrame, annotator: str, human_cols: list[str], how: str, repeats_allowed: bool = False
+) -> pd.DataFrame:
+    if how not in AGGREGATIONS:
+        raise ConfigError(f"data.aggregate must be one of {list(AGGREGATIONS)}, got '{how}'")
+    if how == "zscore":
+        df = df.copy()
+        for col in human_cols:
+            grouped = df.groupby(annotator)[col]
+            sd = grouped.transform("std", ddof=0)
+            df[col] = (df[col] - grouped.transform("mean")) / sd.where(sd > 0)
+        how = "mean"
+    keys = ["item_id", "system"]
+    # otherwise the first text would be scored silently, or a rating counted twice; one row may
+    # stand for several systems (ParaBank's sys_id lists): still one rating
     rows_of = df.drop_duplicates([*keys, annotator, "origin"])
     twice = rows_of.duplicated(subset=[*keys, annotator], keep=False)
     if twice.any() and not repeats_allowed:
@@ -215,6 +224,12 @@ def _check_annotator_rows(
                 first.origin,
                 column,
             )
+    groups = df.groupby(keys, sort=False)
+    agg = groups[human_cols].agg(how).reset_index()
+    counts = groups[human_cols].count().reset_index()
+    out = groups.first().reset_index().drop(columns=human_cols).merge(agg, on=keys)
+    out = out.assign(**{f"n_{col}": counts[col].to_numpy() for col in human_cols})
+    return out.drop(columns=[annotator])
 
 
 def _first_difference(df: pd.DataFrame, keys: list[str], column: str) -> tuple[int, int] | None:
@@ -225,28 +240,6 @@ def _first_difference(df: pd.DataFrame, keys: list[str], column: str) -> tuple[i
     differs = (values != values[starts]) & ~(pd.isna(values) & pd.isna(values[starts]))
     at = np.flatnonzero(differs)
     return (int(starts[at[0]]), int(at[0])) if len(at) else None
-
-
-def aggregate_annotators(
-    df: pd.DataFrame, annotator: str, human_cols: list[str], how: str, repeats_allowed: bool = False
-) -> pd.DataFrame:
-    if how not in AGGREGATIONS:
-        raise ConfigError(f"data.aggregate must be one of {list(AGGREGATIONS)}, got '{how}'")
-    if how == "zscore":
-        df = df.copy()
-        for col in human_cols:
-            grouped = df.groupby(annotator)[col]
-            sd = grouped.transform("std", ddof=0)
-            df[col] = (df[col] - grouped.transform("mean")) / sd.where(sd > 0)
-        how = "mean"
-    keys = ["item_id", "system"]
-    _check_annotator_rows(df, annotator, keys, repeats_allowed)
-    first = df.groupby(keys, sort=False).first().reset_index()
-    agg = df.groupby(keys, sort=False)[human_cols].agg(how).reset_index()
-    counts = df.groupby(keys, sort=False)[human_cols].count().reset_index()
-    out = first.drop(columns=human_cols).merge(agg, on=keys)
-    out = out.assign(**{f"n_{col}": counts[col].to_numpy() for col in human_cols})
-    return out.drop(columns=[annotator])
 
 
 def tidy_table(
@@ -372,10 +365,9 @@ REPORT_COLUMNS += ["mean", "sd", "constant"]
 
 def human_report(segments: pd.DataFrame) -> pd.DataFrame:
     """Per aspect, for all rows and per system (warnings to the log)."""
-    aspects = human_columns(segments)
     rows = []
     groups: list[tuple[Any, Any]] = [("(all)", slice(None)), *row_groups(segments["system"])]
-    for aspect in aspects:
+    for aspect in human_columns(segments):
         column = segments[aspect].to_numpy(dtype=float)
         counts = segments.get(f"n_{aspect}", pd.Series(0, index=segments.index))
         ones = (counts == 1).to_numpy(dtype=bool)  # rows resting on one rating

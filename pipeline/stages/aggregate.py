@@ -29,33 +29,28 @@ class Normalizer:
         x = np.asarray(values, dtype=float)
         sign = 1.0 if higher_is_better else -1.0
         finite = x[np.isfinite(x)]
-        params: dict[str, float | str | bool] = {
-            "column": column,
-            "method": self.method,
-            "flipped": not higher_is_better,
-            "min": float(finite.min()) if finite.size else float("nan"),
-            "max": float(finite.max()) if finite.size else float("nan"),
-            "mean": float(finite.mean()) if finite.size else float("nan"),
-            "sd": float(finite.std(ddof=0)) if finite.size else float("nan"),
-        }
+        lo = hi = mean = sd = float("nan")
+        if finite.size:
+            lo, hi = float(finite.min()), float(finite.max())
+            mean, sd = float(finite.mean()), float(finite.std(ddof=0))
+        params: dict[str, float | str | bool] = dict(column=column, method=self.method)
+        params.update(flipped=not higher_is_better, min=lo, max=hi, mean=mean, sd=sd)
         if finite.size == 0:
             return np.full_like(x, np.nan), params
         assert self.bounds is not None
         method = "minmax" if self.method == "bounds" and column not in self.bounds else self.method
         if method == "minmax":
-            lo, hi = params["min"], params["max"]
-            span = float(hi) - float(lo)
+            span = hi - lo
             if span == 0:
                 out = np.where(np.isfinite(x), 0.5, np.nan)
             else:
-                out = (x - float(lo)) / span if higher_is_better else (float(hi) - x) / span
+                out = (x - lo) / span if higher_is_better else (hi - x) / span
         elif method == "bounds":
             lo_b, hi_b = (float(v) for v in self.bounds[column])
             params["low"], params["high"] = lo_b, hi_b
             scaled = np.clip((x - lo_b) / (hi_b - lo_b), 0.0, 1.0)
             out = scaled if higher_is_better else 1.0 - scaled
         elif method == "zscore":
-            sd, mean = float(params["sd"]), float(params["mean"])
             out = sign * (x - mean) / sd if sd > 0 else np.where(np.isfinite(x), 0.0, np.nan)
         else:  # rank: percentile of each value in the pool, ties get their mean rank
             out = pd.Series(sign * x).rank(method="average", pct=True).to_numpy()
@@ -89,12 +84,8 @@ def aggregate(scores: Scores, normalizer: Normalizer | None = None) -> Aggregate
             continue
         with np.errstate(all="ignore"):
             seg[group] = norm[members].mean(axis=1, skipna=True)
-        columns[group] = ColumnInfo(
-            metric=group,
-            group="average",
-            higher_is_better=True,
-            signature=f"{group}|norm:{normalizer.method}|of:{'+'.join(members)}",
-        )
+        signature = f"{group}|norm:{normalizer.method}|of:{'+'.join(members)}"
+        columns[group] = ColumnInfo(group, "average", True, signature)
 
     systems = scores.corpus.copy()
     by_system = seg.groupby("system", sort=False)
