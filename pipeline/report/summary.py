@@ -18,7 +18,7 @@ from rich.text import Text
 
 from paraeval.pipeline.names import show
 from paraeval.pipeline.report.plots import AVERAGES, LOWER_MARK
-from paraeval.pipeline.report.tables import figure_style, ranked_columns, role_label
+from paraeval.pipeline.report.tables import digits, figure_style, ranked_columns, role_label
 from paraeval.pipeline.stages.compare import comparison_order
 from paraeval.pipeline.stages.correlate import RANKED_GROUPS, best_agreeing, headline_coefficient
 from paraeval.pipeline.terminal import Status, printable
@@ -40,11 +40,6 @@ def _number(value: object, digits: int) -> str:
     except (TypeError, ValueError):
         return printable(value)
     return "–" if not math.isfinite(v) else f"{v:.{digits}f}"
-
-
-def _digits(values: pd.Series) -> int:
-    finite = pd.to_numeric(values, errors="coerce").abs().dropna()
-    return 1 if len(finite) and finite.max() >= 10 else 3
 
 
 def _header(ev: Evaluation, column: str) -> str:
@@ -99,16 +94,16 @@ def paraphrase_block(ev: Evaluation, max_rows: int) -> Block | None:
     headers += [view.paraphrase, "cluster"] if view.paraphrase else []
     headers += ["copy", *(c.removeprefix("human_") for c in humans)]
     table = _table("Paraphrase: meaning kept and wording changed", "system", headers)
-    digits = {c: _digits(t[c]) for c in [*columns, *humans]}
+    places = {c: digits(t[c]) for c in [*columns, *humans]}
     for _, r in t.head(max_rows).iterrows():
         name = printable(r["system"])
         name += " (control)" if r["control"] else (" ◆" if r["frontier"] else "")
-        cells = [_number(r[c], digits[c]) for c in columns]
+        cells = [_number(r[c], places[c]) for c in columns]
         if view.paraphrase:
             cluster = str(int(r["cluster"])) if math.isfinite(r["cluster"]) else "–"
             cells += [_number(r["paraphrase"], 3), cluster]
         cells.append(f"{r['copy_rate']:.0%}" if math.isfinite(r["copy_rate"]) else "–")
-        cells += [_number(r[c], digits[c]) for c in humans]
+        cells += [_number(r[c], places[c]) for c in humans]
         table.add_row(Text(name), *cells)
     _more(table, len(t), max_rows)
     against = "source" if view.reference_free else "references"
@@ -127,10 +122,10 @@ def systems_block(ev: Evaluation, max_rows: int) -> Block:
     more = f"{left_out} more columns in system_scores.csv; " if left_out else ""
     headers = [_header(ev, c) for c in columns]
     table = _table(f"Systems ({len(systems)}, corpus level)", "system", headers)
-    digits = {c: _digits(systems[c]) for c in columns}
+    places = {c: digits(systems[c]) for c in columns}
     for name, row in systems.head(max_rows).iterrows():
         label = printable(name) + (" (control)" if name in ev.roles.controls else "")
-        table.add_row(Text(label), *[_number(row[c], digits[c]) for c in columns])
+        table.add_row(Text(label), *[_number(row[c], places[c]) for c in columns])
     _more(table, len(systems), max_rows)
     return table, f"{more}{LOWER_MARK} = lower is better"
 
@@ -176,7 +171,7 @@ def _comparison_cells(sub: pd.DataFrame, system: str, alpha: float) -> tuple[str
     if system not in sub.index:
         return "", ""
     r: Any = sub.loc[system]
-    d = _digits(sub["score"])
+    d = digits(sub["score"])
     mark = ("*" if r.p_bootstrap < alpha else "") + ("†" if r.p_ar < alpha else "")
     cluster = f" ({int(r.cluster)})" if math.isfinite(r.cluster) else " (–)"  # a control
     interval = f"[{_number(r.ci_low, d)}, {_number(r.ci_high, d)}]"
