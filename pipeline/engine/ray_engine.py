@@ -255,8 +255,7 @@ class RayEngine:
     def score_calls(self, metric: Metric, origin: Origin, calls: Calls) -> Later:
         rows = self.settings.rows_per_shard
         shards, owners = cut((call, row_slices(len(call[0]), rows)) for call in calls())
-        calls_n = max(owners, default=0) + 1
-        asked = self._ask(metric, origin, ShardMode.SCORE, shards, owners, calls_n)
+        asked = self._ask(metric, origin, ShardMode.SCORE, shards, owners)
         return Later(lambda: joined(self._results(asked)))
 
     def score_systems(self, metric: Metric, origin: Origin, calls: Sequence[Texts]) -> list[Later]:
@@ -265,11 +264,10 @@ class RayEngine:
         bounds = [sharded.split(r, rows) if sharded else [] for _, r, _ in calls]
         if sharded is None or all(len(b) <= 1 for b in bounds):
             # rows depend on each other beyond counts (ParaScore), or each system fits one shard
-            n = len(calls)
-            whole = self._ask(metric, origin, ShardMode.SYSTEMS, list(calls), range(n), n)
-            return Later(lambda: self._results(whole)).each(n)
+            whole = self._ask(metric, origin, ShardMode.SYSTEMS, list(calls), [*range(len(calls))])
+            return Later(lambda: self._results(whole)).each(len(calls))
         shards, owners = cut(zip(calls, bounds, strict=True))
-        asked = self._ask(metric, origin, ShardMode.SCORE_SHARD, shards, owners, len(calls))
+        asked = self._ask(metric, origin, ShardMode.SCORE_SHARD, shards, owners)
 
         def per_system() -> list[MetricResult]:
             per_call: list[list[MetricResult]] = [[] for _ in calls]
@@ -285,12 +283,12 @@ class RayEngine:
         origin: Origin,
         mode: ShardMode,
         shards: list[Texts],
-        owners: Iterable[int],
-        calls: int,
+        owners: list[int],
     ) -> Asked:
         recipe = Recipe(origin, self.metrics[origin.metric_id], self.allow_external)
-        counts = [CorpusCounts() for _ in range(calls)]
-        asked = Asked(metric, recipe, mode, shards, list(owners), counts)
+        # a call after the last with a shard has no counts to sum
+        counts = [CorpusCounts() for _ in range(max(owners, default=0) + 1)]
+        asked = Asked(metric, recipe, mode, shards, owners, counts)
         self.asked.append(asked)
         return asked
 
