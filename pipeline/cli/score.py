@@ -204,16 +204,9 @@ def _check_needs(metrics: dict[str, Any], inputs: Inputs, source: str | None) ->
 
 def _run_texts(inputs: Inputs) -> list[str]:
     """In the order of the score stage's ``RunTexts.unique``: encoders batch them so."""
-    n = len(inputs.references)
     candidates = [c for cands in inputs.systems.values() for c in cands]
-    sources = inputs.sources or []
-    refs = [r for _ in inputs.systems for i in range(n) for r in inputs.references[i]]
-    return list(dict.fromkeys([*candidates, *sources, *refs]))
-
-
-def _calls(inputs: Inputs, vs_source: bool) -> list[tuple[list[str], list[list[str]], Any]]:
-    refs = [[s] for s in inputs.sources or []] if vs_source else inputs.references
-    return [(cands, refs, inputs.sources) for cands in inputs.systems.values()]
+    refs = [r for _ in inputs.systems for line in inputs.references for r in line]
+    return list(dict.fromkeys([*candidates, *(inputs.sources or []), *refs]))
 
 
 def _results(metric: Any, calls: list[Any], run_texts: list[str], vs_source: bool) -> list[Any]:
@@ -248,7 +241,9 @@ def score_inputs(
     columns: list[tuple[str, list[float], str]] = []
     for metric, vs_source in jobs:
         suffix, vs = ("_src", "|vs:source") if vs_source else ("", "")
-        results = _results(metric, _calls(inputs, vs_source), run_texts, vs_source)
+        refs = [[s] for s in inputs.sources or []] if vs_source else inputs.references
+        calls = [(cands, refs, inputs.sources) for cands in inputs.systems.values()]
+        results = _results(metric, calls, run_texts, vs_source)
         signature = metric.signature(1 if vs_source else nrefs, segment=False) + vs
         for col in metric.output_columns:
             columns.append((col + suffix, [float(r.corpus[col]) for r in results], signature))
