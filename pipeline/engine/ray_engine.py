@@ -231,8 +231,7 @@ class RayEngine:
         except BaseException:
             self.close()
             raise
-        self.started = self.local is not None
-        where = "a Ray instance started for this run" if self.started else address
+        where = "a Ray instance started for this run" if self.local else address
         # benchmarks read this fixed cost of the run from the log
         log.info("engine=ray: scoring on %s (ready in %.1f s)", where, time.perf_counter() - start)
         # Ray Data logs every dataset's execution at INFO
@@ -352,26 +351,20 @@ class RayEngine:
                 )
             else:
                 scored = data.map_batches(score_shards, fn_kwargs=kwargs, **common)  # type: ignore[arg-type]
-            executions.append((group, units, len(items), actors, scored))
+            executions.append((group, units, len(items), "actors" if actors else "tasks", scored))
         # at once: tasks use the CPUs the actors leave while they start and between bundles
         with ThreadPoolExecutor(max_workers=len(executions) or 1) as pool:
             taken = list(pool.map(_taken, (scored for *_, scored in executions)))
-        for (group, units, bundles_n, actors, _), (found, seconds) in zip(
+        message = "engine=ray: %d shards in %d bundles %s by %s in %.1f s: %s"
+        what = "counted" if counting else "scored"
+        for (group, units, n_bundles, by, _), (found, seconds) in zip(
             executions, taken, strict=True
         ):
             rows = sorted(found, key=lambda row: int(row["shard"]))
             names = ", ".join(str(todo[k].recipe.origin) for k in group)
             if len(rows) != len(units):
                 raise RuntimeError(f"Ray returned {len(rows)} of {len(units)} shards of {names}")
-            log.info(
-                "engine=ray: %d shards in %d bundles %s by %s in %.1f s: %s",
-                len(units),
-                bundles_n,
-                "counted" if counting else "scored",
-                "actors" if actors else "tasks",
-                seconds,
-                names,
-            )
+            log.info(message, len(units), n_bundles, what, by, seconds, names)
             for unit, row in zip(units, rows, strict=True):
                 out[group[unit.request]].append(pickle.loads(row["result"]))
         return out
@@ -384,7 +377,7 @@ class RayEngine:
         have = float(ray.cluster_resources().get("GPU", 0))
         if wanted <= have:
             return
-        if self.started:
+        if self.local:
             raise ConfigError(
                 f"engine.gpus_per_actor={wanted:g}: Ray finds {have:g} GPUs on this machine "
                 "(those CUDA_VISIBLE_DEVICES shows); set engine.gpus_per_actor=0 to encode on "
