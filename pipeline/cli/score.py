@@ -101,9 +101,7 @@ def _read_lines(path: str, role: str) -> list[str]:
 def read_inputs(
     references: Sequence[str], source: str | None, hypotheses: Sequence[str] | None
 ) -> Inputs:
-    files: list[tuple[str, str]] = [(p, "-r") for p in references]
-    if source is not None:
-        files.append((source, "-s"))
+    files = [(p, "-r") for p in references] + ([(source, "-s")] if source is not None else [])
     texts = {path: _read_lines(path, role) for path, role in files}
     systems: dict[str, list[str]] = {}
     named: dict[str, str] = {}  # system -> its file, for the messages
@@ -126,15 +124,6 @@ def read_inputs(
         [r[i] for r in (texts[p] for p in references) if r[i].strip()] for i in range(len(first))
     ]
     return Inputs(systems, per_line, texts[source] if source is not None else None)
-
-
-def _value(text: str) -> Any:
-    import yaml
-
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
 
 
 def _placed(conf: Any, defaults: list[str], group: str) -> dict[str, Any]:
@@ -175,7 +164,11 @@ def metric_settings(ids: Sequence[str], overrides: Sequence[str]) -> dict[str, d
             raise ScoreError(
                 f"--set {override}: metric '{metric_id}' is not among -m {' '.join(ids)}"
             )
-        OmegaConf.update(root, f"metrics.{key}", _value(value), merge=True)
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError:
+            parsed = value
+        OmegaConf.update(root, f"metrics.{key}", parsed, merge=True)
     out = OmegaConf.to_container(root.metrics, resolve=True)
     assert isinstance(out, dict)
     return {str(k): dict(v) for k, v in out.items()}
