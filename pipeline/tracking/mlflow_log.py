@@ -250,9 +250,8 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
     with store_lock(uri), credentials_in_env(driver_uri(uri)) as target:
         mlflow.set_tracking_uri(target)
         client = MlflowClient(target)
-        exp_id = experiment_id(
-            client, str(tracking.get("experiment") or "paraeval"), artifact_location
-        )
+        name = str(tracking.get("experiment") or "paraeval")
+        exp_id = experiment_id(client, name, artifact_location)
         if EXPERIMENT_KIND_TAG not in client.get_experiment(exp_id).tags:
             client.set_experiment_tag(exp_id, EXPERIMENT_KIND_TAG, MODEL_DEVELOPMENT)
         existing = client.search_runs(
