@@ -84,16 +84,13 @@ class Status:
     def stage(self, name: str) -> Iterator[None]:
         start = time.perf_counter()
         if self.live:
-            self.stream.write(f"\r\033[K{name} …")
-            self.stream.flush()
+            print(f"\r\033[K{name} …", end="", file=self.stream, flush=True)
         try:
             yield
         finally:
             if self.live:
-                self.stream.write("\r\033[K")
-                self.stream.flush()
+                print("\r\033[K", end="", file=self.stream, flush=True)
         # a stage that failed says so in its error line, not here
         elapsed = time.perf_counter() - start
         if self.enabled and elapsed >= STATUS_AFTER_S:
-            self.stream.write(f"paraeval: {name}: {elapsed:.1f} s\n")
-            self.stream.flush()
+            print(f"paraeval: {name}: {elapsed:.1f} s\n", end="", file=self.stream, flush=True)

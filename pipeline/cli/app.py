@@ -41,12 +41,8 @@ def run(
         table = load_data(settings.data)
     check_table(settings, table)
     check_memory(settings, table)
-    log.info(
-        "loaded %d rows: %d items x %d systems",
-        len(table),
-        table["item_id"].nunique(),
-        table["system"].nunique(),
-    )
+    shape = len(table), table["item_id"].nunique(), table["system"].nunique()
+    log.info("loaded %d rows: %d items x %d systems", *shape)
     # each figure is drawn aside once its tables exist; the tracker waits for them (``finish``)
     with writing_outputs(out, settings.report.parallel_figures, context) as outputs:
         computed = compute(

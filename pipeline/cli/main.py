@@ -42,7 +42,7 @@ from paraeval.pipeline.cli.checks import (
     move_passwords_to_env,
 )
 from paraeval.pipeline.config.compose import config_dir
-from paraeval.pipeline.errors import ConfigError, Interrupted, RunContext, being_handled
+from paraeval.pipeline.errors import ConfigError, Interrupted, RunContext, UserError, being_handled
 from paraeval.pipeline.lifetime import RUN_PID_ENV, in_sweep_worker
 from paraeval.pipeline.names import escape_log_output, escape_warnings, show
 from paraeval.pipeline.terminal import fit
@@ -112,7 +112,6 @@ def _hydra_main(context: RunContext) -> None:
 def _job(cfg: DictConfig, context: RunContext) -> None:
     from paraeval.metrics.base import MetricConfigError, MissingResourceError
     from paraeval.pipeline.cli.app import run
-    from paraeval.pipeline.errors import UserError
 
     hc = HydraConfig.get()
     escape_log_output()

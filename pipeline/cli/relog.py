@@ -39,8 +39,7 @@ def relog(
     if experiment:
         tracking["experiment"] = experiment
     # whatever tracker the run had (none included), a later logging goes to MLflow
-    payload = RunPayload.from_dir(out_dir, record)
-    return MLflowTracker.from_settings(tracking).log_or_raise(payload)
+    return MLflowTracker.from_settings(tracking).log_or_raise(RunPayload.from_dir(out_dir, record))
 
 
 def main(argv: list[str] | None = None) -> int:

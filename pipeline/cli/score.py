@@ -101,9 +101,7 @@ def _read_lines(path: str, role: str) -> list[str]:
 def read_inputs(
     references: Sequence[str], source: str | None, hypotheses: Sequence[str] | None
 ) -> Inputs:
-    files: list[tuple[str, str]] = [(p, "-r") for p in references]
-    if source is not None:
-        files.append((source, "-s"))
+    files = [(p, "-r") for p in references] + ([(source, "-s")] if source is not None else [])
     texts = {path: _read_lines(path, role) for path, role in files}
     systems: dict[str, list[str]] = {}
     named: dict[str, str] = {}  # system -> its file, for the messages
@@ -126,15 +124,6 @@ def read_inputs(
         [r[i] for r in (texts[p] for p in references) if r[i].strip()] for i in range(len(first))
     ]
     return Inputs(systems, per_line, texts[source] if source is not None else None)
-
-
-def _value(text: str) -> Any:
-    import yaml
-
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
 
 
 def _placed(conf: Any, defaults: list[str], group: str) -> dict[str, Any]:
@@ -175,7 +164,11 @@ def metric_settings(ids: Sequence[str], overrides: Sequence[str]) -> dict[str, d
             raise ScoreError(
                 f"--set {override}: metric '{metric_id}' is not among -m {' '.join(ids)}"
             )
-        OmegaConf.update(root, f"metrics.{key}", _value(value), merge=True)
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError:
+            parsed = value
+        OmegaConf.update(root, f"metrics.{key}", parsed, merge=True)
     out = OmegaConf.to_container(root.metrics, resolve=True)
     assert isinstance(out, dict)
     return {str(k): dict(v) for k, v in out.items()}
@@ -204,16 +197,9 @@ def _check_needs(metrics: dict[str, Any], inputs: Inputs, source: str | None) ->
 
 def _run_texts(inputs: Inputs) -> list[str]:
     """In the order of the score stage's ``RunTexts.unique``: encoders batch them so."""
-    n = len(inputs.references)
     candidates = [c for cands in inputs.systems.values() for c in cands]
-    sources = inputs.sources or []
-    refs = [r for _ in inputs.systems for i in range(n) for r in inputs.references[i]]
-    return list(dict.fromkeys([*candidates, *sources, *refs]))
-
-
-def _calls(inputs: Inputs, vs_source: bool) -> list[tuple[list[str], list[list[str]], Any]]:
-    refs = [[s] for s in inputs.sources or []] if vs_source else inputs.references
-    return [(cands, refs, inputs.sources) for cands in inputs.systems.values()]
+    refs = [r for _ in inputs.systems for line in inputs.references for r in line]
+    return list(dict.fromkeys([*candidates, *(inputs.sources or []), *refs]))
 
 
 def _results(metric: Any, calls: list[Any], run_texts: list[str], vs_source: bool) -> list[Any]:
@@ -248,7 +234,9 @@ def score_inputs(
     columns: list[tuple[str, list[float], str]] = []
     for metric, vs_source in jobs:
         suffix, vs = ("_src", "|vs:source") if vs_source else ("", "")
-        results = _results(metric, _calls(inputs, vs_source), run_texts, vs_source)
+        refs = [[s] for s in inputs.sources or []] if vs_source else inputs.references
+        calls = [(cands, refs, inputs.sources) for cands in inputs.systems.values()]
+        results = _results(metric, calls, run_texts, vs_source)
         signature = metric.signature(1 if vs_source else nrefs, segment=False) + vs
         for col in metric.output_columns:
             columns.append((col + suffix, [float(r.corpus[col]) for r in results], signature))

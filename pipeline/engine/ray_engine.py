@@ -231,8 +231,7 @@ class RayEngine:
         except BaseException:
             self.close()
             raise
-        self.started = self.local is not None
-        where = "a Ray instance started for this run" if self.started else address
+        where = "a Ray instance started for this run" if self.local else address
         # benchmarks read this fixed cost of the run from the log
         log.info("engine=ray: scoring on %s (ready in %.1f s)", where, time.perf_counter() - start)
         # Ray Data logs every dataset's execution at INFO
@@ -255,8 +254,7 @@ class RayEngine:
     def score_calls(self, metric: Metric, origin: Origin, calls: Calls) -> Later:
         rows = self.settings.rows_per_shard
         shards, owners = cut((call, row_slices(len(call[0]), rows)) for call in calls())
-        calls_n = max(owners, default=0) + 1
-        asked = self._ask(metric, origin, ShardMode.SCORE, shards, owners, calls_n)
+        asked = self._ask(metric, origin, ShardMode.SCORE, shards, owners)
         return Later(lambda: joined(self._results(asked)))
 
     def score_systems(self, metric: Metric, origin: Origin, calls: Sequence[Texts]) -> list[Later]:
@@ -265,11 +263,10 @@ class RayEngine:
         bounds = [sharded.split(r, rows) if sharded else [] for _, r, _ in calls]
         if sharded is None or all(len(b) <= 1 for b in bounds):
             # rows depend on each other beyond counts (ParaScore), or each system fits one shard
-            n = len(calls)
-            whole = self._ask(metric, origin, ShardMode.SYSTEMS, list(calls), range(n), n)
-            return Later(lambda: self._results(whole)).each(n)
+            whole = self._ask(metric, origin, ShardMode.SYSTEMS, list(calls), [*range(len(calls))])
+            return Later(lambda: self._results(whole)).each(len(calls))
         shards, owners = cut(zip(calls, bounds, strict=True))
-        asked = self._ask(metric, origin, ShardMode.SCORE_SHARD, shards, owners, len(calls))
+        asked = self._ask(metric, origin, ShardMode.SCORE_SHARD, shards, owners)
 
         def per_system() -> list[MetricResult]:
             per_call: list[list[MetricResult]] = [[] for _ in calls]
@@ -285,12 +282,12 @@ class RayEngine:
         origin: Origin,
         mode: ShardMode,
         shards: list[Texts],
-        owners: Iterable[int],
-        calls: int,
+        owners: list[int],
     ) -> Asked:
         recipe = Recipe(origin, self.metrics[origin.metric_id], self.allow_external)
-        counts = [CorpusCounts() for _ in range(calls)]
-        asked = Asked(metric, recipe, mode, shards, list(owners), counts)
+        # a call after the last with a shard has no counts to sum
+        counts = [CorpusCounts() for _ in range(max(owners, default=0) + 1)]
+        asked = Asked(metric, recipe, mode, shards, owners, counts)
         self.asked.append(asked)
         return asked
 
@@ -354,26 +351,20 @@ class RayEngine:
                 )
             else:
                 scored = data.map_batches(score_shards, fn_kwargs=kwargs, **common)  # type: ignore[arg-type]
-            executions.append((group, units, len(items), actors, scored))
+            executions.append((group, units, len(items), "actors" if actors else "tasks", scored))
         # at once: tasks use the CPUs the actors leave while they start and between bundles
         with ThreadPoolExecutor(max_workers=len(executions) or 1) as pool:
             taken = list(pool.map(_taken, (scored for *_, scored in executions)))
-        for (group, units, bundles_n, actors, _), (found, seconds) in zip(
+        message = "engine=ray: %d shards in %d bundles %s by %s in %.1f s: %s"
+        what = "counted" if counting else "scored"
+        for (group, units, n_bundles, by, _), (found, seconds) in zip(
             executions, taken, strict=True
         ):
             rows = sorted(found, key=lambda row: int(row["shard"]))
             names = ", ".join(str(todo[k].recipe.origin) for k in group)
             if len(rows) != len(units):
                 raise RuntimeError(f"Ray returned {len(rows)} of {len(units)} shards of {names}")
-            log.info(
-                "engine=ray: %d shards in %d bundles %s by %s in %.1f s: %s",
-                len(units),
-                bundles_n,
-                "counted" if counting else "scored",
-                "actors" if actors else "tasks",
-                seconds,
-                names,
-            )
+            log.info(message, len(units), n_bundles, what, by, seconds, names)
             for unit, row in zip(units, rows, strict=True):
                 out[group[unit.request]].append(pickle.loads(row["result"]))
         return out
@@ -386,7 +377,7 @@ class RayEngine:
         have = float(ray.cluster_resources().get("GPU", 0))
         if wanted <= have:
             return
-        if self.started:
+        if self.local:
             raise ConfigError(
                 f"engine.gpus_per_actor={wanted:g}: Ray finds {have:g} GPUs on this machine "
                 "(those CUDA_VISIBLE_DEVICES shows); set engine.gpus_per_actor=0 to encode on "

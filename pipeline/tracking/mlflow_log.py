@@ -236,7 +236,6 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
     check_reachable(uri)
     check_store(uri)
     content_hash = output_digest(out_dir, record.run_uid)
-    digest = frame_digest(payload.dataset)
     metrics = correlation_metrics(payload.correlations, record.tags.get(COEFFICIENT_TAG))
     run_metrics, cache_counts = split_cache(record.metrics)
     metrics.update(run_metrics)
@@ -245,16 +244,14 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
     order = comparison_order(payload.comparison, source_columns(groups))
     per_system = {s: per_system[s] for s in dict.fromkeys([*order, *per_system]) if s in per_system}
     by_alpha = _histories(payload.alpha_systems, "ibleu", lambda row: str(row["system"]))
-    tags = parent_tags(payload)
-    tags[CONTENT_HASH_TAG] = content_hash
+    tags = parent_tags(payload) | {CONTENT_HASH_TAG: content_hash}
 
     # the password goes through the environment: MLflow quotes the URI of a failed request
     with store_lock(uri), credentials_in_env(driver_uri(uri)) as target:
         mlflow.set_tracking_uri(target)
         client = MlflowClient(target)
-        exp_id = experiment_id(
-            client, str(tracking.get("experiment") or "paraeval"), artifact_location
-        )
+        name = str(tracking.get("experiment") or "paraeval")
+        exp_id = experiment_id(client, name, artifact_location)
         if EXPERIMENT_KIND_TAG not in client.get_experiment(exp_id).tags:
             client.set_experiment_tag(exp_id, EXPERIMENT_KIND_TAG, MODEL_DEVELOPMENT)
         existing = client.search_runs(
@@ -289,7 +286,7 @@ def log_payload(payload: RunPayload, tracking: Mapping[str, Any] | None = None) 
                 params=dict(params[:PARAMS_PER_REQUEST]),
                 histories=alpha_curve_histories(payload.alpha_curve),
             )
-            dataset = dataset_input(payload, digest)
+            dataset = dataset_input(payload, frame_digest(payload.dataset))
             client.log_inputs(parent_id, [dataset])
             shared = {k: v for k, v in tags.items() if k in SWEEP_TAGS[:2]}
             controls = control_systems(payload.systems)
@@ -349,16 +346,7 @@ def parent_tags(payload: RunPayload) -> dict[str, str]:
     n_metrics = len(str(record.params.get("metrics.selected", "")).split(","))
     lead = f"**{record.data_name}**: {len(systems)} systems × {items} items, {n_metrics} metrics"
     note = record.tags.get(REFERENCE_FREE_TAG)
-    tags[DESCRIPTION_TAG] = description(
-        systems,
-        payload.correlations,
-        payload.comparison,
-        payload.signatures,
-        record.metrics,
-        coefficient,
-        payload.paraphrase,
-        f"{lead}. {note}" if note else lead,
-    )
+    tags[DESCRIPTION_TAG] = description(payload, coefficient, f"{lead}. {note}" if note else lead)
     return tags
 
 

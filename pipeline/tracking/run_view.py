@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -12,6 +12,9 @@ import pandas as pd
 from paraeval.pipeline.data.validate import HUMAN_PREFIX
 from paraeval.pipeline.names import show, slug
 from paraeval.pipeline.stages.correlate import RANKED_GROUPS, best_agreeing
+
+if TYPE_CHECKING:
+    from paraeval.pipeline.tracking.payload import RunPayload
 
 # MLflow 3's UI opens this kind of experiment (a UI enum) on the runs table, not GenAI overview
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
@@ -208,23 +211,14 @@ def _level(level: str) -> tuple[int, str]:
     return (order.index(level) if level in order else len(order), level)
 
 
-def description(
-    systems: pd.DataFrame,
-    correlations: pd.DataFrame,
-    comparison: pd.DataFrame,
-    signatures: pd.DataFrame,
-    metrics: Mapping[str, Any],
-    coefficient: str | None,
-    paraphrase: pd.DataFrame,
-    lead: str,
-) -> str:
+def description(run: RunPayload, coefficient: str | None, lead: str) -> str:
     """The run's description in Markdown, ``lead`` (what was evaluated) first."""
     blocks: list[list[str]] = [[lead]]
-    best = paraphrase_line(paraphrase) or best_systems_line(systems, comparison)
+    best = paraphrase_line(run.paraphrase) or best_systems_line(run.systems, run.comparison)
     if best:
         blocks.append([best])
-    best_metrics = best_metric_lines(correlations, signatures, coefficient)
-    blocks += [lines for lines in (best_metrics, alpha_lines(metrics)) if lines]
+    best_metrics = best_metric_lines(run.correlations, run.signatures, coefficient)
+    blocks += [lines for lines in (best_metrics, alpha_lines(run.record.metrics)) if lines]
     blocks.append(["Every table is an artifact; `report.html` shows them all."])
     return "\n\n".join("\n".join(block) for block in blocks)
 

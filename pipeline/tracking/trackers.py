@@ -53,10 +53,8 @@ class Tracker(ABC):
         payload = RunPayload.from_evaluation(
             ev, Path(out_dir), overrides, self.settings, self.run_name
         )
-        if finish_outputs is not None:
-            payload.finish_outputs = finish_outputs
-        if context is not None:
-            payload.context = context
+        payload.finish_outputs = finish_outputs or payload.finish_outputs
+        payload.context = context or payload.context
         return self.log(payload)
 
     def log(self, payload: RunPayload) -> Logged | None:
