@@ -216,8 +216,7 @@ def _captions(ev: Evaluation) -> dict[str, str]:
             f"{COEFFICIENT_NAMES.get(name, name)} of every metric with every human rating at "
             "every level."
         )
-    if ev.aggregated is not None:
-        agg = ev.aggregated
+    if (agg := ev.aggregated) is not None:
         for metric in scatter_columns(agg.segments, list(agg.columns)):
             for aspect in ev.aspects:
                 captions[f"scatter_{slug(metric)}_{slug(aspect)}"] = (
@@ -235,10 +234,9 @@ def _figures(ev: Evaluation, out: Path, place: str) -> Iterator[bytes]:
     """Piece by piece: megabytes of images are never joined into one text with the page."""
     captions = _captions(ev)
     order = {stem: i for i, stem in enumerate(captions)}
-    plots = out / PLOTS_DIR
     files = [
         p
-        for p in plots.glob("*")
+        for p in (out / PLOTS_DIR).glob("*")
         if p.is_file() and (p.stem == place or (place == SCATTER and p.stem not in PLACED))
     ]
     for p in sorted(files, key=lambda p: (order.get(p.stem, len(order)), p.name)):
@@ -262,8 +260,7 @@ def _figure(p: Path, caption: str) -> Iterator[bytes]:
     if mime is None:
         yield f'<p>{caption} <a href="{href}">{html.escape(p.name)}</a> (PDF)</p>'.encode()
         return
-    width = _width(p)
-    size = f' style="width: {width}px"' if width else ""
+    size = f' style="width: {width}px"' if (width := _width(p)) else ""
     image = f'<img alt="{caption}"{size} src="data:{mime};base64,'
     yield f'<figure id="{p.stem}"><a href="{href}">{image}'.encode()
     yield base64.b64encode(p.read_bytes())

@@ -161,8 +161,7 @@ def scatter_figure(
         seg_ax.plot(x[at], y[at], ls="", marker="o", ms=3.2, mew=0, alpha=0.6, label=str(name))
     for ax in (seg_ax, sys_ax):
         ax.ticklabel_format(axis="y", style="plain", useOffset=False)  # no offset, no 1e3
-    seg_ax.set_xlabel(style.label(metric))
-    seg_ax.set_ylabel(f"human {human}")
+    seg_ax.set(xlabel=style.label(metric), ylabel=f"human {human}")
     # the agreement in the title: a box inside the axes would hide points
     set_title(seg_ax, f"segments: {_agreement(segments, metric, aspect)}", fontsize=9)
     if len(names) <= LEGEND_MAX_SYSTEMS:
@@ -175,8 +174,7 @@ def scatter_figure(
             point = (row[metric], row[aspect])
             sys_ax.annotate(str(name), point, fontsize=7, xytext=(3, 3), textcoords="offset points")
         set_title(sys_ax, f"systems: {_agreement(systems, metric, aspect)}", fontsize=9)
-    sys_ax.set_xlabel(f"{style.label(metric)} (corpus level)")
-    sys_ax.set_ylabel(f"mean human {human}")
+    sys_ax.set(xlabel=f"{style.label(metric)} (corpus level)", ylabel=f"mean human {human}")
     if style.marked([metric]):
         marks_note(fig)
     return fig

@@ -207,10 +207,10 @@ def _number(value: float) -> tuple[MarkerStyle, float]:
 
 def _header(fig: Figure, bottom: float, inch: float, baseline: str, caption: str) -> None:
     """The title and the legend above ``bottom`` (``inch``: an inch as a fraction of the height)."""
-    grey = "0.35"
+    dot: dict[str, Any] = {"color": "0.35", "lw": 1.6, "marker": "o", "ms": 4}
     handles = [
-        Line2D([], [], color=grey, lw=1.6, marker="o", ms=4, label="cluster 1"),
-        Line2D([], [], color=grey, lw=1.6, marker="o", ms=4, mfc="white", label="other clusters"),
+        Line2D([], [], label="cluster 1", **dot),
+        Line2D([], [], mfc="white", label="other clusters", **dot),
         Line2D([], [], lw=0, label="number right of a row: its cluster, as in the table"),
         Line2D(
             [], [], lw=0, marker="s", mfc="none", mec="black", ms=5, label=f"baseline ({baseline})"
@@ -300,14 +300,9 @@ def frontier_plot(view: ParaphraseTable, path: Path) -> bool:
         if off[i]:
             true_x, true_y = float(t[x_col].iloc[i]), float(t["adequacy"].iloc[i])
             name += f": {true_x:.3f}, {true_y:.3f}, off the axes"
-        ax.annotate(
-            name,
-            (x[i], y[i]),
-            fontsize=7,
-            xytext=(6, -10) if off[i] else (4, 3),
-            textcoords="offset points",
-            color=CONTROL_COLOR if controls[i] else "black",
-        )
+        offset = (6, -10) if off[i] else (4, 3)
+        color = CONTROL_COLOR if controls[i] else "black"
+        ax.annotate(name, (x[i], y[i]), offset, textcoords="offset points", fontsize=7, color=color)
     if gamma is not None:
         label = f"ParaScore's threshold γ = {gamma:g}: no more diversity reward beyond"
         ax.axvline(gamma, color="0.3", ls="--", lw=1.0, zorder=1, label=label)
@@ -315,10 +310,8 @@ def frontier_plot(view: ParaphraseTable, path: Path) -> bool:
     ax.set_xlabel(AXIS_LABELS[x_col].format(measure=measure))
     against = "the source" if view.reference_free else "the references"
     ax.set_ylabel(f"adequacy: {view.adequacy} (similarity to {against})")
-    title = "Meaning kept against wording changed"
-    if view.paraphrase:
-        title += f" ({view.paraphrase} ranks the systems)"
-    ax.set_title(title, fontsize=11)
+    ranks = f" ({view.paraphrase} ranks the systems)" if view.paraphrase else ""
+    ax.set_title(f"Meaning kept against wording changed{ranks}", fontsize=11)
     ax.grid(alpha=0.3)
     if limits is None:
         ax.margins(x=0.08, y=0.08)

@@ -310,13 +310,10 @@ def controls_tables(ev: Evaluation, headline: str, style: FigureStyle) -> list[t
         return []
     keys = ["metric", "aspect", "level"]
     pick = [*keys, "value", "n"]
-    without = ev.correlations[ev.correlations["coefficient"] == headline][pick]
-    both = without.merge(
-        with_controls[with_controls["coefficient"] == headline][pick],
-        on=keys,
-        suffixes=(" without", " with"),
-        sort=False,
+    without, within = (
+        c[c["coefficient"] == headline][pick] for c in (ev.correlations, with_controls)
     )
+    both = without.merge(within, on=keys, suffixes=(" without", " with"), sort=False)
     out = []
     for aspect, sub in both.groupby("aspect", sort=False):
         metrics = list(dict.fromkeys(sub["metric"]))
@@ -433,9 +430,8 @@ def paraphrase_table(ev: Evaluation) -> Markup | None:
     frame = pd.DataFrame({"system": t["system"].astype(str)})
     roles = zip(t["control"], t["frontier"], strict=True)
     frame["role"] = ["control" if c else ("frontier" if f else "") for c, f in roles]
-    measures = ["adequacy", "diversity", "edit_distance", "paraphrase"]
     shown = []
-    for m in [m for m in measures if m in t]:
+    for m in [m for m in ("adequacy", "diversity", "edit_distance", "paraphrase") if m in t]:
         name = view.paraphrase if m == "paraphrase" else m.replace("_", " ")
         fmt = _number(digits(t[m]))
         frame[name] = interval_cells(t[m], t[f"{m}_low"], t[f"{m}_high"], fmt)

@@ -18,11 +18,12 @@ from paraeval.pipeline.data.validate import in_order
 from paraeval.pipeline.stages.correlate import to_matrices
 
 log = logging.getLogger(__name__)
+CURVE_COLUMNS = ["level", "coefficient", "aspect", "alpha", "split", "value", "n"]
 
 
 @dataclass
 class AlphaCurve:
-    curve: pd.DataFrame  # level, coefficient, aspect, alpha, split, value, n
+    curve: pd.DataFrame  # CURVE_COLUMNS
     choice: pd.DataFrame  # one row per (level, aspect): chosen α, dev and test value
     # alpha, system, ibleu, bleu_references, bleu_source: iBLEU's system scores for every α
     system_scores: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -77,13 +78,12 @@ def alpha_curve(
             ref_seg[rows], src_seg[rows] = metric.segment_components(st)
 
     dev, test = split_items(items, settings.dev_fraction, settings.seed)
-    parts = {"dev": dev, "test": test}
-    split_cols = {k: np.array([item_pos[i] for i in v], dtype=int) for k, v in parts.items()}
+    parts = zip(("dev", "test"), (dev, test), strict=True)
+    split_cols = {k: np.array([item_pos[i] for i in v], dtype=int) for k, v in parts}
     # corpus BLEU (vs refs, vs source) of each system over the items of each split: α-independent
     corpus: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for split, cols in split_cols.items():
-        in_split = np.zeros(len(items), dtype=bool)
-        in_split[cols] = True
+        in_split = np.isin(np.arange(len(items)), cols)
         r, s = np.full((2, len(systems)), np.nan)
         for si, system in enumerate(systems):
             mask = in_split[row_item[sys_rows[system]]]
@@ -103,9 +103,7 @@ def alpha_curve(
                 with np.errstate(all="ignore"):
                     c = correlate(m[:, cols], h[:, cols], level, coef, system_metric=system_metric)
                 records.append((level, coef, aspect, alpha, split, c.value, c.n))
-    curve = pd.DataFrame(
-        records, columns=["level", "coefficient", "aspect", "alpha", "split", "value", "n"]
-    )
+    curve = pd.DataFrame(records, columns=CURVE_COLUMNS)
     scored = segments if scored is None else scored
     by_system = system_scores(scored, stats, metric, metric_id, settings.grid)
     return AlphaCurve(curve, _choose(curve, metric, settings, len(dev), len(test)), by_system)

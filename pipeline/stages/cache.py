@@ -176,16 +176,14 @@ class ScoreCache:
     def path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.npz"
 
-    def _count(self, name: str) -> Counts:
-        return self.counts.setdefault(name, Counts())
-
     def get(self, name: str, metric: Metric, key: str, n: int) -> MetricResult | None:
         """The entry under ``key`` (from :func:`cache_key`) of a call of ``n`` rows, or None."""
+        counts = self.counts.setdefault(name, Counts())
         entry = self._read(self.path(key), n, key)
         if entry is None:
-            self._count(name).misses += 1
+            counts.misses += 1
             return None
-        self._count(name).hits += 1
+        counts.hits += 1
         return metric.from_components(entry) if isinstance(metric, Decomposed) else entry
 
     def put(

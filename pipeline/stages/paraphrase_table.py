@@ -165,23 +165,16 @@ def paraphrase_table(
         out["cluster"], out["rank"] = para["cluster"], para["rank"]
     out["copy_rate"] = copy_rates(seg).reindex(systems.index)
     x_axis = "edit_distance" if "edit_distance" in measures else "diversity"
-    ranked_rows = ~out["control"].to_numpy()
-    out["frontier"] = frontier(
-        *(
-            np.where(ranked_rows, out[c].to_numpy(dtype=float), np.nan)
-            for c in (x_axis, f"{x_axis}_low", f"{x_axis}_high")
-        ),
-        *(out[c].to_numpy(dtype=float) for c in ("adequacy", "adequacy_low", "adequacy_high")),
-    )
+    xs = out[[x_axis, f"{x_axis}_low", f"{x_axis}_high"]].to_numpy(dtype=float)
+    xs[out["control"].to_numpy(dtype=bool)] = np.nan  # the controls are never on the frontier
+    ys = out[["adequacy", "adequacy_low", "adequacy_high"]].to_numpy(dtype=float)
+    out["frontier"] = frontier(*xs.T, *ys.T)
     for col in human_columns(systems):
         out[col] = systems[col]
     # the ranked systems by rank (by score without a comparison), then the controls
     by = ["control", "rank", "paraphrase"] if paraphrase else ["control", "adequacy"]
-    out = out.sort_values(
-        by,
-        ascending=[True, True, False] if paraphrase else [True, False],
-        na_position="last",
-        kind="stable",
-    ).reset_index(drop=True)
+    ascending = [True, True, False] if paraphrase else [True, False]
+    out = out.sort_values(by, ascending=ascending, na_position="last", kind="stable")
+    out = out.reset_index(drop=True)
     shown = "pinc" if diversity == "pinc" else "100 - self_bleu"
     return ParaphraseTable(out, adequacy, shown, paraphrase, roles.reference_free, gamma, x_axis)

@@ -117,9 +117,8 @@ class _Work:
         todo = [s for s in self.systems if s not in out]
         if todo:
             fresh = self._compute(metric, vs_source, todo, origin)
-            for system in todo:
-                out[system] = fresh[system]
-                self._fresh.append((metric, system, vs_source, fresh[system]))
+            out |= fresh
+            self._fresh += [(metric, s, vs_source, fresh[s]) for s in todo]
         return out
 
     def store(self) -> None:
@@ -143,11 +142,8 @@ class _Work:
         signature = cache_signature(metric)
         keys = {s: (signature, self.digest(s, vs_source)) for s in systems}
         # one system per distinct call that is not asked for yet
-        firsts: dict[tuple[str, str], str] = {}
-        for system in systems:
-            if keys[system] not in self._done:
-                firsts.setdefault(keys[system], system)
-        todo = list(firsts.values())
+        firsts = {key: s for s, key in reversed(keys.items())}
+        todo = [s for s in systems if firsts[keys[s]] == s and keys[s] not in self._done]
         if todo:
             if isinstance(metric, SegmentLocal):
                 done = self._score_segments(metric, todo, vs_source, origin)
@@ -222,6 +218,8 @@ def score(
         refs_here = 1 if vs_source else nrefs
         vs = "|vs:source" if vs_source else ""
         corpus_sig, segment_sig = (metric.signature(refs_here, seg) + vs for seg in (False, True))
+        group = "diversity" if vs_source else metric.group
+        segment_sig = "" if segment_sig == corpus_sig else segment_sig
         for system in systems:
             result = results[system]
             for col, values in result.segment.items():
@@ -230,11 +228,7 @@ def score(
                 column[positions[system]] = np.asarray(values, dtype=float)
                 corpus_rows[system][name] = result.corpus[col]
                 columns[name] = ColumnInfo(
-                    metric=metric_id,
-                    group="diversity" if vs_source else metric.group,
-                    higher_is_better=metric.higher_is_better,
-                    signature=corpus_sig,
-                    segment_signature="" if segment_sig == corpus_sig else segment_sig,
+                    metric_id, group, metric.higher_is_better, corpus_sig, segment_sig
                 )
             if result.stats is not None:
                 stats[(f"{metric_id}{suffix}", system)] = result.stats
