@@ -389,8 +389,8 @@ def agreement_table(agree: Agreement, aspect: str, style: FigureStyle, best: boo
 
 def overall_tables(agree: Agreement, style: FigureStyle) -> list[tuple[str, Markup]]:
     """Per aspect, the overall ranking over the significance tasks (metric_ranking.csv)."""
-    out = []
-    for aspect, rows in agree.overall.groupby("aspect", sort=False):
+    out: list[tuple[str, Markup]] = []
+    for aspect, rows in agree.overall.groupby("aspect", sort=False) if len(agree.overall) else ():
         ranks = zip(rows["order"], rows["cluster"], strict=True)
         frame = rows[["metric", "value", "source", "baseline"]].reset_index(drop=True)
         frame["metric"] = [style.label(str(m)) for m in frame["metric"]]
