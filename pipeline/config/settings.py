@@ -40,6 +40,7 @@ from paraeval.pipeline.config.nodes import (
     count,
     known,
     names,
+    number,
     one_of,
     required,
 )
@@ -404,19 +405,4 @@ def configured_coefficients(node: object) -> dict[str, Coefficient]:
             out[str(name)] = configure(str(name), dict(settings or {}))
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"correlation.coefficient_settings.{name}: {exc}") from None
-    return out
-
-
-def number(key: str, value: Any, low: float, high: float | None, open_: bool = False) -> float:
-    """``value`` as a number in [low, high] (``open_``: (low, high)), or a ConfigError."""
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{key} must be a number, got '{value}'") from None
-    too_low = out <= low if open_ else out < low
-    too_high = high is not None and (out >= high if open_ else out > high)
-    if too_low or too_high or out != out:
-        left, right = "()" if open_ else "[]"
-        upper = "inf)" if high is None else f"{high:g}{right}"
-        raise ConfigError(f"{key} must be in {left}{low:g}, {upper}, got {value}")
     return out
