@@ -290,9 +290,7 @@ class EngineSettings:
 
     @classmethod
     def from_node(cls, node: Node) -> EngineSettings:
-        kind = node.get("kind")
-        if kind not in ENGINE_KINDS:
-            raise ConfigError(f"engine.kind must be one of {list(ENGINE_KINDS)}, got {kind!r}")
+        kind = one_of(node.get("kind"), ENGINE_KINDS, "engine.kind")
         check_keys(node, ENGINE_KEYS[kind], "engine")
         if kind == "local":
             return cls("local", None, 1, 0.0, 2048)  # the score stage's work in this process
