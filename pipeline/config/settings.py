@@ -62,6 +62,11 @@ METRIC_COUNTS: dict[str, int] = {
 }
 
 
+def _keys(cls: type, left_out: str, *extra: str) -> tuple[str, ...]:
+    """A node's keys: one per field of ``cls`` but ``left_out``, and ``extra``."""
+    return (*(f.name for f in fields(cls) if f.name != left_out), *extra)
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything a run needs, typed and checked."""
@@ -117,7 +122,7 @@ class Settings:
 
 
 # the top-level keys of conf/config.yaml: one per setting but ``params``, and presets
-TOP_LEVEL = (*(f.name for f in fields(Settings) if f.name != "params"), "experiment")
+TOP_LEVEL = _keys(Settings, "params", "experiment")
 
 
 def _container(cfg: DictConfig) -> Node:
@@ -227,12 +232,8 @@ class SignificanceSettings:
     tasks: tuple[SignificanceTask, ...]  # the listed tasks, else the one of level/coefficient/unit
 
 
-SIGNIFICANCE_KEYS = (
-    "enabled",
-    *(f.name for f in fields(SignificanceSettings) if f.name != "early_stop"),
-    "block_size",
-    "early_min",
-    "early_max",
+SIGNIFICANCE_KEYS = _keys(
+    SignificanceSettings, "early_stop", "enabled", "block_size", "early_min", "early_max"
 )
 
 
@@ -311,10 +312,7 @@ class CorrelationSettings:
 
 
 # the node's keys: one per setting but the node itself, and what the coefficients are built with
-CORRELATION_KEYS = (
-    *(f.name for f in fields(CorrelationSettings) if f.name != "node"),
-    "coefficient_settings",
-)
+CORRELATION_KEYS = _keys(CorrelationSettings, "node", "coefficient_settings")
 
 
 def _significance(
