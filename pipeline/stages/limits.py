@@ -24,9 +24,9 @@ class Limit:
         self, stage: str, setting: str, n: int, pilot: Callable[[int], object], share: float
     ) -> float:
         """``pilot(k)``: the work with k resamples on ``share`` of the jobs, from a copy of the
-        generator. Its time per resample bounds the stage's from above (fixed costs counted in);
-        a bound over the limit is refined by a pilot 4 times larger and a line through the two.
-        The estimate, in seconds."""
+        generator. Its time per resample bounds the stage's from above (fixed costs and warm-up
+        counted in); a bound over the limit is refined by pilots 4 times larger until resamples
+        outweigh the rest, then extrapolated linearly. The estimate, in seconds."""
 
         def seconds(k: int) -> float:
             start = time.perf_counter()
@@ -36,11 +36,14 @@ class Limit:
         size = min(max(10, n // 100), 100, n)
         took = seconds(size) if math.isfinite(self.minutes) else 0.0
         estimate = took * n / size
-        if estimate > 60 * self.minutes and size < n:
-            larger = min(4 * size, n)
-            more = seconds(larger)
-            line = took + (more - took) / (larger - size) * (n - size)
-            estimate = min(more * n / larger, max(line, more))
+        while estimate > 60 * self.minutes and size < n:
+            before, size = (took, size), min(4 * size, n)
+            took = seconds(size)
+            estimate = took * n / size
+            if took > 3 * before[0]:
+                rate = (took - before[0]) / (size - before[1])
+                estimate = min(estimate, before[0] + rate * (n - before[1]))
+                break
         if estimate > 60 * self.minutes:
             raise ConfigError(
                 f"limits.max_stage_minutes: {stage} ({setting}={n:,}) would take about "
