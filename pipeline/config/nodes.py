@@ -92,6 +92,21 @@ def names(value: object, key: str) -> tuple[str, ...]:
     return tuple(str(v) for v in value)
 
 
+def number(key: str, value: Any, low: float, high: float | None, open_: bool = False) -> float:
+    """``value`` as a number in [low, high] (``open_``: (low, high)), or a ConfigError."""
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key} must be a number, got '{value}'") from None
+    too_low = out <= low if open_ else out < low
+    too_high = high is not None and (out >= high if open_ else out > high)
+    if too_low or too_high or out != out:
+        left, right = "()" if open_ else "[]"
+        upper = "inf)" if high is None else f"{high:g}{right}"
+        raise ConfigError(f"{key} must be in {left}{low:g}, {upper}, got {value}")
+    return out
+
+
 @dataclass(frozen=True)
 class DataSettings:
     target: str
@@ -183,11 +198,6 @@ class AlphaCurveSettings:
             values = []
         if not values or values[0] < 0 or values[-1] > 1:
             raise ConfigError(f"alpha_curve.grid must be numbers in [0, 1], got {grid}")
-        if not 0.0 < float(v["dev_fraction"]) < 1.0:
-            raise ConfigError(
-                "alpha_curve.dev_fraction must be between 0 and 1 (exclusive), got "
-                f"{v['dev_fraction']}"
-            )
         levels = names(v["levels"], "alpha_curve.levels")
         for level in levels:
             known(level, LEVELS, "alpha_curve.levels", "level")
@@ -205,7 +215,7 @@ class AlphaCurveSettings:
             grid=tuple(values),
             levels=levels,
             coefficient=str(v["coefficient"]),
-            dev_fraction=float(v["dev_fraction"]),
+            dev_fraction=number("alpha_curve.dev_fraction", v["dev_fraction"], 0.0, 1.0, True),
             seed=int(v["seed"]),
         )
 
@@ -235,11 +245,8 @@ class LimitsSettings:
     @classmethod
     def from_node(cls, node: Node) -> LimitsSettings:
         minutes = required(node, cls, "limits")["max_stage_minutes"]
-        if minutes is not None and (not isinstance(minutes, int | float) or not minutes > 0):
-            raise ConfigError(
-                f"limits.max_stage_minutes must be a positive number, got {minutes!r}"
-            )
-        return cls(math.inf if minutes is None else float(minutes))
+        key = "limits.max_stage_minutes"
+        return cls(math.inf if minutes is None else number(key, minutes, 0.0, None, True))
 
 
 @dataclass(frozen=True)
@@ -283,9 +290,7 @@ class EngineSettings:
 
     @classmethod
     def from_node(cls, node: Node) -> EngineSettings:
-        kind = node.get("kind")
-        if kind not in ENGINE_KINDS:
-            raise ConfigError(f"engine.kind must be one of {list(ENGINE_KINDS)}, got {kind!r}")
+        kind = one_of(node.get("kind"), ENGINE_KINDS, "engine.kind")
         check_keys(node, ENGINE_KEYS[kind], "engine")
         if kind == "local":
             return cls("local", None, 1, 0.0, 2048)  # the score stage's work in this process

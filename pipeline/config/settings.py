@@ -40,6 +40,7 @@ from paraeval.pipeline.config.nodes import (
     count,
     known,
     names,
+    number,
     one_of,
     required,
 )
@@ -59,6 +60,11 @@ METRIC_COUNTS: dict[str, int] = {
     "max_length": 1,
     "n": 1,  # rougeN's order
 }
+
+
+def _keys(cls: type, left_out: str, *extra: str) -> tuple[str, ...]:
+    """A node's keys: one per field of ``cls`` but ``left_out``, and ``extra``."""
+    return (*(f.name for f in fields(cls) if f.name != left_out), *extra)
 
 
 @dataclass(frozen=True)
@@ -116,7 +122,7 @@ class Settings:
 
 
 # the top-level keys of conf/config.yaml: one per setting but ``params``, and presets
-TOP_LEVEL = (*(f.name for f in fields(Settings) if f.name != "params"), "experiment")
+TOP_LEVEL = _keys(Settings, "params", "experiment")
 
 
 def _container(cfg: DictConfig) -> Node:
@@ -226,12 +232,8 @@ class SignificanceSettings:
     tasks: tuple[SignificanceTask, ...]  # the listed tasks, else the one of level/coefficient/unit
 
 
-SIGNIFICANCE_KEYS = (
-    "enabled",
-    *(f.name for f in fields(SignificanceSettings) if f.name != "early_stop"),
-    "block_size",
-    "early_min",
-    "early_max",
+SIGNIFICANCE_KEYS = _keys(
+    SignificanceSettings, "early_stop", "enabled", "block_size", "early_min", "early_max"
 )
 
 
@@ -310,10 +312,7 @@ class CorrelationSettings:
 
 
 # the node's keys: one per setting but the node itself, and what the coefficients are built with
-CORRELATION_KEYS = (
-    *(f.name for f in fields(CorrelationSettings) if f.name != "node"),
-    "coefficient_settings",
-)
+CORRELATION_KEYS = _keys(CorrelationSettings, "node", "coefficient_settings")
 
 
 def _significance(
@@ -404,19 +403,4 @@ def configured_coefficients(node: object) -> dict[str, Coefficient]:
             out[str(name)] = configure(str(name), dict(settings or {}))
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"correlation.coefficient_settings.{name}: {exc}") from None
-    return out
-
-
-def number(key: str, value: Any, low: float, high: float | None, open_: bool = False) -> float:
-    """``value`` as a number in [low, high] (``open_``: (low, high)), or a ConfigError."""
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{key} must be a number, got '{value}'") from None
-    too_low = out <= low if open_ else out < low
-    too_high = high is not None and (out >= high if open_ else out > high)
-    if too_low or too_high or out != out:
-        left, right = "()" if open_ else "[]"
-        upper = "inf)" if high is None else f"{high:g}{right}"
-        raise ConfigError(f"{key} must be in {left}{low:g}, {upper}, got {value}")
     return out

@@ -239,9 +239,8 @@ def compare(
                 col.higher_is_better,
                 cfg.alpha,
             )
-            p_ar = dict.fromkeys(others, np.nan)
-            for s, stats in trials.pop(col.name, {}).items():
-                p_ar[s] = p_value(stats, paired.ar_difference(baseline, s))
+            ar = trials.pop(col.name, {}).items() if checked else ()
+            p_ar = {s: p_value(st, paired.ar_difference(baseline, s)) for s, st in ar}
             for s in systems:
                 r = np.asarray(res[s], dtype=np.float64)
                 r = r[np.isfinite(r)] if checked else r[:0]
@@ -249,7 +248,7 @@ def compare(
                 untested = s == baseline or not checked
                 p_bs = paired_bs_p(res[baseline], res[s], points[baseline], points[s])
                 values = [s, col.name, points[s], float(lo), float(hi), baseline]
-                values += [np.nan if untested else p_bs, np.nan if untested else p_ar[s]]
+                values += [np.nan if untested else p_bs, p_ar.get(s, np.nan)]
                 values += [cluster.get(s, np.nan) if checked else np.nan, rank.get(s, np.nan)]
                 values += [s in controls, col.higher_is_better, n, f"{col.signature}|{signature}"]
                 rows.append(dict(zip(COMPARISON_COLUMNS, values, strict=True)))
@@ -260,11 +259,6 @@ def compare(
             ["metric", "rank"], key=lambda c: c.map(order) if c.name == "metric" else c
         ).reset_index(drop=True)
     item_view, div_cols = diversity_adequacy(scores, agg)
-    if not div_cols:
-        log.warning(
-            "no similarity-to-source column was computed (self_bleu or against_source: true): "
-            "diversity is empty"
-        )
     view = system_view(item_view, seg).reindex(systems)
     return Comparison(table, view, item_view, baseline, cfg, signature, div_cols)
 
@@ -274,10 +268,9 @@ def diversity_columns(scores: Scores) -> tuple[list[str], list[str]]:
     syntactic: list[str] = []
     semantic: list[str] = []
     for name, info in scores.columns.items():
-        if info.group != "diversity":
-            continue
-        own_group = getattr(scores.metrics.get(info.metric), "group", "syntactic")
-        (semantic if own_group == "semantic" else syntactic).append(name)
+        if info.group == "diversity":
+            own_group = getattr(scores.metrics.get(info.metric), "group", "syntactic")
+            (semantic if own_group == "semantic" else syntactic).append(name)
     return syntactic, semantic
 
 
@@ -309,6 +302,10 @@ def diversity_adequacy(scores: Scores, agg: Aggregated) -> tuple[pd.DataFrame, l
             )
             out["diversity"] = 1.0 - similarity.mean(axis=1, skipna=True)
         else:
+            log.warning(
+                "no similarity-to-source column was computed (self_bleu or against_source: true): "
+                "diversity is empty"
+            )
             out["diversity"] = np.nan
         adequacy = seg["semantic"] if "semantic" in seg else pd.Series(np.nan, index=seg.index)
         if sem_src:
