@@ -86,11 +86,7 @@ def load_mtme(
     frame = line_frame(texts, sources, [references] if references else [], scores, keep)
     log.info(
         "mt-metrics-eval %s %s: %d segments x %d systems, reference %s, human scores %s",
-        folder.name,
-        lp,
-        len(keep),
-        len(systems),
-        chosen or "(none)",
+        *(folder.name, lp, len(keep), len(systems), chosen or "(none)"),
         ", ".join(gold_files) or "(none)",
     )
     files = [src_file, *([ref_files[chosen]] if chosen else []), *(outputs[s] for s in systems)]

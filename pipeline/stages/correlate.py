@@ -100,8 +100,8 @@ def view_settings(cfg: CorrelationSettings) -> dict[str, Any]:
     return {"levels": levels, "coefficients": coefficients, "unit": "systems"}
 
 
-def _report_undefined(out: pd.DataFrame, n_systems: int) -> None:
-    """One warning per kind of undefined correlation: a NaN is never a surprise."""
+def _report(out: pd.DataFrame, n_systems: int, warn_below_n: int) -> None:
+    """One warning per kind of undefined or fragile correlation: a NaN is never a surprise."""
     if out.empty:
         return
     if n_systems < 2 and (out["level"] == "system").any():
@@ -127,16 +127,9 @@ def _report_undefined(out: pd.DataFrame, n_systems: int) -> None:
             "item level: items whose own correlation is undefined (constant scores across "
             "systems) were left out, e.g. %d of %d items for %s vs %s; see n_dropped in "
             "correlations.csv",
-            int(first["n_dropped"]),
-            int(first["n"]) + int(first["n_dropped"]),
-            first["metric"],
-            first["aspect"],
+            *(int(first["n_dropped"]), int(first["n"]) + int(first["n_dropped"])),
+            *(first["metric"], first["aspect"]),
         )
-
-
-def _report_small_n(out: pd.DataFrame, warn_below_n: int) -> None:
-    if out.empty or "level" not in out:
-        return
     sys_rows = out[(out["level"] == "system") & out["value"].notna()]
     if not sys_rows.empty and (n := int(sys_rows["n"].min())) < warn_below_n:
         log.warning(
@@ -161,8 +154,7 @@ def correlate(
         out = _correlate_cached(agg, cfg, rng, scores, rows, limit)
     else:
         out = _correlate(agg, cfg, rng, scores, limit)
-    _report_undefined(out, len(agg.systems.index))
-    _report_small_n(out, int(cfg.warn_below_n))
+    _report(out, len(agg.systems.index), int(cfg.warn_below_n))
     return out
 
 
