@@ -25,11 +25,14 @@ from paraeval.pipeline.tracking.run_view import (
     EXPERIMENT_KIND_TAG,
     MODEL_DEVELOPMENT,
     REFERENCE_FREE_TAG,
+    alpha_lines,
+    best_metric_lines,
+    best_systems_line,
     correlation_metrics,
-    description,
     finite,
     headline_coefficient,
     key,
+    paraphrase_line,
     split_cache,
     system_line,
     system_metric_order,
@@ -77,6 +80,18 @@ class Logged:
     uri: str
     already: bool  # logged before: nothing new was created
     page: str  # the run's address in MLflow's UI
+
+
+def description(run: RunPayload, coefficient: str | None, lead: str) -> str:
+    """The run's description in Markdown, ``lead`` (what was evaluated) first."""
+    blocks: list[list[str]] = [[lead]]
+    best = paraphrase_line(run.paraphrase) or best_systems_line(run.systems, run.comparison)
+    if best:
+        blocks.append([best])
+    best_metrics = best_metric_lines(run.correlations, run.signatures, coefficient)
+    blocks += [lines for lines in (best_metrics, alpha_lines(run.record.metrics)) if lines]
+    blocks.append(["Every table is an artifact; `report.html` shows them all."])
+    return "\n\n".join("\n".join(block) for block in blocks)
 
 
 def system_metrics(systems: pd.DataFrame, comparison: pd.DataFrame) -> dict[str, dict[str, float]]:

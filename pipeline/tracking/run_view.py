@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -12,9 +12,6 @@ import pandas as pd
 from paraeval.pipeline.data.validate import HUMAN_PREFIX
 from paraeval.pipeline.names import show, slug
 from paraeval.pipeline.stages.correlate import RANKED_GROUPS, best_agreeing
-
-if TYPE_CHECKING:
-    from paraeval.pipeline.tracking.payload import RunPayload
 
 # MLflow 3's UI opens this kind of experiment (a UI enum) on the runs table, not GenAI overview
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
@@ -209,18 +206,6 @@ def alpha_lines(metrics: Mapping[str, Any]) -> list[str]:
 def _level(level: str) -> tuple[int, str]:
     order = ("segment", "item", "system")
     return (order.index(level) if level in order else len(order), level)
-
-
-def description(run: RunPayload, coefficient: str | None, lead: str) -> str:
-    """The run's description in Markdown, ``lead`` (what was evaluated) first."""
-    blocks: list[list[str]] = [[lead]]
-    best = paraphrase_line(run.paraphrase) or best_systems_line(run.systems, run.comparison)
-    if best:
-        blocks.append([best])
-    best_metrics = best_metric_lines(run.correlations, run.signatures, coefficient)
-    blocks += [lines for lines in (best_metrics, alpha_lines(run.record.metrics)) if lines]
-    blocks.append(["Every table is an artifact; `report.html` shows them all."])
-    return "\n\n".join("\n".join(block) for block in blocks)
 
 
 def system_line(system: str, role: str, values: Mapping[str, Any], paraphrase: pd.DataFrame) -> str:
