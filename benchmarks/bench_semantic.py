@@ -50,7 +50,7 @@ from results import row, write_rows
 from paraeval.metrics.bertscore import COLUMNS, BERTScore
 from paraeval.metrics.cosine import Cosine
 from paraeval.metrics.encoder import Encoder, Encoders
-from paraeval.metrics.encoder_model import padded_batch, resolve_model_path
+from paraeval.metrics.encoder_model import batch_inputs, resolve_model_path
 
 System = tuple[str, list[str], list[list[str]]]
 AGREEMENT = 1e-5  # fp32 scores against the reference implementations: more fails the run

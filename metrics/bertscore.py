@@ -43,7 +43,7 @@ from paraeval.metrics.baseline import find_baseline
 from paraeval.metrics.encoder import EncoderMetric, Encoders, own_encoder
 from paraeval.metrics.encoder_match import STEP, pair_lists, to_device
 from paraeval.metrics.encoder_model import DEFAULT_MODEL_NAME, ENCODER_MEMORY, LARGE_HIDDEN
-from paraeval.metrics.encoder_store import Entry
+from paraeval.metrics.encoder_store import Packed, pad_positions
 
 
 def _bert_score_version() -> str:
@@ -107,57 +107,60 @@ def padding_floors(
     return p_floor, r_floor
 
 
+def token_weights(ids: np.ndarray, table: tuple[dict[int, float], float]) -> np.ndarray:
+    """Each token's weight (float32) from a table of weights by id and the weight of the rest."""
+    weights, unseen = table
+    keys = np.fromiter(weights, dtype=np.int64, count=len(weights))
+    size = int(max(ids.max(initial=-1), keys.max(initial=-1))) + 1
+    lookup = np.full(size, unseen, dtype=np.float64)
+    lookup[keys] = np.fromiter(weights.values(), dtype=np.float64, count=len(weights))
+    return lookup[ids].astype(np.float32)
+
+
 def greedy_match(
-    cand_emb: Sequence[np.ndarray],
-    cand_w: Sequence[np.ndarray],
-    ref_emb: Sequence[np.ndarray],
-    ref_w: Sequence[np.ndarray],
-    p_floor: np.ndarray,
-    r_floor: np.ndarray,
+    packed: Packed,
+    layer: int,
+    weights: np.ndarray,
+    cand: np.ndarray,
+    ref: np.ndarray,
+    floors: tuple[np.ndarray, np.ndarray],
     batch_size: int = 256,
-    device: str = "cpu",
 ) -> np.ndarray:
-    """(P, R, F) per pair as bert-score's ``greedy_cos_idf`` in float32; ``p_floor``/``r_floor``
-    mark pairs whose token maxima floor at 0 (:func:`padding_floors`). The matching runs as torch
-    operations on ``device``; only the scores come back."""
+    """(P, R, F) per pair (rows ``cand[i]``, ``ref[i]`` of ``packed``) as bert-score's
+    ``greedy_cos_idf`` in float32, ``weights`` per token of ``packed``; ``floors`` mark pairs
+    whose token maxima floor at 0 (:func:`padding_floors`). The matching runs where the packed
+    embeddings are; only the scores come back."""
     import torch
 
-    n = len(cand_emb)
-    out = np.zeros((n, 3), dtype=np.float64)
-    if n == 0:
+    out = np.zeros((len(cand), 3), dtype=np.float64)
+    if not len(cand):
         return out
-    # similar lengths together: less padding per batch
-    order = np.array(sorted(range(n), key=lambda i: (len(cand_emb[i]), len(ref_emb[i]))))
+    tok = packed.tok[layer]
+    w = to_device(weights, tok.device)
+    c_len, r_len = packed.lengths[cand], packed.lengths[ref]
+    order = np.lexsort((r_len, c_len))  # similar lengths together: less padding per batch
     scores = []
     with torch.inference_mode():
-        for start in range(0, n, batch_size):
+        for start in range(0, len(cand), batch_size):
             idx = order[start : start + batch_size]
-            cand = padded_on_device([cand_emb[i] for i in idx], [cand_w[i] for i in idx], device)
-            ref = padded_on_device([ref_emb[i] for i in idx], [ref_w[i] for i in idx], device)
-            floors = torch.from_numpy(np.stack([p_floor[idx], r_floor[idx]], axis=1)).to(device)
-            scores.append(_match_batch(*cand, *ref, floors))
+            c = padded_unit(tok, w, packed.starts[cand[idx]], c_len[idx])
+            r = padded_unit(tok, w, packed.starts[ref[idx]], r_len[idx])
+            both = to_device(np.stack([floors[0][idx], floors[1][idx]], axis=1), tok.device)
+            scores.append(_match_batch(*c, *r, both))
         out[order] = torch.cat(scores).double().cpu().numpy()
     return out
 
 
-def padded_on_device(
-    arrs: list[np.ndarray], ws: list[np.ndarray], device: str
-) -> tuple[Any, Any, Any]:
-    """Padded unit token vectors, weights and mask of a batch of sentences, on ``device`` (from
-    pinned memory where it is CUDA)."""
+def padded_unit(tok: Any, w: Any, starts: np.ndarray, lengths: np.ndarray) -> tuple[Any, Any, Any]:
+    """Padded unit token vectors, weights and mask of sentences of a packed layer, gathered where
+    it is."""
     import torch
 
-    lens = np.array([len(a) for a in arrs])
-    width, dim = int(lens.max()), int(arrs[0].shape[1])
-    emb = np.zeros((len(arrs), width, dim), dtype=np.float32)
-    w = np.zeros((len(arrs), width), dtype=np.float32)
-    for k, (a, wt) in enumerate(zip(arrs, ws, strict=True)):
-        emb[k, : len(a)] = a
-        w[k, : len(a)] = wt
-    mask = np.arange(width)[None, :] < lens[:, None]
-    e, wt_, m = (to_device(x, device) for x in (emb, w, mask))
+    where, mask = pad_positions(starts, lengths)
+    at, m = to_device(where, tok.device), to_device(mask, tok.device)
+    e = tok[at]
     unit = torch.where(m.unsqueeze(-1), e / torch.norm(e, dim=-1, keepdim=True), 0.0)
-    return unit, wt_, m
+    return unit, torch.where(m, w[at], 0.0), m
 
 
 def _match_batch(c: Any, cw: Any, cm: Any, r: Any, rw: Any, rm: Any, floors: Any) -> Any:
@@ -343,8 +346,11 @@ class BERTScore(Sharded, EncoderMetric):
             found = self.encoder.fetch(texts, [self.layer])
             for (cands, refs), table, out in zip(flat, tables, per_pair, strict=True):
                 if start < len(cands):
-                    pairs = [found[t] for t in cands[sl]], [found[t] for t in refs[sl]]
-                    out[sl] = self._match(*pairs, table)
+                    cand, ref = found.rows(cands[sl]), found.rows(refs[sl])
+                    unit = self.bert_score_batch_size
+                    floors = padding_floors(found.lengths[cand], found.lengths[ref], unit)
+                    w = token_weights(found.ids, table)
+                    out[sl] = greedy_match(found, self.layer, w, cand, ref, floors)
         return [
             self._result(per_pair[k], [len(r) for r in refs]) for k, (_, refs) in enumerate(calls)
         ]
@@ -353,7 +359,7 @@ class BERTScore(Sharded, EncoderMetric):
         if not self.idf:
             return CorpusCounts()
         ids = self.encoder.ensure_ids(refs)
-        return document_frequencies([ids[t] for t in refs])
+        return document_frequencies([ids.ids_of(t) for t in refs])
 
     def _weight_table(self, counts: CorpusCounts) -> tuple[dict[int, float], float]:
         """Token weights by id and the weight of an id not in the table; with idf, from the
@@ -362,22 +368,6 @@ class BERTScore(Sharded, EncoderMetric):
             return idf_weights(counts)
         tok = self.encoder.tokenizer
         return {tok.sep_token_id: 0.0, tok.cls_token_id: 0.0}, 1.0
-
-    def _match(
-        self, cands: list[Entry], refs: list[Entry], table: tuple[dict[int, float], float]
-    ) -> np.ndarray:
-        weights, unseen = table
-
-        def side(entries: list[Entry]) -> tuple[list[np.ndarray], list[np.ndarray]]:
-            """The layer's token embeddings and the token weights of each entry."""
-            ids: list[np.ndarray] = [e.ids for e in entries]  # type: ignore[misc]
-            w = [np.array([weights.get(int(t), unseen) for t in s]) for s in ids]
-            return [e.tok[self.layer] for e in entries], w
-
-        (c_emb, c_w), (r_emb, r_w) = side(cands), side(refs)
-        unit = self.bert_score_batch_size
-        floors = padding_floors([len(x) for x in c_emb], [len(x) for x in r_emb], unit)
-        return greedy_match(c_emb, c_w, r_emb, r_w, *floors, device=self.encoder.device)
 
     def _result(self, per_pair: np.ndarray, counts: list[int]) -> MetricResult:
         seg = np.full((len(counts), 3), np.nan)

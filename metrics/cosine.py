@@ -10,7 +10,7 @@ import numpy as np
 
 from paraeval.metrics.base import MetricResult, SegmentLocal, make_signature, reduce_pairs
 from paraeval.metrics.encoder import EncoderMetric, Encoders, own_encoder
-from paraeval.metrics.encoder_match import cosine_rows, locality_order, pair_lists
+from paraeval.metrics.encoder_match import locality_order, pair_cosines, pair_lists
 from paraeval.metrics.encoder_model import DEFAULT_MODEL
 
 
@@ -65,8 +65,8 @@ class Cosine(SegmentLocal, EncoderMetric):
             idx = order[start : start + enc.step]
             texts = [t for i in idx for t in (flat_cands[i], flat_refs[i])]
             found = enc.fetch(texts, sentence=True)
-            cand = np.stack([found[flat_cands[i]].sent for i in idx])  # type: ignore[misc]
-            ref = np.stack([found[flat_refs[i]].sent for i in idx])  # type: ignore[misc]
-            sims[idx] = cosine_rows(cand, ref, enc.device)
+            cand = found.rows([flat_cands[i] for i in idx])
+            ref = found.rows([flat_refs[i] for i in idx])
+            sims[idx] = pair_cosines(found.sent, cand, ref)
         seg = reduce_pairs(sims, references, self.multi_ref)
         return self._mean_result(seg)

@@ -14,20 +14,22 @@ from pathlib import Path
 import numpy as np
 
 from paraeval.metrics.base import Metric, MetricConfigError
-from paraeval.metrics.encoder_match import STEP
+from paraeval.metrics.encoder_disk import EmbeddingCache, Stored
+from paraeval.metrics.encoder_match import STEP, to_device
 from paraeval.metrics.encoder_model import (
     DEFAULT_MODEL,
     ENCODER_MEMORY,
     EncoderModel,
+    Tokens,
     check_precision,
     pick_device,
     read_json,
     resolve_model_path,
 )
-from paraeval.metrics.encoder_store import DEFAULT_MEMO_BYTES, EmbeddingCache, Entry, Memo
+from paraeval.metrics.encoder_store import DEFAULT_MEMO_BYTES, Memo, Packed, concat
 
 # bumped whenever what is stored under a key changes meaning
-_CACHE_SCHEMA = "v2"  # v2: ids and sentence embeddings only (v1 kept token embeddings)
+_CACHE_SCHEMA = "v3"  # v3: packed chunks (v2: an array per text; v1 kept token embeddings)
 CHUNK = 2048  # unique sentences per step of :meth:`Encoder.ensure` (and per cache transaction)
 
 
@@ -76,50 +78,37 @@ class Encoder(EncoderModel):
 
     def _held(
         self, texts: Iterable[str], need: list[int], sentence: bool
-    ) -> tuple[dict[str, Entry], list[str]]:
-        """The entries of the unique ``texts`` that the memo, then the disk cache, hold with ids,
+    ) -> tuple[list[Packed], list[str]]:
+        """The parts of the unique ``texts`` that the memo, then the disk cache, hold with ids,
         the token embeddings of ``need`` and, with ``sentence``, the sentence embedding; and the
         texts left to encode. The disk cache keeps ids and sentence embeddings only: token
         embeddings take 20 times the room and are encoded again."""
-        out: dict[str, Entry] = {}
-        missing: list[str] = []
-        for text in dict.fromkeys(texts):
-            entry = self.memo.get(text)
-            if entry is not None and entry.has(need, sentence):
-                out[text] = entry
-            else:
-                missing.append(text)
+        parts, missing = self.memo.find(texts, need, sentence)
         if not missing or self.cache is None or need:
-            return out, missing
-        kinds = ("ids", "sent") if sentence else ("ids",)
-        found = {kind: self.cache.get_many(kind, missing) for kind in kinds}
-        still: list[str] = []
-        for text in missing:
-            entry = self.memo.get(text) or Entry()
-            for kind, arrays in found.items():  # the cache's kinds are the entry's fields
-                setattr(entry, kind, arrays.get(text, getattr(entry, kind)))
-            if entry.has(need, sentence):
-                out[text] = entry
-                self.memo.put(text, entry)
-            else:
-                still.append(text)
-        return out, still
+            return parts, missing
+        stored = self.cache.get(missing, sentence)
+        if stored.texts:
+            starts = np.cumsum(stored.lengths) - stored.lengths
+            sent = None if stored.sent is None else to_device(stored.sent, self.device)
+            found = Packed(stored.texts, stored.ids, starts, stored.lengths, sent=sent)
+            self.memo.put(found)
+            parts.append(found)
+            missing = [t for t in missing if t not in found.row]
+        return parts, missing
 
     def fetch(
         self, texts: Iterable[str], layers: Iterable[int] = (), sentence: bool = False
-    ) -> dict[str, Entry]:
-        """Each unique text's :class:`Entry` with its ids, the token embeddings of ``layers``
-        (registered for later passes too) and, with ``sentence``, its sentence embedding: what
-        :meth:`_held` finds, the rest encoded in one pass (every registered layer).
-        Callers pass a chunk of a pool: what is returned is held until the caller drops it."""
+    ) -> Packed:
+        """The unique texts' ids, the token embeddings of ``layers`` (registered for later
+        passes too) and, with ``sentence``, their sentence embeddings: what :meth:`_held` finds,
+        the rest encoded in one pass (every registered layer). Callers pass a chunk of a pool:
+        what is returned is held until the caller drops it."""
         for layer in layers:
             self.require_layer(layer)
-        out, missing = self._held(texts, sorted({int(layer) for layer in layers}), sentence)
+        parts, missing = self._held(texts, sorted({int(layer) for layer in layers}), sentence)
         if missing:
-            fresh = self.encode(missing, self.tokenize(missing), self.layers)
-            self._store(fresh)
-            out.update(fresh)
-        return out
+            parts.append(self._encode(missing, self.tokenize(missing), sorted(self.layers)))
+        return concat(parts)
 
     def prepare(self, texts: Iterable[str]) -> None:
         """A run's texts, before scoring: where their outputs fit in the memo, they are encoded
@@ -131,36 +120,34 @@ class Encoder(EncoderModel):
             return
         dim = int(read_json(Path(self.path) / "config.json").get("hidden_size", 1024))
         room = self.memo.max_bytes - self.memo.nbytes
-        ids_list: list[np.ndarray] = []
+        parts: list[Tokens] = []
         for start in range(0, len(missing), CHUNK):  # a pool too large is found chunk by chunk
-            ids_list += self.tokenize(missing[start : start + CHUNK])
-            tokens = sum(len(x) for x in ids_list)
-            if tokens * dim * 4 * len(need) + len(ids_list) * (dim * 4 + 300) > room:
+            parts.append(self.tokenize(missing[start : start + CHUNK]))
+            tokens = sum(int(p.lengths.sum()) for p in parts)
+            if tokens * dim * 4 * len(need) + CHUNK * len(parts) * (dim * 4 + 300) > room:
                 return
-        fresh = self.encode(missing, ids_list, need)
-        self._store(fresh)
+        self._encode(missing, Tokens.concat(parts), need)
 
-    def _store(self, fresh: dict[str, Entry]) -> None:
-        """Newly encoded entries into the memo and the disk cache (one transaction per kind)."""
-        for text, entry in fresh.items():
-            self.memo.put(text, entry)
+    def _encode(self, texts: list[str], tokens: Tokens, layers: list[int]) -> Packed:
+        """:meth:`encode`, its outputs into the memo and the disk cache."""
+        fresh = self.encode(texts, tokens, layers)
+        self.memo.put(fresh)
         if self.cache is not None:
-            for kind in ("ids", "sent"):  # the cache's kinds are the entry's fields
-                arrays = {text: getattr(entry, kind) for text, entry in fresh.items()}
-                self.cache.put_many(kind, {t: a for t, a in arrays.items() if a is not None})
+            sent = fresh.sent.cpu().numpy()
+            self.cache.put(Stored(texts, tokens.ids, tokens.lengths, sent))
+        return fresh
 
-    def ensure_ids(self, texts: Iterable[str]) -> dict[str, np.ndarray]:
+    def ensure_ids(self, texts: Iterable[str]) -> Packed:
         """Token ids only (no forward pass): what static-embedding WMD and idf need."""
-        held, missing = self._held(texts, [], False)
-        out = {text: entry.ids for text, entry in held.items() if entry.ids is not None}
+        parts, missing = self._held(texts, [], False)
         if missing:
-            fresh = dict(zip(missing, self.tokenize(missing), strict=True))
+            tokens = self.tokenize(missing)
+            fresh = Packed(missing, tokens.ids, tokens.starts, tokens.lengths)
             if self.cache is not None:
-                self.cache.put_many("ids", fresh)
-            for text, ids in fresh.items():
-                self.memo.put(text, Entry(ids=ids))
-            out.update(fresh)
-        return out
+                self.cache.put(Stored(missing, tokens.ids, tokens.lengths, None))
+            self.memo.put(fresh)
+            parts.append(fresh)
+        return concat(parts)
 
     def ensure(self, texts: Iterable[str]) -> None:
         """Encode what neither the memo nor the disk cache holds, chunk by chunk (the disk cache
@@ -171,13 +158,17 @@ class Encoder(EncoderModel):
 
     def token_ids(self, texts: Sequence[str]) -> list[np.ndarray]:
         found = self.ensure_ids(texts)
-        return [found[t] for t in texts]
+        return [found.ids_of(t) for t in texts]
 
     def token_embeddings(self, texts: Sequence[str], layer: int) -> list[np.ndarray]:
         """Per text, an array (n_tokens, dim) of the layer's hidden states, special tokens
         included (bert-score keeps them; their idf weight decides whether they count)."""
         found = self.fetch(texts, [layer])
-        return [found[t].tok[int(layer)] for t in texts]
+        flat = found.tok[int(layer)].cpu().numpy()
+        rows = found.rows(texts)
+        return [
+            flat[s : s + n] for s, n in zip(found.starts[rows], found.lengths[rows], strict=True)
+        ]
 
     def sentence_embeddings(self, texts: Sequence[str]) -> np.ndarray:
         """Pooled last-layer embeddings (sentence-transformers' pooling of the model), one row
@@ -186,7 +177,8 @@ class Encoder(EncoderModel):
             dim = int(getattr(self.config, "hidden_size", 0))
             return np.zeros((0, dim))
         found = self.fetch(texts, sentence=True)
-        return np.stack([found[t].sent for t in texts]).astype(np.float64)  # type: ignore[misc]
+        rows = found.sent[to_device(found.rows(texts), found.sent.device)]
+        return rows.cpu().numpy().astype(np.float64)
 
     def close(self) -> None:
         if self._cache is not None:

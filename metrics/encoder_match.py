@@ -35,34 +35,37 @@ def to_device(array: np.ndarray, device: str) -> Any:
     return t
 
 
-def cosine_rows(a: np.ndarray, b: np.ndarray, device: str = "cpu") -> np.ndarray:
-    """Row-wise cosine of two (n, dim) arrays in float64 (0 where a row is zero): numpy's on the
-    CPU (the bits every earlier run gave: a tie between two segments stays a tie in rank
-    correlations), :func:`cosine_rows_torch` on another device."""
-    if not str(device).startswith("cpu"):
-        return cosine_rows_torch(a, b, device)
+def pair_cosines(sent: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cosine of rows ``a[i]`` and ``b[i]`` of sentence embeddings in float64 (0 where a row is
+    zero), computed where they are: numpy's on the CPU (the bits every earlier run gave: a tie
+    between two segments stays a tie in rank correlations), torch's on another device."""
+    if sent.device.type == "cpu":
+        x = sent.numpy()
+        return cosine_rows(x[a], x[b])
+    return cosine_rows_torch(sent[to_device(a, sent.device)], sent[to_device(b, sent.device)])
+
+
+def cosine_rows_torch(x: Any, y: Any) -> np.ndarray:
+    """:func:`cosine_rows` of two tensors, on their device; only the cosines come back."""
+    import torch
+
+    with torch.inference_mode():
+        x, y = x.double(), y.double()
+        num = (x * y).sum(dim=1)
+        den = torch.linalg.vector_norm(x, dim=1) * torch.linalg.vector_norm(y, dim=1)
+        ok = den > 0
+        out = torch.where(ok, num / torch.where(ok, den, torch.ones_like(den)), 0.0)
+        return out.cpu().numpy()
+
+
+def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise cosine of two (n, dim) arrays in float64 (0 where a row is zero)."""
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     num = np.einsum("ij,ij->i", a, b)
     den = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(den > 0, num / np.where(den > 0, den, 1.0), 0.0)
-
-
-def cosine_rows_torch(a: np.ndarray, b: np.ndarray, device: str) -> np.ndarray:
-    """:func:`cosine_rows` as torch operations on ``device``; only the cosines come back."""
-    import torch
-
-    if len(a) == 0:
-        return np.zeros(0)
-    with torch.inference_mode():
-        x = to_device(np.asarray(a, dtype=np.float64), device)
-        y = to_device(np.asarray(b, dtype=np.float64), device)
-        num = (x * y).sum(dim=1)
-        den = torch.linalg.vector_norm(x, dim=1) * torch.linalg.vector_norm(y, dim=1)
-        ok = den > 0
-        out = torch.where(ok, num / torch.where(ok, den, torch.ones_like(den)), 0.0)
-        return out.cpu().numpy()
 
 
 def unit_sums(emb: np.ndarray, device: str = "cpu") -> tuple[np.ndarray, float]:

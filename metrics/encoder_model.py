@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import logging
 import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from types import MappingProxyType
@@ -23,7 +25,8 @@ from typing import Any
 import numpy as np
 
 from paraeval.metrics.base import Estimator, MetricConfigError, MissingResourceError
-from paraeval.metrics.encoder_store import Entry
+from paraeval.metrics.encoder_match import to_device
+from paraeval.metrics.encoder_store import Packed, gather_index, pad_positions
 
 log = logging.getLogger(__name__)
 
@@ -227,17 +230,38 @@ def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
     return batches
 
 
-def padded_batch(ids: Sequence[np.ndarray], pad_id: int) -> tuple[Any, Any]:
-    """A batch's token ids padded to its longest, and its attention mask (torch tensors)."""
-    import torch
+@dataclass(frozen=True)
+class Tokens:
+    """Token ids of texts, all in one array: text ``i``'s are ``ids[starts[i] : starts[i] +
+    lengths[i]]``."""
 
-    width = max(len(x) for x in ids)
-    input_ids = torch.full((len(ids), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(ids), width), dtype=torch.long)
-    for row, x in enumerate(ids):
-        input_ids[row, : len(x)] = torch.from_numpy(x.astype(np.int64))
-        mask[row, : len(x)] = 1
-    return input_ids, mask
+    ids: np.ndarray
+    lengths: np.ndarray
+
+    @property
+    def starts(self) -> np.ndarray:
+        return np.cumsum(self.lengths) - self.lengths
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        start = int(self.starts[i])
+        return self.ids[start : start + int(self.lengths[i])]
+
+    @classmethod
+    def concat(cls, parts: Sequence[Tokens]) -> Tokens:
+        ids = [p.ids for p in parts] or [np.zeros(0, dtype=np.int32)]
+        lengths = [p.lengths for p in parts] or [np.zeros(0, dtype=np.int64)]
+        return cls(np.concatenate(ids), np.concatenate(lengths))
+
+
+def batch_inputs(tokens: Tokens, rows: np.ndarray, pad_id: int, device: str) -> tuple[Any, Any]:
+    """The ids of ``rows`` padded to their longest, and their attention mask, built in one
+    vectorized step and sent to ``device`` (from pinned memory, without waiting, on CUDA)."""
+    where, mask = pad_positions(tokens.starts[rows], tokens.lengths[rows])
+    ids = np.where(mask, tokens.ids[where], pad_id).astype(np.int64)
+    return to_device(ids, device), to_device(mask.astype(np.int64), device)
 
 
 def pool(hidden: Any, mask: Any, mode: str) -> Any:
@@ -277,6 +301,7 @@ class EncoderModel:
         self._tokenizer: Any = None
         self._config: Any = None
         self._fingerprint: str | None = None
+        self._fast: Any = None
 
     def _load(self, what: str, auto_class: str, **kwargs: Any) -> Any:
         """``transformers.<auto_class>.from_pretrained`` of the model; a failure is one line."""
@@ -369,98 +394,98 @@ class EncoderModel:
     def special_ids(self) -> set[int]:
         return {int(i) for i in self.tokenizer.all_special_ids}
 
-    def tokenize(self, texts: Sequence[str]) -> list[np.ndarray]:
-        """bert-score's ``sent_encode`` for a batch of texts."""
-        from transformers import GPT2Tokenizer, RobertaTokenizer
+    @property
+    def fast_tokenizer(self) -> Any:
+        """A copy of the tokenizer's Rust backend (``backend_tokenizer``) that truncates at
+        :attr:`max_length` and never pads: bert-score's ``sent_encode`` in one batch call,
+        without transformers' per-text conversion of its outputs."""
+        if self._fast is None:
+            from tokenizers import Tokenizer
 
-        tok = self.tokenizer
-        kwargs: dict[str, Any] = {
-            "add_special_tokens": True,
-            "max_length": self.max_length,
-            "truncation": True,
-        }
-        if isinstance(tok, GPT2Tokenizer | RobertaTokenizer):
-            kwargs["add_prefix_space"] = True
-        stripped = [t.strip() for t in texts]
-        full = [s for s in stripped if s]
-        encoded = iter(tok(full, **kwargs)["input_ids"] if full else [])
-        empty: list[int] = []
-        if len(full) < len(texts):
-            # bert-score: build_inputs_with_special_tokens([]); transformers 5 tokenizers lack it
-            # and encode "" to the same special tokens
-            builder = getattr(tok, "build_inputs_with_special_tokens", None)
-            empty = builder([]) if builder else tok("", add_special_tokens=True)["input_ids"]
-        return [np.asarray(next(encoded) if s else empty, dtype=np.int32) for s in stripped]
+            fast = Tokenizer.from_str(self.tokenizer.backend_tokenizer.to_str())
+            fast.no_padding()
+            fast.enable_truncation(self.max_length)
+            self._fast = fast
+        return self._fast
+
+    def tokenize(self, texts: Sequence[str]) -> Tokens:
+        """bert-score's ``sent_encode`` of the texts (stripped; an empty one is its special
+        tokens alone, as ``build_inputs_with_special_tokens([])`` gave)."""
+        encoded = self.fast_tokenizer.encode_batch_fast([t.strip() for t in texts])
+        lists = [e.ids for e in encoded]
+        lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+        flat = itertools.chain.from_iterable(lists)
+        return Tokens(np.fromiter(flat, dtype=np.int32, count=int(lengths.sum())), lengths)
 
     def input_embeddings(self) -> np.ndarray:
         """The model's static input token embedding matrix (vocab, dim)."""
         weight = self.model.get_input_embeddings().weight
         return np.asarray(weight.detach().float().cpu().numpy())
 
-    def encode(
-        self, texts: list[str], ids: list[np.ndarray], layers: Iterable[int]
-    ) -> dict[str, Entry]:
-        """One entry per text: its ids, the token embeddings of ``layers`` and its sentence
-        embedding (a text longer than sentence-transformers' limit gets a truncated pass for it)."""
+    def encode(self, texts: list[str], tokens: Tokens, layers: Iterable[int]) -> Packed:
+        """The texts' ids, the token embeddings of ``layers`` and the sentence embeddings, packed
+        in the order of the length-sorted batches and kept on the device (a text longer than
+        sentence-transformers' limit gets a truncated pass for its sentence embedding)."""
         import torch
 
-        model, tok, pooling = self.model, self.tokenizer, self.pooling
-        st_max = self.sentence_max_length
-        pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
+        model, pooling, device = self.model, self.pooling, self.device
+        pad_id = self.tokenizer.pad_token_id or 0
         layers = sorted(set(layers))
-        out: dict[str, Entry] = {}
-        too_long: list[str] = []
-        with torch.inference_mode(), precision_context(self.precision, self.device):
-            for batch in length_batches([len(x) for x in ids], self.batch_size):
-                input_ids, mask = padded_batch([ids[i] for i in batch], pad_id)
-                input_ids, mask = input_ids.to(self.device), mask.to(self.device)
+        batches = [np.asarray(b) for b in length_batches(tokens.lengths.tolist(), self.batch_size)]
+        order = np.concatenate(batches) if batches else np.zeros(0, dtype=np.int64)
+        lengths = tokens.lengths[order]
+        ids = tokens.ids[gather_index(tokens.starts[order], lengths)]
+        tok: dict[int, list[Any]] = {layer: [] for layer in layers}
+        pooled: list[Any] = []
+        with torch.inference_mode(), precision_context(self.precision, device):
+            for batch in batches:
+                input_ids, mask = batch_inputs(tokens, batch, pad_id, device)
                 sample = partial(model, input_ids=input_ids, attention_mask=mask)
                 if self.precision in HALF and not self.precision_checked:
                     # once per encoder, on its first batch, outside the run's autocast
                     self.precision_checked = True
-                    with torch.autocast(device_type=str(self.device).split(":")[0], enabled=False):
-                        check_half_precision(sample, self.precision, self.device)
+                    with torch.autocast(device_type=str(device).split(":")[0], enabled=False):
+                        check_half_precision(sample, self.precision, device)
                 result = sample(output_hidden_states=True)
-                hidden = result.hidden_states
-                per_layer = {layer: hidden[layer].float().cpu().numpy() for layer in layers}
-                pooled = pool(result.last_hidden_state, mask, pooling).float().cpu().numpy()
-                for row, i in enumerate(batch):
-                    text, n = texts[i], len(ids[i])
-                    entry = out[text] = Entry(ids=ids[i])
-                    for layer, arr in per_layer.items():
-                        entry.tok[layer] = np.array(arr[row, :n], dtype=np.float32)
-                    if n <= st_max:
-                        entry.sent = pooled[row].copy()
-                    else:
-                        too_long.append(text)
+                keep = mask.bool()
+                for layer in layers:
+                    tok[layer].append(result.hidden_states[layer][keep].float())
+                pooled.append(pool(result.last_hidden_state, mask, pooling).float())
                 self.forward_sentences += len(batch)
-        if too_long:
-            for text, vec in self._sentence_pass(too_long).items():
-                out[text].sent = vec
-        return out
+            dim = int(read_json(Path(self.path) / "config.json").get("hidden_size", 0))
+            sent = torch.zeros((len(texts), dim), device=device)
+            if pooled:
+                sent[torch.from_numpy(order).to(device)] = torch.cat(pooled)
+            too_long = np.flatnonzero(tokens.lengths > self.sentence_max_length)
+            if len(too_long):
+                vecs = self._sentence_pass([texts[i] for i in too_long])
+                sent[torch.from_numpy(too_long).to(device)] = vecs
+        starts = np.empty(len(texts), dtype=np.int64)
+        starts[order] = np.cumsum(lengths) - lengths
+        packed = {
+            k: torch.cat(v) if v else torch.zeros((0, dim), device=device) for k, v in tok.items()
+        }
+        return Packed(list(texts), ids, starts, tokens.lengths.copy(), packed, sent)
 
-    def _sentence_pass(self, texts: list[str]) -> dict[str, np.ndarray]:
+    def _sentence_pass(self, texts: list[str]) -> Any:
         """Sentence embeddings of texts longer than sentence-transformers' limit, truncated the
-        way it truncates them."""
+        way it truncates them (a tensor on the device, a row per text)."""
+        tok, model, pooling = self.tokenizer, self.model, self.pooling
+        rows = []
+        for s in range(0, len(texts), self.batch_size):
+            chunk = texts[s : s + self.batch_size]
+            batch = tok(
+                [t.strip() for t in chunk],
+                padding=True,
+                truncation=True,
+                max_length=self.sentence_max_length,
+                return_tensors="pt",
+            ).to(self.device)
+            hidden = model(
+                input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]
+            ).last_hidden_state
+            rows.append(pool(hidden, batch["attention_mask"], pooling).float())
+            self.forward_sentences += len(chunk)
         import torch
 
-        out: dict[str, np.ndarray] = {}
-        tok, model, pooling = self.tokenizer, self.model, self.pooling
-        with torch.inference_mode(), precision_context(self.precision, self.device):
-            for s in range(0, len(texts), self.batch_size):
-                chunk = texts[s : s + self.batch_size]
-                batch = tok(
-                    [t.strip() for t in chunk],
-                    padding=True,
-                    truncation=True,
-                    max_length=self.sentence_max_length,
-                    return_tensors="pt",
-                ).to(self.device)
-                hidden = model(
-                    input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]
-                ).last_hidden_state
-                vecs = pool(hidden, batch["attention_mask"], pooling).float().cpu().numpy()
-                for text, vec in zip(chunk, vecs, strict=True):
-                    out[text] = vec.copy()
-                self.forward_sentences += len(chunk)
-        return out
+        return torch.cat(rows)

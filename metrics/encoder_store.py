@@ -1,23 +1,17 @@
-"""Where the encoder keeps what its passes produced. The memo, in memory, is bounded in bytes (least
-recently used out) so that a run's memory does not grow with its pool; it only saves passes, and
-callers hold their arrays in dicts of their own, so an eviction never takes one from under them.
-The disk cache is one SQLite file per model signature under ``<cache_dir>/embeddings/``, keyed by
-a hash of (kind, sentence), kind ``ids`` or ``sent`` (token embeddings, 20 times a sentence
-embedding's size, cost more to store and read than to encode again); values are raw array bytes
-(nothing is unpickled), writes single transactions, processes may share the file (WAL), and
-deleting it only means the next run encodes again.
+"""Where the encoder keeps what its passes produced, packed: token ids and each kept layer's token
+embeddings as one array of all the tokens of a set of texts, sentence embeddings one row per text
+(:class:`Packed`). An array per sentence costs a Python object and a copy per sentence and layer,
+which on a GPU takes longer than the forward pass. The memo, in memory, holds the chunks of recent
+passes, bounded in bytes (least recently used chunk out) so that a run's memory does not grow with
+its pool; it only saves passes: callers hold what :meth:`Memo.find` gave them.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import sqlite3
-import sys
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -26,142 +20,149 @@ import numpy as np
 DEFAULT_MEMO_BYTES = 512 << 20
 
 
-@dataclass
-class Entry:
-    """One text's outputs: token ids, sentence embedding, token embeddings per layer."""
+def gather_index(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Positions of the tokens of rows that start at ``starts`` with ``lengths`` tokens, row after
+    row: what packs them contiguously."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    ends = np.cumsum(lengths)
+    shift = np.asarray(starts, dtype=np.int64) - (ends - lengths)
+    return np.arange(total, dtype=np.int64) + np.repeat(shift, lengths)
 
-    ids: np.ndarray | None = None
-    sent: np.ndarray | None = None
-    tok: dict[int, np.ndarray] = field(default_factory=dict)
+
+def pad_positions(starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positions in a packed array of the rows that start at ``starts`` with ``lengths`` tokens,
+    padded to the longest (0 where a row has ended), and the mask of real tokens."""
+    width = int(lengths.max()) if len(lengths) else 0
+    mask = np.arange(width) < lengths[:, None]
+    return np.where(mask, starts[:, None] + np.arange(width), 0), mask
+
+
+def _nbytes(tensor: Any) -> int:
+    return int(tensor.element_size() * tensor.nelement()) if tensor is not None else 0
+
+
+@dataclass
+class Packed:
+    """The outputs of a set of texts: text ``i``'s tokens are ``starts[i] : starts[i] +
+    lengths[i]`` of ``ids`` (on the host, where weights and idf are looked up) and of each layer's
+    ``tok`` (all tokens × dim); ``sent`` has a row per text. Embeddings are torch tensors on the
+    encoder's device, where the metrics use them; only scores come back."""
+
+    texts: list[str]
+    ids: np.ndarray
+    starts: np.ndarray
+    lengths: np.ndarray
+    tok: dict[int, Any] = field(default_factory=dict)
+    sent: Any = None
+    row: dict[str, int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.row = {text: i for i, text in enumerate(self.texts)}
 
     def has(self, layers: Iterable[int], sentence: bool) -> bool:
-        if self.ids is None or (sentence and self.sent is None):
-            return False
-        return all(layer in self.tok for layer in layers)
+        return (self.sent is not None or not sentence) and all(k in self.tok for k in layers)
 
     @property
     def nbytes(self) -> int:
-        arrays = [self.ids, self.sent, *self.tok.values()]
-        return 200 + sum(a.nbytes for a in arrays if a is not None)
+        arrays = sum(_nbytes(t) for t in (*self.tok.values(), self.sent))
+        return 100 * len(self.texts) + self.ids.nbytes + 16 * len(self.texts) + arrays
+
+    def rows(self, texts: Sequence[str]) -> np.ndarray:
+        return np.fromiter((self.row[t] for t in texts), dtype=np.int64, count=len(texts))
+
+    def ids_of(self, text: str) -> np.ndarray:
+        i = self.row[text]
+        return self.ids[self.starts[i] : self.starts[i] + self.lengths[i]]
+
+    def take(self, rows: np.ndarray) -> Packed:
+        """The rows ``rows``, packed contiguously in that order."""
+        import torch
+
+        if len(rows) == len(self.texts) and (rows == np.arange(len(rows))).all():
+            return self
+        index = gather_index(self.starts[rows], self.lengths[rows])
+        lengths = self.lengths[rows]
+        on_device = torch.from_numpy(index)
+        tok = {k: t[on_device.to(t.device)] for k, t in self.tok.items()}
+        sent = None if self.sent is None else self.sent[torch.from_numpy(rows).to(self.sent.device)]
+        starts = np.cumsum(lengths) - lengths
+        return Packed([self.texts[i] for i in rows], self.ids[index], starts, lengths, tok, sent)
+
+
+def concat(parts: Sequence[Packed]) -> Packed:
+    """One :class:`Packed` of several (the layers and sentence embeddings all of them have)."""
+    if len(parts) == 1:
+        return parts[0]
+    import torch
+
+    if not parts:
+        empty = np.zeros(0, dtype=np.int64)
+        return Packed([], np.zeros(0, dtype=np.int32), empty, empty)
+    shifts = np.cumsum([0, *(len(p.ids) for p in parts)])[:-1]
+    layers = set.intersection(*(set(p.tok) for p in parts))
+    sents = [p.sent for p in parts]
+    return Packed(
+        [t for p in parts for t in p.texts],
+        np.concatenate([p.ids for p in parts]),
+        np.concatenate([p.starts + s for p, s in zip(parts, shifts, strict=True)]),
+        np.concatenate([p.lengths for p in parts]),
+        {k: torch.cat([p.tok[k] for p in parts]) for k in sorted(layers)},
+        None if any(s is None for s in sents) else torch.cat(sents),
+    )
 
 
 class Memo:
-    """Entries by text, least recently used first out once ``max_bytes`` is exceeded."""
+    """Chunks of recent passes, least recently used first out once ``max_bytes`` is exceeded; a
+    text is served from the newest chunk that holds it."""
 
     def __init__(self, max_bytes: int = DEFAULT_MEMO_BYTES) -> None:
         self.max_bytes = max(0, int(max_bytes))
-        self._items: OrderedDict[str, tuple[Entry, int]] = OrderedDict()  # with its size
+        self._chunks: OrderedDict[int, Packed] = OrderedDict()
+        self._where: dict[str, int] = {}  # text -> key of the newest chunk holding it
+        self._next = 0
         self.nbytes = 0
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._where)
 
     def __contains__(self, text: object) -> bool:
-        return text in self._items
+        return text in self._where
 
-    def get(self, text: str) -> Entry | None:
-        if text not in self._items:
-            return None
-        self._items.move_to_end(text)
-        return self._items[text][0]
+    def find(
+        self, texts: Iterable[str], layers: Iterable[int], sentence: bool
+    ) -> tuple[list[Packed], list[str]]:
+        """The held unique ``texts`` that have ``layers`` and (with ``sentence``) a sentence
+        embedding, one part per chunk; and the texts left over."""
+        layers = list(layers)
+        by_chunk: dict[int, list[str]] = {}
+        missing: list[str] = []
+        for text in dict.fromkeys(texts):
+            key = self._where.get(text)
+            if key is not None and self._chunks[key].has(layers, sentence):
+                by_chunk.setdefault(key, []).append(text)
+            else:
+                missing.append(text)
+        parts = []
+        for key, held in by_chunk.items():
+            self._chunks.move_to_end(key)
+            chunk = self._chunks[key]
+            parts.append(chunk.take(chunk.rows(held)))
+        return parts, missing
 
-    def put(self, text: str, entry: Entry) -> None:
-        """Add or refresh ``text`` (its size is counted again: an entry may have grown)."""
-        _, before = self._items.pop(text, (entry, 0))
-        self._items[text] = (entry, entry.nbytes)
-        self.nbytes += entry.nbytes - before
-        while self.nbytes > self.max_bytes and self._items:
-            _, (_, size) = self._items.popitem(last=False)
-            self.nbytes -= size
-
-
-_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS emb ("
-    "k TEXT PRIMARY KEY, dtype TEXT NOT NULL, shape TEXT NOT NULL, data BLOB NOT NULL)"
-)
-_MAX_PARAMS = 500  # below SQLite's bound on host parameters per statement
-
-
-def content_key(kind: str, text: str) -> str:
-    data = kind.encode("utf-8") + b"\x1f" + text.encode("utf-8", "surrogatepass")
-    return hashlib.blake2b(data, digest_size=20).hexdigest()
-
-
-class EmbeddingCache:
-    """Arrays by (kind, text) for one model signature; a broken or unwritable cache is reported
-    once on stderr and then bypassed, never fatal."""
-
-    def __init__(self, directory: str | Path, namespace: str) -> None:
-        self.path = Path(directory).expanduser() / "embeddings" / f"{namespace}.sqlite"
-        self._conn: sqlite3.Connection | None = None
-        self._broken = False
-
-    def _connect(self) -> sqlite3.Connection | None:
-        if self._broken:
-            return None
-        if self._conn is None:
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                conn = sqlite3.connect(str(self.path), timeout=120, isolation_level=None)
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=NORMAL")
-                conn.execute(_SCHEMA)
-                self._conn = conn
-            except (sqlite3.Error, OSError) as exc:
-                self._disable(exc)
-        return self._conn
-
-    def _disable(self, exc: Exception) -> None:
-        print(f"paraeval: embedding cache {self.path} disabled ({exc})", file=sys.stderr)
-        self._broken = True
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-
-    def get_many(self, kind: str, texts: Iterable[str]) -> dict[str, np.ndarray]:
-        conn = self._connect()
-        if conn is None:
-            return {}
-        by_key = {content_key(kind, t): t for t in texts}
-        keys = list(by_key)
-        found: dict[str, np.ndarray] = {}
-        try:
-            for start in range(0, len(keys), _MAX_PARAMS):
-                chunk = keys[start : start + _MAX_PARAMS]
-                marks = ",".join("?" * len(chunk))
-                rows = conn.execute(
-                    f"SELECT k, dtype, shape, data FROM emb WHERE k IN ({marks})", chunk
-                ).fetchall()
-                for key, dtype, shape, data in rows:
-                    dims = tuple(int(x) for x in shape.split(",") if x != "")
-                    arr = np.frombuffer(data, dtype=np.dtype(dtype)).reshape(dims)
-                    found[by_key[key]] = arr.copy()  # writable, like freshly encoded arrays
-        except (sqlite3.Error, ValueError, TypeError) as exc:
-            self._disable(exc)
-            return {}
-        return found
-
-    def put_many(self, kind: str, items: Mapping[str, np.ndarray]) -> None:
-        if not items:
+    def put(self, packed: Packed) -> None:
+        """Add a chunk (its texts are served from it from now on)."""
+        if not packed.texts:
             return
-        conn = self._connect()
-        if conn is None:
-            return
-        rows = []
-        for text, arr in items.items():
-            a = np.ascontiguousarray(arr)
-            shape = ",".join(str(d) for d in a.shape)
-            rows.append((content_key(kind, text), a.dtype.str, shape, a.tobytes()))
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            conn.executemany("INSERT OR IGNORE INTO emb VALUES (?, ?, ?, ?)", rows)
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            self._disable(exc)
-
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        key, self._next = self._next, self._next + 1
+        self._chunks[key] = packed
+        self._where.update(dict.fromkeys(packed.texts, key))
+        self.nbytes += packed.nbytes
+        while self.nbytes > self.max_bytes and self._chunks:
+            old, chunk = self._chunks.popitem(last=False)
+            self.nbytes -= chunk.nbytes
+            for text in chunk.texts:
+                if self._where.get(text) == old:
+                    del self._where[text]

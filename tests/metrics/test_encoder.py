@@ -93,12 +93,16 @@ def test_a_pool_larger_than_the_memo_is_left_to_the_scoring_steps() -> None:
 def test_the_memo_is_bounded_and_an_evicted_text_is_encoded_again() -> None:
     enc = Encoder(memo_bytes=200_000)  # a few sentences' worth of layer-6 token embeddings
     enc.require_layer(6)
-    first = enc.token_embeddings(TEXTS, 6)
+    enc.token_embeddings(TEXTS, 6)  # one chunk larger than the bound: not kept
+    assert enc.memo.nbytes == 0 and len(enc.memo) == 0
+    first = [v for i in range(0, len(TEXTS), 2) for v in enc.token_embeddings(TEXTS[i : i + 2], 6)]
     assert enc.memo.nbytes <= 200_000 and 0 < len(enc.memo) < len(set(TEXTS))
     n = enc.forward_sentences
-    again = enc.token_embeddings(TEXTS[:3], 6)
-    assert enc.forward_sentences > n  # the oldest were evicted
-    for x, y in zip(first[:3], again, strict=True):  # in other batches: float32's last bits
+    again = enc.token_embeddings(TEXTS[:2], 6)
+    assert enc.forward_sentences == n + 2  # the oldest chunk was evicted
+    enc.token_embeddings(TEXTS[-2:], 6)
+    assert enc.forward_sentences == n + 2  # the newest is held
+    for x, y in zip(first[:2], again, strict=True):  # in other batches: float32's last bits
         np.testing.assert_allclose(x, y, atol=1e-5)
 
 
@@ -130,10 +134,11 @@ def test_disk_cache_serves_a_new_process_without_encoding(tmp_path: Path) -> Non
     assert second.forward_sentences == len(set(TEXTS))
     files = list((tmp_path / "embeddings").glob("*.sqlite"))
     assert len(files) == 1 and "all-MiniLM-L6-v2" in files[0].name
-    # plain typed arrays, no pickle
+    # packed chunks of raw arrays (no pickle): one per pass, not a row per text and kind
     with sqlite3.connect(files[0]) as conn:
-        kinds = {row[0] for row in conn.execute("SELECT DISTINCT dtype FROM emb")}
-    assert kinds <= {"<f4", "<i4"}
+        chunks = conn.execute("SELECT count(*) FROM chunk").fetchone()[0]
+        texts = conn.execute("SELECT count(*) FROM text").fetchone()[0]
+    assert chunks == 2 and texts == len(set(TEXTS))
 
 
 def test_building_a_semantic_metric_imports_neither_transformers_nor_torch() -> None:
