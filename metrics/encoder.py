@@ -57,10 +57,13 @@ class Encoder(EncoderModel):
 
     @property
     def cache(self) -> EmbeddingCache | None:
+        """The disk cache of the model's signature (a new one where a half precision that did
+        not pay fell back to fp32)."""
         if self.cache_dir is None:
             return None
-        if self._cache is None:
-            namespace = f"{self.model_name}-{self.fingerprint}-{_CACHE_SCHEMA}"
+        namespace = f"{self.model_name}-{self.fingerprint}-{_CACHE_SCHEMA}"
+        if self._cache is None or self._cache.path.stem != namespace:
+            self.close()
             self._cache = EmbeddingCache(self.cache_dir, namespace)
         return self._cache
 

@@ -153,38 +153,45 @@ def precision_context(precision: str, device: str) -> Iterator[None]:
         yield
 
 
-def precision_verdict(precision: str, half_s: float, fp32_s: float) -> tuple[int, str]:
-    """(log level, message) of a half precision timed against fp32 on one batch: a warning
-    where it is not faster (half precision that does not pay)."""
-    figures = f"one batch took {half_s:.3f} s at {precision} against {fp32_s:.3f} s at fp32"
-    if half_s >= fp32_s:
-        return logging.WARNING, (
-            f"precision={precision} is slower than fp32 on this device ({figures}): it does not "
-            "pay here; set the metric's precision to fp32 (or tf32 on CUDA)"
+HALF_PAYS = 1.5  # how much faster than fp32 a half precision must run to be used
+ATTENTIONS = ("sdpa", "eager")  # transformers' attention paths a half precision is timed with
+
+
+def precision_verdict(
+    precision: str, half_s: float, fp32_s: float, attention: str = "sdpa", pays: float = HALF_PAYS
+) -> tuple[int, str, bool]:
+    """(log level, message, whether it pays) of a half precision timed against fp32 on one batch:
+    one that is not ``pays`` times faster is a warning, and fp32 runs instead (on some devices and
+    attention paths half precision is slower)."""
+    figures = (
+        f"one batch took {half_s:.3f} s at {precision} ({attention} attention) against "
+        f"{fp32_s:.3f} s at fp32"
+    )
+    if half_s * pays > fp32_s:
+        return (
+            logging.WARNING,
+            f"precision={precision} does not pay on this device ({figures}; it must be {pays}x "
+            "faster): running fp32, and the signatures say so",
+            False,
         )
-    return logging.INFO, f"precision={precision} pays on this device ({figures})"
+    return logging.INFO, f"precision={precision} pays on this device ({figures})", True
 
 
-def check_half_precision(forward: Callable[[], object], precision: str, device: str) -> None:
-    """Times ``forward()`` at a half ``precision`` against fp32, the best of two calls each after
-    an untimed one (a kernel's first call pays for its setup), and says whether it pays (a
-    warning where it does not: on some devices and attention paths half precision is slower)."""
+def best_time(forward: Callable[[], object], precision: str, device: str) -> float:
+    """The best of two timed calls of ``forward()`` at ``precision``, after an untimed one (a
+    kernel's first call pays for its setup)."""
     import torch
 
-    def best(context: str) -> float:
-        times = []
-        for i in range(3):
-            with precision_context(context, device):
-                start = time.perf_counter()
-                forward()
-                if str(device).startswith("cuda"):
-                    torch.cuda.synchronize()
-                if i:
-                    times.append(time.perf_counter() - start)
-        return min(times)
-
-    level, message = precision_verdict(precision, best(precision), best("fp32"))
-    log.log(level, "%s", message)
+    times = []
+    for i in range(3):
+        with precision_context(precision, device):
+            start = time.perf_counter()
+            forward()
+            if str(device).startswith("cuda"):
+                torch.cuda.synchronize()
+            if i:
+                times.append(time.perf_counter() - start)
+    return min(times)
 
 
 TOKENS_PER_ROW = 128  # padded tokens per batch row allowed on average (token budget)
@@ -297,6 +304,7 @@ class EncoderModel:
         self.batch_size = max(1, int(batch_size))
         self.forward_sentences = 0  # how many sentences went through the model (for tests)
         self.precision_checked = False  # a half precision is timed against fp32 once
+        self.half_pays = HALF_PAYS
         self._model: Any = None
         self._tokenizer: Any = None
         self._config: Any = None
@@ -437,16 +445,14 @@ class EncoderModel:
         ids = tokens.ids[gather_index(tokens.starts[order], lengths)]
         tok: dict[int, list[Any]] = {layer: [] for layer in layers}
         pooled: list[Any] = []
+        with torch.inference_mode():
+            if self.precision in HALF and not self.precision_checked and batches:
+                first = batch_inputs(tokens, batches[0], pad_id, device)
+                self.choose_precision(partial(model, input_ids=first[0], attention_mask=first[1]))
         with torch.inference_mode(), precision_context(self.precision, device):
             for batch in batches:
                 input_ids, mask = batch_inputs(tokens, batch, pad_id, device)
-                sample = partial(model, input_ids=input_ids, attention_mask=mask)
-                if self.precision in HALF and not self.precision_checked:
-                    # once per encoder, on its first batch, outside the run's autocast
-                    self.precision_checked = True
-                    with torch.autocast(device_type=str(device).split(":")[0], enabled=False):
-                        check_half_precision(sample, self.precision, device)
-                result = sample(output_hidden_states=True)
+                result = model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True)
                 keep = mask.bool()
                 for layer in layers:
                     tok[layer].append(result.hidden_states[layer][keep].float())
@@ -466,6 +472,27 @@ class EncoderModel:
             k: torch.cat(v) if v else torch.zeros((0, dim), device=device) for k, v in tok.items()
         }
         return Packed(list(texts), ids, starts, tokens.lengths.copy(), packed, sent)
+
+    def choose_precision(self, forward: Callable[[], object]) -> None:
+        """Once per encoder: its half precision timed on a batch (``forward``) against fp32, with
+        each of transformers' attention paths (``set_attn_implementation``); the fastest is kept
+        where it pays (:func:`precision_verdict`), else fp32 runs, named in the signatures."""
+        self.precision_checked = True
+        fp32_s = best_time(forward, "fp32", self.device)
+        timed: dict[str, float] = {}
+        for attention in ATTENTIONS:
+            with contextlib.suppress(ValueError, ImportError):  # a path the model lacks
+                self.model.set_attn_implementation(attention)
+                timed[attention] = best_time(forward, self.precision, self.device)
+        attention = min(timed, key=timed.__getitem__)
+        level, message, pays = precision_verdict(
+            self.precision, timed[attention], fp32_s, attention, self.half_pays
+        )
+        log.log(level, "%s", message)
+        with contextlib.suppress(ValueError, ImportError):
+            self.model.set_attn_implementation(attention if pays else ATTENTIONS[0])
+        if not pays:
+            self.precision, self._fingerprint = "fp32", None
 
     def _sentence_pass(self, texts: list[str]) -> Any:
         """Sentence embeddings of texts longer than sentence-transformers' limit, truncated the

@@ -13,6 +13,7 @@ import torch
 from paraeval.metrics.base import MetricConfigError
 from paraeval.metrics.bertscore import COLUMNS, BERTScore
 from paraeval.metrics.cosine import Cosine
+from paraeval.metrics.encoder import Encoders
 from paraeval.metrics.encoder_model import precision_verdict
 from paraeval.metrics.paraphrase import ParaScore
 from tests.metrics._semantic_texts import pairs
@@ -61,15 +62,17 @@ def test_paraphrase_scores_of_several_systems_in_one_pass() -> None:
 @pytest.mark.slow
 def test_precision_is_named_only_when_not_fp32_and_bf16_stays_close() -> None:
     fp32 = BERTScore(use_cache=False)
-    bf16 = BERTScore(use_cache=False, precision="bf16")
+    encoders = Encoders()
+    bf16 = BERTScore(use_cache=False, precision="bf16", encoders=encoders)
     assert "+" not in fp32.signature() and "+bf16|" in bf16.signature()
     assert bf16.encoder is not fp32.encoder
+    bf16.encoder.half_pays = 0.0  # bf16 kept, however fast it is here
     a, b = _table(fp32, CANDS), _table(bf16, CANDS)
-    assert np.abs(a - b).max() <= BF16_TOLERANCE
-    assert b.dtype == np.float64
+    assert 0 < np.abs(a - b).max() <= BF16_TOLERANCE
+    assert b.dtype == np.float64 and "+bf16|" in bf16.signature()
     cos32 = Cosine(use_cache=False).score(CANDS, REFS).segment["cosine"]
-    cos16 = Cosine(use_cache=False, precision="bf16").score(CANDS, REFS).segment["cosine"]
-    assert np.abs(cos32 - cos16).max() <= BF16_TOLERANCE
+    cos16 = Cosine(use_cache=False, precision="bf16", encoders=encoders).score(CANDS, REFS)
+    assert np.abs(cos32 - cos16.segment["cosine"]).max() <= BF16_TOLERANCE
     # the CPU has no TF32: the numbers of fp32
     if fp32.encoder.device == "cpu":
         np.testing.assert_array_equal(
@@ -93,23 +96,29 @@ def test_the_device_cosines_run_on_the_cpu_equal_numpys() -> None:
     assert on_torch[3] == 0.0
 
 
-def test_half_precision_is_timed_against_fp32_and_said_when_it_does_not_pay(
+def test_half_precision_runs_where_it_pays_and_else_fp32_with_a_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    # the verdict by hand: equal or slower is a warning naming both figures
-    level, message = precision_verdict("bf16", 0.30, 0.10)
-    assert level == logging.WARNING and "0.300 s at bf16 against 0.100 s at fp32" in message
-    assert precision_verdict("fp16", 0.10, 0.10)[0] == logging.WARNING
-    assert precision_verdict("bf16", 0.05, 0.10)[0] == logging.INFO
+    # the verdict by hand: less than 1.5x faster is a warning naming both figures, and fp32
+    level, message, pays = precision_verdict("bf16", 0.30, 0.10, "eager")
+    assert level == logging.WARNING and not pays
+    assert "0.300 s at bf16 (eager attention) against 0.100 s at fp32" in message
+    assert not precision_verdict("fp16", 0.08, 0.10)[2]  # 1.25x: not enough
+    assert precision_verdict("bf16", 0.05, 0.10)[::2] == (logging.INFO, True)
     # a run at bf16 times its first batch once, and says what it measured
     with caplog.at_level(logging.INFO, logger="paraeval.metrics.encoder_model"):
         metric = BERTScore(use_cache=False, precision="bf16")
-        metric.score(CANDS[:8], [[r] for r in CANDS[8:16]])
+        metric.encoder.half_pays = 1e9  # it cannot pay: fp32 runs
+        first = metric.score(CANDS[:8], REFS[:8]).segment
         metric.score(CANDS[16:24], [[r] for r in CANDS[:8]])
     said = [r for r in caplog.records if "precision=bf16" in r.getMessage()]
-    assert len(said) == 1, [r.getMessage() for r in said]
-    half, full = map(float, re.findall(r"([0-9.]+) s at", said[0].getMessage()))
-    assert said[0].levelno == (logging.WARNING if half >= full else logging.INFO)
+    assert len(said) == 1 and said[0].levelno == logging.WARNING, [r.getMessage() for r in said]
+    assert re.search(r"at bf16 \((sdpa|eager) attention\)", said[0].getMessage())
+    # the numbers and the signature are fp32's
+    fp32 = BERTScore(use_cache=False).score(CANDS[:8], REFS[:8]).segment
+    for column in COLUMNS:
+        np.testing.assert_array_equal(first[column], fp32[column])
+    assert "+bf16" not in metric.signature() and metric.encoder.precision == "fp32"
     # fp32 is never timed
     caplog.clear()
     BERTScore(use_cache=False).score(CANDS[:4], [[r] for r in CANDS[4:8]])
