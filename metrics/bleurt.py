@@ -46,7 +46,6 @@ class BLEURT(Metric):
     resources = ("BLEURT checkpoint",)
     memory = ENCODER_MEMORY
     default_group = "semantic"
-    higher_is_better = True
 
     def __init__(
         self,

@@ -106,8 +106,6 @@ class RougeBase(SegmentLocal):
     """Shared machinery: tokenize once per text, score every (candidate, reference) pair in one
     batch, then reduce over each segment's references."""
 
-    default_group = "syntactic"
-    higher_is_better = True
     impl: ClassVar[str] = f"paraeval=rouge-score-{ROUGE_SCORE_VERSION}"
 
     def __init__(
@@ -311,9 +309,7 @@ class RougeLsum(RougeBase):
         self, cands: list[str], refs: list[str], call: Call
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         hits, cl, rl = np.zeros((3, len(cands)))
-        single_a: list[Toks] = []
-        single_b: list[Toks] = []
-        single_k: list[int] = []
+        single: list[tuple[int, Toks, Toks]] = []
         for k, (c, r) in enumerate(zip(cands, refs, strict=True)):
             cs, rs = self._sents(c, call), self._sents(r, call)
             cl[k] = sum(map(len, cs))
@@ -321,14 +317,13 @@ class RougeLsum(RougeBase):
             if cl[k] == 0 or rl[k] == 0:
                 continue
             if len(cs) == 1 and len(rs) == 1:
-                single_a.append(cs[0])
-                single_b.append(rs[0])
-                single_k.append(k)
+                single.append((k, cs[0], rs[0]))
             else:
                 hits[k] = summary_lcs_hits(rs, cs, call.ids)
-        if single_k:
+        if single:
+            ks, single_a, single_b = zip(*single, strict=True)
             packed = _lcs.pack_pairs(single_a, single_b, call.ids)
-            hits[np.array(single_k)] = _lcs.pair_scores(*packed, _lcs.LCS)
+            hits[np.array(ks)] = _lcs.pair_scores(*packed, _lcs.LCS)
         return prf(hits, cl, rl)
 
 
@@ -413,7 +408,6 @@ class RougeS(_RougeSkip):
     """ROUGE-S: skip-bigram co-occurrence F."""
 
     name = "rougeS"
-    unigrams = False
 
 
 class RougeSU(_RougeSkip):

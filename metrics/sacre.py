@@ -7,7 +7,7 @@ BLEU once and iBLEU for any α recombines them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 from sacrebleu.metrics.base import Metric as SacreMetric
@@ -41,8 +41,6 @@ class BLEU(SacreBase):
 
     name = "bleu"
     memory = ngram_memory("max_ngram_order")
-    default_group = "syntactic"
-    higher_is_better = True
 
     TOKENIZE = SacreBLEU.TOKENIZER_DEFAULT
     SMOOTH_METHOD = "exp"
@@ -69,38 +67,24 @@ class BLEU(SacreBase):
             raise MetricConfigError(
                 f"metric '{self.name}': max_ngram_order must be at least 1, got {max_ngram_order}"
             )
-        self.tokenize = tokenize
-        self.lowercase = bool(lowercase)
-        self.smooth_method = smooth_method
-        self.smooth_value = smooth_value
         self.effective_order = bool(effective_order)
         self.max_ngram_order = max_ngram_order
-        kwargs = dict(
+        self._settings: dict[str, Any] = dict(
             tokenize=tokenize,
-            lowercase=self.lowercase,
+            lowercase=bool(lowercase),
             smooth_method=smooth_method,
             smooth_value=smooth_value,
             max_ngram_order=max_ngram_order,
         )
-        self._metric: SacreBLEU = SacreBLEU(effective_order=False, **kwargs)  # type: ignore[arg-type]
-        self._sentence = SacreBLEU(
-            effective_order=self.effective_order,
-            **kwargs,  # type: ignore[arg-type]
-        )
+        self._metric: SacreBLEU = SacreBLEU(effective_order=False, **self._settings)
+        self._sentence = SacreBLEU(effective_order=self.effective_order, **self._settings)
 
     def _segment_metric(self) -> SacreMetric:
         return self._sentence
 
     def _plain_bleu(self) -> BLEU:
         """BLEU with this metric's settings: the part iBLEU and self-BLEU are made of."""
-        return BLEU(
-            tokenize=self.tokenize,
-            lowercase=self.lowercase,
-            smooth_method=self.smooth_method,
-            smooth_value=self.smooth_value,
-            effective_order=self.effective_order,
-            max_ngram_order=self.max_ngram_order,
-        )
+        return BLEU(effective_order=self.effective_order, **self._settings)
 
     def corpus_from_stats_batched(self, stats: np.ndarray) -> np.ndarray:
         # imported here: the batched formulas compile with numba, which a user scoring with
@@ -112,8 +96,7 @@ class BLEU(SacreBase):
     def _bleu_signature(self, bleu: SacreBLEU, nrefs: int | None) -> str:
         """sacrebleu's signature of ``bleu``; sacrebleu's does not name the n-gram order, so an
         order other than 4 is added after it."""
-        sig = sacrebleu_signature(bleu, nrefs)
-        order = self.max_ngram_order
+        sig, order = sacrebleu_signature(bleu, nrefs), self.max_ngram_order
         return sig if order == self.MAX_NGRAM_ORDER else f"{sig}|ngram:{order}"
 
     def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
@@ -203,8 +186,7 @@ class IBLEU(BLEU):
     COMPONENTS: ClassVar[tuple[str, str]] = ("bleu_ref", "bleu_src")
 
     def combine(self, bleu_ref: Scores, bleu_src: Scores, alpha: float | None = None) -> Scores:
-        """α·BLEU(c, R) − (1−α)·BLEU(c, S), elementwise on arrays; ``alpha`` defaults to the
-        metric's own."""
+        """α·BLEU(c, R) − (1−α)·BLEU(c, S), elementwise on arrays; by default at the own α."""
         a = self.alpha if alpha is None else float(alpha)
         return a * bleu_ref - (1.0 - a) * bleu_src
 
@@ -230,8 +212,7 @@ class IBLEU(BLEU):
         the segment parts rebuilt from the statistics its own segment scores came from."""
         if result.stats is None:
             raise ValueError("an iBLEU result without statistics has no components")
-        stats = result.stats
-        if len(stats):
+        if len(stats := result.stats):
             seg_ref, seg_src = self.segment_components(stats)
         else:
             seg_ref = seg_src = np.zeros(0)
@@ -313,7 +294,6 @@ class CHRF(SacreBase):
     """sacrebleu chrF; ``word_order: 2`` gives chrF++."""
 
     name = "chrf"
-    integer_stats = True
     CHAR_ORDER = SacreCHRF.CHAR_ORDER
     WORD_ORDER = SacreCHRF.WORD_ORDER
     BETA = SacreCHRF.BETA
