@@ -126,13 +126,10 @@ class SacreBase(SegmentLocal):
 def check_bleu_settings(name: str, tokenize: str, smooth_method: str) -> None:
     """sacrebleu's BLEU settings as one config error naming the metric (sacrebleu's own would
     be a traceback)."""
-    if tokenize not in SacreBLEU.TOKENIZERS:
-        raise MetricConfigError(
-            f"metric '{name}': unknown tokenize '{tokenize}'; "
-            f"choose one of {sorted(SacreBLEU.TOKENIZERS)}"
-        )
-    if smooth_method not in SacreBLEU.SMOOTH_DEFAULTS:
-        raise MetricConfigError(
-            f"metric '{name}': unknown smooth_method '{smooth_method}'; "
-            f"choose one of {sorted(SacreBLEU.SMOOTH_DEFAULTS)}"
-        )
+    allowed = {"tokenize": SacreBLEU.TOKENIZERS, "smooth_method": SacreBLEU.SMOOTH_DEFAULTS}
+    for setting, value in (("tokenize", tokenize), ("smooth_method", smooth_method)):
+        if value not in allowed[setting]:
+            choices = sorted(allowed[setting])
+            raise MetricConfigError(
+                f"metric '{name}': unknown {setting} '{value}'; choose one of {choices}"
+            )

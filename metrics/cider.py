@@ -186,8 +186,7 @@ class CIDEr(Sharded):
             for ref in refs:
                 vr = ref_vecs.get(id(ref))
                 if vr is None:
-                    vr = self._vec(ref, weight, ref_len)
-                    ref_vecs[id(ref)] = vr
+                    vr = ref_vecs[id(ref)] = self._vec(ref, weight, ref_len)
                 score += self._sim(vh, vr)
             seg[i] = done[pair] = float(np.mean(score) / len(refs) * 10.0)
         return seg

@@ -188,14 +188,8 @@ class InterBLEU(SystemLevel):
         group: str | None = None,
     ) -> None:
         super().__init__(group=group)
-        self._bleu = _bleu(
-            self.name,
-            tokenize,
-            smooth_method,
-            lowercase=bool(lowercase),
-            smooth_value=smooth_value,
-            effective_order=bool(effective_order),
-        )
+        flags = {"lowercase": bool(lowercase), "effective_order": bool(effective_order)}
+        self._bleu = _bleu(self.name, tokenize, smooth_method, smooth_value=smooth_value, **flags)
 
     def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         # sacrebleu's signature of the sentence BLEU; each output has the system's other

@@ -36,6 +36,7 @@ from paraeval.metrics.base import (
     SegmentLocal,
     choice_setting,
     make_signature,
+    order_setting,
 )
 from paraeval.metrics.encoder_match import pair_lists
 
@@ -196,12 +197,7 @@ class RougeN(RougeBase):
         group: str | None = None,
         against_source: bool = False,
     ) -> None:
-        # a bool is an int to Python, and a float order (3.0) would only hide a typo
-        if isinstance(n, bool) or not isinstance(n, int):
-            raise MetricConfigError(f"metric '{self.name}': n must be an integer, got {n!r}")
-        if n < 1:
-            raise MetricConfigError(f"metric '{self.name}': n must be at least 1, got {n}")
-        self.n = n
+        self.n = order_setting(self.name, "n", n)
         # before the base class's checks, whose messages name the metric by its column
         self.name = f"rouge{n}"
         super().__init__(use_stemmer, measure, multi_ref, group, against_source)
@@ -360,9 +356,8 @@ class RougeW(RougeBase):
         flat, starts, lens, pa, pb = call.packed_pairs(cands, refs)
         w = self.weight
         lin = self.formula == "lin2004"
-        hits = _lcs.pair_scores(
-            flat, starts, lens, pa, pb, _lcs.WLCS if lin else _lcs.WLCS_ROUGE155, w
-        )
+        kind = _lcs.WLCS if lin else _lcs.WLCS_ROUGE155
+        hits = _lcs.pair_scores(flat, starts, lens, pa, pb, kind, w)
         ref_base = lens[pb].astype(float) ** w
         if not lin:
             ref_base = ref_base**w  # ROUGE-1.5.5.pl weights the reference length twice

@@ -28,6 +28,7 @@ from paraeval.metrics.base import (
     MetricResult,
     ngram_memory,
     number_setting,
+    order_setting,
 )
 
 # a score or an array of scores: iBLEU's combination works on both alike
@@ -59,16 +60,8 @@ class BLEU(SacreBase):
     ) -> None:
         super().__init__(group=group, against_source=against_source)
         check_bleu_settings(self.name, tokenize, smooth_method)
-        if isinstance(max_ngram_order, bool) or not isinstance(max_ngram_order, int):
-            raise MetricConfigError(
-                f"metric '{self.name}': max_ngram_order must be an integer, got {max_ngram_order!r}"
-            )
-        if max_ngram_order < 1:
-            raise MetricConfigError(
-                f"metric '{self.name}': max_ngram_order must be at least 1, got {max_ngram_order}"
-            )
+        self.max_ngram_order = order_setting(self.name, "max_ngram_order", max_ngram_order)
         self.effective_order = bool(effective_order)
-        self.max_ngram_order = max_ngram_order
         self._settings: dict[str, Any] = dict(
             tokenize=tokenize,
             lowercase=bool(lowercase),
@@ -135,12 +128,8 @@ class SelfBLEU(BLEU):
 
     def from_parts(self, results: Sequence[MetricResult]) -> MetricResult:
         (bleu,) = results
-        return MetricResult(
-            {self.name: bleu.segment[BLEU.name]},
-            {self.name: bleu.corpus[BLEU.name]},
-            self.signature(),
-            bleu.stats,
-        )
+        seg, corpus = bleu.segment[BLEU.name], bleu.corpus[BLEU.name]
+        return MetricResult({self.name: seg}, {self.name: corpus}, self.signature(), bleu.stats)
 
 
 class IBLEU(BLEU):

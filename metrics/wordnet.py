@@ -75,14 +75,10 @@ def find_wordnet(wordnet_dir: str | os.PathLike[str] | None = None) -> Any:
 
 
 def load_wordnet(wordnet_dir: str | os.PathLike[str] | None = None) -> Any:
-    """An NLTK ``WordNetCorpusReader`` for the first usable WordNet (a metric keeps the one it
-    loaded), started in a fraction of NLTK's time, reading the same data.
-
-    It skips the Open Multilingual WordNet offset map (``map30``, a third of the start-up; only
-    the multilingual functions, unavailable without an OMW reader, use it), and reads the files
-    NLTK scans line by line (``lexnames``, ``index.<pos>``, ``*.exc``) through Python's buffered
-    text files (``newline=""``: the same lines) instead of NLTK's pure-Python seekable reader.
-    """
+    """An NLTK ``WordNetCorpusReader`` for the first usable WordNet, reading the same data in a
+    fraction of NLTK's start-up: it skips the Open Multilingual WordNet offset map (``map30``, for
+    the multilingual functions only) and reads the files NLTK scans line by line (``lexnames``,
+    ``index.<pos>``, ``*.exc``) as Python's buffered text files (``newline=""``: the same lines)."""
     from nltk.corpus.reader.wordnet import WordNetCorpusReader
     from nltk.data import FileSystemPathPointer
 
