@@ -44,10 +44,7 @@ def segment_statistics(
     # sacrebleu skips None references (its variable-reference case) though its hints say str
     streams: Any = _ref_streams([list(r) for _, r in todo])
     todo_hyps = [h for h, _ in todo]
-    if extract is None:
-        stats = metric._extract_corpus_statistics(todo_hyps, streams)
-    else:
-        stats = extract(metric, todo_hyps, streams)
+    stats = (extract or type(metric)._extract_corpus_statistics)(metric, todo_hyps, streams)
     rows = dict(zip(todo, np.asarray(stats, dtype=float), strict=True))
     return np.stack([rows[p] for p in pairs])
 
@@ -59,12 +56,6 @@ def sacrebleu_signature(metric: SacreMetric, nrefs: int | None) -> str:
     probe = copy.copy(metric)
     probe.num_refs = -1 if nrefs is None else int(nrefs)
     return str(probe.get_signature().format())
-
-
-def _as_stats(row: np.ndarray, integer: bool) -> list[Any]:
-    if integer:
-        return [round(x) for x in row]
-    return [float(x) for x in row]
 
 
 class SacreBase(SegmentLocal):
@@ -86,30 +77,23 @@ class SacreBase(SegmentLocal):
     def _stats(self, hyps: Sequence[str], refs: Sequence[Sequence[str]]) -> np.ndarray:
         return segment_statistics(self._corpus_metric(), hyps, refs)
 
+    def _from_stats(self, metric: SacreMetric, row: np.ndarray) -> float:
+        values = [round(x) for x in row] if self.integer_stats else [float(x) for x in row]
+        return float(metric._compute_score_from_stats(values).score)
+
     def _segment_scores(self, stats: np.ndarray) -> np.ndarray:
-        m = self._segment_metric()
         if len(stats) == 0:
             return np.zeros(0, dtype=float)
         # equal rows (a candidate several systems share) have equal scores: each scored once
         unique, inverse = np.unique(stats, axis=0, return_inverse=True)
-        scores = np.array(
-            [
-                m._compute_score_from_stats(_as_stats(row, self.integer_stats)).score
-                for row in unique
-            ],
-            dtype=float,
-        )
+        m = self._segment_metric()
+        scores = np.array([self._from_stats(m, row) for row in unique], dtype=float)
         return scores[inverse.reshape(-1)]
 
     def _corpus_score(self, stats: np.ndarray) -> float:
         if len(stats) == 0:
             return float("nan")
-        total = stats.sum(axis=0)
-        return float(
-            self._corpus_metric()
-            ._compute_score_from_stats(_as_stats(total, self.integer_stats))
-            .score
-        )
+        return self._from_stats(self._corpus_metric(), stats.sum(axis=0))
 
     def corpus_from_stats(self, stats: np.ndarray) -> dict[str, float]:
         return {self.name: self._corpus_score(stats)}
@@ -142,13 +126,10 @@ class SacreBase(SegmentLocal):
 def check_bleu_settings(name: str, tokenize: str, smooth_method: str) -> None:
     """sacrebleu's BLEU settings as one config error naming the metric (sacrebleu's own would
     be a traceback)."""
-    if tokenize not in SacreBLEU.TOKENIZERS:
-        raise MetricConfigError(
-            f"metric '{name}': unknown tokenize '{tokenize}'; "
-            f"choose one of {sorted(SacreBLEU.TOKENIZERS)}"
-        )
-    if smooth_method not in SacreBLEU.SMOOTH_DEFAULTS:
-        raise MetricConfigError(
-            f"metric '{name}': unknown smooth_method '{smooth_method}'; "
-            f"choose one of {sorted(SacreBLEU.SMOOTH_DEFAULTS)}"
-        )
+    allowed = {"tokenize": SacreBLEU.TOKENIZERS, "smooth_method": SacreBLEU.SMOOTH_DEFAULTS}
+    for setting, value in (("tokenize", tokenize), ("smooth_method", smooth_method)):
+        if value not in allowed[setting]:
+            choices = sorted(allowed[setting])
+            raise MetricConfigError(
+                f"metric '{name}': unknown {setting} '{value}'; choose one of {choices}"
+            )

@@ -158,9 +158,7 @@ def chrf_scores(stats: np.ndarray, chrf: SacreCHRF) -> np.ndarray:
         avg_p = np.where(eff > 0, avg_p / safe, dtype.type(0))
         avg_r = np.where(eff > 0, avg_r / safe, dtype.type(0))
         nonzero = (avg_p + avg_r) != 0
-        score = (1 + factor) * avg_p * avg_r
-        score = score / ((factor * avg_p) + avg_r)
-        score = 100 * score
+        score = 100 * ((1 + factor) * avg_p * avg_r / ((factor * avg_p) + avg_r))
     score = np.where(nonzero, score, dtype.type(0))
     return _with_python_zeros(score, ~nonzero)
 

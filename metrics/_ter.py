@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from itertools import accumulate, pairwise
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -277,10 +278,5 @@ def ter_statistics(
     pair_edits = edits[np.asarray(inverse).ravel()].tolist()
     ref_lens = lens[pb].tolist()
 
-    out: list[list[float]] = []
-    at = 0
-    for refs in refs_per_seg:
-        end = at + len(refs)
-        out.append([min(pair_edits[at:end]), sum(ref_lens[at:end]) / len(refs)])
-        at = end
-    return out
+    ends = accumulate(map(len, refs_per_seg), initial=0)
+    return [[min(pair_edits[a:b]), sum(ref_lens[a:b]) / (b - a)] for a, b in pairwise(ends)]

@@ -184,7 +184,6 @@ class Metric(ABC):
         references: Sequence[Sequence[str]],
         sources: Sequence[str] | None = None,
     ) -> None:
-        """The checks :meth:`score` makes of its arguments."""
         n = len(candidates)
         if len(references) != n:
             raise ValueError(f"{self.name}: {n} candidates but {len(references)} reference lists")
@@ -436,6 +435,16 @@ def choice_setting(metric: str, setting: str, value: Any, allowed: Sequence[str]
         raise MetricConfigError(
             f"metric '{metric}': {setting} must be one of {list(allowed)}, got '{value}'"
         )
+    return value
+
+
+def order_setting(metric: str, setting: str, value: Any) -> int:
+    """An n-gram order: an int of at least 1 (a bool is an int to Python, and a float order (3.0)
+    would only hide a typo), or the one-line config error naming it."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise MetricConfigError(f"metric '{metric}': {setting} must be an integer, got {value!r}")
+    if value < 1:
+        raise MetricConfigError(f"metric '{metric}': {setting} must be at least 1, got {value}")
     return value
 
 

@@ -46,7 +46,6 @@ class BLEURT(Metric):
     resources = ("BLEURT checkpoint",)
     memory = ENCODER_MEMORY
     default_group = "semantic"
-    higher_is_better = True
 
     def __init__(
         self,
@@ -156,8 +155,7 @@ class BLEURT(Metric):
                         return_tensors="pt",
                     ).to(self.device)
                     logits = model(**enc).logits.reshape(len(chunk), -1)[:, 0]
-                    for pair, value in zip(chunk, logits.float().cpu().tolist(), strict=True):
-                        scored[pair] = float(value)
+                    scored.update(zip(chunk, logits.float().cpu().tolist(), strict=True))
         return np.array(
             [scored[p] for p in zip(references, candidates, strict=True)], dtype=np.float64
         )

@@ -39,8 +39,6 @@ class CIDEr(Sharded):
     """CIDEr-D with corpus document frequencies (pycocoevalcap's ``Cider``)."""
 
     name = "cider"
-    default_group = "syntactic"
-    higher_is_better = True
     MAX_ORDER = 4
     SIGMA = 6.0
     TOKENIZE = "13a"
@@ -130,10 +128,8 @@ class CIDEr(Sharded):
     def _cooked_call(
         self, candidates: Sequence[str], references: Sequence[Sequence[str]]
     ) -> tuple[list[dict[Gram, int]], list[list[dict[Gram, int]]]]:
-        cand_toks, ref_toks = self.tokenizer.segments(list(candidates), references)
-        return [self._cook(t) for t in cand_toks], [
-            [self._cook(t) for t in refs] for refs in ref_toks
-        ]
+        cands, refss = self.tokenizer.segments(list(candidates), references)
+        return [self._cook(t) for t in cands], [[self._cook(t) for t in refs] for refs in refss]
 
     def counts(
         self, candidates: Sequence[str], references: Sequence[Sequence[str]]
@@ -145,10 +141,7 @@ class CIDEr(Sharded):
     def _document_frequencies(refss: list[list[dict[Gram, int]]]) -> CorpusCounts:
         df: Counter[Gram] = Counter()
         for refs in refss:
-            grams: set[Gram] = set()
-            for ref in refs:
-                grams.update(ref)
-            df.update(grams)
+            df.update(set[Gram]().union(*refs))
         return CorpusCounts(len(refss), df)
 
     def score_shard(
@@ -193,8 +186,7 @@ class CIDEr(Sharded):
             for ref in refs:
                 vr = ref_vecs.get(id(ref))
                 if vr is None:
-                    vr = self._vec(ref, weight, ref_len)
-                    ref_vecs[id(ref)] = vr
+                    vr = ref_vecs[id(ref)] = self._vec(ref, weight, ref_len)
                 score += self._sim(vh, vr)
             seg[i] = done[pair] = float(np.mean(score) / len(refs) * 10.0)
         return seg

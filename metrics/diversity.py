@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from sacrebleu.metrics.bleu import BLEU as SacreBLEU
@@ -46,27 +46,14 @@ from paraeval.metrics.encoder_model import DEFAULT_MODEL
 NGRAM_MODES = ("set", "count")
 
 
-def _bleu(
-    name: str,
-    tokenize: str,
-    lowercase: bool,
-    smooth_method: str = "exp",
-    smooth_value: float | None = None,
-    effective_order: bool = True,
-) -> SacreBLEU:
+def _bleu(name: str, tokenize: str, smooth_method: str = "exp", **settings: Any) -> SacreBLEU:
+    """sacrebleu's BLEU, its settings checked as one config error naming the metric."""
     check_bleu_settings(name, tokenize, smooth_method)
-    return SacreBLEU(
-        tokenize=tokenize,
-        lowercase=lowercase,
-        smooth_method=smooth_method,
-        smooth_value=smooth_value,
-        effective_order=effective_order,
-    )
+    return SacreBLEU(tokenize=tokenize, smooth_method=smooth_method, **settings)
 
 
 def _words(bleu: SacreBLEU, text: str) -> list[str]:
     """The words sacrebleu's BLEU counts n-grams of (lowercasing, then its tokenizer)."""
-    # sacrebleu's BLEU preprocessing: lowercasing if asked, its tokenizer without trailing space
     if bleu.lowercase:
         text = text.lower()
     return bleu.tokenizer(text.rstrip()).split()
@@ -86,7 +73,7 @@ class _Tokenized(Metric):
         super().__init__(group=group)
         self.tokenize = tokenize
         self.lowercase = bool(lowercase)
-        self._tok = _bleu(self.name, tokenize, self.lowercase)
+        self._tok = _bleu(self.name, tokenize, lowercase=self.lowercase, effective_order=True)
 
     def words(self, text: str) -> list[str]:
         return _words(self._tok, text)
@@ -105,7 +92,6 @@ class PINC(_Tokenized):
 
     name = "pinc"
     default_group = "diversity"
-    higher_is_better = True
     needs_sources = True
     distance_to_source = True
     MAX_ORDER = 4
@@ -161,12 +147,6 @@ class _Distinct(SystemLevel, _Tokenized):
     """distinct-n over a system's outputs: distinct n-grams / all n-grams (0 when there is none)."""
 
     order: ClassVar[int] = 1
-    higher_is_better = True
-
-    def __init__(
-        self, tokenize: str = "13a", lowercase: bool = False, group: str | None = None
-    ) -> None:
-        _Tokenized.__init__(self, tokenize=tokenize, lowercase=lowercase, group=group)
 
     def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         return self._signature({"n": self.order}, {"level": "system"})
@@ -208,8 +188,8 @@ class InterBLEU(SystemLevel):
         group: str | None = None,
     ) -> None:
         super().__init__(group=group)
-        settings = (tokenize, bool(lowercase), smooth_method, smooth_value, bool(effective_order))
-        self._bleu = _bleu(self.name, *settings)
+        flags = {"lowercase": bool(lowercase), "effective_order": bool(effective_order)}
+        self._bleu = _bleu(self.name, tokenize, smooth_method, smooth_value=smooth_value, **flags)
 
     def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         # sacrebleu's signature of the sentence BLEU; each output has the system's other
@@ -257,11 +237,7 @@ class InterBLEU(SystemLevel):
                 matches[len(g) - 1] += min(c, others)
             diff = np.abs(lengths - lengths[i]).astype(float)
             diff[i] = np.inf
-            if n > 1:
-                closest = diff.min()
-                ref_len = int(lengths[(diff == closest)].min())
-            else:
-                ref_len = 0
+            ref_len = int(lengths[diff == diff.min()].min()) if n > 1 else 0
             stats = [int(lengths[i]), ref_len, *matches, *totals]
             scores[i] = self._bleu._compute_score_from_stats(stats).score
         return scores
@@ -276,7 +252,6 @@ class SemanticDiversity(SystemLevel, EncoderMetric):
     """Mean pairwise ``1 − cos`` between the sentence embeddings of a system's outputs."""
 
     name = "semantic_diversity"
-    higher_is_better = True
 
     def __init__(
         self,

@@ -102,8 +102,6 @@ class METEOR(SegmentLocal):
 
     name = "meteor"
     resources = ("WordNet",)
-    default_group = "syntactic"
-    higher_is_better = True
     TOKENIZE = "13a"
     ALPHA = 0.9
     BETA = 3.0

@@ -69,8 +69,6 @@ class NIST(Sharded):
 
     name = "nist"
     memory = ngram_memory("max_order")
-    default_group = "syntactic"
-    higher_is_better = True
     MAX_ORDER = 5
     TOKENIZE = "13a"
 

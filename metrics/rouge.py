@@ -36,6 +36,7 @@ from paraeval.metrics.base import (
     SegmentLocal,
     choice_setting,
     make_signature,
+    order_setting,
 )
 from paraeval.metrics.encoder_match import pair_lists
 
@@ -106,8 +107,6 @@ class RougeBase(SegmentLocal):
     """Shared machinery: tokenize once per text, score every (candidate, reference) pair in one
     batch, then reduce over each segment's references."""
 
-    default_group = "syntactic"
-    higher_is_better = True
     impl: ClassVar[str] = f"paraeval=rouge-score-{ROUGE_SCORE_VERSION}"
 
     def __init__(
@@ -198,12 +197,7 @@ class RougeN(RougeBase):
         group: str | None = None,
         against_source: bool = False,
     ) -> None:
-        # a bool is an int to Python, and a float order (3.0) would only hide a typo
-        if isinstance(n, bool) or not isinstance(n, int):
-            raise MetricConfigError(f"metric '{self.name}': n must be an integer, got {n!r}")
-        if n < 1:
-            raise MetricConfigError(f"metric '{self.name}': n must be at least 1, got {n}")
-        self.n = n
+        self.n = order_setting(self.name, "n", n)
         # before the base class's checks, whose messages name the metric by its column
         self.name = f"rouge{n}"
         super().__init__(use_stemmer, measure, multi_ref, group, against_source)
@@ -311,9 +305,7 @@ class RougeLsum(RougeBase):
         self, cands: list[str], refs: list[str], call: Call
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         hits, cl, rl = np.zeros((3, len(cands)))
-        single_a: list[Toks] = []
-        single_b: list[Toks] = []
-        single_k: list[int] = []
+        single: list[tuple[int, Toks, Toks]] = []
         for k, (c, r) in enumerate(zip(cands, refs, strict=True)):
             cs, rs = self._sents(c, call), self._sents(r, call)
             cl[k] = sum(map(len, cs))
@@ -321,14 +313,13 @@ class RougeLsum(RougeBase):
             if cl[k] == 0 or rl[k] == 0:
                 continue
             if len(cs) == 1 and len(rs) == 1:
-                single_a.append(cs[0])
-                single_b.append(rs[0])
-                single_k.append(k)
+                single.append((k, cs[0], rs[0]))
             else:
                 hits[k] = summary_lcs_hits(rs, cs, call.ids)
-        if single_k:
+        if single:
+            ks, single_a, single_b = zip(*single, strict=True)
             packed = _lcs.pack_pairs(single_a, single_b, call.ids)
-            hits[np.array(single_k)] = _lcs.pair_scores(*packed, _lcs.LCS)
+            hits[np.array(ks)] = _lcs.pair_scores(*packed, _lcs.LCS)
         return prf(hits, cl, rl)
 
 
@@ -365,9 +356,8 @@ class RougeW(RougeBase):
         flat, starts, lens, pa, pb = call.packed_pairs(cands, refs)
         w = self.weight
         lin = self.formula == "lin2004"
-        hits = _lcs.pair_scores(
-            flat, starts, lens, pa, pb, _lcs.WLCS if lin else _lcs.WLCS_ROUGE155, w
-        )
+        kind = _lcs.WLCS if lin else _lcs.WLCS_ROUGE155
+        hits = _lcs.pair_scores(flat, starts, lens, pa, pb, kind, w)
         ref_base = lens[pb].astype(float) ** w
         if not lin:
             ref_base = ref_base**w  # ROUGE-1.5.5.pl weights the reference length twice
@@ -413,7 +403,6 @@ class RougeS(_RougeSkip):
     """ROUGE-S: skip-bigram co-occurrence F."""
 
     name = "rougeS"
-    unigrams = False
 
 
 class RougeSU(_RougeSkip):

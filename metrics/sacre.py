@@ -7,7 +7,7 @@ BLEU once and iBLEU for any α recombines them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 from sacrebleu.metrics.base import Metric as SacreMetric
@@ -28,6 +28,7 @@ from paraeval.metrics.base import (
     MetricResult,
     ngram_memory,
     number_setting,
+    order_setting,
 )
 
 # a score or an array of scores: iBLEU's combination works on both alike
@@ -41,8 +42,6 @@ class BLEU(SacreBase):
 
     name = "bleu"
     memory = ngram_memory("max_ngram_order")
-    default_group = "syntactic"
-    higher_is_better = True
 
     TOKENIZE = SacreBLEU.TOKENIZER_DEFAULT
     SMOOTH_METHOD = "exp"
@@ -61,46 +60,24 @@ class BLEU(SacreBase):
     ) -> None:
         super().__init__(group=group, against_source=against_source)
         check_bleu_settings(self.name, tokenize, smooth_method)
-        if isinstance(max_ngram_order, bool) or not isinstance(max_ngram_order, int):
-            raise MetricConfigError(
-                f"metric '{self.name}': max_ngram_order must be an integer, got {max_ngram_order!r}"
-            )
-        if max_ngram_order < 1:
-            raise MetricConfigError(
-                f"metric '{self.name}': max_ngram_order must be at least 1, got {max_ngram_order}"
-            )
-        self.tokenize = tokenize
-        self.lowercase = bool(lowercase)
-        self.smooth_method = smooth_method
-        self.smooth_value = smooth_value
+        self.max_ngram_order = order_setting(self.name, "max_ngram_order", max_ngram_order)
         self.effective_order = bool(effective_order)
-        self.max_ngram_order = max_ngram_order
-        kwargs = dict(
+        self._settings: dict[str, Any] = dict(
             tokenize=tokenize,
-            lowercase=self.lowercase,
+            lowercase=bool(lowercase),
             smooth_method=smooth_method,
             smooth_value=smooth_value,
             max_ngram_order=max_ngram_order,
         )
-        self._metric: SacreBLEU = SacreBLEU(effective_order=False, **kwargs)  # type: ignore[arg-type]
-        self._sentence = SacreBLEU(
-            effective_order=self.effective_order,
-            **kwargs,  # type: ignore[arg-type]
-        )
+        self._metric: SacreBLEU = SacreBLEU(effective_order=False, **self._settings)
+        self._sentence = SacreBLEU(effective_order=self.effective_order, **self._settings)
 
     def _segment_metric(self) -> SacreMetric:
         return self._sentence
 
     def _plain_bleu(self) -> BLEU:
         """BLEU with this metric's settings: the part iBLEU and self-BLEU are made of."""
-        return BLEU(
-            tokenize=self.tokenize,
-            lowercase=self.lowercase,
-            smooth_method=self.smooth_method,
-            smooth_value=self.smooth_value,
-            effective_order=self.effective_order,
-            max_ngram_order=self.max_ngram_order,
-        )
+        return BLEU(effective_order=self.effective_order, **self._settings)
 
     def corpus_from_stats_batched(self, stats: np.ndarray) -> np.ndarray:
         # imported here: the batched formulas compile with numba, which a user scoring with
@@ -112,8 +89,7 @@ class BLEU(SacreBase):
     def _bleu_signature(self, bleu: SacreBLEU, nrefs: int | None) -> str:
         """sacrebleu's signature of ``bleu``; sacrebleu's does not name the n-gram order, so an
         order other than 4 is added after it."""
-        sig = sacrebleu_signature(bleu, nrefs)
-        order = self.max_ngram_order
+        sig, order = sacrebleu_signature(bleu, nrefs), self.max_ngram_order
         return sig if order == self.MAX_NGRAM_ORDER else f"{sig}|ngram:{order}"
 
     def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
@@ -152,12 +128,8 @@ class SelfBLEU(BLEU):
 
     def from_parts(self, results: Sequence[MetricResult]) -> MetricResult:
         (bleu,) = results
-        return MetricResult(
-            {self.name: bleu.segment[BLEU.name]},
-            {self.name: bleu.corpus[BLEU.name]},
-            self.signature(),
-            bleu.stats,
-        )
+        seg, corpus = bleu.segment[BLEU.name], bleu.corpus[BLEU.name]
+        return MetricResult({self.name: seg}, {self.name: corpus}, self.signature(), bleu.stats)
 
 
 class IBLEU(BLEU):
@@ -203,8 +175,7 @@ class IBLEU(BLEU):
     COMPONENTS: ClassVar[tuple[str, str]] = ("bleu_ref", "bleu_src")
 
     def combine(self, bleu_ref: Scores, bleu_src: Scores, alpha: float | None = None) -> Scores:
-        """α·BLEU(c, R) − (1−α)·BLEU(c, S), elementwise on arrays; ``alpha`` defaults to the
-        metric's own."""
+        """α·BLEU(c, R) − (1−α)·BLEU(c, S), elementwise on arrays; by default at the own α."""
         a = self.alpha if alpha is None else float(alpha)
         return a * bleu_ref - (1.0 - a) * bleu_src
 
@@ -230,8 +201,7 @@ class IBLEU(BLEU):
         the segment parts rebuilt from the statistics its own segment scores came from."""
         if result.stats is None:
             raise ValueError("an iBLEU result without statistics has no components")
-        stats = result.stats
-        if len(stats):
+        if len(stats := result.stats):
             seg_ref, seg_src = self.segment_components(stats)
         else:
             seg_ref = seg_src = np.zeros(0)
@@ -313,7 +283,6 @@ class CHRF(SacreBase):
     """sacrebleu chrF; ``word_order: 2`` gives chrF++."""
 
     name = "chrf"
-    integer_stats = True
     CHAR_ORDER = SacreCHRF.CHAR_ORDER
     WORD_ORDER = SacreCHRF.WORD_ORDER
     BETA = SacreCHRF.BETA

@@ -31,17 +31,11 @@ def candidate_roots(wordnet_dir: str | os.PathLike[str] | None = None) -> list[P
     """Folders searched, in order (see the module docstring)."""
     import nltk.data
 
-    roots: list[Path] = []
-    if wordnet_dir:
-        roots.append(Path(wordnet_dir).expanduser())
-    for var in ("NLTK_DATA", "PARAEVAL_NLTK_DATA"):
-        for part in os.environ.get(var, "").split(os.pathsep):
-            if part:
-                roots.append(Path(part).expanduser())
-    roots.append(REPO / ".cache" / "nltk_data")
-    roots.append(Path.home() / ".cache" / "paraeval" / "nltk_data")
-    roots.extend(Path(p) for p in nltk.data.path)
-    return roots
+    env = [os.environ.get(var, "") for var in ("NLTK_DATA", "PARAEVAL_NLTK_DATA")]
+    given = [wordnet_dir, *(p for value in env for p in value.split(os.pathsep))]
+    roots = [Path(p).expanduser() for p in given if p]
+    roots += [REPO / ".cache" / "nltk_data", Path.home() / ".cache" / "paraeval" / "nltk_data"]
+    return roots + [Path(p) for p in nltk.data.path]
 
 
 def _pointer(root: Path) -> Any | None:
@@ -81,14 +75,10 @@ def find_wordnet(wordnet_dir: str | os.PathLike[str] | None = None) -> Any:
 
 
 def load_wordnet(wordnet_dir: str | os.PathLike[str] | None = None) -> Any:
-    """An NLTK ``WordNetCorpusReader`` for the first usable WordNet (a metric keeps the one it
-    loaded), started in a fraction of NLTK's time, reading the same data.
-
-    It skips the Open Multilingual WordNet offset map (``map30``, a third of the start-up; only
-    the multilingual functions, unavailable without an OMW reader, use it), and reads the files
-    NLTK scans line by line (``lexnames``, ``index.<pos>``, ``*.exc``) through Python's buffered
-    text files (``newline=""``: the same lines) instead of NLTK's pure-Python seekable reader.
-    """
+    """An NLTK ``WordNetCorpusReader`` for the first usable WordNet, reading the same data in a
+    fraction of NLTK's start-up: it skips the Open Multilingual WordNet offset map (``map30``, for
+    the multilingual functions only) and reads the files NLTK scans line by line (``lexnames``,
+    ``index.<pos>``, ``*.exc``) as Python's buffered text files (``newline=""``: the same lines)."""
     from nltk.corpus.reader.wordnet import WordNetCorpusReader
     from nltk.data import FileSystemPathPointer
 
