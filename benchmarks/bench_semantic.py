@@ -13,18 +13,9 @@ imported and the device started before its clock starts; loading the models is t
     python benchmarks/bench_semantic.py --parabank ../shared/data/parabank_eval   # real data
     python benchmarks/bench_semantic.py --json PATH          # the figures for docs/performance.md
 
-The generated data: references are template sentences (10-25 words); each system's candidate is
-a noisy paraphrase of the reference (word drops, swaps, substitutions, now and then an unrelated
-sentence); every fourth item has a second reference. ParaBank-Eval: the five systems with most
-candidates, each candidate scored against its source sentence.
-
-Then the encoder's throughput against the model's compute floor at the run's sentence lengths:
-the encoder pass over the unique sentences (tokenization, batching, forward pass, copying out the
-layers and the pooled vectors; no disk cache) against (a) the model's forward pass alone on
-length-sorted padded batches of ``--batch-size`` sentences, prepared beforehand (no Python work
-of ours), and (b) the matrix products of its linear layers alone on the same token counts (the
-FLOP floor at this machine's measured GEMM throughput). Targets: the encoder pass within 1.1x of
-(a) on the CPU, 1.5x on a GPU; the share of tokenization in the pass is printed.
+The generated data: benchmarks/semantic_texts.py. ParaBank-Eval: the five systems with most
+candidates, each candidate scored against its source sentence. Where the encoder pass goes:
+benchmarks/bench_encoder.py.
 
 Then each precision (``--precisions``): the encoder pass's seconds and the largest difference of
 P, R, F1 and cosine from fp32's. The run fails (exit 1) when fp32's scores differ from bert_score's
@@ -35,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import shutil
 import subprocess
 import sys
@@ -46,149 +36,14 @@ from typing import Any
 
 import numpy as np
 from results import row, write_rows
+from semantic_texts import System, generated
 
 from paraeval.metrics.bertscore import COLUMNS, BERTScore
 from paraeval.metrics.cosine import Cosine
-from paraeval.metrics.encoder import Encoder, Encoders
-from paraeval.metrics.encoder_model import batch_inputs, resolve_model_path
+from paraeval.metrics.encoder import Encoders
+from paraeval.metrics.encoder_model import resolve_model_path
 
-System = tuple[str, list[str], list[list[str]]]
 AGREEMENT = 1e-5  # fp32 scores against the reference implementations: more fails the run
-PASS_TARGET = {"cpu": 1.1, "cuda": 1.5}  # the encoder pass against the model's forward alone
-
-NOUNS = [
-    "report",
-    "market",
-    "village",
-    "river",
-    "council",
-    "teacher",
-    "engine",
-    "garden",
-    "painting",
-    "station",
-    "letter",
-    "court",
-    "company",
-    "doctor",
-    "storm",
-    "bridge",
-    "museum",
-    "student",
-    "farmer",
-    "budget",
-    "window",
-    "computer",
-    "island",
-    "army",
-    "song",
-    "festival",
-    "hospital",
-    "contract",
-    "train",
-    "kitchen",
-    "mountain",
-]
-ADJ = [
-    "old",
-    "new",
-    "small",
-    "large",
-    "quiet",
-    "busy",
-    "famous",
-    "local",
-    "broken",
-    "expensive",
-    "early",
-    "late",
-    "red",
-    "green",
-]
-VERBS = [
-    "described",
-    "visited",
-    "repaired",
-    "announced",
-    "rejected",
-    "painted",
-    "opened",
-    "closed",
-    "studied",
-    "sold",
-    "protected",
-    "criticised",
-    "celebrated",
-    "replaced",
-    "discovered",
-]
-TAILS = [
-    "after a long meeting",
-    "before the end of the year",
-    "despite strong objections from the public",
-    "with the help of several volunteers",
-    "for the first time in a decade",
-    "because nobody else was willing to do it",
-    "on a cold morning in early spring",
-    "while the rest of the town was asleep",
-]
-SUBST = {
-    "old": "ancient",
-    "new": "recent",
-    "small": "little",
-    "large": "big",
-    "quiet": "calm",
-    "busy": "crowded",
-    "famous": "well-known",
-    "broken": "damaged",
-    "repaired": "fixed",
-    "announced": "declared",
-    "rejected": "refused",
-    "studied": "examined",
-    "sold": "traded",
-}
-
-
-def _sentence(rng: random.Random) -> str:
-    parts = [
-        f"The {rng.choice(ADJ)} {rng.choice(NOUNS)}",
-        rng.choice(VERBS),
-        f"the {rng.choice(ADJ)} {rng.choice(NOUNS)}",
-        rng.choice(TAILS),
-    ]
-    if rng.random() < 0.5:
-        parts.append(f"and the {rng.choice(NOUNS)} {rng.choice(VERBS)} it {rng.choice(TAILS)}")
-    return " ".join(parts) + "."
-
-
-def _paraphrase(ref: str, rng: random.Random, unrelated: list[str]) -> str:
-    if rng.random() < 0.05:
-        return rng.choice(unrelated)
-    words = ref.rstrip(".").split()
-    for _ in range(rng.randint(1, 4)):
-        roll = rng.random()
-        i = rng.randrange(len(words))
-        if roll < 0.3 and len(words) > 4:
-            del words[i]
-        elif roll < 0.6 and i + 1 < len(words):
-            words[i], words[i + 1] = words[i + 1], words[i]
-        else:
-            words[i] = SUBST.get(words[i], rng.choice(NOUNS + ADJ))
-    return " ".join(words) + "."
-
-
-def generated(n_systems: int, n_items: int, seed: int = 0) -> list[System]:
-    rng = random.Random(seed)
-    refs: list[list[str]] = []
-    for i in range(n_items):
-        first = _sentence(rng)
-        refs.append([first, _paraphrase(first, rng, [first])] if i % 4 == 0 else [first])
-    pool = [_sentence(rng) for _ in range(200)]
-    systems = []
-    for s in range(n_systems):
-        srng = random.Random(seed * 1000 + s + 1)
-        systems.append((f"sys{s}", [_paraphrase(r[0], srng, pool) for r in refs], refs))
-    return systems
 
 
 def parabank(folder: Path, n_systems: int) -> list[System]:
@@ -304,80 +159,6 @@ def run_side(role: str, args: argparse.Namespace, cache: Path, work: Path) -> tu
     return scores, json.loads(out.read_text(encoding="utf-8"))
 
 
-def padded_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
-    """Length-sorted batches of ``batch_size`` sentences, longest first."""
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    return [order[k : k + batch_size] for k in range(0, len(order), batch_size)]
-
-
-def encoder_floor(texts: list[str], batch_size: int, device: str) -> dict[str, float]:
-    """Seconds for the encoder pass over ``texts`` and for the two floors (see the docstring)."""
-    import torch
-
-    unique = list(dict.fromkeys(texts))
-    if device.startswith("cuda"):  # the CUDA context and kernel choice are not part of the pass
-        warm = Encoder(batch_size=batch_size, cache_dir=None, device=device)
-        warm.require_layer(warm.num_layers)
-        warm.ensure(unique[: 4 * batch_size])
-    enc = Encoder(batch_size=batch_size, cache_dir=None, device=device)
-    enc.require_layer(enc.num_layers)  # BERTScore's layer of the default model
-    model = enc.model  # loading the weights is not part of the pass
-    _sync(device)
-    start = time.perf_counter()
-    enc.ensure(unique)
-    _sync(device)
-    t_pass = time.perf_counter() - start
-
-    start = time.perf_counter()
-    ids = enc.tokenize(unique)
-    t_tokenize = time.perf_counter() - start
-    batches = padded_batches([len(x) for x in ids], batch_size)
-    pad = enc.tokenizer.pad_token_id or 0
-    inputs = []
-    for batch in batches:
-        x, mask = padded_batch([ids[i] for i in batch], pad)
-        inputs.append((x.to(device), mask.to(device)))
-    with torch.inference_mode():
-        _sync(device)
-        start = time.perf_counter()
-        for x, mask in inputs:
-            model(input_ids=x, attention_mask=mask, output_hidden_states=True)
-        _sync(device)
-        t_forward = time.perf_counter() - start
-
-        cfg = model.config
-        hidden, inner = int(cfg.hidden_size), int(cfg.intermediate_size)
-        # per layer: query, key, value and output projections, then the two feed-forward ones
-        weights = [torch.randn(hidden, hidden, device=device) for _ in range(4)]
-        weights += [
-            torch.randn(hidden, inner, device=device),
-            torch.randn(inner, hidden, device=device),
-        ]
-        acts = [torch.randn(x.numel(), hidden, device=device) for x, _ in inputs]
-        mids = [torch.randn(x.numel(), inner, device=device) for x, _ in inputs]
-        _sync(device)
-        start = time.perf_counter()
-        for a, m in zip(acts, mids, strict=True):
-            for _ in range(int(cfg.num_hidden_layers)):
-                for w in weights[:4]:
-                    a @ w
-                a @ weights[4]
-                m @ weights[5]
-        _sync(device)
-        t_matmul = time.perf_counter() - start
-    padded = sum(x.numel() for x, _ in inputs)
-    return {
-        "sentences": len(unique),
-        "tokens": sum(len(x) for x in ids),
-        "padded": padded,
-        "pass": t_pass,
-        "forward": t_forward,
-        "matmul": t_matmul,
-        "tokenize": t_tokenize,
-        "threads": torch.get_num_threads(),
-    }
-
-
 def precisions(systems: list[System], args: argparse.Namespace) -> list[tuple[str, float, float]]:
     """Per precision: seconds of the encoder pass over the run's texts (``prepare``, no disk
     cache) and the largest difference of P, R, F1 and cosine from fp32's."""
@@ -479,27 +260,7 @@ def main() -> int:
             f"{label:62s} {wall:9.1f} {t_naive['wall'] / wall:8.2f}x {cpu:9.1f} "
             f"{t_naive['cpu'] / cpu:8.2f}x"
         )
-    floor = encoder_floor(texts, args.batch_size, device)
-    n = floor["sentences"]
-    print(
-        f"\nencoder throughput, {n} unique sentences, {floor['tokens'] / n:.1f} tokens each on "
-        f"average, {floor['padded']} padded tokens in all, {floor['threads']} torch threads:"
-    )
-    for label, seconds in (
-        ("encoder pass (tokenize, batch, forward, copy out)", floor["pass"]),
-        ("floor a: the model's forward alone, padded batches", floor["forward"]),
-        ("floor b: its linear layers' matrix products alone", floor["matmul"]),
-    ):
-        print(f"  {label:58s} {seconds:7.2f} s {n / seconds:8.0f} sentences/s")
-    ratio = floor["pass"] / floor["forward"]
-    target = PASS_TARGET["cuda" if device.startswith("cuda") else "cpu"]
-    print(
-        f"  of the pass, tokenization took {floor['tokenize']:.2f} s "
-        f"({floor['tokenize'] / floor['pass']:.0%})\n"
-        f"  encoder pass / floor a = {ratio:.2f} (target <= {target}) "
-        f"{'OK' if ratio <= target else 'OVER TARGET'}; / floor b = "
-        f"{floor['pass'] / floor['matmul']:.2f}"
-    )
+    n = len(set(texts))
     for name, seconds, diff in precisions(systems, args):
         print(
             f"  precision {name:5s}: encoder pass {seconds:7.2f} s "
@@ -513,9 +274,6 @@ def main() -> int:
         if state == "warm":  # token embeddings are not cached: reruns are the score cache's
             what += " (BERTScore encodes again)"
         rows.append(row("bench_semantic", what, t["wall"], "s", naive_name, t_naive["wall"]))
-    what = f"the encoder pass, {n:,} unique sentences, {device}"
-    anchor = "the model's forward alone on padded batches"
-    rows.append(row("bench_semantic", what, floor["pass"], "s", anchor, floor["forward"]))
     write_rows(args.json, rows)
     if not args.cache_dir:
         shutil.rmtree(cache, ignore_errors=True)

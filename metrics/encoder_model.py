@@ -7,25 +7,30 @@ transformers."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import itertools
 import json
 import logging
 import os
 import sys
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
-from paraeval.metrics.base import Estimator, MetricConfigError, MissingResourceError
+from paraeval.metrics.base import Estimator, MissingResourceError
 from paraeval.metrics.encoder_match import to_device
+from paraeval.metrics.encoder_precision import (
+    HALF,
+    HALF_PAYS,
+    check_precision,
+    choose_precision,
+    precision_context,
+)
 from paraeval.metrics.encoder_store import Packed, gather_index, pad_positions
 
 log = logging.getLogger(__name__)
@@ -111,87 +116,6 @@ def read_json(path: Path, kind: type = dict) -> Any:
     except (OSError, ValueError):
         return kind()
     return data if isinstance(data, kind) else kind()
-
-
-PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
-HALF = ("bf16", "fp16")
-
-
-def check_precision(precision: str, metric: str = "") -> str:
-    """The precision setting, checked: fp32 (default), tf32 (TF32 matrix products on CUDA; the
-    CPU has none, so there it is fp32), bf16 or fp16 (autocast: matrix products in the half
-    type, layer norms and softmax in float32; the outputs are float32)."""
-    value = str(precision).lower()
-    if value not in PRECISIONS:
-        where = f"metric '{metric}': " if metric else ""
-        raise MetricConfigError(
-            f"{where}precision must be one of {list(PRECISIONS)}, got '{precision}'"
-        )
-    return value
-
-
-@contextlib.contextmanager
-def precision_context(precision: str, device: str) -> Iterator[None]:
-    """Run the forward passes inside it at ``precision`` on ``device``; settings changed for
-    TF32 are restored on leaving."""
-    import torch
-
-    kind = str(device).split(":")[0]
-    if precision in HALF:
-        dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-        with torch.autocast(device_type=kind, dtype=dtype):
-            yield
-    elif precision == "tf32" and kind == "cuda":
-        # torch's public switch for TF32 float32 matrix products ("high")
-        before = torch.get_float32_matmul_precision()
-        torch.set_float32_matmul_precision("high")
-        try:
-            yield
-        finally:
-            torch.set_float32_matmul_precision(before)
-    else:
-        yield
-
-
-HALF_PAYS = 1.5  # how much faster than fp32 a half precision must run to be used
-ATTENTIONS = ("sdpa", "eager")  # transformers' attention paths a half precision is timed with
-
-
-def precision_verdict(
-    precision: str, half_s: float, fp32_s: float, attention: str = "sdpa", pays: float = HALF_PAYS
-) -> tuple[int, str, bool]:
-    """(log level, message, whether it pays) of a half precision timed against fp32 on one batch:
-    one that is not ``pays`` times faster is a warning, and fp32 runs instead (on some devices and
-    attention paths half precision is slower)."""
-    figures = (
-        f"one batch took {half_s:.3f} s at {precision} ({attention} attention) against "
-        f"{fp32_s:.3f} s at fp32"
-    )
-    if half_s * pays > fp32_s:
-        return (
-            logging.WARNING,
-            f"precision={precision} does not pay on this device ({figures}; it must be {pays}x "
-            "faster): running fp32, and the signatures say so",
-            False,
-        )
-    return logging.INFO, f"precision={precision} pays on this device ({figures})", True
-
-
-def best_time(forward: Callable[[], object], precision: str, device: str) -> float:
-    """The best of two timed calls of ``forward()`` at ``precision``, after an untimed one (a
-    kernel's first call pays for its setup)."""
-    import torch
-
-    times = []
-    for i in range(3):
-        with precision_context(precision, device):
-            start = time.perf_counter()
-            forward()
-            if str(device).startswith("cuda"):
-                torch.cuda.synchronize()
-            if i:
-                times.append(time.perf_counter() - start)
-    return min(times)
 
 
 TOKENS_PER_ROW = 128  # padded tokens per batch row allowed on average (token budget)
@@ -364,7 +288,7 @@ class EncoderModel:
         st = read_json(Path(self.path) / "sentence_bert_config.json").get("max_seq_length")
         return min(int(st), self.max_length) if st else self.max_length
 
-    @property
+    @cached_property
     def pooling(self) -> str:
         """sentence-transformers' pooling of the model (``1_Pooling/config.json``)."""
         cfg: dict[str, Any] = {}
@@ -436,7 +360,7 @@ class EncoderModel:
         sentence-transformers' limit gets a truncated pass for its sentence embedding)."""
         import torch
 
-        model, pooling, device = self.model, self.pooling, self.device
+        model, device = self.model, self.device
         pad_id = self.tokenizer.pad_token_id or 0
         layers = sorted(set(layers))
         batches = [np.asarray(b) for b in length_batches(tokens.lengths.tolist(), self.batch_size)]
@@ -448,15 +372,18 @@ class EncoderModel:
         with torch.inference_mode():
             if self.precision in HALF and not self.precision_checked and batches:
                 first = batch_inputs(tokens, batches[0], pad_id, device)
-                self.choose_precision(partial(model, input_ids=first[0], attention_mask=first[1]))
+                sample = partial(model, input_ids=first[0], attention_mask=first[1])
+                self.precision_checked = True
+                if not choose_precision(model, sample, self.precision, device, self.half_pays):
+                    self.precision, self._fingerprint = "fp32", None
         with torch.inference_mode(), precision_context(self.precision, device):
             for batch in batches:
                 input_ids, mask = batch_inputs(tokens, batch, pad_id, device)
                 result = model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True)
-                keep = mask.bool()
+                rows, sent = self.pack(result, mask, tokens.lengths[batch], layers)
                 for layer in layers:
-                    tok[layer].append(result.hidden_states[layer][keep].float())
-                pooled.append(pool(result.last_hidden_state, mask, pooling).float())
+                    tok[layer].append(rows[layer])
+                pooled.append(sent)
                 self.forward_sentences += len(batch)
             dim = int(read_json(Path(self.path) / "config.json").get("hidden_size", 0))
             sent = torch.zeros((len(texts), dim), device=device)
@@ -473,26 +400,18 @@ class EncoderModel:
         }
         return Packed(list(texts), ids, starts, tokens.lengths.copy(), packed, sent)
 
-    def choose_precision(self, forward: Callable[[], object]) -> None:
-        """Once per encoder: its half precision timed on a batch (``forward``) against fp32, with
-        each of transformers' attention paths (``set_attn_implementation``); the fastest is kept
-        where it pays (:func:`precision_verdict`), else fp32 runs, named in the signatures."""
-        self.precision_checked = True
-        fp32_s = best_time(forward, "fp32", self.device)
-        timed: dict[str, float] = {}
-        for attention in ATTENTIONS:
-            with contextlib.suppress(ValueError, ImportError):  # a path the model lacks
-                self.model.set_attn_implementation(attention)
-                timed[attention] = best_time(forward, self.precision, self.device)
-        attention = min(timed, key=timed.__getitem__)
-        level, message, pays = precision_verdict(
-            self.precision, timed[attention], fp32_s, attention, self.half_pays
-        )
-        log.log(level, "%s", message)
-        with contextlib.suppress(ValueError, ImportError):
-            self.model.set_attn_implementation(attention if pays else ATTENTIONS[0])
-        if not pays:
-            self.precision, self._fingerprint = "fp32", None
+    def pack(
+        self, result: Any, mask: Any, lengths: np.ndarray, layers: list[int]
+    ) -> tuple[dict[int, Any], Any]:
+        """A batch's outputs where they are: each layer's real tokens, row after row, and the
+        pooled sentence embeddings (float32)."""
+        # the real tokens' rows found on the host: a boolean mask would wait for the device
+        keep = np.flatnonzero(np.arange(lengths.max()) < lengths[:, None])
+        at = to_device(keep, self.device)
+        rows = {
+            k: result.hidden_states[k].flatten(0, 1).index_select(0, at).float() for k in layers
+        }
+        return rows, pool(result.last_hidden_state, mask, self.pooling).float()
 
     def _sentence_pass(self, texts: list[str]) -> Any:
         """Sentence embeddings of texts longer than sentence-transformers' limit, truncated the

@@ -106,7 +106,7 @@ def test_half_precision_runs_where_it_pays_and_else_fp32_with_a_warning(
     assert not precision_verdict("fp16", 0.08, 0.10)[2]  # 1.25x: not enough
     assert precision_verdict("bf16", 0.05, 0.10)[::2] == (logging.INFO, True)
     # a run at bf16 times its first batch once, and says what it measured
-    with caplog.at_level(logging.INFO, logger="paraeval.metrics.encoder_model"):
+    with caplog.at_level(logging.INFO, logger="paraeval.metrics.encoder_precision"):
         metric = BERTScore(use_cache=False, precision="bf16")
         metric.encoder.half_pays = 1e9  # it cannot pay: fp32 runs
         first = metric.score(CANDS[:8], REFS[:8]).segment
