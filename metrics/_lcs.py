@@ -26,9 +26,7 @@ def pack_pairs(a: Sequence[T], b: Sequence[T], codes: Callable[[T], np.ndarray])
     pb = np.fromiter((index.setdefault(t, len(index)) for t in b), dtype=np.int64, count=len(b))
     arrays = [codes(t) for t in index]
     lens = np.fromiter((x.shape[0] for x in arrays), dtype=np.int64, count=len(arrays))
-    starts = np.zeros(len(arrays), dtype=np.int64)
-    if len(arrays) > 1:
-        np.cumsum(lens[:-1], out=starts[1:])
+    starts = np.cumsum(lens) - lens
     flat = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
     return flat, starts, lens, pa, pb
 

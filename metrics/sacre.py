@@ -199,12 +199,9 @@ class IBLEU(BLEU):
     def components(self, result: MetricResult) -> MetricResult:
         """The α-free parts of an iBLEU result (segment and corpus ``bleu_ref``/``bleu_src``),
         the segment parts rebuilt from the statistics its own segment scores came from."""
-        if result.stats is None:
+        if (stats := result.stats) is None:
             raise ValueError("an iBLEU result without statistics has no components")
-        if len(stats := result.stats):
-            seg_ref, seg_src = self.segment_components(stats)
-        else:
-            seg_ref = seg_src = np.zeros(0)
+        seg_ref, seg_src = self.segment_components(stats)
         ref, src = self.COMPONENTS
         return MetricResult(
             segment={ref: seg_ref, src: seg_src},
