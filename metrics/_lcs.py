@@ -71,9 +71,7 @@ def _wlcs_table(a: np.ndarray, b: np.ndarray, weight: float) -> np.ndarray:
                 c[i, j] = c[i - 1, j - 1] + (run + 1) ** weight - run**weight
                 run_len[i, j] = run + 1
             else:
-                up = c[i - 1, j]
-                left = c[i, j - 1]
-                c[i, j] = up if up >= left else left
+                c[i, j] = max(c[i - 1, j], c[i, j - 1])
     return c
 
 
@@ -191,9 +189,7 @@ def skip_bigram_stats(
         ta, tb = pair_codes(flat, starts, lens, pa, pb, k)
         a = _skip_codes(ta, vocab, gap, unigrams)
         b = _skip_codes(tb, vocab, gap, unigrams)
-        i = 0
-        j = 0
-        hits = 0
+        i = j = hits = 0
         while i < a.shape[0] and j < b.shape[0]:
             if a[i] < b[j]:
                 i += 1

@@ -448,9 +448,5 @@ def number_setting(metric: str, setting: str, value: Any) -> float:
 
 def make_signature(name: str, **fields: object) -> str:
     """``name|key:value|...`` with keys in the given order; booleans as yes/no like sacrebleu."""
-    parts = [name]
-    for key, value in fields.items():
-        if isinstance(value, bool):
-            value = "yes" if value else "no"
-        parts.append(f"{key}:{value}")
-    return "|".join(parts)
+    shown = {k: ("yes" if v else "no") if isinstance(v, bool) else v for k, v in fields.items()}
+    return "|".join([name, *(f"{k}:{v}" for k, v in shown.items())])

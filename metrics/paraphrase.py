@@ -198,6 +198,12 @@ class _ParaScoreBase(_OnBERTScore):
         """The normalized character edit distance of :meth:`from_parts`."""
         return edit_ratios(pairs)
 
+    def from_parts(self, results: Sequence[MetricResult]) -> MetricResult:
+        """The best BERTScore F1 of the parts, then the diversity term of the last (the edit)."""
+        *f1s, edit = results
+        ds = diversity_terms(np.asarray(edit.segment[EditRatio.name]), self.gamma)
+        return self._mean_result(np.maximum.reduce([_f1(r) for r in f1s]) + self.weight * ds)
+
 
 class ParaScore(_ParaScoreBase):
     """ParaScore (Shen et al. 2022), reference-based: max(F(source, c), F(refs, c)) + w·DS."""
@@ -209,12 +215,6 @@ class ParaScore(_ParaScoreBase):
     def parts(self) -> tuple[tuple[Metric, bool], ...]:
         return ((self.bertscore, True), (self.bertscore, False), (self.edit, True))
 
-    def from_parts(self, results: Sequence[MetricResult]) -> MetricResult:
-        f_src, f_ref, edit = results
-        d = np.asarray(edit.segment[EditRatio.name])
-        seg = np.maximum(_f1(f_src), _f1(f_ref)) + self.weight * diversity_terms(d, self.gamma)
-        return self._mean_result(seg)
-
 
 class ParaScoreFree(_ParaScoreBase):
     """ParaScore, reference-free: F(source, c) + w·DS."""
@@ -224,11 +224,6 @@ class ParaScoreFree(_ParaScoreBase):
 
     def parts(self) -> tuple[tuple[Metric, bool], ...]:
         return ((self.bertscore, True), (self.edit, True))
-
-    def from_parts(self, results: Sequence[MetricResult]) -> MetricResult:
-        f_src, edit = results
-        d = np.asarray(edit.segment[EditRatio.name])
-        return self._mean_result(_f1(f_src) + self.weight * diversity_terms(d, self.gamma))
 
 
 def bert_ibleu(f1: np.ndarray, bleu: np.ndarray, beta: float) -> np.ndarray:
