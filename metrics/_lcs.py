@@ -26,9 +26,7 @@ def pack_pairs(a: Sequence[T], b: Sequence[T], codes: Callable[[T], np.ndarray])
     pb = np.fromiter((index.setdefault(t, len(index)) for t in b), dtype=np.int64, count=len(b))
     arrays = [codes(t) for t in index]
     lens = np.fromiter((x.shape[0] for x in arrays), dtype=np.int64, count=len(arrays))
-    starts = np.zeros(len(arrays), dtype=np.int64)
-    if len(arrays) > 1:
-        np.cumsum(lens[:-1], out=starts[1:])
+    starts = np.cumsum(lens) - lens
     flat = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
     return flat, starts, lens, pa, pb
 
@@ -73,9 +71,7 @@ def _wlcs_table(a: np.ndarray, b: np.ndarray, weight: float) -> np.ndarray:
                 c[i, j] = c[i - 1, j - 1] + (run + 1) ** weight - run**weight
                 run_len[i, j] = run + 1
             else:
-                up = c[i - 1, j]
-                left = c[i, j - 1]
-                c[i, j] = up if up >= left else left
+                c[i, j] = max(c[i - 1, j], c[i, j - 1])
     return c
 
 
@@ -193,9 +189,7 @@ def skip_bigram_stats(
         ta, tb = pair_codes(flat, starts, lens, pa, pb, k)
         a = _skip_codes(ta, vocab, gap, unigrams)
         b = _skip_codes(tb, vocab, gap, unigrams)
-        i = 0
-        j = 0
-        hits = 0
+        i = j = hits = 0
         while i < a.shape[0] and j < b.shape[0]:
             if a[i] < b[j]:
                 i += 1

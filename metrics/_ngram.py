@@ -14,26 +14,20 @@ from itertools import accumulate, pairwise
 from paraeval.metrics.base import MetricConfigError
 
 
-def _sacrebleu_tokenizer(name: str) -> Callable[[str], str]:
-    from sacrebleu.metrics import BLEU
-
-    if name not in BLEU.TOKENIZERS:
-        raise MetricConfigError(
-            f"unknown tokenize '{name}'; choose one of {sorted([*BLEU.TOKENIZERS, 'whitespace'])}"
-        )
-    # the tokenizer a BLEU object made with this name uses (sacrebleu's public attribute)
-    tok: Callable[[str], str] = BLEU(tokenize=name).tokenizer
-    return tok
-
-
 class WordTokenizer:
     """``text -> tuple of words``."""
 
     def __init__(self, name: str = "13a", lowercase: bool = False) -> None:
         self.lowercase = bool(lowercase)
-        self._tok: Callable[[str], str] | None = (
-            None if name == "whitespace" else _sacrebleu_tokenizer(name)
-        )
+        self._tok: Callable[[str], str] | None = None
+        if name != "whitespace":
+            from sacrebleu.metrics import BLEU
+
+            if name not in BLEU.TOKENIZERS:
+                choices = sorted([*BLEU.TOKENIZERS, "whitespace"])
+                raise MetricConfigError(f"unknown tokenize '{name}'; choose one of {choices}")
+            # the tokenizer a BLEU object made with this name uses (sacrebleu's public attribute)
+            self._tok = BLEU(tokenize=name).tokenizer
 
     def __call__(self, text: str) -> tuple[str, ...]:
         s = text.lower() if self.lowercase else text
@@ -62,10 +56,6 @@ def ngrams(tokens: Sequence[str], n: int) -> list[tuple[str, ...]]:
     if n == 1:
         return [(t,) for t in tokens]
     return list(zip(*(tokens[i:] for i in range(n)), strict=False))
-
-
-def ngram_counter(tokens: Sequence[str], n: int) -> Counter[tuple[str, ...]]:
-    return Counter(ngrams(tokens, n))
 
 
 def ngram_counts(tokens: Sequence[str], max_order: int) -> Counter[tuple[str, ...]]:

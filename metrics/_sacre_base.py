@@ -118,9 +118,8 @@ class SacreBase(SegmentLocal):
         assert result.stats is not None
         stats = result.stats[rows]
         seg = np.asarray(result.segment[self.name])[rows]
-        return MetricResult(
-            {self.name: seg}, {self.name: self._corpus_score(stats)}, result.signature, stats
-        )
+        corpus = {self.name: self._corpus_score(stats)}
+        return MetricResult({self.name: seg}, corpus, result.signature, stats)
 
 
 def check_bleu_settings(name: str, tokenize: str, smooth_method: str) -> None:

@@ -150,14 +150,11 @@ def _edit_rate(hyp: np.ndarray, ref: np.ndarray) -> tuple[int, int]:
     ref_err = np.empty(n_r, dtype=np.int64)
     hyp_err = np.empty(n_h, dtype=np.int64)
 
-    shifts = 0
-    checked = 0
+    shifts = checked = 0
     while True:
         pre_score = _evaluate(cost, ops, last, valid, cur, ref, ratio, beam)
         # the trace, read back from the last cell
-        t = 0
-        i = n_h
-        j = n_r
+        t, i, j = 0, n_h, n_r
         while i > 0 or j > 0:
             op = ops[i, j]
             trace[t] = op
@@ -172,8 +169,7 @@ def _edit_rate(hyp: np.ndarray, ref: np.ndarray) -> tuple[int, int]:
             else:
                 return 0, 1
         # the alignment of the flipped trace (insertions <-> deletions), first operation first
-        pos_h = -1
-        pos_r = -1
+        pos_h = pos_r = -1
         for k in range(t - 1, -1, -1):
             op = trace[k]
             if op != _INS:  # a match, a substitution, or _DEL flipped: a hypothesis word

@@ -189,12 +189,10 @@ class Metric(ABC):
             raise ValueError(f"{self.name}: {n} candidates but {len(references)} reference lists")
         if sources is not None and len(sources) != n:
             raise ValueError(f"{self.name}: {n} candidates but {len(sources)} sources")
-        if self.needs_references:
-            for i, refs in enumerate(references):
-                if len(refs) == 0:
-                    raise MetricConfigError(
-                        f"metric '{self.name}' needs references but segment {i} has none"
-                    )
+        empty = next((i for i, refs in enumerate(references) if len(refs) == 0), None)
+        if self.needs_references and empty is not None:
+            msg = f"metric '{self.name}' needs references but segment {empty} has none"
+            raise MetricConfigError(msg)
         if self.needs_sources and sources is None:
             raise MetricConfigError(f"metric '{self.name}' needs sources")
 
@@ -348,27 +346,17 @@ class Decomposed(Protocol):
     alpha: float
 
     def components(self, result: MetricResult) -> MetricResult: ...
-
     def components_signature(self) -> str: ...
-
     def from_components(self, parts: MetricResult) -> MetricResult: ...
-
     def segment_components(self, stats: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
-
     def corpus_components(self, stats: np.ndarray) -> tuple[float, float]: ...
-
     def combine(self, ref: Any, src: Any, alpha: float | None = None) -> Any: ...
 
 
-def ngram_stats_nbytes(n_rows: int, max_order: int) -> int:
-    """Bytes of the per-segment statistics of an n-gram metric of orders 1..``max_order`` (BLEU,
-    iBLEU, NIST: matches and totals per order and two lengths, float64) and one copy of them."""
-    return 2 * 8 * n_rows * (2 * max_order + 2)
-
-
 def ngram_memory(setting: str) -> Mapping[str, Estimator]:
-    """:attr:`Metric.memory` of an n-gram metric whose order is the setting ``setting``."""
-    return MappingProxyType({setting: lambda order, sizes: ngram_stats_nbytes(sizes.rows, order)})
+    """:attr:`Metric.memory` of an n-gram metric whose order is the setting ``setting``: its
+    per-segment statistics (matches and totals per order and two lengths, float64) and a copy."""
+    return MappingProxyType({setting: lambda order, sizes: 2 * 8 * sizes.rows * (2 * order + 2)})
 
 
 def has_corpus_from_stats(metric: Metric) -> bool:
@@ -460,9 +448,5 @@ def number_setting(metric: str, setting: str, value: Any) -> float:
 
 def make_signature(name: str, **fields: object) -> str:
     """``name|key:value|...`` with keys in the given order; booleans as yes/no like sacrebleu."""
-    parts = [name]
-    for key, value in fields.items():
-        if isinstance(value, bool):
-            value = "yes" if value else "no"
-        parts.append(f"{key}:{value}")
-    return "|".join(parts)
+    shown = {k: ("yes" if v else "no") if isinstance(v, bool) else v for k, v in fields.items()}
+    return "|".join([name, *(f"{k}:{v}" for k, v in shown.items())])

@@ -127,14 +127,9 @@ def read_corpus(corpus: str) -> list[str]:
 
 def random_pairs(sentences: Sequence[str], rounds: int, seed: int) -> tuple[list[str], list[str]]:
     rng = np.random.default_rng(seed)
-    hyp: list[str] = []
-    ref: list[str] = []
-    half = len(sentences) // 2
-    for _ in range(rounds):
-        idx = rng.choice(len(sentences), size=(2, half), replace=False)
-        hyp += [sentences[i] for i in idx[0]]
-        ref += [sentences[i] for i in idx[1]]
-    return hyp, ref
+    n = len(sentences)
+    draws = [rng.choice(n, size=(2, n // 2), replace=False) for _ in range(rounds)]
+    return [sentences[i] for d in draws for i in d[0]], [sentences[i] for d in draws for i in d[1]]
 
 
 def compute_baseline(
@@ -176,10 +171,9 @@ def compute_baseline(
 def write_baseline(values: np.ndarray, out: str | Path) -> None:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    lines = ["LAYER,P,R,F"]
-    lines += [f"{k},{p!r},{r!r},{f!r}" for k, (p, r, f) in enumerate(values.tolist())]
+    rows = [f"{k},{p!r},{r!r},{f!r}" for k, (p, r, f) in enumerate(values.tolist())]
     tmp = out.with_suffix(out.suffix + ".tmp")
-    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tmp.write_text("\n".join(["LAYER,P,R,F", *rows]) + "\n", encoding="utf-8")
     tmp.replace(out)
 
 

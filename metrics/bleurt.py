@@ -137,8 +137,8 @@ class BLEURT(Metric):
         """BLEURT of each (reference, candidate) pair."""
         import torch
 
-        # a pair that occurs several times in the call is scored once
-        todo = list(dict.fromkeys(p for p in zip(references, candidates, strict=True)))
+        pairs = list(zip(references, candidates, strict=True))
+        todo = list(dict.fromkeys(pairs))  # a pair that occurs several times is scored once
         scored: dict[tuple[str, str], float] = {}
         if todo:
             model, tok = self._load()
@@ -156,9 +156,7 @@ class BLEURT(Metric):
                     ).to(self.device)
                     logits = model(**enc).logits.reshape(len(chunk), -1)[:, 0]
                     scored.update(zip(chunk, logits.float().cpu().tolist(), strict=True))
-        return np.array(
-            [scored[p] for p in zip(references, candidates, strict=True)], dtype=np.float64
-        )
+        return np.array([scored[p] for p in pairs], dtype=np.float64)
 
     def _score(
         self,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Sequence
+from functools import cache
 from itertools import chain, pairwise
 from typing import Any
 
@@ -75,26 +76,16 @@ class _WordForms:
     """Porter stems and WordNet synonyms of the words of one call, each looked up once."""
 
     def __init__(self, stemmer: PorterStemmer, wordnet: Any) -> None:
-        self.stemmer = stemmer
         self.wordnet = wordnet
-        self.stems: dict[str, str] = {}
-        self.syns: dict[str, frozenset[str]] = {}
+        self.stem: Callable[[str], str] = cache(stemmer.stem)
+        self.synonyms: Callable[[str], frozenset[str]] = cache(self._synonyms)
 
-    def stem(self, word: str) -> str:
-        s = self.stems.get(word)
-        if s is None:
-            s = self.stems[word] = self.stemmer.stem(word)
-        return s
-
-    def synonyms(self, word: str) -> frozenset[str]:
-        syns = self.syns.get(word)
-        if syns is None:
-            names = chain.from_iterable(
-                (lemma.name() for lemma in synset.lemmas() if lemma.name().find("_") < 0)
-                for synset in self.wordnet.synsets(word)
-            )
-            syns = self.syns[word] = frozenset(names) | {word}
-        return syns
+    def _synonyms(self, word: str) -> frozenset[str]:
+        names = chain.from_iterable(
+            (lemma.name() for lemma in synset.lemmas() if lemma.name().find("_") < 0)
+            for synset in self.wordnet.synsets(word)
+        )
+        return frozenset(names) | {word}
 
 
 class METEOR(SegmentLocal):
@@ -193,11 +184,6 @@ class METEOR(SegmentLocal):
         words = dict(zip(texts, self.tokenizer.many(texts), strict=True))
         forms = _WordForms(self.stemmer, self.wordnet)
         score = {(c, r): self.single(words[c], words[r], forms) for c, r in pairs}
-        seg = np.array(
-            [
-                max(score[(c, r)] for r in refs)
-                for c, refs in zip(candidates, references, strict=True)
-            ],
-            dtype=float,
-        )
+        pairs_of = zip(candidates, references, strict=True)
+        seg = np.array([max(score[(c, r)] for r in refs) for c, refs in pairs_of], dtype=float)
         return self._mean_result(seg)

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import nltk
 import numpy as np
 
-from paraeval.metrics._ngram import WordTokenizer, ngram_counter
+from paraeval.metrics._ngram import WordTokenizer, ngrams
 from paraeval.metrics.base import (
     CorpusCounts,
     MetricConfigError,
@@ -42,8 +42,7 @@ def nist_length_penalty(ref_len: int, hyp_len: int) -> float:
         return 0.0
     ratio = hyp_len / ref_len
     if 0 < ratio < 1:
-        ratio_x, score_x = 1.5, 0.5
-        beta = math.log(score_x) / math.log(ratio_x) ** 2
+        beta = math.log(0.5) / math.log(1.5) ** 2  # 0.5 at a ratio of 2/3
         return math.exp(beta * math.log(ratio) ** 2)
     return max(min(ratio, 1.0), 0.0)
 
@@ -107,7 +106,7 @@ class NIST(Sharded):
     def _orders(self, toks: Toks) -> list[Counter[Gram]]:
         hit = self._counts.get(toks)
         if hit is None:
-            hit = [ngram_counter(toks, i) for i in range(1, self.max_order + 1)]
+            hit = [Counter(ngrams(toks, i)) for i in range(1, self.max_order + 1)]
             if len(self._counts) > 200_000:
                 self._counts.clear()
             self._counts[toks] = hit

@@ -19,6 +19,7 @@ is ``bertscore``'s own), ParaScore's edit distance (:class:`EditRatio`), BERT-iB
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import ClassVar
 
 import numpy as np
 
@@ -139,18 +140,14 @@ class _OnBERTScore(Metric):
         references: list[list[str]],
         sources: Sequence[str] | None,
     ) -> MetricResult:
-        return self._from_part_calls([(candidates, references, sources)])[0]
+        return self.score_systems([(candidates, references, sources)])[0]
 
     def score_systems(self, calls: Sequence[Texts]) -> list[MetricResult]:
-        """Each part scores every call in one pass (the BERTScore ones streamed,
-        :meth:`BERTScore.score_systems`), and :meth:`from_parts` puts each call's together."""
+        """What the score stage does with the parts, in one process: each part scores every call
+        in one pass (the BERTScore ones streamed), a part against the sources having them for
+        references, and :meth:`from_parts` puts each call's together."""
         for call in calls:
             self._check_call(*call)
-        return self._from_part_calls(list(calls))
-
-    def _from_part_calls(self, calls: list[Texts]) -> list[MetricResult]:
-        # what the score stage does with the parts, in one process: a part against the sources
-        # has the sources for references
         done = [
             part.score_systems([_against_sources(call) if on_source else call for call in calls])
             for part, on_source in self.parts()
@@ -159,6 +156,7 @@ class _OnBERTScore(Metric):
 
 
 class _ParaScoreBase(_OnBERTScore):
+    refs_rule: ClassVar[str]
     GAMMA = 0.35
     WEIGHT = 0.05
 
@@ -190,18 +188,21 @@ class _ParaScoreBase(_OnBERTScore):
             self.name,
             impl="paraeval",
             sim=self._bertscore_sig(),
-            refs=self._refs_rule(),
+            refs=self.refs_rule,
             ds="char_levenshtein",
             gamma=f"{self.gamma:g}",
             w=f"{self.weight:g}",
         )
 
-    def _refs_rule(self) -> str:
-        raise NotImplementedError
-
     def distances(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """The normalized character edit distance of :meth:`from_parts`."""
         return edit_ratios(pairs)
+
+    def from_parts(self, results: Sequence[MetricResult]) -> MetricResult:
+        """The best BERTScore F1 of the parts, then the diversity term of the last (the edit)."""
+        *f1s, edit = results
+        ds = diversity_terms(np.asarray(edit.segment[EditRatio.name]), self.gamma)
+        return self._mean_result(np.maximum.reduce([_f1(r) for r in f1s]) + self.weight * ds)
 
 
 class ParaScore(_ParaScoreBase):
@@ -209,35 +210,20 @@ class ParaScore(_ParaScoreBase):
 
     name = "parascore"
     needs_references = True
-
-    def _refs_rule(self) -> str:
-        return "max(source,max_refs)"
+    refs_rule = "max(source,max_refs)"
 
     def parts(self) -> tuple[tuple[Metric, bool], ...]:
         return ((self.bertscore, True), (self.bertscore, False), (self.edit, True))
-
-    def from_parts(self, results: Sequence[MetricResult]) -> MetricResult:
-        f_src, f_ref, edit = results
-        d = np.asarray(edit.segment[EditRatio.name])
-        seg = np.maximum(_f1(f_src), _f1(f_ref)) + self.weight * diversity_terms(d, self.gamma)
-        return self._mean_result(seg)
 
 
 class ParaScoreFree(_ParaScoreBase):
     """ParaScore, reference-free: F(source, c) + w·DS."""
 
     name = "parascore_free"
-
-    def _refs_rule(self) -> str:
-        return "source"
+    refs_rule = "source"
 
     def parts(self) -> tuple[tuple[Metric, bool], ...]:
         return ((self.bertscore, True), (self.edit, True))
-
-    def from_parts(self, results: Sequence[MetricResult]) -> MetricResult:
-        f_src, edit = results
-        d = np.asarray(edit.segment[EditRatio.name])
-        return self._mean_result(_f1(f_src) + self.weight * diversity_terms(d, self.gamma))
 
 
 def bert_ibleu(f1: np.ndarray, bleu: np.ndarray, beta: float) -> np.ndarray:

@@ -23,13 +23,14 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
+from functools import cache
 from itertools import chain
 from typing import ClassVar
 
 import numpy as np
 
 from paraeval.metrics import _lcs
-from paraeval.metrics._ngram import ngram_counter
+from paraeval.metrics._ngram import ngrams
 from paraeval.metrics.base import (
     MetricConfigError,
     MetricResult,
@@ -60,21 +61,15 @@ class RougeTokenizer:
 
     def __init__(self, use_stemmer: bool = False) -> None:
         self.use_stemmer = bool(use_stemmer)
-        self._stemmer = None
         if self.use_stemmer:
             from nltk.stem import porter
 
             self._stemmer = porter.PorterStemmer()
         self._cache: dict[str, Toks] = {}
-        self._stems: dict[str, str] = {}
+        self._stem = cache(self._stem_word)
 
-    def _stem(self, word: str) -> str:
-        s = self._stems.get(word)
-        if s is None:
-            assert self._stemmer is not None
-            s = self._stemmer.stem(word) if len(word) > 3 else word
-            self._stems[word] = s
-        return s
+    def _stem_word(self, word: str) -> str:
+        return self._stemmer.stem(word) if len(word) > 3 else word
 
     def __call__(self, text: str) -> Toks:
         hit = self._cache.get(text)
@@ -205,7 +200,7 @@ class RougeN(RougeBase):
     def _counter(self, toks: Toks, call: Call) -> Counter[Toks]:
         hit = call.grams.get(toks)
         if hit is None:
-            hit = call.grams[toks] = ngram_counter(toks, self.n)
+            hit = call.grams[toks] = Counter(ngrams(toks, self.n))
         return hit
 
     def _pair_prf(

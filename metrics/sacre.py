@@ -155,10 +155,9 @@ class IBLEU(BLEU):
     ) -> None:
         bleu = (tokenize, lowercase, smooth_method, smooth_value, effective_order, max_ngram_order)
         super().__init__(*bleu, group, against_source)
-        alpha = number_setting(self.name, "alpha", alpha)
-        if not 0.0 <= alpha <= 1.0 or np.isnan(alpha):
-            raise MetricConfigError(f"metric 'ibleu': alpha must be in [0, 1], got {alpha}")
-        self.alpha = alpha
+        self.alpha = number_setting(self.name, "alpha", alpha)
+        if not 0.0 <= self.alpha <= 1.0:  # NaN too
+            raise MetricConfigError(f"metric 'ibleu': alpha must be in [0, 1], got {self.alpha}")
 
     def signature(self, nrefs: int | None = None, segment: bool | None = None) -> str:
         """α, then sacrebleu's signatures of its two BLEUs: against the references and against
@@ -199,12 +198,9 @@ class IBLEU(BLEU):
     def components(self, result: MetricResult) -> MetricResult:
         """The α-free parts of an iBLEU result (segment and corpus ``bleu_ref``/``bleu_src``),
         the segment parts rebuilt from the statistics its own segment scores came from."""
-        if result.stats is None:
+        if (stats := result.stats) is None:
             raise ValueError("an iBLEU result without statistics has no components")
-        if len(stats := result.stats):
-            seg_ref, seg_src = self.segment_components(stats)
-        else:
-            seg_ref = seg_src = np.zeros(0)
+        seg_ref, seg_src = self.segment_components(stats)
         ref, src = self.COMPONENTS
         return MetricResult(
             segment={ref: seg_ref, src: seg_src},

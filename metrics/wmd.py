@@ -102,9 +102,8 @@ def emd_distance(
 def _bag(items: Sequence[int]) -> tuple[list[int], np.ndarray]:
     """The distinct rows of a document's words and their weights, in order of first occurrence."""
     counts = Counter(items)
-    keys = list(counts)
     total = float(len(items))
-    return keys, np.array([counts[k] / total for k in keys], dtype=np.float64)
+    return list(counts), np.array([c / total for c in counts.values()], dtype=np.float64)
 
 
 class WMD(SegmentLocal):
@@ -221,8 +220,7 @@ class WMD(SegmentLocal):
             distance.update({(c, r): emd_distance(*doc[c], *doc[r]) for c, r in step})
         seg = np.full(len(candidates), np.nan)
         for i, (cand, refs) in enumerate(zip(candidates, references, strict=True)):
-            dists = [distance[(cand, ref)] for ref in refs]
-            finite = [d for d in dists if not np.isnan(d)]
+            finite = [d for ref in refs if not np.isnan(d := distance[(cand, ref)])]
             if finite:
                 seg[i] = min(finite) if self.multi_ref == "max" else float(np.mean(finite))
         return MetricResult({self.name: seg}, {self.name: _corpus(seg)}, self.signature())
