@@ -15,9 +15,6 @@ have many negative similarities, so ``bert_score_batch_size`` (default 64) repla
 Rescaling ``(s − b) / (1 − b)`` reads the baseline from ``baseline_path`` (bert-score's
 ``LAYER,P,R,F`` format, see :mod:`metrics.baseline`), the shipped file for the default model, or
 bert-score's own files (``lang``); a missing baseline is an error.
-
-Default layer of all-MiniLM-L6-v2: 6, the last: the model was trained contrastively on it, it
-correlates best with humans there (STS-B, ParaBank-Eval), and sentence embeddings pool it.
 """
 
 from __future__ import annotations
@@ -64,6 +61,8 @@ def _bert_score_version() -> str:
 
 BERT_SCORE_VERSION = _bert_score_version()
 
+# all-MiniLM-L6-v2's last layer: trained contrastively, pooled for sentence embeddings, and the
+# best with humans (STS-B, ParaBank-Eval)
 DEFAULT_LAYERS = {DEFAULT_MODEL_NAME: 6}
 COLUMNS = ("bertscore_precision", "bertscore_recall", "bertscore_f1")
 
@@ -84,10 +83,8 @@ def idf_weights(counts: CorpusCounts) -> tuple[dict[int, float], float]:
 
 
 def step_nbytes(bert_score_batch_size: int, n_pairs: int, tokens: int) -> int:
-    """Peak bytes of one step of :meth:`BERTScore._score_calls`: the token embeddings of its
-    pairs' two sentences (float32, a large encoder's hidden size), ``tokens`` per sentence; a step
-    is the encoder's default step (:data:`metrics.encoder_match.STEP` pairs) or one padding batch
-    if larger, and no more pairs than there are."""
+    """Peak bytes of one step of :meth:`BERTScore._score_calls`: its pairs' token embeddings
+    (float32, a large encoder's), ``tokens`` per sentence, at most one step or padding batch."""
     pairs = min(max(1, n_pairs), max(bert_score_batch_size, STEP))
     return pairs * 2 * tokens * LARGE_HIDDEN * 4
 
@@ -359,7 +356,7 @@ class BERTScore(Sharded, EncoderMetric):
         if not self.idf:
             return CorpusCounts()
         ids = self.encoder.ensure_ids(refs)
-        return document_frequencies([ids.ids_of(t) for t in refs])
+        return document_frequencies([ids.ids[ids.span(t)] for t in refs])
 
     def _weight_table(self, counts: CorpusCounts) -> tuple[dict[int, float], float]:
         """Token weights by id and the weight of an id not in the table; with idf, from the

@@ -1,9 +1,6 @@
-"""Offline transformer encoder shared by the semantic metrics: one forward pass per unique
-sentence serves every metric on the model with bert-score's token ids, the token embeddings of
-each registered layer (:meth:`Encoder.require_layer`) and the sentence embedding pooled as
-sentence-transformers does. Callers fetch a chunk of a pool at a time (:meth:`Encoder.fetch`);
-results are kept in a memo bounded in bytes and, with a ``cache_dir``, on disk
-(:mod:`metrics.encoder_store`); the model and its pass are :mod:`metrics.encoder_model`.
+"""The encoder shared by the semantic metrics: one forward pass per unique sentence serves every
+metric on the model (token ids, each registered layer, the sentence embedding). Callers fetch a
+chunk of a pool at a time; outputs are kept in a bounded memo and, with a ``cache_dir``, on disk.
 """
 
 from __future__ import annotations
@@ -21,21 +18,20 @@ from paraeval.metrics.encoder_model import (
     ENCODER_MEMORY,
     EncoderModel,
     Tokens,
-    check_precision,
     pick_device,
     read_json,
     resolve_model_path,
 )
+from paraeval.metrics.encoder_precision import check_precision
 from paraeval.metrics.encoder_store import DEFAULT_MEMO_BYTES, Memo, Packed, concat
 
 # bumped whenever what is stored under a key changes meaning
 _CACHE_SCHEMA = "v3"  # v3: packed chunks (v2: an array per text; v1 kept token embeddings)
-CHUNK = 2048  # unique sentences per step of :meth:`Encoder.ensure` (and per cache transaction)
+CHUNK = 2048  # unique sentences tokenized at a time by :meth:`Encoder.prepare`
 
 
 class Encoder(EncoderModel):
-    """An :class:`EncoderModel` with a bounded per-text memo and an optional on-disk cache.
-    Shared between the metrics of a run through :class:`Encoders`."""
+    """An :class:`EncoderModel` with a memo and an optional disk cache."""
 
     def __init__(
         self,
@@ -57,8 +53,7 @@ class Encoder(EncoderModel):
 
     @property
     def cache(self) -> EmbeddingCache | None:
-        """The disk cache of the model's signature (a new one where a half precision that did
-        not pay fell back to fp32)."""
+        """The disk cache of the model's signature (which a half precision's fallback changes)."""
         if self.cache_dir is None:
             return None
         namespace = f"{self.model_name}-{self.fingerprint}-{_CACHE_SCHEMA}"
@@ -68,9 +63,8 @@ class Encoder(EncoderModel):
         return self._cache
 
     def require_layer(self, layer: int, metric: str = "") -> None:
-        """Register a layer whose token embeddings every later pass keeps (0 = the embedding
-        layer's output, ``num_layers`` = the last layer); one out of range is ``metric``'s
-        config error."""
+        """Register a layer every later pass keeps (0 = the embeddings' output, ``num_layers`` the
+        last); one out of range is ``metric``'s config error."""
         n = self.num_layers
         if not 0 <= int(layer) <= n:
             where = f"metric '{metric}': " if metric else ""
@@ -83,9 +77,8 @@ class Encoder(EncoderModel):
         self, texts: Iterable[str], need: list[int], sentence: bool
     ) -> tuple[list[Packed], list[str]]:
         """The parts of the unique ``texts`` that the memo, then the disk cache, hold with ids,
-        the token embeddings of ``need`` and, with ``sentence``, the sentence embedding; and the
-        texts left to encode. The disk cache keeps ids and sentence embeddings only: token
-        embeddings take 20 times the room and are encoded again."""
+        ``need``'s token embeddings and, with ``sentence``, sentence embeddings; and the texts
+        left. The disk cache has no token embeddings: 20 times the room, cheaper to encode."""
         parts, missing = self.memo.find(texts, need, sentence)
         if not missing or self.cache is None or need:
             return parts, missing
@@ -102,10 +95,8 @@ class Encoder(EncoderModel):
     def fetch(
         self, texts: Iterable[str], layers: Iterable[int] = (), sentence: bool = False
     ) -> Packed:
-        """The unique texts' ids, the token embeddings of ``layers`` (registered for later
-        passes too) and, with ``sentence``, their sentence embeddings: what :meth:`_held` finds,
-        the rest encoded in one pass (every registered layer). Callers pass a chunk of a pool:
-        what is returned is held until the caller drops it."""
+        """The unique texts' ids, token embeddings of ``layers`` (registered for later passes) and,
+        with ``sentence``, sentence embeddings: the held ones, the rest encoded in one pass."""
         for layer in layers:
             self.require_layer(layer)
         parts, missing = self._held(texts, sorted({int(layer) for layer in layers}), sentence)
@@ -129,10 +120,10 @@ class Encoder(EncoderModel):
             tokens = sum(int(p.lengths.sum()) for p in parts)
             if tokens * dim * 4 * len(need) + CHUNK * len(parts) * (dim * 4 + 300) > room:
                 return
-        self._encode(missing, Tokens.concat(parts), need)
+        ids, lengths = (np.concatenate([getattr(p, k) for p in parts]) for k in ("ids", "lengths"))
+        self._encode(missing, Tokens(ids, lengths), need)
 
     def _encode(self, texts: list[str], tokens: Tokens, layers: list[int]) -> Packed:
-        """:meth:`encode`, its outputs into the memo and the disk cache."""
         fresh = self.encode(texts, tokens, layers)
         self.memo.put(fresh)
         if self.cache is not None:
@@ -152,30 +143,8 @@ class Encoder(EncoderModel):
             parts.append(fresh)
         return concat(parts)
 
-    def ensure(self, texts: Iterable[str]) -> None:
-        """Encode what neither the memo nor the disk cache holds, chunk by chunk (the disk cache
-        then serves later runs; the memo keeps what its bound allows)."""
-        unique = list(dict.fromkeys(texts))
-        for start in range(0, len(unique), CHUNK):
-            self.fetch(unique[start : start + CHUNK], sorted(self.layers), sentence=True)
-
-    def token_ids(self, texts: Sequence[str]) -> list[np.ndarray]:
-        found = self.ensure_ids(texts)
-        return [found.ids_of(t) for t in texts]
-
-    def token_embeddings(self, texts: Sequence[str], layer: int) -> list[np.ndarray]:
-        """Per text, an array (n_tokens, dim) of the layer's hidden states, special tokens
-        included (bert-score keeps them; their idf weight decides whether they count)."""
-        found = self.fetch(texts, [layer])
-        flat = found.tok[int(layer)].cpu().numpy()
-        rows = found.rows(texts)
-        return [
-            flat[s : s + n] for s, n in zip(found.starts[rows], found.lengths[rows], strict=True)
-        ]
-
     def sentence_embeddings(self, texts: Sequence[str]) -> np.ndarray:
-        """Pooled last-layer embeddings (sentence-transformers' pooling of the model), one row
-        per text, each unique text encoded once while the memo or the disk cache holds it."""
+        """The sentence embeddings of ``texts``, a float64 row per text."""
         if not texts:
             dim = int(getattr(self.config, "hidden_size", 0))
             return np.zeros((0, dim))
@@ -207,8 +176,7 @@ class Encoders:
         use_cache: bool = True,
         precision: str = "fp32",
     ) -> Encoder:
-        """The shared encoder for these settings; the smallest requested batch size wins (it is
-        the memory bound someone asked for)."""
+        """The shared encoder for these settings; the smallest batch size asked for wins."""
         path, _ = resolve_model_path(model)
         cache = str(Path(cache_dir).expanduser().resolve()) if cache_dir and use_cache else None
         key = (path, pick_device(device), cache, check_precision(precision))
@@ -225,7 +193,6 @@ class Encoders:
         return len(self._by_key)
 
     def close(self) -> None:
-        """Close the disk caches (the models go with the object)."""
         for enc in self._by_key.values():
             enc.close()
         self._by_key.clear()

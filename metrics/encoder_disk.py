@@ -27,7 +27,6 @@ _SCHEMA = (
     "CREATE INDEX text_chunk ON text (chunk)",  # eviction deletes by chunk
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)",
 )
-_READ_VERSION = "SELECT value FROM meta WHERE key = 'schema'"
 _MAX_PARAMS = 500  # below SQLite's bound on host parameters per statement
 
 
@@ -105,7 +104,9 @@ class EmbeddingCache:
         conn.execute("BEGIN IMMEDIATE")  # a failure closes the connection: rolled back
         sql = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%'"
         tables = [r[0] for r in conn.execute(sql)]
-        if "meta" not in tables or conn.execute(_READ_VERSION).fetchone() != (_VERSION,):
+        if "meta" not in tables or conn.execute(
+            "SELECT value FROM meta WHERE key = 'schema'"
+        ).fetchone() != (_VERSION,):
             if tables:
                 print(f"paraeval: embedding cache {self.path} rebuilt", file=sys.stderr)
             for name in tables:

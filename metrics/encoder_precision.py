@@ -20,9 +20,7 @@ HALF = ("bf16", "fp16")
 
 
 def check_precision(precision: str, metric: str = "") -> str:
-    """The precision setting, checked: fp32 (default), tf32 (TF32 matrix products on CUDA; the
-    CPU has none, so there it is fp32), bf16 or fp16 (autocast: matrix products in the half
-    type, layer norms and softmax in float32; the outputs are float32)."""
+    """The precision setting, checked (one of :data:`PRECISIONS`)."""
     value = str(precision).lower()
     if value not in PRECISIONS:
         where = f"metric '{metric}': " if metric else ""
@@ -79,35 +77,32 @@ def precision_verdict(
     return logging.INFO, f"precision={precision} pays on this device ({figures})", True
 
 
-def best_time(forward: Callable[[], object], precision: str, device: str) -> float:
-    """The best of two timed calls of ``forward()`` at ``precision``, after an untimed one (a
-    kernel's first call pays for its setup)."""
-    import torch
-
-    times = []
-    for i in range(3):
-        with precision_context(precision, device):
-            start = time.perf_counter()
-            forward()
-            if str(device).startswith("cuda"):
-                torch.cuda.synchronize()
-            if i:
-                times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def choose_precision(
     model: Any, forward: Callable[[], object], precision: str, device: str, pays: float
 ) -> bool:
     """Whether the half ``precision`` pays: ``forward`` (a batch) timed at fp32 and at
     ``precision`` with each of transformers' attention paths (``set_attn_implementation``); the
-    fastest path is kept where it pays (:func:`precision_verdict`), else the default one."""
-    fp32_s = best_time(forward, "fp32", device)
+    fastest path is kept where it pays (:func:`precision_verdict`), else the default one. A time
+    is the best of two calls after an untimed one (a kernel's first call pays for its setup)."""
+    import torch
+
+    def best_time(precision: str) -> float:
+        times = []
+        for _ in range(3):
+            with precision_context(precision, device):
+                start = time.perf_counter()
+                forward()
+                if str(device).startswith("cuda"):
+                    torch.cuda.synchronize()
+                times.append(time.perf_counter() - start)
+        return min(times[1:])
+
+    fp32_s = best_time("fp32")
     timed: dict[str, float] = {}
     for attention in ATTENTIONS:
         with contextlib.suppress(ValueError, ImportError):  # a path the model lacks
             model.set_attn_implementation(attention)
-            timed[attention] = best_time(forward, precision, device)
+            timed[attention] = best_time(precision)
     attention = min(timed, key=timed.__getitem__)
     level, message, paid = precision_verdict(precision, timed[attention], fp32_s, attention, pays)
     log.log(level, "%s", message)

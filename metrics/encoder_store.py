@@ -1,9 +1,6 @@
-"""Where the encoder keeps what its passes produced, packed: token ids and each kept layer's token
-embeddings as one array of all the tokens of a set of texts, sentence embeddings one row per text
-(:class:`Packed`). An array per sentence costs a Python object and a copy per sentence and layer,
-which on a GPU takes longer than the forward pass. The memo, in memory, holds the chunks of recent
-passes, bounded in bytes (least recently used chunk out) so that a run's memory does not grow with
-its pool; it only saves passes: callers hold what :meth:`Memo.find` gave them.
+"""The encoder's outputs packed (:class:`Packed`): an array per sentence and layer costs a Python
+object and a copy each, which on a GPU take longer than the forward pass. The memo holds recent
+chunks within a byte bound, so a run's memory does not grow with its pool; it only saves passes.
 """
 
 from __future__ import annotations
@@ -40,16 +37,11 @@ def pad_positions(starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, 
     return np.where(mask, starts[:, None] + np.arange(width), 0), mask
 
 
-def _nbytes(tensor: Any) -> int:
-    return int(tensor.element_size() * tensor.nelement()) if tensor is not None else 0
-
-
 @dataclass
 class Packed:
-    """The outputs of a set of texts: text ``i``'s tokens are ``starts[i] : starts[i] +
-    lengths[i]`` of ``ids`` (on the host, where weights and idf are looked up) and of each layer's
-    ``tok`` (all tokens × dim); ``sent`` has a row per text. Embeddings are torch tensors on the
-    encoder's device, where the metrics use them; only scores come back."""
+    """Text ``i``'s tokens are ``starts[i] : starts[i] + lengths[i]`` of ``ids`` (on the host,
+    where weights are looked up) and of each layer's ``tok``; ``sent`` has a row per text. The
+    embeddings are torch tensors on the encoder's device, where the metrics use them."""
 
     texts: list[str]
     ids: np.ndarray
@@ -67,15 +59,16 @@ class Packed:
 
     @property
     def nbytes(self) -> int:
-        arrays = sum(_nbytes(t) for t in (*self.tok.values(), self.sent))
-        return 100 * len(self.texts) + self.ids.nbytes + 16 * len(self.texts) + arrays
+        arrays = [t for t in (*self.tok.values(), self.sent) if t is not None]
+        return 116 * len(self.texts) + self.ids.nbytes + sum(int(t.nbytes) for t in arrays)
 
     def rows(self, texts: Sequence[str]) -> np.ndarray:
         return np.fromiter((self.row[t] for t in texts), dtype=np.int64, count=len(texts))
 
-    def ids_of(self, text: str) -> np.ndarray:
+    def span(self, text: str) -> slice:
+        """Where ``text``'s tokens are in ``ids`` and each layer's array."""
         i = self.row[text]
-        return self.ids[self.starts[i] : self.starts[i] + self.lengths[i]]
+        return slice(int(self.starts[i]), int(self.starts[i] + self.lengths[i]))
 
     def take(self, rows: np.ndarray) -> Packed:
         """The rows ``rows``, packed contiguously in that order."""

@@ -35,7 +35,8 @@ from paraeval.metrics.base import (
 )
 from paraeval.metrics.bertscore import BERTScore
 from paraeval.metrics.encoder import Encoders
-from paraeval.metrics.encoder_model import DEFAULT_MODEL, check_precision
+from paraeval.metrics.encoder_model import DEFAULT_MODEL
+from paraeval.metrics.encoder_precision import check_precision
 
 F1 = "bertscore_f1"
 

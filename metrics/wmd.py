@@ -34,7 +34,8 @@ from paraeval.metrics.base import (
 )
 from paraeval.metrics.encoder import Encoder, Encoders, own_encoder
 from paraeval.metrics.encoder_match import STEP, locality_order
-from paraeval.metrics.encoder_model import ENCODER_MEMORY, check_precision
+from paraeval.metrics.encoder_model import ENCODER_MEMORY
+from paraeval.metrics.encoder_precision import check_precision
 
 _WORD = re.compile(r"\w+(?:['’-]\w+)*", re.UNICODE)
 EMBEDDINGS = ("static", "contextual")
@@ -187,17 +188,21 @@ class WMD(SegmentLocal):
             case = (t.lower() if self.lowercase else t for t in texts)
             bags = [[self._vocab[w] for w in _WORD.findall(t) if w in self._vocab] for t in case]
         else:
-            special = enc.special_ids
-            ids = enc.token_ids(texts)
+            special = {int(i) for i in enc.tokenizer.all_special_ids}
             if self.embedding == "contextual":
                 assert self.layer is not None
+                found = enc.fetch(texts, [self.layer])
+                flat = found.tok[self.layer].cpu().numpy()
                 docs = []
-                for s, e in zip(ids, enc.token_embeddings(texts, self.layer), strict=True):
-                    keep = np.array([int(i) not in special for i in s], dtype=bool)
-                    pts = self._norm(e[keep].astype(np.float64))
+                for span in map(found.span, texts):
+                    keep = np.array([int(i) not in special for i in found.ids[span]], dtype=bool)
+                    pts = self._norm(flat[span][keep].astype(np.float64))
                     docs.append((np.full(len(pts), 1.0 / max(len(pts), 1)), pts))
                 return docs
-            bags = [[int(i) for i in s if int(i) not in special] for s in ids]
+            found = enc.ensure_ids(texts)
+            bags = [
+                [int(i) for i in found.ids[found.span(t)] if int(i) not in special] for t in texts
+            ]
             if self._matrix is None:
                 self._matrix = self._norm(enc.input_embeddings())
         matrix = self._matrix

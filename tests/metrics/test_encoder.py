@@ -22,6 +22,18 @@ TEXTS = CANDS + [r for refs in REFS for r in refs]
 ODD = ["  leading and trailing  ", "naïve café — Zürich", "x" * 700, "tab\tseparated\nlines", ""]
 
 
+def token_embeddings(enc: Encoder, texts: list[str], layer: int) -> list[np.ndarray]:
+    """Each text's token embeddings of ``layer``, from the packed outputs."""
+    found = enc.fetch(texts, [layer])
+    flat = found.tok[layer].numpy()
+    return [flat[found.span(t)] for t in texts]
+
+
+def token_ids(enc: Encoder, texts: list[str]) -> list[np.ndarray]:
+    found = enc.ensure_ids(texts)
+    return [found.ids[found.span(t)] for t in texts]
+
+
 def test_missing_model_path_is_one_clear_line(tmp_path: Path) -> None:
     missing = tmp_path / "no-such-model"
     with pytest.raises(MissingResourceError) as err:
@@ -64,7 +76,7 @@ def test_layer_embeddings_equal_bert_scores_cut_model() -> None:
         model = get_model(MODEL_PATH, layer)
         padded, lens, mask = padding([sent_encode(tok, t) for t in texts], tok.pad_token_id)
         ref = bert_encode(model, padded, attention_mask=mask)
-        ours = enc.token_embeddings(texts, layer)
+        ours = token_embeddings(enc, texts, layer)
         for i, n in enumerate(lens.tolist()):
             np.testing.assert_allclose(ours[i], ref[i, :n].numpy(), atol=2e-5)
         assert isinstance(ref, torch.Tensor)
@@ -96,14 +108,14 @@ def test_a_pool_larger_than_the_memo_is_left_to_the_scoring_steps() -> None:
 def test_the_memo_is_bounded_and_an_evicted_text_is_encoded_again() -> None:
     enc = Encoder(memo_bytes=200_000)  # a few sentences' worth of layer-6 token embeddings
     enc.require_layer(6)
-    enc.token_embeddings(TEXTS, 6)  # one chunk larger than the bound: not kept
+    token_embeddings(enc, TEXTS, 6)  # one chunk larger than the bound: not kept
     assert enc.memo.nbytes == 0 and len(enc.memo) == 0
-    first = [v for i in range(0, len(TEXTS), 2) for v in enc.token_embeddings(TEXTS[i : i + 2], 6)]
+    first = [v for i in range(0, len(TEXTS), 2) for v in token_embeddings(enc, TEXTS[i : i + 2], 6)]
     assert enc.memo.nbytes <= 200_000 and 0 < len(enc.memo) < len(set(TEXTS))
     n = enc.forward_sentences
-    again = enc.token_embeddings(TEXTS[:2], 6)
+    again = token_embeddings(enc, TEXTS[:2], 6)
     assert enc.forward_sentences == n + 2  # the oldest chunk was evicted
-    enc.token_embeddings(TEXTS[-2:], 6)
+    token_embeddings(enc, TEXTS[-2:], 6)
     assert enc.forward_sentences == n + 2  # the newest is held
     for x, y in zip(first[:2], again, strict=True):  # in other batches: float32's last bits
         np.testing.assert_allclose(x, y, atol=1e-5)
@@ -119,19 +131,19 @@ def test_batch_size_does_not_change_vectors() -> None:
 def test_disk_cache_serves_a_new_process_without_encoding(tmp_path: Path) -> None:
     first = Encoder(cache_dir=str(tmp_path))
     first.require_layer(6)
-    first.ensure(TEXTS)
+    first.fetch(TEXTS, sentence=True)
     assert first.forward_sentences == len(set(TEXTS))
     second = Encoder(cache_dir=str(tmp_path))
     np.testing.assert_array_equal(
         second.sentence_embeddings(TEXTS), first.sentence_embeddings(TEXTS)
     )
-    for x, y in zip(second.token_ids(TEXTS), first.token_ids(TEXTS), strict=True):
+    for x, y in zip(token_ids(second, TEXTS), token_ids(first, TEXTS), strict=True):
         np.testing.assert_array_equal(x, y)
     assert second.forward_sentences == 0
-    assert second._model is None  # a warm cache never loads the weights
+    assert "model" not in vars(second)  # a warm cache never loads the weights
     # token embeddings are not kept on disk (20 times the room): encoded again
     for x, y in zip(
-        second.token_embeddings(TEXTS, 6), first.token_embeddings(TEXTS, 6), strict=True
+        token_embeddings(second, TEXTS, 6), token_embeddings(first, TEXTS, 6), strict=True
     ):
         np.testing.assert_allclose(x, y, atol=1e-5)
     assert second.forward_sentences == len(set(TEXTS))
@@ -180,12 +192,12 @@ def test_a_new_layer_or_sentence_is_encoded_and_the_cache_is_safe_to_delete(
     tmp_path: Path,
 ) -> None:
     first = Encoder(cache_dir=str(tmp_path))
-    first.ensure(TEXTS[:5])
+    first.fetch(TEXTS[:5], sentence=True)
     second = Encoder(cache_dir=str(tmp_path))
     second.require_layer(3)  # token embeddings are never on disk: encoded
-    second.ensure(TEXTS[:5])
+    second.fetch(TEXTS[:5], [3], sentence=True)
     assert second.forward_sentences == 5
-    second.ensure(TEXTS[5:7])  # a new sentence
+    second.fetch(TEXTS[5:7], [3], sentence=True)  # a new sentence
     assert second.forward_sentences == 7
     import shutil
 

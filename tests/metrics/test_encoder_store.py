@@ -42,7 +42,7 @@ def test_take_and_concat_keep_each_texts_tokens_and_vectors() -> None:
     joined = concat([part, b])
     for text, source in (("zzz", a), ("x", a), ("w", b)):
         i, j = joined.row[text], source.row[text]
-        np.testing.assert_array_equal(joined.ids_of(text), source.ids_of(text))
+        np.testing.assert_array_equal(joined.ids[joined.span(text)], source.ids[source.span(text)])
         s, n = joined.starts[i], joined.lengths[i]
         t, m = source.starts[j], source.lengths[j]
         assert torch.equal(joined.tok[2][s : s + n], source.tok[2][t : t + m])
@@ -64,7 +64,7 @@ def test_the_memo_serves_texts_from_their_newest_chunk_and_evicts_whole_chunks()
     assert missing == ["d"]
     found = concat(parts)
     assert sorted(found.texts) == ["a", "b"]
-    np.testing.assert_array_equal(found.ids_of("b"), second.ids_of("b"))  # the newest
+    assert found.ids[found.span("b")].tolist() == second.ids[second.span("b")].tolist()  # newest
     assert memo.find(["a"], [7], sentence=False)[1] == ["a"]  # a layer it lacks
     # "first" was used last: the next chunk evicts "second", the least recently used, and the
     # texts it served

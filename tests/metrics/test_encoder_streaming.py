@@ -14,7 +14,7 @@ from paraeval.metrics.base import MetricConfigError
 from paraeval.metrics.bertscore import COLUMNS, BERTScore
 from paraeval.metrics.cosine import Cosine
 from paraeval.metrics.encoder import Encoders
-from paraeval.metrics.encoder_model import precision_verdict
+from paraeval.metrics.encoder_precision import precision_verdict
 from paraeval.metrics.paraphrase import ParaScore
 from tests.metrics._semantic_texts import pairs
 
