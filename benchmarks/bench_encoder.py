@@ -9,8 +9,8 @@ The sentences are generated (benchmarks/semantic_texts.py), unique, BERTScore's 
 packaged all-MiniLM-L6-v2 kept. Phases, each over every sentence in the pass's own batches:
 tokenize (the Rust backend's batch call; the anchor: transformers' tokenizer call, an array per
 text), build (the padded batches on the host; the anchor: row by row), transfer (host to device),
-forward (the model), copy-out (the kept layer and the pooled vector packed where they are; the
-anchor: both copied to the host, an array per sentence and layer), matching (BERTScore's greedy
+forward (the model), pool (its sentence embeddings), copy-out (the kept layer packed where it is;
+the anchor: copied to the host, an array per sentence), matching (BERTScore's greedy
 matching and the cosines of pairs of the packed outputs). Then the pass end to end against the
 forward alone, and BERTScore + cosine cold (no cache) over the sentences against that forward.
 
@@ -27,6 +27,7 @@ import random
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -111,17 +112,17 @@ def phases(enc: Encoder, texts: list[str], clock: Clock, anchor: Clock) -> None:
             x, m = clock("transfer", lambda h=host: [to_device(t.numpy(), device) for t in h])
             out = clock("forward", lambda x=x, m=m: model(input_ids=x, attention_mask=m, **HIDDEN))
 
-            def pack(out: Any = out, m: Any = m, b: np.ndarray = batch) -> Any:
-                return enc.pack(out, m, tokens.lengths[b], [LAYER])
+            vecs = clock("pool", lambda o=out, m=m: pool(o.last_hidden_state, m, enc.pooling))
+            lengths = tokens.lengths[batch]
+            clock("copy-out", lambda o=out, n=lengths: enc.pack(o, n, [LAYER]))
 
-            def copy_out(out: Any = out, m: Any = m, b: np.ndarray = batch) -> None:
+            def copy_out(out: Any = out, b: np.ndarray = batch, vecs: Any = vecs) -> None:
                 arr = out.hidden_states[LAYER].float().cpu().numpy()
-                pooled = pool(out.last_hidden_state, m, enc.pooling).float().cpu().numpy()
+                sent = vecs.float().cpu().numpy()
                 for k, i in enumerate(b):
                     np.array(arr[k, : len(old_ids[i])], dtype=np.float32)
-                    pooled[k].copy()
+                    sent[k].copy()
 
-            clock("copy-out", pack)
             anchor("copy-out", copy_out)
 
 
@@ -202,7 +203,7 @@ def main() -> int:
     ap.add_argument("--memo-gib", type=int, default=1, help="the encoder's memo for the cold run")
     ap.add_argument("--skip-cold", action="store_true", help="no BERTScore + cosine cold run")
     ap.add_argument("--check", action="store_true", help="PASS/FAIL lines for the budgets")
-    ap.add_argument("--json", default=None, help="write the figures here")
+    ap.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = ap.parse_args()
     texts = sentences(args.sentences)
     n = len(texts)

@@ -298,7 +298,7 @@ class SemanticDiversity(SystemLevel, EncoderMetric):
         enc = self.encoder
         total, squares = 0.0, 0.0
         for start in range(0, n, enc.step):
-            part = enc.sentence_embeddings(candidates[start : start + enc.step])
-            sums, sq = unit_sums(part, enc.device)
+            part = candidates[start : start + enc.step]
+            sums, sq = unit_sums(enc.fetch(part, sentence=True).sent_of(part))
             total, squares = total + sums, squares + sq
         return self.mean_pairwise_distance(np.asarray(total), squares, n)

@@ -5,7 +5,7 @@ chunk of a pool at a time; outputs are kept in a bounded memo and, with a ``cach
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -142,15 +142,6 @@ class Encoder(EncoderModel):
             self.memo.put(fresh)
             parts.append(fresh)
         return concat(parts)
-
-    def sentence_embeddings(self, texts: Sequence[str]) -> np.ndarray:
-        """The sentence embeddings of ``texts``, a float64 row per text."""
-        if not texts:
-            dim = int(getattr(self.config, "hidden_size", 0))
-            return np.zeros((0, dim))
-        found = self.fetch(texts, sentence=True)
-        rows = found.sent[to_device(found.rows(texts), found.sent.device)]
-        return rows.cpu().numpy().astype(np.float64)
 
     def close(self) -> None:
         if self._cache is not None:

@@ -68,13 +68,13 @@ def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.where(den > 0, num / np.where(den > 0, den, 1.0), 0.0)
 
 
-def unit_sums(emb: np.ndarray, device: str = "cpu") -> tuple[np.ndarray, float]:
-    """The sum of the unit rows of ``emb`` (a zero row stays zero) and the sum of their squared
-    norms, in float64 on ``device``: what the mean pairwise cosine of a set is made of."""
+def unit_sums(emb: Any) -> tuple[np.ndarray, float]:
+    """The sum of the unit rows of a tensor (a zero row stays zero) and the sum of their squared
+    norms, in float64 where it is: what the mean pairwise cosine of a set is made of."""
     import torch
 
     with torch.inference_mode():
-        x = to_device(np.asarray(emb, dtype=np.float64), device)
+        x = emb.double()
         norms = torch.linalg.vector_norm(x, dim=1, keepdim=True)
         unit = torch.where(norms > 0, x / torch.where(norms > 0, norms, 1.0), 0.0)
         return unit.sum(dim=0).cpu().numpy(), float((unit * unit).sum())

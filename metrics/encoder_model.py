@@ -355,10 +355,10 @@ class EncoderModel:
             for batch in batches:
                 input_ids, mask = batch_inputs(tokens, batch, pad_id, device)
                 result = model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True)
-                rows, sent = self.pack(result, mask, tokens.lengths[batch], layers)
+                rows = self.pack(result, tokens.lengths[batch], layers)
                 for layer in layers:
                     tok[layer].append(rows[layer])
-                pooled.append(sent)
+                pooled.append(pool(result.last_hidden_state, mask, self.pooling).float())
                 self.forward_sentences += len(batch)
             dim = int(read_json(Path(self.path) / "config.json").get("hidden_size", 0))
             sent = torch.zeros((len(texts), dim), device=device)
@@ -375,18 +375,14 @@ class EncoderModel:
         }
         return Packed(list(texts), ids, starts, tokens.lengths.copy(), packed, sent)
 
-    def pack(
-        self, result: Any, mask: Any, lengths: np.ndarray, layers: list[int]
-    ) -> tuple[dict[int, Any], Any]:
-        """A batch's outputs where they are: each layer's real tokens, row after row, and the
-        pooled sentence embeddings (float32)."""
-        # the real tokens' rows found on the host: a boolean mask would wait for the device
+    def pack(self, result: Any, lengths: np.ndarray, layers: list[int]) -> dict[int, Any]:
+        """A batch's real tokens of each layer, row after row, where they are (float32)."""
+        # their rows found on the host: a boolean mask would wait for the device
         keep = np.flatnonzero(np.arange(lengths.max()) < lengths[:, None])
         at = to_device(keep, self.device)
-        rows = {
+        return {
             k: result.hidden_states[k].flatten(0, 1).index_select(0, at).float() for k in layers
         }
-        return rows, pool(result.last_hidden_state, mask, self.pooling).float()
 
     def _sentence_pass(self, texts: list[str]) -> Any:
         """Sentence embeddings of texts longer than sentence-transformers' limit, truncated the

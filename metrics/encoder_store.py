@@ -70,6 +70,12 @@ class Packed:
         i = self.row[text]
         return slice(int(self.starts[i]), int(self.starts[i] + self.lengths[i]))
 
+    def sent_of(self, texts: Sequence[str]) -> Any:
+        """The sentence embeddings of ``texts``, a row each, where they are."""
+        import torch
+
+        return self.sent[torch.from_numpy(self.rows(texts)).to(self.sent.device)]
+
     def take(self, rows: np.ndarray) -> Packed:
         """The rows ``rows``, packed contiguously in that order."""
         import torch

@@ -12,6 +12,7 @@ import itertools
 import numpy as np
 import pytest
 import sacrebleu
+import torch
 
 from paraeval.metrics.base import MetricConfigError
 from paraeval.metrics.diversity import PINC, Distinct1, Distinct2, InterBLEU, SemanticDiversity
@@ -141,7 +142,7 @@ def test_semantic_diversity_equals_pairwise_sentence_transformers_cosines() -> N
 
 def test_mean_pairwise_distance_with_a_zero_vector() -> None:
     def distance(emb: np.ndarray) -> float:
-        return SemanticDiversity.mean_pairwise_distance(*unit_sums(emb), len(emb))
+        return SemanticDiversity.mean_pairwise_distance(*unit_sums(torch.from_numpy(emb)), len(emb))
 
     # pairs: (e1, e2) cos 0, (e1, 0) cos 0, (e2, 0) cos 0 -> mean distance 1
     assert distance(np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])) == pytest.approx(1.0)

@@ -29,6 +29,10 @@ def token_embeddings(enc: Encoder, texts: list[str], layer: int) -> list[np.ndar
     return [flat[found.span(t)] for t in texts]
 
 
+def sentence_embeddings(enc: Encoder, texts: list[str]) -> np.ndarray:
+    return enc.fetch(texts, sentence=True).sent_of(texts).numpy()
+
+
 def token_ids(enc: Encoder, texts: list[str]) -> list[np.ndarray]:
     found = enc.ensure_ids(texts)
     return [found.ids[found.span(t)] for t in texts]
@@ -122,8 +126,8 @@ def test_the_memo_is_bounded_and_an_evicted_text_is_encoded_again() -> None:
 
 
 def test_batch_size_does_not_change_vectors() -> None:
-    a = Encoder(batch_size=1).sentence_embeddings(TEXTS[:6])
-    b = Encoder(batch_size=64).sentence_embeddings(TEXTS[:6])
+    a = sentence_embeddings(Encoder(batch_size=1), TEXTS[:6])
+    b = sentence_embeddings(Encoder(batch_size=64), TEXTS[:6])
     np.testing.assert_allclose(a, b, atol=1e-5)
 
 
@@ -135,7 +139,7 @@ def test_disk_cache_serves_a_new_process_without_encoding(tmp_path: Path) -> Non
     assert first.forward_sentences == len(set(TEXTS))
     second = Encoder(cache_dir=str(tmp_path))
     np.testing.assert_array_equal(
-        second.sentence_embeddings(TEXTS), first.sentence_embeddings(TEXTS)
+        sentence_embeddings(second, TEXTS), sentence_embeddings(first, TEXTS)
     )
     for x, y in zip(token_ids(second, TEXTS), token_ids(first, TEXTS), strict=True):
         np.testing.assert_array_equal(x, y)
@@ -203,9 +207,9 @@ def test_a_new_layer_or_sentence_is_encoded_and_the_cache_is_safe_to_delete(
 
     shutil.rmtree(tmp_path / "embeddings")
     third = Encoder(cache_dir=str(tmp_path))
-    vecs = third.sentence_embeddings(TEXTS[:5])
+    vecs = sentence_embeddings(third, TEXTS[:5])
     assert third.forward_sentences == 5
-    np.testing.assert_array_equal(vecs, first.sentence_embeddings(TEXTS[:5]))
+    np.testing.assert_array_equal(vecs, sentence_embeddings(first, TEXTS[:5]))
 
 
 def test_corrupt_cache_file_is_bypassed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -213,7 +217,7 @@ def test_corrupt_cache_file_is_bypassed(tmp_path: Path, capsys: pytest.CaptureFi
     assert enc.cache is not None
     enc.cache.path.parent.mkdir(parents=True)
     enc.cache.path.write_bytes(b"this is not a database" * 100)
-    vecs = enc.sentence_embeddings(TEXTS[:3])
+    vecs = sentence_embeddings(enc, TEXTS[:3])
     assert vecs.shape == (3, 384)
     assert "disabled" in capsys.readouterr().err
 
