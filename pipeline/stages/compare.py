@@ -246,9 +246,9 @@ def compare(
                 r = r[np.isfinite(r)] if checked else r[:0]
                 lo, hi = np.quantile(r, [lo_q, hi_q]) if r.size else (np.nan, np.nan)
                 untested = s == baseline or not checked
-                p_bs = paired_bs_p(res[baseline], res[s], points[baseline], points[s])
+                pair = (res[baseline], res[s], points[baseline], points[s])
                 values = [s, col.name, points[s], float(lo), float(hi), baseline]
-                values += [np.nan if untested else p_bs, p_ar.get(s, np.nan)]
+                values += [np.nan if untested else paired_bs_p(*pair), p_ar.get(s, np.nan)]
                 values += [cluster.get(s, np.nan) if checked else np.nan, rank.get(s, np.nan)]
                 values += [s in controls, col.higher_is_better, n, f"{col.signature}|{signature}"]
                 rows.append(dict(zip(COMPARISON_COLUMNS, values, strict=True)))
