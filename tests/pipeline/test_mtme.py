@@ -287,6 +287,8 @@ def _drop_last_line(path: Path) -> None:
 
 
 MQM = f"human-scores/{LP}.mqm.seg.score"
+COMET = f"metric-scores/{LP}/COMET-refA.seg.score"
+SYS = f"metric-scores/{LP}/COMET-refA.sys.score"
 # (what is broken, how, the file the error names, what the error line says)
 BAD: dict[str, tuple[Callable[[Path], object], str, str]] = {
     "missing folder": (shutil.rmtree, ".", "test-set folder not found"),
@@ -325,6 +327,26 @@ BAD: dict[str, tuple[Callable[[Path], object], str, str]] = {
         lambda m: _rewrite(m / MQM, "sysB\t-6.0", "news sysB\t-6.0"),
         f"{MQM}, row 7",
         "expected 'SYSTEM SCORE' (2 fields), found 3",
+    ),
+    "metric file: short": (
+        lambda m: _rewrite(m / COMET, "sysC\t0.6\n", ""),
+        f"{COMET}, row 14",
+        "4 scores for system 'sysC' but the source has 5 segments",
+    ),
+    "metric file: unknown system": (
+        lambda m: _rewrite(m / COMET, "sysC\t", "sysX\t"),
+        f"{COMET}, row 11",
+        "system 'sysX' has no output file",
+    ),
+    "metric file: not a number": (
+        lambda m: _rewrite(m / COMET, "sysA\t0.8", "sysA\tn/a"),
+        f"{COMET}, row 2",
+        "expected a number or None, got 'n/a'",
+    ),
+    "system file: two scores": (
+        lambda m: _rewrite(m / SYS, "sysB\t0.1\n", "sysB\t0.1\nsysB\t0.2\n"),
+        f"{SYS}, row 3",
+        "two scores for system 'sysB'",
     ),
 }
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +18,7 @@ from scipy.stats import pearsonr
 from paraeval.pipeline.data.load import load_frame, load_mtme, load_table
 from paraeval.pipeline.errors import ConfigError, DataError
 from tests.pipeline.helpers import run_cli
-from tests.pipeline.test_mtme import FAST, GOLD, LP, METRICS, OUT, _rewrite, write_mtme
+from tests.pipeline.test_mtme import BAD, COMET, FAST, GOLD, LP, METRICS, OUT, write_mtme
 
 THREE = ["sysA", "sysB", "sysC"]
 
@@ -119,42 +118,6 @@ def test_a_filtered_set_has_no_system_scores(mtme: Path) -> None:
             assert _same(value, _given("COMET-refA.seg", system, int(item) - 1))
 
 
-COMET = f"metric-scores/{LP}/COMET-refA.seg.score"
-SYS = f"metric-scores/{LP}/COMET-refA.sys.score"
-BAD: dict[str, tuple[Callable[[Path], object], str, str]] = {
-    "short": (
-        lambda m: _rewrite(m / COMET, "sysC\t0.6\n", ""),
-        f"{COMET}, row 14",
-        "4 scores for system 'sysC' but the source has 5 segments",
-    ),
-    "unknown system": (
-        lambda m: _rewrite(m / COMET, "sysC\t", "sysX\t"),
-        f"{COMET}, row 11",
-        "system 'sysX' has no output file",
-    ),
-    "not a number": (
-        lambda m: _rewrite(m / COMET, "sysA\t0.8", "sysA\tn/a"),
-        f"{COMET}, row 2",
-        "expected a number or None, got 'n/a'",
-    ),
-    "two system scores": (
-        lambda m: _rewrite(m / SYS, "sysB\t0.1\n", "sysB\t0.1\nsysB\t0.2\n"),
-        f"{SYS}, row 3",
-        "two scores for system 'sysB'",
-    ),
-}
-
-
-@pytest.mark.parametrize("case", BAD, ids=list(BAD))
-def test_bad_metric_files_name_the_file_and_line(mtme: Path, case: str) -> None:
-    breaks, where, what = BAD[case]
-    breaks(mtme)
-    with pytest.raises(DataError) as err:
-        load_mtme(str(mtme), LP, outliers=OUT)
-    assert str(err.value).startswith(f"{mtme / where}: "), str(err.value)
-    assert what in str(err.value)
-
-
 def _table_rows() -> list[dict[str, object]]:
     return [
         {
@@ -232,7 +195,7 @@ def test_precomputed_metrics_alone_and_beside_paraevals(mtme: Path, tmp_path: Pa
 @pytest.mark.slow
 def test_errors_on_the_command_line(mtme: Path, tmp_path: Path) -> None:
     """A bad metric file, and nothing to correlate: one ``paraeval: error:`` line, exit 2."""
-    BAD["not a number"][0](mtme)
+    BAD["metric file: not a number"][0](mtme)
     for args, what in [
         ([f"data.path={mtme}"], f"paraeval: error: {mtme / COMET}, row 2: expected a number"),
         (["data=demo", "metrics=[]"], "paraeval: error: no metrics selected and the data has"),
