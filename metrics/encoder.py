@@ -23,7 +23,7 @@ from paraeval.metrics.encoder_model import (
     resolve_model_path,
 )
 from paraeval.metrics.encoder_precision import check_precision
-from paraeval.metrics.encoder_store import DEFAULT_MEMO_BYTES, Memo, Packed, concat
+from paraeval.metrics.encoder_store import DEFAULT_MEMO_BYTES, Memo, Packed, concat, starts_of
 
 # bumped whenever what is stored under a key changes meaning
 _CACHE_SCHEMA = "v3"  # v3: packed chunks (v2: an array per text; v1 kept token embeddings)
@@ -84,8 +84,8 @@ class Encoder(EncoderModel):
             return parts, missing
         stored = self.cache.get(missing, sentence)
         if stored.texts:
-            starts = np.cumsum(stored.lengths) - stored.lengths
             sent = None if stored.sent is None else to_device(stored.sent, self.device)
+            starts = starts_of(stored.lengths)
             found = Packed(stored.texts, stored.ids, starts, stored.lengths, sent=sent)
             self.memo.put(found)
             parts.append(found)

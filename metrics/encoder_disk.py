@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from paraeval.metrics.encoder_store import gather_index, starts_of
+
 DISK_BYTES = 4 << 30
 _VERSION = "packed-1"  # another value, or none, means an older layout: the file is rebuilt
 _SCHEMA = (
@@ -49,10 +51,6 @@ def _empty(sentence: bool) -> Stored:
     return Stored([], np.zeros(0, np.int32), np.zeros(0, np.int64), sent)
 
 
-def _starts(lengths: np.ndarray) -> np.ndarray:
-    return np.cumsum(lengths) - lengths
-
-
 def _gather(hits: list[tuple[str, int, int]], chunks: dict[int, Any], sentence: bool) -> Stored:
     """The rows of the found (text, chunk, row), each chunk's arrays laid end to end as one pool."""
     if not hits:
@@ -62,9 +60,9 @@ def _gather(hits: list[tuple[str, int, int]], chunks: dict[int, Any], sentence: 
     local = np.array([r for _, _, r in hits], np.int64)
     lengths = [np.frombuffer(chunks[c][0], "<i8") for c in order]
     pooled = np.concatenate(lengths)
-    rows = _starts(np.array([len(a) for a in lengths]))[which] + local
+    rows = starts_of(np.array([len(a) for a in lengths]))[which] + local
     out = pooled[rows]
-    at = np.repeat(_starts(pooled)[rows] - _starts(out), out) + np.arange(int(out.sum()))
+    at = gather_index(starts_of(pooled)[rows], out)
     ids = np.concatenate([np.frombuffer(chunks[c][1], "<i4") for c in order])[at]
     sent = None
     if sentence:  # chunk by chunk: a few rows of many chunks are not first copied whole

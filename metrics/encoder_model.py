@@ -28,7 +28,7 @@ from paraeval.metrics.encoder_precision import (
     choose_precision,
     precision_context,
 )
-from paraeval.metrics.encoder_store import Packed, gather_index, pad_positions
+from paraeval.metrics.encoder_store import Packed, gather_index, pad_positions, starts_of
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +168,7 @@ class Tokens:
 
     @property
     def starts(self) -> np.ndarray:
-        return np.cumsum(self.lengths) - self.lengths
+        return starts_of(self.lengths)
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -369,7 +369,7 @@ class EncoderModel:
                 vecs = self._sentence_pass([texts[i] for i in too_long])
                 sent[torch.from_numpy(too_long).to(device)] = vecs
         starts = np.empty(len(texts), dtype=np.int64)
-        starts[order] = np.cumsum(lengths) - lengths
+        starts[order] = starts_of(lengths)
         packed = {
             k: torch.cat(v) if v else torch.zeros((0, dim), device=device) for k, v in tok.items()
         }

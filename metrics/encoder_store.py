@@ -17,6 +17,11 @@ import numpy as np
 DEFAULT_MEMO_BYTES = 512 << 20
 
 
+def starts_of(lengths: np.ndarray) -> np.ndarray:
+    """Where each row starts when rows of ``lengths`` lie end to end."""
+    return np.cumsum(lengths) - lengths
+
+
 def gather_index(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Positions of the tokens of rows that start at ``starts`` with ``lengths`` tokens, row after
     row: what packs them contiguously."""
@@ -24,8 +29,7 @@ def gather_index(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     total = int(lengths.sum())
     if total == 0:
         return np.zeros(0, dtype=np.int64)
-    ends = np.cumsum(lengths)
-    shift = np.asarray(starts, dtype=np.int64) - (ends - lengths)
+    shift = np.asarray(starts, dtype=np.int64) - starts_of(lengths)
     return np.arange(total, dtype=np.int64) + np.repeat(shift, lengths)
 
 
@@ -87,7 +91,7 @@ class Packed:
         on_device = torch.from_numpy(index)
         tok = {k: t[on_device.to(t.device)] for k, t in self.tok.items()}
         sent = None if self.sent is None else self.sent[torch.from_numpy(rows).to(self.sent.device)]
-        starts = np.cumsum(lengths) - lengths
+        starts = starts_of(lengths)
         return Packed([self.texts[i] for i in rows], self.ids[index], starts, lengths, tok, sent)
 
 
