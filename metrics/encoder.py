@@ -19,7 +19,6 @@ from paraeval.metrics.encoder_model import (
     EncoderModel,
     Tokens,
     pick_device,
-    read_json,
     resolve_model_path,
 )
 from paraeval.metrics.encoder_precision import check_precision
@@ -112,13 +111,12 @@ class Encoder(EncoderModel):
         missing = self._held(texts, need, True)[1]
         if not missing:
             return
-        dim = int(read_json(Path(self.path) / "config.json").get("hidden_size", 1024))
-        room = self.memo.max_bytes - self.memo.nbytes
+        dim, room = self.hidden_size, self.memo.max_bytes - self.memo.nbytes
         parts: list[Tokens] = []
         for start in range(0, len(missing), CHUNK):  # a pool too large is found chunk by chunk
             parts.append(self.tokenize(missing[start : start + CHUNK]))
-            tokens = sum(int(p.lengths.sum()) for p in parts)
-            if tokens * dim * 4 * len(need) + CHUNK * len(parts) * (dim * 4 + 300) > room:
+            tokens, n = sum(int(p.lengths.sum()) for p in parts), sum(map(len, parts))
+            if tokens * dim * 4 * len(need) + n * (dim * 4 + 300) > room:
                 return
         ids, lengths = (np.concatenate([getattr(p, k) for p in parts]) for k in ("ids", "lengths"))
         self._encode(missing, Tokens(ids, lengths), need)

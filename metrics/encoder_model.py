@@ -248,12 +248,19 @@ class EncoderModel:
     def config(self) -> Any:
         return self._load("config", "AutoConfig")
 
-    @property
-    def num_layers(self) -> int:
+    def _stated(self, key: str) -> int:
         # read from config.json where it is stated: a run served by the cache then never
         # imports transformers (a second and a half)
-        stated = read_json(Path(self.path) / "config.json").get("num_hidden_layers")
-        return int(stated) if stated is not None else int(self.config.num_hidden_layers)
+        stated = read_json(Path(self.path) / "config.json").get(key)
+        return int(stated) if stated is not None else int(getattr(self.config, key))
+
+    @cached_property
+    def num_layers(self) -> int:
+        return self._stated("num_hidden_layers")
+
+    @cached_property
+    def hidden_size(self) -> int:
+        return self._stated("hidden_size")
 
     @property
     def max_length(self) -> int:
@@ -264,7 +271,7 @@ class EncoderModel:
             limit = int(getattr(self.config, "max_position_embeddings", 512))
         return limit
 
-    @property
+    @cached_property
     def sentence_max_length(self) -> int:
         st = read_json(Path(self.path) / "sentence_bert_config.json").get("max_seq_length")
         return min(int(st), self.max_length) if st else self.max_length
@@ -360,7 +367,7 @@ class EncoderModel:
                     tok[layer].append(rows[layer])
                 pooled.append(pool(result.last_hidden_state, mask, self.pooling).float())
                 self.forward_sentences += len(batch)
-            dim = int(read_json(Path(self.path) / "config.json").get("hidden_size", 0))
+            dim = self.hidden_size
             sent = torch.zeros((len(texts), dim), device=device)
             if pooled:
                 sent[torch.from_numpy(order).to(device)] = torch.cat(pooled)
