@@ -133,8 +133,7 @@ def matching(enc: Encoder, texts: list[str], clock: Clock) -> None:
     """BERTScore's matching and the cosines of consecutive sentences, on the packed outputs."""
     packed = enc.fetch(texts, [LAYER], sentence=True)
     rows = packed.rows(texts)
-    cand, ref = rows[0::2], rows[1::2][: len(rows[0::2])]
-    cand = cand[: len(ref)]
+    cand, ref = rows[0 : len(rows) - 1 : 2], rows[1::2]
     table = ({enc.tokenizer.sep_token_id: 0.0, enc.tokenizer.cls_token_id: 0.0}, 1.0)
     weights = token_weights(packed.ids, table)
     floors = padding_floors(packed.lengths[cand], packed.lengths[ref], 64)
@@ -179,8 +178,7 @@ def end_to_end(texts: list[str], args: argparse.Namespace, precision: str) -> di
     cos = Cosine(encoders=encoders, precision=precision, **settings)
     bert.encoder.memo.max_bytes = args.memo_gib << 30
     bert.encoder.model  # noqa: B018 - loading is not timed
-    cands, refs = texts[0::2], [[r] for r in texts[1::2]]
-    cands = cands[: len(refs)]
+    cands, refs = texts[0 : len(texts) - 1 : 2], [[r] for r in texts[1::2]]
 
     def cold() -> None:
         bert.prepare(texts)
